@@ -1,0 +1,65 @@
+"""Execute chapter notebooks in place and store their outputs (and widget state).
+
+This is the project's one way of producing the stored outputs that nbval
+compares in CI:
+
+    python scripts/execute_notebooks.py                 # every chapter
+    python scripts/execute_notebooks.py chapters/ch02_general_attention_model.ipynb
+
+Each notebook runs in a fresh kernel from the current environment with its own
+folder as working directory (as nbval does), with a fixed hash seed and thread
+count so printed results are reproducible. It prints the seconds each took.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_PER_CELL = 600
+
+# The same environment nbval gets from .ci/run / the Makefile.
+KERNEL_ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "MPLBACKEND": "Agg"}
+
+
+def execute(path: Path) -> float:
+    nb = nbformat.read(path, as_version=4)
+    for key, value in KERNEL_ENV.items():
+        os.environ[key] = value
+    client = NotebookClient(
+        nb,
+        timeout=TIMEOUT_PER_CELL,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    total = 0.0
+    for path in paths:
+        seconds = execute(path)
+        total += seconds
+        print(f"{seconds:7.1f} s  {path}", flush=True)
+    print(f"{total:7.1f} s  total ({len(paths)} notebooks)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

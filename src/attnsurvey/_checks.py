@@ -1,0 +1,66 @@
+"""Input validation shared by every public function.
+
+Errors name the survey's symbols (Table I) and the shapes that were seen, so a
+reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+def as_tensor(x: object, symbol: str) -> Tensor:
+    """Return ``x`` if it is a floating-point tensor, else raise ``ValueError``."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{symbol} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(f"{symbol} must be a floating-point tensor, got dtype={x.dtype}")
+    return x
+
+
+def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
+    """Raise unless ``x`` has at least ``rank`` dimensions (``layout`` names them)."""
+    if x.dim() < rank:
+        raise ValueError(f"{symbol} must have shape {layout}, got shape {tuple(x.shape)}")
+
+
+def check_nonempty(x: Tensor, dim: int, symbol: str, size_name: str) -> None:
+    """Raise if dimension ``dim`` of ``x`` (called ``size_name``) is zero."""
+    if x.shape[dim] == 0:
+        raise ValueError(f"{symbol} is empty: {size_name}=0 in shape {tuple(x.shape)}")
+
+
+def check_same_dtype(**tensors: Tensor) -> None:
+    """Raise if the named tensors do not share one dtype."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
+        raise ValueError(f"dtype mismatch: {seen}")
+
+
+def check_dim_equal(a: int, b: int, what: str, name_a: str, name_b: str) -> None:
+    """Raise ``ValueError`` with ``what`` as the lead-in if ``a != b``."""
+    if a != b:
+        raise ValueError(f"{what} needs {name_a} == {name_b}, got {name_a}={a}, {name_b}={b}")
+
+
+def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> None:
+    """Raise unless weight ``W`` has exactly ``shape`` (``layout`` spells it in symbols)."""
+    as_tensor(W, symbol)
+    if tuple(W.shape) != tuple(shape):
+        raise ValueError(
+            f"{symbol} must have shape {layout} = {tuple(shape)}, got {tuple(W.shape)}"
+        )
+
+
+def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: int = 2) -> None:
+    """Raise unless the leading (batch) dimensions of ``a`` and ``b`` broadcast."""
+    try:
+        torch.broadcast_shapes(a.shape[:-tail], b.shape[:-tail])
+    except RuntimeError:
+        raise ValueError(
+            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} "
+            "do not broadcast"
+        ) from None

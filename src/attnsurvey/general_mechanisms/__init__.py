@@ -1,0 +1,1 @@
+"""§3.2 General attention mechanisms: scoring, alignment, dimensionality."""

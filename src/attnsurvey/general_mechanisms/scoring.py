@@ -1,0 +1,345 @@
+"""§3.2.1 Attention scoring: Eq. (23) and every row of Table II.
+
+Each score function maps queries ``Q`` of shape ``(..., n_q, d_q)`` and keys
+``K`` of shape ``(..., n_f, d_k)`` to scores ``e`` of shape ``(..., n_q, n_f)``,
+computed in matrix form for all queries and keys at once (the survey notes that
+this is the efficient way). Weights keep the survey's shapes, which are also
+``nn.Linear.weight``'s: ``W_1`` is ``(d_w, d_q)``, ``W`` is ``(d_k, d_q)``.
+
+Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
+
+Activation = Callable[[Tensor], Tensor]
+
+
+def _check_qk(Q: Tensor, K: Tensor) -> None:
+    as_tensor(Q, "Q")
+    as_tensor(K, "K")
+    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    check_batch_broadcast(Q, K, "Q", "K")
+    if Q.dtype != K.dtype:
+        raise ValueError(f"Q and K must share a dtype, got Q={Q.dtype}, K={K.dtype}")
+
+
+def dot_score(Q: Tensor, K: Tensor) -> Tensor:
+    """Multiplicative (dot-product) score ``q^T k_l`` (Table II, row 2).
+
+    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
+    Raises ``ValueError`` unless ``d_q == d_k``.
+    """
+    _check_qk(Q, K)
+    check_dim_equal(Q.shape[-1], K.shape[-1], "multiplicative score", "d_q", "d_k")
+    return Q @ K.transpose(-1, -2)
+
+
+def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
+    """Scaled multiplicative score ``q^T k_l / sqrt(d_k)`` (Table II, row 3).
+
+    Shapes as in :func:`dot_score`. Raises ``ValueError`` unless ``d_q == d_k``.
+    """
+    _check_qk(Q, K)
+    check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
+    return (Q @ K.transpose(-1, -2)) / math.sqrt(K.shape[-1])
+
+
+def additive_score(
+    Q: Tensor,
+    K: Tensor,
+    W1: Tensor,
+    W2: Tensor,
+    w: Tensor,
+    b: Tensor | None = None,
+    act: Activation = torch.tanh,
+) -> Tensor:
+    """Additive (concatenate) score ``w^T act(W_1 q + W_2 k_l + b)`` (Table II, row 1).
+
+    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W1: ``(d_w, d_q)``;
+    W2: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)`` or None.
+    Returns e ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches.
+    Memory is ``O(n_q * n_f * d_w)`` because the activation is not bilinear.
+    """
+    _check_qk(Q, K)
+    d_q, d_k = Q.shape[-1], K.shape[-1]
+    as_tensor(w, "w")
+    if w.dim() != 1:
+        raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
+    d_w = w.shape[0]
+    check_weight(W1, (d_w, d_q), "W_1", "(d_w, d_q)")
+    check_weight(W2, (d_w, d_k), "W_2", "(d_w, d_k)")
+    q_part = Q @ W1.T  # (..., n_q, d_w)
+    k_part = K @ W2.T  # (..., n_f, d_w)
+    if b is not None:
+        check_weight(b, (d_w,), "b", "(d_w,)")
+        k_part = k_part + b
+    h = act(q_part.unsqueeze(-2) + k_part.unsqueeze(-3))  # (..., n_q, n_f, d_w)
+    return h @ w
+
+
+def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = torch.tanh) -> Tensor:
+    """Concat score ``v^T tanh(W [q; k_l])`` (NLP review eq. 1).
+
+    W: ``(d_w, d_q + d_k)``; v: ``(d_w,)``. Equal to :func:`additive_score` with
+    ``W = [W_1, W_2]`` and no bias. Raises ``ValueError`` on shape mismatches.
+    """
+    _check_qk(Q, K)
+    d_q, d_k = Q.shape[-1], K.shape[-1]
+    as_tensor(v, "v")
+    if v.dim() != 1:
+        raise ValueError(f"v must have shape (d_w,), got {tuple(v.shape)}")
+    check_weight(W, (v.shape[0], d_q + d_k), "W", "(d_w, d_q + d_k)")
+    # Concatenating [q; k] for every pair and multiplying by W is the same as
+    # splitting W column-wise; we concatenate explicitly to mirror the formula.
+    n_q, n_f = Q.shape[-2], K.shape[-2]
+    batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    q_rep = Q.unsqueeze(-2).expand(*batch, n_q, n_f, d_q)
+    k_rep = K.unsqueeze(-3).expand(*batch, n_q, n_f, d_k)
+    qk = torch.cat([q_rep, k_rep], dim=-1)
+    return act(qk @ W.T) @ v
+
+
+def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
+    """General score ``k_l^T W q`` (Table II, row 4). W: ``(d_k, d_q)``.
+
+    Raises ``ValueError`` if W's shape does not match ``(d_k, d_q)``.
+    """
+    _check_qk(Q, K)
+    check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
+    return (Q @ W.T) @ K.transpose(-1, -2)
+
+
+def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
+    """Biased general score ``k_l^T (W q + b)`` (Table II, row 5).
+
+    W: ``(d_k, d_q)``; b: ``(d_k,)``. Raises ``ValueError`` on shape mismatches.
+    """
+    _check_qk(Q, K)
+    check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
+    check_weight(b, (K.shape[-1],), "b", "(d_k,)")
+    return (Q @ W.T + b) @ K.transpose(-1, -2)
+
+
+def activated_general_score(
+    Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh
+) -> Tensor:
+    """Activated general score ``act(k_l^T W q + b)`` (Table II, row 6).
+
+    W: ``(d_k, d_q)``; b: a scalar. Raises ``ValueError`` on shape mismatches.
+    """
+    _check_qk(Q, K)
+    check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
+    if isinstance(b, Tensor) and b.numel() != 1:
+        raise ValueError(f"b must be a scalar for the activated general score, got shape {tuple(b.shape)}")
+    return act(general_score(Q, K, W) + b)
+
+
+def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
+    """Similarity score: cosine similarity of ``q`` and ``k_l`` (Table II, row 7).
+
+    Needs ``d_q == d_k``. Zero vectors get similarity 0 (norms are clamped by
+    ``eps``). Raises ``ValueError`` on shape mismatches.
+    """
+    _check_qk(Q, K)
+    check_dim_equal(Q.shape[-1], K.shape[-1], "cosine similarity score", "d_q", "d_k")
+    Qn = Q / Q.norm(dim=-1, keepdim=True).clamp_min(eps)
+    Kn = K / K.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return Qn @ Kn.transpose(-1, -2)
+
+
+def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
+    """Similarity score: negative Euclidean (L2) distance ``-||q - k_l||_2`` (Table II, row 7).
+
+    Needs ``d_q == d_k``; closer keys score higher. Raises ``ValueError`` on
+    shape mismatches.
+    """
+    _check_qk(Q, K)
+    check_dim_equal(Q.shape[-1], K.shape[-1], "Euclidean similarity score", "d_q", "d_k")
+    diff = Q.unsqueeze(-2) - K.unsqueeze(-3)  # (..., n_q, n_f, d)
+    # sqrt of a sum of squares has an infinite gradient at 0; adding a tiny
+    # epsilon keeps gradients finite when a query equals a key.
+    return -torch.sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
+
+
+def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
+    """Bilinear score ``q^T W k_l`` (nndl eq. 8.5). W: ``(d_q, d_k)``.
+
+    Equals :func:`general_score` with the transposed matrix.
+    Raises ``ValueError`` if W's shape does not match ``(d_q, d_k)``.
+    """
+    _check_qk(Q, K)
+    check_weight(W, (Q.shape[-1], K.shape[-1]), "W", "(d_q, d_k)")
+    return (Q @ W) @ K.transpose(-1, -2)
+
+
+# --------------------------------------------------------------------------
+# Modules: each owns its weights and calls the functional form above.
+# --------------------------------------------------------------------------
+
+
+class ScoreModule(nn.Module):
+    """Base class: ``forward(Q, K) -> e`` with Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)``."""
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class DotScore(ScoreModule):
+    """Module form of :func:`dot_score` (no parameters)."""
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return dot_score(Q, K)
+
+
+class ScaledDotScore(ScoreModule):
+    """Module form of :func:`scaled_dot_score` (no parameters)."""
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return scaled_dot_score(Q, K)
+
+
+class AdditiveScore(ScoreModule):
+    """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``."""
+
+    def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
+        super().__init__()
+        self.W1 = nn.Linear(d_q, d_w, bias=False)
+        self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b
+        self.w = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
+        self.act = act
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return additive_score(Q, K, self.W1.weight, self.W2.weight, self.w, self.W2.bias, self.act)
+
+
+class ConcatScore(ScoreModule):
+    """Module form of :func:`concat_score` with learned ``W`` and ``v``."""
+
+    def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_q + d_k, d_w, bias=False)
+        self.v = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return concat_score(Q, K, self.W.weight, self.v)
+
+
+class GeneralScore(ScoreModule):
+    """Module form of :func:`general_score` with learned ``W`` of shape ``(d_k, d_q)``."""
+
+    def __init__(self, d_q: int, d_k: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_q, d_k, bias=False)
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return general_score(Q, K, self.W.weight)
+
+
+class BiasedGeneralScore(ScoreModule):
+    """Module form of :func:`biased_general_score` with learned ``W`` and ``b``."""
+
+    def __init__(self, d_q: int, d_k: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_q, d_k, bias=True)
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return biased_general_score(Q, K, self.W.weight, self.W.bias)
+
+
+class ActivatedGeneralScore(ScoreModule):
+    """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``."""
+
+    def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_q, d_k, bias=False)
+        self.b = nn.Parameter(torch.zeros(()))
+        self.act = act
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return activated_general_score(Q, K, self.W.weight, self.b, self.act)
+
+
+class CosineScore(ScoreModule):
+    """Module form of :func:`cosine_score`, with an optional learned temperature.
+
+    Cosine scores lie in [-1, 1], so a softmax over them is nearly uniform; a
+    scale ``s`` (learned when ``learn_scale=True``) sharpens it: ``s * cos``.
+    """
+
+    def __init__(self, scale: float = 1.0, learn_scale: bool = False) -> None:
+        super().__init__()
+        t = torch.tensor(float(scale))
+        self.scale = nn.Parameter(t) if learn_scale else t
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return self.scale * cosine_score(Q, K)
+
+
+class EuclideanScore(ScoreModule):
+    """Module form of :func:`euclidean_score` (no parameters)."""
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return euclidean_score(Q, K)
+
+
+class BilinearScore(ScoreModule):
+    """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``."""
+
+    def __init__(self, d_q: int, d_k: int) -> None:
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(d_q, d_k) / math.sqrt(d_q * d_k) ** 0.5)
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return bilinear_score(Q, K, self.W)
+
+
+def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None) -> ScoreModule:
+    """Build a score module by its Table II name.
+
+    Names: ``additive``, ``multiplicative``, ``scaled-multiplicative``,
+    ``general``, ``biased-general``, ``activated-general``, ``cosine``,
+    ``euclidean``, ``concat``, ``bilinear``. ``d_w`` defaults to ``d_k``.
+    Raises ``ValueError`` for an unknown name or for ``d_q != d_k`` where the
+    score needs equality.
+    """
+    d_w = d_k if d_w is None else d_w
+    needs_equal = {"multiplicative", "scaled-multiplicative", "cosine", "euclidean"}
+    if name in needs_equal:
+        check_dim_equal(d_q, d_k, f"{name} score", "d_q", "d_k")
+    table = {
+        "additive": lambda: AdditiveScore(d_q, d_k, d_w),
+        "multiplicative": DotScore,
+        "scaled-multiplicative": ScaledDotScore,
+        "general": lambda: GeneralScore(d_q, d_k),
+        "biased-general": lambda: BiasedGeneralScore(d_q, d_k),
+        "activated-general": lambda: ActivatedGeneralScore(d_q, d_k),
+        "cosine": lambda: CosineScore(scale=math.sqrt(d_k), learn_scale=True),
+        "euclidean": EuclideanScore,
+        "concat": lambda: ConcatScore(d_q, d_k, d_w),
+        "bilinear": lambda: BilinearScore(d_q, d_k),
+    }
+    if name not in table:
+        raise ValueError(f"unknown score function {name!r}; choose one of {sorted(table)}")
+    return table[name]()
+
+
+SCORE_NAMES = (
+    "additive",
+    "multiplicative",
+    "scaled-multiplicative",
+    "general",
+    "biased-general",
+    "activated-general",
+    "cosine",
+    "euclidean",
+    "concat",
+    "bilinear",
+)

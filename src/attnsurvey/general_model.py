@@ -1,0 +1,343 @@
+"""§2 The general attention model: Eq. (1)-(5).
+
+The task model (Fig. 1) is feature model + query model + attention model +
+output model. The general attention module (Fig. 2) turns a query and a set
+of feature vectors into a context vector in three steps:
+
+* Eq. (1)  keys and values from the features:  ``K = F W_K^T``, ``V = F W_V^T``
+* Eq. (2)  a score per key:                   ``e_l = score(q, k_l)``
+* Eq. (3)  alignment of the scores:           ``a = align(e)`` (softmax here)
+* Eq. (4)  the context vector:                ``c = sum_l a_l v_l``
+* Eq. (5)  an output model on the context:    ``y = softmax(W_c c + b_c)``
+
+Shapes are batch-first rows (see the Notation page): ``F`` is ``(..., n_f, d_f)``,
+queries ``(..., n_q, d_q)``, scores and weights ``(..., n_q, n_f)``, context
+``(..., n_q, d_v)``. Weight matrices keep the survey's shapes: ``W_K`` is
+``(d_k, d_f)``, exactly ``nn.Linear(d_f, d_k).weight``.
+
+Masks are boolean, ``True`` = may attend (as in
+``F.scaled_dot_product_attention``); fully-masked query rows give all-zero
+weights and therefore a zero context vector.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
+from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
+from .masking import masked_softmax
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+
+CHAPTER = "chapters/ch02_general_attention_model.ipynb"
+
+
+def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
+    """Keys and values from the feature vectors, Eq. (1): ``K = W_K F``, ``V = W_V F``.
+
+    F: ``(..., n_f, d_f)``; W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``.
+    Returns K ``(..., n_f, d_k)`` and V ``(..., n_f, d_v)``.
+    Raises ``ValueError`` if a weight's second dimension is not ``d_f``.
+    """
+    as_tensor(F, "F")
+    check_min_rank(F, 2, "F", "(..., n_f, d_f)")
+    d_f = F.shape[-1]
+    as_tensor(W_K, "W_K")
+    as_tensor(W_V, "W_V")
+    check_weight(W_K, (W_K.shape[0], d_f), "W_K", "(d_k, d_f)")
+    check_weight(W_V, (W_V.shape[0], d_f), "W_V", "(d_v, d_f)")
+    return F @ W_K.T, F @ W_V.T
+
+
+def attention_scores(Q: Tensor, K: Tensor, score: ScoreFn = scaled_dot_score) -> Tensor:
+    """Attention scores, Eq. (2): ``e_l = score(q, k_l)`` for every query and key.
+
+    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
+    ``score`` is any function of Table II (default: scaled multiplicative).
+    Raises ``ValueError`` if the score function's shape requirements fail.
+    """
+    e = score(Q, K)
+    if e.shape[-2:] != (Q.shape[-2], K.shape[-2]):
+        raise ValueError(
+            f"score function returned shape {tuple(e.shape)}, expected (..., n_q={Q.shape[-2]}, "
+            f"n_f={K.shape[-2]})"
+        )
+    return e
+
+
+def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Attention weights, Eq. (3), with the softmax alignment: ``a = softmax(e)``.
+
+    e: ``(..., n_q, n_f)``; mask: boolean, broadcastable to e, ``True`` = may
+    attend. Each row of the result sums to 1, except fully-masked rows, which
+    are all zero. Stable for scores of any magnitude. Raises ``ValueError`` for
+    a mask of the wrong dtype or shape.
+    """
+    as_tensor(e, "e")
+    return masked_softmax(e, mask, dim=-1)
+
+
+def context(a: Tensor, V: Tensor) -> Tensor:
+    """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
+
+    a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
+    Raises ``ValueError`` if the two ``n_f`` differ.
+    """
+    as_tensor(a, "a")
+    as_tensor(V, "V")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of a", "n_f of V")
+    check_batch_broadcast(a, V, "a", "V")
+    return a @ V
+
+
+def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
+    """Output model, Eq. (5): ``y_hat = softmax(W_c c + b_c)``.
+
+    c: ``(..., d_v)``; W_c: ``(d_y, d_v)``; b_c: ``(d_y,)``; returns ``(..., d_y)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    as_tensor(c, "c")
+    check_weight(W_c, (W_c.shape[0], c.shape[-1]), "W_c", "(d_y, d_v)")
+    check_weight(b_c, (W_c.shape[0],), "b_c", "(d_y,)")
+    return torch.softmax(c @ W_c.T + b_c, dim=-1)
+
+
+def attend(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    score: ScoreFn = scaled_dot_score,
+) -> tuple[Tensor, Tensor]:
+    """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
+
+    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+    mask: boolean ``(..., n_q, n_f)`` (broadcastable), ``True`` = may attend.
+    Returns ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)``.
+    Raises ``ValueError`` if K and V hold different numbers of vectors, or on
+    other shape problems.
+    """
+    as_tensor(K, "K")
+    as_tensor(V, "V")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_dim_equal(K.shape[-2], V.shape[-2], "attention", "n_f of K", "n_f of V")
+    e = attention_scores(Q, K, score)
+    a = align(e, mask)
+    return context(a, V), a
+
+
+def plain_attend(
+    Q: Tensor, F: Tensor, mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
+) -> tuple[Tensor, Tensor]:
+    """Plain (key = value) attention: ``K = V = F``, i.e. ``W_K = W_V = I`` in Eq. (1).
+
+    Q: ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``. Returns ``(c, a)`` as :func:`attend`.
+    """
+    return attend(Q, F, F, mask, score)
+
+
+def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
+    """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.1).
+
+    a: ``(..., n_f)`` rows of attention weights; returns integer indices
+    ``(..., num_samples)``. The context vector is the expectation ``E[v_z]``,
+    so the mean of ``V[z]`` over many samples approaches ``c``.
+    Raises ``ValueError`` if a row does not sum to 1.
+    """
+    as_tensor(a, "a")
+    sums = a.sum(-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        raise ValueError("every row of a must sum to 1 to define p(z | F, q)")
+    flat = a.reshape(-1, a.shape[-1])
+    idx = torch.multinomial(flat, num_samples, replacement=True, generator=generator)
+    return idx.reshape(*a.shape[:-1], num_samples)
+
+
+class GeneralAttention(nn.Module):
+    """The general attention module of Fig. 2 with learned ``W_K`` and ``W_V``, Eq. (1)-(4).
+
+    Args:
+        d_q: query size. d_f: feature size. d_k, d_v: key and value sizes
+        (default ``d_f``). score: a Table II name (see
+        :func:`attnsurvey.general_mechanisms.scoring.make_score`) or a
+        ``ScoreModule``. plain: if True, ``K = V = F`` (no ``W_K``, ``W_V``).
+
+    ``forward(q, F, mask=None)`` takes one query per example, ``q`` of shape
+    ``(..., d_q)`` with ``F`` ``(..., n_f, d_f)``, or many queries ``(..., n_q, d_q)``
+    (same rank as F). Returns ``(c, a)`` shaped like the query: ``(..., d_v)`` and
+    ``(..., n_f)`` for one query, ``(..., n_q, d_v)`` and ``(..., n_q, n_f)`` for many.
+    """
+
+    def __init__(
+        self,
+        d_q: int,
+        d_f: int,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        score: str | ScoreModule = "scaled-multiplicative",
+        plain: bool = False,
+    ) -> None:
+        super().__init__()
+        d_k = d_f if d_k is None else d_k
+        d_v = d_f if d_v is None else d_v
+        if plain and (d_k != d_f or d_v != d_f):
+            raise ValueError(f"plain attention uses K = V = F, so d_k = d_v = d_f; got d_k={d_k}, d_v={d_v}, d_f={d_f}")
+        self.d_q, self.d_f, self.d_k, self.d_v, self.plain = d_q, d_f, d_k, d_v, plain
+        self.W_K = None if plain else nn.Linear(d_f, d_k, bias=False)
+        self.W_V = None if plain else nn.Linear(d_f, d_v, bias=False)
+        self.score = make_score(score, d_q, d_k) if isinstance(score, str) else score
+
+    def keys_values(self, F: Tensor) -> tuple[Tensor, Tensor]:
+        """Eq. (1) with this module's weights (identity when ``plain``)."""
+        if self.plain:
+            return F, F
+        return keys_values(F, self.W_K.weight, self.W_V.weight)
+
+    def forward(self, q: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        as_tensor(q, "q")
+        as_tensor(F, "F")
+        check_min_rank(F, 2, "F", "(..., n_f, d_f)")
+        check_dim_equal(F.shape[-1], self.d_f, "GeneralAttention", "d_f of F", "d_f of the module")
+        check_dim_equal(q.shape[-1], self.d_q, "GeneralAttention", "d_q of q", "d_q of the module")
+        single = q.dim() == F.dim() - 1
+        Q = q.unsqueeze(-2) if single else q
+        if mask is not None and single:
+            mask = mask.unsqueeze(-2)
+        K, V = self.keys_values(F)
+        c, a = attend(Q, K, V, mask, self.score)
+        if single:
+            return c.squeeze(-2), a.squeeze(-2)
+        return c, a
+
+
+class OutputModel(nn.Module):
+    """Eq. (5) with learned ``W_c`` ``(d_y, d_v)`` and ``b_c`` ``(d_y,)``.
+
+    ``forward(c)`` returns class probabilities; ``logits(c)`` the pre-softmax
+    values, which training losses such as ``F.cross_entropy`` expect.
+    """
+
+    def __init__(self, d_v: int, d_y: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(d_v, d_y)
+
+    def logits(self, c: Tensor) -> Tensor:
+        return self.linear(c)
+
+    def forward(self, c: Tensor) -> Tensor:
+        return output_model(c, self.linear.weight, self.linear.bias)
+
+
+class KeyValueMemory(nn.Module):
+    """Attention as memory addressing (address, normalise, read).
+
+    The memory holds key vectors (addresses) and value vectors (contents). A
+    read with query ``q``: scores every address (Eq. 2), normalises the scores
+    into a soft address (Eq. 3), and returns the weighted read (Eq. 4). A hard
+    memory would return ``v`` of the single best address; the soft read is its
+    differentiable relaxation.
+    """
+
+    def __init__(self, keys: Tensor, values: Tensor, score: ScoreFn = scaled_dot_score) -> None:
+        super().__init__()
+        check_dim_equal(keys.shape[-2], values.shape[-2], "KeyValueMemory", "n_f of keys", "n_f of values")
+        self.register_buffer("keys", keys)
+        self.register_buffer("values", values)
+        self.score_fn = score
+
+    def address(self, Q: Tensor) -> Tensor:
+        """Scores of every query against every address, ``(..., n_q, n_f)``."""
+        return attention_scores(Q, self.keys, self.score_fn)
+
+    def normalise(self, e: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Soft address: the softmax of the scores (Eq. 3)."""
+        return align(e, mask)
+
+    def read(self, Q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Returns ``(read vector, soft address)`` for queries ``Q`` ``(..., n_q, d_k)``."""
+        a = self.normalise(self.address(Q), mask)
+        return context(a, self.values), a
+
+    def forward(self, Q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return self.read(Q, mask)
+
+
+_T = "tests/test_general_model.py::"
+CATALOG = [
+    {
+        "id": "eq1",
+        "title": "Keys and values from the feature matrix, K = W_K F, V = W_V F",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.keys_values", "attnsurvey.general_model.GeneralAttention"],
+        "tested_by": [_T + "test_eq1_keys_values_match_linear_layers", _T + "test_eq1_rejects_wrong_weight_shape"],
+    },
+    {
+        "id": "eq2",
+        "title": "Attention score per key, e_l = score(q, k_l)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.attention_scores"],
+        "tested_by": [_T + "test_eq2_scores_match_loop"],
+    },
+    {
+        "id": "eq3",
+        "title": "Alignment of the scores into weights, a = align(e) (softmax)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.align", "attnsurvey.masking.masked_softmax"],
+        "tested_by": [
+            _T + "test_eq3_weights_on_simplex",
+            _T + "test_eq3_large_scores_stay_finite",
+            _T + "test_fully_masked_row_gives_zero_context",
+        ],
+    },
+    {
+        "id": "eq4",
+        "title": "Context vector as the weighted average of values, c = sum_l a_l v_l",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.context", "attnsurvey.general_model.attend"],
+        "tested_by": [_T + "test_eq4_context_hand_computed", _T + "test_attend_equals_sdpa"],
+    },
+    {
+        "id": "eq5",
+        "title": "Output model y = softmax(W_c c + b_c)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.output_model", "attnsurvey.general_model.OutputModel"],
+        "tested_by": [_T + "test_eq5_output_model_matches_linear_softmax"],
+    },
+    {
+        "id": "extra:attention-as-expectation",
+        "title": "Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.1)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.sample_selection"],
+        "tested_by": [_T + "test_context_is_expectation_of_selected_value"],
+    },
+    {
+        "id": "extra:key-value-vs-plain",
+        "title": "Key-value attention vs plain attention (K = V = F)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.plain_attend", "attnsurvey.general_model.GeneralAttention"],
+        "tested_by": [_T + "test_plain_attention_is_identity_weights"],
+    },
+    {
+        "id": "extra:memory-addressing",
+        "title": "Attention as soft memory addressing: address, normalise, read (article 4.3)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.KeyValueMemory"],
+        "tested_by": [_T + "test_memory_read_sharpens_to_hard_lookup"],
+    },
+    {
+        "id": "extra:data-organisation",
+        "title": "One module over a sequence, an image grid and graph nodes (§2.3)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.GeneralAttention"],
+        "tested_by": [
+            _T + "test_permutation_invariance_of_single_query",
+            _T + "test_permutation_equivariance_of_queries",
+            _T + "test_grid_and_graph_are_flattened_sets",
+        ],
+    },
+]

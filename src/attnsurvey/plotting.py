@@ -1,0 +1,80 @@
+"""Plotting helpers: the attention heat map every chapter uses, and PNG display.
+
+Figures are shown as PNG (never SVG) so that nbval, which compares SVG text,
+does not compare them; the book still shows them.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+
+def _to_numpy(x) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().cpu().float().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def attention_heatmap(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    titles: Sequence[str] | None = None,
+    xlabel: str = "keys / feature vectors",
+    ylabel: str = "queries",
+    vmin: float = 0.0,
+    vmax: float | None = None,
+    cmap: str = "viridis",
+    figsize: tuple[float, float] | None = None,
+    suptitle: str | None = None,
+):
+    """Heat maps of attention weights (queries x keys) with ONE shared colour bar.
+
+    ``weights`` is ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
+    on a common colour scale (``vmax`` defaults to the largest weight), so panels
+    are comparable. Returns the matplotlib figure.
+    """
+    w = _to_numpy(weights)
+    if w.ndim == 2:
+        w = w[None]
+    if w.ndim != 3:
+        raise ValueError(f"weights must be (n_q, n_f) or (m, n_q, n_f), got shape {w.shape}")
+    m, n_q, n_f = w.shape
+    vmax = float(w.max()) if vmax is None else vmax
+    figsize = figsize or (min(3.2 * m + 1.0, 14.0), max(2.2, min(0.3 * n_q + 1.2, 6.0)))
+    fig, axes = plt.subplots(1, m, figsize=figsize, squeeze=False, constrained_layout=True)
+    im = None
+    for i, ax in enumerate(axes[0]):
+        im = ax.imshow(w[i], vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
+        if x_labels is not None:
+            ax.set_xticks(range(n_f), list(x_labels), rotation=90 if n_f > 8 else 0, fontsize=8)
+        if y_labels is not None and i == 0:
+            ax.set_yticks(range(n_q), list(y_labels), fontsize=8)
+        elif i > 0:
+            ax.set_yticks([])
+        ax.set_xlabel(xlabel)
+        if i == 0:
+            ax.set_ylabel(ylabel)
+        if titles is not None:
+            ax.set_title(titles[i], fontsize=10)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.9, label="attention weight")
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def show(fig) -> None:
+    """Display ``fig`` as a PNG image in a notebook and close it."""
+    from IPython.display import Image, display
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    display(Image(buf.getvalue()))

@@ -1,0 +1,1 @@
+"""§3.3 Query-related attention: types and multiplicity of queries."""

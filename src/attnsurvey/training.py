@@ -1,0 +1,76 @@
+"""Small, deterministic training helpers shared by every chapter's experiment."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch, fix torch to 1 thread-deterministic settings, and
+    return a ``torch.Generator`` seeded with ``seed`` for explicit sampling."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    g = torch.Generator().manual_seed(seed)
+    return g
+
+
+@dataclass
+class History:
+    """Loss per step and wall-clock seconds of a :func:`train` run."""
+
+    losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / max(len(self.losses), 1)
+
+
+def train(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, tuple[Tensor, ...]], Tensor],
+    batches: Iterable[tuple[Tensor, ...]],
+    lr: float = 1e-2,
+    clip: float | None = 1.0,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> History:
+    """Train ``model`` with Adam on ``batches``; ``loss_fn(model, batch)`` returns a scalar.
+
+    Gradients are clipped to norm ``clip`` (None disables). Returns a
+    :class:`History`. Deterministic given the seeds of the model and data.
+    """
+    opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    hist = History()
+    model.train()
+    start = time.perf_counter()
+    for batch in batches:
+        opt.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        hist.losses.append(float(loss.detach()))
+    hist.seconds = time.perf_counter() - start
+    model.eval()
+    return hist
+
+
+def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
+    """Fraction of positions where ``argmax(logits) == targets`` (optionally ignoring a label)."""
+    pred = logits.argmax(-1)
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    return float((pred[keep] == targets[keep]).float().mean())
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """Round ``x`` to ``digits`` significant digits for stable printed outputs."""
+    return f"{x:.{digits}g}"

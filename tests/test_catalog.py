@@ -1,0 +1,110 @@
+"""The catalog is the book's index from survey items to code and tests: check it."""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from attnsurvey import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@lru_cache(maxsize=None)
+def _test_names(path: Path) -> frozenset[str]:
+    """Names of test functions and Class::method pairs defined in a test file."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(f"{node.name}::{sub.name}")
+    return frozenset(names)
+
+
+def _resolve(dotted: str):
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+ENTRIES = catalog.entries()
+
+
+def test_catalog_is_not_empty_and_ids_are_well_formed():
+    assert len(ENTRIES) >= 5
+    for e in ENTRIES:
+        i = e["id"]
+        assert (
+            (i.startswith("eq") and i[2:].isdigit() and 1 <= int(i[2:]) <= 46)
+            or i in catalog.TABLE2_IDS
+            or (i.startswith("table3:row") and 1 <= int(i[10:]) <= 17)
+            or (i.startswith("extra:") and len(i) > 6)
+        ), f"malformed catalog id {i!r}"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
+def test_entry_points_at_real_code_tests_and_chapter(entry):
+    assert entry["title"].strip(), "empty title"
+    assert (ROOT / entry["chapter"]).is_file(), f"chapter {entry['chapter']} does not exist"
+    assert entry["implemented_by"], "no implementation listed"
+    for dotted in entry["implemented_by"]:
+        assert dotted.startswith("attnsurvey."), dotted
+        _resolve(dotted)  # raises if it does not import
+    assert entry["tested_by"], "catalogued item without a test"
+    for node_id in entry["tested_by"]:
+        file_part, _, name = node_id.partition("::")
+        path = ROOT / file_part
+        assert path.is_file(), f"{node_id}: no file {file_part}"
+        name = name.split("[")[0]
+        assert name in _test_names(path), f"{node_id}: no such test in {file_part}"
+
+
+def test_every_catalogued_chapter_shows_its_implementation_table():
+    chapters = {e["chapter"] for e in ENTRIES}
+    for chapter in chapters:
+        nb = json.loads((ROOT / chapter).read_text())
+        sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+        assert any(f'chapter_table("{chapter}")' in s for s in sources), (
+            f"{chapter} has catalog entries but no chapter_table(\"{chapter}\") cell"
+        )
+
+
+def test_cli_json_and_summary():
+    out = subprocess.run(
+        [sys.executable, "-m", "attnsurvey.catalog", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    rows = json.loads(out)
+    assert [r["id"] for r in rows] == [e["id"] for e in ENTRIES]
+    assert set(rows[0]) == set(catalog.FIELDS)
+    summary = subprocess.run(
+        [sys.executable, "-m", "attnsurvey.catalog"], capture_output=True, text=True, check=True
+    ).stdout
+    assert summary.startswith("catalogued survey items: ")
+
+
+def test_duplicate_ids_are_rejected(monkeypatch):
+    import types
+
+    fake = types.ModuleType("attnsurvey._fake")
+    fake.CATALOG = [dict(id="eq1", title="t", chapter="c", implemented_by=[], tested_by=[])]
+    monkeypatch.setattr(catalog, "_iter_modules", lambda: iter(["attnsurvey.general_model", "attnsurvey._fake"]))
+    monkeypatch.setitem(sys.modules, "attnsurvey._fake", fake)
+    with pytest.raises(ValueError, match="defined twice"):
+        catalog.entries()
