@@ -52,12 +52,19 @@ def attention_heatmap(
     im = None
     for i, ax in enumerate(axes[0]):
         im = ax.imshow(w[i], vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
+        # Ticks sit on the cells: labels when given, otherwise integer positions.
+        step_x = max(1, n_f // 16)
+        step_y = max(1, n_q // 16)
         if x_labels is not None:
             ax.set_xticks(range(n_f), list(x_labels), rotation=90 if n_f > 8 else 0, fontsize=8)
-        if y_labels is not None and i == 0:
-            ax.set_yticks(range(n_q), list(y_labels), fontsize=8)
-        elif i > 0:
+        else:
+            ax.set_xticks(range(0, n_f, step_x))
+        if i > 0:
             ax.set_yticks([])
+        elif y_labels is not None:
+            ax.set_yticks(range(n_q), list(y_labels), fontsize=8)
+        else:
+            ax.set_yticks(range(0, n_q, step_y))
         ax.set_xlabel(xlabel)
         if i == 0:
             ax.set_ylabel(ylabel)
