@@ -28,7 +28,10 @@ TIMEOUT_PER_CELL = 600
 KERNEL_ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "MPLBACKEND": "Agg"}
 
 
-def execute(path: Path) -> float:
+def execute(path: Path, write: bool = True) -> float:
+    """Execute ``path`` in a fresh kernel; store the outputs unless ``write`` is False.
+
+    Returns the seconds the execution took (kernel start included)."""
     nb = nbformat.read(path, as_version=4)
     for key, value in KERNEL_ENV.items():
         os.environ[key] = value
@@ -42,8 +45,9 @@ def execute(path: Path) -> float:
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
-    nbformat.write(nb, path)
+    if write:
+        nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+        nbformat.write(nb, path)
     return seconds
 
 
