@@ -1,0 +1,192 @@
+"""§3 (Fig. 3) and §4 (Table III): the taxonomy of attention as data.
+
+The survey sorts attention mechanisms into three groups of orthogonal
+dimensions (Fig. 3):
+
+* feature-related: multiplicity, levels, representations of the features;
+* general: scoring, alignment, dimensionality;
+* query-related: type and multiplicity of the queries.
+
+Any attention model is a point in this eight-dimensional space: one value (or
+a combination of values) per dimension. Table III of the survey places 17
+published models in it. In the table, ``"+"`` between two mechanisms means they
+are *combined in one model*, ``","`` means the paper *tried them separately*.
+We keep that distinction: a :class:`Cell` is a tuple of alternatives, each
+alternative a tuple of mechanisms used together.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+
+#: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
+TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
+    "feature-related": {
+        "feature_multiplicity": (
+            "singular",
+            "alternating-co-attention",
+            "interactive-co-attention",
+            "parallel-co-attention",
+            "multi-grained-co-attention",
+            "rotatory",
+        ),
+        "feature_levels": ("single-level", "attention-via-attention", "hierarchical"),
+        "feature_representations": ("single-representational", "multi-representational"),
+    },
+    "general": {
+        "scoring": (
+            "additive",
+            "multiplicative",
+            "scaled-multiplicative",
+            "general",
+            "biased-general",
+            "activated-general",
+            "similarity",
+            "location",
+        ),
+        "alignment": ("global", "soft", "hard", "local", "reinforced"),
+        "dimensionality": ("single-dimensional", "multi-dimensional"),
+    },
+    "query-related": {
+        "query_type": ("basic", "specialized", "self-attention"),
+        "query_multiplicity": ("singular", "multi-head", "multi-hop", "capsule-based"),
+    },
+}
+
+DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
+
+#: A cell of Table III: alternatives (",") of combinations ("+") of mechanisms.
+Cell = tuple[tuple[str, ...], ...]
+
+
+def parse_cell(text: str) -> Cell:
+    """Parse a Table III cell such as ``"self-attention + basic"`` or ``"soft, hard"``.
+
+    Returns a tuple of alternatives, each a tuple of combined mechanisms.
+    Raises ``ValueError`` for an empty cell or an empty alternative.
+    """
+    alternatives = []
+    for alt in text.split(","):
+        parts = tuple(p.strip() for p in alt.split("+"))
+        if not all(parts):
+            raise ValueError(f"empty mechanism in Table III cell {text!r}")
+        alternatives.append(parts)
+    if not alternatives:
+        raise ValueError("empty Table III cell")
+    return tuple(alternatives)
+
+
+def format_cell(cell: Cell) -> str:
+    """Inverse of :func:`parse_cell`."""
+    return ", ".join(" + ".join(alt) for alt in cell)
+
+
+@dataclass(frozen=True)
+class TaxonomyPoint:
+    """One model's position in the taxonomy: a :data:`Cell` per dimension.
+
+    Raises ``ValueError`` if a mechanism is not a value of its dimension in Fig. 3.
+    """
+
+    feature_multiplicity: Cell
+    feature_levels: Cell
+    feature_representations: Cell
+    scoring: Cell
+    alignment: Cell
+    dimensionality: Cell
+    query_type: Cell
+    query_multiplicity: Cell
+
+    def __post_init__(self) -> None:
+        allowed = {d: v for group in TAXONOMY.values() for d, v in group.items()}
+        for f in fields(self):
+            cell = getattr(self, f.name)
+            for alt in cell:
+                for mech in alt:
+                    if mech not in allowed[f.name]:
+                        raise ValueError(
+                            f"{mech!r} is not a value of dimension {f.name!r}; choose from {allowed[f.name]}"
+                        )
+
+    @classmethod
+    def from_strings(cls, **cells: str) -> "TaxonomyPoint":
+        """Build a point from Table III style strings, one keyword per dimension."""
+        missing = set(DIMENSIONS) - set(cells)
+        if missing:
+            raise ValueError(f"missing dimensions: {sorted(missing)}")
+        return cls(**{d: parse_cell(cells[d]) for d in DIMENSIONS})
+
+    def configurations(self) -> list["TaxonomyPoint"]:
+        """Every single-alternative configuration this point describes.
+
+        A row that tried ``"multiplicative, location"`` scoring and ``"global,
+        local"`` alignment separately yields the 4 combinations; mechanisms
+        joined by ``"+"`` stay together in each.
+        """
+        per_dim = [[(alt,) for alt in getattr(self, d)] for d in DIMENSIONS]
+        return [TaxonomyPoint(**dict(zip(DIMENSIONS, combo))) for combo in itertools.product(*per_dim)]
+
+    def as_strings(self) -> dict[str, str]:
+        """The point as Table III style strings, one per dimension."""
+        return {d: format_cell(getattr(self, d)) for d in DIMENSIONS}
+
+
+@dataclass(frozen=True)
+class Table3Row:
+    """A row of Table III: the model's reference and its taxonomy point."""
+
+    id: str
+    model: str
+    reference: int
+    point: TaxonomyPoint
+
+
+def _row(i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str) -> Table3Row:
+    return Table3Row(
+        id=f"table3:row{i:02d}",
+        model=model,
+        reference=ref,
+        point=TaxonomyPoint.from_strings(
+            feature_multiplicity=fm,
+            feature_levels=fl,
+            feature_representations=fr,
+            scoring=sc,
+            alignment=al,
+            dimensionality=dim,
+            query_type=qt,
+            query_multiplicity=qm,
+        ),
+    )
+
+
+S, SL, SR, SD = "singular", "single-level", "single-representational", "single-dimensional"
+PAR, HIER, MR, MD = "parallel-co-attention", "hierarchical", "multi-representational", "multi-dimensional"
+
+#: Table III of the survey, in its row order. ``reference`` is the survey's citation number.
+TABLE3: tuple[Table3Row, ...] = (
+    _row(1, "Bahdanau et al.", 3, S, SL, SR, "additive", "global", SD, "basic", S),
+    _row(2, "Luong et al.", 4, S, SL, SR, "multiplicative, location", "global, local", SD, "basic", S),
+    _row(3, "Xu et al.", 8, S, SL, SR, "additive", "soft, hard", SD, "basic", S),
+    _row(4, "Lu et al.", 32, PAR, HIER, SR, "additive", "global", SD, "specialized", S),
+    _row(5, "Yang et al.", 5, S, HIER, SR, "additive", "global", SD, "self-attention", S),
+    _row(6, "Li et al.", 47, S, HIER, SR, "additive", "global", SD, "self-attention", S),
+    _row(7, "Vaswani et al.", 13, S, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + basic", "multi-head + multi-hop"),
+    _row(8, "Wallaart and Frasincar", 43, "rotatory", SL, SR, "activated-general", "global", SD, "specialized", "multi-hop"),
+    _row(9, "Kiela et al.", 50, S, SL, MR, "additive", "global", SD, "self-attention", S),
+    _row(10, "Shen et al.", 64, S, SL, SR, "additive", "global", MD, "self-attention", S),
+    _row(11, "Zhang et al.", 74, S, SL, SR, "multiplicative", "global", SD, "self-attention", S),
+    _row(12, "Li et al.", 105, PAR, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + specialized", S),
+    _row(13, "Yu et al.", 106, PAR, SL, SR, "multiplicative", "global", SD, "self-attention + specialized", "multi-head"),
+    _row(14, "Wang et al.", 62, PAR, SL, SR, "additive", "reinforced", SD, "specialized", S),
+    _row(15, "Oktay et al.", 67, S, SL, SR, "additive", "global", MD, "self-attention + specialized", S),
+    _row(16, "Winata et al.", 52, S, SL, MR, "additive", "global", SD, "self-attention", "multi-head"),
+    _row(17, "Wang et al.", 89, S, SL, SR, "multiplicative", "global", SD, "self-attention", "capsule-based"),
+)
+
+
+def table3_row(entry_id: str) -> Table3Row:
+    """Look up a Table III row by its catalog id, e.g. ``"table3:row07"``."""
+    for row in TABLE3:
+        if row.id == entry_id:
+            return row
+    raise ValueError(f"no Table III row {entry_id!r}; ids run from table3:row01 to table3:row{len(TABLE3):02d}")

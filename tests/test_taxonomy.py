@@ -1,0 +1,71 @@
+"""Fig. 3 and Table III as data: the encoding must match the survey exactly."""
+from __future__ import annotations
+
+import pytest
+
+from attnsurvey import taxonomy as tx
+
+
+def test_fig3_has_three_groups_and_eight_dimensions():
+    assert list(tx.TAXONOMY) == ["feature-related", "general", "query-related"]
+    assert len(tx.DIMENSIONS) == 8
+    assert tx.DIMENSIONS[3:6] == ("scoring", "alignment", "dimensionality")
+
+
+def test_parse_cell_keeps_plus_and_comma_apart():
+    assert tx.parse_cell("self-attention + basic") == (("self-attention", "basic"),)
+    assert tx.parse_cell("soft, hard") == (("soft",), ("hard",))
+    assert tx.parse_cell("multi-head + multi-hop") == (("multi-head", "multi-hop"),)
+    for text in ["additive", "soft, hard", "self-attention + specialized"]:
+        assert tx.format_cell(tx.parse_cell(text)) == text
+    with pytest.raises(ValueError, match="empty mechanism"):
+        tx.parse_cell("additive + ")
+
+
+def test_table3_has_seventeen_rows_in_survey_order():
+    assert len(tx.TABLE3) == 17
+    assert [r.id for r in tx.TABLE3] == [f"table3:row{i:02d}" for i in range(1, 18)]
+    refs = [r.reference for r in tx.TABLE3]
+    assert refs == [3, 4, 8, 32, 5, 47, 13, 43, 50, 64, 74, 105, 106, 62, 67, 52, 89]
+
+
+def test_table3_spot_checks_against_the_survey():
+    vaswani = tx.table3_row("table3:row07").point
+    assert vaswani.scoring == (("scaled-multiplicative",),)
+    assert vaswani.query_type == (("self-attention", "basic"),)  # "+": one model
+    assert vaswani.query_multiplicity == (("multi-head", "multi-hop"),)
+    luong = tx.table3_row("table3:row02").point
+    assert luong.scoring == (("multiplicative",), ("location",))  # ",": tried separately
+    assert luong.alignment == (("global",), ("local",))
+    assert tx.table3_row("table3:row08").point.feature_multiplicity == (("rotatory",),)
+    assert tx.table3_row("table3:row10").point.dimensionality == (("multi-dimensional",),)
+    assert tx.table3_row("table3:row14").point.alignment == (("reinforced",),)
+    assert tx.table3_row("table3:row17").point.query_multiplicity == (("capsule-based",),)
+
+
+def test_configurations_expand_alternatives_only():
+    luong = tx.table3_row("table3:row02").point
+    configs = luong.configurations()
+    assert len(configs) == 4
+    assert {(c.scoring, c.alignment) for c in configs} == {
+        ((("multiplicative",),), (("global",),)),
+        ((("multiplicative",),), (("local",),)),
+        ((("location",),), (("global",),)),
+        ((("location",),), (("local",),)),
+    }
+    assert len(tx.table3_row("table3:row07").point.configurations()) == 1
+    assert sum(len(r.point.configurations()) for r in tx.TABLE3) == 17 + 3 + 1
+
+
+def test_unknown_values_are_rejected():
+    with pytest.raises(ValueError, match="'quadratic' is not a value of dimension 'scoring'"):
+        tx.TaxonomyPoint.from_strings(
+            feature_multiplicity="singular", feature_levels="single-level",
+            feature_representations="single-representational", scoring="quadratic",
+            alignment="global", dimensionality="single-dimensional", query_type="basic",
+            query_multiplicity="singular",
+        )
+    with pytest.raises(ValueError, match="missing dimensions"):
+        tx.TaxonomyPoint.from_strings(scoring="additive")
+    with pytest.raises(ValueError, match="no Table III row"):
+        tx.table3_row("table3:row18")
