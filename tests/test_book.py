@@ -1,0 +1,44 @@
+"""Structure of the book: the TOC, the notebooks and their stored outputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc["parts"]:
+        files += [c["file"] for c in part["chapters"]]
+    return files
+
+
+def test_every_chapter_is_in_the_toc_and_every_toc_entry_exists():
+    toc = _toc_files()
+    chapters_in_toc = {f for f in toc if f.startswith("chapters/")}
+    assert chapters_in_toc == {f"chapters/{p.stem}" for p in NOTEBOOKS}
+    for f in toc:
+        assert (ROOT / f"{f}.ipynb").is_file() or (ROOT / f"{f}.md").is_file(), f
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_outputs_are_stored_and_clean(path):
+    nb = json.loads(path.read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    cells = nb["cells"]
+    assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# "), "first cell is the title"
+    code = [c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    counts = [c["execution_count"] for c in code]
+    assert all(n is not None for n in counts), "stored outputs missing: run `make execute NB=...`"
+    assert counts == sorted(counts), "cells were executed out of order"
+    for c in code:
+        for out in c.get("outputs", []):
+            assert out["output_type"] != "error", f"stored error output in {path.name}"
+            if out["output_type"] == "display_data" or out["output_type"] == "execute_result":
+                assert "image/svg+xml" not in out.get("data", {}), "figures are stored as PNG, not SVG"
