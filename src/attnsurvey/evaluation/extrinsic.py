@@ -1,0 +1,585 @@
+"""§4.1 Extrinsic evaluation: the task metrics attention models are judged by.
+
+The survey (§4.1) lists the measures each field reports: BLEU and perplexity
+for language, word and phoneme error rates for speech, error rate, precision
+and recall for classification, and PSNR, SSIM and IoU for vision. Each is
+written here from its definition, for teaching, and tested against the library
+people actually use (``sacrebleu``, ``jiwer``, ``scikit-image``):
+
+* :func:`bleu`        corpus BLEU (Papineni et al.), sacrebleu's statistics and smoothing
+* :func:`perplexity`  ``exp`` of the mean negative log-likelihood
+* :func:`edit_counts`, :func:`wer`, :func:`per`  Levenshtein alignment; word / phoneme error rate
+* :func:`precision_recall_f1`  binary, micro or macro averaged
+* :func:`box_iou`, :func:`mask_iou`  intersection over union
+* :func:`psnr`, :func:`ssim`  peak signal-to-noise ratio; structural similarity (Wang et al. 2004)
+
+The last item of §4.1 is the ablation that tests whether the weights matter:
+replace the learned attention weights by a uniform average (:func:`uniform_weights`)
+in a trained model (:class:`ProbeModel`, a small task model of Fig. 1 whose
+attention weights can be overridden) and measure the drop (:func:`uniform_attention_ablation`).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F_
+from torch import Tensor, nn
+
+from .._checks import as_tensor
+from ..general_model import GeneralAttention, OutputModel, context
+from ..training import accuracy
+
+CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
+
+Tokenizer = Callable[[str], list[str]]
+
+
+def _check_corpus(hypotheses: Sequence, references: Sequence, what: str) -> None:
+    if isinstance(hypotheses, str) or isinstance(references, str):
+        raise ValueError(f"{what} takes lists of sentences, not a single string")
+    if len(hypotheses) == 0:
+        raise ValueError(f"{what} needs at least one hypothesis, got an empty list")
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{what} needs one reference per hypothesis, got {len(hypotheses)} hypotheses "
+            f"and {len(references)} references"
+        )
+
+
+# --------------------------------------------------------------------------- BLEU
+
+
+def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
+    """Counts of the ``n``-grams (tuples) of a token list."""
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def bleu(
+    hypotheses: Sequence[str],
+    references: Sequence[str] | Sequence[Sequence[str]],
+    max_n: int = 4,
+    smooth: str = "exp",
+    smooth_value: float | None = None,
+    tokenize: Tokenizer = str.split,
+) -> float:
+    """Corpus BLEU in [0, 100] (Papineni et al. 2002), as sacrebleu computes it.
+
+    ``BLEU = BP * exp(mean_n log p_n)``, where ``p_n`` is the clipped n-gram
+    precision summed over the whole corpus (each hypothesis n-gram counts at
+    most as often as in the reference that has most of it) and
+    ``BP = exp(1 - r / c)`` if the total hypothesis length ``c`` is below the
+    total reference length ``r`` (per sentence, the reference length closest to
+    the hypothesis length; ties go to the shorter), else 1.
+
+    hypotheses: one string per sentence. references: one string per sentence,
+    or one list of alternative references per sentence. ``tokenize`` splits a
+    string into tokens (default whitespace, which equals sacrebleu's
+    ``tokenize="none"``). ``smooth`` follows sacrebleu: ``"none"``,
+    ``"floor"`` (zero counts replaced by ``smooth_value``, default 0.1),
+    ``"add-k"`` (add ``smooth_value``, default 1, to counts for n > 1) and
+    ``"exp"`` (the k-th zero precision becomes ``1 / (2^k total_n)``; sacrebleu's default).
+    Raises ``ValueError`` for an empty corpus, mismatched lengths, or an unknown smoothing.
+    """
+    _check_corpus(hypotheses, references, "BLEU")
+    if smooth not in {"none", "floor", "add-k", "exp"}:
+        raise ValueError(f"smooth must be 'none', 'floor', 'add-k' or 'exp', got {smooth!r}")
+    if max_n < 1:
+        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    default = {"floor": 0.1, "add-k": 1.0}.get(smooth, 0.0)
+    k = default if smooth_value is None else smooth_value
+    correct = [0.0] * max_n
+    total = [0.0] * max_n
+    c_len = r_len = 0
+    for i, (hyp, refs) in enumerate(zip(hypotheses, references)):
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        if not refs:
+            raise ValueError(f"sentence {i} has no reference")
+        h = tokenize(hyp)
+        rs = [tokenize(r) for r in refs]
+        c_len += len(h)
+        r_len += min((abs(len(r) - len(h)), len(r)) for r in rs)[1]
+        for n in range(1, max_n + 1):
+            h_counts = ngram_counts(h, n)
+            max_ref: Counter = Counter()
+            for r in rs:
+                max_ref |= ngram_counts(r, n)  # element-wise maximum
+            correct[n - 1] += sum(min(c, max_ref[g]) for g, c in h_counts.items())
+            total[n - 1] += max(len(h) - n + 1, 0)
+    if not any(correct) or c_len == 0:
+        return 0.0
+    bp = 1.0 if c_len >= r_len else math.exp(1.0 - r_len / c_len)
+    log_p = 0.0
+    zeros = 0
+    for n in range(1, max_n + 1):
+        m, t = correct[n - 1], total[n - 1]
+        if smooth == "add-k" and n > 1:
+            m, t = m + k, t + k
+        if t == 0:
+            return 0.0  # no n-grams of this order at all: the geometric mean is 0
+        if m == 0:
+            if smooth == "exp":
+                zeros += 1
+                p = 1.0 / (2**zeros * t)
+            elif smooth == "floor":
+                p = k / t
+            else:
+                return 0.0
+        else:
+            p = m / t
+        log_p += math.log(p)
+    return 100.0 * bp * math.exp(log_p / max_n)
+
+
+# --------------------------------------------------------------------------- perplexity
+
+
+def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
+    """Perplexity ``exp(-(1/N) sum_t log p(y_t | ...))`` of a language model.
+
+    logits: ``(..., V)`` unnormalised scores over the vocabulary; targets:
+    ``(...)`` integer token ids. Positions whose target equals ``ignore_index``
+    (padding) are skipped. A model that is uniform over ``V`` tokens has
+    perplexity exactly ``V``. Raises ``ValueError`` on shape mismatch, an
+    out-of-range target, or when no position is left to score.
+    """
+    as_tensor(logits, "logits")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            f"perplexity needs logits (..., V) and targets (...) with the same leading shape, got "
+            f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+    V = logits.shape[-1]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    if keep.sum() == 0:
+        raise ValueError("perplexity needs at least one scored token, got none")
+    t = targets[keep]
+    if (t < 0).any() or (t >= V).any():
+        raise ValueError(f"targets must lie in [0, V={V}), got values in [{int(t.min())}, {int(t.max())}]")
+    log_p = torch.log_softmax(logits[keep].double(), dim=-1)
+    nll = -log_p.gather(-1, t[:, None]).mean()
+    return float(torch.exp(nll))
+
+
+# --------------------------------------------------------------------------- WER / PER
+
+
+def edit_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> tuple[int, int, int, int]:
+    """Minimal Levenshtein alignment of two token sequences: ``(S, D, I, H)``.
+
+    Substitutions, deletions (reference tokens missed), insertions (extra
+    hypothesis tokens) and hits, by dynamic programming over the
+    ``(len(reference) + 1) x (len(hypothesis) + 1)`` cost table, then a
+    backtrace. Among alignments of equal cost the backtrace prefers hits and
+    substitutions, then deletions; ``S + D + I`` is the edit distance
+    whichever is chosen.
+    """
+    n, m = len(reference), len(hypothesis)
+    cost = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        cost[i][0] = i
+    for j in range(m + 1):
+        cost[0][j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            sub = cost[i - 1][j - 1] + (reference[i - 1] != hypothesis[j - 1])
+            cost[i][j] = min(sub, cost[i - 1][j] + 1, cost[i][j - 1] + 1)
+    S = D = I = H = 0
+    i, j = n, m
+    while i > 0 or j > 0:
+        if i > 0 and j > 0 and cost[i][j] == cost[i - 1][j - 1] + (reference[i - 1] != hypothesis[j - 1]):
+            if reference[i - 1] == hypothesis[j - 1]:
+                H += 1
+            else:
+                S += 1
+            i, j = i - 1, j - 1
+        elif i > 0 and cost[i][j] == cost[i - 1][j] + 1:
+            D += 1
+            i -= 1
+        else:
+            I += 1
+            j -= 1
+    return S, D, I, H
+
+
+def _tokens(x: str | Sequence[str]) -> list[str]:
+    return x.split() if isinstance(x, str) else list(x)
+
+
+def _error_rate(references, hypotheses, what: str, unit: str) -> float:
+    if isinstance(references, str):
+        references, hypotheses = [references], [hypotheses]
+    _check_corpus(hypotheses, references, what)
+    errors = n_ref = 0
+    for ref, hyp in zip(references, hypotheses):
+        r, h = _tokens(ref), _tokens(hyp)
+        S, D, I, _ = edit_counts(r, h)
+        errors += S + D + I
+        n_ref += len(r)
+    if n_ref == 0:
+        raise ValueError(f"{what} is undefined for empty references (0 reference {unit}s)")
+    return errors / n_ref
+
+
+def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> float:
+    """Word error rate ``(S + D + I) / N`` over a corpus, ``N`` = number of reference words.
+
+    Argument order as in ``jiwer.wer(reference, hypothesis)``. Sentences are
+    strings split on whitespace (or token lists). Counts are summed over the
+    corpus before dividing (so long sentences weigh more), as jiwer does.
+    WER can exceed 1 when the hypothesis has many insertions. Raises
+    ``ValueError`` for an empty corpus, mismatched lengths, or references with no words.
+    """
+    return _error_rate(references, hypotheses, "WER", "word")
+
+
+def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Sequence[str]]) -> float:
+    """Phoneme error rate: the WER computation on phoneme sequences.
+
+    references, hypotheses: one entry per utterance, each a list of phoneme
+    symbols (``["h", "@", "l", "oU"]``) or a string of space-separated phonemes. Raises ``ValueError`` like :func:`wer`.
+    """
+    return _error_rate(references, hypotheses, "PER", "phoneme")
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def precision_recall_f1(
+    predicted: Tensor, target: Tensor, average: str = "binary", num_classes: int | None = None, positive: int = 1
+) -> tuple[float, float, float]:
+    """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)`` and F1 (their harmonic mean).
+
+    predicted, target: integer labels of the same shape. ``average``:
+    ``"binary"`` (class ``positive`` only), ``"micro"`` (pool TP, FP, FN over
+    classes) or ``"macro"`` (mean of the per-class values). A ratio with a zero
+    denominator is defined as 0 (scikit-learn's ``zero_division=0``).
+    Raises ``ValueError`` on shape mismatch, empty input or unknown ``average``.
+    """
+    if predicted.shape != target.shape:
+        raise ValueError(
+            f"predicted and target labels must have the same shape, got {tuple(predicted.shape)} "
+            f"and {tuple(target.shape)}"
+        )
+    if predicted.numel() == 0:
+        raise ValueError("precision/recall need at least one label, got none")
+    if average not in {"binary", "micro", "macro"}:
+        raise ValueError(f"average must be 'binary', 'micro' or 'macro', got {average!r}")
+    p, t = predicted.reshape(-1).long(), target.reshape(-1).long()
+    C = num_classes or int(max(p.max(), t.max())) + 1
+    classes = [positive] if average == "binary" else list(range(C))
+    tp = torch.tensor([float(((p == c) & (t == c)).sum()) for c in classes])
+    fp = torch.tensor([float(((p == c) & (t != c)).sum()) for c in classes])
+    fn = torch.tensor([float(((p != c) & (t == c)).sum()) for c in classes])
+
+    def ratio(a: Tensor, b: Tensor) -> Tensor:
+        return torch.where(b > 0, a / b.clamp_min(1), torch.zeros_like(a))
+
+    if average == "micro":
+        tp, fp, fn = tp.sum(0, keepdim=True), fp.sum(0, keepdim=True), fn.sum(0, keepdim=True)
+    prec, rec = ratio(tp, tp + fp), ratio(tp, tp + fn)
+    f1 = ratio(2 * prec * rec, prec + rec)
+    return float(prec.mean()), float(rec.mean()), float(f1.mean())
+
+
+# --------------------------------------------------------------------------- IoU
+
+
+def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
+    """Intersection over union of axis-aligned boxes ``(x1, y1, x2, y2)``.
+
+    box_a, box_b: ``(..., 4)`` (broadcast); returns ``(...)``. Two boxes that
+    do not overlap have IoU 0; two empty boxes have IoU 0. Raises ``ValueError``
+    if the last dimension is not 4 or a box has ``x2 < x1`` or ``y2 < y1``.
+    """
+    for name, b in (("box_a", box_a), ("box_b", box_b)):
+        as_tensor(b, name)
+        if b.shape[-1] != 4:
+            raise ValueError(f"{name} must have shape (..., 4) = (x1, y1, x2, y2), got {tuple(b.shape)}")
+        if (b[..., 2] < b[..., 0]).any() or (b[..., 3] < b[..., 1]).any():
+            raise ValueError(f"{name} has a box with x2 < x1 or y2 < y1")
+    iw = (torch.minimum(box_a[..., 2], box_b[..., 2]) - torch.maximum(box_a[..., 0], box_b[..., 0])).clamp_min(0)
+    ih = (torch.minimum(box_a[..., 3], box_b[..., 3]) - torch.maximum(box_a[..., 1], box_b[..., 1])).clamp_min(0)
+    inter = iw * ih
+    area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
+    union = area(box_a) + area(box_b) - inter
+    return torch.where(union > 0, inter / union.clamp_min(1e-12), torch.zeros_like(union))
+
+
+def mask_iou(mask_a: Tensor, mask_b: Tensor) -> Tensor:
+    """IoU ``|A and B| / |A or B|`` of boolean masks over the last two dims ``(..., H, W)``.
+
+    Two empty masks have IoU 0. Raises ``ValueError`` if the masks are not
+    boolean or differ in shape.
+    """
+    if mask_a.dtype != torch.bool or mask_b.dtype != torch.bool:
+        raise ValueError(f"masks must be boolean, got {mask_a.dtype} and {mask_b.dtype}")
+    if mask_a.shape != mask_b.shape:
+        raise ValueError(f"masks must have the same shape, got {tuple(mask_a.shape)} and {tuple(mask_b.shape)}")
+    inter = (mask_a & mask_b).sum((-2, -1)).double()
+    union = (mask_a | mask_b).sum((-2, -1)).double()
+    return torch.where(union > 0, inter / union.clamp_min(1), torch.zeros_like(union))
+
+
+# --------------------------------------------------------------------------- PSNR / SSIM
+
+
+def _check_images(x: Tensor, y: Tensor, data_range: float) -> None:
+    as_tensor(x, "image x")
+    as_tensor(y, "image y")
+    if x.shape != y.shape:
+        raise ValueError(f"images must have the same shape, got x {tuple(x.shape)} and y {tuple(y.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"images are empty, shape {tuple(x.shape)}")
+    if not data_range > 0:
+        raise ValueError(f"data_range must be positive (e.g. 1.0 or 255), got {data_range}")
+
+
+def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
+    """Peak signal-to-noise ratio ``10 log10(R^2 / MSE)`` in decibels.
+
+    x, y: images of one shape; ``data_range`` R is the span of possible pixel
+    values (1.0 for floats in [0, 1], 255 for bytes). It is required, not
+    guessed from the dtype. Identical images have MSE 0 and PSNR ``math.inf``,
+    returned explicitly. Raises ``ValueError`` for different shapes or R <= 0.
+    """
+    _check_images(x, y, data_range)
+    mse = float(((x.double() - y.double()) ** 2).mean())
+    if mse == 0.0:
+        return math.inf
+    return 10.0 * math.log10(data_range**2 / mse)
+
+
+def ssim_window(kind: str = "gaussian", win_size: int | None = None, sigma: float = 1.5, truncate: float = 3.5) -> Tensor:
+    """The 2-D averaging window of SSIM, normalised to sum 1 (float64).
+
+    ``"uniform"``: a ``win_size x win_size`` box (default 7, scikit-image's
+    default). ``"gaussian"``: ``exp(-r^2 / (2 sigma^2))`` truncated at radius
+    ``int(truncate * sigma + 0.5)`` (an 11 x 11 window for sigma = 1.5), as in
+    Wang et al. and ``scipy.ndimage.gaussian_filter``.
+    """
+    if kind == "uniform":
+        s = 7 if win_size is None else win_size
+        if s < 1 or s % 2 == 0:
+            raise ValueError(f"win_size must be odd and >= 1, got {s}")
+        return torch.full((s, s), 1.0 / (s * s), dtype=torch.float64)
+    if kind == "gaussian":
+        r = int(truncate * sigma + 0.5)
+        x = torch.arange(-r, r + 1, dtype=torch.float64)
+        g = torch.exp(-(x**2) / (2 * sigma**2))
+        g = g / g.sum()
+        return g[:, None] * g[None, :]
+    raise ValueError(f"window must be 'gaussian' or 'uniform', got {kind!r}")
+
+
+def ssim(
+    x: Tensor,
+    y: Tensor,
+    data_range: float,
+    window: str = "gaussian",
+    win_size: int | None = None,
+    sigma: float = 1.5,
+    K1: float = 0.01,
+    K2: float = 0.03,
+    sample_covariance: bool = False,
+) -> float:
+    """Mean structural similarity of two grey images (Wang et al. 2004).
+
+    Local means ``mu``, variances ``sigma^2`` and covariance ``sigma_xy`` are
+    window averages (:func:`ssim_window`); per pixel
+    ``SSIM = (2 mu_x mu_y + C1)(2 sigma_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(sigma_x^2 + sigma_y^2 + C2))``
+    with ``C1 = (K1 R)^2``, ``C2 = (K2 R)^2``. The mean is taken over the
+    pixels whose window lies inside the image (a "valid" convolution), which is
+    what scikit-image reports after cropping. ``sample_covariance=True``
+    multiplies (co)variances by ``N/(N-1)``, ``N`` the window size (scikit-image's
+    default; False is Wang et al.'s population form).
+
+    x, y: ``(H, W)`` images. ``data_range`` R as in :func:`psnr`. Identical
+    images give 1. Raises ``ValueError`` for different shapes, non-2-D images,
+    or images smaller than the window.
+    """
+    _check_images(x, y, data_range)
+    if x.dim() != 2:
+        raise ValueError(f"ssim takes grey images of shape (H, W), got {tuple(x.shape)}")
+    w = ssim_window(window, win_size, sigma)
+    s = w.shape[0]
+    if x.shape[0] < s or x.shape[1] < s:
+        raise ValueError(f"images of shape {tuple(x.shape)} are smaller than the {s}x{s} SSIM window")
+    X, Y = x.double()[None, None], y.double()[None, None]
+    k = w[None, None]
+
+    def filt(z: Tensor) -> Tensor:
+        return F_.conv2d(z, k)
+
+    mx, my = filt(X), filt(Y)
+    norm = s * s / (s * s - 1) if sample_covariance else 1.0
+    vx = norm * (filt(X * X) - mx**2)
+    vy = norm * (filt(Y * Y) - my**2)
+    vxy = norm * (filt(X * Y) - mx * my)
+    C1, C2 = (K1 * data_range) ** 2, (K2 * data_range) ** 2
+    S = ((2 * mx * my + C1) * (2 * vxy + C2)) / ((mx**2 + my**2 + C1) * (vx + vy + C2))
+    return float(S.mean())
+
+
+# --------------------------------------------------------------------------- ablation
+
+
+def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Uniform attention weights of ``a``'s shape ``(..., n_q, n_f)``: ``1 / n_f`` each.
+
+    With a boolean ``mask`` (True = may attend) the weight ``1 / (number of
+    allowed positions)`` goes to the allowed positions only; a fully-masked row
+    stays zero. Using these weights turns the context vector (Eq. 4) into an
+    unweighted average of the values, the ablation of §4.1.
+    """
+    as_tensor(a, "a")
+    allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else mask.expand_as(a)
+    w = allowed.to(a.dtype)
+    return w / w.sum(-1, keepdim=True).clamp_min(1.0)
+
+
+class ProbeModel(nn.Module):
+    """A small task model (Fig. 1) whose attention weights can be read and replaced.
+
+    Feature model: a token embedding (``vocab`` ids) or a linear map of
+    continuous inputs of size ``d_in``, plus a learned position embedding.
+    Query model: ``n_q`` learned query vectors (one per output position).
+    Attention model: :class:`~attnsurvey.general_model.GeneralAttention`
+    with score ``score``. Output model: :class:`~attnsurvey.general_model.OutputModel`.
+
+    ``features(x)`` returns F ``(B, n_f, d)``; ``head(F, weights=None)``
+    returns logits ``(B, n_q, d_y)`` and the weights ``(B, n_q, n_f)`` used;
+    passing ``weights`` replaces the learned ones (ablation, adversarial and
+    permuted attention). ``forward(x, weights=None)`` chains both.
+    """
+
+    def __init__(
+        self,
+        d: int,
+        d_y: int,
+        n_max: int,
+        n_q: int = 1,
+        vocab: int | None = None,
+        d_in: int | None = None,
+        score: str = "scaled-multiplicative",
+    ) -> None:
+        super().__init__()
+        if (vocab is None) == (d_in is None):
+            raise ValueError("give exactly one of vocab (token inputs) or d_in (continuous inputs)")
+        self.embed = nn.Embedding(vocab, d) if vocab is not None else nn.Linear(d_in, d)
+        self.pos = nn.Parameter(torch.randn(n_max, d) * 0.1)
+        self.queries = nn.Parameter(torch.randn(n_q, d) * 0.1)
+        self.attention = GeneralAttention(d, d, score=score)
+        self.out = OutputModel(d, d_y)
+
+    def features(self, x: Tensor) -> Tensor:
+        h = self.embed(x)
+        n = h.shape[-2]
+        if n > self.pos.shape[0]:
+            raise ValueError(f"input has n_f={n} positions but the model holds n_max={self.pos.shape[0]}")
+        return h + self.pos[:n]
+
+    def head(self, F: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        Q = self.queries.expand(F.shape[0], -1, -1)
+        if weights is None:
+            c, a = self.attention(Q, F)
+        else:
+            a = weights
+            _, V = self.attention.keys_values(F)
+            c = context(a, V)
+        return self.out.logits(c), a
+
+    def forward(self, x: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return self.head(self.features(x), weights)
+
+
+@torch.no_grad()
+def uniform_attention_ablation(model: ProbeModel, x: Tensor, y: Tensor) -> tuple[float, float]:
+    """Accuracy of a trained model with its learned weights and with uniform weights.
+
+    x: model inputs ``(B, n_f)`` (or ``(B, n_f, d_in)``); y: labels ``(B, n_q)``.
+    Returns ``(accuracy with learned attention, accuracy with uniform attention)``:
+    the drop between them measures how much the model relies on *where* it looks.
+    """
+    logits, a = model(x)
+    learned = accuracy(logits, y)
+    logits_u, _ = model(x, weights=uniform_weights(a))
+    return learned, accuracy(logits_u, y)
+
+
+_T = "tests/test_extrinsic.py::"
+CATALOG = [
+    {
+        "id": "extra:bleu",
+        "title": "Corpus BLEU with clipped n-gram precisions, brevity penalty and sacrebleu's smoothing",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.bleu", "attnsurvey.evaluation.extrinsic.ngram_counts"],
+        "tested_by": [
+            _T + "test_bleu_matches_sacrebleu",
+            _T + "test_bleu_hand_computed",
+            _T + "test_bleu_perfect_and_bad_input",
+        ],
+    },
+    {
+        "id": "extra:perplexity",
+        "title": "Perplexity, exp of the mean negative log-likelihood",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.perplexity"],
+        "tested_by": [_T + "test_perplexity_matches_cross_entropy", _T + "test_perplexity_bad_input"],
+    },
+    {
+        "id": "extra:wer",
+        "title": "Word error rate (S + D + I) / N from a Levenshtein alignment",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.wer", "attnsurvey.evaluation.extrinsic.edit_counts"],
+        "tested_by": [_T + "test_wer_matches_jiwer", _T + "test_edit_counts_hand_computed", _T + "test_wer_bad_input"],
+    },
+    {
+        "id": "extra:per",
+        "title": "Phoneme error rate: the edit-distance rate on phoneme sequences",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.per"],
+        "tested_by": [_T + "test_per_matches_jiwer_on_phonemes"],
+    },
+    {
+        "id": "extra:precision-recall-f1",
+        "title": "Precision, recall and F1 (binary, micro, macro)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.precision_recall_f1"],
+        "tested_by": [_T + "test_precision_recall_f1_hand_computed", _T + "test_precision_recall_bad_input"],
+    },
+    {
+        "id": "extra:iou",
+        "title": "Intersection over union of boxes and masks",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.box_iou", "attnsurvey.evaluation.extrinsic.mask_iou"],
+        "tested_by": [_T + "test_box_iou_equals_pixel_count", _T + "test_iou_bad_input"],
+    },
+    {
+        "id": "extra:psnr",
+        "title": "Peak signal-to-noise ratio, with identical images giving inf",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.psnr"],
+        "tested_by": [_T + "test_psnr_matches_skimage", _T + "test_image_metrics_bad_input"],
+    },
+    {
+        "id": "extra:ssim",
+        "title": "Structural similarity with a Gaussian or uniform window (Wang et al. 2004)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.extrinsic.ssim", "attnsurvey.evaluation.extrinsic.ssim_window"],
+        "tested_by": [_T + "test_ssim_matches_skimage", _T + "test_image_metrics_bad_input"],
+    },
+    {
+        "id": "extra:uniform-attention-ablation",
+        "title": "Ablation: replace learned attention weights by a uniform average and measure the drop",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.extrinsic.uniform_weights",
+            "attnsurvey.evaluation.extrinsic.uniform_attention_ablation",
+            "attnsurvey.evaluation.extrinsic.ProbeModel",
+        ],
+        "tested_by": [_T + "test_uniform_weights_mask_and_sum", _T + "test_ablation_drops_on_trained_model"],
+    },
+]

@@ -1,0 +1,401 @@
+"""§4.2 Intrinsic evaluation: judging the attention weights themselves, Eq. (46).
+
+* :func:`alignment_error_rate`  AER of a hard alignment against sure and
+  possible gold links (Och & Ney 2003), with :func:`links_to_matrix` and
+  :func:`hard_alignment` to build the link sets.
+* :func:`alignment_loss`, :func:`supervised_attention_loss`  supervised
+  attention: task loss + lambda * cross-entropy of the weights against gold alignments.
+* :func:`attention_correctness`  Eq. (46): the weight mass on the ground-truth regions.
+* :func:`spearman`, :func:`kendall_tau` (with :func:`rankdata`)  rank
+  correlation between model and human attention maps.
+* :func:`gradient_importance`, :func:`js_divergence`, :func:`total_variation`,
+  :func:`adversarial_attention`, :func:`permuted_attention`,
+  :func:`permutation_output_change`  the "is attention explanation?" tests
+  of Jain & Wallace (2019), discussed by Wiegreffe & Pinter (2019).
+
+Weights ``a`` have the survey's shape ``(..., n_q, n_f)`` (one row per query);
+alignment matrices are boolean ``(..., n_tgt, n_src)`` with one row per target
+(query) position and one column per source (feature) position.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+import torch.nn.functional as F_
+from torch import Tensor
+
+from .._checks import as_tensor
+
+CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
+
+Head = Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]]
+
+
+# --------------------------------------------------------------------------- Eq. (46)
+
+
+def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
+    """Attention correctness, Eq. (46): ``AC = sum_{i : R_i in G} a_i``.
+
+    a: ``(..., n_f)`` attention weights over the regions ``R_1 .. R_{n_f}``;
+    G: boolean ``(..., n_f)``, True where region ``R_i`` belongs to the
+    ground-truth (human-attended) set. Returns ``(...)``. With weights that sum
+    to 1 the value lies in [0, 1]: 1 when all weight is on ground-truth regions.
+    Raises ``ValueError`` if G is not boolean or the shapes differ.
+    """
+    as_tensor(a, "a")
+    if not isinstance(G, Tensor) or G.dtype != torch.bool:
+        raise ValueError(f"G must be a boolean tensor (True = region in the ground truth), got {getattr(G, 'dtype', type(G))}")
+    if a.shape != G.shape:
+        raise ValueError(f"attention correctness needs a and G of one shape (..., n_f), got a {tuple(a.shape)}, G {tuple(G.shape)}")
+    return (a * G).sum(-1)
+
+
+# --------------------------------------------------------------------------- AER
+
+
+def links_to_matrix(links: Iterable[tuple[int, int]], n_tgt: int, n_src: int) -> Tensor:
+    """Boolean ``(n_tgt, n_src)`` alignment matrix from ``(target j, source i)`` links.
+
+    Raises ``ValueError`` naming the link if a position does not exist.
+    """
+    M = torch.zeros(n_tgt, n_src, dtype=torch.bool)
+    for link in links:
+        j, i = link
+        if not (0 <= j < n_tgt):
+            raise ValueError(f"alignment link {tuple(link)} refers to target position {j}, but n_tgt={n_tgt}")
+        if not (0 <= i < n_src):
+            raise ValueError(f"alignment link {tuple(link)} refers to source position {i}, but n_src={n_src}")
+        M[j, i] = True
+    return M
+
+
+def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
+    """Hard links from soft weights ``a`` ``(..., n_tgt, n_src)``.
+
+    Without ``threshold``: each target position links to its arg-max source.
+    With ``threshold``: every link whose weight exceeds it.
+    """
+    as_tensor(a, "a")
+    if threshold is not None:
+        return a > threshold
+    return F_.one_hot(a.argmax(-1), a.shape[-1]).bool()
+
+
+def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float:
+    """Alignment error rate (Och & Ney 2003) of hypothesis links ``A``.
+
+    ``AER = 1 - (|A and S| + |A and P|) / (|A| + |S|)`` with sure links ``S``
+    and possible links ``P`` (``S`` is always counted as possible, so ``P`` is
+    taken as ``P or S``; ``P = None`` means ``P = S``). All three are boolean
+    ``(..., n_tgt, n_src)``; counts are summed over the batch (corpus AER).
+    0 is perfect. Raises ``ValueError`` for non-boolean inputs, different
+    shapes, or when ``A`` and ``S`` are both empty.
+    """
+    P = S if P is None else P
+    for name, M in (("A", A), ("S", S), ("P", P)):
+        if not isinstance(M, Tensor) or M.dtype != torch.bool:
+            raise ValueError(f"alignment {name} must be a boolean (..., n_tgt, n_src) tensor")
+    if not (A.shape == S.shape == P.shape):
+        raise ValueError(
+            f"alignments must share the shape (..., n_tgt, n_src), got A {tuple(A.shape)}, "
+            f"S {tuple(S.shape)}, P {tuple(P.shape)}"
+        )
+    P = P | S
+    nA, nS = int(A.sum()), int(S.sum())
+    if nA + nS == 0:
+        raise ValueError("AER is undefined when both A and S are empty")
+    return 1.0 - (int((A & S).sum()) + int((A & P).sum())) / (nA + nS)
+
+
+# --------------------------------------------------------------------------- supervised attention
+
+
+def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
+    """Cross-entropy of attention weights against gold alignments.
+
+    a: ``(..., n_q, n_f)`` weights; gold: boolean ``(..., n_q, n_f)``. Each
+    gold row is normalised to a distribution ``g`` (uniform over its links)
+    and the loss is ``-sum_i g_i log a_i``, averaged over the rows that have
+    at least one gold link. Raises ``ValueError`` on a shape mismatch.
+    """
+    as_tensor(a, "a")
+    if gold.dtype != torch.bool or gold.shape != a.shape:
+        raise ValueError(f"gold must be boolean of a's shape {tuple(a.shape)}, got {gold.dtype} {tuple(gold.shape)}")
+    g = gold.to(a.dtype)
+    n = g.sum(-1)
+    has = n > 0
+    if not has.any():
+        return a.sum() * 0.0
+    ce = -(g * torch.log(a + eps)).sum(-1) / n.clamp_min(1)
+    return ce[has].mean()
+
+
+def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor, lam: float) -> Tensor:
+    """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
+
+    logits: ``(..., d_y)``; y: ``(...)`` labels; a, gold as in
+    :func:`alignment_loss`. ``lam = 0`` is ordinary training. Raises ``ValueError`` for ``lam < 0``.
+    """
+    if lam < 0:
+        raise ValueError(f"lambda must be >= 0, got {lam}")
+    task = F_.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    if lam == 0:
+        return task
+    return task + lam * alignment_loss(a, gold)
+
+
+# --------------------------------------------------------------------------- rank correlation
+
+
+def _check_pair(x: Tensor, y: Tensor, what: str) -> tuple[Tensor, Tensor]:
+    x, y = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
+    if x.dim() != 1 or x.shape != y.shape:
+        raise ValueError(f"{what} needs two 1-D sequences of one length, got {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.numel() < 2:
+        raise ValueError(f"{what} needs at least 2 values, got {x.numel()}")
+    return x, y
+
+
+def rankdata(x: Tensor) -> Tensor:
+    """Ranks 1..n of a 1-D tensor, ties sharing their average rank (scipy's ``"average"``)."""
+    x = torch.as_tensor(x, dtype=torch.float64)
+    n = x.numel()
+    order = torch.argsort(x, stable=True)
+    ranks = torch.empty(n, dtype=torch.float64)
+    xs = x[order]
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and xs[j + 1] == xs[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Tensor, y: Tensor) -> float:
+    """Spearman's rank correlation: the Pearson correlation of the (average) ranks.
+
+    x, y: 1-D of equal length n >= 2. Returns NaN if either is constant (as scipy).
+    Raises ``ValueError`` on shape problems.
+    """
+    x, y = _check_pair(x, y, "Spearman correlation")
+    rx, ry = rankdata(x), rankdata(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = torch.sqrt((rx**2).sum() * (ry**2).sum())
+    return float("nan") if den == 0 else float((rx * ry).sum() / den)
+
+
+def kendall_tau(x: Tensor, y: Tensor) -> float:
+    """Kendall's tau-b, by counting all pairs: ``(C - D) / sqrt((n0 - T_x)(n0 - T_y))``.
+
+    ``C``/``D`` are concordant/discordant pairs, ``n0 = n(n-1)/2``, ``T_x`` and
+    ``T_y`` the pairs tied in x and in y (scipy's default variant). O(n^2).
+    Returns NaN if either is constant. Raises ``ValueError`` on shape problems.
+    """
+    x, y = _check_pair(x, y, "Kendall tau")
+    dx = torch.sign(x[:, None] - x[None, :])
+    dy = torch.sign(y[:, None] - y[None, :])
+    iu = torch.triu_indices(x.numel(), x.numel(), 1)
+    dx, dy = dx[iu[0], iu[1]], dy[iu[0], iu[1]]
+    n0 = dx.numel()
+    s = float((dx * dy).sum())  # C - D (pairs tied in either count 0)
+    tx, ty = int((dx == 0).sum()), int((dy == 0).sum())
+    den = ((n0 - tx) * (n0 - ty)) ** 0.5
+    return float("nan") if den == 0 else s / den
+
+
+# --------------------------------------------------------------------------- attention as explanation
+
+
+def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, detach_attention: bool = True) -> Tensor:
+    """Gradient x input importance of every feature vector for the predicted logit.
+
+    ``head(F, weights)`` returns ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``
+    (as :meth:`attnsurvey.evaluation.extrinsic.ProbeModel.head`). For each
+    example the importance of ``f_l`` is ``|sum_d dlogit_y/dF_{l,d} * F_{l,d}|``
+    for the first query's target class ``y`` (default: the predicted class).
+    ``detach_attention=True`` holds the weights fixed, as Jain & Wallace did,
+    so the gradient measures each value's effect on the output.
+    Returns ``(B, n_f)``.
+    """
+    as_tensor(F, "F")
+    F = F.detach().requires_grad_(True)
+    if detach_attention:
+        with torch.no_grad():
+            _, a = head(F, None)
+        logits, _ = head(F, a)
+    else:
+        logits, _ = head(F, None)
+    first = logits[:, 0]
+    y = first.argmax(-1) if target is None else target.reshape(-1)
+    sel = first.gather(-1, y[:, None]).sum()
+    (g,) = torch.autograd.grad(sel, F)
+    return (g * F).sum(-1).abs().detach()
+
+
+def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
+    """Jensen-Shannon divergence (natural log) of distributions over the last dim.
+
+    ``JS(p, q) = KL(p || m)/2 + KL(q || m)/2`` with ``m = (p + q)/2``; in
+    ``[0, log 2]``. Raises ``ValueError`` for different shapes.
+    """
+    if p.shape != q.shape:
+        raise ValueError(f"JS divergence needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    m = (p + q) / 2
+    kl = lambda u: (u * (torch.log(u + eps) - torch.log(m + eps))).sum(-1)  # noqa: E731
+    return (kl(p) + kl(q)) / 2
+
+
+def total_variation(p: Tensor, q: Tensor) -> Tensor:
+    """Total variation distance ``sum |p - q| / 2`` over the last dim, in [0, 1]."""
+    if p.shape != q.shape:
+        raise ValueError(f"total variation needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    return (p - q).abs().sum(-1) / 2
+
+
+def adversarial_attention(
+    output_fn: Callable[[Tensor], Tensor],
+    a: Tensor,
+    eps: float = 0.01,
+    steps: int = 200,
+    lr: float = 0.1,
+    penalty: float = 100.0,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Search for attention far from ``a`` that leaves the output almost unchanged.
+
+    Maximises ``JS(a_adv, a)`` subject to ``TVD(output(a_adv), output(a)) <= eps``
+    (Jain & Wallace 2019) by Adam on the logits of ``a_adv`` with the penalty
+    ``penalty * relu(TVD - eps)``, keeping per row the best feasible point seen
+    (``a`` itself, with JS 0, if none is found). ``output_fn`` maps weights of
+    ``a``'s shape ``(..., n_q, n_f)`` to output probabilities ``(..., n_q, d_y)``.
+    The start is ``log a`` plus Gaussian noise from ``generator``.
+    Returns ``(a_adv, js, tvd)`` with ``js``, ``tvd`` of shape ``(..., n_q)``.
+    """
+    as_tensor(a, "a")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    a = a.detach()
+    with torch.no_grad():
+        y0 = output_fn(a)
+    noise = torch.randn(a.shape, generator=generator, dtype=a.dtype)
+    theta = (torch.log(a + 1e-6) + noise).requires_grad_(True)
+    opt = torch.optim.Adam([theta], lr=lr)
+    best, best_js, best_tvd = a.clone(), torch.zeros(a.shape[:-1], dtype=a.dtype), torch.zeros(a.shape[:-1], dtype=a.dtype)
+    for _ in range(steps):
+        cand = torch.softmax(theta, -1)
+        js = js_divergence(cand, a)
+        tvd = total_variation(output_fn(cand), y0)
+        with torch.no_grad():
+            ok = (tvd <= eps) & (js > best_js)
+            best = torch.where(ok[..., None], cand, best)
+            best_js = torch.where(ok, js, best_js)
+            best_tvd = torch.where(ok, tvd, best_tvd)
+        loss = (-js + penalty * F_.relu(tvd - eps)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return best.detach(), best_js.detach(), best_tvd.detach()
+
+
+def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
+
+    The set of weight values is kept; which feature vector gets which weight
+    is scrambled. Rows still sum to what they summed to.
+    """
+    as_tensor(a, "a")
+    flat = a.reshape(-1, a.shape[-1])
+    perm = torch.argsort(torch.rand(flat.shape, generator=generator), dim=-1)
+    return flat.gather(-1, perm).reshape(a.shape)
+
+
+@torch.no_grad()
+def permutation_output_change(
+    output_fn: Callable[[Tensor], Tensor], a: Tensor, n_perm: int = 20, generator: torch.Generator | None = None
+) -> Tensor:
+    """Median total-variation change of the output over ``n_perm`` random permutations of ``a``.
+
+    Returns ``(..., n_q)``: a small value means the output does not care
+    which feature vector receives which weight.
+    """
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be >= 1, got {n_perm}")
+    y0 = output_fn(a)
+    tvds = torch.stack([total_variation(output_fn(permuted_attention(a, generator)), y0) for _ in range(n_perm)])
+    return tvds.median(0).values
+
+
+_T = "tests/test_intrinsic.py::"
+CATALOG = [
+    {
+        "id": "eq46",
+        "title": "Attention correctness AC = sum of the weights on ground-truth regions",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.intrinsic.attention_correctness"],
+        "tested_by": [_T + "test_eq46_hand_computed_and_bounds", _T + "test_eq46_bad_input"],
+    },
+    {
+        "id": "extra:aer",
+        "title": "Alignment error rate with sure and possible links (Och & Ney 2003)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.intrinsic.alignment_error_rate",
+            "attnsurvey.evaluation.intrinsic.links_to_matrix",
+            "attnsurvey.evaluation.intrinsic.hard_alignment",
+        ],
+        "tested_by": [_T + "test_aer_hand_computed", _T + "test_aer_bad_input"],
+    },
+    {
+        "id": "extra:supervised-attention",
+        "title": "Supervised attention: task loss + lambda * alignment loss against gold alignments",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.intrinsic.supervised_attention_loss",
+            "attnsurvey.evaluation.intrinsic.alignment_loss",
+        ],
+        "tested_by": [_T + "test_alignment_loss_hand_computed", _T + "test_supervised_attention_lowers_aer"],
+    },
+    {
+        "id": "extra:rank-correlation",
+        "title": "Rank correlation (Spearman, Kendall tau-b) between model and human attention",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.intrinsic.spearman",
+            "attnsurvey.evaluation.intrinsic.kendall_tau",
+            "attnsurvey.evaluation.intrinsic.rankdata",
+        ],
+        "tested_by": [_T + "test_rank_correlations_match_scipy", _T + "test_rank_correlation_bad_input"],
+    },
+    {
+        "id": "extra:gradient-importance",
+        "title": "Gradient x input feature importance compared with attention weights",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.evaluation.intrinsic.gradient_importance"],
+        "tested_by": [_T + "test_gradient_importance_matches_finite_differences"],
+    },
+    {
+        "id": "extra:adversarial-attention",
+        "title": "Adversarial attention: maximal JS divergence with the output change bounded",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.intrinsic.adversarial_attention",
+            "attnsurvey.evaluation.intrinsic.js_divergence",
+            "attnsurvey.evaluation.intrinsic.total_variation",
+        ],
+        "tested_by": [_T + "test_js_and_tvd_hand_computed", _T + "test_adversarial_attention_respects_constraint"],
+    },
+    {
+        "id": "extra:permuted-attention",
+        "title": "Permuted attention weights and the resulting output change",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.evaluation.intrinsic.permuted_attention",
+            "attnsurvey.evaluation.intrinsic.permutation_output_change",
+        ],
+        "tested_by": [_T + "test_permuted_attention_keeps_values"],
+    },
+]
