@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
-from attnsurvey.data.lookup import lookup_batch, lookup_batches
+from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
 from attnsurvey.general_mechanisms import alignment as al
 from attnsurvey.training import accuracy, seed_everything, train
 
