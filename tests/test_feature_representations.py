@@ -145,19 +145,23 @@ def test_meta_embedding_finds_informative_tables(one_thread):
 
     g = torch.Generator().manual_seed(0)
     specs = [("informative", 8, 0.5, 0.5), ("informative", 8, 0.5, 0.5), ("shuffled", 8, 0.5), ("noise", 8, 0.0)]
-    T = make_embedding_tables(600, 4, specs, generator=g)
+    T = make_embedding_tables(600, 4, specs, generator=g, offset=1.0)
     assert [t.shape for t in T.tables] == [(600, 8)] * 4
+    assert T.known[:, 2:].all() and 0.3 < T.known[:, 0].float().mean() < 0.7
     words = torch.randperm(600, generator=g)
-    trw, tew = words[:400], words[400:]
+    trw, tew = words[:300], words[300:]
     gg = torch.Generator().manual_seed(1)
-    batches = [(trw[torch.randint(0, 400, (64,), generator=gg)],) for _ in range(120)]
-    torch.manual_seed(0)
-    m = rp.RepresentationClassifier(T.dims, 8, 4, "attention")
-    train(m, lambda m, b: F_.cross_entropy(m(T.lookup(b[0]))[0], T.classes[b[0]]), batches, lr=3e-2)
-    with torch.no_grad():
-        logits, a = m(T.lookup(tew))
-    assert accuracy(logits, T.classes[tew]) > 0.6  # chance is 0.25
-    k = T.known[tew]
+    batches = [(trw[torch.randint(0, 300, (64,), generator=gg)],) for _ in range(150)]
+    acc, weights = {}, {}
+    for combine in ("attention", "average"):
+        torch.manual_seed(0)
+        m = rp.RepresentationClassifier(T.dims, 8, 4, combine)
+        train(m, lambda m, b: F_.cross_entropy(m(T.lookup(b[0]))[0], T.classes[b[0]]), batches, lr=2e-2)
+        with torch.no_grad():
+            logits, weights[combine] = m(T.lookup(tew))
+        acc[combine] = accuracy(logits, T.classes[tew])
+    assert acc["attention"] > acc["average"] + 0.05, acc
+    a, k = weights["attention"], T.known[tew]
     only1, only2 = k[:, 0] & ~k[:, 1], ~k[:, 0] & k[:, 1]
     # for a word only table 1 knows, most weight goes to table 1, and likewise for table 2
     assert a[only1, 0].mean() > 0.5 and a[only2, 1].mean() > 0.5

@@ -54,7 +54,8 @@ def make_embedding_tables(
     n_classes: int,
     specs: Sequence[tuple],
     generator: torch.Generator | None = None,
-    unknown_scale: float = 0.1,
+    unknown_scale: float = 1.0,
+    offset: float = 0.0,
 ) -> EmbeddingTables:
     """Sample a vocabulary with classes and one table per spec ``(kind, d_e, noise[, coverage])``.
 
@@ -63,7 +64,9 @@ def make_embedding_tables(
     standard normal). Prototypes have unit-variance entries. ``coverage``
     (default 1) is the fraction of words the table knows; the others get
     random ``unknown_scale * N(0, I)`` vectors (like randomly initialised
-    out-of-vocabulary rows).
+    out-of-vocabulary rows). ``offset`` adds one shared random direction,
+    scaled by ``offset``, to every known row of a prototype table (trained
+    embeddings share such a common mean direction; unknown rows lack it).
     Raises ``ValueError`` for an unknown kind, a non-positive width or a
     coverage outside (0, 1].
     """
@@ -83,7 +86,7 @@ def make_embedding_tables(
             t = torch.randn(n_words, d, generator=g)
             names.append(f"e{i + 1}: noise (d={d})")
         else:
-            protos = torch.randn(n_classes, d, generator=g)
+            protos = torch.randn(n_classes, d, generator=g) + offset * torch.randn(d, generator=g)
             t = protos[classes] + noise * torch.randn(n_words, d, generator=g)
             if kind == "shuffled":
                 t = t[torch.randperm(n_words, generator=g)]
