@@ -1,0 +1,541 @@
+"""§3.1.2 Feature levels: attention-via-attention and hierarchical attention.
+
+Some inputs can be read at several levels: a document is sentences of words,
+a word is a sequence of characters. Two families of mechanisms use this:
+
+* **Attention-via-attention** (Fig. 7): every level has its own feature
+  matrix. A query first attends over the word-level features ``F^(w)``; the
+  resulting word context ``c^(w)`` is concatenated to the query, and this
+  longer query attends over the character-level features ``F^(c)``. The
+  output is ``[c^(w); c^(c)]``.
+* **Hierarchical attention** (Fig. 8): only the lowest level has features;
+  each higher level is *built* by attention. Sentence vectors ``c^(s)`` are
+  contexts of self-attention (a learned, constant query) over the words of
+  sentence ``s``; the document vector ``c^(D)`` is attention over the
+  matrix ``C = [c^(1), ..., c^(n_S)]``. The NLP review gives two ways to
+  combine the levels: scale each word weight by its chunk (sentence) weight
+  and renormalise (review eq. 7), or use the chunk contexts as keys and
+  values of a document-level attention (review eq. 8-9).
+
+Documents are padded tensors: features ``F`` of shape ``(..., n_S, n_w, d_f)``
+(``n_S`` sentences of at most ``n_w`` words) with a boolean ``word_mask`` of
+shape ``(..., n_S, n_w)``, ``True`` = a real word (may attend), ``False`` =
+padding. A sentence without any real word gets zero weight and a zero
+sentence vector; a document without any real word gets a zero document vector.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
+from ..general_model import attend, keys_values
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+
+CHAPTER = "chapters/ch03_1_2_feature_levels.ipynb"
+
+
+# --------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------
+
+
+def _check_document(X: Tensor, symbol: str, last: str) -> None:
+    as_tensor(X, symbol)
+    check_min_rank(X, 3, symbol, f"(..., n_S, n_w, {last})")
+
+
+def _check_word_mask(word_mask: Tensor | None, X: Tensor, symbol: str) -> Tensor:
+    """Return a boolean ``(..., n_S, n_w)`` mask (all True when None), checked against ``X``."""
+    expected = tuple(X.shape[:-1])
+    if word_mask is None:
+        return torch.ones(expected, dtype=torch.bool, device=X.device)
+    if not isinstance(word_mask, Tensor) or word_mask.dtype != torch.bool:
+        got = word_mask.dtype if isinstance(word_mask, Tensor) else type(word_mask).__name__
+        raise ValueError(f"word_mask must be a boolean tensor (True = real word), got {got}")
+    if tuple(word_mask.shape) != expected:
+        raise ValueError(
+            f"word_mask must have shape (..., n_S, n_w) = {expected} to match {symbol} of shape "
+            f"{tuple(X.shape)}, got {tuple(word_mask.shape)}"
+        )
+    return word_mask
+
+
+def _check_same_layout(K: Tensor, V: Tensor) -> None:
+    if K.shape[:-1] != V.shape[:-1]:
+        raise ValueError(
+            "K and V must hold the same documents: (..., n_S, n_w) of K is "
+            f"{tuple(K.shape[:-1])}, of V is {tuple(V.shape[:-1])}"
+        )
+
+
+def _check_query(q: Tensor, symbol: str) -> None:
+    as_tensor(q, symbol)
+    check_min_rank(q, 1, symbol, "(..., d_q)")
+
+
+# --------------------------------------------------------------------------
+# Attention-via-attention (Fig. 7)
+# --------------------------------------------------------------------------
+
+
+class AttentionViaAttentionResult(NamedTuple):
+    """Output of :func:`attention_via_attention`.
+
+    ``c = [c^(w); c^(c)]`` ``(..., n_q, d_v^(w) + d_v^(c))``; the two level
+    contexts; word weights ``a_w`` ``(..., n_q, n_f^(w))`` and character
+    weights ``a_c`` ``(..., n_q, n_f^(c))``.
+    """
+
+    c: Tensor
+    c_w: Tensor
+    c_c: Tensor
+    a_w: Tensor
+    a_c: Tensor
+
+
+def attention_via_attention(
+    q: Tensor,
+    F_w: Tensor,
+    F_c: Tensor,
+    W_K_w: Tensor,
+    W_V_w: Tensor,
+    W_K_c: Tensor,
+    W_V_c: Tensor,
+    mask_w: Tensor | None = None,
+    mask_c: Tensor | None = None,
+    score_w: ScoreFn = scaled_dot_score,
+    score_c: ScoreFn = scaled_dot_score,
+) -> AttentionViaAttentionResult:
+    """Attention-via-attention (§3.1.2, Fig. 7): word level first, then characters.
+
+    1. ``c^(w), a^(w) = attend(q, K^(w), V^(w))`` with ``K^(w) = W_K^(w) F^(w)``.
+    2. The character-level query is the concatenation ``[q; c^(w)]``;
+       ``c^(c), a^(c) = attend([q; c^(w)], K^(c), V^(c))``.
+    3. The output context is ``[c^(w); c^(c)]``.
+
+    q: ``(..., n_q, d_q)`` (the query of the character-level query model);
+    F_w: ``(..., n_f^(w), d_f^(w))``; F_c: ``(..., n_f^(c), d_f^(c))``;
+    W_K_w ``(d_k^(w), d_f^(w))``, W_V_w ``(d_v^(w), d_f^(w))``,
+    W_K_c ``(d_k^(c), d_f^(c))``, W_V_c ``(d_v^(c), d_f^(c))``;
+    masks boolean ``(..., n_q, n_f)`` per level (broadcastable), True = may attend.
+    ``score_c`` receives queries of width ``d_q + d_v^(w)``.
+    Raises ``ValueError`` on shape mismatches (e.g. a dot score needs
+    ``d_q + d_v^(w) == d_k^(c)``).
+    """
+    _check_query(q, "q")
+    check_min_rank(q, 2, "q", "(..., n_q, d_q)")
+    K_w, V_w = keys_values(F_w, W_K_w, W_V_w)
+    K_c, V_c = keys_values(F_c, W_K_c, W_V_c)
+    c_w, a_w = attend(q, K_w, V_w, mask_w, score_w)
+    q_c = torch.cat([q.expand(*c_w.shape[:-1], q.shape[-1]), c_w], dim=-1)
+    c_c, a_c = attend(q_c, K_c, V_c, mask_c, score_c)
+    return AttentionViaAttentionResult(torch.cat([c_w, c_c], dim=-1), c_w, c_c, a_w, a_c)
+
+
+class AttentionViaAttention(nn.Module):
+    """Module form of :func:`attention_via_attention` with learned projections and scores.
+
+    Args: d_q (query size), d_f_w / d_f_c (word / character feature sizes),
+    d_k_w, d_v_w, d_k_c, d_v_c (key and value sizes per level, default the
+    feature size), score: a Table II name for both levels (default
+    ``"additive"``, which allows ``d_q != d_k``).
+
+    ``forward(q, F_w, F_c, mask_w=None, mask_c=None)`` takes one query per
+    example ``(..., d_q)`` or many ``(..., n_q, d_q)`` and returns an
+    :class:`AttentionViaAttentionResult` shaped like the query.
+    """
+
+    def __init__(
+        self,
+        d_q: int,
+        d_f_w: int,
+        d_f_c: int,
+        d_k_w: int | None = None,
+        d_v_w: int | None = None,
+        d_k_c: int | None = None,
+        d_v_c: int | None = None,
+        score: str = "additive",
+    ) -> None:
+        super().__init__()
+        d_k_w = d_f_w if d_k_w is None else d_k_w
+        d_v_w = d_f_w if d_v_w is None else d_v_w
+        d_k_c = d_f_c if d_k_c is None else d_k_c
+        d_v_c = d_f_c if d_v_c is None else d_v_c
+        self.d_q, self.d_f_w, self.d_f_c = d_q, d_f_w, d_f_c
+        self.W_K_w = nn.Linear(d_f_w, d_k_w, bias=False)
+        self.W_V_w = nn.Linear(d_f_w, d_v_w, bias=False)
+        self.W_K_c = nn.Linear(d_f_c, d_k_c, bias=False)
+        self.W_V_c = nn.Linear(d_f_c, d_v_c, bias=False)
+        self.score_w: ScoreModule = make_score(score, d_q, d_k_w)
+        self.score_c: ScoreModule = make_score(score, d_q + d_v_w, d_k_c)
+
+    def forward(
+        self, q: Tensor, F_w: Tensor, F_c: Tensor, mask_w: Tensor | None = None, mask_c: Tensor | None = None
+    ) -> AttentionViaAttentionResult:
+        as_tensor(q, "q")
+        as_tensor(F_w, "F_w")
+        check_min_rank(F_w, 2, "F_w", "(..., n_f^(w), d_f^(w))")
+        check_dim_equal(q.shape[-1], self.d_q, "AttentionViaAttention", "d_q of q", "d_q of the module")
+        single = q.dim() == F_w.dim() - 1
+        if single:
+            q = q.unsqueeze(-2)
+            mask_w = None if mask_w is None else mask_w.unsqueeze(-2)
+            mask_c = None if mask_c is None else mask_c.unsqueeze(-2)
+        out = attention_via_attention(
+            q, F_w, F_c, self.W_K_w.weight, self.W_V_w.weight, self.W_K_c.weight, self.W_V_c.weight,
+            mask_w, mask_c, self.score_w, self.score_c,
+        )
+        if single:
+            return AttentionViaAttentionResult(*(t.squeeze(-2) for t in out))
+        return out
+
+
+# --------------------------------------------------------------------------
+# Hierarchical attention (Fig. 8) and the two forms of the NLP review
+# --------------------------------------------------------------------------
+
+
+class HierarchicalResult(NamedTuple):
+    """Output of the hierarchical functions.
+
+    ``c``: document vector ``c^(D)`` ``(..., d_v)``; ``a_chunk``: sentence
+    weights ``(..., n_S)``; ``a_word``: word weights inside each sentence
+    ``(..., n_S, n_w)`` (each row sums to 1, or 0 for an empty sentence);
+    ``C``: the sentence vectors ``c^(s)`` stacked as rows ``(..., n_S, d_v^(S))``.
+    """
+
+    c: Tensor
+    a_chunk: Tensor
+    a_word: Tensor
+    C: Tensor
+
+
+def sentence_mask(word_mask: Tensor) -> Tensor:
+    """``(..., n_S)``: True for sentences that hold at least one real word."""
+    return word_mask.any(-1)
+
+
+def chunk_contexts(
+    q: Tensor, K: Tensor, V: Tensor, word_mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
+) -> tuple[Tensor, Tensor]:
+    """Chunk (sentence) contexts, review eq. 8: ``c_m^chunk = Attention(q, K_m, V_m)`` for every m.
+
+    Each sentence is attended separately with the same query, so word weights
+    are normalised *within* each sentence.
+    q: ``(..., d_q)`` one query per document, or ``(d_q,)`` shared by all (a
+    learned query, as in self-attention); K: ``(..., n_S, n_w, d_k)``;
+    V: ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
+    True = real word. Returns ``C`` ``(..., n_S, d_v)`` and word weights
+    ``(..., n_S, n_w)``; an all-padding sentence has zero weights and ``c = 0``.
+    Raises ``ValueError`` if K and V describe different documents or the mask
+    does not match them.
+    """
+    _check_query(q, "q")
+    _check_document(K, "K", "d_k")
+    _check_document(V, "V", "d_v")
+    _check_same_layout(K, V)
+    word_mask = _check_word_mask(word_mask, K, "K")
+    Q = q.unsqueeze(-2).unsqueeze(-3)  # (..., 1, 1, d_q): the same query for every sentence
+    C, a = attend(Q, K, V, word_mask.unsqueeze(-2), score)  # (..., n_S, 1, d_v), (..., n_S, 1, n_w)
+    return C.squeeze(-2), a.squeeze(-2)
+
+
+def hierarchical_attention(
+    F: Tensor,
+    q_S: Tensor,
+    W_K_S: Tensor,
+    W_V_S: Tensor,
+    q_D: Tensor,
+    W_K_D: Tensor,
+    W_V_D: Tensor,
+    word_mask: Tensor | None = None,
+    score: ScoreFn = scaled_dot_score,
+) -> HierarchicalResult:
+    """Hierarchical attention (§3.1.2, Fig. 8): words -> sentence vectors -> document vector.
+
+    Attention Module[S]: for each sentence ``s``, keys and values
+    ``K^(s) = W_K^(S) F^(s)``, ``V^(s) = W_V^(S) F^(s)`` (Eq. 1) are attended
+    with the constant (learned) query ``q_S``, giving ``c^(s)``. Attention
+    Module[D]: the matrix ``C = [c^(1), ..., c^(n_S)]`` is the feature matrix
+    of a second attention with keys ``W_K^(D) C``, values ``W_V^(D) C`` and
+    query ``q_D``, giving the document vector ``c^(D)``.
+
+    F: ``(..., n_S, n_w, d_f^(S))``; q_S: ``(d_q^(S),)`` or ``(..., d_q^(S))``;
+    W_K_S ``(d_k^(S), d_f^(S))``; W_V_S ``(d_v^(S), d_f^(S))``; q_D:
+    ``(d_q^(D),)`` or ``(..., d_q^(D))``; W_K_D ``(d_k^(D), d_v^(S))``;
+    W_V_D ``(d_v^(D), d_v^(S))``; word_mask boolean ``(..., n_S, n_w)``,
+    True = real word. Returns a :class:`HierarchicalResult` with ``c``
+    ``(..., d_v^(D))``. Empty sentences get zero weight and ``c^(s) = 0``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    _check_document(F, "F", "d_f^(S)")
+    word_mask = _check_word_mask(word_mask, F, "F")
+    K, V = keys_values(F, W_K_S, W_V_S)
+    C, a_word = chunk_contexts(q_S, K, V, word_mask, score)
+    check_weight(W_K_D, (W_K_D.shape[0], C.shape[-1]), "W_K^(D)", "(d_k^(D), d_v^(S))")
+    check_weight(W_V_D, (W_V_D.shape[0], C.shape[-1]), "W_V^(D)", "(d_v^(D), d_v^(S))")
+    K_D, V_D = keys_values(C, W_K_D, W_V_D)
+    _check_query(q_D, "q_D")
+    c, a_chunk = attend(q_D.unsqueeze(-2), K_D, V_D, sentence_mask(word_mask).unsqueeze(-2), score)
+    return HierarchicalResult(c.squeeze(-2), a_chunk.squeeze(-2), a_word, C)
+
+
+def hierarchical_chunk_attention(
+    q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    word_mask: Tensor | None = None,
+    score: ScoreFn = scaled_dot_score,
+    value_map: Callable[[Tensor], Tensor] | None = None,
+) -> HierarchicalResult:
+    """Hierarchical attention with chunk contexts as keys and values, review eq. 8-9.
+
+    Eq. 8: ``C_m^chunk = Attention(q, K_m, V_m)`` (see :func:`chunk_contexts`);
+    eq. 9: ``c^doc = Attention(q, C^chunk, C^chunk)``: the same query attends
+    over the chunk contexts, which serve as both keys and values.
+    q: ``(..., d_q)`` or ``(d_q,)``; K: ``(..., n_S, n_w, d_k)``;
+    V: ``(..., n_S, n_w, d_v)``; word_mask ``(..., n_S, n_w)``.
+    value_map: optional map applied to ``C^chunk`` to make the document-level
+    values (default: none, ``V^doc = C^chunk`` as in eq. 9); a linear map
+    keeps the equivalence with eq. 7, a non-linear one breaks it.
+    Returns a :class:`HierarchicalResult` (``c`` is ``(..., d_v)``).
+    Raises ``ValueError`` on shape mismatches (a dot score needs ``d_q == d_v``
+    at the document level, because the chunk contexts are the keys there).
+    """
+    C, a_word = chunk_contexts(q, K, V, word_mask, score)
+    word_mask = _check_word_mask(word_mask, K, "K")
+    V_doc = C if value_map is None else value_map(C)
+    c, a_chunk = attend(q.unsqueeze(-2), C, V_doc, sentence_mask(word_mask).unsqueeze(-2), score)
+    return HierarchicalResult(c.squeeze(-2), a_chunk.squeeze(-2), a_word, C)
+
+
+def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | None = None) -> Tensor:
+    """Word weights scaled by chunk weights, review eq. 7.
+
+    ``a^scale_{mi} = a_{mi} a_m / sum_{s,w} a_{sw} a_s``: the weight of word
+    ``i`` of chunk ``m`` times the weight of its chunk, renormalised over the
+    whole document. a_word: ``(..., n_S, n_w)`` non-negative word weights
+    (normalised per chunk or over the document: both occur); a_chunk:
+    ``(..., n_S)`` non-negative chunk weights; word_mask ``(..., n_S, n_w)``
+    zeroes padding. Returns ``(..., n_S, n_w)`` summing to 1 over each
+    document (all zeros if every product is zero).
+    Raises ``ValueError`` on shape mismatches or negative weights.
+    """
+    as_tensor(a_word, "a_word")
+    as_tensor(a_chunk, "a_chunk")
+    check_min_rank(a_word, 2, "a_word", "(..., n_S, n_w)")
+    if tuple(a_chunk.shape) != tuple(a_word.shape[:-1]):
+        raise ValueError(
+            f"a_chunk must have shape (..., n_S) = {tuple(a_word.shape[:-1])} to match a_word of shape "
+            f"{tuple(a_word.shape)}, got {tuple(a_chunk.shape)}"
+        )
+    if (a_word < 0).any() or (a_chunk < 0).any():
+        raise ValueError("attention weights a_word and a_chunk must be non-negative")
+    num = a_word * a_chunk.unsqueeze(-1)
+    if word_mask is not None:
+        num = num * _check_word_mask(word_mask, a_word.unsqueeze(-1), "a_word")
+    den = num.sum((-2, -1), keepdim=True)
+    return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+def hierarchical_scaled_attention(
+    a_word: Tensor, a_chunk: Tensor, V: Tensor, word_mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Document context from the scaled word weights of review eq. 7.
+
+    ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document.
+    a_word ``(..., n_S, n_w)``; a_chunk ``(..., n_S)``; V ``(..., n_S, n_w, d_v)``.
+    Returns ``(c, a_scale)``: ``(..., d_v)`` and ``(..., n_S, n_w)``.
+    Raises ``ValueError`` if V does not match the weights.
+    """
+    _check_document(V, "V", "d_v")
+    if tuple(V.shape[:-1]) != tuple(a_word.shape):
+        raise ValueError(
+            f"V must have shape (..., n_S, n_w, d_v) with (..., n_S, n_w) = {tuple(a_word.shape)} "
+            f"as in a_word, got {tuple(V.shape)}"
+        )
+    a = scaled_word_weights(a_word, a_chunk, word_mask)
+    return torch.einsum("...mi,...mid->...d", a, V), a
+
+
+def flat_attention(
+    q: Tensor, K: Tensor, V: Tensor, word_mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
+) -> tuple[Tensor, Tensor]:
+    """Single-level (flat) attention over all words of a document, ignoring sentences.
+
+    The baseline of the chapter: the document is read as one long sequence of
+    ``n_S * n_w`` words. q: ``(..., d_q)`` or ``(d_q,)``; K ``(..., n_S, n_w, d_k)``;
+    V ``(..., n_S, n_w, d_v)``; word_mask ``(..., n_S, n_w)``. Returns
+    ``(c, a)``: ``(..., d_v)`` and word weights ``(..., n_S, n_w)`` that sum to 1
+    over the whole document. Raises ``ValueError`` on shape mismatches.
+    """
+    _check_query(q, "q")
+    _check_document(K, "K", "d_k")
+    _check_document(V, "V", "d_v")
+    _check_same_layout(K, V)
+    word_mask = _check_word_mask(word_mask, K, "K")
+    n_S, n_w = K.shape[-3], K.shape[-2]
+    Kf = K.reshape(*K.shape[:-3], n_S * n_w, K.shape[-1])
+    Vf = V.reshape(*V.shape[:-3], n_S * n_w, V.shape[-1])
+    mf = word_mask.reshape(*word_mask.shape[:-2], 1, n_S * n_w)
+    c, a = attend(q.unsqueeze(-2), Kf, Vf, mf, score)
+    return c.squeeze(-2), a.reshape(*a.shape[:-2], n_S, n_w)
+
+
+class HierarchicalAttention(nn.Module):
+    """Module form of :func:`hierarchical_attention` (Fig. 8) with learned queries.
+
+    Args: d_f (word feature size ``d_f^(S)``), d_k (key size at both levels),
+    d_v_S (sentence vector size, default d_f), d_v_D (document vector size,
+    default d_v_S). The constant queries ``q_S`` and ``q_D`` (``(d_k,)`` each)
+    are parameters, so both levels are self-attention in the survey's sense.
+
+    ``forward(F, word_mask=None)`` with F ``(..., n_S, n_w, d_f)`` returns a
+    :class:`HierarchicalResult`.
+    """
+
+    def __init__(self, d_f: int, d_k: int, d_v_S: int | None = None, d_v_D: int | None = None) -> None:
+        super().__init__()
+        d_v_S = d_f if d_v_S is None else d_v_S
+        d_v_D = d_v_S if d_v_D is None else d_v_D
+        self.d_f = d_f
+        self.W_K_S = nn.Linear(d_f, d_k, bias=False)
+        self.W_V_S = nn.Linear(d_f, d_v_S, bias=False)
+        self.W_K_D = nn.Linear(d_v_S, d_k, bias=False)
+        self.W_V_D = nn.Linear(d_v_S, d_v_D, bias=False)
+        self.q_S = nn.Parameter(torch.randn(d_k) / d_k**0.5)
+        self.q_D = nn.Parameter(torch.randn(d_k) / d_k**0.5)
+
+    def forward(self, F: Tensor, word_mask: Tensor | None = None) -> HierarchicalResult:
+        _check_document(F, "F", "d_f^(S)")
+        check_dim_equal(F.shape[-1], self.d_f, "HierarchicalAttention", "d_f of F", "d_f of the module")
+        return hierarchical_attention(
+            F, self.q_S, self.W_K_S.weight, self.W_V_S.weight, self.q_D, self.W_K_D.weight,
+            self.W_V_D.weight, word_mask,
+        )
+
+
+class DocumentOutput(NamedTuple):
+    """Output of :class:`DocumentClassifier`: logits ``(..., n_y)``, sentence
+    weights ``(..., n_S)`` and word weights ``(..., n_S, n_w)``.
+
+    For the flat model the sentence weight is the total word weight that falls
+    in the sentence, and the word weights sum to 1 over the document; for the
+    hierarchical model the word weights sum to 1 within each sentence.
+    """
+
+    logits: Tensor
+    a_chunk: Tensor
+    a_word: Tensor
+
+
+class DocumentClassifier(nn.Module):
+    """Document classifier: embeddings -> attention -> linear output model (Eq. 5 logits).
+
+    kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
+    kind ``"flat"``: :func:`flat_attention` with a learned query over all
+    words. Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
+    ``(..., n_S, n_w)`` (long) returns a :class:`DocumentOutput`.
+    Raises ``ValueError`` for an unknown kind.
+    """
+
+    def __init__(self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None) -> None:
+        super().__init__()
+        if kind not in ("hierarchical", "flat"):
+            raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
+        d_k = d_e if d_k is None else d_k
+        self.kind = kind
+        self.embed = nn.Embedding(vocab_size, d_e, padding_idx=0)
+        if kind == "hierarchical":
+            self.attention = HierarchicalAttention(d_e, d_k)
+        else:
+            self.W_K = nn.Linear(d_e, d_k, bias=False)
+            self.W_V = nn.Linear(d_e, d_e, bias=False)
+            self.q = nn.Parameter(torch.randn(d_k) / d_k**0.5)
+        self.out = nn.Linear(d_e, n_classes)
+
+    def forward(self, tokens: Tensor, word_mask: Tensor | None = None) -> DocumentOutput:
+        if tokens.dim() < 2:
+            raise ValueError(f"tokens must have shape (..., n_S, n_w), got {tuple(tokens.shape)}")
+        word_mask = tokens != 0 if word_mask is None else word_mask
+        F = self.embed(tokens)
+        if self.kind == "hierarchical":
+            r = self.attention(F, word_mask)
+            return DocumentOutput(self.out(r.c), r.a_chunk, r.a_word)
+        K, V = keys_values(F, self.W_K.weight, self.W_V.weight)
+        c, a = flat_attention(self.q, K, V, word_mask)
+        return DocumentOutput(self.out(c), a.sum(-1), a)
+
+
+_T = "tests/test_feature_levels.py::"
+CATALOG = [
+    {
+        "id": "extra:attention-via-attention",
+        "title": "Attention-via-attention: word-level context, then character attention with [q; c^(w)] (Fig. 7)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.levels.attention_via_attention",
+            "attnsurvey.feature_related.levels.AttentionViaAttention",
+        ],
+        "tested_by": [
+            _T + "test_ava_equals_two_manual_attention_steps",
+            _T + "test_ava_character_query_sees_word_context",
+            _T + "test_ava_module_single_and_many_queries",
+            _T + "test_ava_rejects_bad_widths",
+        ],
+    },
+    {
+        "id": "extra:hierarchical-attention",
+        "title": "Hierarchical attention: self-attention over words -> sentence vectors -> document vector (Fig. 8)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.levels.hierarchical_attention",
+            "attnsurvey.feature_related.levels.HierarchicalAttention",
+            "attnsurvey.feature_related.levels.DocumentClassifier",
+        ],
+        "tested_by": [
+            _T + "test_hierarchical_matches_brute_force_loops",
+            _T + "test_empty_sentence_gets_zero_weight_and_zero_vector",
+            _T + "test_padding_does_not_change_the_result",
+            _T + "test_hierarchical_permutation_invariance",
+            _T + "test_hierarchical_large_scores_and_gradcheck",
+            _T + "test_hierarchical_rejects_mismatched_documents",
+            _T + "test_hierarchical_beats_flat_on_deciding_sentence_task",
+        ],
+    },
+    {
+        "id": "extra:hierarchical-scaled-weights",
+        "title": "Word weights scaled by chunk weights and renormalised (review eq. 7)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.levels.scaled_word_weights",
+            "attnsurvey.feature_related.levels.hierarchical_scaled_attention",
+        ],
+        "tested_by": [
+            _T + "test_scaled_weights_hand_computed",
+            _T + "test_scaled_weights_rejects_bad_input",
+            _T + "test_scaled_equals_chunk_contexts_with_same_weights",
+            _T + "test_scaled_with_document_normalised_words_reweights_chunks",
+        ],
+    },
+    {
+        "id": "extra:hierarchical-chunk-contexts",
+        "title": "Chunk contexts as keys and values of a document-level attention (review eq. 8-9)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.levels.chunk_contexts",
+            "attnsurvey.feature_related.levels.hierarchical_chunk_attention",
+        ],
+        "tested_by": [
+            _T + "test_chunk_contexts_match_per_sentence_attend",
+            _T + "test_scaled_equals_chunk_contexts_with_same_weights",
+            _T + "test_forms_disagree_with_nonlinear_values",
+            _T + "test_empty_sentence_gets_zero_weight_and_zero_vector",
+        ],
+    },
+]

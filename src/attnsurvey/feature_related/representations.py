@@ -1,0 +1,232 @@
+"""§3.1.3 Feature representations: multi-representational attention, Eq. (21)-(22).
+
+A word (or any input) may have ``E`` representations ``x^(e_1), ..., x^(e_E)``
+from different embedding models, of different sizes ``d_{e_i}``. Attention
+builds a *meta-embedding* from them (Kiela et al., 2018):
+
+* Eq. (21): each representation is mapped to a common size ``d_t`` with its
+  own weights, ``x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}``;
+* Eq. (22): the meta-embedding is their attention-weighted sum,
+  ``x^(e) = sum_i a_i x^(t_i)``.
+
+The weights ``a_i`` come from the general attention model with the
+transformed representations as feature vectors and no query (the query is
+the same for every input, so it is absorbed into a learned score vector):
+``e_i = w^T x^(t_i)``, ``a = softmax(e)``. A bias shared by all ``i`` would
+cancel in the softmax, so there is none.
+
+Shapes are batch-first: each ``x^(e_i)`` is ``(..., d_{e_i})``; the stacked
+transformed representations ``X_t`` are ``(..., E, d_t)``; weights ``(..., E)``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_min_rank, check_weight
+from ..masking import masked_softmax
+
+CHAPTER = "chapters/ch03_1_3_feature_representations.ipynb"
+
+
+def _check_lists(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None) -> None:
+    if len(xs) == 0:
+        raise ValueError("need at least one representation x^(e_i), got E=0")
+    if len(Ws) != len(xs) or (bs is not None and len(bs) != len(xs)):
+        nb = "None" if bs is None else len(bs)
+        raise ValueError(f"need one W_e_i and b_e_i per representation: E={len(xs)}, got {len(Ws)} W and {nb} b")
+
+
+def transform_representations(
+    xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None
+) -> Tensor:
+    """Size-normalised representations, Eq. (21): ``x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}``.
+
+    xs: ``E`` tensors ``(..., d_{e_i})`` with the same leading shape; Ws:
+    ``W_{e_i}`` of shape ``(d_t, d_{e_i})``; bs: ``b_{e_i}`` of shape
+    ``(d_t,)`` (or None for no bias). Returns ``X_t`` ``(..., E, d_t)``.
+    Raises ``ValueError`` if a representation does not have the width its
+    weight expects, the ``d_t`` differ, or the leading shapes differ.
+    """
+    _check_lists(xs, Ws, bs)
+    d_t = None
+    out = []
+    for i, (x, W) in enumerate(zip(xs, Ws), start=1):
+        as_tensor(x, f"x^(e_{i})")
+        check_min_rank(x, 1, f"x^(e_{i})", f"(..., d_e{i})")
+        as_tensor(W, f"W_e{i}")
+        if W.dim() != 2:
+            raise ValueError(f"W_e{i} must have shape (d_t, d_e{i}), got {tuple(W.shape)}")
+        d_t = W.shape[0] if d_t is None else d_t
+        if W.shape[0] != d_t:
+            raise ValueError(f"every W_e_i must map to the same d_t: W_e1 gives d_t={d_t}, W_e{i} gives {W.shape[0]}")
+        if x.shape[-1] != W.shape[1]:
+            raise ValueError(
+                f"representation x^(e_{i}) of shape {tuple(x.shape)} has width d_e{i}={x.shape[-1]}, "
+                f"but W_e{i} of shape (d_t, d_e{i}) = {tuple(W.shape)} expects d_e{i}={W.shape[1]}"
+            )
+        if x.shape[:-1] != xs[0].shape[:-1]:
+            raise ValueError(
+                f"all representations must describe the same inputs: x^(e_1) is {tuple(xs[0].shape)}, "
+                f"x^(e_{i}) is {tuple(x.shape)} (leading dimensions differ)"
+            )
+        t = x @ W.T
+        if bs is not None:
+            check_weight(bs[i - 1], (d_t,), f"b_e{i}", "(d_t,)")
+            t = t + bs[i - 1]
+        out.append(t)
+    return torch.stack(out, dim=-2)
+
+
+def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
+    """Query-less (self-attention) scores of the representations: ``e_i = w^T x^(t_i)``.
+
+    X_t: ``(..., E, d_t)``; w: ``(d_t,)``. Returns ``(..., E)``.
+    Raises ``ValueError`` if ``w`` is not ``(d_t,)``.
+    """
+    as_tensor(X_t, "X_t")
+    check_min_rank(X_t, 2, "X_t", "(..., E, d_t)")
+    check_weight(w, (X_t.shape[-1],), "w", "(d_t,)")
+    return X_t @ w
+
+
+def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
+    """The meta-embedding, Eq. (22): ``x^(e) = sum_i a_i x^(t_i)``.
+
+    X_t: ``(..., E, d_t)``; a: ``(..., E)``. Returns ``(..., d_t)``.
+    Raises ``ValueError`` if the two ``E`` differ.
+    """
+    as_tensor(X_t, "X_t")
+    as_tensor(a, "a")
+    check_min_rank(X_t, 2, "X_t", "(..., E, d_t)")
+    if a.shape[-1] != X_t.shape[-2]:
+        raise ValueError(f"Eq. (22) needs one weight per representation: a has E={a.shape[-1]}, X_t has E={X_t.shape[-2]}")
+    return (a.unsqueeze(-1) * X_t).sum(-2)
+
+
+class MultiRepresentationResult(NamedTuple):
+    """``x_e`` the meta-embedding ``(..., d_t)``, ``a`` the weights ``(..., E)``,
+    ``X_t`` the transformed representations ``(..., E, d_t)``."""
+
+    x_e: Tensor
+    a: Tensor
+    X_t: Tensor
+
+
+def multi_representational_attention(
+    xs: Sequence[Tensor],
+    Ws: Sequence[Tensor],
+    bs: Sequence[Tensor] | None,
+    w: Tensor,
+    mask: Tensor | None = None,
+) -> MultiRepresentationResult:
+    """Multi-representational attention: Eq. (21), self-attention scores, softmax, Eq. (22).
+
+    xs, Ws, bs as in :func:`transform_representations`; w: ``(d_t,)`` score
+    vector; mask: optional boolean ``(..., E)``, True = this representation is
+    available (e.g. a word missing from one embedding table). Returns a
+    :class:`MultiRepresentationResult`; weights sum to 1 over the available
+    representations (all zero, and ``x^(e) = 0``, if none is available).
+    Raises ``ValueError`` on shape mismatches.
+    """
+    X_t = transform_representations(xs, Ws, bs)
+    e = representation_scores(X_t, w)
+    a = masked_softmax(e, mask, dim=-1)
+    return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
+
+
+class MetaEmbedding(nn.Module):
+    """Module form of :func:`multi_representational_attention` (dynamic meta-embeddings).
+
+    Args: dims (the widths ``d_{e_1}, ..., d_{e_E}``), d_t (common width),
+    combine: ``"attention"`` (Eq. 22 with learned weights) or ``"average"``
+    (the unweighted baseline ``a_i = 1/E``).
+    ``forward(xs, mask=None)`` returns a :class:`MultiRepresentationResult`.
+    Raises ``ValueError`` for an unknown ``combine``.
+    """
+
+    def __init__(self, dims: Sequence[int], d_t: int, combine: str = "attention") -> None:
+        super().__init__()
+        if combine not in ("attention", "average"):
+            raise ValueError(f"combine must be 'attention' or 'average', got {combine!r}")
+        self.dims, self.d_t, self.combine = list(dims), d_t, combine
+        self.proj = nn.ModuleList(nn.Linear(d, d_t) for d in dims)
+        self.w = nn.Parameter(torch.zeros(d_t)) if combine == "attention" else None
+
+    def forward(self, xs: Sequence[Tensor], mask: Tensor | None = None) -> MultiRepresentationResult:
+        if len(xs) != len(self.proj):
+            raise ValueError(f"MetaEmbedding was built for E={len(self.proj)} representations, got {len(xs)}")
+        Ws = [p.weight for p in self.proj]
+        bs = [p.bias for p in self.proj]
+        if self.combine == "attention":
+            return multi_representational_attention(xs, Ws, bs, self.w, mask)
+        X_t = transform_representations(xs, Ws, bs)
+        ones = torch.ones(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device)
+        a = masked_softmax(torch.zeros_like(ones), mask, dim=-1) if mask is not None else ones / ones.shape[-1]
+        return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
+
+
+class RepresentationClassifier(nn.Module):
+    """Classifier on several representations of one input (the §3.1.3 experiment).
+
+    combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
+    d_t, then a linear output model; ``"concat"``: a linear output model on the
+    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention).
+    ``forward(xs)`` returns ``(logits, a)`` where ``a`` ``(..., E)`` are the
+    representation weights (None for concat).
+    """
+
+    def __init__(self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention") -> None:
+        super().__init__()
+        self.combine = combine
+        if combine == "concat":
+            self.meta = None
+            self.out = nn.Linear(sum(dims), n_classes)
+        else:
+            self.meta = MetaEmbedding(dims, d_t, combine)
+            self.out = nn.Linear(d_t, n_classes)
+
+    def forward(self, xs: Sequence[Tensor]) -> tuple[Tensor, Tensor | None]:
+        if self.meta is None:
+            return self.out(torch.cat(list(xs), dim=-1)), None
+        r = self.meta(xs)
+        return self.out(r.x_e), r.a
+
+
+_T = "tests/test_feature_representations.py::"
+CATALOG = [
+    {
+        "id": "eq21",
+        "title": "Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.representations.transform_representations",
+            "attnsurvey.feature_related.representations.MetaEmbedding",
+        ],
+        "tested_by": [
+            _T + "test_eq21_matches_linear_layers_loop",
+            _T + "test_eq21_rejects_wrong_width",
+        ],
+    },
+    {
+        "id": "eq22",
+        "title": "Meta-embedding as attention-weighted sum x^(e) = sum_i a_i x^(t_i) (self-attention scores)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.feature_related.representations.meta_embedding",
+            "attnsurvey.feature_related.representations.representation_scores",
+            "attnsurvey.feature_related.representations.multi_representational_attention",
+            "attnsurvey.feature_related.representations.MetaEmbedding",
+        ],
+        "tested_by": [
+            _T + "test_eq22_hand_computed",
+            _T + "test_eq22_is_general_attention_with_constant_query",
+            _T + "test_eq22_permutation_equivariance",
+            _T + "test_eq22_mask_large_scores_and_gradcheck",
+            _T + "test_eq22_rejects_bad_input",
+            _T + "test_meta_embedding_finds_informative_tables",
+        ],
+    },
+]
