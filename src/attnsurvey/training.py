@@ -74,3 +74,21 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
 def fmt(x: float, digits: int = 3) -> str:
     """Round ``x`` to ``digits`` significant digits for stable printed outputs."""
     return f"{x:.{digits}g}"
+
+
+def minibatches(
+    tensors: tuple[Tensor, ...], epochs: int, batch_size: int = 100, generator: torch.Generator | None = None
+):
+    """Yield shuffled mini-batches of the tuple ``tensors`` (same first dimension) for ``epochs`` passes.
+
+    The order comes from ``torch.randperm(..., generator=generator)``, so a seeded
+    generator makes the batches reproducible. Raises ``ValueError`` if the
+    tensors disagree on their first dimension.
+    """
+    n = len(tensors[0])
+    if any(len(t) != n for t in tensors):
+        raise ValueError(f"tensors must share their first dimension, got {[len(t) for t in tensors]}")
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=generator)
+        for i in range(0, n, batch_size):
+            yield tuple(t[order[i : i + batch_size]] for t in tensors)

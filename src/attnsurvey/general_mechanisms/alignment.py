@@ -1,0 +1,874 @@
+"""§3.2.2 Attention alignment: Eq. (24)-(29), with sparse and stochastic relatives.
+
+The alignment function ``align()`` turns the score vector ``e`` (one score per
+feature vector, ``(..., n_f)``) into attention weights ``a`` of the same shape,
+and the context vector is their weighted sum of values, Eq. (24). This module
+implements every alignment the survey names and the ones the other sources add:
+
+* Eq. (24) ``c = sum_l a_l v_l``                        :func:`context_vector`
+* Eq. (25) soft / global alignment (softmax)           :func:`soft_align`
+* Eq. (26) hard alignment ``c = v_m``, ``m`` the arg-max
+  or a sample from ``a``                                :func:`hard_align`, :func:`hard_attend`
+* Eq. (27) local alignment: softmax inside ``[p-D, p+D]`` :func:`local_align`, :func:`window_mask`
+* monotonic position ``p = t``                          :func:`monotonic_position`
+* Eq. (28) predictive position ``p = S sigmoid(w_p^T tanh(W_p q))`` :func:`predictive_position`
+* Eq. (29) Gaussian emphasis ``exp(-(l-p)^2 / (2 sigma^2))``, ``sigma = D/2`` :func:`gaussian_emphasis`
+* reinforced alignment: a Bernoulli policy picks a subset, soft alignment over it
+  (:func:`bernoulli_subset`, :func:`reinforced_align`, :class:`ReinforcedAlignment`)
+* the score-function (REINFORCE) gradient estimator that trains the two
+  stochastic alignments (:func:`score_function_surrogate`,
+  :func:`reinforce_gradient_samples`, :class:`MovingAverageBaseline`)
+* sparsemax (NLP review eq. 6) and entmax-1.5, sort-based (:func:`sparsemax`, :func:`entmax15`)
+
+Positions are 0-based in code: feature vector ``l`` sits at position
+``l = 0, ..., n_f - 1``. Masks are boolean, broadcastable to ``e``, ``True`` =
+may attend (as in ``F.scaled_dot_product_attention``). A row with nothing to
+attend to (fully masked, or an empty local window) gets all-zero weights and a
+zero context vector, never NaN.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
+from ..general_model import context as _context
+from ..masking import check_mask, masked_softmax
+from .scoring import ScoreModule, make_score
+
+CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
+
+ALIGNMENTS = ("uniform", "soft", "sparsemax", "entmax15", "hard", "local-m", "local-p", "reinforced", "structured")
+
+
+# --------------------------------------------------------------------------- helpers
+def _check_scores(e: Tensor, symbol: str = "e") -> None:
+    as_tensor(e, symbol)
+    check_min_rank(e, 1, symbol, "(..., n_f)")
+    check_nonempty(e, -1, symbol, "n_f")
+
+
+def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
+    """The mask broadcast to ``e``'s shape (all True when ``mask`` is None)."""
+    if mask is None:
+        return torch.ones_like(e, dtype=torch.bool)
+    check_mask(mask, e.shape)
+    return mask.expand(e.shape)
+
+
+def _compute_dtype(e: Tensor) -> torch.dtype:
+    # cumulative sums in float16/bfloat16 lose too much precision; work in float32
+    return torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype
+
+
+# --------------------------------------------------------------------------- Eq. (24), (25)
+def context_vector(a: Tensor, V: Tensor) -> Tensor:
+    """Context vector, Eq. (24): ``c = sum_{l=1}^{n_f} a_l v_l``.
+
+    a: weights ``(..., n_f)`` (one query) or ``(..., n_q, n_f)`` with V of the
+    same rank as a; V: values ``(..., n_f, d_v)``. Returns c ``(..., d_v)`` or
+    ``(..., n_q, d_v)``. The weights need not sum to 1 (local alignment with
+    Eq. (29) and structured attention give weights that do not).
+    Raises ``ValueError`` if the two ``n_f`` differ or a tensor is not floating point.
+    """
+    as_tensor(a, "a")
+    as_tensor(V, "V")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_min_rank(a, 1, "a", "(..., n_f)")
+    check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 24)", "n_f of a", "n_f of V")
+    if a.dim() == V.dim() - 1:  # one query per example
+        return _context(a.unsqueeze(-2), V).squeeze(-2)
+    return _context(a, V)
+
+
+def soft_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Soft (global) alignment, Eq. (25): ``a_l = exp(e_l) / sum_j exp(e_j)``.
+
+    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e, ``True`` = may
+    attend. Every row lies on the probability simplex; a fully-masked row is all
+    zeros. Stable for scores of any magnitude.
+    Raises ``ValueError`` for empty or non-float scores or a bad mask.
+    """
+    _check_scores(e)
+    return masked_softmax(e, mask, dim=-1)
+
+
+# --------------------------------------------------------------------------- Eq. (26)
+class HardAlignment(NamedTuple):
+    """Result of :func:`hard_align`.
+
+    a: one-hot weights ``(..., n_f)`` (all zero for a fully-masked row);
+    m: chosen index ``(...,)`` (``-1`` where nothing could be chosen);
+    log_prob: ``log a_m`` under the soft weights ``(...,)`` (0 where nothing was chosen);
+    probs: the soft weights of Eq. (25) that ``m`` was drawn from.
+    """
+
+    a: Tensor
+    m: Tensor
+    log_prob: Tensor
+    probs: Tensor
+
+
+def hard_align(
+    e: Tensor,
+    mode: str = "sample",
+    generator: torch.Generator | None = None,
+    mask: Tensor | None = None,
+) -> HardAlignment:
+    """Hard alignment, Eq. (26): pick one index ``m`` and put all weight on it.
+
+    The scores go through the softmax of Eq. (25); then ``mode="sample"`` draws
+    ``m ~ Multinomial(a_1, ..., a_{n_f})`` with ``generator``, and
+    ``mode="argmax"`` takes ``m = argmax_l a_l`` (the first one on ties; the
+    deterministic form of nndl Eq. 8.8). ``log_prob = log a_m`` is what the
+    score-function estimator (:func:`score_function_surrogate`) differentiates;
+    the one-hot weights themselves carry no gradient.
+
+    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e. Raises
+    ``ValueError`` for an unknown mode, empty scores or a bad mask.
+    """
+    _check_scores(e)
+    if mode not in ("sample", "argmax"):
+        raise ValueError(f"hard alignment mode must be 'sample' or 'argmax', got {mode!r}")
+    valid = _valid(e, mask)
+    probs = masked_softmax(e, valid, dim=-1)
+    any_valid = valid.any(-1)
+    n_f = e.shape[-1]
+    flat = probs.detach().reshape(-1, n_f).float()
+    # rows with nothing to attend to get a dummy uniform row so sampling works
+    flat = torch.where(any_valid.reshape(-1, 1), flat, torch.full_like(flat, 1.0 / n_f))
+    if mode == "sample":
+        m = torch.multinomial(flat, 1, generator=generator).squeeze(-1)
+    else:
+        m = flat.argmax(-1)
+    m = m.reshape(e.shape[:-1])
+    filled = e.masked_fill(~valid, torch.finfo(e.dtype).min)
+    logp_all = torch.log_softmax(filled, dim=-1)
+    log_prob = logp_all.gather(-1, m.unsqueeze(-1)).squeeze(-1)
+    log_prob = torch.where(any_valid, log_prob, torch.zeros_like(log_prob))
+    a = torch.nn.functional.one_hot(m, n_f).to(e.dtype) * any_valid.unsqueeze(-1)
+    m = torch.where(any_valid, m, torch.full_like(m, -1))
+    return HardAlignment(a, m, log_prob, probs)
+
+
+def hard_attend(
+    e: Tensor,
+    V: Tensor,
+    mode: str = "sample",
+    generator: torch.Generator | None = None,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, HardAlignment]:
+    """Hard attention, Eq. (26): ``c = v_m`` with ``m`` from :func:`hard_align`.
+
+    e: scores ``(..., n_f)``; V: values ``(..., n_f, d_v)``. Returns
+    ``(c, alignment)`` with c ``(..., d_v)``, the selected value vector itself
+    (a row copy, not a weighted sum), and zero for a fully-masked row.
+    Raises ``ValueError`` if the ``n_f`` of e and V differ.
+    """
+    _check_scores(e)
+    as_tensor(V, "V")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_dim_equal(e.shape[-1], V.shape[-2], "hard attention (Eq. 26)", "n_f of e", "n_f of V")
+    h = hard_align(e, mode, generator, mask)
+    batch = torch.broadcast_shapes(e.shape[:-1], V.shape[:-2])
+    Vb = V.expand(*batch, *V.shape[-2:])
+    idx = h.m.clamp_min(0).expand(batch)[..., None, None].expand(*batch, 1, V.shape[-1])
+    c = Vb.gather(-2, idx).squeeze(-2)
+    c = c * (h.m >= 0).expand(batch).unsqueeze(-1).to(c.dtype)
+    return c, h
+
+
+# --------------------------------------------------------------------------- REINFORCE
+def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | float = 0.0) -> Tensor:
+    """Surrogate whose gradient is the score-function (REINFORCE) estimator.
+
+    For a discrete choice ``m ~ p_theta`` and a loss ``L(m)``,
+    ``grad_theta E[L] = E[(L(m) - b) grad_theta log p_theta(m)]`` for any baseline
+    ``b`` that does not depend on ``m`` (Williams, 1992). This returns
+    ``mean((L - b).detach() * log_prob)``: back-propagating it gives the
+    Monte-Carlo average of that estimator over the samples in the batch.
+
+    log_prob: ``(...,)`` log-probabilities of the sampled choices (with grad);
+    loss: ``(...,)`` per-sample losses (their gradient is cut); baseline: a
+    scalar or a tensor broadcastable to loss. Raises ``ValueError`` on a shape mismatch.
+    """
+    as_tensor(log_prob, "log_prob")
+    as_tensor(loss, "loss")
+    if log_prob.shape != loss.shape:
+        raise ValueError(
+            f"log_prob and loss need the same shape (one per sample), got "
+            f"log_prob={tuple(log_prob.shape)}, loss={tuple(loss.shape)}"
+        )
+    b = torch.as_tensor(baseline, dtype=loss.dtype)
+    advantage = (loss - b).detach()
+    return (advantage * log_prob).mean()
+
+
+def reinforce_gradient_samples(e: Tensor, losses: Tensor, m: Tensor, baseline: float | Tensor = 0.0) -> Tensor:
+    """Per-sample score-function gradients ``(L_m - b)(onehot(m) - a)`` w.r.t. the scores e.
+
+    For the softmax of Eq. (25), ``d log a_m / d e = onehot(m) - a``, so each
+    sample's REINFORCE gradient has this closed form; their mean estimates
+    ``d/de sum_l a_l L_l``. e: scores ``(n_f,)``; losses: ``L_l`` for every
+    choice ``(n_f,)``; m: sampled indices ``(N,)``. Returns ``(N, n_f)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    _check_scores(e)
+    as_tensor(losses, "losses")
+    if e.dim() != 1 or losses.shape != e.shape:
+        raise ValueError(f"e and losses must both be (n_f,), got e={tuple(e.shape)}, losses={tuple(losses.shape)}")
+    a = torch.softmax(e.detach(), -1)
+    onehot = torch.nn.functional.one_hot(m, e.shape[-1]).to(e.dtype)
+    adv = losses.detach()[m] - torch.as_tensor(baseline, dtype=e.dtype)
+    return adv[:, None] * (onehot - a)
+
+
+class MovingAverageBaseline(nn.Module):
+    """An exponential moving average of the loss, used as the REINFORCE baseline ``b``.
+
+    ``update(loss)`` returns the current ``b`` (before the update, so it never
+    depends on the samples it is used with) and then moves ``b`` towards the
+    batch mean: ``b <- momentum * b + (1 - momentum) * mean(loss)``.
+    """
+
+    def __init__(self, momentum: float = 0.9) -> None:
+        super().__init__()
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
+        self.momentum = momentum
+        self.register_buffer("value", torch.zeros(()))
+        self.register_buffer("started", torch.zeros((), dtype=torch.bool))
+
+    def update(self, loss: Tensor) -> Tensor:
+        b = self.value.clone()
+        mean = loss.detach().float().mean()
+        if not bool(self.started):
+            b = mean.clone()  # first call: use the batch mean (no history yet)
+            self.value.copy_(mean)
+            self.started.fill_(True)
+        else:
+            self.value.mul_(self.momentum).add_((1 - self.momentum) * mean)
+        return b
+
+
+# --------------------------------------------------------------------------- Eq. (27)-(29)
+def _as_position(p: Tensor | float, n_f: int, dtype: torch.dtype, symbol: str = "p") -> Tensor:
+    p = torch.as_tensor(p)
+    if not p.is_floating_point():
+        p = p.to(dtype)
+    if not torch.isfinite(p.detach()).all():
+        raise ValueError(f"position {symbol} must be finite, got {p.detach().tolist()}")
+    lo, hi = float(p.detach().min()), float(p.detach().max())
+    if lo < 0 or hi > n_f - 1:
+        raise ValueError(
+            f"position {symbol} must lie inside the sequence, [0, n_f - 1] = [0, {n_f - 1}] "
+            f"(0-based positions), got values in [{lo:g}, {hi:g}]"
+        )
+    return p
+
+
+def _check_D(D: float) -> float:
+    D = float(D)
+    if not math.isfinite(D) or D < 0:
+        raise ValueError(f"window half-width D must be a finite number >= 0, got D={D}")
+    return D
+
+
+def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
+    """The local window of Eq. (27): ``True`` at positions ``l`` with ``p - D <= l <= p + D``.
+
+    n_f: sequence length; p: position(s), a float or a tensor ``(...,)`` with
+    values in ``[0, n_f - 1]``; D: half-width ``>= 0``. Returns a boolean mask
+    ``(..., n_f)``.
+
+    Clipping at the ends: the window is intersected with the sequence, so near
+    an end it simply holds fewer positions (``p = 0, D = 2`` keeps ``{0, 1, 2}``);
+    it is not shifted inwards and nothing is padded. A non-integer ``p`` with
+    ``D < 0.5`` can give an empty window (e.g. ``p = 1.5, D = 0``).
+    Raises ``ValueError`` if ``D < 0``, ``n_f < 1`` or p lies outside the sequence.
+    """
+    if n_f < 1:
+        raise ValueError(f"local alignment needs n_f >= 1, got n_f={n_f}")
+    D = _check_D(D)
+    p = _as_position(p, n_f, torch.get_default_dtype())
+    pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
+    p_ = p.detach().unsqueeze(-1)
+    return (pos >= p_ - D) & (pos <= p_ + D)
+
+
+def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
+    """Monotonic alignment: the window centre is the output step itself, ``p = t``.
+
+    t: output position(s), an int or an integer tensor ``(...,)``, 0-based.
+    Returns p as a float tensor. Raises ``ValueError`` if ``t`` lies outside
+    ``[0, n_f - 1]`` (monotonic alignment assumes the output is no longer than
+    the input; rescale t first if it is).
+    """
+    t = torch.as_tensor(t)
+    if t.is_floating_point() and not torch.equal(t, t.round()):
+        raise ValueError(f"monotonic position t must be an integer step, got {t.tolist()}")
+    return _as_position(t.to(torch.get_default_dtype()), n_f, torch.get_default_dtype(), "p = t")
+
+
+def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor:
+    """Predictive alignment, Eq. (28): ``p = S * sigmoid(w_p^T tanh(W_p q))``.
+
+    q: query ``(..., d_q)``; W_p: ``(d_p, d_q)``; w_p: ``(d_p,)``; S: the scale
+    (the survey's sequence length). Returns p ``(...,)`` in ``(0, S)``. With
+    0-based positions pass ``S = n_f - 1`` so that p always lies inside the
+    sequence (this is what :class:`PredictivePosition` does).
+    Raises ``ValueError`` on shape mismatches or ``S < 0``.
+    """
+    as_tensor(q, "q")
+    as_tensor(W_p, "W_p")
+    as_tensor(w_p, "w_p")
+    check_min_rank(q, 1, "q", "(..., d_q)")
+    if W_p.dim() != 2 or W_p.shape[1] != q.shape[-1]:
+        raise ValueError(f"W_p must have shape (d_p, d_q) with d_q={q.shape[-1]}, got {tuple(W_p.shape)}")
+    if w_p.shape != (W_p.shape[0],):
+        raise ValueError(f"w_p must have shape (d_p,) = ({W_p.shape[0]},), got {tuple(w_p.shape)}")
+    if not S >= 0:
+        raise ValueError(f"S (sequence length scale) must be >= 0, got S={S}")
+    return S * torch.sigmoid(torch.tanh(q @ W_p.T) @ w_p)
+
+
+class PredictivePosition(nn.Module):
+    """Eq. (28) with learned ``W_p`` ``(d_p, d_q)`` and ``w_p`` ``(d_p,)``.
+
+    ``forward(q, n_f)`` returns p ``(...,)`` in ``(0, n_f - 1)`` (0-based, so S = n_f - 1).
+    """
+
+    def __init__(self, d_q: int, d_p: int) -> None:
+        super().__init__()
+        self.W_p = nn.Linear(d_q, d_p, bias=False)
+        self.w_p = nn.Parameter(torch.randn(d_p) / math.sqrt(d_p))
+
+    def forward(self, q: Tensor, n_f: int) -> Tensor:
+        return predictive_position(q, self.W_p.weight, self.w_p, float(n_f - 1))
+
+
+def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
+    """The Gaussian factor of Eq. (29): ``exp(-(l - p)^2 / (2 sigma^2))`` for ``l = 0..n_f-1``.
+
+    p: position(s) ``(...,)`` (may carry a gradient: this factor is how p of
+    Eq. (28) is trained); sigma: the width (the survey sets ``sigma = D / 2``).
+    Returns ``(..., n_f)``. For ``sigma = 0`` the factor is 1 at ``l = p`` and 0
+    elsewhere (the limit). Raises ``ValueError`` for ``sigma < 0`` or p outside the sequence.
+    """
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"sigma must be a finite number >= 0, got sigma={sigma}")
+    p = _as_position(p, n_f, torch.get_default_dtype())
+    pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
+    diff = pos - p.unsqueeze(-1)
+    coef = math.inf if sigma**2 == 0 else 1.0 / (2.0 * sigma**2)
+    if coef > torch.finfo(p.dtype).max:  # sigma = 0, or so small that 1/(2 sigma^2) overflows
+        return (diff == 0).to(p.dtype)
+    return torch.exp(-(diff**2) * coef)
+
+
+def local_align(
+    e: Tensor,
+    p: Tensor | float,
+    D: float,
+    mask: Tensor | None = None,
+    gaussian: bool = True,
+    sigma: float | None = None,
+    renormalise: bool = False,
+) -> Tensor:
+    """Local alignment, Eq. (27), optionally with the Gaussian emphasis of Eq. (29).
+
+    Eq. (27) is the softmax of the scores restricted to the window
+    ``[p - D, p + D]`` (see :func:`window_mask` for how it is clipped at the
+    sequence ends: intersected with ``0..n_f-1``, not shifted); weights outside
+    the window are exactly zero. With ``gaussian=True`` each weight is then
+    multiplied by ``exp(-(l - p)^2 / (2 sigma^2))`` with ``sigma = D / 2`` unless
+    given, Eq. (29). Faithful to the survey (and to Luong et al.), the result is
+    NOT renormalised, so the weights sum to less than 1 whenever the window has
+    more than one position; pass ``renormalise=True`` to divide by their sum.
+
+    e: scores ``(..., n_f)``; p: position(s) broadcastable to ``e.shape[:-1]``,
+    in ``[0, n_f - 1]``; D: half-width ``>= 0``; mask: boolean, broadcastable to
+    e, ``True`` = may attend (combined with the window). A row whose window holds
+    no allowed position gets all-zero weights.
+    Raises ``ValueError`` for ``D < 0``, p outside the sequence, p not matching
+    e's batch shape, empty scores or a bad mask.
+    """
+    _check_scores(e)
+    n_f = e.shape[-1]
+    D = _check_D(D)
+    p = _as_position(p, n_f, e.dtype)
+    try:
+        ok = torch.broadcast_shapes(p.shape, e.shape[:-1]) == e.shape[:-1]
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"p of shape {tuple(p.shape)} must broadcast to the scores' batch shape "
+            f"e.shape[:-1] = {tuple(e.shape[:-1])} (one position per score row)"
+        )
+    p = p.to(e.dtype)
+    win = window_mask(n_f, p, D)
+    allowed = win if mask is None else win & _valid(e, mask)
+    a = masked_softmax(e, allowed.expand(e.shape), dim=-1)  # Eq. (27)
+    if gaussian:
+        s = D / 2.0 if sigma is None else float(sigma)
+        a = a * gaussian_emphasis(n_f, p, s).to(e.dtype)  # Eq. (29)
+    if renormalise:
+        total = a.sum(-1, keepdim=True)
+        a = torch.where(total > 0, a / total.clamp_min(torch.finfo(e.dtype).tiny), a)
+    return a
+
+
+class LocalAttention(nn.Module):
+    """Local attention, Eq. (27)-(29), with a learned score and (predictive mode) position.
+
+    Args: d_q, d_k: query and key sizes; D: window half-width; mode:
+    ``"monotonic"`` (p = t, given to forward) or ``"predictive"`` (Eq. 28);
+    d_p: hidden size of Eq. (28); score: a Table II name; gaussian, renormalise:
+    as in :func:`local_align`.
+
+    ``forward(q, K, V, t=None, mask=None)`` with q ``(..., d_q)``, K
+    ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, t ``(...,)`` output steps for the
+    monotonic mode. Returns ``(c, a, p)``.
+    """
+
+    def __init__(
+        self,
+        d_q: int,
+        d_k: int,
+        D: float,
+        mode: str = "predictive",
+        d_p: int = 16,
+        score: str = "general",
+        gaussian: bool = True,
+        renormalise: bool = False,
+    ) -> None:
+        super().__init__()
+        if mode not in ("monotonic", "predictive"):
+            raise ValueError(f"local attention mode must be 'monotonic' or 'predictive', got {mode!r}")
+        self.D, self.mode, self.gaussian, self.renormalise = _check_D(D), mode, gaussian, renormalise
+        self.score = make_score(score, d_q, d_k)
+        self.position = PredictivePosition(d_q, d_p) if mode == "predictive" else None
+
+    def forward(
+        self, q: Tensor, K: Tensor, V: Tensor, t: Tensor | None = None, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        n_f = K.shape[-2]
+        if self.mode == "monotonic":
+            if t is None:
+                raise ValueError("monotonic local attention needs the output step t (p = t)")
+            p = monotonic_position(t, n_f).to(q.dtype)
+        else:
+            p = self.position(q, n_f)
+        e = self.score(q.unsqueeze(-2), K).squeeze(-2)
+        a = local_align(e, p, self.D, mask, self.gaussian, None, self.renormalise)
+        return context_vector(a, V), a, p
+
+
+# --------------------------------------------------------------------------- reinforced alignment
+def bernoulli_subset(
+    logits: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None, greedy: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Sample a subset of feature vectors: ``z_l ~ Bernoulli(sigmoid(logits_l))`` independently.
+
+    This is the policy of reinforced alignment. logits: ``(..., n_f)``;
+    mask: boolean, broadcastable (masked positions are never chosen and add
+    nothing to the log-probability). ``greedy=True`` takes ``z_l = [pi_l > 1/2]``.
+    Returns ``(z, log_prob)``: a boolean ``(..., n_f)`` and
+    ``sum_l [z_l log pi_l + (1 - z_l) log(1 - pi_l)]`` ``(...,)``.
+    Raises ``ValueError`` for empty or non-float logits or a bad mask.
+    """
+    _check_scores(logits, "policy logits")
+    valid = _valid(logits, mask)
+    pi = torch.sigmoid(logits.detach()).float()
+    if greedy:
+        z = pi > 0.5
+    else:
+        u = torch.rand(pi.shape, generator=generator, dtype=torch.float32)
+        z = u < pi
+    z = z & valid
+    # log pi = logsigmoid(x), log(1 - pi) = logsigmoid(-x): stable for large |x|
+    lp = torch.where(z, nn.functional.logsigmoid(logits), nn.functional.logsigmoid(-logits))
+    log_prob = (lp * valid).sum(-1)
+    return z, log_prob
+
+
+def reinforced_align(e: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Reinforced alignment: soft alignment (Eq. 25) over the chosen subset ``z`` only.
+
+    e: scores ``(..., n_f)``; z: boolean selection broadcastable to e (from
+    :func:`bernoulli_subset`); mask: optional extra mask. Unchosen positions get
+    zero weight; an empty subset gives all-zero weights.
+    Raises ``ValueError`` if z is not boolean or does not match e.
+    """
+    _check_scores(e)
+    check_mask(z, e.shape, symbol="z (selected subset)")
+    allowed = z if mask is None else z & _valid(e, mask)
+    return masked_softmax(e, allowed, dim=-1)
+
+
+class ReinforcedAlignment(nn.Module):
+    """Reinforced alignment: a learned Bernoulli policy picks a subset, soft alignment over it.
+
+    The policy's logits are a second Table II score between the query and the
+    keys, ``logit_l = score_pi(q, k_l)``; the attention scores ``e`` come from
+    ``score``. ``forward(q, K, V, generator=None, mask=None)`` samples in
+    training mode and takes ``pi > 1/2`` in eval mode; returns
+    ``(c, a, z, log_prob)``. Train the policy with :func:`score_function_surrogate`.
+    """
+
+    def __init__(self, d_q: int, d_k: int, score: str = "general", policy_score: str = "general") -> None:
+        super().__init__()
+        self.score = make_score(score, d_q, d_k)
+        self.policy = make_score(policy_score, d_q, d_k)
+        self.policy_bias = nn.Parameter(torch.tensor(1.0))  # start by keeping most positions
+
+    def forward(
+        self, q: Tensor, K: Tensor, V: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
+        z, log_prob = bernoulli_subset(logits, generator, mask, greedy=not self.training)
+        e = self.score(q.unsqueeze(-2), K).squeeze(-2)
+        a = reinforced_align(e, z, mask)
+        return context_vector(a, V), a, z, log_prob
+
+
+# --------------------------------------------------------------------------- sparsemax, entmax-1.5
+def _sorted_valid(z: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+    """Sort each row descending with masked entries last; return values (0 where masked) and validity."""
+    keyed = z.masked_fill(~valid, float("-inf"))
+    zs, idx = torch.sort(keyed, dim=-1, descending=True)
+    vs = valid.gather(-1, idx)
+    return torch.where(vs, zs, torch.zeros_like(zs)), vs
+
+
+def _shift(z: Tensor, valid: Tensor) -> Tensor:
+    zmax = z.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+    zmax = torch.where(torch.isfinite(zmax), zmax, torch.zeros_like(zmax))
+    return z - zmax.detach()  # both maps are shift-invariant; this keeps +-1e4 scores exact
+
+
+def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """Sparsemax (NLP review eq. 6): the Euclidean projection of e onto the simplex.
+
+    ``sparsemax(e) = argmin_{a in simplex} ||a - e||^2 = max(e - tau, 0)``, with
+    the threshold ``tau`` found by sorting (Martins & Astudillo, 2016): with
+    ``z_(1) >= z_(2) >= ...`` the sorted scores, the support size is the largest
+    ``k`` with ``1 + k z_(k) > sum_{j<=k} z_(j)``, and
+    ``tau = (sum_{j<=k} z_(j) - 1) / k``. Unlike softmax it returns exact zeros.
+
+    e: scores, any shape, normalised over ``dim``; mask: boolean broadcastable
+    to e, ``True`` = may attend (masked entries get 0; a fully-masked row is all 0).
+    float16/bfloat16 inputs are computed in float32 and cast back.
+    Raises ``ValueError`` for empty or non-float scores or a bad mask.
+    """
+    as_tensor(e, "e")
+    check_min_rank(e, 1, "e", "(..., n_f)")
+    check_nonempty(e, dim, "e", "n_f")
+    valid = _valid(e, mask).movedim(dim, -1)
+    z = e.movedim(dim, -1).to(_compute_dtype(e))
+    z = _shift(z, valid)
+    zs, vs = _sorted_valid(z, valid)
+    k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
+    cums = zs.cumsum(-1)
+    support = vs & (1 + k * zs > cums)
+    k_star = support.sum(-1, keepdim=True).clamp_min(1)
+    tau = (cums.gather(-1, k_star - 1) - 1) / k_star.to(z.dtype)
+    zf = torch.where(valid, z, torch.zeros_like(z))
+    out = torch.where(valid, torch.clamp(zf - tau, min=0), torch.zeros_like(z))
+    return out.to(e.dtype).movedim(-1, dim)
+
+
+def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """1.5-entmax: ``a = [e/2 - tau]_+^2`` with tau such that the weights sum to 1.
+
+    The alpha = 1.5 member of the entmax family (Peters et al., 2019), which
+    sits between softmax (alpha = 1) and sparsemax (alpha = 2): sparse, but
+    smoother. Exact sort-based threshold: with ``z = e/2`` sorted descending,
+    for each ``k`` take the mean ``mu_k`` and the (biased) variance ``s_k`` of the
+    top-k values, ``tau_k = mu_k - sqrt((1 - k s_k) / k)``; the support size is
+    the number of ``k`` with ``tau_k <= z_(k)``.
+
+    Arguments and errors as :func:`sparsemax`.
+    """
+    as_tensor(e, "e")
+    check_min_rank(e, 1, "e", "(..., n_f)")
+    check_nonempty(e, dim, "e", "n_f")
+    valid = _valid(e, mask).movedim(dim, -1)
+    z = e.movedim(dim, -1).to(_compute_dtype(e)) / 2
+    z = _shift(z, valid)
+    zs, vs = _sorted_valid(z, valid)
+    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
+    mean = zs.cumsum(-1) / rho
+    mean_sq = (zs**2).cumsum(-1) / rho
+    delta = (1 - rho * (mean_sq - mean**2)) / rho
+    with torch.no_grad():
+        tau_all = mean - torch.sqrt(delta.clamp_min(0))
+        k_star = (vs & (tau_all <= zs)).sum(-1, keepdim=True).clamp_min(1)
+    # gather before the square root, so no gradient flows through sqrt(0) elsewhere
+    tau = mean.gather(-1, k_star - 1) - torch.sqrt(delta.gather(-1, k_star - 1).clamp_min(0))
+    zf = torch.where(valid, z, torch.zeros_like(z))
+    out = torch.where(valid, torch.clamp(zf - tau, min=0) ** 2, torch.zeros_like(z))
+    return out.to(e.dtype).movedim(-1, dim)
+
+
+# --------------------------------------------------------------------------- diagnostics
+def weight_entropy(a: Tensor) -> Tensor:
+    """Shannon entropy (nats) of each weight row ``(..., n_f) -> (...,)``, with ``0 log 0 = 0``.
+
+    Rows that do not sum to 1 (Eq. 29 without renormalising, structured
+    attention) are normalised first; an all-zero row has entropy 0.
+    """
+    as_tensor(a, "a")
+    total = a.sum(-1, keepdim=True)
+    p = torch.where(total > 0, a / total.clamp_min(torch.finfo(a.dtype).tiny), a)
+    plogp = torch.where(p > 0, p * torch.log(p.clamp_min(torch.finfo(a.dtype).tiny)), torch.zeros_like(p))
+    return -plogp.sum(-1)
+
+
+def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) -> dict[str, float]:
+    """Summary of how focused weight rows ``(B, n_f)`` are: mean entropy, max weight,
+    number of weights above ``eps``, and (with target indices ``(B,)``) the mean
+    weight on the position that matters."""
+    out = {
+        "entropy": float(weight_entropy(a).mean()),
+        "max_weight": float(a.max(-1).values.mean()),
+        "nonzero": float((a > eps).sum(-1).float().mean()),
+    }
+    if target is not None:
+        out["on_target"] = float(a.gather(-1, target.unsqueeze(-1)).mean())
+    return out
+
+
+# --------------------------------------------------------------------------- experiment model
+class AlignmentClassifier(nn.Module):
+    """A task model whose only varying part is the alignment function (the chapter's experiment).
+
+    Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
+    query ``q`` ``(B, d_q)`` per example scores the keys with the general score
+    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
+    weights; the context (Eq. 24 or 26) feeds a linear output layer.
+
+    ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
+    where ``log_prob`` is the log-probability of the sampled hard choice or
+    subset (``None`` for deterministic alignments) and ``t`` are the output
+    steps used as monotonic positions (``local-m``). Hard and reinforced
+    alignments sample in training mode and act greedily in eval mode.
+    """
+
+    def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
+        super().__init__()
+        if align not in ALIGNMENTS:
+            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
+        self.align, self.D = align, _check_D(D)
+        self.W_K = nn.Linear(d_f, d_k, bias=False)
+        self.W_V = nn.Linear(d_f, d_k, bias=False)
+        self.score: ScoreModule = make_score("general", d_q, d_k)
+        self.out = nn.Linear(d_k, n_classes)
+        self.baseline = MovingAverageBaseline()
+        self.position = PredictivePosition(d_q, 16) if align == "local-p" else None
+        if align == "reinforced":
+            self.policy = make_score("general", d_q, d_k)
+            self.policy_bias = nn.Parameter(torch.tensor(1.0))
+        if align == "structured":
+            self.transition = nn.Parameter(torch.zeros(2, 2))
+
+    def forward(
+        self, q: Tensor, F: Tensor, t: Tensor | None = None, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        K, V = self.W_K(F), self.W_V(F)
+        n_f = F.shape[-2]
+        e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
+        log_prob = None
+        kind = self.align
+        if kind == "uniform":
+            a = torch.full_like(e, 1.0 / n_f)
+        elif kind == "soft":
+            a = soft_align(e)
+        elif kind == "sparsemax":
+            a = sparsemax(e)
+        elif kind == "entmax15":
+            a = entmax15(e)
+        elif kind == "hard":
+            h = hard_align(e, "sample" if self.training else "argmax", generator)
+            a, log_prob = h.a, h.log_prob
+        elif kind in ("local-m", "local-p"):
+            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
+            a = local_align(e, p, self.D)
+        elif kind == "reinforced":
+            logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
+            z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)
+            a = reinforced_align(e, z)
+        else:  # structured
+            from .structured import crf_marginals
+
+            a = crf_marginals(e, self.transition)
+        c = context_vector(a, V)
+        return self.out(c), a, log_prob
+
+
+def classifier_loss(
+    model: AlignmentClassifier,
+    batch: tuple[Tensor, ...],
+    generator: torch.Generator | None = None,
+    subset_cost: float = 0.02,
+) -> Tensor:
+    """Training loss for :class:`AlignmentClassifier` on a batch ``(F, q, t, y)``.
+
+    Cross-entropy, plus for the stochastic alignments (hard, reinforced) the
+    REINFORCE surrogate with a moving-average baseline, whose gradient trains
+    the scores (hard) or the policy (reinforced). For reinforced alignment the
+    cost being minimised also charges ``subset_cost`` per chosen position, so
+    the policy learns to keep few positions.
+    """
+    F, q, t, y = batch
+    logits, a, log_prob = model(q, F, t, generator)
+    ce = nn.functional.cross_entropy(logits, y, reduction="none")
+    loss = ce.mean()
+    if log_prob is not None:
+        cost = ce.detach()
+        if model.align == "reinforced":
+            cost = cost + subset_cost * (a > 0).sum(-1).to(cost.dtype)
+        b = model.baseline.update(cost)
+        loss = loss + score_function_surrogate(log_prob, cost, b)
+    return loss
+
+
+_T = "tests/test_alignment.py::"
+CATALOG = [
+    {
+        "id": "eq24",
+        "title": "Context vector as the weighted sum of value vectors, c = sum_l a_l v_l",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.context_vector",
+            "attnsurvey.general_model.context",
+        ],
+        "tested_by": [_T + "test_eq24_context_hand_computed", _T + "test_eq24_rejects_mismatched_n_f"],
+    },
+    {
+        "id": "eq25",
+        "title": "Soft / global alignment, a_l = exp(e_l) / sum_j exp(e_j)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_mechanisms.alignment.soft_align", "attnsurvey.masking.masked_softmax"],
+        "tested_by": [
+            _T + "test_eq25_soft_align_hand_computed",
+            _T + "test_eq25_weights_on_simplex",
+            _T + "test_eq25_large_scores_and_masked_rows",
+        ],
+    },
+    {
+        "id": "eq26",
+        "title": "Hard alignment c = v_m, m the arg-max or drawn from Multinomial(a)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.hard_align",
+            "attnsurvey.general_mechanisms.alignment.hard_attend",
+        ],
+        "tested_by": [
+            _T + "test_eq26_argmax_picks_largest_value_row",
+            _T + "test_eq26_sample_frequencies_match_weights",
+            _T + "test_eq26_masked_positions_never_sampled",
+            _T + "test_eq26_bad_inputs",
+        ],
+    },
+    {
+        "id": "eq27",
+        "title": "Local alignment: softmax restricted to the window [p - D, p + D]",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.local_align",
+            "attnsurvey.general_mechanisms.alignment.window_mask",
+            "attnsurvey.general_mechanisms.alignment.monotonic_position",
+            "attnsurvey.general_mechanisms.alignment.LocalAttention",
+        ],
+        "tested_by": [
+            _T + "test_eq27_window_clipped_at_ends",
+            _T + "test_eq27_matches_softmax_over_window_slice",
+            _T + "test_eq27_zero_outside_window",
+            _T + "test_eq27_empty_window_gives_zero_weights",
+            _T + "test_eq27_bad_inputs",
+        ],
+    },
+    {
+        "id": "eq28",
+        "title": "Predictive position p = S sigmoid(w_p^T tanh(W_p q))",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.predictive_position",
+            "attnsurvey.general_mechanisms.alignment.PredictivePosition",
+        ],
+        "tested_by": [_T + "test_eq28_predictive_position_hand_computed", _T + "test_eq28_bad_shapes"],
+    },
+    {
+        "id": "eq29",
+        "title": "Gaussian emphasis around p, exp(-(l - p)^2 / (2 sigma^2)), sigma = D/2 (not renormalised)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.gaussian_emphasis",
+            "attnsurvey.general_mechanisms.alignment.local_align",
+        ],
+        "tested_by": [
+            _T + "test_eq29_gaussian_factor_not_renormalised",
+            _T + "test_eq29_renormalise_option",
+            _T + "test_eq29_gradcheck_through_p",
+        ],
+    },
+    {
+        "id": "extra:reinforce-estimator",
+        "title": "Score-function (REINFORCE) gradient estimator with a baseline",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.score_function_surrogate",
+            "attnsurvey.general_mechanisms.alignment.reinforce_gradient_samples",
+            "attnsurvey.general_mechanisms.alignment.MovingAverageBaseline",
+        ],
+        "tested_by": [
+            _T + "test_reinforce_estimator_is_unbiased",
+            _T + "test_baseline_reduces_variance",
+            _T + "test_hard_attention_trains_with_reinforce",
+        ],
+    },
+    {
+        "id": "extra:reinforced-alignment",
+        "title": "Reinforced alignment: a Bernoulli policy picks a subset, soft alignment over it",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.general_mechanisms.alignment.bernoulli_subset",
+            "attnsurvey.general_mechanisms.alignment.reinforced_align",
+            "attnsurvey.general_mechanisms.alignment.ReinforcedAlignment",
+        ],
+        "tested_by": [
+            _T + "test_bernoulli_subset_log_prob_and_frequencies",
+            _T + "test_reinforced_align_is_softmax_over_subset",
+            _T + "test_reinforced_alignment_module_shapes",
+        ],
+    },
+    {
+        "id": "extra:sparsemax",
+        "title": "Sparsemax, the Euclidean projection onto the simplex (NLP review eq. 6)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_mechanisms.alignment.sparsemax"],
+        "tested_by": [
+            _T + "test_sparsemax_matches_entmax_package",
+            _T + "test_sparsemax_is_projection",
+            _T + "test_sparse_maps_masks_and_extremes",
+            _T + "test_sparse_maps_gradcheck",
+            _T + "test_sparse_maps_low_precision",
+        ],
+    },
+    {
+        "id": "extra:entmax15",
+        "title": "1.5-entmax, between softmax and sparsemax",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_mechanisms.alignment.entmax15"],
+        "tested_by": [
+            _T + "test_entmax15_matches_entmax_package",
+            _T + "test_sparse_maps_masks_and_extremes",
+            _T + "test_sparse_maps_gradcheck",
+        ],
+    },
+]

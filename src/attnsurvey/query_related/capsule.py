@@ -1,0 +1,237 @@
+"""§3.3.2 Multiplicity of queries: capsule-based attention, Eq. (43)-(45).
+
+One capsule per class ``c = 1 .. d_y``; each capsule has three modules (Fig. 11):
+
+* attention module, Eq. (43): its own learned query, ``e_{c,l} = q_c^T k_l``,
+  aligned with a softmax and averaged into a context ``c_c``;
+* probability module, Eq. (44): ``p_c = sigmoid(w_c^T c_c + b_c)``;
+* reconstruction module, Eq. (45): ``r_c = p_c c_c``.
+
+Training (Wang et al., 2018) combines a hinge loss on the probabilities with
+a hinge loss on the reconstructions: the correct capsule's ``r_c`` should have
+a large dot product with the instance representation ``f_bar`` (the unweighted
+average of the feature vectors), every other capsule's a small one. This needs
+``d_v == d_f``. Because every class has its own attention weights, one can
+read off which feature vectors (words) each class relies on.
+
+Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..masking import masked_softmax
+
+CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
+
+
+class CapsuleOutput(NamedTuple):
+    """What the capsules return: ``p`` ``(..., d_y)``, ``r`` and ``c`` ``(..., d_y, d_v)``, ``a`` ``(..., d_y, n_f)``."""
+
+    p: Tensor
+    r: Tensor
+    c: Tensor
+    a: Tensor
+
+
+def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
+    """Scores of every capsule for every key, Eq. (43): ``e_{c,l} = q_c^T k_l``.
+
+    K: ``(..., n_f, d_k)``; Q_caps: ``(d_y, d_k)``, row ``c`` is capsule ``c``'s
+    learned query. Returns e ``(..., d_y, n_f)``. Raises ``ValueError`` unless
+    Q_caps is ``(d_y, d_k)``.
+    """
+    as_tensor(K, "K")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    as_tensor(Q_caps, "Q_caps")
+    if Q_caps.dim() != 2:
+        raise ValueError(f"Q_caps must have shape (d_y, d_k), got {tuple(Q_caps.shape)}")
+    check_weight(Q_caps, (Q_caps.shape[0], K.shape[-1]), "Q_caps", "(d_y, d_k)")
+    return (K @ Q_caps.T).transpose(-1, -2)  # (..., n_f, d_y) -> (..., d_y, n_f)
+
+
+def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
+    """Probability module, Eq. (44): ``p_c = sigmoid(w_c^T c_c + b_c)`` for every capsule.
+
+    c: ``(..., d_y, d_v)`` capsule contexts; W_p: ``(d_y, d_v)`` (row ``c`` is
+    ``w_c``); b_p: ``(d_y,)``. Returns p ``(..., d_y)``. Raises ``ValueError``
+    on shape mismatches.
+    """
+    as_tensor(c, "c")
+    check_min_rank(c, 2, "c", "(..., d_y, d_v)")
+    d_y, d_v = c.shape[-2:]
+    check_weight(W_p, (d_y, d_v), "W_p", "(d_y, d_v)")
+    check_weight(b_p, (d_y,), "b_p", "(d_y,)")
+    return torch.sigmoid((c * W_p).sum(-1) + b_p)
+
+
+def capsule_reconstruction(p: Tensor, c: Tensor) -> Tensor:
+    """Reconstruction module, Eq. (45): ``r_c = p_c c_c``.
+
+    p: ``(..., d_y)``; c: ``(..., d_y, d_v)``. Returns r ``(..., d_y, d_v)``.
+    Raises ``ValueError`` if the two ``d_y`` differ.
+    """
+    as_tensor(p, "p")
+    as_tensor(c, "c")
+    check_dim_equal(p.shape[-1], c.shape[-2], "reconstruction r_c = p_c c_c", "d_y of p", "d_y of c")
+    return p.unsqueeze(-1) * c
+
+
+def capsule_attention(
+    K: Tensor, V: Tensor, Q_caps: Tensor, W_p: Tensor, b_p: Tensor, mask: Tensor | None = None
+) -> CapsuleOutput:
+    """All ``d_y`` capsules at once: Eq. (43), align, context, Eq. (44) and Eq. (45).
+
+    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; Q_caps: ``(d_y, d_k)``;
+    W_p: ``(d_y, d_v)``; b_p: ``(d_y,)``; mask: boolean ``(..., n_f)``,
+    ``True`` = may attend. Returns a :class:`CapsuleOutput` ``(p, r, c, a)``.
+    A fully-masked example gives zero contexts and ``p_c = sigmoid(b_c)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    as_tensor(V, "V")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    e = capsule_scores(K, Q_caps)
+    check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
+    if mask is not None:
+        mask = mask.unsqueeze(-2)  # the same positions for every capsule
+    a = masked_softmax(e, mask, dim=-1)  # (..., d_y, n_f)
+    c = a @ V  # (..., d_y, d_v)
+    p = capsule_probability(c, W_p, b_p)
+    return CapsuleOutput(p, capsule_reconstruction(p, c), c, a)
+
+
+def capsule_loss(
+    p: Tensor, r: Tensor, f_bar: Tensor, y: Tensor, lam: float = 1.0, margin: float = 1.0
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The joint capsule loss ``L = J + lam * U`` (Wang et al., 2018), averaged over the batch.
+
+    * probability loss ``J = max(0, margin - p_y + sum_{c != y} p_c)``
+    * reconstruction loss ``U = max(0, margin - f_bar . r_y + sum_{c != y} f_bar . r_c)``
+
+    p: ``(B, d_y)``; r: ``(B, d_y, d_v)``; f_bar: ``(B, d_f)`` the unweighted
+    average of the feature vectors (needs ``d_v == d_f``); y: ``(B,)`` class
+    indices. Returns ``(L, J, U)`` as scalars. Raises ``ValueError`` if
+    ``d_v != d_f`` or a label is out of range.
+    """
+    as_tensor(p, "p")
+    as_tensor(r, "r")
+    as_tensor(f_bar, "f_bar")
+    d_y = p.shape[-1]
+    check_dim_equal(r.shape[-1], f_bar.shape[-1], "the reconstruction loss f_bar . r_c", "d_v", "d_f")
+    if y.dtype not in (torch.int64, torch.int32) or y.shape != p.shape[:-1]:
+        raise ValueError(f"y must be integer class indices of shape {tuple(p.shape[:-1])}, got {y.dtype} {tuple(y.shape)}")
+    if (y < 0).any() or (y >= d_y).any():
+        raise ValueError(f"labels y must lie in [0, d_y={d_y}), got {y.tolist()}")
+    sign = 1.0 - 2.0 * torch.nn.functional.one_hot(y, d_y).to(p.dtype)  # -1 for the true class, +1 otherwise
+    J = torch.clamp(margin + (sign * p).sum(-1), min=0).mean()
+    dots = (r @ f_bar.unsqueeze(-1)).squeeze(-1)  # (B, d_y): f_bar . r_c
+    U = torch.clamp(margin + (sign * dots).sum(-1), min=0).mean()
+    return J + lam * U, J, U
+
+
+class CapsuleAttention(nn.Module):
+    """One capsule per class over feature vectors, Eq. (43)-(45).
+
+    Keys ``K = F W_K^T`` (``W_K`` ``(d_k, d_f)``; the identity when ``d_k=None``),
+    values ``V = F`` so that ``d_v = d_f`` as the reconstruction loss requires.
+    Parameters: ``Q_caps`` ``(d_y, d_k)``, ``W_p`` ``(d_y, d_f)``, ``b_p`` ``(d_y,)``.
+    ``forward(F, mask=None)`` returns a :class:`CapsuleOutput`;
+    ``loss(out, F, y, mask=None, lam=1.0)`` the joint loss ``(L, J, U)``.
+    """
+
+    def __init__(self, d_f: int, d_y: int, d_k: int | None = None) -> None:
+        super().__init__()
+        self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
+        d_k = d_f if d_k is None else d_k
+        self.Q_caps = nn.Parameter(torch.randn(d_y, d_k) / d_k**0.5)
+        self.W_p = nn.Parameter(torch.randn(d_y, d_f) / d_f**0.5)
+        self.b_p = nn.Parameter(torch.zeros(d_y))
+
+    def forward(self, F: Tensor, mask: Tensor | None = None) -> CapsuleOutput:
+        K = F if self.W_K is None else self.W_K(F)
+        return capsule_attention(K, F, self.Q_caps, self.W_p, self.b_p, mask)
+
+    @staticmethod
+    def loss(out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0):
+        if mask is None:
+            f_bar = F.mean(-2)
+        else:
+            f_bar = (F * mask.unsqueeze(-1)).sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1)
+        return capsule_loss(out.p, out.r, f_bar, y, lam)
+
+
+class CapsuleClassifier(nn.Module):
+    """Word embeddings (the feature model) followed by :class:`CapsuleAttention`.
+
+    ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
+    ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
+    """
+
+    def __init__(self, vocab_size: int, d: int, d_y: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
+        self.capsules = CapsuleAttention(d, d_y)
+
+    def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
+        mask = tokens != 0
+        F = self.embed(tokens)
+        return self.capsules(F, mask), F, mask
+
+    def loss(self, tokens: Tensor, y: Tensor, lam: float = 1.0) -> Tensor:
+        out, F, mask = self(tokens)
+        return self.capsules.loss(out, F, y, mask, lam)[0]
+
+
+_T = "tests/test_capsule.py::"
+CATALOG = [
+    {
+        "id": "eq43",
+        "title": "Capsule attention score with a per-class learned query, e_{c,l} = q_c^T k_l",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.capsule.capsule_scores",
+            "attnsurvey.query_related.capsule.capsule_attention",
+            "attnsurvey.query_related.capsule.CapsuleAttention",
+        ],
+        "tested_by": [
+            _T + "test_eq43_scores_match_loop",
+            _T + "test_capsule_attention_matches_per_class_sdpa",
+            _T + "test_capsule_rejects_bad_shapes",
+            _T + "test_capsule_numerics_and_gradcheck",
+        ],
+    },
+    {
+        "id": "eq44",
+        "title": "Capsule probability module, p_c = sigmoid(w_c^T c_c + b_c)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.query_related.capsule.capsule_probability"],
+        "tested_by": [_T + "test_eq44_probability_hand_computed", _T + "test_capsule_rejects_bad_shapes"],
+    },
+    {
+        "id": "eq45",
+        "title": "Capsule reconstruction module, r_c = p_c c_c",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.query_related.capsule.capsule_reconstruction"],
+        "tested_by": [_T + "test_eq45_reconstruction_scales_context", _T + "test_capsule_rejects_bad_shapes"],
+    },
+    {
+        "id": "extra:capsule-joint-loss",
+        "title": "Capsule joint loss: probability hinge + reconstruction hinge against the mean feature vector",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.capsule.capsule_loss",
+            "attnsurvey.query_related.capsule.CapsuleAttention",
+            "attnsurvey.query_related.capsule.CapsuleClassifier",
+        ],
+        "tested_by": [
+            _T + "test_joint_loss_hand_computed",
+            _T + "test_joint_loss_rejects_bad_input",
+            _T + "test_capsule_classifier_learns_and_attends_to_its_words",
+            _T + "test_sentiment_data_ground_truth",
+        ],
+    },
+]

@@ -1,0 +1,310 @@
+"""§3.3.2 Multiplicity of queries: multi-hop attention, Eq. (41)-(42).
+
+Multi-head attention (Eq. 38-40, :mod:`attnsurvey.query_related.multihead`)
+asks several versions of one question *in parallel*. Multi-hop attention asks
+them *in sequence*: after each hop the query is rewritten using what was just
+read, so the next hop can look for something the first could not know about.
+
+* Eq. (41)  ``q^(s+1) = transform(q^(s), c^(s))``
+* Eq. (42)  ``e_l^(s) = score(concat(q^(s+1), c^(s)), k_l)``, then align and
+  average the values into ``c^(s+1)``.
+
+The initial context ``c^(0)`` defaults to the unweighted average of the values.
+
+End-to-end memory networks (Sukhbaatar et al., 2015) are the special case
+``transform(q, c) = q + c`` (or ``H q + c``) with a score that looks at the
+updated query only; :func:`memory_network_read` and
+:class:`EndToEndMemoryNetwork` implement that form with one input and one
+output embedding per hop ("adjacent" weight tying).
+
+Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..general_mechanisms.scoring import GeneralScore, ScoreModule
+from ..masking import masked_softmax
+
+CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+Transform = Callable[[Tensor, Tensor], Tensor]
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (41): query transforms
+# ----------------------------------------------------------------------------------
+def add_transform(q: Tensor, c: Tensor) -> Tensor:
+    """Eq. (41) with ``transform(q, c) = q + c`` (the memory-network update).
+
+    q: ``(..., d_q)``; c: ``(..., d_v)``. Raises ``ValueError`` unless ``d_q == d_v``.
+    """
+    as_tensor(q, "q")
+    as_tensor(c, "c")
+    check_dim_equal(q.shape[-1], c.shape[-1], "the additive query update q + c", "d_q", "d_v")
+    return q + c
+
+
+def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
+    """Eq. (41) with ``transform(q, c) = H q + c`` (Sukhbaatar et al.'s layer-wise form).
+
+    q: ``(..., d_q)``; c: ``(..., d_q)``; H: ``(d_q, d_q)``. Raises ``ValueError``
+    on shape mismatches.
+    """
+    as_tensor(q, "q")
+    check_weight(H, (q.shape[-1], q.shape[-1]), "H", "(d_q, d_q)")
+    return add_transform(q @ H.T, c)
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (42): the score of a hop, and the general multi-hop loop
+# ----------------------------------------------------------------------------------
+def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
+    """Scores of one hop, Eq. (42): ``e_l = score(concat(q^(s+1), c^(s)), k_l)``.
+
+    q_next: ``(..., d_q)``; c: ``(..., d_v)``; K: ``(..., n_f, d_k)``; ``score``
+    is any Table II function taking queries of size ``d_q + d_v``.
+    Returns e ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+    """
+    as_tensor(q_next, "q^(s+1)")
+    as_tensor(c, "c^(s)")
+    as_tensor(K, "K")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    if q_next.shape[:-1] != c.shape[:-1]:
+        raise ValueError(
+            f"q^(s+1) {tuple(q_next.shape)} and c^(s) {tuple(c.shape)} must share their batch dimensions"
+        )
+    query = torch.cat([q_next, c], dim=-1).unsqueeze(-2)  # (..., 1, d_q + d_v)
+    return score(query, K).squeeze(-2)
+
+
+def _initial_context(V: Tensor, mask: Tensor | None) -> Tensor:
+    e = torch.zeros(V.shape[:-1], dtype=V.dtype, device=V.device)
+    a = masked_softmax(e, mask, dim=-1)  # uniform over allowed positions
+    return (a.unsqueeze(-2) @ V).squeeze(-2)
+
+
+def multi_hop_attention(
+    q0: Tensor,
+    K: Tensor,
+    V: Tensor,
+    score: ScoreFn,
+    n_hops: int,
+    transform: Transform | list[Transform] = add_transform,
+    c0: Tensor | None = None,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The survey's general multi-hop attention, Eq. (41)-(42), for ``n_hops`` steps.
+
+    q0: ``(..., d_q)`` initial query; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+    ``score(Q, K)`` takes queries of size ``d_q + d_v`` (a single function, or
+    a list with one per hop for unshared weights); ``transform(q, c)`` is Eq. (41)
+    (one function or a list with one per hop); c0: ``(..., d_v)`` initial
+    context, default the unweighted average of the values; mask: boolean
+    ``(..., n_f)``, ``True`` = may attend.
+    Returns ``(c, q, A)``: the last context ``(..., d_v)``, the last query
+    ``(..., d_q)`` and the weights of every hop ``(..., n_hops, n_f)``.
+    Raises ``ValueError`` if ``n_hops < 1``, a per-hop list has the wrong
+    length, or shapes do not match.
+    """
+    if n_hops < 1:
+        raise ValueError(f"the number of hops must be >= 1, got n_hops={n_hops}")
+    for sym, t, layout in (("K", K, "(..., n_f, d_k)"), ("V", V, "(..., n_f, d_v)")):
+        as_tensor(t, sym)
+        check_min_rank(t, 2, sym, layout)
+    check_dim_equal(K.shape[-2], V.shape[-2], "multi-hop attention", "n_f of K", "n_f of V")
+    as_tensor(q0, "q^(0)")
+    scores = score if isinstance(score, (list, tuple, nn.ModuleList)) else [score] * n_hops
+    transforms = transform if isinstance(transform, (list, tuple)) else [transform] * n_hops
+    if len(scores) != n_hops or len(transforms) != n_hops:
+        raise ValueError(
+            f"per-hop lists need one entry per hop: n_hops={n_hops}, got {len(scores)} scores, "
+            f"{len(transforms)} transforms"
+        )
+    c = _initial_context(V, mask) if c0 is None else as_tensor(c0, "c^(0)")
+    check_dim_equal(c.shape[-1], V.shape[-1], "multi-hop attention", "d_v of c^(0)", "d_v of V")
+    q, weights = q0, []
+    for s in range(n_hops):
+        q = transforms[s](q, c)  # Eq. (41)
+        e = hop_scores(q, c, K, scores[s])  # Eq. (42)
+        a = masked_softmax(e, mask, dim=-1)  # Eq. (3)
+        c = (a.unsqueeze(-2) @ V).squeeze(-2)  # Eq. (4): c^(s+1)
+        weights.append(a)
+    return c, q, torch.stack(weights, dim=-2)
+
+
+class MultiHopAttention(nn.Module):
+    """Module form of :func:`multi_hop_attention` with learned keys, values and scores.
+
+    Keys ``K = F W_K^T`` ``(d_k, d_f)``, values ``V = F W_V^T`` with ``d_v = d_q``
+    (so the query can absorb the context); the score of every hop is the
+    general score ``concat(q, c)^T W k`` (Table II), shared across hops unless
+    ``share=False``. ``transform`` is ``"add"`` (``q + c``) or ``"linear"``
+    (``H q + c`` with a learned ``H``). ``forward(q0, F, mask=None)`` returns
+    ``(c, q, A)``. Raises ``ValueError`` for an unknown transform.
+    """
+
+    def __init__(self, d_q: int, d_f: int, n_hops: int, d_k: int | None = None, transform: str = "add", share: bool = True) -> None:
+        super().__init__()
+        if transform not in ("add", "linear"):
+            raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
+        d_k = d_f if d_k is None else d_k
+        self.n_hops = n_hops
+        self.W_K = nn.Linear(d_f, d_k, bias=False)
+        self.W_V = nn.Linear(d_f, d_q, bias=False)
+        n_scores = 1 if share else n_hops
+        self.scores = nn.ModuleList(GeneralScore(2 * d_q, d_k) for _ in range(n_scores))
+        self.H = nn.Linear(d_q, d_q, bias=False) if transform == "linear" else None
+
+    def _transform(self, q: Tensor, c: Tensor) -> Tensor:
+        return add_transform(q, c) if self.H is None else linear_transform(q, c, self.H.weight)
+
+    def forward(self, q0: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        scores: list[ScoreModule] | ScoreModule = (
+            self.scores[0] if len(self.scores) == 1 else list(self.scores)
+        )
+        return multi_hop_attention(q0, self.W_K(F), self.W_V(F), scores, self.n_hops, self._transform, mask=mask)
+
+
+# ----------------------------------------------------------------------------------
+# End-to-end memory networks: q_{s+1} = q_s + c_s
+# ----------------------------------------------------------------------------------
+def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """One memory-network hop: address with ``p = softmax(M u)``, read ``o = sum_i p_i c_i``.
+
+    u: ``(..., d)`` controller state (the query); M: ``(..., n, d)`` input
+    memory (keys); C: ``(..., n, d_v)`` output memory (values); mask: boolean
+    ``(..., n)``, ``True`` = a real memory slot. Returns ``(o, p)``:
+    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches.
+    """
+    for sym, t, layout in (("M", M, "(..., n, d)"), ("C", C, "(..., n, d_v)")):
+        as_tensor(t, sym)
+        check_min_rank(t, 2, sym, layout)
+    as_tensor(u, "u")
+    check_dim_equal(u.shape[-1], M.shape[-1], "memory addressing u^T m_i", "d of u", "d of M")
+    check_dim_equal(M.shape[-2], C.shape[-2], "memory read", "n of M", "n of C")
+    p = masked_softmax((M @ u.unsqueeze(-1)).squeeze(-1), mask, dim=-1)
+    return (p.unsqueeze(-2) @ C).squeeze(-2), p
+
+
+def memory_network_read(
+    u: Tensor,
+    M_hops: list[Tensor],
+    C_hops: list[Tensor],
+    mask: Tensor | None = None,
+    H: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Several memory hops with the query update ``u^(k+1) = u^(k) + o^(k)`` (article 4.3).
+
+    This is Eq. (41) with ``transform(q, c) = q + c`` (``H q + c`` if ``H``
+    ``(d, d)`` is given) and a score that ignores the ``c`` half of Eq. (42).
+    u: ``(..., d)``; M_hops, C_hops: one ``(..., n, d)`` tensor per hop; mask:
+    boolean ``(..., n)``. Returns ``(u_final, P)``: ``u^(K+1)`` ``(..., d)``
+    (the input of the answer layer) and the addressing weights ``(..., K, n)``.
+    Raises ``ValueError`` if the lists are empty or of different lengths.
+    """
+    if not M_hops or len(M_hops) != len(C_hops):
+        raise ValueError(f"need one input and one output memory per hop, got {len(M_hops)} and {len(C_hops)}")
+    ps = []
+    for M, C in zip(M_hops, C_hops):
+        o, p = memory_hop(u, M, C, mask)
+        u = add_transform(u, o) if H is None else linear_transform(u, o, H)
+        ps.append(p)
+    return u, torch.stack(ps, dim=-2)
+
+
+class EndToEndMemoryNetwork(nn.Module):
+    """An end-to-end memory network for story question answering (Sukhbaatar et al., 2015).
+
+    Sentences and the question are bags of words. There are ``n_hops + 1``
+    embedding tables ``E_0 .. E_K`` ("adjacent" tying): the question is embedded
+    with ``E_0``; hop ``k`` uses ``E_k`` for its input memory ``M`` and
+    ``E_{k+1}`` for its output memory ``C``. The answer layer reads
+    ``u^(K+1)``. Token 0 is padding; an all-padding sentence is masked out.
+
+    ``forward(story, question)`` takes ``story`` ``(B, n, L)`` and ``question``
+    ``(B, L_q)`` token ids and returns ``(logits (B, n_answers), P (B, K, n))``.
+    """
+
+    def __init__(self, vocab_size: int, d: int, n_hops: int, n_answers: int) -> None:
+        super().__init__()
+        if n_hops < 1:
+            raise ValueError(f"the number of hops must be >= 1, got n_hops={n_hops}")
+        self.n_hops = n_hops
+        self.embed = nn.ModuleList(nn.Embedding(vocab_size, d, padding_idx=0) for _ in range(n_hops + 1))
+        for e in self.embed:
+            nn.init.normal_(e.weight, std=0.1)
+            with torch.no_grad():
+                e.weight[0].zero_()
+        self.answer = nn.Linear(d, n_answers, bias=False)
+
+    def forward(self, story: Tensor, question: Tensor) -> tuple[Tensor, Tensor]:
+        if story.dim() != 3 or question.dim() != 2 or story.shape[0] != question.shape[0]:
+            raise ValueError(
+                f"story must be (B, n, L) and question (B, L_q) with the same B, got "
+                f"{tuple(story.shape)} and {tuple(question.shape)}"
+            )
+        mask = (story != 0).any(-1)  # (B, n)
+        u = self.embed[0](question).sum(-2)
+        bags = [e(story).sum(-2) for e in self.embed]  # (B, n, d) per table
+        u, P = memory_network_read(u, bags[:-1], bags[1:], mask)
+        return self.answer(u), P
+
+
+_T = "tests/test_multihop.py::"
+CATALOG = [
+    {
+        "id": "eq41",
+        "title": "Multi-hop query update q^(s+1) = transform(q^(s), c^(s))",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.multihop.add_transform",
+            "attnsurvey.query_related.multihop.linear_transform",
+            "attnsurvey.query_related.multihop.multi_hop_attention",
+            "attnsurvey.query_related.multihop.MultiHopAttention",
+        ],
+        "tested_by": [
+            _T + "test_eq41_transforms_hand_computed",
+            _T + "test_eq41_42_multi_hop_matches_explicit_loop",
+            _T + "test_multi_hop_rejects_bad_input",
+        ],
+    },
+    {
+        "id": "eq42",
+        "title": "Hop score on the concatenated query and context, score(concat(q^(s+1), c^(s)), k_l)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.multihop.hop_scores",
+            "attnsurvey.query_related.multihop.multi_hop_attention",
+        ],
+        "tested_by": [
+            _T + "test_eq42_hop_scores_concatenate",
+            _T + "test_eq41_42_multi_hop_matches_explicit_loop",
+            _T + "test_one_hop_equals_single_attention",
+            _T + "test_multi_hop_masks_and_large_scores",
+            _T + "test_multi_hop_module_and_gradcheck",
+        ],
+    },
+    {
+        "id": "extra:memory-network-hops",
+        "title": "End-to-end memory network hops, q_{s+1} = q_s + c_s (article 4.3)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.multihop.memory_hop",
+            "attnsurvey.query_related.multihop.memory_network_read",
+            "attnsurvey.query_related.multihop.EndToEndMemoryNetwork",
+        ],
+        "tested_by": [
+            _T + "test_memory_hop_matches_loop",
+            _T + "test_memory_network_is_multi_hop_special_case",
+            _T + "test_memory_network_masks_padding_sentences",
+            _T + "test_memory_network_rejects_bad_input",
+            _T + "test_two_fact_stories_are_consistent",
+        ],
+    },
+]

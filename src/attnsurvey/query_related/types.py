@@ -1,0 +1,506 @@
+"""§3.3.1 Types of queries: self-attention queries, Eq. (33)-(37).
+
+A *basic* query comes straight from the task model (a decoder state, a vector
+of side information); a *specialized* query is built by another attention
+mechanism (co-attention, rotatory attention, attention-via-attention, §3.1).
+This module covers the third type, the *self-attention* query, in its three
+readings:
+
+* Eq. (33)  no query at all: ``score(k_l) = w^T act(W k_l + b)``
+* Eq. (34)  a learned constant query: ``score(k_l) = q^T k_l``
+* Eq. (35)  one query per feature vector: ``Q = W_Q F`` (rows: ``F @ W_Q.T``)
+
+and the two ways the survey gives to turn self-attention contexts into new
+feature vectors:
+
+* Eq. (36)  replacement: ``f_new = c``
+* Eq. (37)  residual + normalisation: ``f_new = Normalize(f_old + c)``
+
+Extras from the NLP review: the structured self-attentive sentence embedding
+(``A = softmax(W_s2 tanh(W_s1 H^T))``, ``M = A H``, with the redundancy penalty
+``||A A^T - I||_F^2``), and the Token2Token / Source2Token split of
+self-attention by the granularity of its queries.
+
+Shapes are batch-first rows: ``F`` is ``(..., n_f, d_f)``. Masks are boolean,
+``True`` = may attend; a fully-masked row gives zero weights and a zero context.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
+from ..general_model import attend
+from ..masking import masked_softmax
+
+CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
+
+Activation = Callable[[Tensor], Tensor]
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+
+
+def _check_features(X: Tensor, symbol: str, layout: str) -> None:
+    as_tensor(X, symbol)
+    check_min_rank(X, 2, symbol, layout)
+
+
+def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Align scores ``e`` ``(..., n_f)`` (Eq. 3) and average ``V`` (Eq. 4)."""
+    if mask is not None:
+        mask = mask if mask.dim() == e.dim() else mask.squeeze(-2)
+    a = masked_softmax(e, mask, dim=-1)
+    return (a.unsqueeze(-2) @ V).squeeze(-2), a
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (33): self-attention without a query
+# ----------------------------------------------------------------------------------
+def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation = torch.tanh) -> Tensor:
+    """Query-free score, Eq. (33): ``e_l = w^T act(W k_l + b)``.
+
+    K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; b: ``(d_w,)``; w: ``(d_w,)``.
+    Returns e ``(..., n_f)``: one score per key and no query axis. The bias
+    ``b`` plays the role of a (constant) query. Raises ``ValueError`` if a
+    weight does not match ``d_k`` or ``d_w``.
+    """
+    _check_features(K, "K", "(..., n_f, d_k)")
+    as_tensor(w, "w")
+    if w.dim() != 1:
+        raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
+    d_w, d_k = w.shape[0], K.shape[-1]
+    check_weight(W, (d_w, d_k), "W", "(d_w, d_k)")
+    check_weight(b, (d_w,), "b", "(d_w,)")
+    return act(K @ W.T + b) @ w
+
+
+def queryless_attention(
+    K: Tensor,
+    V: Tensor,
+    W: Tensor,
+    b: Tensor,
+    w: Tensor,
+    mask: Tensor | None = None,
+    act: Activation = torch.tanh,
+) -> tuple[Tensor, Tensor]:
+    """Self-attention pooling without a query: Eq. (33), then Eq. (3)-(4).
+
+    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; weights as in
+    :func:`queryless_score`; mask: boolean ``(..., n_f)``, ``True`` = may attend.
+    Returns ``(c, a)``: context ``(..., d_v)`` and weights ``(..., n_f)``.
+    Raises ``ValueError`` if K and V hold different numbers of vectors.
+    """
+    _check_features(V, "V", "(..., n_f, d_v)")
+    e = queryless_score(K, W, b, w, act)
+    check_dim_equal(K.shape[-2], V.shape[-2], "self-attention pooling", "n_f of K", "n_f of V")
+    return _pool(e, V, mask)
+
+
+class QuerylessAttention(nn.Module):
+    """Eq. (33) with learned ``W`` ``(d_w, d_f)``, ``b`` ``(d_w,)`` and ``w`` ``(d_w,)``.
+
+    Keys and values are the feature vectors themselves (``K = V = F``).
+    ``forward(F, mask=None)`` returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
+    """
+
+    def __init__(self, d_f: int, d_w: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_f, d_w)  # W and b of Eq. (33)
+        self.w = nn.Parameter(torch.randn(d_w) / d_w**0.5)
+
+    def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return queryless_attention(F, F, self.W.weight, self.W.bias, self.w, mask)
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (34): a learned query
+# ----------------------------------------------------------------------------------
+def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
+    """Score with a trainable constant query, Eq. (34): ``e_l = q^T k_l``.
+
+    K: ``(..., n_f, d_k)``; q: ``(d_k,)`` (one question for every input, e.g.
+    "which words decide the class?"). Returns e ``(..., n_f)``. Raises
+    ``ValueError`` unless ``q`` is a vector of size ``d_k``.
+    """
+    _check_features(K, "K", "(..., n_f, d_k)")
+    as_tensor(q, "q")
+    if q.dim() != 1 or q.shape[0] != K.shape[-1]:
+        raise ValueError(f"learned query q must have shape (d_k,) = ({K.shape[-1]},), got {tuple(q.shape)}")
+    return K @ q
+
+
+def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Attention pooling with a learned query: Eq. (34), then Eq. (3)-(4).
+
+    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; q: ``(d_k,)``; mask:
+    boolean ``(..., n_f)``, ``True`` = may attend. Returns ``(c, a)``:
+    ``(..., d_v)`` and ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+    """
+    _check_features(V, "V", "(..., n_f, d_v)")
+    e = learned_query_score(K, q)
+    check_dim_equal(K.shape[-2], V.shape[-2], "learned-query attention", "n_f of K", "n_f of V")
+    return _pool(e, V, mask)
+
+
+class LearnedQueryAttention(nn.Module):
+    """Eq. (34) with a trainable query ``q`` ``(d_k,)`` and keys ``K = F W_K^T``.
+
+    With ``d_k=None`` the keys are the features themselves (``W_K = I``).
+    Values are the features. ``forward(F, mask=None)`` returns ``(c, a)``.
+    """
+
+    def __init__(self, d_f: int, d_k: int | None = None) -> None:
+        super().__init__()
+        self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
+        self.q = nn.Parameter(torch.zeros(d_f if d_k is None else d_k))
+
+    def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        K = F if self.W_K is None else self.W_K(F)
+        return learned_query_attention(K, F, self.q, mask)
+
+
+def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Unweighted (masked) average of the feature vectors: the no-attention baseline.
+
+    F: ``(..., n_f, d_f)``; mask: boolean ``(..., n_f)``. Returns ``(..., d_f)``;
+    zero for an example with no allowed position. Equal to attention with all
+    scores equal (uniform weights).
+    """
+    _check_features(F, "F", "(..., n_f, d_f)")
+    e = torch.zeros(F.shape[:-1], dtype=F.dtype, device=F.device)
+    return _pool(e, F, mask)[0]
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (35): queries from the features; the QKV self-attention layer (Token2Token)
+# ----------------------------------------------------------------------------------
+def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
+    """Queries from the feature vectors, Eq. (35): ``Q = W_Q F``.
+
+    F: ``(..., n_f, d_f)``; W_Q: ``(d_q, d_f)``. Returns Q ``(..., n_f, d_q)``:
+    one query per feature vector. Raises ``ValueError`` if ``W_Q`` is not ``(d_q, d_f)``.
+    """
+    _check_features(F, "F", "(..., n_f, d_f)")
+    check_weight(W_Q, (W_Q.shape[0], F.shape[-1]), "W_Q", "(d_q, d_f)")
+    return F @ W_Q.T
+
+
+def self_attention(
+    F: Tensor,
+    W_Q: Tensor,
+    W_K: Tensor,
+    W_V: Tensor,
+    mask: Tensor | None = None,
+    score: ScoreFn = scaled_dot_score,
+) -> tuple[Tensor, Tensor]:
+    """The query-key-value self-attention layer: Eq. (35) and Eq. (1)-(4).
+
+    Every feature vector asks its own question: ``Q = W_Q F``, ``K = W_K F``,
+    ``V = W_V F``; row ``i`` of the result is the context for query ``q_i``.
+    F: ``(..., n_f, d_f)``; W_Q, W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``; mask:
+    boolean ``(..., n_f, n_f)`` (broadcastable), ``True`` = may attend.
+    Returns ``(C, A)``: contexts ``(..., n_f, d_v)`` and weights ``(..., n_f, n_f)``.
+    The weights depend on the contents only, so permuting the rows of ``F``
+    permutes the rows of ``C`` the same way (positions must be added to ``F``
+    if order matters). Raises ``ValueError`` on weight shape mismatches.
+    """
+    Q = feature_queries(F, W_Q)
+    check_weight(W_K, (W_K.shape[0], F.shape[-1]), "W_K", "(d_k, d_f)")
+    check_weight(W_V, (W_V.shape[0], F.shape[-1]), "W_V", "(d_v, d_f)")
+    return attend(Q, F @ W_K.T, F @ W_V.T, mask, score)
+
+
+token2token = self_attention
+"""Token2Token self-attention (review): one query per token, a matrix ``(..., n_f, d_v)`` out."""
+
+
+class SelfAttention(nn.Module):
+    """Module form of :func:`self_attention` with learned ``W_Q``, ``W_K`` ``(d_k, d_f)``, ``W_V`` ``(d_v, d_f)``.
+
+    ``score`` is a Table II name (default ``scaled-multiplicative``).
+    ``forward(F, mask=None)`` returns ``(C, A)``.
+    """
+
+    def __init__(self, d_f: int, d_k: int | None = None, d_v: int | None = None, score: str = "scaled-multiplicative") -> None:
+        super().__init__()
+        d_k = d_f if d_k is None else d_k
+        d_v = d_f if d_v is None else d_v
+        self.W_Q = nn.Linear(d_f, d_k, bias=False)
+        self.W_K = nn.Linear(d_f, d_k, bias=False)
+        self.W_V = nn.Linear(d_f, d_v, bias=False)
+        self.score: ScoreModule = make_score(score, d_k, d_k)
+
+    def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return self_attention(F, self.W_Q.weight, self.W_K.weight, self.W_V.weight, mask, self.score)
+
+
+def source2token(
+    F: Tensor,
+    W1: Tensor,
+    W2: Tensor,
+    w: Tensor,
+    b: Tensor | None = None,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Source2Token self-attention (review): the whole source as the query, a vector out.
+
+    The source is compressed into one query ``s = mean(F)``; every token is
+    scored against it with the additive score ``w^T tanh(W1 s + W2 f_l + b)``,
+    and the tokens are averaged into one vector. With ``W1 = 0`` the query drops
+    out and this is exactly Eq. (33) (the query-free form DiSAN uses).
+    F: ``(..., n_f, d_f)``; W1, W2: ``(d_w, d_f)``; w, b: ``(d_w,)``; mask:
+    boolean ``(..., n_f)``. Returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    s = mean_pool(F, mask)  # (..., d_f): the source as one query
+    e = additive_score(s.unsqueeze(-2), F, W1, W2, w, b).squeeze(-2)
+    return _pool(e, F, mask)
+
+
+# ----------------------------------------------------------------------------------
+# Eq. (36)-(37): updating the feature vectors with the self-attention contexts
+# ----------------------------------------------------------------------------------
+def _check_update(F_old: Tensor, C: Tensor) -> None:
+    as_tensor(F_old, "f_old")
+    as_tensor(C, "c")
+    if F_old.shape != C.shape:
+        raise ValueError(
+            f"feature update needs c with the shape of f_old (d_v == d_f), got f_old {tuple(F_old.shape)}, "
+            f"c {tuple(C.shape)}"
+        )
+
+
+def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
+    """Feature update by replacement, Eq. (36): ``f_new = c``.
+
+    F_old, C: ``(..., n_f, d_f)``. ``F_old`` only fixes the expected shape.
+    Raises ``ValueError`` unless the shapes are equal.
+    """
+    _check_update(F_old, C)
+    return C
+
+
+def update_residual_norm(
+    F_old: Tensor, C: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Feature update by residual and normalisation, Eq. (37): ``f_new = Normalize(f_old + c)``.
+
+    Normalize is layer normalisation over ``d_f``: subtract the mean, divide by
+    ``sqrt(var + eps)`` (biased variance), then scale by ``gamma`` and shift by
+    ``beta`` (both ``(d_f,)``, default 1 and 0). F_old, C: ``(..., n_f, d_f)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    _check_update(F_old, C)
+    d_f = F_old.shape[-1]
+    x = F_old + C
+    mu = x.mean(-1, keepdim=True)
+    var = x.var(-1, unbiased=False, keepdim=True)
+    y = (x - mu) / torch.sqrt(var + eps)
+    if gamma is not None:
+        check_weight(gamma, (d_f,), "gamma", "(d_f,)")
+        y = y * gamma
+    if beta is not None:
+        check_weight(beta, (d_f,), "beta", "(d_f,)")
+        y = y + beta
+    return y
+
+
+class SelfAttentionUpdate(nn.Module):
+    """A self-attention layer followed by a feature update, Eq. (35)-(37).
+
+    ``update="replace"`` applies Eq. (36), ``update="residual"`` Eq. (37) with a
+    learned normalisation (``gamma``, ``beta``). ``d_v`` equals ``d_f`` so the
+    context can replace or be added to the feature vector.
+    ``forward(F, mask=None)`` returns ``(F_new, A)``. Raises ``ValueError`` for
+    an unknown update name.
+    """
+
+    def __init__(self, d_f: int, d_k: int | None = None, update: str = "residual") -> None:
+        super().__init__()
+        if update not in ("replace", "residual"):
+            raise ValueError(f"update must be 'replace' (Eq. 36) or 'residual' (Eq. 37), got {update!r}")
+        self.update = update
+        self.attn = SelfAttention(d_f, d_k, d_f)
+        self.norm = nn.LayerNorm(d_f) if update == "residual" else None
+
+    def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        C, A = self.attn(F, mask)
+        if self.norm is None:
+            return update_replace(F, C), A
+        return update_residual_norm(F, C, self.norm.weight, self.norm.bias, self.norm.eps), A
+
+
+# ----------------------------------------------------------------------------------
+# Structured self-attentive sentence embedding (review eq. 12)
+# ----------------------------------------------------------------------------------
+def structured_self_attention(
+    H: Tensor, W_s1: Tensor, W_s2: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Structured self-attentive sentence embedding (review eq. 12): ``A = softmax(W_s2 tanh(W_s1 H^T))``, ``M = A H``.
+
+    ``r`` learned queries (the rows of ``W_s2``) each read the sentence:
+    every row of ``A`` is one attention distribution over the ``n`` tokens.
+    H: ``(..., n, d)`` token states; W_s1: ``(d_a, d)``; W_s2: ``(r, d_a)``;
+    mask: boolean ``(..., n)`` or ``(..., 1, n)``, ``True`` = a real token.
+    Returns ``(M, A)``: the matrix embedding ``(..., r, d)`` and the weights
+    ``(..., r, n)``. Each row is Eq. (33) with its own ``w`` and a zero bias.
+    Raises ``ValueError`` on weight shape mismatches.
+    """
+    _check_features(H, "H", "(..., n, d)")
+    check_weight(W_s1, (W_s1.shape[0], H.shape[-1]), "W_s1", "(d_a, d)")
+    check_weight(W_s2, (W_s2.shape[0], W_s1.shape[0]), "W_s2", "(r, d_a)")
+    e = torch.tanh(H @ W_s1.T) @ W_s2.T  # (..., n, r)
+    e = e.transpose(-1, -2)  # (..., r, n)
+    if mask is not None and mask.dim() == e.dim() - 1:
+        mask = mask.unsqueeze(-2)
+    A = masked_softmax(e, mask, dim=-1)
+    return A @ H, A
+
+
+def redundancy_penalty(A: Tensor) -> Tensor:
+    """The redundancy penalty ``P = ||A A^T - I||_F^2`` of the structured embedding.
+
+    A: ``(..., r, n)`` rows of attention weights. Returns ``(...)``. It is zero
+    exactly when the ``r`` rows are one-hot on distinct tokens (or, for spread
+    rows, orthogonal with unit norm), and it grows when two rows look at the
+    same tokens. Raises ``ValueError`` for a tensor of rank < 2.
+    """
+    as_tensor(A, "A")
+    check_min_rank(A, 2, "A", "(..., r, n)")
+    r = A.shape[-2]
+    eye = torch.eye(r, dtype=A.dtype, device=A.device)
+    return ((A @ A.transpose(-1, -2) - eye) ** 2).sum((-1, -2))
+
+
+class StructuredSelfAttention(nn.Module):
+    """Module form of :func:`structured_self_attention` with ``r`` hops (rows of A).
+
+    W_s1: ``nn.Linear(d, d_a, bias=False)``; W_s2: ``nn.Linear(d_a, r, bias=False)``.
+    ``forward(H, mask=None)`` returns ``(M, A)``; ``penalty(A)`` the mean
+    redundancy penalty of a batch.
+    """
+
+    def __init__(self, d: int, d_a: int, r: int) -> None:
+        super().__init__()
+        self.W_s1 = nn.Linear(d, d_a, bias=False)
+        self.W_s2 = nn.Linear(d_a, r, bias=False)
+
+    def forward(self, H: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return structured_self_attention(H, self.W_s1.weight, self.W_s2.weight, mask)
+
+    @staticmethod
+    def penalty(A: Tensor) -> Tensor:
+        return redundancy_penalty(A).mean()
+
+
+_T = "tests/test_query_types.py::"
+CATALOG = [
+    {
+        "id": "eq33",
+        "title": "Self-attention score without a query, w^T act(W k_l + b)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.queryless_score",
+            "attnsurvey.query_related.types.queryless_attention",
+            "attnsurvey.query_related.types.QuerylessAttention",
+        ],
+        "tested_by": [
+            _T + "test_eq33_queryless_score_matches_loop",
+            _T + "test_eq33_attention_pools_with_masks",
+            _T + "test_eq33_rejects_wrong_weights",
+        ],
+    },
+    {
+        "id": "eq34",
+        "title": "Self-attention with a learned query vector, q^T k_l",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.learned_query_score",
+            "attnsurvey.query_related.types.learned_query_attention",
+            "attnsurvey.query_related.types.LearnedQueryAttention",
+        ],
+        "tested_by": [
+            _T + "test_eq34_learned_query_matches_sdpa_with_one_query",
+            _T + "test_eq34_rejects_wrong_query",
+            _T + "test_eq34_zero_query_is_mean_pooling",
+            _T + "test_numerics_large_scores_and_fully_masked",
+        ],
+    },
+    {
+        "id": "eq35",
+        "title": "Queries from the feature vectors, Q = W_Q F",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.feature_queries",
+            "attnsurvey.query_related.types.self_attention",
+        ],
+        "tested_by": [_T + "test_eq35_feature_queries_match_linear", _T + "test_eq35_rejects_wrong_W_Q"],
+    },
+    {
+        "id": "eq36",
+        "title": "Feature update by replacement, f_new = c",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.update_replace",
+            "attnsurvey.query_related.types.SelfAttentionUpdate",
+        ],
+        "tested_by": [_T + "test_eq36_replace_returns_context", _T + "test_update_rejects_shape_mismatch"],
+    },
+    {
+        "id": "eq37",
+        "title": "Feature update by residual and normalisation, f_new = Normalize(f_old + c)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.update_residual_norm",
+            "attnsurvey.query_related.types.SelfAttentionUpdate",
+        ],
+        "tested_by": [
+            _T + "test_eq37_residual_norm_matches_layer_norm",
+            _T + "test_eq37_module_matches_functional",
+            _T + "test_update_rejects_shape_mismatch",
+        ],
+    },
+    {
+        "id": "extra:structured-self-attention",
+        "title": "Structured self-attentive sentence embedding A = softmax(W_s2 tanh(W_s1 H^T)), M = AH, penalty ||AA^T - I||_F^2 (review eq. 12)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.structured_self_attention",
+            "attnsurvey.query_related.types.redundancy_penalty",
+            "attnsurvey.query_related.types.StructuredSelfAttention",
+        ],
+        "tested_by": [
+            _T + "test_structured_self_attention_matches_loop",
+            _T + "test_redundancy_penalty_hand_values",
+            _T + "test_structured_rejects_wrong_weights",
+            _T + "test_gradcheck_float64",
+        ],
+    },
+    {
+        "id": "extra:token2token-source2token",
+        "title": "Token2Token (matrix out) vs Source2Token (vector out) self-attention (review, DiSAN)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.token2token",
+            "attnsurvey.query_related.types.source2token",
+        ],
+        "tested_by": [_T + "test_source2token_matches_loop_and_reduces_to_eq33", _T + "test_token2token_shapes"],
+    },
+    {
+        "id": "extra:qkv-self-attention",
+        "title": "QKV self-attention layer; without positions it is permutation-equivariant (nndl 8.3)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.query_related.types.self_attention",
+            "attnsurvey.query_related.types.SelfAttention",
+        ],
+        "tested_by": [
+            _T + "test_qkv_self_attention_matches_sdpa",
+            _T + "test_qkv_self_attention_matches_loop",
+            _T + "test_self_attention_is_permutation_equivariant",
+            _T + "test_positions_break_permutation_equivariance",
+        ],
+    },
+]

@@ -1,0 +1,482 @@
+"""Tests for §3.2.2, attention alignment: Eq. (24)-(29), REINFORCE, reinforced alignment,
+sparsemax and entmax-1.5."""
+from __future__ import annotations
+
+import math
+
+import entmax
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize, stats
+
+from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
+from attnsurvey.general_mechanisms import alignment as al
+from attnsurvey.training import accuracy, seed_everything, train
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one thread avoids oversubscription on shared machines."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ----------------------------------------------------------------------------- Eq. (24)
+def test_eq24_context_hand_computed():
+    a = torch.tensor([0.5, 0.25, 0.25, 0.0])
+    V = torch.tensor([[1.0, 0.0], [0.0, 4.0], [2.0, 2.0], [100.0, 100.0]])
+    torch.testing.assert_close(al.context_vector(a, V), torch.tensor([1.0, 1.5]))
+    # batched, and weights that do not sum to 1 (allowed: Eq. 29, structured attention)
+    a2 = torch.stack([a, 2 * a])
+    torch.testing.assert_close(al.context_vector(a2, V.expand(2, 4, 2)), torch.tensor([[1.0, 1.5], [2.0, 3.0]]))
+    # many queries per example, like general_model.context
+    A = rand(3, 2, 4).softmax(-1)
+    Vb = rand(3, 4, 5, seed=1)
+    loop = torch.stack([torch.stack([sum(A[b, i, l] * Vb[b, l] for l in range(4)) for i in range(2)]) for b in range(3)])
+    torch.testing.assert_close(al.context_vector(A, Vb), loop)
+
+
+def test_eq24_rejects_mismatched_n_f():
+    with pytest.raises(ValueError, match=r"context \(Eq. 24\) needs n_f of a == n_f of V, got n_f of a=3, n_f of V=4"):
+        al.context_vector(torch.ones(3) / 3, torch.ones(4, 2))
+    with pytest.raises(ValueError, match=r"V must have shape \(\.\.\., n_f, d_v\)"):
+        al.context_vector(torch.ones(3), torch.ones(3))
+
+
+# ----------------------------------------------------------------------------- Eq. (25)
+def test_eq25_soft_align_hand_computed():
+    e = torch.tensor([0.0, math.log(2.0), math.log(5.0)])
+    torch.testing.assert_close(al.soft_align(e), torch.tensor([1 / 8, 2 / 8, 5 / 8]))
+    mask = torch.tensor([True, False, True])
+    torch.testing.assert_close(al.soft_align(e, mask), torch.tensor([1 / 6, 0.0, 5 / 6]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_f=st.integers(1, 9), scale=st.floats(0.01, 1e4), seed=st.integers(0, 10_000))
+def test_eq25_weights_on_simplex(n_f, scale, seed):
+    e = rand(3, n_f, seed=seed) * scale
+    for a in (al.soft_align(e), al.sparsemax(e), al.entmax15(e)):
+        assert torch.all(a >= 0) and torch.isfinite(a).all()
+        torch.testing.assert_close(a.sum(-1), torch.ones(3), atol=1e-5, rtol=0)
+
+
+def test_eq25_large_scores_and_masked_rows():
+    e = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
+    torch.testing.assert_close(al.soft_align(e), torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]))
+    mask = torch.tensor([[False, False, False], [True, True, True]])
+    a = al.soft_align(e, mask)
+    assert torch.equal(a[0], torch.zeros(3))
+    with pytest.raises(ValueError, match="e is empty: n_f=0"):
+        al.soft_align(torch.zeros(2, 0))
+    with pytest.raises(ValueError, match="mask must be boolean"):
+        al.soft_align(e, mask.float())
+
+
+# ----------------------------------------------------------------------------- Eq. (26)
+def test_eq26_argmax_picks_largest_value_row():
+    e = torch.tensor([[0.1, 3.0, -1.0, 3.0], [5.0, 0.0, 0.0, 0.0]])
+    V = torch.arange(8.0).reshape(4, 2)
+    c, h = al.hard_attend(e, V, mode="argmax")
+    assert h.m.tolist() == [1, 0]  # first maximum on ties
+    torch.testing.assert_close(c, torch.stack([V[1], V[0]]))
+    torch.testing.assert_close(h.a, torch.tensor([[0.0, 1, 0, 0], [1.0, 0, 0, 0]]))
+    torch.testing.assert_close(h.log_prob, torch.log_softmax(e, -1)[[0, 1], [1, 0]])
+    # large scores keep log_prob finite
+    _, h = al.hard_attend(torch.tensor([1e4, -1e4, 0.0]), V[:3], mode="argmax")
+    assert torch.isfinite(h.log_prob).all() and h.m.item() == 0
+
+
+def test_eq26_sample_frequencies_match_weights():
+    e = torch.tensor([1.0, 0.0, 2.0, -1.0, 0.5])
+    N = 20_000
+    g = torch.Generator().manual_seed(0)
+    h = al.hard_align(e.expand(N, 5), mode="sample", generator=g)
+    counts = torch.bincount(h.m, minlength=5).double()
+    a = torch.softmax(e.double(), -1)
+    # per-cell 4.5-sigma bound and a chi-square goodness of fit (fixed seed)
+    sd = torch.sqrt(a * (1 - a) / N)
+    assert torch.all((counts / N - a).abs() < 4.5 * sd)
+    assert stats.chisquare(counts.numpy(), (N * a).numpy()).pvalue > 1e-3
+    # the same generator seed gives the same draws
+    h2 = al.hard_align(e.expand(N, 5), mode="sample", generator=torch.Generator().manual_seed(0))
+    assert torch.equal(h.m, h2.m)
+
+
+def test_eq26_masked_positions_never_sampled():
+    e = torch.zeros(2000, 4)
+    mask = torch.tensor([True, False, True, False])
+    V = rand(4, 3)
+    c, h = al.hard_attend(e, V, "sample", torch.Generator().manual_seed(1), mask)
+    assert set(h.m.tolist()) == {0, 2}
+    full = torch.zeros(3, 4, dtype=torch.bool)
+    c, h = al.hard_attend(torch.zeros(3, 4), V, "sample", torch.Generator().manual_seed(1), full)
+    assert torch.equal(c, torch.zeros(3, 3)) and torch.equal(h.a, torch.zeros(3, 4))
+    assert h.m.tolist() == [-1, -1, -1] and torch.equal(h.log_prob, torch.zeros(3))
+
+
+def test_eq26_bad_inputs():
+    with pytest.raises(ValueError, match="mode must be 'sample' or 'argmax'"):
+        al.hard_align(torch.zeros(3), mode="max")
+    with pytest.raises(ValueError, match=r"hard attention \(Eq. 26\) needs n_f of e == n_f of V, got n_f of e=3, n_f of V=4"):
+        al.hard_attend(torch.zeros(3), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="e is empty"):
+        al.hard_align(torch.zeros(0))
+    with pytest.raises(ValueError, match="floating-point"):
+        al.hard_align(torch.zeros(3, dtype=torch.long))
+
+
+# ----------------------------------------------------------------------------- REINFORCE
+E_SMALL = torch.tensor([0.5, -1.0, 1.5, 0.0], dtype=torch.float64)
+L_SMALL = torch.tensor([1.0, 3.0, -2.0, 0.5], dtype=torch.float64) + 10.0  # offset: baselines matter
+
+
+def _exact_grad():
+    e = E_SMALL.clone().requires_grad_(True)
+    (torch.softmax(e, -1) * L_SMALL).sum().backward()  # d/de E_{m~a}[L_m], by enumeration
+    return e.grad
+
+
+def _estimate(baseline, N=20_000, seed=0):
+    e = E_SMALL.clone().requires_grad_(True)
+    h = al.hard_align(e.expand(N, 4), "sample", torch.Generator().manual_seed(seed))
+    al.score_function_surrogate(h.log_prob, L_SMALL[h.m], baseline).backward()
+    samples = al.reinforce_gradient_samples(E_SMALL, L_SMALL, h.m, baseline)
+    return e.grad, samples
+
+
+@pytest.mark.parametrize("baseline", [0.0, "expected"])
+def test_reinforce_estimator_is_unbiased(baseline):
+    exact = _exact_grad()
+    b = float((torch.softmax(E_SMALL, -1) * L_SMALL).sum()) if baseline == "expected" else baseline
+    grad, samples = _estimate(b)
+    # autograd through the surrogate == the closed form (L_m - b)(onehot(m) - a), averaged
+    torch.testing.assert_close(grad, samples.mean(0), rtol=1e-9, atol=1e-12)
+    se = samples.std(0) / math.sqrt(samples.shape[0])
+    assert torch.all((grad - exact).abs() < 4.5 * se), (grad, exact, se)
+    # and not trivially: the exact gradient is far from zero
+    assert exact.abs().max() > 0.5
+
+
+def test_baseline_reduces_variance():
+    b_star = float((torch.softmax(E_SMALL, -1) * L_SMALL).sum())
+    _, s0 = _estimate(0.0)
+    _, sb = _estimate(b_star)
+    assert sb.var(0).sum() < 0.05 * s0.var(0).sum()
+    base = al.MovingAverageBaseline(momentum=0.5)
+    assert float(base.update(torch.tensor([2.0, 4.0]))) == 3.0  # first call: the batch mean
+    assert float(base.update(torch.tensor([5.0]))) == 3.0  # returned before the update
+    assert math.isclose(float(base.value), 4.0)
+    with pytest.raises(ValueError, match="momentum"):
+        al.MovingAverageBaseline(1.0)
+    with pytest.raises(ValueError, match="log_prob and loss need the same shape"):
+        al.score_function_surrogate(torch.zeros(3), torch.zeros(4))
+
+
+def test_hard_attention_trains_with_reinforce():
+    g = seed_everything(0)
+    n_f, C = 6, 4
+    model = al.AlignmentClassifier(n_f, C + n_f, C, "hard", d_k=8)
+    score_w0 = model.score.W.weight.detach().clone()
+    train(model, lambda m, b: al.classifier_loss(m, b, g), lookup_batches(80, 64, n_f, C, g), lr=3e-2)
+    F, q, t, y = lookup_batch(500, n_f, C, torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        logits, a, _ = model(q, F)
+    assert not torch.equal(model.score.W.weight, score_w0)  # scores learned only via REINFORCE
+    assert accuracy(logits, y) > 0.9
+    assert float(a.gather(-1, t[:, None]).mean()) > 0.9
+
+
+# ----------------------------------------------------------------------------- Eq. (27)
+def test_eq27_window_clipped_at_ends():
+    assert al.window_mask(8, 0.0, 2).tolist() == [True, True, True] + [False] * 5
+    assert al.window_mask(8, 7.0, 2).tolist() == [False] * 5 + [True] * 3
+    assert al.window_mask(8, 3.5, 1).tolist() == [False, False, False, True, True, False, False, False]
+    assert al.window_mask(5, torch.tensor([0.0, 4.0]), 10).all()
+    # clipped, not shifted: at the start the softmax runs over the 3 surviving positions only
+    e = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    a = al.local_align(e, 0.0, 2, gaussian=False)
+    torch.testing.assert_close(a, torch.cat([torch.softmax(e[:3], -1), torch.zeros(3)]))
+
+
+def test_eq27_matches_softmax_over_window_slice():
+    e = rand(10, seed=3)
+    a = al.local_align(e, 4.0, 2, gaussian=False)
+    expect = torch.zeros(10)
+    expect[2:7] = torch.exp(e[2:7]) / torch.exp(e[2:7]).sum()  # Eq. (27) by hand
+    torch.testing.assert_close(a, expect)
+    # batched positions, one per row; monotonic p = t
+    E = rand(3, 10, seed=4)
+    p = al.monotonic_position(torch.tensor([0, 5, 9]), 10)
+    A = al.local_align(E, p, 1, gaussian=False)
+    for row, (lo, hi) in enumerate([(0, 2), (4, 7), (8, 10)]):
+        torch.testing.assert_close(A[row, lo:hi], torch.softmax(E[row, lo:hi], -1))
+    # the module: monotonic and predictive modes
+    la = al.LocalAttention(4, 4, D=1, mode="monotonic")
+    c, a, p = la(rand(3, 4), rand(3, 10, 4, seed=1), rand(3, 10, 2, seed=2), t=torch.tensor([0, 5, 9]))
+    assert c.shape == (3, 2) and a.shape == (3, 10) and p.tolist() == [0.0, 5.0, 9.0]
+    lp = al.LocalAttention(4, 4, D=2, mode="predictive")
+    c, a, p = lp(rand(3, 4), rand(3, 10, 4, seed=1), rand(3, 10, 2, seed=2))
+    assert torch.all((p > 0) & (p < 9)) and c.shape == (3, 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_f=st.integers(1, 12), frac=st.floats(0, 1), D=st.floats(0, 5), seed=st.integers(0, 1000))
+def test_eq27_zero_outside_window(n_f, frac, D, seed):
+    p = frac * (n_f - 1)
+    e = rand(n_f, seed=seed) * 10
+    for gaussian in (False, True):
+        a = al.local_align(e, p, D, gaussian=gaussian)
+        pos = torch.arange(n_f, dtype=torch.float32)
+        outside = (pos < p - D) | (pos > p + D)
+        assert torch.all(a[outside] == 0) and torch.all(a >= 0)
+        assert float(a.sum()) <= 1 + 1e-5
+        r = al.local_align(e, p, D, gaussian=gaussian, renormalise=True)
+        total = float(r.sum())
+        assert math.isclose(total, 1.0, abs_tol=1e-5) if (~outside).any() else total == 0.0
+
+
+def test_eq27_empty_window_gives_zero_weights():
+    e = torch.tensor([1e4, -1e4, 3.0, 0.0])
+    assert torch.equal(al.local_align(e, 1.5, 0.0), torch.zeros(4))  # no integer in [1.5, 1.5]
+    mask = torch.tensor([True, False, False, True])
+    a = al.local_align(e, 1.5, 0.5, mask=mask)  # window {1, 2}, both masked
+    assert torch.equal(a, torch.zeros(4))
+    V = rand(4, 3)
+    assert torch.equal(al.context_vector(a, V), torch.zeros(3))
+    a = al.local_align(e, 1.0, 1.0)  # window {0, 1, 2} with +-1e4 scores
+    assert torch.isfinite(a).all() and math.isclose(float(a[0]), math.exp(-0.5 * 1 / 0.25), rel_tol=1e-5)
+    assert torch.equal(al.local_align(e, 3.0, 0.0), torch.tensor([0.0, 0.0, 0.0, 1.0]))  # D = 0: one position
+
+
+def test_eq27_bad_inputs():
+    e = torch.zeros(2, 6)
+    with pytest.raises(ValueError, match="window half-width D must be a finite number >= 0, got D=-1"):
+        al.local_align(e, 2.0, -1)
+    with pytest.raises(ValueError, match=r"position p must lie inside the sequence, \[0, n_f - 1\] = \[0, 5\]"):
+        al.local_align(e, 6.5, 1)
+    with pytest.raises(ValueError, match="position p must lie inside"):
+        al.local_align(e, torch.tensor([1.0, -0.5]), 1)
+    with pytest.raises(ValueError, match=r"p of shape \(3,\) must broadcast to the scores' batch shape e.shape\[:-1\] = \(2,\)"):
+        al.local_align(e, torch.tensor([1.0, 2.0, 3.0]), 1)
+    with pytest.raises(ValueError, match="e is empty: n_f=0"):
+        al.local_align(torch.zeros(2, 0), 0.0, 1)
+    with pytest.raises(ValueError, match="position p = t must lie inside"):
+        al.monotonic_position(7, 6)
+    with pytest.raises(ValueError, match="must be finite"):
+        al.window_mask(6, float("nan"), 1)
+    with pytest.raises(ValueError, match="needs the output step t"):
+        al.LocalAttention(4, 4, D=1, mode="monotonic")(rand(4), rand(6, 4), rand(6, 2))
+
+
+# ----------------------------------------------------------------------------- Eq. (28)
+def test_eq28_predictive_position_hand_computed():
+    q = torch.tensor([1.0, -2.0])
+    W_p = torch.tensor([[0.5, 0.0], [0.25, 0.5], [1.0, 1.0]])
+    w_p = torch.tensor([1.0, -1.0, 2.0])
+    h = [math.tanh(0.5), math.tanh(0.25 - 1.0), math.tanh(1.0 - 2.0)]
+    expect = 9.0 / (1.0 + math.exp(-(h[0] - h[1] + 2 * h[2])))
+    assert math.isclose(float(al.predictive_position(q, W_p, w_p, 9.0)), expect, rel_tol=1e-6)
+    mod = al.PredictivePosition(2, 3)
+    with torch.no_grad():
+        mod.W_p.weight.copy_(W_p)
+        mod.w_p.copy_(w_p)
+    with torch.no_grad():
+        assert math.isclose(float(mod(q, 10)), expect, rel_tol=1e-6)  # S = n_f - 1 = 9
+        p = mod(rand(50, 2) * 100, 10)
+    assert torch.all((p >= 0) & (p <= 9))
+
+
+def test_eq28_bad_shapes():
+    with pytest.raises(ValueError, match=r"W_p must have shape \(d_p, d_q\) with d_q=2, got \(3, 4\)"):
+        al.predictive_position(torch.zeros(2), torch.zeros(3, 4), torch.zeros(3), 5.0)
+    with pytest.raises(ValueError, match=r"w_p must have shape \(d_p,\) = \(3,\), got \(4,\)"):
+        al.predictive_position(torch.zeros(2), torch.zeros(3, 2), torch.zeros(4), 5.0)
+    with pytest.raises(ValueError, match="S"):
+        al.predictive_position(torch.zeros(2), torch.zeros(3, 2), torch.zeros(3), -1.0)
+
+
+# ----------------------------------------------------------------------------- Eq. (29)
+def test_eq29_gaussian_factor_not_renormalised():
+    e = torch.zeros(9)
+    a = al.local_align(e, 4.0, 2.0)  # sigma = D / 2 = 1, window {2..6}, uniform softmax 1/5
+    g = [math.exp(-2), math.exp(-0.5), 1.0, math.exp(-0.5), math.exp(-2)]
+    expect = torch.tensor([0, 0] + [x / 5 for x in g] + [0, 0])
+    torch.testing.assert_close(a, expect)
+    assert float(a.sum()) < 0.6  # the survey's Eq. (29) leaves the weights unnormalised
+    torch.testing.assert_close(al.gaussian_emphasis(9, 4.0, 1.0)[2:7], torch.tensor(g))
+    assert torch.equal(al.gaussian_emphasis(5, 2.0, 0.0), torch.tensor([0.0, 0, 1, 0, 0]))
+    with pytest.raises(ValueError, match="sigma must be"):
+        al.gaussian_emphasis(5, 2.0, -1.0)
+
+
+def test_eq29_renormalise_option():
+    e = rand(9, seed=2)
+    raw = al.local_align(e, 4.3, 2.0)
+    r = al.local_align(e, 4.3, 2.0, renormalise=True)
+    torch.testing.assert_close(r, raw / raw.sum())
+    torch.testing.assert_close(r.sum(), torch.tensor(1.0))
+    # an explicit sigma overrides D / 2
+    wide = al.local_align(torch.zeros(9), 4.0, 2.0, sigma=1e6)
+    torch.testing.assert_close(wide, al.local_align(torch.zeros(9), 4.0, 2.0, gaussian=False))
+
+
+def test_eq29_gradcheck_through_p():
+    e = rand(9, seed=5, dtype=torch.float64).requires_grad_(True)
+    p = torch.tensor(4.3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda e_, p_: al.local_align(e_, p_, 2.0), (e, p))
+    q = rand(3, dtype=torch.float64).requires_grad_(True)
+    W_p = rand(4, 3, seed=1, dtype=torch.float64).requires_grad_(True)
+    w_p = rand(4, seed=2, dtype=torch.float64).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda *xs: al.predictive_position(*xs, 9.0), (q, W_p, w_p))
+
+
+# ----------------------------------------------------------------------------- reinforced alignment
+def test_bernoulli_subset_log_prob_and_frequencies():
+    logits = torch.tensor([2.0, -1.0, 0.0, -3.0])
+    N = 20_000
+    z, lp = al.bernoulli_subset(logits.expand(N, 4), torch.Generator().manual_seed(0))
+    pi = torch.sigmoid(logits)
+    freq = z.float().mean(0)
+    assert torch.all((freq - pi).abs() < 4.5 * torch.sqrt(pi * (1 - pi) / N))
+    manual = (z * torch.log(pi) + (~z) * torch.log(1 - pi)).sum(-1)
+    torch.testing.assert_close(lp, manual)
+    z, lp = al.bernoulli_subset(torch.tensor([1e4, -1e4]), greedy=True)
+    assert z.tolist() == [True, False] and torch.isfinite(lp).all()
+    z, _ = al.bernoulli_subset(torch.full((500, 3), 5.0), torch.Generator().manual_seed(0), torch.tensor([True, False, True]))
+    assert not z[:, 1].any()
+
+
+def test_reinforced_align_is_softmax_over_subset():
+    e = torch.tensor([0.0, math.log(3.0), 5.0, math.log(1.0)])
+    z = torch.tensor([True, True, False, True])
+    torch.testing.assert_close(al.reinforced_align(e, z), torch.tensor([0.2, 0.6, 0.0, 0.2]))
+    assert torch.equal(al.reinforced_align(e, torch.zeros(4, dtype=torch.bool)), torch.zeros(4))
+    with pytest.raises(ValueError, match=r"z \(selected subset\) must be boolean"):
+        al.reinforced_align(e, z.float())
+    with pytest.raises(ValueError, match=r"z \(selected subset\) of shape \(3,\) does not broadcast"):
+        al.reinforced_align(e, z[:3])
+
+
+def test_reinforced_alignment_module_shapes():
+    mod = al.ReinforcedAlignment(4, 4)
+    q, K, V = rand(5, 4), rand(5, 7, 4, seed=1), rand(5, 7, 3, seed=2)
+    c, a, z, lp = mod(q, K, V, torch.Generator().manual_seed(0))
+    assert c.shape == (5, 3) and a.shape == (5, 7) and z.shape == (5, 7) and lp.shape == (5,)
+    assert torch.all(a[~z] == 0)
+    # the policy gets a gradient only through the surrogate
+    al.score_function_surrogate(lp, torch.arange(5.0)).backward()
+    assert mod.policy.W.weight.grad is not None and mod.policy.W.weight.grad.abs().sum() > 0
+    mod.eval()
+    _, _, z1, _ = mod(q, K, V)
+    _, _, z2, _ = mod(q, K, V)
+    assert torch.equal(z1, z2)  # greedy in eval mode
+
+
+# ----------------------------------------------------------------------------- sparsemax, entmax-1.5
+def test_sparsemax_matches_entmax_package():
+    e = rand(40, 9, seed=7) * 3
+    torch.testing.assert_close(al.sparsemax(e), entmax.sparsemax(e, dim=-1))
+    torch.testing.assert_close(al.sparsemax(e, dim=0), entmax.sparsemax(e, dim=0))
+    # hand computation: e = (1, 0.5, -1): support {1, 2}, tau = (1.5 - 1) / 2 = 0.25
+    torch.testing.assert_close(al.sparsemax(torch.tensor([1.0, 0.5, -1.0])), torch.tensor([0.75, 0.25, 0.0]))
+    # gradients agree with the package's hand-written backward
+    x1 = e.clone().requires_grad_(True)
+    x2 = e.clone().requires_grad_(True)
+    w = rand(40, 9, seed=8)
+    (al.sparsemax(x1) * w).sum().backward()
+    (entmax.sparsemax(x2, dim=-1) * w).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+
+
+def test_entmax15_matches_entmax_package():
+    e = rand(40, 9, seed=11) * 3
+    torch.testing.assert_close(al.entmax15(e), entmax.entmax15(e, dim=-1))
+    torch.testing.assert_close(al.entmax15(e, dim=0), entmax.entmax15(e, dim=0))
+    x1 = e.clone().requires_grad_(True)
+    x2 = e.clone().requires_grad_(True)
+    w = rand(40, 9, seed=12)
+    (al.entmax15(x1) * w).sum().backward()
+    (entmax.entmax15(x2, dim=-1) * w).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    # two equal scores far above the rest: half each; sparser than softmax, denser than sparsemax
+    x = torch.tensor([0.0, 0.0, -10.0])
+    torch.testing.assert_close(al.entmax15(x), torch.tensor([0.5, 0.5, 0.0]))
+    y = torch.tensor([1.0, 0.6, 0.1, -2.0])
+    nz = [int((f(y) > 0).sum()) for f in (al.soft_align, al.entmax15, al.sparsemax)]
+    assert nz[0] >= nz[1] >= nz[2] and nz[0] > nz[2]
+
+
+def test_sparsemax_is_projection():
+    for seed in range(3):
+        e = rand(6, seed=seed).double().numpy() * 2
+        res = optimize.minimize(
+            lambda a: np.sum((a - e) ** 2),
+            np.full(6, 1 / 6),
+            jac=lambda a: 2 * (a - e),
+            bounds=[(0, 1)] * 6,
+            constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1}],
+            method="SLSQP",
+            options={"ftol": 1e-12},
+        )
+        np.testing.assert_allclose(al.sparsemax(torch.from_numpy(e)).numpy(), res.x, atol=1e-6)
+
+
+def test_sparse_maps_masks_and_extremes():
+    e = torch.tensor([[1e4, -1e4, 1e4 - 0.5, 0.0], [3.0, 2.0, 1.0, 0.0]])
+    mask = torch.tensor([[True, True, True, True], [False, False, False, False]])
+    for f in (al.sparsemax, al.entmax15):
+        a = f(e)
+        assert torch.isfinite(a).all()
+        assert a[0, 1] == 0 and a[0, 3] == 0 and a[0, 0] > a[0, 2] > 0
+        am = f(e, mask)
+        assert torch.equal(am[1], torch.zeros(4))  # fully masked row
+        m2 = torch.tensor([False, True, True, True])
+        torch.testing.assert_close(f(e[1], m2), torch.cat([torch.zeros(1), f(e[1, 1:])]))
+        x = e.clone().requires_grad_(True)
+        (f(x, mask) * rand(2, 4)).sum().backward()
+        assert torch.isfinite(x.grad).all() and torch.equal(x.grad[1], torch.zeros(4))
+        with pytest.raises(ValueError, match="e is empty"):
+            f(torch.zeros(3, 0))
+        with pytest.raises(ValueError, match="does not broadcast"):
+            f(e, torch.ones(3, dtype=torch.bool))
+
+
+def test_sparse_maps_gradcheck():
+    e = (rand(3, 6, seed=21, dtype=torch.float64) * 2).requires_grad_(True)
+    assert torch.autograd.gradcheck(al.sparsemax, (e,))
+    assert torch.autograd.gradcheck(al.entmax15, (e,))
+    mask = torch.tensor([True, False, True, True, False, True])
+    assert torch.autograd.gradcheck(lambda x: al.entmax15(x, mask), (e,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sparse_maps_low_precision(dtype):
+    e = rand(8, 10, seed=4) * 3
+    for f in (al.sparsemax, al.entmax15, al.soft_align):
+        lo = f(e.to(dtype))
+        assert lo.dtype == dtype
+        torch.testing.assert_close(lo.float(), f(e.to(dtype).float()), atol=1e-2, rtol=0)
+    a = al.local_align(e.to(dtype), torch.full((8,), 4.0), 2.0)
+    assert a.dtype == dtype and torch.isfinite(a).all()
+    assert torch.all(a[:, :2] == 0) and torch.all(a[:, 7:] == 0)
+
+
+# ----------------------------------------------------------------------------- diagnostics, experiment model
+def test_entropy_and_concentration():
+    a = torch.tensor([[0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(al.weight_entropy(a), torch.tensor([math.log(2), 0.0, 0.0]))
+    torch.testing.assert_close(al.weight_entropy(torch.tensor([0.2, 0.2])), torch.tensor(math.log(2)))
+    c = al.concentration(a[:2], torch.tensor([0, 1]))
+    assert c["max_weight"] == 0.75 and c["nonzero"] == 1.5 and c["on_target"] == 0.25
+    with pytest.raises(ValueError, match="unknown alignment"):
+        al.AlignmentClassifier(4, 8, 3, "softest")
