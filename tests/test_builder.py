@@ -27,9 +27,19 @@ def _inputs(seed: int = 0):
     return torch.randn(BATCH, N_F, D, generator=g), torch.randn(BATCH, N_G, D, generator=g), torch.randint(0, N_CLS, (BATCH,), generator=g)
 
 
+def _build(p: tx.TaxonomyPoint, **kw):
+    """Build, skipping (with the reason) only when a section's component has not been merged yet."""
+    try:
+        return B.build_model(p, D, N_CLS, **kw)
+    except ValueError as err:
+        if "not available in this checkout" in str(err):
+            pytest.skip(str(err))
+        raise
+
+
 def _forward_backward(p: tx.TaxonomyPoint) -> None:
     torch.manual_seed(0)
-    model = B.build_model(p, D, N_CLS, n_max=N_F)
+    model = _build(p, n_max=N_F)
     F, G, y = _inputs()
     model.train()
     loss = model.loss(F, G, y, generator=torch.Generator().manual_seed(1))
@@ -55,22 +65,31 @@ def test_table3_row_builds_runs_and_describes(row):
         _forward_backward(p)
 
 
-def test_every_value_of_every_dimension_builds():
-    for group in tx.TAXONOMY.values():
-        for dim, values in group.items():
-            for v in values:
-                extra = {"scoring": "additive"}
-                if dim == "query_multiplicity" and v == "capsule-based":
-                    extra["query_type"] = "self-attention"
-                _forward_backward(B.point(**{**extra, dim: v}))
-    # the combinations §5 suggests
-    for kw in (
-        dict(dimensionality="multi-dimensional", query_multiplicity="multi-head"),
-        dict(feature_multiplicity="rotatory", scoring="activated-general", query_multiplicity="multi-hop"),
-        dict(query_type="self-attention", query_multiplicity="capsule-based + multi-hop"),
-        dict(alignment="hard", query_multiplicity="multi-head + multi-hop", query_type="self-attention + basic"),
-    ):
-        _forward_backward(B.point(**kw))
+_VALUES = [(dim, v) for group in tx.TAXONOMY.values() for dim, values in group.items() for v in values]
+
+
+@pytest.mark.parametrize("dim,value", _VALUES, ids=[f"{d}={v}" for d, v in _VALUES])
+def test_every_value_of_every_dimension_builds(dim, value):
+    extra = {"query_type": "self-attention"} if value == "capsule-based" else {}
+    _forward_backward(B.point(**{**extra, dim: value}))
+
+
+_SUGGESTED = [  # the combinations §5 suggests, and a Transformer-like one with hard alignment
+    dict(dimensionality="multi-dimensional", query_multiplicity="multi-head"),
+    dict(feature_multiplicity="rotatory", scoring="activated-general", query_multiplicity="multi-hop"),
+    dict(query_type="self-attention", query_multiplicity="capsule-based + multi-hop"),
+    dict(alignment="hard", query_multiplicity="multi-head + multi-hop", query_type="self-attention + basic"),
+]
+
+
+@pytest.mark.parametrize("kw", _SUGGESTED, ids=["md+mh", "rot+hop", "caps+hop", "hard+mh+hop"])
+def test_combined_mechanisms_build(kw):
+    _forward_backward(B.point(**kw))
+
+
+def test_incompatible_sizes_inside_a_component_name_the_dimension():
+    with pytest.raises(ValueError, match="scoring='multiplicative'.*attention-via-attention.*d_"):
+        _build(B.point(scoring="multiplicative", feature_levels="attention-via-attention"))
 
 
 def test_describe_round_trip_and_plain_modules():
@@ -101,8 +120,6 @@ def test_bad_configurations_raise_naming_dimension():
         B.build_model(B.point(dimensionality="multi-dimensional", scoring="general"), D, N_CLS)
     with pytest.raises(ValueError, match="feature_levels='hierarchical'.*alignment='hard'"):
         B.build_model(B.point(feature_levels="hierarchical", alignment="hard"), D, N_CLS)
-    with pytest.raises(ValueError, match="scoring='multiplicative'.*attention-via-attention.*d_q"):
-        B.build_model(B.point(scoring="multiplicative", feature_levels="attention-via-attention"), D, N_CLS)
     with pytest.raises(ValueError, match="query_multiplicity='singular'"):
         B.build_model(B.point(query_multiplicity="singular + multi-hop"), D, N_CLS)
     model = B.build_model(B.point(scoring="location"), D, N_CLS, n_max=4)
@@ -115,8 +132,9 @@ def test_bad_configurations_raise_naming_dimension():
         B.build_model(B.point(), D, N_CLS)(F, G[..., :5])
     with pytest.raises(ValueError, match=r"F must have shape \(B, n_f, d_model=8\)"):
         B.build_model(B.point(), D, N_CLS)(F[..., :5], G)
-    with pytest.raises(ValueError, match="chunks of 3"):
-        B.build_model(B.point(feature_levels="hierarchical"), D, N_CLS, chunk=3)(F, G)
+    hier = _build(B.point(feature_levels="hierarchical"), chunk=3)  # last: skips if levels has not landed
+    with pytest.raises(ValueError, match="chunks of 3; n_f=8 is not a multiple"):
+        hier(F, G)
 
 
 def test_location_score_ignores_keys_and_matches_hand_computation():
