@@ -570,6 +570,48 @@ def describe(model: nn.Module) -> TaxonomyPoint:
     return point(**values)
 
 
+# ----------------------------------------------------------------------------- experiments
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars of ``model``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def summary(model: TaxonomyModel) -> str:
+    """A short text summary: the model's point, one line per dimension, and its size."""
+    lines = [f"{d:24s} {v}" for d, v in model.point.as_strings().items()]
+    lines.append(f"{'trainable parameters':24s} {count_parameters(model)}")
+    return "\n".join(lines)
+
+
+def fit_and_evaluate(
+    p: TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor], n_classes: int, *, epochs: int = 15,
+    batch_size: int = 64, lr: float = 0.02, seed: int = 0, **build_kw: Any,
+) -> dict[str, float]:
+    """Build ``p``, train it on ``train`` (a dict with ``F``, ``G``, ``y``), score it on ``test``.
+
+    Uses :func:`attnsurvey.training.train` with shuffled mini-batches; the
+    seed fixes the initial weights, the batch order and the alignment samples.
+    Returns ``{"accuracy", "attention_on_gold", "parameters"}``, where
+    ``attention_on_gold`` is the mean weight of the main attention on the gold
+    position ``test["pos"]`` (Eq. 46 with a single gold region), when present.
+    """
+    from .training import accuracy, minibatches, seed_everything
+    from .training import train as _train
+
+    g = seed_everything(seed)
+    model = build_model(p, train["F"].shape[-1], n_classes, **build_kw)
+    batches = minibatches((train["F"], train["G"], train["y"]), epochs, batch_size, generator=g)
+    _train(model, lambda m, b: m.loss(b[0], b[1], b[2], generator=g), batches, lr=lr)
+    model.eval()
+    with torch.no_grad():
+        logits = model(test["F"], test["G"])
+    out = {"accuracy": accuracy(logits, test["y"]), "parameters": float(count_parameters(model))}
+    if "pos" in test and model.last_weights is not None:
+        a = model.last_weights.reshape(len(test["y"]), -1, test["F"].shape[1]).mean(1)
+        out["attention_on_gold"] = float(a.gather(-1, test["pos"][:, None]).mean())
+    return out
+
+
 _T = "tests/test_builder.py::"
 CATALOG = [
     {
