@@ -16,19 +16,41 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
+from .._checks import (
+    as_tensor,
+    check_batch_broadcast,
+    check_dim_equal,
+    check_min_rank,
+    check_nonempty,
+    check_weight,
+)
+from ..masking import masked_softmax
 
 Activation = Callable[[Tensor], Tensor]
 
+CHAPTER = "chapters/ch03_2_1_attention_scoring.ipynb"
+
 
 def _check_qk(Q: Tensor, K: Tensor) -> None:
+    """Validate queries ``(..., n_q, d_q)`` and keys ``(..., n_f, d_k)``."""
     as_tensor(Q, "Q")
     as_tensor(K, "K")
     check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
     check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    check_nonempty(Q, -2, "Q", "n_q")
+    check_nonempty(Q, -1, "Q", "d_q")
+    check_nonempty(K, -2, "K", "n_f")
+    check_nonempty(K, -1, "K", "d_k")
     check_batch_broadcast(Q, K, "Q", "K")
     if Q.dtype != K.dtype:
         raise ValueError(f"Q and K must share a dtype, got Q={Q.dtype}, K={K.dtype}")
+
+
+def _check_param_dtype(Q: Tensor, **params: Tensor | None) -> None:
+    """Raise unless every weight tensor has the dtype of the queries."""
+    for name, p in params.items():
+        if isinstance(p, Tensor) and p.dtype != Q.dtype:
+            raise ValueError(f"{name} must have the dtype of Q ({Q.dtype}), got {p.dtype}")
 
 
 def dot_score(Q: Tensor, K: Tensor) -> Tensor:
@@ -76,6 +98,7 @@ def additive_score(
     d_w = w.shape[0]
     check_weight(W1, (d_w, d_q), "W_1", "(d_w, d_q)")
     check_weight(W2, (d_w, d_k), "W_2", "(d_w, d_k)")
+    _check_param_dtype(Q, W_1=W1, W_2=W2, w=w, b=b)
     q_part = Q @ W1.T  # (..., n_q, d_w)
     k_part = K @ W2.T  # (..., n_f, d_w)
     if b is not None:
@@ -97,6 +120,7 @@ def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = t
     if v.dim() != 1:
         raise ValueError(f"v must have shape (d_w,), got {tuple(v.shape)}")
     check_weight(W, (v.shape[0], d_q + d_k), "W", "(d_w, d_q + d_k)")
+    _check_param_dtype(Q, W=W, v=v)
     # Concatenating [q; k] for every pair and multiplying by W is the same as
     # splitting W column-wise; we concatenate explicitly to mirror the formula.
     n_q, n_f = Q.shape[-2], K.shape[-2]
@@ -114,6 +138,7 @@ def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """
     _check_qk(Q, K)
     check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
+    _check_param_dtype(Q, W=W)
     return (Q @ W.T) @ K.transpose(-1, -2)
 
 
@@ -125,6 +150,7 @@ def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     _check_qk(Q, K)
     check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
     check_weight(b, (K.shape[-1],), "b", "(d_k,)")
+    _check_param_dtype(Q, W=W, b=b)
     return (Q @ W.T + b) @ K.transpose(-1, -2)
 
 
@@ -177,6 +203,7 @@ def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """
     _check_qk(Q, K)
     check_weight(W, (Q.shape[-1], K.shape[-1]), "W", "(d_q, d_k)")
+    _check_param_dtype(Q, W=W)
     return (Q @ W) @ K.transpose(-1, -2)
 
 
@@ -295,7 +322,8 @@ class BilinearScore(ScoreModule):
 
     def __init__(self, d_q: int, d_k: int) -> None:
         super().__init__()
-        self.W = nn.Parameter(torch.randn(d_q, d_k) / math.sqrt(d_q * d_k) ** 0.5)
+        # same scale as nn.Linear(d_q, d_k).weight.T, so it matches GeneralScore at init
+        self.W = nn.Parameter((torch.rand(d_q, d_k) * 2 - 1) / math.sqrt(d_q))
 
     def forward(self, Q: Tensor, K: Tensor) -> Tensor:
         return bilinear_score(Q, K, self.W)
@@ -343,3 +371,193 @@ SCORE_NAMES = (
     "concat",
     "bilinear",
 )
+
+
+# --------------------------------------------------------------------------
+# Why the multiplicative score is scaled by 1/sqrt(d_k) (§3.2.1, [13]).
+# --------------------------------------------------------------------------
+
+
+def dot_product_variance(
+    d_k: int, n_samples: int = 20_000, scaled: bool = False, generator: torch.Generator | None = None
+) -> float:
+    """Empirical variance of ``q^T k`` (or ``q^T k / sqrt(d_k)``) for random unit-variance vectors.
+
+    Draws ``n_samples`` pairs ``q, k`` with i.i.d. ``N(0, 1)`` entries in
+    ``R^{d_k}`` and returns the sample variance of their multiplicative score
+    (Table II, row 2) or, with ``scaled=True``, of the scaled one (row 3).
+    Theory (§3.2.1): ``Var(q^T k) = d_k`` and ``Var(q^T k / sqrt(d_k)) = 1``.
+    Raises ``ValueError`` if ``d_k < 1`` or ``n_samples < 2``.
+    """
+    if d_k < 1:
+        raise ValueError(f"d_k must be >= 1, got d_k={d_k}")
+    if n_samples < 2:
+        raise ValueError(f"n_samples must be >= 2 to estimate a variance, got {n_samples}")
+    q = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
+    k = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
+    e = (scaled_dot_score if scaled else dot_score)(q, k)
+    return float(e.flatten().var())
+
+
+def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Jacobian of the softmax alignment, ``d a_i / d e_j = a_i (delta_ij - a_j)``.
+
+    e: scores ``(..., n_f)``; mask as in :func:`attnsurvey.masking.masked_softmax`
+    (``True`` = may attend). Returns ``(..., n_f, n_f)``. When one weight is
+    close to 1 (a saturated softmax) every entry is close to 0: the scores
+    receive almost no gradient. Raises ``ValueError`` for a non-float ``e``.
+    """
+    as_tensor(e, "e")
+    a = masked_softmax(e, mask, dim=-1)
+    return torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)
+
+
+def softmax_saturation(
+    d_k: int,
+    n_f: int = 10,
+    n_samples: int = 2_000,
+    scaled: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[float, float]:
+    """How saturated the softmax over dot-product scores is, for keys of size ``d_k``.
+
+    Draws ``n_samples`` queries ``q`` and ``n_f`` keys each, with i.i.d.
+    ``N(0, 1)`` entries, scores them with the (scaled, if ``scaled``)
+    multiplicative score and applies the softmax. Returns the mean largest
+    weight ``max_l a_l`` and the mean Frobenius norm of the softmax Jacobian
+    (:func:`softmax_jacobian`), i.e. how much gradient reaches the scores.
+    Raises ``ValueError`` if ``d_k < 1`` or ``n_f < 2``.
+    """
+    if d_k < 1:
+        raise ValueError(f"d_k must be >= 1, got d_k={d_k}")
+    if n_f < 2:
+        raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
+    q = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
+    K = torch.randn(n_samples, n_f, d_k, generator=generator, dtype=torch.float64)
+    e = (scaled_dot_score if scaled else dot_score)(q, K)[:, 0]  # (n_samples, n_f)
+    a = torch.softmax(e, dim=-1)
+    J = softmax_jacobian(e)
+    return float(a.max(-1).values.mean()), float(torch.linalg.matrix_norm(J).mean())
+
+
+# --------------------------------------------------------------------------
+# The chapter's task model: one attention layer whose score function varies.
+# --------------------------------------------------------------------------
+
+
+class ScoreComparisonModel(nn.Module):
+    """Task model for comparing score functions: ``y = W_c c + b_c`` with ``c`` from attention.
+
+    The query model is a linear map ``W_q`` ``(d_k, d_in)`` of the query input;
+    keys and values come from the features with ``W_K``, ``W_V`` (Eq. 1); the
+    score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
+    (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
+
+    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``;
+    returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
+    """
+
+    def __init__(self, score: str, d_in: int, d_f: int, d_k: int, n_classes: int) -> None:
+        super().__init__()
+        from ..general_model import GeneralAttention  # general_model imports this module
+
+        self.W_q = nn.Linear(d_in, d_k, bias=False)
+        self.attention = GeneralAttention(d_q=d_k, d_f=d_f, d_k=d_k, d_v=d_k, score=make_score(score, d_k, d_k))
+        self.out = nn.Linear(d_k, n_classes)
+
+    def forward(self, x_q: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        c, a = self.attention(self.W_q(x_q), F, mask)
+        return self.out(c), a
+
+
+_T = "tests/test_scoring.py::"
+
+
+def _entry(id_: str, title: str, impl: list[str], tests: list[str]) -> dict:
+    return {
+        "id": id_,
+        "title": title,
+        "chapter": CHAPTER,
+        "implemented_by": [f"attnsurvey.general_mechanisms.scoring.{x}" for x in impl],
+        "tested_by": [_T + t for t in tests],
+    }
+
+
+CATALOG = [
+    _entry(
+        "eq23",
+        "Attention score of one key, e_l = score(q, k_l), for all queries and keys at once",
+        ["make_score", "ScoreModule"],
+        ["test_every_score_matches_brute_force_loop", "test_make_score_builds_every_name", "test_batched_many_queries"],
+    ),
+    _entry(
+        "table2:additive",
+        "Additive score w^T act(W_1 q + W_2 k_l + b)",
+        ["additive_score", "AdditiveScore"],
+        ["test_every_score_matches_brute_force_loop", "test_additive_hand_computed"],
+    ),
+    _entry(
+        "table2:multiplicative",
+        "Multiplicative score q^T k_l",
+        ["dot_score", "DotScore"],
+        ["test_every_score_matches_brute_force_loop", "test_dot_hand_computed", "test_scores_that_need_equal_dims_reject_mismatch"],
+    ),
+    _entry(
+        "table2:scaled-multiplicative",
+        "Scaled multiplicative score q^T k_l / sqrt(d_k)",
+        ["scaled_dot_score", "ScaledDotScore"],
+        ["test_every_score_matches_brute_force_loop", "test_scaled_dot_matches_sdpa_weights"],
+    ),
+    _entry(
+        "table2:general",
+        "General score k_l^T W q",
+        ["general_score", "GeneralScore"],
+        ["test_every_score_matches_brute_force_loop", "test_general_with_identity_is_multiplicative"],
+    ),
+    _entry(
+        "table2:biased-general",
+        "Biased general score k_l^T (W q + b)",
+        ["biased_general_score", "BiasedGeneralScore"],
+        ["test_every_score_matches_brute_force_loop", "test_biased_general_bias_adds_key_term"],
+    ),
+    _entry(
+        "table2:activated-general",
+        "Activated general score act(k_l^T W q + b)",
+        ["activated_general_score", "ActivatedGeneralScore"],
+        ["test_every_score_matches_brute_force_loop", "test_activated_general_is_bounded"],
+    ),
+    _entry(
+        "table2:similarity",
+        "Similarity score: cosine similarity and negative Euclidean distance",
+        ["cosine_score", "euclidean_score", "CosineScore", "EuclideanScore"],
+        ["test_every_score_matches_brute_force_loop", "test_similarity_against_scipy"],
+    ),
+    _entry(
+        "extra:concat-score",
+        "Concat score v^T tanh(W [q; k_l]) (NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
+        ["concat_score", "ConcatScore"],
+        ["test_every_score_matches_brute_force_loop", "test_concat_is_additive_with_split_matrix"],
+    ),
+    _entry(
+        "extra:bilinear-score",
+        "Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed",
+        ["bilinear_score", "BilinearScore"],
+        ["test_every_score_matches_brute_force_loop", "test_bilinear_is_general_transposed"],
+    ),
+    _entry(
+        "extra:scaling-variance",
+        "Var(q^T k) = d_k for unit-variance entries; softmax saturation and vanishing gradients without 1/sqrt(d_k)",
+        ["dot_product_variance", "softmax_jacobian", "softmax_saturation"],
+        [
+            "test_dot_product_variance_is_d_k",
+            "test_softmax_jacobian_matches_autograd",
+            "test_unscaled_softmax_saturates_and_scaled_does_not",
+        ],
+    ),
+    _entry(
+        "extra:score-comparison-model",
+        "One attention task model whose score function is any row of Table II",
+        ["ScoreComparisonModel"],
+        ["test_score_comparison_model_learns_key_lookup"],
+    ),
+]

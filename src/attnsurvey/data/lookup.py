@@ -1,0 +1,79 @@
+"""Synthetic look-up tasks for §3.2.1 (score functions) and §3.2.3 (dimensionality).
+
+Both tasks have a known answer, are generated from an explicit
+``torch.Generator`` (nothing is downloaded), and are small enough to train on
+in a few seconds on a CPU.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {name}={value}")
+
+
+def key_lookup(
+    n: int,
+    n_f: int = 8,
+    d_key: int = 8,
+    n_classes: int = 4,
+    noise: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Noisy key look-up: find the stored item whose key the query resembles, return its label.
+
+    Each example stores ``n_f`` items. Item ``l`` is the feature vector
+    ``f_l = [k_l ; onehot(y_l)]`` with a random key ``k_l ~ N(0, I_{d_key})`` and
+    a random label ``y_l`` in ``{0, ..., n_classes - 1}``. The query input is
+    ``x_q = k_m + noise * eps`` for a random target item ``m``; the answer is
+    ``y_m``. A model must score the query against every key (Eq. 23), so the
+    task isolates the score function.
+
+    Returns ``x_q`` ``(n, d_key)``, ``F`` ``(n, n_f, d_key + n_classes)`` and the
+    targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
+    or a negative ``noise``.
+    """
+    _check_positive(n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, got {noise}")
+    keys = torch.randn(n, n_f, d_key, generator=generator)
+    labels = torch.randint(n_classes, (n, n_f), generator=generator)
+    target = torch.randint(n_f, (n,), generator=generator)
+    rows = torch.arange(n)
+    x_q = keys[rows, target] + noise * torch.randn(n, d_key, generator=generator)
+    F = torch.cat([keys, torch.nn.functional.one_hot(labels, n_classes).float()], dim=-1)
+    return x_q, F, labels[rows, target]
+
+
+def featurewise_lookup(
+    n: int, n_f: int = 4, d_v: int = 4, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Feature-wise look-up: every feature of the answer comes from a different item.
+
+    Each example holds ``n_f`` items in random order. Item ``l`` has a tag
+    ``t_l`` (a permutation of ``0 .. n_f-1``; its key is ``k_l = onehot(t_l)``)
+    and a value ``v_l`` in ``{-1, +1}^{d_v}``. The query is a recipe that names,
+    for every feature ``i``, the tag ``tau_i`` to read it from; ``q`` is the
+    concatenation of ``onehot(tau_i)`` over ``i`` (size ``d_v * n_f``). The answer
+    is ``y_i = [v_{l_i, i} > 0]`` with ``t_{l_i} = tau_i``, so different features
+    must be read from different items: one scalar weight per item (Eq. 4) cannot
+    do it, one weight per item *and feature* (Eq. 30) can.
+
+    Returns ``q`` ``(n, d_v * n_f)``, ``K`` ``(n, n_f, n_f)``, ``V`` ``(n, n_f, d_v)``
+    and ``y`` ``(n, d_v)`` (float 0/1). Raises ``ValueError`` for a size below 1.
+    """
+    _check_positive(n=n, n_f=n_f, d_v=d_v)
+    tags = torch.argsort(torch.rand(n, n_f, generator=generator), dim=-1)  # random permutation per example
+    K = torch.nn.functional.one_hot(tags, n_f).float()
+    V = torch.randint(2, (n, n_f, d_v), generator=generator).float() * 2 - 1
+    recipe = torch.randint(n_f, (n, d_v), generator=generator)  # tau_i for every feature i
+    q = torch.nn.functional.one_hot(recipe, n_f).float().reshape(n, d_v * n_f)
+    # position of the item with tag tau_i: invert the permutation
+    pos_of_tag = torch.argsort(tags, dim=-1)
+    src = torch.gather(pos_of_tag, 1, recipe)  # (n, d_v): the item each feature comes from
+    y = torch.gather(V, 1, src.unsqueeze(1)).squeeze(1)  # y[b, i] = V[b, src[b, i], i]
+    return q, K, V, (y > 0).float()
