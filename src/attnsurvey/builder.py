@@ -633,4 +633,11 @@ CATALOG = [
         "implemented_by": ["attnsurvey.builder.location_score", "attnsurvey.builder.LocationScore"],
         "tested_by": [_T + "test_location_score_ignores_keys_and_matches_hand_computation", _T + "test_location_score_rejects_long_inputs"],
     },
+    {
+        "id": "extra:combined-mechanisms",
+        "title": "§5 suggestions: multi-dimensional + multi-head, rotatory + multi-hop, capsule + multi-hop in one model",
+        "chapter": "chapters/ch05_conclusion.ipynb",
+        "implemented_by": ["attnsurvey.builder.build_model", "attnsurvey.builder.fit_and_evaluate"],
+        "tested_by": [_T + "test_combined_mechanisms_build"],
+    },
 ]
