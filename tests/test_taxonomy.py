@@ -69,3 +69,25 @@ def test_unknown_values_are_rejected():
         tx.TaxonomyPoint.from_strings(scoring="additive")
     with pytest.raises(ValueError, match="no Table III row"):
         tx.table3_row("table3:row18")
+
+
+def test_taxonomy_figure_draws_every_value_and_highlights_a_point():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = tx.table3_row("table3:row07").point
+    fig = tx.taxonomy_figure(highlight=p)
+    texts = {t.get_text(): t for t in fig.axes[0].texts}
+    for group, dims in tx.TAXONOMY.items():
+        assert group in texts
+        for dim in dims:
+            assert dim.replace("_", " ") in texts
+    n_values = sum(len(v) for g in tx.TAXONOMY.values() for v in g.values())
+    assert len(fig.axes[0].texts) == n_values + 8 + 3 + 1
+    bold = {t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold" and t.get_text() not in tx.TAXONOMY}
+    # the Transformer's values: scaled-multiplicative, self-attention, basic, multi-head, multi-hop, plus defaults
+    assert {"scaled-multiplicative", "self-attention", "multi-head", "multi-hop"} <= bold
+    assert "additive" not in bold
+    plt.close(fig)

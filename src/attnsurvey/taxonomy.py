@@ -190,3 +190,84 @@ def table3_row(entry_id: str) -> Table3Row:
         if row.id == entry_id:
             return row
     raise ValueError(f"no Table III row {entry_id!r}; ids run from table3:row01 to table3:row{len(TABLE3):02d}")
+
+
+def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
+    """Draw Fig. 3 as a tree (root -> 3 groups -> 8 dimensions -> values) with matplotlib.
+
+    With ``highlight``, the values a model uses are drawn in bold on a coloured
+    background, so the figure shows the model as a point of the space.
+    Returns the ``matplotlib.figure.Figure``.
+    """
+    import matplotlib.pyplot as plt
+
+    used = set()
+    if highlight is not None:
+        used = {(d, m) for d in DIMENSIONS for alt in getattr(highlight, d) for m in alt}
+    n_values = sum(len(v) for g in TAXONOMY.values() for v in g.values())
+    fig, ax = plt.subplots(figsize=(11, 0.32 * n_values + 1))
+    ax.set_axis_off()
+    y = 0.0
+    box = dict(boxstyle="round,pad=0.25", fc="white", ec="0.5")
+    group_ys = []
+    for group, dims in TAXONOMY.items():
+        dim_ys = []
+        for dim, values in dims.items():
+            ys = []
+            for v in values:
+                on = (dim, v) in used
+                ax.text(3.0, y, v, va="center", fontsize=8, fontweight="bold" if on else "normal",
+                        bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"))
+                ys.append(y)
+                y -= 1.0
+            dy = sum(ys) / len(ys)
+            ax.text(1.9, dy, dim.replace("_", " "), va="center", ha="center", fontsize=9, bbox=box)
+            for vy in ys:
+                ax.plot([2.45, 2.95], [dy, vy], color="0.6", lw=0.8)
+            dim_ys.append(dy)
+            y -= 0.4
+        gy = sum(dim_ys) / len(dim_ys)
+        ax.text(0.7, gy, group, va="center", ha="center", fontsize=10, fontweight="bold", bbox=box)
+        for dy in dim_ys:
+            ax.plot([1.15, 1.4], [gy, dy], color="0.4", lw=1.0)
+        group_ys.append(gy)
+    ry = sum(group_ys) / len(group_ys)
+    ax.text(-0.3, ry, "attention\nmechanisms", va="center", ha="center", fontsize=10, bbox=box)
+    for gy in group_ys:
+        ax.plot([0.05, 0.25], [ry, gy], color="0.3", lw=1.2)
+    ax.set_xlim(-0.8, 4.4)
+    ax.set_ylim(y, 1.0)
+    return fig
+
+
+_T = "tests/test_taxonomy.py::"
+_TB = "tests/test_builder.py::"
+CATALOG = [
+    {
+        "id": "extra:taxonomy-fig3",
+        "title": "Fig. 3: three groups, eight orthogonal dimensions and their values, as data and as a drawn tree",
+        "chapter": "chapters/ch03_taxonomy.ipynb",
+        "implemented_by": [
+            "attnsurvey.taxonomy.TAXONOMY", "attnsurvey.taxonomy.TaxonomyPoint", "attnsurvey.taxonomy.taxonomy_figure",
+        ],
+        "tested_by": [
+            _T + "test_fig3_has_three_groups_and_eight_dimensions",
+            _T + "test_unknown_values_are_rejected",
+            _T + "test_taxonomy_figure_draws_every_value_and_highlights_a_point",
+        ],
+    },
+] + [
+    {
+        "id": row.id,
+        "title": f"Table III: {row.model} [{row.reference}] — " + "; ".join(
+            f"{d.replace('_', ' ')}: {v}" for d, v in row.point.as_strings().items()
+        ),
+        "chapter": "chapters/ch04_evaluation_taxonomy.ipynb",
+        "implemented_by": ["attnsurvey.taxonomy.TABLE3", "attnsurvey.builder.build_model"],
+        "tested_by": [
+            _TB + f"test_table3_row_builds_runs_and_describes[{row.id}]",
+            _T + "test_table3_spot_checks_against_the_survey",
+        ],
+    }
+    for row in TABLE3
+]
