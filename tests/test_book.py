@@ -42,3 +42,25 @@ def test_notebook_outputs_are_stored_and_clean(path):
             assert out["output_type"] != "error", f"stored error output in {path.name}"
             if out["output_type"] == "display_data" or out["output_type"] == "execute_result":
                 assert "image/svg+xml" not in out.get("data", {}), "figures are stored as PNG, not SVG"
+
+
+def test_bibliography_parses_and_every_entry_is_complete():
+    from pybtex.database import parse_file
+
+    text = (ROOT / "book" / "references.bib").read_text()
+    keys = [line.split("{", 1)[1].rstrip(",") for line in text.splitlines() if line.startswith("@")]
+    assert len(keys) == len(set(keys)), "duplicate bibliography keys"
+    db = parse_file(str(ROOT / "book" / "references.bib"))
+    assert len(db.entries) == len(keys)
+    for key, entry in db.entries.items():
+        assert "title" in entry.fields and "year" in entry.fields and entry.persons.get("author"), key
+
+
+def test_glossary_terms_are_separated_and_unique():
+    text = (ROOT / "book" / "glossary.md").read_text()
+    block = text.split("```{glossary}", 1)[1].split("```", 1)[0].strip("\n").split("\n")
+    terms = [line for line in block if line and not line.startswith(" ")]
+    assert len(terms) == len(set(terms)), "a glossary term is defined twice"
+    for i, line in enumerate(block):
+        if line and not line.startswith(" ") and i > 0:
+            assert block[i - 1] == "", f"glossary term {line!r} must follow a blank line"
