@@ -1,0 +1,102 @@
+"""Synthetic sequence-transduction tasks (Chapter 1): reverse, copy or sort a sequence.
+
+Each task has a known answer *and* a known alignment: to write output token
+``t`` of the reversed sequence, a model should look at input position
+``n - 1 - t``. That makes these tasks the simplest test of whether an
+encoder-decoder has learned where to look.
+
+Token ids: ``PAD = 0`` (padding, ignored by losses), ``BOS = 1`` (the
+begin-of-sequence token the decoder starts from) and the symbols
+``2 ... vocab_size - 1``. All sampling goes through an explicit
+``torch.Generator``, so a seed fixes the data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+PAD = 0
+BOS = 1
+FIRST_SYMBOL = 2
+TASKS = ("reverse", "copy", "sort")
+
+
+@dataclass
+class SeqBatch:
+    """A batch of a transduction task, padded on the right with ``PAD``.
+
+    src: ``(B, n_x)`` input tokens; tgt_in: ``(B, n_y)`` decoder inputs for
+    teacher forcing (``BOS`` then the target shifted right); tgt_out: ``(B, n_y)``
+    targets; lengths: ``(B,)`` true lengths (here ``n_y = n_x`` per example).
+    """
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    lengths: Tensor
+
+    def __iter__(self):
+        return iter((self.src, self.tgt_in, self.tgt_out, self.lengths))
+
+
+def target_positions(task: str, src: Tensor, lengths: Tensor) -> Tensor:
+    """The source position each output token is copied from, ``(B, n_x)`` (-1 on padding).
+
+    For ``reverse`` this is the anti-diagonal ``n - 1 - t``; for ``copy`` the
+    diagonal ``t``; for ``sort`` the (stable) arg-sort of the valid tokens.
+    It is the ground-truth alignment of the task. Raises ``ValueError`` for an
+    unknown task.
+    """
+    _check_task(task)
+    B, n = src.shape
+    t = torch.arange(n).expand(B, n)
+    valid = t < lengths[:, None]
+    if task == "copy":
+        pos = t.clone()
+    elif task == "reverse":
+        pos = lengths[:, None] - 1 - t
+    else:  # sort: padding sorts last because it is replaced by a large key
+        keys = src.masked_fill(~valid, torch.iinfo(src.dtype).max)
+        pos = torch.argsort(keys, dim=1, stable=True)
+    return pos.masked_fill(~valid, -1)
+
+
+def transduction_batch(
+    batch_size: int,
+    lengths: int | tuple[int, int],
+    vocab_size: int = 12,
+    task: str = "reverse",
+    generator: torch.Generator | None = None,
+) -> SeqBatch:
+    """Sample a batch of the ``task`` ("reverse", "copy" or "sort").
+
+    batch_size: B. lengths: a fixed length ``n`` or an inclusive range
+    ``(min, max)`` sampled uniformly per example (then the batch is padded to
+    the longest). vocab_size: number of token ids including ``PAD`` and ``BOS``.
+    Returns a :class:`SeqBatch`. Raises ``ValueError`` for an unknown task, a
+    non-positive size or length, or a vocabulary without symbols.
+    """
+    _check_task(task)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if vocab_size <= FIRST_SYMBOL:
+        raise ValueError(f"vocab_size must exceed {FIRST_SYMBOL} (PAD and BOS are reserved), got {vocab_size}")
+    lo, hi = (lengths, lengths) if isinstance(lengths, int) else lengths
+    if not 1 <= lo <= hi:
+        raise ValueError(f"lengths must satisfy 1 <= min <= max, got {lengths}")
+    lens = torch.randint(lo, hi + 1, (batch_size,), generator=generator)
+    n = int(lens.max())
+    src = torch.randint(FIRST_SYMBOL, vocab_size, (batch_size, n), generator=generator)
+    valid = torch.arange(n)[None, :] < lens[:, None]
+    src = src.masked_fill(~valid, PAD)
+    pos = target_positions(task, src, lens)
+    tgt_out = torch.gather(src, 1, pos.clamp_min(0)).masked_fill(~valid, PAD)
+    tgt_in = torch.cat([torch.full((batch_size, 1), BOS), tgt_out[:, :-1]], dim=1)
+    return SeqBatch(src, tgt_in, tgt_out, lens)
+
+
+def _check_task(task: str) -> None:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {list(TASKS)}")

@@ -1,0 +1,182 @@
+"""Synthetic "find the item that matches the query" task (Chapter 2, §2.3), and its task model.
+
+Each example is a collection of ``n`` items. Item ``l`` carries a random unit
+*key part* ``u_l`` (``d_u`` numbers) and a class label ``y_l`` (one of ``C``);
+its feature vector is ``f_l = [u_l; onehot(y_l)]``. The query is a noisy copy
+of one item's key part, and the answer is that item's label. A model must
+*look up* the matching item; averaging all items (mean pooling) cannot.
+
+The same items are organised three ways (§2.3 of the survey):
+
+* ``"sequence"``: ``F`` is ``(B, n, d_f)``;
+* ``"grid"``: ``F`` is ``(B, H, W, d_f)``, an image-like feature map, which
+  attention reads as the flattened set ``(B, H*W, d_f)``;
+* ``"graph"``: ``F`` holds the nodes ``(B, n, d_f)`` of a random graph; the
+  query sits at one node and may only look at that node's neighbours, so the
+  adjacency row becomes the attention mask.
+
+:class:`TaskModel` is Fig. 1 in code: a feature model, a query model, an
+attention model and an output model. With ``pool="mean"`` the attention
+model is replaced by uniform weights over the allowed items (mean pooling),
+the baseline of the chapter's experiment.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..general_model import GeneralAttention, OutputModel, align, context
+from ..training import accuracy
+
+LAYOUTS = ("sequence", "grid", "graph")
+
+
+@dataclass
+class MatchBatch:
+    """A batch of the match-the-query task.
+
+    F: ``(B, n, d_f)`` (or ``(B, H, W, d_f)`` for a grid); q: ``(B, d_u)`` queries;
+    y: ``(B,)`` labels to predict; target: ``(B,)`` index of the matching item
+    in the flattened set; mask: ``(B, n)`` boolean, ``True`` = may attend;
+    adjacency: ``(B, n, n)`` for graphs, else None.
+    """
+
+    F: Tensor
+    q: Tensor
+    y: Tensor
+    target: Tensor
+    mask: Tensor
+    adjacency: Tensor | None = None
+
+    def flat_F(self) -> Tensor:
+        """The items as a set of row vectors ``(B, n, d_f)``, whatever the layout."""
+        return self.F.flatten(1, -2) if self.F.dim() == 4 else self.F
+
+
+def match_query_batch(
+    batch_size: int,
+    n_items: int = 16,
+    d_u: int = 8,
+    n_classes: int = 4,
+    layout: str = "sequence",
+    noise: float = 0.3,
+    edge_prob: float = 0.3,
+    generator: torch.Generator | None = None,
+) -> MatchBatch:
+    """Sample a batch of the task in one ``layout`` ("sequence", "grid" or "graph").
+
+    n_items: ``n`` (for a grid, a perfect square ``H = W = sqrt(n)``); d_u: size
+    of the key part; n_classes: ``C``; noise: standard deviation of the noise
+    added to the query; edge_prob: probability of each undirected edge of the
+    random graph (the query node always gets at least one neighbour).
+    Raises ``ValueError`` for an unknown layout, a non-square grid or sizes < 1.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {list(LAYOUTS)}")
+    if min(batch_size, n_items, d_u, n_classes) < 1 or (layout == "graph" and n_items < 2):
+        raise ValueError(
+            f"need batch_size, n, d_u, C >= 1 (n >= 2 for a graph), got {batch_size}, {n_items}, {d_u}, {n_classes}"
+        )
+    side = int(round(n_items**0.5))
+    if layout == "grid" and side * side != n_items:
+        raise ValueError(f"a grid needs n = H * W with H = W, got n={n_items}")
+    B, n = batch_size, n_items
+    u = torch.randn(B, n, d_u, generator=generator)
+    u = u / u.norm(dim=-1, keepdim=True)
+    labels = torch.randint(0, n_classes, (B, n), generator=generator)
+    F = torch.cat([u, nn.functional.one_hot(labels, n_classes).float()], dim=-1)
+    adjacency = None
+    mask = torch.ones(B, n, dtype=torch.bool)
+    if layout == "graph":
+        coin = torch.rand(B, n, n, generator=generator) < edge_prob
+        adjacency = torch.triu(coin, diagonal=1)
+        adjacency = adjacency | adjacency.transpose(1, 2)
+        centre = torch.randint(0, n, (B,), generator=generator)
+        # guarantee a neighbour: link the centre to the next node (mod n)
+        nxt = (centre + 1) % n
+        adjacency[torch.arange(B), centre, nxt] = True
+        adjacency[torch.arange(B), nxt, centre] = True
+        mask = adjacency[torch.arange(B), centre]
+    # the target is a uniformly chosen allowed item
+    target = torch.multinomial(mask.float(), 1, generator=generator).squeeze(1)
+    rows = torch.arange(B)
+    q = u[rows, target] + noise * torch.randn(B, d_u, generator=generator)
+    y = labels[rows, target]
+    if layout == "grid":
+        F = F.view(B, side, side, -1)
+    return MatchBatch(F, q, y, target, mask, adjacency)
+
+
+class TaskModel(nn.Module):
+    """The task model of Fig. 1: feature model -> (query model, attention model) -> output model.
+
+    feature model: ``f_l -> W_F f_l`` (linear); query model: ``q -> W_Q q``
+    (linear); attention model: :class:`attnsurvey.general_model.GeneralAttention`
+    (Eq. 1-4, scaled multiplicative score by default), or with ``pool="mean"``
+    uniform weights over the allowed items; output model: Eq. (5).
+
+    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask ``(B, n)``
+    returns logits ``(B, C)`` and weights ``(B, n)``.
+    Raises ``ValueError`` for an unknown ``pool``.
+    """
+
+    def __init__(self, d_f: int, d_u: int, n_classes: int, d: int = 32, pool: str = "attention", score: str = "scaled-multiplicative"):
+        super().__init__()
+        if pool not in ("attention", "mean"):
+            raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")
+        self.pool = pool
+        self.feature_model = nn.Linear(d_f, d)
+        self.query_model = nn.Linear(d_u, d)
+        self.attention = GeneralAttention(d_q=d, d_f=d, score=score)
+        self.output = OutputModel(d, n_classes)
+
+    def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        feats = self.feature_model(F)
+        if self.pool == "attention":
+            c, a = self.attention(self.query_model(q), feats, mask=mask)
+        else:
+            _, V = self.attention.keys_values(feats)
+            e = torch.zeros(V.shape[:-1], dtype=V.dtype)  # a constant score: every item alike
+            a = align(e, mask)
+            c = context(a.unsqueeze(-2), V).squeeze(-2)
+        return self.output.logits(c), a
+
+
+def fit_match_query(
+    model: TaskModel, steps: int, generator: torch.Generator, batch_size: int = 64, lr: float = 1e-2, **task
+):
+    """Train ``model`` on fresh batches of :func:`match_query_batch` (``task`` = its keyword arguments)."""
+    from ..training import train
+
+    def batches():
+        for _ in range(steps):
+            b = match_query_batch(batch_size, generator=generator, **task)
+            yield b.flat_F(), b.q, b.mask, b.y
+
+    def loss_fn(m: TaskModel, batch) -> Tensor:
+        F, q, mask, y = batch
+        return nn.functional.cross_entropy(m(F, q, mask)[0], y)
+
+    return train(model, loss_fn, batches(), lr=lr)
+
+
+@torch.no_grad()
+def evaluate_match_query(model: TaskModel, n: int, generator: torch.Generator, **task) -> dict[str, float]:
+    """Label accuracy, and how often the largest weight falls on the matching item."""
+    b = match_query_batch(n, generator=generator, **task)
+    logits, a = model(b.flat_F(), b.q, b.mask)
+    return {"accuracy": accuracy(logits, b.y), "hit": float((a.argmax(-1) == b.target).float().mean())}
+
+
+_T = "tests/test_data_sets.py::"
+CATALOG = [
+    {
+        "id": "extra:task-model",
+        "title": "The task model of Fig. 1: feature, query, attention and output models composed",
+        "chapter": "chapters/ch02_general_attention_model.ipynb",
+        "implemented_by": ["attnsurvey.data.sets.TaskModel"],
+        "tested_by": [_T + "test_task_model_is_the_composition_of_fig1", _T + "test_mean_pool_baseline_is_uniform_attention"],
+    },
+]
