@@ -85,3 +85,29 @@ def show(fig) -> None:
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     display(Image(buf.getvalue()))
+
+
+def draw_box(ax, xy, text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9) -> None:
+    """Draw a rounded box of width ``w`` and height ``h`` centred at ``xy`` with ``text`` (for diagrams)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(
+        FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333")
+    )
+    ax.text(*xy, text, ha="center", va="center", fontsize=fs)
+
+
+def draw_arrow(
+    ax, a, b, text: str | None = None, color: str = "#444", rad: float = 0.0, lw: float = 1.1, alpha: float = 1.0
+) -> None:
+    """Draw an arrow from ``a`` to ``b`` (curved when ``rad`` != 0), optionally labelled at its middle."""
+    from matplotlib.patches import FancyArrowPatch
+
+    ax.add_patch(
+        FancyArrowPatch(
+            a, b, arrowstyle="-|>", mutation_scale=10, color=color, lw=lw, alpha=alpha,
+            connectionstyle=f"arc3,rad={rad}",
+        )
+    )
+    if text:
+        ax.text((a[0] + b[0]) / 2, (a[1] + b[1]) / 2 + 0.12, text, ha="center", fontsize=8, color="#333")
