@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from attnsurvey import general_model as gm
-from attnsurvey.data.sets import TaskModel, match_query_batch
+from attnsurvey.data.sets import match_query_batch
+from attnsurvey.general_model import TaskModel
 
 
 def gen(seed: int = 0) -> torch.Generator:

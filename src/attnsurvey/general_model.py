@@ -267,6 +267,41 @@ class KeyValueMemory(nn.Module):
         return self.read(Q, mask)
 
 
+class TaskModel(nn.Module):
+    """The task model of Fig. 1: feature model -> (query model, attention model) -> output model.
+
+    feature model: ``f_l -> W_F f_l`` (linear); query model: ``q -> W_Q q``
+    (linear); attention model: :class:`attnsurvey.general_model.GeneralAttention`
+    (Eq. 1-4, scaled multiplicative score by default), or with ``pool="mean"``
+    uniform weights over the allowed items; output model: Eq. (5).
+
+    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask ``(B, n)``
+    returns logits ``(B, C)`` and weights ``(B, n)``.
+    Raises ``ValueError`` for an unknown ``pool``.
+    """
+
+    def __init__(self, d_f: int, d_u: int, n_classes: int, d: int = 32, pool: str = "attention", score: str = "scaled-multiplicative"):
+        super().__init__()
+        if pool not in ("attention", "mean"):
+            raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")
+        self.pool = pool
+        self.feature_model = nn.Linear(d_f, d)
+        self.query_model = nn.Linear(d_u, d)
+        self.attention = GeneralAttention(d_q=d, d_f=d, score=score)
+        self.output = OutputModel(d, n_classes)
+
+    def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        feats = self.feature_model(F)
+        if self.pool == "attention":
+            c, a = self.attention(self.query_model(q), feats, mask=mask)
+        else:
+            _, V = self.attention.keys_values(feats)
+            e = torch.zeros(V.shape[:-1], dtype=V.dtype)  # a constant score: every item alike
+            a = align(e, mask)
+            c = context(a.unsqueeze(-2), V).squeeze(-2)
+        return self.output.logits(c), a
+
+
 _T = "tests/test_general_model.py::"
 CATALOG = [
     {
@@ -338,6 +373,16 @@ CATALOG = [
             _T + "test_permutation_invariance_of_single_query",
             _T + "test_permutation_equivariance_of_queries",
             _T + "test_grid_and_graph_are_flattened_sets",
+        ],
+    },
+    {
+        "id": "extra:task-model",
+        "title": "The task model of Fig. 1: feature, query, attention and output models composed",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_model.TaskModel"],
+        "tested_by": [
+            "tests/test_data_sets.py::test_task_model_is_the_composition_of_fig1",
+            "tests/test_data_sets.py::test_mean_pool_baseline_is_uniform_attention",
         ],
     },
 ]

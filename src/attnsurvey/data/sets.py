@@ -15,7 +15,7 @@ The same items are organised three ways (§2.3 of the survey):
   query sits at one node and may only look at that node's neighbours, so the
   adjacency row becomes the attention mask.
 
-:class:`TaskModel` is Fig. 1 in code: a feature model, a query model, an
+:class:`attnsurvey.general_model.TaskModel` is Fig. 1 in code: a feature model, a query model, an
 attention model and an output model. With ``pool="mean"`` the attention
 model is replaced by uniform weights over the allowed items (mean pooling),
 the baseline of the chapter's experiment.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..general_model import GeneralAttention, OutputModel, align, context
+from ..general_model import TaskModel
 from ..training import accuracy
 
 LAYOUTS = ("sequence", "grid", "graph")
@@ -109,41 +109,6 @@ def match_query_batch(
     return MatchBatch(F, q, y, target, mask, adjacency)
 
 
-class TaskModel(nn.Module):
-    """The task model of Fig. 1: feature model -> (query model, attention model) -> output model.
-
-    feature model: ``f_l -> W_F f_l`` (linear); query model: ``q -> W_Q q``
-    (linear); attention model: :class:`attnsurvey.general_model.GeneralAttention`
-    (Eq. 1-4, scaled multiplicative score by default), or with ``pool="mean"``
-    uniform weights over the allowed items; output model: Eq. (5).
-
-    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask ``(B, n)``
-    returns logits ``(B, C)`` and weights ``(B, n)``.
-    Raises ``ValueError`` for an unknown ``pool``.
-    """
-
-    def __init__(self, d_f: int, d_u: int, n_classes: int, d: int = 32, pool: str = "attention", score: str = "scaled-multiplicative"):
-        super().__init__()
-        if pool not in ("attention", "mean"):
-            raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")
-        self.pool = pool
-        self.feature_model = nn.Linear(d_f, d)
-        self.query_model = nn.Linear(d_u, d)
-        self.attention = GeneralAttention(d_q=d, d_f=d, score=score)
-        self.output = OutputModel(d, n_classes)
-
-    def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        feats = self.feature_model(F)
-        if self.pool == "attention":
-            c, a = self.attention(self.query_model(q), feats, mask=mask)
-        else:
-            _, V = self.attention.keys_values(feats)
-            e = torch.zeros(V.shape[:-1], dtype=V.dtype)  # a constant score: every item alike
-            a = align(e, mask)
-            c = context(a.unsqueeze(-2), V).squeeze(-2)
-        return self.output.logits(c), a
-
-
 def fit_match_query(
     model: TaskModel, steps: int, generator: torch.Generator, batch_size: int = 64, lr: float = 1e-2, **task
 ):
@@ -168,15 +133,3 @@ def evaluate_match_query(model: TaskModel, n: int, generator: torch.Generator, *
     b = match_query_batch(n, generator=generator, **task)
     logits, a = model(b.flat_F(), b.q, b.mask)
     return {"accuracy": accuracy(logits, b.y), "hit": float((a.argmax(-1) == b.target).float().mean())}
-
-
-_T = "tests/test_data_sets.py::"
-CATALOG = [
-    {
-        "id": "extra:task-model",
-        "title": "The task model of Fig. 1: feature, query, attention and output models composed",
-        "chapter": "chapters/ch02_general_attention_model.ipynb",
-        "implemented_by": ["attnsurvey.data.sets.TaskModel"],
-        "tested_by": [_T + "test_task_model_is_the_composition_of_fig1", _T + "test_mean_pool_baseline_is_uniform_attention"],
-    },
-]
