@@ -118,7 +118,8 @@ class VQAModel(nn.Module):
     question weights (n, QUESTION_LEN))``. For ``mean-pooling`` the weights are
     uniform over cells and real tokens (no attention at all); for
     ``question-independent`` the image weights come from the query-less score of
-    Eq. (7) and the question is mean-pooled.
+    Eq. (7) and the question is mean-pooled; for ``multi-grained`` they are the
+    average of its coarse and fine weights.
     """
 
     def __init__(self, variant: str, d: int = 16, d_w: int = 16) -> None:
@@ -159,8 +160,8 @@ class VQAModel(nn.Module):
             return self.output.logits(c), a_img, a_q
         out = self.att(F_q, F_img, mask1=mq)
         if self.variant == "multi-grained":
-            c = out.c
-            a_q, a_img = out.fine.a1, out.fine.a2
+            c = out.c  # its two image weightings are averaged (a distribution again)
+            a_q, a_img = (out.coarse.a1 + out.fine.a1) / 2, (out.coarse.a2 + out.fine.a2) / 2
         else:
             c = torch.cat([out.c1, out.c2], -1)
             a_q, a_img = out.a1, out.a2
