@@ -1,0 +1,913 @@
+"""§3.1.1 Multiplicity of features, part 1: co-attention, Eq. (6)-(16).
+
+Co-attention attends to two feature sets at once, each guided by the other.
+The survey splits it into two groups:
+
+* **coarse-grained**: a compact summary (one vector) of one set is the query
+  for the other set;
+  - *alternating* co-attention (Fig. 4): a query-less attention over set 1
+    (Eq. 7, a variant of the additive score Eq. 6) gives ``c^(0)``, which
+    queries set 2 (Eq. 8) to give ``c^(2)``, which queries set 1 again (Eq. 9)
+    to give ``c^(1)``; the steps are sequential;
+  - *interactive* co-attention (Fig. 5): the unweighted mean key of each set
+    (Eq. 10) queries the other set (Eq. 11); both directions run in parallel;
+* **fine-grained**: every vector of one set acts as a query, through an
+  *affinity matrix* ``A`` of shape ``(n_f^(1), n_f^(2))``, either bilinear
+  (Eq. 12) or a weighted concatenation (Eq. 13);
+  - *parallel* co-attention (Fig. 6): aggregated additive scores (Eq. 14-15);
+  - *max-pooled affinity* scores (Eq. 16): the best match of each row/column;
+* **multi-grained**: coarse and fine together, four context vectors.
+
+The NLP review's *bi-directional attention* (K2Q and Q2K; coarse or fine;
+parallel or alternating) is the same family under another name;
+:func:`bidirectional_attention` implements it and the tests show where it
+coincides with the survey's forms.
+
+Shapes are batch-first rows: a feature set ``F^(i)`` is ``(..., n_f^(i), d_f^(i))``,
+its keys ``K^(i)`` ``(..., n_f^(i), d_k^(i))`` and values ``V^(i)``
+``(..., n_f^(i), d_v^(i))``. A coarse-grained module returns one context vector
+per example and set: ``c^(i)`` ``(..., d_v^(i))`` with weights ``a^(i)``
+``(..., n_f^(i))``. The affinity matrix is ``(..., n_f^(1), n_f^(2))``, exactly
+the survey's ``A`` (its rows index set 1). Weights keep the survey's shapes.
+
+Masks are per set: boolean ``(..., n_f^(i))``, ``True`` = this feature vector is
+real (may be attended), ``False`` = padding. A set that is fully masked gets
+all-zero weights and a zero context vector; its mean key (Eq. 10) is zero.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..general_mechanisms.scoring import AdditiveScore, additive_score
+from ..general_model import attend, keys_values
+from ..masking import masked_softmax
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+QuerylessScoreFn = Callable[[Tensor], Tensor]
+Activation = Callable[[Tensor], Tensor]
+
+CHAPTER = "chapters/ch03_1_1_feature_multiplicity.ipynb"
+
+
+class CoAttention(NamedTuple):
+    """Result of a co-attention module: a context vector and weights per feature set.
+
+    ``c1`` ``(..., d_v^(1))``, ``c2`` ``(..., d_v^(2))``, ``a1`` ``(..., n_f^(1))``,
+    ``a2`` ``(..., n_f^(2))``.
+    """
+
+    c1: Tensor
+    c2: Tensor
+    a1: Tensor
+    a2: Tensor
+
+
+class AlternatingCoAttentionOutput(NamedTuple):
+    """Result of alternating co-attention (Fig. 4).
+
+    ``c1, c2, a1, a2`` as :class:`CoAttention`; ``c0`` ``(..., d_v^(1))`` and
+    ``a0`` ``(..., n_f^(1))`` are the query-less first step (Eq. 7).
+    """
+
+    c1: Tensor
+    c2: Tensor
+    a1: Tensor
+    a2: Tensor
+    c0: Tensor
+    a0: Tensor
+
+
+class MultiGrainedOutput(NamedTuple):
+    """Result of multi-grained co-attention.
+
+    ``c`` ``(..., 2 d_v^(1) + 2 d_v^(2))`` is ``concat(c1_coarse, c2_coarse,
+    c1_fine, c2_fine)``; ``coarse`` and ``fine`` are the two :class:`CoAttention`
+    results it is made of.
+    """
+
+    c: Tensor
+    coarse: CoAttention
+    fine: CoAttention
+
+
+# --------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------
+
+
+def _check_set(K: Tensor, V: Tensor | None, i: str, allow_empty: bool = False) -> None:
+    """Validate one feature set's keys ``K^(i)`` and values ``V^(i)``."""
+    as_tensor(K, f"K^({i})")
+    check_min_rank(K, 2, f"K^({i})", f"(..., n_f^({i}), d_k^({i}))")
+    if not allow_empty:
+        check_nonempty(K, -2, f"K^({i})", f"n_f^({i})")
+    if V is not None:
+        as_tensor(V, f"V^({i})")
+        check_min_rank(V, 2, f"V^({i})", f"(..., n_f^({i}), d_v^({i}))")
+        check_dim_equal(K.shape[-2], V.shape[-2], f"feature set {i}", f"n_f^({i}) of K^({i})", f"n_f^({i}) of V^({i})")
+        check_batch_broadcast(K, V, f"K^({i})", f"V^({i})")
+
+
+def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
+    """Validate a per-set mask ``(..., n_f^(i))`` against keys ``K^(i)``."""
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise ValueError(f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
+    if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
+        raise ValueError(
+            f"mask{i} must have shape (..., n_f^({i})) with n_f^({i})={K.shape[-2]}, got {tuple(mask.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"batch dimensions of mask{i} {tuple(mask.shape)} and K^({i}) {tuple(K.shape)} do not broadcast"
+        ) from None
+
+
+def _check_pair(K1: Tensor, K2: Tensor) -> None:
+    check_batch_broadcast(K1, K2, "K^(1)", "K^(2)")
+    if K1.dtype != K2.dtype:
+        raise ValueError(f"K^(1) and K^(2) must share a dtype, got {K1.dtype} and {K2.dtype}")
+
+
+def attend_vector(
+    q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
+
+    q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask:
+    boolean ``(..., n_f)``, ``True`` = may attend. Returns ``(c, a)`` with
+    ``c`` ``(..., d_v)`` and ``a`` ``(..., n_f)``. An empty set (``n_f = 0``) or a
+    fully-masked one gives ``c = 0``. Raises ``ValueError`` on shape problems.
+    """
+    as_tensor(q, "q")
+    m = None if mask is None else mask.unsqueeze(-2)
+    c, a = attend(q.unsqueeze(-2), K, V, m, score)
+    return c.squeeze(-2), a.squeeze(-2)
+
+
+# --------------------------------------------------------------------------
+# Coarse-grained co-attention
+# --------------------------------------------------------------------------
+
+
+def queryless_additive_score(
+    K: Tensor, W: Tensor, w: Tensor, b: Tensor | None = None, act: Activation = torch.tanh
+) -> Tensor:
+    """Query-less additive score, Eq. (7): ``e_l^(0) = w^(1)T act(W^(1) k_l^(1) + b^(1))``.
+
+    It is the additive score of Eq. (6) without the ``W_1 q`` term: the "query"
+    is learned into the bias (see :func:`absorbed_query_bias`), so it asks the
+    generic question "which feature vectors matter most?".
+    K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)`` or None.
+    Returns e ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+    """
+    as_tensor(K, "K^(1)")
+    check_min_rank(K, 2, "K^(1)", "(..., n_f^(1), d_k^(1))")
+    as_tensor(w, "w^(1)")
+    if w.dim() != 1:
+        raise ValueError(f"w^(1) must have shape (d_w,), got {tuple(w.shape)}")
+    check_weight(W, (w.shape[0], K.shape[-1]), "W^(1)", "(d_w, d_k^(1))")
+    h = K @ W.T
+    if b is not None:
+        check_weight(b, (w.shape[0],), "b^(1)", "(d_w,)")
+        h = h + b
+    return act(h) @ w
+
+
+def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
+    """The bias that turns Eq. (6) with a fixed query ``q`` into Eq. (7): ``W_1 q + b``.
+
+    q: ``(d_q,)``; W1: ``(d_w, d_q)``; b: ``(d_w,)``. Returns ``(d_w,)``.
+    ``additive_score(q, K, W1, W2, w, b) == queryless_additive_score(K, W2, w, W1 q + b)``.
+    """
+    check_weight(W1, (b.shape[0], q.shape[-1]), "W_1", "(d_w, d_q)")
+    return W1 @ q + b
+
+
+def alternating_co_attention(
+    K1: Tensor,
+    V1: Tensor,
+    K2: Tensor,
+    V2: Tensor,
+    score0: QuerylessScoreFn,
+    score2: ScoreFn,
+    score1: ScoreFn,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> AlternatingCoAttentionOutput:
+    """Alternating co-attention (Fig. 4), Eq. (7)-(9).
+
+    1. ``e^(0) = score0(K^(1))`` (Eq. 7, no query), ``c^(0) = sum a^(0)_l v^(1)_l``;
+    2. ``e^(2)_l = score2(c^(0), k^(2)_l)`` (Eq. 8), ``c^(2) = sum a^(2)_l v^(2)_l``;
+    3. ``e^(1)_l = score1(c^(2), k^(1)_l)`` (Eq. 9), ``c^(1) = sum a^(1)_l v^(1)_l``.
+
+    K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``; K2, V2 likewise.
+    score0 maps ``K^(1)`` to ``(..., n_f^(1))``; score2 takes queries of size
+    ``d_v^(1)`` and keys of size ``d_k^(2)``; score1 queries of size ``d_v^(2)``
+    and keys of size ``d_k^(1)`` (both in the ``score(Q, K)`` form of Table II).
+    mask1, mask2: boolean ``(..., n_f^(i))``. The steps are sequential: each
+    needs the previous context vector. Raises ``ValueError`` on empty or
+    mismatched feature sets.
+    """
+    _check_set(K1, V1, "1")
+    _check_set(K2, V2, "2")
+    _check_pair(K1, K2)
+    _check_set_mask(mask1, K1, "1")
+    _check_set_mask(mask2, K2, "2")
+    e0 = score0(K1)
+    if e0.shape[-1] != K1.shape[-2]:
+        raise ValueError(f"score0 must return (..., n_f^(1)={K1.shape[-2]}), got {tuple(e0.shape)}")
+    a0 = masked_softmax(e0, mask1)
+    c0 = (a0.unsqueeze(-2) @ V1).squeeze(-2)
+    c2, a2 = attend_vector(c0, K2, V2, score2, mask2)
+    c1, a1 = attend_vector(c2, K1, V1, score1, mask1)
+    return AlternatingCoAttentionOutput(c1, c2, a1, a2, c0, a0)
+
+
+def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Unweighted average key, Eq. (10): ``k_bar = (1/n_f) sum_l k_l``.
+
+    K: ``(..., n_f, d_k)``; mask: boolean ``(..., n_f)`` (only ``True`` rows are
+    averaged). Returns ``(..., d_k)``. A fully-masked set has mean zero.
+    Raises ``ValueError`` for an empty set or a bad mask.
+    """
+    _check_set(K, None, "i")
+    _check_set_mask(mask, K, "")
+    if mask is None:
+        return K.mean(-2)
+    m = mask.to(K.dtype).unsqueeze(-1)
+    return (K * m).sum(-2) / m.sum(-2).clamp_min(1.0)
+
+
+def interactive_co_attention(
+    K1: Tensor,
+    V1: Tensor,
+    K2: Tensor,
+    V2: Tensor,
+    score1: ScoreFn,
+    score2: ScoreFn,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> CoAttention:
+    """Interactive co-attention (Fig. 5), Eq. (10)-(11).
+
+    ``e^(1)_l = score1(k_bar^(2), k^(1)_l)`` and ``e^(2)_l = score2(k_bar^(1), k^(2)_l)``,
+    with the mean keys of Eq. (10); both directions are independent, so they
+    can run in parallel. K1, V1, K2, V2 and masks as in
+    :func:`alternating_co_attention`. score1 takes queries of size ``d_k^(2)``
+    and keys of size ``d_k^(1)``; score2 the reverse.
+    Raises ``ValueError`` on empty or mismatched feature sets.
+    """
+    _check_set(K1, V1, "1")
+    _check_set(K2, V2, "2")
+    _check_pair(K1, K2)
+    _check_set_mask(mask1, K1, "1")
+    _check_set_mask(mask2, K2, "2")
+    k1_bar, k2_bar = mean_key(K1, mask1), mean_key(K2, mask2)
+    c1, a1 = attend_vector(k2_bar, K1, V1, score1, mask1)
+    c2, a2 = attend_vector(k1_bar, K2, V2, score2, mask2)
+    return CoAttention(c1, c2, a1, a2)
+
+
+# --------------------------------------------------------------------------
+# Fine-grained co-attention
+# --------------------------------------------------------------------------
+
+
+def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch.tanh) -> Tensor:
+    """Bilinear affinity matrix, Eq. (12): ``A = act(K^(1)T W_A K^(2))``.
+
+    ``A_ij = act(k_i^(1)T W_A k_j^(2))`` compares every vector of set 1 with
+    every vector of set 2, even when ``d_k^(1) != d_k^(2)``.
+    K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``;
+    W_A: ``(d_k^(1), d_k^(2))``. Returns A ``(..., n_f^(1), n_f^(2))``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    _check_set(K1, None, "1")
+    _check_set(K2, None, "2")
+    _check_pair(K1, K2)
+    check_weight(W_A, (K1.shape[-1], K2.shape[-1]), "W_A", "(d_k^(1), d_k^(2))")
+    return act(K1 @ W_A @ K2.transpose(-1, -2))
+
+
+def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
+    """Concatenation affinity matrix, Eq. (13): ``A_ij = w_A^T concat(k_i^(1), k_j^(2), k_i^(1) o k_j^(2))``.
+
+    The Hadamard product ``o`` needs both key sets to have the same size
+    ``d_k``. Splitting ``w_A = [w_a; w_b; w_c]`` gives the same numbers without
+    building the ``(n_f^(1), n_f^(2), 3 d_k)`` tensor:
+    ``A_ij = w_a.k_i + w_b.k_j + (k_i o w_c).k_j``.
+    K1: ``(..., n_f^(1), d_k)``; K2: ``(..., n_f^(2), d_k)``; w_A: ``(3 d_k,)``.
+    Returns A ``(..., n_f^(1), n_f^(2))``.
+    Raises ``ValueError`` if ``d_k^(1) != d_k^(2)`` or w_A is not ``(3 d_k,)``.
+    """
+    _check_set(K1, None, "1")
+    _check_set(K2, None, "2")
+    _check_pair(K1, K2)
+    check_dim_equal(K1.shape[-1], K2.shape[-1], "the concatenation affinity (Eq. 13)", "d_k^(1)", "d_k^(2)")
+    d_k = K1.shape[-1]
+    check_weight(w_A, (3 * d_k,), "w_A", "(3 d_k,)")
+    w_a, w_b, w_c = w_A[:d_k], w_A[d_k : 2 * d_k], w_A[2 * d_k :]
+    return (K1 @ w_a).unsqueeze(-1) + (K2 @ w_b).unsqueeze(-2) + (K1 * w_c) @ K2.transpose(-1, -2)
+
+
+def _pair_mask(mask1: Tensor | None, mask2: Tensor | None) -> Tensor | None:
+    """Boolean ``(..., n_f^(1), n_f^(2))`` mask of real pairs, or None."""
+    if mask1 is None and mask2 is None:
+        return None
+    if mask1 is None:
+        return mask2.unsqueeze(-2)
+    if mask2 is None:
+        return mask1.unsqueeze(-1)
+    return mask1.unsqueeze(-1) & mask2.unsqueeze(-2)
+
+
+def _check_affinity(A: Tensor, K1: Tensor, K2: Tensor) -> None:
+    as_tensor(A, "A")
+    if A.dim() < 2 or A.shape[-2:] != (K1.shape[-2], K2.shape[-2]):
+        raise ValueError(
+            f"the affinity matrix A must have shape (..., n_f^(1), n_f^(2)) = (..., {K1.shape[-2]}, "
+            f"{K2.shape[-2]}), got {tuple(A.shape)}"
+        )
+
+
+def parallel_co_attention_scores(
+    K1: Tensor,
+    K2: Tensor,
+    A: Tensor,
+    W1: Tensor,
+    W2: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    act: Activation = torch.tanh,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Aggregated additive scores of parallel co-attention, Eq. (14) and (15).
+
+    ``e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))`` and
+    ``e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))`` (survey, column form). In rows:
+    ``e^(1) = act(A K2 W_2^T + K1 W_1^T) w_1``: the affinity matrix carries set
+    2's projected keys into set 1's positions (and ``A^T`` the reverse).
+    K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``; A:
+    ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
+    w1, w2: ``(d_w,)``. Padding (mask False) is removed from ``A`` before the
+    products. Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    _check_set(K1, None, "1")
+    _check_set(K2, None, "2")
+    _check_pair(K1, K2)
+    _check_affinity(A, K1, K2)
+    _check_set_mask(mask1, K1, "1")
+    _check_set_mask(mask2, K2, "2")
+    as_tensor(w1, "w_1")
+    if w1.dim() != 1:
+        raise ValueError(f"w_1 must have shape (d_w,), got {tuple(w1.shape)}")
+    d_w = w1.shape[0]
+    check_weight(w2, (d_w,), "w_2", "(d_w,)")
+    check_weight(W1, (d_w, K1.shape[-1]), "W_1", "(d_w, d_k^(1))")
+    check_weight(W2, (d_w, K2.shape[-1]), "W_2", "(d_w, d_k^(2))")
+    pm = _pair_mask(mask1, mask2)
+    if pm is not None:
+        A = A * pm.to(A.dtype)
+    P1, P2 = K1 @ W1.T, K2 @ W2.T  # (..., n_f^(1), d_w), (..., n_f^(2), d_w)
+    e1 = act(A @ P2 + P1) @ w1
+    e2 = act(A.transpose(-1, -2) @ P1 + P2) @ w2
+    return e1, e2
+
+
+def max_pooled_affinity_scores(
+    A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Scores as the best match in the affinity matrix, Eq. (16).
+
+    ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column
+    maxima). A: ``(..., n_f^(1), n_f^(2))``; mask1 ``(..., n_f^(1))`` and mask2
+    ``(..., n_f^(2))`` exclude padding from the maxima (a row with no real
+    partner gets the lowest finite score). Returns ``e^(1)`` ``(..., n_f^(1))``
+    and ``e^(2)`` ``(..., n_f^(2))``. Raises ``ValueError`` for a bad A or mask.
+    """
+    as_tensor(A, "A")
+    check_min_rank(A, 2, "A", "(..., n_f^(1), n_f^(2))")
+    fake1 = A.new_empty(*A.shape[:-1], 0)  # shape carrier (..., n_f^(1), 0)
+    fake2 = A.transpose(-1, -2).new_empty(*A.transpose(-1, -2).shape[:-1], 0)
+    _check_set_mask(mask1, fake1, "1")
+    _check_set_mask(mask2, fake2, "2")
+    pm = _pair_mask(mask1, mask2)
+    if pm is not None:
+        A = A.masked_fill(~pm, torch.finfo(A.dtype).min)
+    return A.amax(-1), A.amax(-2)
+
+
+def co_attention_contexts(
+    e1: Tensor,
+    e2: Tensor,
+    V1: Tensor,
+    V2: Tensor,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> CoAttention:
+    """Align both score vectors (softmax, Eq. 3) and form both context vectors (Eq. 4).
+
+    e1: ``(..., n_f^(1))``; e2: ``(..., n_f^(2))``; V1: ``(..., n_f^(1), d_v^(1))``;
+    V2: ``(..., n_f^(2), d_v^(2))``; masks boolean ``(..., n_f^(i))``.
+    Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
+    """
+    check_dim_equal(e1.shape[-1], V1.shape[-2], "co-attention context", "n_f^(1) of e^(1)", "n_f^(1) of V^(1)")
+    check_dim_equal(e2.shape[-1], V2.shape[-2], "co-attention context", "n_f^(2) of e^(2)", "n_f^(2) of V^(2)")
+    a1, a2 = masked_softmax(e1, mask1), masked_softmax(e2, mask2)
+    c1 = (a1.unsqueeze(-2) @ V1).squeeze(-2)
+    c2 = (a2.unsqueeze(-2) @ V2).squeeze(-2)
+    return CoAttention(c1, c2, a1, a2)
+
+
+def parallel_co_attention(
+    K1: Tensor,
+    V1: Tensor,
+    K2: Tensor,
+    V2: Tensor,
+    A: Tensor,
+    W1: Tensor,
+    W2: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    act: Activation = torch.tanh,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> CoAttention:
+    """Parallel co-attention (Fig. 6): Eq. (14)-(15) scores, softmax, two contexts.
+
+    A is an affinity matrix from Eq. (12) or (13). Arguments as in
+    :func:`parallel_co_attention_scores` plus the values V1 ``(..., n_f^(1), d_v^(1))``
+    and V2 ``(..., n_f^(2), d_v^(2))``. Returns :class:`CoAttention`.
+    """
+    _check_set(K1, V1, "1")
+    _check_set(K2, V2, "2")
+    e1, e2 = parallel_co_attention_scores(K1, K2, A, W1, W2, w1, w2, act, mask1, mask2)
+    return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
+
+
+def max_pooled_co_attention(
+    V1: Tensor, V2: Tensor, A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
+) -> CoAttention:
+    """Co-attention with the max-pooled affinity scores of Eq. (16), then softmax and contexts.
+
+    V1: ``(..., n_f^(1), d_v^(1))``; V2: ``(..., n_f^(2), d_v^(2))``;
+    A: ``(..., n_f^(1), n_f^(2))``. Returns :class:`CoAttention`.
+    """
+    _check_set(V1, None, "1")
+    _check_set(V2, None, "2")
+    _check_affinity(A, V1, V2)
+    e1, e2 = max_pooled_affinity_scores(A, mask1, mask2)
+    return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
+
+
+def multi_grained_co_attention(
+    K1: Tensor,
+    V1: Tensor,
+    K2: Tensor,
+    V2: Tensor,
+    score1: ScoreFn,
+    score2: ScoreFn,
+    A: Tensor,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+) -> MultiGrainedOutput:
+    """Multi-grained co-attention: coarse (Eq. 10-11) and fine (Eq. 16) together.
+
+    The coarse part is :func:`interactive_co_attention` with score1 and score2;
+    the fine part is :func:`max_pooled_co_attention` on the affinity matrix A
+    ``(..., n_f^(1), n_f^(2))``. The four context vectors are concatenated:
+    ``c = concat(c1_coarse, c2_coarse, c1_fine, c2_fine)`` of size
+    ``2 d_v^(1) + 2 d_v^(2)``. Returns :class:`MultiGrainedOutput`.
+    """
+    coarse = interactive_co_attention(K1, V1, K2, V2, score1, score2, mask1, mask2)
+    _check_affinity(A, K1, K2)
+    fine = max_pooled_co_attention(V1, V2, A, mask1, mask2)
+    c = torch.cat([coarse.c1, coarse.c2, fine.c1, fine.c2], dim=-1)
+    return MultiGrainedOutput(c, coarse, fine)
+
+
+# --------------------------------------------------------------------------
+# Bi-directional attention (NLP review, section 4.2 (2))
+# --------------------------------------------------------------------------
+
+
+class BidirectionalOutput(NamedTuple):
+    """Result of bi-directional attention.
+
+    ``c_k`` ``(..., d_v^K)`` and ``a_k`` ``(..., n_K)``: the K2Q direction
+    (attention over K, guided by Q); ``c_q`` ``(..., d_v^Q)`` and ``a_q``
+    ``(..., n_Q)``: the Q2K direction (attention over Q, guided by K).
+    """
+
+    c_k: Tensor
+    c_q: Tensor
+    a_k: Tensor
+    a_q: Tensor
+
+
+Compress = Callable[[Tensor, "Tensor | None"], Tensor]
+
+
+def _default_compress(X: Tensor, mask: Tensor | None) -> Tensor:
+    return mean_key(X, mask)
+
+
+def bidirectional_attention(
+    Q: Tensor,
+    K: Tensor,
+    score: ScoreFn,
+    *,
+    V_q: Tensor | None = None,
+    V_k: Tensor | None = None,
+    granularity: str = "coarse",
+    order: str = "parallel",
+    score_q2k: ScoreFn | None = None,
+    compress_q: Compress | None = None,
+    compress_k: Compress | None = None,
+    pool: str = "max",
+    mask_q: Tensor | None = None,
+    mask_k: Tensor | None = None,
+) -> BidirectionalOutput:
+    """Bi-directional attention as the NLP review defines it: K2Q and Q2K together.
+
+    Ordinary attention weighs the elements of K by their relevance to Q (K2Q);
+    when Q is itself a sequence one can also weigh the elements of Q by their
+    relevance to K (Q2K). Values default to the keys (``K = V``, as in the review).
+
+    * ``granularity="coarse"``: one sequence is compressed to a vector
+      (``compress_q`` / ``compress_k``, default the mean of Eq. 10) that queries
+      the other, as in global attention.
+      ``order="parallel"``: both directions at once (``score(q_bar, K)`` and
+      ``score_q2k(k_bar, Q)``) -- this is the survey's interactive co-attention,
+      Eq. (10)-(11). ``order="alternating"``: first K2Q with ``q_bar``, then Q2K
+      with the K2Q context ``c_k`` as the query -- with ``compress_q`` the
+      query-less attention of Eq. (7), these are Eq. (8) and (9) of the survey's
+      alternating co-attention.
+    * ``granularity="fine"``: all pairs are scored, ``S = score(Q, K)``
+      ``(..., n_Q, n_K)``; pooling the columns of S gives K's score vector, pooling
+      its rows gives Q's (``pool="max"`` or ``"mean"``); then softmax and
+      weighted sums. With ``pool="max"`` and an affinity matrix as ``score``
+      this is the survey's Eq. (16). Only ``order="parallel"`` is defined.
+
+    Q: ``(..., n_Q, d_q)``; K: ``(..., n_K, d_k)``; V_q ``(..., n_Q, d_v^Q)``;
+    V_k ``(..., n_K, d_v^K)``; masks boolean ``(..., n_Q)`` and ``(..., n_K)``.
+    ``score_q2k`` (default ``score``) scores keys of Q against a query from K.
+    Compress functions take ``(X, mask)`` and return ``(..., d)``.
+    Returns :class:`BidirectionalOutput`. Raises ``ValueError`` for unknown
+    options, fine + alternating, or shape problems.
+    """
+    if granularity not in ("coarse", "fine"):
+        raise ValueError(f"granularity must be 'coarse' or 'fine', got {granularity!r}")
+    if order not in ("parallel", "alternating"):
+        raise ValueError(f"order must be 'parallel' or 'alternating', got {order!r}")
+    V_q = Q if V_q is None else V_q
+    V_k = K if V_k is None else V_k
+    _check_set(Q, V_q, "Q")
+    _check_set(K, V_k, "K")
+    _check_pair(Q, K)
+    _check_set_mask(mask_q, Q, "_q")
+    _check_set_mask(mask_k, K, "_k")
+    score_q2k = score if score_q2k is None else score_q2k
+    if granularity == "fine":
+        if order != "parallel":
+            raise ValueError("fine-grained bi-directional attention is defined for order='parallel' only")
+        if pool not in ("max", "mean"):
+            raise ValueError(f"pool must be 'max' or 'mean', got {pool!r}")
+        S = score(Q, K)
+        _check_affinity(S, Q, K)
+        if pool == "max":
+            e_q, e_k = max_pooled_affinity_scores(S, mask_q, mask_k)
+        else:
+            pm = _pair_mask(mask_q, mask_k)
+            w = torch.ones_like(S) if pm is None else pm.to(S.dtype)
+            e_q = (S * w).sum(-1) / w.sum(-1).clamp_min(1.0)
+            e_k = (S * w).sum(-2) / w.sum(-2).clamp_min(1.0)
+        out = co_attention_contexts(e_q, e_k, V_q, V_k, mask_q, mask_k)
+        return BidirectionalOutput(out.c2, out.c1, out.a2, out.a1)
+    compress_q = _default_compress if compress_q is None else compress_q
+    q_bar = compress_q(Q, mask_q)
+    c_k, a_k = attend_vector(q_bar, K, V_k, score, mask_k)
+    if order == "parallel":
+        compress_k = _default_compress if compress_k is None else compress_k
+        query_for_q = compress_k(K, mask_k)
+    else:
+        query_for_q = c_k
+    c_q, a_q = attend_vector(query_for_q, Q, V_q, score_q2k, mask_q)
+    return BidirectionalOutput(c_k, c_q, a_k, a_q)
+
+
+# --------------------------------------------------------------------------
+# Modules: each owns its weights and calls the functional forms above.
+# --------------------------------------------------------------------------
+
+
+class QuerylessAdditiveScore(nn.Module):
+    """Eq. (7) with learned ``W^(1)`` ``(d_w, d_k)``, ``b^(1)`` ``(d_w,)``, ``w^(1)`` ``(d_w,)``.
+
+    ``forward(K)`` maps keys ``(..., n_f, d_k)`` to scores ``(..., n_f)``.
+    """
+
+    def __init__(self, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b^(1)
+        self.w = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
+        self.act = act
+
+    def forward(self, K: Tensor) -> Tensor:
+        return queryless_additive_score(K, self.W.weight, self.w, self.W.bias, self.act)
+
+
+class _TwoSets(nn.Module):
+    """Keys and values of two feature sets, Eq. (1), with ``plain=True`` meaning ``K = V = F``."""
+
+    def __init__(self, d_f1: int, d_f2: int, d_k1: int | None, d_k2: int | None, plain: bool) -> None:
+        super().__init__()
+        self.plain = plain
+        if plain:
+            if (d_k1 not in (None, d_f1)) or (d_k2 not in (None, d_f2)):
+                raise ValueError(
+                    f"plain co-attention uses K = V = F, so d_k^(i) = d_f^(i); got d_k^(1)={d_k1}, "
+                    f"d_f^(1)={d_f1}, d_k^(2)={d_k2}, d_f^(2)={d_f2}"
+                )
+            self.d_k1, self.d_k2, self.d_v1, self.d_v2 = d_f1, d_f2, d_f1, d_f2
+        else:
+            self.d_k1 = d_f1 if d_k1 is None else d_k1
+            self.d_k2 = d_f2 if d_k2 is None else d_k2
+            self.d_v1, self.d_v2 = self.d_k1, self.d_k2
+            self.W_K1 = nn.Linear(d_f1, self.d_k1, bias=False)
+            self.W_V1 = nn.Linear(d_f1, self.d_v1, bias=False)
+            self.W_K2 = nn.Linear(d_f2, self.d_k2, bias=False)
+            self.W_V2 = nn.Linear(d_f2, self.d_v2, bias=False)
+        self.d_f1, self.d_f2 = d_f1, d_f2
+
+    def kv(self, F1: Tensor, F2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        as_tensor(F1, "F^(1)")
+        as_tensor(F2, "F^(2)")
+        check_min_rank(F1, 2, "F^(1)", "(..., n_f^(1), d_f^(1))")
+        check_min_rank(F2, 2, "F^(2)", "(..., n_f^(2), d_f^(2))")
+        check_dim_equal(F1.shape[-1], self.d_f1, "co-attention", "d_f^(1) of F^(1)", "d_f^(1) of the module")
+        check_dim_equal(F2.shape[-1], self.d_f2, "co-attention", "d_f^(2) of F^(2)", "d_f^(2) of the module")
+        if self.plain:
+            return F1, F1, F2, F2
+        K1, V1 = keys_values(F1, self.W_K1.weight, self.W_V1.weight)
+        K2, V2 = keys_values(F2, self.W_K2.weight, self.W_V2.weight)
+        return K1, V1, K2, V2
+
+
+class AlternatingCoAttention(_TwoSets):
+    """Alternating co-attention (Fig. 4, Eq. 6-9) with learned weights.
+
+    Eq. (7) owns ``W^(1)``, ``b^(1)``, ``w^(1)``; Eq. (9) reuses them and adds a
+    query weight ``W_q^(1)`` ``(d_w, d_v^(2))``, which makes it the general
+    additive score of Eq. (6) (as in the survey). Eq. (8) is an additive score
+    with its own weights. ``forward(F1, F2, mask1=None, mask2=None)`` returns
+    :class:`AlternatingCoAttentionOutput`.
+    """
+
+    def __init__(
+        self, d_f1: int, d_f2: int, d_w: int, d_k1: int | None = None, d_k2: int | None = None, plain: bool = False
+    ) -> None:
+        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        self.score0 = QuerylessAdditiveScore(self.d_k1, d_w)
+        self.score2 = AdditiveScore(self.d_v1, self.d_k2, d_w)
+        self.W_q1 = nn.Linear(self.d_v2, d_w, bias=False)
+
+    def score1(self, Q: Tensor, K: Tensor) -> Tensor:
+        """Eq. (9): Eq. (6) with Eq. (7)'s ``W^(1), b^(1), w^(1)`` plus ``W_q^(1) c^(2)``."""
+        s0 = self.score0
+        return additive_score(Q, K, self.W_q1.weight, s0.W.weight, s0.w, s0.W.bias, s0.act)
+
+    def forward(
+        self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
+    ) -> AlternatingCoAttentionOutput:
+        K1, V1, K2, V2 = self.kv(F1, F2)
+        return alternating_co_attention(K1, V1, K2, V2, self.score0, self.score2, self.score1, mask1, mask2)
+
+
+class InteractiveCoAttention(_TwoSets):
+    """Interactive co-attention (Fig. 5, Eq. 10-11) with two learned additive scores.
+
+    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`CoAttention`.
+    """
+
+    def __init__(
+        self, d_f1: int, d_f2: int, d_w: int, d_k1: int | None = None, d_k2: int | None = None, plain: bool = False
+    ) -> None:
+        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
+        self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
+
+    def forward(self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None) -> CoAttention:
+        K1, V1, K2, V2 = self.kv(F1, F2)
+        return interactive_co_attention(K1, V1, K2, V2, self.score1, self.score2, mask1, mask2)
+
+
+class Affinity(nn.Module):
+    """A learned affinity matrix: ``kind="bilinear"`` (Eq. 12, ``W_A`` ``(d_k1, d_k2)``, tanh)
+    or ``kind="concat"`` (Eq. 13, ``w_A`` ``(3 d_k,)``, needs ``d_k1 == d_k2``).
+
+    ``forward(K1, K2)`` returns A ``(..., n_f^(1), n_f^(2))``.
+    """
+
+    def __init__(self, d_k1: int, d_k2: int, kind: str = "bilinear", act: Activation = torch.tanh) -> None:
+        super().__init__()
+        if kind == "bilinear":
+            self.W_A = nn.Parameter(torch.randn(d_k1, d_k2) / math.sqrt(math.sqrt(d_k1 * d_k2)))
+        elif kind == "concat":
+            check_dim_equal(d_k1, d_k2, "the concatenation affinity (Eq. 13)", "d_k^(1)", "d_k^(2)")
+            self.w_A = nn.Parameter(torch.randn(3 * d_k1) / math.sqrt(3 * d_k1))
+        else:
+            raise ValueError(f"affinity kind must be 'bilinear' (Eq. 12) or 'concat' (Eq. 13), got {kind!r}")
+        self.kind, self.act = kind, act
+
+    def forward(self, K1: Tensor, K2: Tensor) -> Tensor:
+        if self.kind == "bilinear":
+            return affinity_matrix(K1, K2, self.W_A, self.act)
+        return concat_affinity_matrix(K1, K2, self.w_A)
+
+
+class ParallelCoAttention(_TwoSets):
+    """Fine-grained parallel co-attention (Fig. 6) with learned weights.
+
+    ``affinity``: ``"bilinear"`` (Eq. 12) or ``"concat"`` (Eq. 13).
+    ``scores``: ``"additive"`` (Eq. 14-15, own ``W_1, W_2, w_1, w_2``) or
+    ``"max"`` (Eq. 16, no extra weights).
+    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`CoAttention`;
+    the last affinity matrix is kept in ``self.last_A`` for plotting.
+    """
+
+    def __init__(
+        self,
+        d_f1: int,
+        d_f2: int,
+        d_w: int,
+        d_k1: int | None = None,
+        d_k2: int | None = None,
+        affinity: str = "bilinear",
+        scores: str = "additive",
+        plain: bool = False,
+    ) -> None:
+        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        if scores not in ("additive", "max"):
+            raise ValueError(f"scores must be 'additive' (Eq. 14-15) or 'max' (Eq. 16), got {scores!r}")
+        self.affinity = Affinity(self.d_k1, self.d_k2, affinity)
+        self.scores = scores
+        if scores == "additive":
+            self.W1 = nn.Linear(self.d_k1, d_w, bias=False)
+            self.W2 = nn.Linear(self.d_k2, d_w, bias=False)
+            self.w1 = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
+            self.w2 = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
+        self.last_A: Tensor | None = None
+
+    def forward(self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None) -> CoAttention:
+        K1, V1, K2, V2 = self.kv(F1, F2)
+        A = self.affinity(K1, K2)
+        self.last_A = A.detach()
+        if self.scores == "max":
+            return max_pooled_co_attention(V1, V2, A, mask1, mask2)
+        return parallel_co_attention(
+            K1, V1, K2, V2, A, self.W1.weight, self.W2.weight, self.w1, self.w2, torch.tanh, mask1, mask2
+        )
+
+
+class MultiGrainedCoAttention(_TwoSets):
+    """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine).
+
+    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`MultiGrainedOutput`
+    whose ``c`` has size ``2 d_v^(1) + 2 d_v^(2)``.
+    """
+
+    def __init__(
+        self,
+        d_f1: int,
+        d_f2: int,
+        d_w: int,
+        d_k1: int | None = None,
+        d_k2: int | None = None,
+        affinity: str = "bilinear",
+        plain: bool = False,
+    ) -> None:
+        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
+        self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
+        self.affinity = Affinity(self.d_k1, self.d_k2, affinity)
+
+    def forward(
+        self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
+    ) -> MultiGrainedOutput:
+        K1, V1, K2, V2 = self.kv(F1, F2)
+        A = self.affinity(K1, K2)
+        return multi_grained_co_attention(K1, V1, K2, V2, self.score1, self.score2, A, mask1, mask2)
+
+
+_T = "tests/test_co_attention.py::"
+_M = "attnsurvey.feature_related.co_attention."
+CATALOG = [
+    {
+        "id": "eq6",
+        "title": "General additive score w^T act(W_1 q + W_2 k_l + b), the score of alternating co-attention",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.general_mechanisms.scoring.additive_score", _M + "AlternatingCoAttention"],
+        "tested_by": [_T + "test_eq6_additive_score_hand_computed", _T + "test_eq6_eq7_query_absorbed_into_bias"],
+    },
+    {
+        "id": "eq7",
+        "title": "Query-less additive score e^(0)_l = w^(1)T act(W^(1) k^(1)_l + b^(1))",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "queryless_additive_score", _M + "QuerylessAdditiveScore"],
+        "tested_by": [_T + "test_eq7_queryless_score_loop", _T + "test_eq6_eq7_query_absorbed_into_bias"],
+    },
+    {
+        "id": "eq8",
+        "title": "Alternating co-attention, step 2: c^(0) queries the second feature set",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "alternating_co_attention", _M + "AlternatingCoAttention"],
+        "tested_by": [_T + "test_eq7_to_eq9_alternating_matches_step_by_step", _T + "test_alternating_module_shapes_and_sharing"],
+    },
+    {
+        "id": "eq9",
+        "title": "Alternating co-attention, step 3: c^(2) queries the first feature set again",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "alternating_co_attention", _M + "AlternatingCoAttention.score1"],
+        "tested_by": [_T + "test_eq7_to_eq9_alternating_matches_step_by_step", _T + "test_alternating_module_shapes_and_sharing"],
+    },
+    {
+        "id": "eq10",
+        "title": "Unweighted mean key of each feature set (interactive co-attention)",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "mean_key"],
+        "tested_by": [_T + "test_eq10_mean_key_with_mask"],
+    },
+    {
+        "id": "eq11",
+        "title": "Interactive co-attention: each mean key queries the other feature set",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "interactive_co_attention", _M + "InteractiveCoAttention"],
+        "tested_by": [_T + "test_eq11_interactive_matches_loop", _T + "test_interactive_is_permutation_invariant"],
+    },
+    {
+        "id": "eq12",
+        "title": "Bilinear affinity matrix A = act(K^(1)T W_A K^(2))",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "affinity_matrix", _M + "Affinity"],
+        "tested_by": [_T + "test_eq12_affinity_entry_by_entry", _T + "test_eq12_permutation_equivariance"],
+    },
+    {
+        "id": "eq13",
+        "title": "Concatenation affinity A_ij = w_A^T concat(k_i, k_j, k_i o k_j)",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "concat_affinity_matrix", _M + "Affinity"],
+        "tested_by": [_T + "test_eq13_concat_affinity_brute_force", _T + "test_eq13_needs_equal_key_sizes"],
+    },
+    {
+        "id": "eq14",
+        "title": "Parallel co-attention scores of set 1, e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "parallel_co_attention_scores", _M + "parallel_co_attention", _M + "ParallelCoAttention"],
+        "tested_by": [_T + "test_eq14_eq15_match_column_form_loop", _T + "test_parallel_co_attention_gradcheck"],
+    },
+    {
+        "id": "eq15",
+        "title": "Parallel co-attention scores of set 2, e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "parallel_co_attention_scores", _M + "parallel_co_attention", _M + "ParallelCoAttention"],
+        "tested_by": [_T + "test_eq14_eq15_match_column_form_loop", _T + "test_parallel_scores_ignore_padding"],
+    },
+    {
+        "id": "eq16",
+        "title": "Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "max_pooled_affinity_scores", _M + "max_pooled_co_attention"],
+        "tested_by": [_T + "test_eq16_max_pooling_loop_and_masks", _T + "test_large_scores_stay_finite"],
+    },
+    {
+        "id": "extra:multi-grained-co-attention",
+        "title": "Multi-grained co-attention: coarse and fine co-attention, four context vectors",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "multi_grained_co_attention", _M + "MultiGrainedCoAttention"],
+        "tested_by": [_T + "test_multi_grained_concatenates_coarse_and_fine"],
+    },
+    {
+        "id": "extra:bidirectional-attention",
+        "title": "Bi-directional attention (K2Q + Q2K; coarse/fine; parallel/alternating), NLP review 4.2",
+        "chapter": CHAPTER,
+        "implemented_by": [_M + "bidirectional_attention"],
+        "tested_by": [
+            _T + "test_bidirectional_coarse_parallel_is_interactive_co_attention",
+            _T + "test_bidirectional_alternating_is_eq8_eq9",
+            _T + "test_bidirectional_fine_max_is_eq16",
+            _T + "test_bidirectional_fine_mean_loop_and_bad_options",
+        ],
+    },
+]
