@@ -240,3 +240,13 @@ def test_rejects_non_tensors_and_integer_dtypes():
         gm.context(torch.ones(1, 2, dtype=torch.long), rand(2, 3))
     with pytest.raises(ValueError, match="Q and K must share a dtype"):
         scaled_dot_score(rand(2, 3), rand(2, 3, dtype=torch.float64))
+
+
+def test_empty_feature_set_gives_zero_context():
+    Q = rand(2, 3, 4)
+    K, V = torch.zeros(2, 0, 4), torch.zeros(2, 0, 5)
+    c, a = gm.attend(Q, K, V)
+    assert c.shape == (2, 3, 5) and a.shape == (2, 3, 0)
+    assert torch.equal(c, torch.zeros(2, 3, 5))
+    with pytest.raises(ValueError, match="n_f of K == n_f of V"):
+        gm.attend(Q, torch.zeros(2, 0, 4), torch.zeros(2, 1, 5))

@@ -118,14 +118,23 @@ def attend(
     Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
     mask: boolean ``(..., n_q, n_f)`` (broadcastable), ``True`` = may attend.
     Returns ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)``.
-    Raises ``ValueError`` if K and V hold different numbers of vectors, or on
-    other shape problems.
+    An empty feature set (``n_f = 0``) is treated like a fully-masked one: the
+    weights are empty and the context is the zero vector (the empty sum of
+    Eq. 4); the score function is not called. Raises ``ValueError`` if K and V
+    hold different numbers of vectors, or on other shape problems.
     """
+    as_tensor(Q, "Q")
     as_tensor(K, "K")
     as_tensor(V, "V")
+    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
     check_min_rank(K, 2, "K", "(..., n_f, d_k)")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     check_dim_equal(K.shape[-2], V.shape[-2], "attention", "n_f of K", "n_f of V")
+    if K.shape[-2] == 0:
+        batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+        n_q = Q.shape[-2]
+        a = Q.new_zeros(*batch, n_q, 0)
+        return V.new_zeros(*batch, n_q, V.shape[-1]), a
     e = attention_scores(Q, K, score)
     a = align(e, mask)
     return context(a, V), a
@@ -334,7 +343,7 @@ CATALOG = [
         "title": "Context vector as the weighted average of values, c = sum_l a_l v_l",
         "chapter": CHAPTER,
         "implemented_by": ["attnsurvey.general_model.context", "attnsurvey.general_model.attend"],
-        "tested_by": [_T + "test_eq4_context_hand_computed", _T + "test_attend_equals_sdpa"],
+        "tested_by": [_T + "test_eq4_context_hand_computed", _T + "test_attend_equals_sdpa", _T + "test_empty_feature_set_gives_zero_context"],
     },
     {
         "id": "eq5",
