@@ -28,13 +28,7 @@ def _inputs(seed: int = 0):
 
 
 def _build(p: tx.TaxonomyPoint, **kw):
-    """Build, skipping (with the reason) only when a section's component has not been merged yet."""
-    try:
-        return B.build_model(p, D, N_CLS, **kw)
-    except ValueError as err:
-        if "not available in this checkout" in str(err):
-            pytest.skip(str(err))
-        raise
+    return B.build_model(p, D, N_CLS, **kw)
 
 
 def _forward_backward(p: tx.TaxonomyPoint) -> None:
@@ -132,7 +126,7 @@ def test_bad_configurations_raise_naming_dimension():
         B.build_model(B.point(), D, N_CLS)(F, G[..., :5])
     with pytest.raises(ValueError, match=r"F must have shape \(B, n_f, d_model=8\)"):
         B.build_model(B.point(), D, N_CLS)(F[..., :5], G)
-    hier = _build(B.point(feature_levels="hierarchical"), chunk=3)  # last: skips if levels has not landed
+    hier = _build(B.point(feature_levels="hierarchical"), chunk=3)
     with pytest.raises(ValueError, match="chunks of 3; n_f=8 is not a multiple"):
         hier(F, G)
 

@@ -67,7 +67,6 @@ policy parameters learn through the score-function (REINFORCE) surrogate that
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any
 
@@ -78,6 +77,16 @@ from ._checks import as_tensor, check_min_rank, check_weight
 from .general_mechanisms.scoring import ScoreModule, make_score
 from .general_model import align, keys_values
 from .taxonomy import DIMENSIONS, TAXONOMY, TaxonomyPoint
+from .feature_related import co_attention as _co_attention
+from .feature_related import levels as _levels
+from .feature_related import representations as _representations
+from .feature_related import rotatory as _rotatory
+from .general_mechanisms import alignment as _alignment
+from .general_mechanisms import dimensionality as _dimensionality
+from .query_related import capsule as _capsule
+from .query_related import multihead as _multihead
+from .query_related import multihop as _multihop
+from .query_related import types as _types
 
 CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
 
@@ -85,21 +94,11 @@ CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
 SCORE_NAMES = {"similarity": "cosine"}
 _SOFT = ("global", "soft")
 _CO_ATTENTION = {
-    "alternating-co-attention": "AlternatingCoAttention",
-    "interactive-co-attention": "InteractiveCoAttention",
-    "parallel-co-attention": "ParallelCoAttention",
-    "multi-grained-co-attention": "MultiGrainedCoAttention",
+    "alternating-co-attention": _co_attention.AlternatingCoAttention,
+    "interactive-co-attention": _co_attention.InteractiveCoAttention,
+    "parallel-co-attention": _co_attention.ParallelCoAttention,
+    "multi-grained-co-attention": _co_attention.MultiGrainedCoAttention,
 }
-
-
-def _component(module: str, name: str, dim: str, value: str) -> Any:
-    """Import ``attnsurvey.<module>.<name>``; a missing one names the dimension and value."""
-    try:
-        return getattr(importlib.import_module(f"attnsurvey.{module}"), name)
-    except (ImportError, AttributeError):  # the section that provides it has not landed
-        raise ValueError(
-            f"{dim}={value!r} needs attnsurvey.{module}.{name}, which is not available in this checkout"
-        ) from None
 
 
 def _bad(dim: str, value: str, why: str) -> ValueError:
@@ -182,23 +181,22 @@ class AttentionStep(nn.Module):
                 raise _bad("dimensionality", dimensionality, f"Eq. (31) widens the additive score; got scoring={scoring!r}")
             if alignment not in _SOFT:
                 raise _bad("dimensionality", dimensionality, f"Eq. (32) is a softmax per feature; got alignment={alignment!r}")
-            self._md = _component("general_mechanisms.dimensionality", "multidimensional_attend", "dimensionality", dimensionality)
+            self._md = _dimensionality.multidimensional_attend
             self.W1 = nn.Linear(d_q, d_k, bias=False)
             self.W2 = nn.Linear(d_k, d_k, bias=True)
             self.W_d = nn.Parameter(torch.randn(d_k, d_k) / math.sqrt(d_k))
             return
         self.score = _score(scoring, d_q, d_k, n_max)
-        mod = "general_mechanisms.alignment"
         if alignment in _SOFT:  # Eq. (25) is the softmax of Eq. (3)
             self._soft = align
         elif alignment == "hard":
-            self._hard = _component(mod, "hard_align", "alignment", alignment)
+            self._hard = _alignment.hard_align
         elif alignment == "local":
-            self._local = _component(mod, "local_align", "alignment", alignment)
-            self.position = _component(mod, "PredictivePosition", "alignment", alignment)(d_q, d_k)
+            self._local = _alignment.local_align
+            self.position = _alignment.PredictivePosition(d_q, d_k)
         elif alignment == "reinforced":
-            self._subset = _component(mod, "bernoulli_subset", "alignment", alignment)
-            self._reinforced = _component(mod, "reinforced_align", "alignment", alignment)
+            self._subset = _alignment.bernoulli_subset
+            self._reinforced = _alignment.reinforced_align
             self.policy = make_score("general", d_q, d_k)
             self.policy_bias = nn.Parameter(torch.tensor(1.0))  # start by keeping most positions
         else:
@@ -235,8 +233,8 @@ class _Heads(nn.Module):
         if h == 1:
             self.steps = nn.ModuleList([AttentionStep(d, d, d, **step)])
             return
-        split = _component("query_related.multihead", "split_heads", "query_multiplicity", "multi-head")
-        merge = _component("query_related.multihead", "merge_heads", "query_multiplicity", "multi-head")
+        split = _multihead.split_heads
+        merge = _multihead.merge_heads
         self._split, self._merge = split, merge
         self.W_Q = nn.Linear(d, d, bias=False)  # Eq. (38): h query projections, stacked
         self.steps = nn.ModuleList(AttentionStep(d // h, d, d // h, **step) for _ in range(h))  # Eq. (39)
@@ -297,24 +295,24 @@ class TaxonomyModel(nn.Module):
             raise _bad("query_multiplicity", "multi-head", f"h={h} must divide d_model={d_model}")
         self.n_hops = hops if "multi-hop" in qm else 1
         if self.n_hops > 1:
-            self._hop = _component("query_related.multihop", "add_transform", "query_multiplicity", "multi-hop")
+            self._hop = _multihop.add_transform
 
         # feature representations: Eq. (21)-(22) over two embeddings of every feature vector
         if fr == "multi-representational":
             self.embed2 = nn.Sequential(nn.Linear(d_model, d_model // 2 or 1), nn.Tanh())
-            meta = _component("feature_related.representations", "MetaEmbedding", "feature_representations", fr)
+            meta = _representations.MetaEmbedding
             self.meta = meta([d_model, d_model // 2 or 1], d_model)
 
         # query type
         if qt - {"basic", "specialized", "self-attention"}:
             raise _bad("query_type", " + ".join(sorted(qt)), "unknown query type")
         if "self-attention" in qt and len(qt) > 1:  # token-to-token layer first (Eq. 35, 37)
-            self._fq = _component("query_related.types", "feature_queries", "query_type", "self-attention")
-            self._update = _component("query_related.types", "update_residual_norm", "query_type", "self-attention")
+            self._fq = _types.feature_queries
+            self._update = _types.update_residual_norm
             self.W_Q_self = nn.Linear(d_model, d_model, bias=False)
             self.self_layer = _Heads(d_model, h, **step)
         if "specialized" in qt:
-            lqa = _component("query_related.types", "LearnedQueryAttention", "query_type", "specialized")
+            lqa = _types.LearnedQueryAttention
             self.query_model = lqa(d_model, d_model)
         if qt & {"basic", "specialized"}:
             self.W_q = nn.Linear(d_model, d_model)
@@ -332,19 +330,19 @@ class TaxonomyModel(nn.Module):
             if sc == "location":
                 raise _bad("feature_levels", fl, "the location score needs one flat sequence of positions")
         if fl == "hierarchical":
-            self._hier = _component("feature_related.levels", "hierarchical_chunk_attention", "feature_levels", fl)
+            self._hier = _levels.hierarchical_chunk_attention
             self.W_K_h = nn.Linear(d_model, d_model, bias=False)
             self.W_V_h = nn.Linear(d_model, d_model, bias=False)
             self.score_h = _score(sc, d_model, d_model, n_max)
         elif fl == "attention-via-attention":
-            ava = _component("feature_related.levels", "AttentionViaAttention", "feature_levels", fl)
+            ava = _levels.AttentionViaAttention
             try:
                 self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=SCORE_NAMES.get(sc, sc))
             except ValueError as err:
                 raise _bad("scoring", sc, f"with feature_levels={fl!r}: {err}") from None
         elif "capsule-based" in qm:
             self.Q_caps = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
-            self._caps_p = _component("query_related.capsule", "capsule_probability", "query_multiplicity", "capsule-based")
+            self._caps_p = _capsule.capsule_probability
             self.W_p = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
             self.b_p = nn.Parameter(torch.zeros(n_classes))
             self.main = _Heads(d_model, 1, **step)
@@ -355,13 +353,13 @@ class TaxonomyModel(nn.Module):
         # feature multiplicity: extra context vectors from F and G together
         extra = 0
         if fm in _CO_ATTENTION:
-            cls = _component("feature_related.co_attention", _CO_ATTENTION[fm], "feature_multiplicity", fm)
+            cls = _CO_ATTENTION[fm]
             self.co = cls(d_model, d_model, d_model)
             extra = 4 * d_model if fm == "multi-grained-co-attention" else 2 * d_model
         elif fm == "rotatory":
             if sc == "location":
                 raise _bad("feature_multiplicity", fm, "rotatory attention scores words against phrases, not positions")
-            rot = _component("feature_related.rotatory", "RotatoryAttention", "feature_multiplicity", fm)
+            rot = _rotatory.RotatoryAttention
             try:
                 self.rot = rot(d_model, d_model, hops=self.n_hops, score=SCORE_NAMES.get(sc, sc))
             except ValueError as err:
