@@ -22,13 +22,7 @@ def rand(*shape, seed=0, dtype=torch.float32):
     return torch.randn(*shape, generator=g, dtype=dtype)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one thread avoids oversubscription on shared machines."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 
 
 # ----------------------------------------------------------------------------- Eq. (24)

@@ -225,14 +225,6 @@ def test_featurewise_lookup_answer_by_loop():
         featurewise_lookup(2, d_v=0)
 
 
-@pytest.fixture
-def one_thread():
-    """Train tiny models on one thread: faster (no thread contention) and reproducible."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_multidimensional_beats_single_dimensional(one_thread):
     """The feature-wise task: multi-dimensional attention solves it, single-dimensional cannot."""

@@ -356,14 +356,6 @@ def test_document_data_has_one_deciding_sentence():
 N_STEPS = 50
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny training runs are much faster on one thread (no OpenMP hand-offs); restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):
     from attnsurvey.training import accuracy, train

@@ -131,14 +131,6 @@ def test_eq22_rejects_bad_input():
         rp.MetaEmbedding([3], 4, combine="max")
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny training runs are much faster on one thread (no OpenMP hand-offs); restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_meta_embedding_finds_informative_tables(one_thread):
     from attnsurvey.training import accuracy, train

@@ -9,13 +9,7 @@ from attnsurvey.general_mechanisms import pointer as pn
 from attnsurvey.training import seed_everything, train
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny recurrent nets: one thread avoids oversubscription on shared machines."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 
 
 def rand(*shape, seed=0):

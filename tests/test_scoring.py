@@ -354,14 +354,6 @@ def test_unscaled_softmax_saturates_and_scaled_does_not():
         sc.softmax_saturation(4, n_f=1)
 
 
-@pytest.fixture
-def one_thread():
-    """Train tiny models on one thread: faster (no thread contention) and reproducible."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_score_comparison_model_learns_key_lookup(one_thread):
     from attnsurvey.data.lookup import key_lookup
