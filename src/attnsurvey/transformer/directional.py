@@ -42,3 +42,18 @@ def additive_mask(mask: Tensor) -> Tensor:
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype={mask.dtype}")
     return torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+
+
+CATALOG = [
+    {
+        "id": "extra:directional-masks",
+        "title": "Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
+        "chapter": "chapters/ch03_3_3_transformer.ipynb",
+        "implemented_by": [
+            "attnsurvey.transformer.directional.forward_mask",
+            "attnsurvey.transformer.directional.backward_mask",
+            "attnsurvey.transformer.directional.additive_mask",
+        ],
+        "tested_by": ["tests/test_positional.py::test_directional_masks_disan"],
+    },
+]

@@ -301,3 +301,46 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
         M, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, M, mask)
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_transformer.py::"
+CATALOG = [
+    {
+        "id": "extra:transformer-encoder",
+        "title": "Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.model.EncoderLayer",
+            "attnsurvey.transformer.model.Encoder",
+            "attnsurvey.transformer.model.position_wise_ffn",
+            "attnsurvey.transformer.model.SequenceTagger",
+        ],
+        "tested_by": [
+            _T + "test_encoder_layer_equals_torch",
+            _T + "test_ffn_matches_hand_computation_and_rejects_shapes",
+            _T + "test_encoder_padding_mask_isolates_padding",
+            _T + "test_permutation_equivariance_without_positions",
+            _T + "test_bad_inputs_raise",
+            _T + "test_large_inputs_and_bfloat16_stay_finite",
+        ],
+    },
+    {
+        "id": "extra:transformer-decoder",
+        "title": "Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.model.DecoderLayer",
+            "attnsurvey.transformer.model.Decoder",
+            "attnsurvey.transformer.model.Seq2SeqTransformer",
+        ],
+        "tested_by": [_T + "test_decoder_layer_equals_torch", _T + "test_decoder_causal_mask_leaks_nothing_from_the_future"],
+    },
+    {
+        "id": "extra:pre-post-norm",
+        "title": "Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.model.residual_norm", "attnsurvey.transformer.model.EncoderLayer"],
+        "tested_by": [_T + "test_pre_norm_stack_has_final_norm_and_identity_path", _T + "test_encoder_layer_equals_torch"],
+    },
+]

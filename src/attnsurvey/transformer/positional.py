@@ -84,3 +84,27 @@ class LearnedPositionEncoding(nn.Module):
         if X.shape[-1] != self.d_model:
             raise ValueError(f"X must have d_model={self.d_model} columns, got shape {tuple(X.shape)}")
         return X + self.P[: X.shape[-2]]
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_positional.py::"
+CATALOG = [
+    {
+        "id": "extra:sinusoidal-position",
+        "title": "Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.positional.sinusoidal_position_encoding", "attnsurvey.transformer.positional.SinusoidalPositionEncoding"],
+        "tested_by": [
+            _T + "test_sinusoidal_matches_formula_and_offsets_are_rotations",
+            _T + "test_learned_and_sinusoidal_modules_add_the_table",
+            _T + "test_sequence_longer_than_table_raises",
+        ],
+    },
+    {
+        "id": "extra:learned-position",
+        "title": "Learned absolute position embeddings (one trainable vector per position)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.positional.LearnedPositionEncoding"],
+        "tested_by": [_T + "test_learned_and_sinusoidal_modules_add_the_table", _T + "test_sequence_longer_than_table_raises"],
+    },
+]

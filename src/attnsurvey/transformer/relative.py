@@ -208,3 +208,31 @@ class GaussianLocalSelfAttention(nn.Module):
         G = gaussian_local_bias(P, D, X.shape[-2])
         c, a = gaussian_biased_attention(q, k, v, G, _head_mask(mask, X.dim()))
         return self.W_O(merge_heads(c)), a
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_positional.py::"
+CATALOG = [
+    {
+        "id": "extra:relative-position",
+        "title": "Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.relative.clipped_relative_positions",
+            "attnsurvey.transformer.relative.relative_position_attention",
+            "attnsurvey.transformer.relative.RelativeSelfAttention",
+        ],
+        "tested_by": [_T + "test_relative_positions_match_loop_eq14_15", _T + "test_relative_with_zero_tables_is_plain_attention_and_shift_equivariant"],
+    },
+    {
+        "id": "extra:gaussian-local-bias",
+        "title": "Learnable Gaussian local bias added to the scores, softmax(e_ij + G_ij) (review eq. 16; Yang et al. 2018)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.relative.gaussian_local_bias",
+            "attnsurvey.transformer.relative.gaussian_biased_attention",
+            "attnsurvey.transformer.relative.GaussianLocalSelfAttention",
+        ],
+        "tested_by": [_T + "test_gaussian_bias_eq16_matches_hand_computation", _T + "test_gaussian_window_narrows_attention_and_is_learnable"],
+    },
+]
