@@ -230,6 +230,7 @@ class SequenceTagger(nn.Module):
     ``"gaussian"`` (each layer uses
     :class:`~attnsurvey.transformer.relative.GaussianLocalSelfAttention`) or
     ``"none"`` (position-blind: permutation-equivariant).
+    ``embed_scale`` multiplies the embeddings (the paper uses ``sqrt(d_model)``).
     ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; returns
     ``(logits (batch, n, n_out), [weights per layer])``.
     """
@@ -246,6 +247,7 @@ class SequenceTagger(nn.Module):
         position: str = "sinusoidal",
         norm_first: bool = False,
         b: int = 8,
+        embed_scale: float = 1.0,
     ) -> None:
         super().__init__()
         from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
@@ -259,7 +261,9 @@ class SequenceTagger(nn.Module):
             factory = lambda: GaussianLocalSelfAttention(d_model, h)  # noqa: E731
         self.encoder = Encoder(n_layers, d_model, h, d_ff, norm_first, factory)
         self.readout = nn.Linear(d_model, n_out)
-        self.scale = d_model**0.5
+        # nn.Embedding starts at N(0, 1), already the size of the position code;
+        # the paper's sqrt(d_model) factor would drown the code in small models.
+        self.scale = embed_scale
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
         X = self.position(self.embed(tokens) * self.scale)
