@@ -1,0 +1,82 @@
+"""Linformer: attention with low-rank projected keys and values (Wang et al., 2020).
+
+The ``n x n`` weight matrix of self-attention is close to low rank, so
+Linformer projects the ``n`` keys and values down to ``k`` rows with learned
+matrices ``E, F`` ``(k, n)`` before attending::
+
+    head = softmax( Q (E K)^T / sqrt(d_k) ) (F V)
+
+The weights are ``(n, k)``: time and memory grow linearly in ``n`` for a
+fixed ``k``. The projections fix a maximum length ``n_max``; shorter inputs
+use the first ``n`` columns. Causal masks are not possible (each projected
+key mixes all positions), so this is for encoders.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..query_related.multihead import merge_heads, split_heads
+
+
+def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
+    """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``.
+
+    Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``;
+    E, F: ``(k, n_max)`` with ``n <= n_max`` (columns ``:n`` are used).
+    Returns ``(c (..., n, d_v), a (..., n, k))``. With ``k = n`` and ``E = F = I``
+    it is full attention. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
+    """
+    for sym, t in (("Q", Q), ("K", K), ("V", V), ("E", E), ("F", F)):
+        as_tensor(t, sym)
+    check_min_rank(K, 2, "K", "(..., n, d_k)")
+    check_dim_equal(Q.shape[-1], K.shape[-1], "Linformer attention", "d_q", "d_k")
+    check_dim_equal(K.shape[-2], V.shape[-2], "Linformer attention", "n of K", "n of V")
+    if E.dim() != 2 or E.shape != F.shape:
+        raise ValueError(f"E and F must both have shape (k, n_max), got E={tuple(E.shape)}, F={tuple(F.shape)}")
+    n, n_max = K.shape[-2], E.shape[-1]
+    if n > n_max:
+        raise ValueError(
+            f"Linformer projections E, F of shape (k, n_max)={tuple(E.shape)} cover n_max={n_max} positions, "
+            f"but K has n={n} (shape {tuple(K.shape)})"
+        )
+    Kp = E[:, :n] @ K  # (..., k, d_k)
+    Vp = F[:, :n] @ V  # (..., k, d_v)
+    a = torch.softmax(Q @ Kp.transpose(-1, -2) / math.sqrt(Q.shape[-1]), dim=-1)
+    return a @ Vp, a
+
+
+class LinformerSelfAttention(nn.Module):
+    """Multi-head Linformer self-attention; ``E`` and ``F`` are shared by the heads.
+
+    Args: d_model, h, n_max (longest input), k (projected length).
+    ``forward(X)`` returns ``(output (..., n, d_model), weights (..., h, n, k))``.
+    """
+
+    def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:
+        super().__init__()
+        if h < 1 or d_model % h:
+            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        self.h = h
+        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.E = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
+        self.F = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
+
+    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
+        c, a = linformer_attention(q, k, v, self.E, self.F)
+        return self.W_O(merge_heads(c)), a
+
+
+CATALOG = [
+    {
+        "id": "extra:linformer",
+        "title": "Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": ["attnsurvey.transformer.linformer.linformer_attention", "attnsurvey.transformer.linformer.LinformerSelfAttention"],
+        "tested_by": ["tests/test_variants.py::test_linformer_identity_projection_equals_full_attention", "tests/test_variants.py::test_linformer_rejects_input_longer_than_projection"],
+    },
+]

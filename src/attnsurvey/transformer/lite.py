@@ -1,0 +1,104 @@
+"""Lite Transformer: long-short range attention (LSRA; Wu et al., 2020).
+
+The channels are split in two halves. One half goes through multi-head
+self-attention, which is free to look anywhere (long range); the other
+through a depthwise convolution over the sequence, which only sees a window
+of ``kernel_size`` neighbours (short range). The outputs are concatenated.
+Attention no longer has to spend heads on local patterns, so a smaller
+model does as well.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F_
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_min_rank, check_weight
+from ..query_related.multihead import MultiHeadAttention
+from .model import FeedForward, residual_norm
+
+
+def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None) -> Tensor:
+    """Depthwise 1-D convolution over the sequence axis with 'same' padding.
+
+    X: ``(..., n, d)``; W: ``(d, kernel_size)`` (one filter per channel, odd size);
+    b: ``(d,)``. ``out[i, c] = sum_t W[c, t] X[i - r + t, c] + b[c]``, ``r = kernel_size // 2``.
+    Raises ``ValueError`` for an even kernel or mismatched widths.
+    """
+    as_tensor(X, "X")
+    check_min_rank(X, 2, "X", "(..., n, d)")
+    d, ks = X.shape[-1], W.shape[-1]
+    if ks % 2 == 0:
+        raise ValueError(f"kernel_size must be odd for 'same' padding, got {ks}")
+    check_weight(W, (d, ks), "W_conv", "(d, kernel_size)")
+    batch = X.shape[:-2]
+    x = X.reshape(-1, *X.shape[-2:]).transpose(-1, -2)  # (B, d, n)
+    y = F_.conv1d(x, W[:, None, :], b, padding=ks // 2, groups=d)
+    return y.transpose(-1, -2).reshape(*batch, X.shape[-2], d)
+
+
+def long_short_range_attention(
+    X: Tensor,
+    attention: Callable[[Tensor], tuple[Tensor, Tensor]],
+    W_conv: Tensor,
+    b_conv: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """LSRA: ``concat(attention(X_left), conv(X_right))`` with the channels split in half.
+
+    X: ``(..., n, d)`` with even ``d``; attention maps ``(..., n, d/2)`` to
+    ``(output, weights)``; W_conv: ``(d/2, kernel_size)``. Returns ``(Y, weights)``.
+    Raises ``ValueError`` if ``d`` is odd.
+    """
+    as_tensor(X, "X")
+    d = X.shape[-1]
+    if d % 2:
+        raise ValueError(f"LSRA splits d_model in two halves; got odd d_model={d}")
+    left, right = X[..., : d // 2], X[..., d // 2 :]
+    global_part, a = attention(left)
+    return torch.cat([global_part, depthwise_conv(right, W_conv, b_conv)], dim=-1), a
+
+
+class LiteTransformerBlock(nn.Module):
+    """A Lite Transformer encoder block: LSRA and FFN, each with residual + LayerNorm (post-norm).
+
+    ``forward(X, mask=None)`` returns ``(X', weights (..., h, n, n))``; the mask
+    applies to the attention branch.
+    """
+
+    def __init__(self, d_model: int, h: int, d_ff: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        if d_model % 2 or (d_model // 2) % h:
+            raise ValueError(f"d_model={d_model} must be even and d_model/2 divisible by h={h}")
+        self.attn = MultiHeadAttention(d_model // 2, h, bias=True)
+        self.W_conv = nn.Parameter(torch.randn(d_model // 2, kernel_size) / kernel_size**0.5)
+        self.b_conv = nn.Parameter(torch.zeros(d_model // 2))
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        box: list[Tensor] = []
+
+        def lsra(Z: Tensor) -> Tensor:
+            out, a = long_short_range_attention(Z, lambda L: self.attn(L, L, mask), self.W_conv, self.b_conv)
+            box.append(a)
+            return out
+
+        X = residual_norm(X, lsra, self.norm1, False)
+        return residual_norm(X, self.ffn, self.norm2, False), box[0]
+
+
+CATALOG = [
+    {
+        "id": "extra:lite-transformer",
+        "title": "Lite Transformer long-short range attention: attention branch + depthwise convolution branch",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": [
+            "attnsurvey.transformer.lite.long_short_range_attention",
+            "attnsurvey.transformer.lite.depthwise_conv",
+            "attnsurvey.transformer.lite.LiteTransformerBlock",
+        ],
+        "tested_by": ["tests/test_variants.py::test_lite_lsra_branches"],
+    },
+]

@@ -1,0 +1,72 @@
+"""Local (sliding-window) self-attention: each token attends to the ``2w + 1`` tokens around it.
+
+Restricting attention to a band ``|i - j| <= w`` turns the ``n x n`` weights
+into ``n x (2w + 1)``: linear time and memory in ``n``. The efficient form
+gathers each query's window of keys (``unfold``) instead of masking a full
+matrix; :func:`local_window_mask` gives the equivalent dense mask.
+Masks are boolean, ``True`` = may attend.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F_
+from torch import Tensor
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..masking import masked_softmax
+
+
+def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(n, n)`` band mask ``|i - j| <= w`` (``True`` = may attend). Raises unless ``w >= 0``."""
+    if w < 0:
+        raise ValueError(f"window half-width w must be >= 0, got w={w}")
+    i = torch.arange(n, device=device)
+    return (i[:, None] - i[None, :]).abs() <= w
+
+
+def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Tensor, Tensor]:
+    """Sliding-window attention in ``O(n w)`` memory.
+
+    Q, K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; w: half-width. Returns
+    ``(c (..., n, d_v), a_band (..., n, 2w + 1))`` where ``a_band[..., i, t]`` is
+    the weight of key ``i - w + t`` (zero outside the sequence). Equal to
+    full attention with :func:`local_window_mask`. Raises ``ValueError`` on
+    bad shapes or ``w < 0``.
+    """
+    for sym, t in (("Q", Q), ("K", K), ("V", V)):
+        as_tensor(t, sym)
+        check_min_rank(t, 2, sym, "(..., n, d)")
+    check_dim_equal(Q.shape[-2], K.shape[-2], "local self-attention", "n of Q", "n of K")
+    check_dim_equal(K.shape[-2], V.shape[-2], "local self-attention", "n of K", "n of V")
+    check_dim_equal(Q.shape[-1], K.shape[-1], "local self-attention", "d_q", "d_k")
+    if w < 0:
+        raise ValueError(f"window half-width w must be >= 0, got w={w}")
+    n = K.shape[-2]
+    Kw = F_.pad(K, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)  # (..., n, d_k, 2w+1)
+    Vw = F_.pad(V, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)
+    e = torch.einsum("...nd,...ndt->...nt", Q, Kw) / math.sqrt(Q.shape[-1])
+    j = torch.arange(n, device=Q.device)[:, None] - w + torch.arange(2 * w + 1, device=Q.device)[None, :]
+    a = masked_softmax(e, (j >= 0) & (j < n))
+    return torch.einsum("...nt,...ndt->...nd", a, Vw), a
+
+
+def band_to_dense(a_band: Tensor, w: int) -> Tensor:
+    """Scatter band weights ``(..., n, 2w + 1)`` into a dense ``(..., n, n)`` matrix (for plots and checks)."""
+    n = a_band.shape[-2]
+    padded = a_band.new_zeros(*a_band.shape[:-1], n + 2 * w)
+    idx = torch.arange(n)[:, None] + torch.arange(2 * w + 1)[None, :]
+    padded.scatter_(-1, idx.expand_as(a_band), a_band)
+    return padded[..., w : w + n]
+
+
+CATALOG = [
+    {
+        "id": "extra:local-window-attention",
+        "title": "Local (sliding-window) self-attention, |i - j| <= w, in O(n w) memory",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": ["attnsurvey.transformer.local.local_window_attention", "attnsurvey.transformer.local.local_window_mask"],
+        "tested_by": ["tests/test_variants.py::test_local_window_equals_banded_sdpa"],
+    },
+]

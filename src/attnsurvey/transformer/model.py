@@ -1,0 +1,350 @@
+"""The Transformer's encoder and decoder (Vaswani et al., 2017; survey §3.3.2).
+
+An encoder layer is two sub-layers, each wrapped in a residual connection and
+a layer normalisation:
+
+1. multi-head self-attention, Eq. (38)-(40) with the scaled multiplicative
+   score (review eq. 13): every token queries every other token;
+2. a position-wise feed-forward network ``FFN(x) = W_2 relu(W_1 x + b_1) + b_2``.
+
+A decoder layer has three: causal (masked) self-attention, cross-attention
+whose queries come from the decoder and keys/values from the encoder output,
+and the feed-forward network.
+
+Residual + normalisation comes in two orders:
+
+* post-norm (the original paper): ``x = LayerNorm(x + sublayer(x))``;
+* pre-norm: ``x = x + sublayer(LayerNorm(x))``, with one more LayerNorm after
+  the last layer. The identity path is then untouched from input to output,
+  which keeps gradients well scaled in deep stacks (Xiong et al., 2020).
+
+The survey reads the stack as multi-hop attention: ``F`` is only the input of
+the first hop, and each layer refines the feature matrix for the next.
+Masks are boolean, ``True`` = may attend. Dropout is left out (this book's
+experiments are tiny and deterministic).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F_
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..masking import causal_mask
+from ..query_related.multihead import MultiHeadAttention
+from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
+
+Activation = Callable[[Tensor], Tensor]
+
+
+def position_wise_ffn(
+    X: Tensor, W_1: Tensor, b_1: Tensor, W_2: Tensor, b_2: Tensor, activation: Activation = F_.relu
+) -> Tensor:
+    """The position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``, applied to every row.
+
+    X: ``(..., n, d_model)``; W_1: ``(d_ff, d_model)``; b_1: ``(d_ff,)``;
+    W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)``. Returns ``(..., n, d_model)``.
+    Raises ``ValueError`` on shape mismatches.
+    """
+    as_tensor(X, "X")
+    d_model, d_ff = X.shape[-1], W_1.shape[0]
+    check_weight(W_1, (d_ff, d_model), "W_1", "(d_ff, d_model)")
+    check_weight(b_1, (d_ff,), "b_1", "(d_ff,)")
+    check_weight(W_2, (d_model, d_ff), "W_2", "(d_model, d_ff)")
+    check_weight(b_2, (d_model,), "b_2", "(d_model,)")
+    return activation(X @ W_1.T + b_1) @ W_2.T + b_2
+
+
+def residual_norm(X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool) -> Tensor:
+    """One residual sub-layer: post-norm ``norm(X + f(X))`` or pre-norm ``X + f(norm(X))``."""
+    if norm_first:
+        return X + sublayer(norm(X))
+    return norm(X + sublayer(X))
+
+
+class FeedForward(nn.Module):
+    """Module form of :func:`position_wise_ffn` (``linear1``: ``W_1``, ``linear2``: ``W_2``)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: Activation = F_.relu) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = activation
+
+    def forward(self, X: Tensor) -> Tensor:
+        return position_wise_ffn(X, self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias, self.activation)
+
+
+def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
+    as_tensor(X, sym)
+    check_min_rank(X, 2, sym, "(..., n, d_model)")
+    check_dim_equal(X.shape[-1], d_model, who, f"d_model of {sym}", "d_model of the layer")
+
+
+class EncoderLayer(nn.Module):
+    """One Transformer encoder layer: self-attention and FFN, each with residual + LayerNorm.
+
+    Args: d_model, h (heads), d_ff (FFN width), norm_first (False: post-norm as
+    in the original; True: pre-norm), self_attn (optional replacement attention
+    module with signature ``(X_q, X_kv, mask) -> (out, weights)``, e.g.
+    :class:`~attnsurvey.transformer.relative.RelativeSelfAttention`).
+    ``forward(X, mask=None)``: X ``(..., n, d_model)``, mask boolean ``(..., n, n)``
+    or ``(..., 1, n)`` for padding; returns ``(X', weights (..., h, n, n))``.
+    Raises ``ValueError`` if ``h`` does not divide ``d_model`` or X has the wrong width.
+    """
+
+    def __init__(self, d_model: int, h: int, d_ff: int, norm_first: bool = False, self_attn: nn.Module | None = None) -> None:
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(d_model, h, bias=True)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        _check_model_input(X, self.d_model, "X", "EncoderLayer")
+        box: list[Tensor] = []
+
+        def attn(Z: Tensor) -> Tensor:
+            out, a = self.self_attn(Z, Z, mask)
+            box.append(a)
+            return out
+
+        X = residual_norm(X, attn, self.norm1, self.norm_first)
+        X = residual_norm(X, self.ffn, self.norm2, self.norm_first)
+        return X, box[0]
+
+
+class DecoderLayer(nn.Module):
+    """One Transformer decoder layer: causal self-attention, cross-attention, FFN.
+
+    ``forward(Y, M, self_mask=None, memory_mask=None)``: Y ``(..., n_y, d_model)``
+    decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
+    ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
+    memory_mask ``(..., n_y or 1, n_x)``. Returns ``(Y', self weights, cross weights)``.
+    """
+
+    def __init__(self, d_model: int, h: int, d_ff: int, norm_first: bool = False) -> None:
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attn = MultiHeadAttention(d_model, h, bias=True)
+        self.cross_attn = MultiHeadAttention(d_model, h, bias=True)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(
+        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
+        _check_model_input(M, self.d_model, "M", "DecoderLayer")
+        box: list[Tensor] = []
+
+        def self_attn(Z: Tensor) -> Tensor:
+            out, a = self.self_attn(Z, Z, self_mask)
+            box.append(a)
+            return out
+
+        def cross_attn(Z: Tensor) -> Tensor:
+            out, a = self.cross_attn(Z, M, memory_mask)
+            box.append(a)
+            return out
+
+        Y = residual_norm(Y, self_attn, self.norm1, self.norm_first)
+        Y = residual_norm(Y, cross_attn, self.norm2, self.norm_first)
+        Y = residual_norm(Y, self.ffn, self.norm3, self.norm_first)
+        return Y, box[0], box[1]
+
+
+class Encoder(nn.Module):
+    """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
+
+    ``forward(X, mask=None)`` returns ``(X', [weights per layer])``. ``self_attn_factory``
+    (optional) builds the attention module of each layer.
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        norm_first: bool = False,
+        self_attn_factory: Callable[[], nn.Module] | None = None,
+    ) -> None:
+        super().__init__()
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None) for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+        weights = []
+        for layer in self.layers:
+            X, a = layer(X, mask)
+            weights.append(a)
+        return self.final_norm(X), weights
+
+
+class Decoder(nn.Module):
+    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask)``
+    returns ``(Y', [self weights per layer], [cross weights per layer])``."""
+
+    def __init__(self, n_layers: int, d_model: int, h: int, d_ff: int, norm_first: bool = False) -> None:
+        super().__init__()
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.layers = nn.ModuleList(DecoderLayer(d_model, h, d_ff, norm_first) for _ in range(n_layers))
+        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(
+        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        self_w, cross_w = [], []
+        for layer in self.layers:
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask)
+            self_w.append(a_s)
+            cross_w.append(a_c)
+        return self.final_norm(Y), self_w, cross_w
+
+
+def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
+    if position == "sinusoidal":
+        return SinusoidalPositionEncoding(d_model, max_len)
+    if position == "learned":
+        return LearnedPositionEncoding(d_model, max_len)
+    if position in ("none", "relative", "gaussian"):
+        return nn.Identity()
+    raise ValueError(f"position must be 'sinusoidal', 'learned', 'relative', 'gaussian' or 'none', got {position!r}")
+
+
+class SequenceTagger(nn.Module):
+    """Token embeddings + position information + :class:`Encoder` + a linear read-out per position.
+
+    ``position``: ``"sinusoidal"``, ``"learned"`` (absolute codes added to the
+    embeddings), ``"relative"`` (each layer uses
+    :class:`~attnsurvey.transformer.relative.RelativeSelfAttention` with clipping ``b``),
+    ``"gaussian"`` (each layer uses
+    :class:`~attnsurvey.transformer.relative.GaussianLocalSelfAttention`) or
+    ``"none"`` (position-blind: permutation-equivariant).
+    ``embed_scale`` multiplies the embeddings (the paper uses ``sqrt(d_model)``).
+    ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; returns
+    ``(logits (batch, n, n_out), [weights per layer])``.
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        n_out: int,
+        d_model: int = 32,
+        h: int = 2,
+        d_ff: int = 64,
+        n_layers: int = 2,
+        max_len: int = 64,
+        position: str = "sinusoidal",
+        norm_first: bool = False,
+        b: int = 8,
+        embed_scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
+
+        self.embed = nn.Embedding(vocab, d_model)
+        self.position = _position_module(position, d_model, max_len)
+        factory = None
+        if position == "relative":
+            factory = lambda: RelativeSelfAttention(d_model, h, b)  # noqa: E731
+        elif position == "gaussian":
+            factory = lambda: GaussianLocalSelfAttention(d_model, h)  # noqa: E731
+        self.encoder = Encoder(n_layers, d_model, h, d_ff, norm_first, factory)
+        self.readout = nn.Linear(d_model, n_out)
+        # nn.Embedding starts at N(0, 1), already the size of the position code;
+        # the paper's sqrt(d_model) factor would drown the code in small models.
+        self.scale = embed_scale
+
+    def forward(self, tokens: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+        X = self.position(self.embed(tokens) * self.scale)
+        H, weights = self.encoder(X, mask)
+        return self.readout(H), weights
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The encoder-decoder Transformer with sinusoidal positions and a linear generator.
+
+    ``forward(src, tgt_in, src_lengths=None)``: src ``(batch, n_x)`` and tgt_in
+    ``(batch, n_y)`` integer tokens (tgt_in is the target shifted right);
+    src_lengths ``(batch,)`` masks padded source positions. The decoder's
+    self-attention is causal. Returns logits ``(batch, n_y, vocab_tgt)``.
+    """
+
+    def __init__(self, vocab_src: int, vocab_tgt: int, d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 2, max_len: int = 64, norm_first: bool = False) -> None:
+        super().__init__()
+        self.src_embed = nn.Embedding(vocab_src, d_model)
+        self.tgt_embed = nn.Embedding(vocab_tgt, d_model)
+        self.position = SinusoidalPositionEncoding(d_model, max_len)
+        self.encoder = Encoder(n_layers, d_model, h, d_ff, norm_first)
+        self.decoder = Decoder(n_layers, d_model, h, d_ff, norm_first)
+        self.generator = nn.Linear(d_model, vocab_tgt)
+        self.scale = d_model**0.5
+
+    def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        from ..masking import padding_mask
+
+        mask = None if src_lengths is None else padding_mask(src_lengths, src.shape[-1])
+        M, _ = self.encoder(self.position(self.src_embed(src) * self.scale), mask)
+        return M, mask
+
+    def decode(self, tgt_in: Tensor, M: Tensor, memory_mask: Tensor | None = None) -> Tensor:
+        n_y = tgt_in.shape[-1]
+        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal_mask(n_y, device=tgt_in.device), memory_mask)
+        return self.generator(Y)
+
+    def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
+        M, mask = self.encode(src, src_lengths)
+        return self.decode(tgt_in, M, mask)
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_transformer.py::"
+CATALOG = [
+    {
+        "id": "extra:transformer-encoder",
+        "title": "Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.model.EncoderLayer",
+            "attnsurvey.transformer.model.Encoder",
+            "attnsurvey.transformer.model.position_wise_ffn",
+            "attnsurvey.transformer.model.SequenceTagger",
+        ],
+        "tested_by": [
+            _T + "test_encoder_layer_equals_torch",
+            _T + "test_ffn_matches_hand_computation_and_rejects_shapes",
+            _T + "test_encoder_padding_mask_isolates_padding",
+            _T + "test_permutation_equivariance_without_positions",
+            _T + "test_bad_inputs_raise",
+            _T + "test_large_inputs_and_bfloat16_stay_finite",
+        ],
+    },
+    {
+        "id": "extra:transformer-decoder",
+        "title": "Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.model.DecoderLayer",
+            "attnsurvey.transformer.model.Decoder",
+            "attnsurvey.transformer.model.Seq2SeqTransformer",
+        ],
+        "tested_by": [_T + "test_decoder_layer_equals_torch", _T + "test_decoder_causal_mask_leaks_nothing_from_the_future"],
+    },
+    {
+        "id": "extra:pre-post-norm",
+        "title": "Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.model.residual_norm", "attnsurvey.transformer.model.EncoderLayer"],
+        "tested_by": [_T + "test_pre_norm_stack_has_final_norm_and_identity_path", _T + "test_encoder_layer_equals_torch"],
+    },
+]

@@ -1,0 +1,110 @@
+"""Absolute position information for the Transformer (§3.3.2; review eq. 13).
+
+Self-attention, Eq. (13) of the review, ``softmax(Q K^T / sqrt(d_k)) V``, is
+permutation-equivariant: shuffle the rows of ``X`` and its output rows are
+shuffled the same way. Word order therefore has to be added to the inputs.
+The original Transformer adds a fixed sinusoidal code to each position;
+a learned table (one trainable vector per position) is the alternative.
+Both are added to the token embeddings: ``X + P[:n]``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_min_rank
+
+
+def sinusoidal_position_encoding(n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """The sinusoidal table ``P`` of shape ``(n, d_model)`` (Vaswani et al., 2017).
+
+    ``P[t, 2i] = sin(t / base^(2i/d_model))`` and ``P[t, 2i+1] = cos(t / base^(2i/d_model))``.
+    For any offset ``k``, ``P[t + k]`` is a fixed rotation of ``P[t]`` in every
+    (sin, cos) pair, so relative offsets are linear functions of the code.
+    Raises ``ValueError`` unless ``n >= 0`` and ``d_model`` is a positive even number.
+    """
+    if n < 0:
+        raise ValueError(f"sequence length n must be >= 0, got n={n}")
+    if d_model <= 0 or d_model % 2:
+        raise ValueError(f"sinusoidal encoding needs an even d_model > 0, got d_model={d_model}")
+    t = torch.arange(n, dtype=torch.float64)[:, None]
+    freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    P = torch.zeros(n, d_model, dtype=torch.float64)
+    P[:, 0::2] = torch.sin(t * freq)
+    P[:, 1::2] = torch.cos(t * freq)
+    return P.to(dtype)
+
+
+def _check_length(X: Tensor, max_len: int, what: str) -> None:
+    as_tensor(X, "X")
+    check_min_rank(X, 2, "X", "(..., n, d_model)")
+    if X.shape[-2] > max_len:
+        raise ValueError(
+            f"{what} has a table of max_len={max_len} positions, but X has n={X.shape[-2]} "
+            f"positions (shape {tuple(X.shape)})"
+        )
+
+
+class SinusoidalPositionEncoding(nn.Module):
+    """Adds the fixed sinusoidal code: ``forward(X) = X + P[:n]``.
+
+    X: ``(..., n, d_model)``. The table is precomputed for ``max_len`` positions
+    (a buffer, not a parameter). Raises ``ValueError`` if ``n > max_len`` or the
+    width is not ``d_model``.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, X: Tensor) -> Tensor:
+        _check_length(X, self.max_len, "SinusoidalPositionEncoding")
+        if X.shape[-1] != self.d_model:
+            raise ValueError(f"X must have d_model={self.d_model} columns, got shape {tuple(X.shape)}")
+        return X + self.P[: X.shape[-2]].to(X.dtype)
+
+
+class LearnedPositionEncoding(nn.Module):
+    """Adds a learned vector per position: ``forward(X) = X + P[:n]``, ``P`` ``(max_len, d_model)``.
+
+    Positions beyond ``max_len`` have no vector: ``ValueError``. Initialised
+    with small normal values (std 0.02).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, X: Tensor) -> Tensor:
+        _check_length(X, self.max_len, "LearnedPositionEncoding")
+        if X.shape[-1] != self.d_model:
+            raise ValueError(f"X must have d_model={self.d_model} columns, got shape {tuple(X.shape)}")
+        return X + self.P[: X.shape[-2]]
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_positional.py::"
+CATALOG = [
+    {
+        "id": "extra:sinusoidal-position",
+        "title": "Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.positional.sinusoidal_position_encoding", "attnsurvey.transformer.positional.SinusoidalPositionEncoding"],
+        "tested_by": [
+            _T + "test_sinusoidal_matches_formula_and_offsets_are_rotations",
+            _T + "test_learned_and_sinusoidal_modules_add_the_table",
+            _T + "test_sequence_longer_than_table_raises",
+        ],
+    },
+    {
+        "id": "extra:learned-position",
+        "title": "Learned absolute position embeddings (one trainable vector per position)",
+        "chapter": CHAPTER,
+        "implemented_by": ["attnsurvey.transformer.positional.LearnedPositionEncoding"],
+        "tested_by": [_T + "test_learned_and_sinusoidal_modules_add_the_table", _T + "test_sequence_longer_than_table_raises"],
+    },
+]

@@ -1,0 +1,252 @@
+"""Reformer: LSH attention and reversible residual layers (Kitaev et al., 2020).
+
+*LSH attention.* Queries and keys are shared (``K = Q / ||Q||``), so a
+token's most similar keys are the tokens closest to it in angle. A random
+rotation hashes every vector into one of ``n_buckets`` buckets,
+``hash(x) = argmax([x R; -x R])``; nearby vectors tend to share a bucket.
+Tokens are sorted by bucket, cut into chunks of ``m``, and each chunk attends
+to itself and the previous chunk, only within a bucket: cost ``O(n m)``
+instead of ``O(n^2)``. A token attends to itself only if nothing else is
+available (its self score is set to ``-1e5``).
+
+*Reversible layers.* ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)`` can be
+inverted exactly, ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``, so the
+backward pass recomputes each layer's input from its output instead of
+storing activations for every layer.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..masking import masked_softmax
+
+SELF_SCORE = -1e5
+
+
+def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None = None) -> Tensor:
+    """A random projection ``R`` ``(d, n_buckets // 2)`` for :func:`lsh_hash`. Raises unless n_buckets is 1 or even."""
+    if n_buckets < 1 or (n_buckets > 1 and n_buckets % 2):
+        raise ValueError(f"n_buckets must be 1 or an even number, got n_buckets={n_buckets}")
+    return torch.randn(d, max(n_buckets // 2, 1), generator=generator)
+
+
+def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
+    """Angular LSH buckets ``argmax([x R; -x R])`` for rows of X ``(..., n, d)``; returns ``(..., n)`` ints.
+
+    With ``n_buckets = 1`` every vector lands in bucket 0.
+    """
+    if n_buckets == 1:
+        return torch.zeros(X.shape[:-1], dtype=torch.long, device=X.device)
+    if R.shape != (X.shape[-1], n_buckets // 2):
+        raise ValueError(f"R must have shape (d, n_buckets/2) = {(X.shape[-1], n_buckets // 2)}, got {tuple(R.shape)}")
+    proj = X @ R.to(X.dtype)
+    return torch.cat([proj, -proj], dim=-1).argmax(-1)
+
+
+def _shared_scores(Qc: Tensor, Kc: Tensor) -> Tensor:
+    Kn = Kc / Kc.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    return Qc @ Kn.transpose(-1, -2) / math.sqrt(Qc.shape[-1])
+
+
+def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Full shared-QK attention, the target LSH attention approximates.
+
+    QK: ``(..., n, d)`` (queries; keys are their unit-normalised copies);
+    V: ``(..., n, d_v)``; mask boolean ``(..., n, n)``, ``True`` = may attend.
+    A token's score with itself is ``-1e5`` (used only when nothing else is allowed).
+    Returns ``(c, a)``.
+    """
+    as_tensor(QK, "QK")
+    as_tensor(V, "V")
+    check_min_rank(QK, 2, "QK", "(..., n, d)")
+    check_dim_equal(QK.shape[-2], V.shape[-2], "shared-QK attention", "n of QK", "n of V")
+    e = _shared_scores(QK, QK)
+    n = QK.shape[-2]
+    e = e.masked_fill(torch.eye(n, dtype=torch.bool, device=QK.device), SELF_SCORE)
+    a = masked_softmax(e, mask)
+    return a @ V, a
+
+
+def lsh_attention(
+    QK: Tensor, V: Tensor, n_buckets: int, chunk_size: int, R: Tensor | None = None, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
+    """LSH attention (one hash round): sort by bucket, chunk, attend within bucket to this and the previous chunk.
+
+    QK: ``(..., n, d)``; V: ``(..., n, d_v)``; n_buckets: 1 or even; chunk_size
+    ``m`` must divide ``n``; R: rotations ``(d, n_buckets/2)`` (drawn with
+    ``generator`` if None). Returns ``(c (..., n, d_v), buckets (..., n))``.
+    With one bucket and ``m = n`` it is exactly :func:`shared_qk_attention`.
+    Raises ``ValueError`` if ``m`` does not divide ``n``.
+    """
+    as_tensor(QK, "QK")
+    as_tensor(V, "V")
+    check_min_rank(QK, 2, "QK", "(..., n, d)")
+    check_dim_equal(QK.shape[-2], V.shape[-2], "LSH attention", "n of QK", "n of V")
+    n, d = QK.shape[-2], QK.shape[-1]
+    if chunk_size < 1 or n % chunk_size:
+        raise ValueError(f"chunk size m={chunk_size} must divide the sequence length n={n}")
+    if R is None:
+        R = random_rotations(d, n_buckets, generator)
+    buckets = lsh_hash(QK, R, n_buckets)
+    pos = torch.arange(n, device=QK.device).expand_as(buckets)
+    order = (buckets * n + pos).argsort(dim=-1)  # sort by bucket, then position
+    gather = lambda T, idx: T.gather(-2, idx[..., None].expand(*idx.shape, T.shape[-1]))  # noqa: E731
+    sq, sv = gather(QK, order), gather(V, order)
+    sb, sp = buckets.gather(-1, order), pos.gather(-1, order)
+    c, m = n // chunk_size, chunk_size
+    cq = sq.reshape(*sq.shape[:-2], c, m, d)
+    cv = sv.reshape(*sv.shape[:-2], c, m, V.shape[-1])
+    cb, cp = sb.reshape(*sb.shape[:-1], c, m), sp.reshape(*sp.shape[:-1], c, m)
+    # keys of a chunk: the previous chunk, then the chunk itself
+    kq = torch.cat([cq.roll(1, dims=-3), cq], dim=-2)
+    kv = torch.cat([cv.roll(1, dims=-3), cv], dim=-2)
+    kb = torch.cat([cb.roll(1, dims=-2), cb], dim=-1)
+    kp = torch.cat([cp.roll(1, dims=-2), cp], dim=-1)
+    e = _shared_scores(cq, kq)  # (..., c, m, 2m)
+    allowed = cb[..., :, None] == kb[..., None, :]
+    first = torch.zeros(c, 1, 2 * m, dtype=torch.bool, device=QK.device)
+    first[0, :, :m] = True  # chunk 0 has no previous chunk (roll would wrap around)
+    allowed = allowed & ~first
+    e = e.masked_fill(cp[..., :, None] == kp[..., None, :], SELF_SCORE)
+    a = masked_softmax(e, allowed)
+    out_sorted = (a @ kv).reshape(*sv.shape)
+    out = torch.empty_like(out_sorted).scatter_(-2, order[..., None].expand_as(out_sorted), out_sorted)
+    return out, buckets
+
+
+def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tensor, Tensor]:
+    """Brute-force reference: shared-QK attention restricted to pairs in the same bucket, ``O(n^2)``."""
+    mask = buckets[..., :, None] == buckets[..., None, :]
+    return shared_qk_attention(QK, V, mask)
+
+
+def reversible_forward(x1: Tensor, x2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
+    """A reversible residual block: ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)``."""
+    y1 = x1 + f(x2)
+    return y1, x2 + g(y1)
+
+
+def reversible_inverse(y1: Tensor, y2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
+    """The exact inverse of :func:`reversible_forward`: ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``."""
+    x2 = y2 - g(y1)
+    return y1 - f(x2), x2
+
+
+class _ReversibleFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, blocks: Sequence[tuple[nn.Module, nn.Module]], *params: Tensor) -> Tensor:
+        with torch.no_grad():
+            x1, x2 = x.chunk(2, dim=-1)
+            for f, g in blocks:
+                x1, x2 = reversible_forward(x1, x2, f, g)
+            y = torch.cat([x1, x2], dim=-1)
+        ctx.blocks = blocks
+        ctx.save_for_backward(y)  # only the final output is kept
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: Tensor):
+        (y,) = ctx.saved_tensors
+        y1, y2 = y.chunk(2, dim=-1)
+        dy1, dy2 = dy.chunk(2, dim=-1)
+        for f, g in reversed(ctx.blocks):
+            with torch.enable_grad():
+                y1_ = y1.detach().requires_grad_(True)
+                g_out = g(y1_)
+                torch.autograd.backward(g_out, dy2)
+            with torch.no_grad():
+                x2 = y2 - g_out
+                dy1 = dy1 + y1_.grad
+            with torch.enable_grad():
+                x2_ = x2.detach().requires_grad_(True)
+                f_out = f(x2_)
+                torch.autograd.backward(f_out, dy1)
+            with torch.no_grad():
+                x1 = y1 - f_out
+                dy2 = dy2 + x2_.grad
+            y1, y2 = x1, x2
+        return (torch.cat([dy1, dy2], dim=-1), None, *([None] * len(ctx.needs_input_grad[2:])))
+
+
+class ReversibleSequence(nn.Module):
+    """A stack of reversible blocks ``(F_i, G_i)`` acting on ``x = [x_1; x_2]`` (last axis split in half).
+
+    ``forward(x)`` with ``memory_saving=True`` stores only the final output for
+    backward and reconstructs every layer's input on the way back; with
+    ``False`` it runs plain autograd (for comparison). Both give the same
+    output and gradients. Raises ``ValueError`` if the width is odd.
+    """
+
+    def __init__(self, blocks: Sequence[tuple[nn.Module, nn.Module]], memory_saving: bool = True) -> None:
+        super().__init__()
+        self.fs = nn.ModuleList(f for f, _ in blocks)
+        self.gs = nn.ModuleList(g for _, g in blocks)
+        self.memory_saving = memory_saving
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1] % 2:
+            raise ValueError(f"a reversible layer splits the width in two halves; got odd width {x.shape[-1]}")
+        blocks = list(zip(self.fs, self.gs))
+        if self.memory_saving and torch.is_grad_enabled():
+            return _ReversibleFunction.apply(x, blocks, *self.parameters())
+        x1, x2 = x.chunk(2, dim=-1)
+        for f, g in blocks:
+            x1, x2 = reversible_forward(x1, x2, f, g)
+        return torch.cat([x1, x2], dim=-1)
+
+    def inverse(self, y: Tensor) -> Tensor:
+        """Recover the input from the output, layer by layer."""
+        y1, y2 = y.chunk(2, dim=-1)
+        for f, g in reversed(list(zip(self.fs, self.gs))):
+            y1, y2 = reversible_inverse(y1, y2, f, g)
+        return torch.cat([y1, y2], dim=-1)
+
+
+def saved_activation_bytes(fn, *args) -> int:
+    """Bytes of tensors autograd saves for backward while running ``fn(*args)`` (parameters excluded)."""
+    params = set()
+    total = 0
+
+    def pack(t: Tensor):
+        nonlocal total
+        if not isinstance(t, nn.Parameter) and t.data_ptr() not in params:
+            total += t.numel() * t.element_size()
+        return t
+
+    for a in args:
+        if isinstance(a, nn.Module):
+            params.update(p.data_ptr() for p in a.parameters())
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return total
+
+
+CATALOG = [
+    {
+        "id": "extra:reformer-lsh",
+        "title": "Reformer LSH attention: angular hashing, sort, chunk, attend within buckets (shared QK)",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": [
+            "attnsurvey.transformer.reformer.lsh_hash",
+            "attnsurvey.transformer.reformer.lsh_attention",
+            "attnsurvey.transformer.reformer.shared_qk_attention",
+        ],
+        "tested_by": ["tests/test_variants.py::test_lsh_one_bucket_equals_full_shared_qk", "tests/test_variants.py::test_lsh_equals_same_bucket_oracle_and_stays_in_bucket"],
+    },
+    {
+        "id": "extra:reversible-layers",
+        "title": "Reversible residual layers: y1 = x1 + F(x2), y2 = x2 + G(y1), inverted in the backward pass",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": [
+            "attnsurvey.transformer.reformer.reversible_forward",
+            "attnsurvey.transformer.reformer.reversible_inverse",
+            "attnsurvey.transformer.reformer.ReversibleSequence",
+        ],
+        "tested_by": ["tests/test_variants.py::test_reversible_layers_invert_and_match_plain_gradients"],
+    },
+]

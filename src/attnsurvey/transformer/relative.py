@@ -1,0 +1,238 @@
+"""Position-aware attention scores: relative positions and a Gaussian local bias.
+
+* Relative positions (Shaw et al., 2018; review eq. 14-15). Instead of adding
+  a code to the inputs, every *pair* ``(i, j)`` gets learned vectors
+  ``a^K_ij`` and ``a^V_ij`` that depend only on the clipped offset
+  ``clip(j - i, b) = max(-b, min(b, j - i))`` (eq. 15)::
+
+      z_i = sum_j softmax_j( (x_i W^Q)(x_j W^K + a^K_ij)^T / sqrt(d_k) ) (x_j W^V + a^V_ij)   (eq. 14)
+
+  Only ``2b + 1`` vectors per role exist, so the model accepts sequences of any
+  length, including lengths never seen in training.
+
+* Gaussian local bias (Yang et al., 2018; review eq. 16). A bias
+  ``G_ij = -(j - P_i)^2 / (2 sigma_i^2)`` with ``sigma_i = D_i / 2`` is added to
+  the scores before the softmax, ``alpha_ij = softmax_j(e_ij + G_ij)``, so that
+  token ``i`` favours a window of size ``D_i`` around a centre ``P_i``. ``G_ij`` is
+  0 at the centre and goes to ``-inf`` far from it.
+
+Masks are boolean, ``True`` = may attend.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..masking import masked_softmax
+from ..query_related.multihead import _head_mask, merge_heads, split_heads
+
+
+def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device | None = None) -> Tensor:
+    """Offsets ``clip(j - i, b)`` of review eq. 15 as a ``(n_q, n_f)`` integer tensor in ``[-b, b]``.
+
+    Raises ``ValueError`` unless ``b >= 0``.
+    """
+    if b < 0:
+        raise ValueError(f"the clipping distance b must be >= 0, got b={b}")
+    i = torch.arange(n_q, device=device)[:, None]
+    j = torch.arange(n_f, device=device)[None, :]
+    return (j - i).clamp(-b, b)
+
+
+def relative_position_attention(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    A_K: Tensor,
+    A_V: Tensor,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Self-attention with clipped relative positions, review eq. 14-15 (Shaw et al., 2018).
+
+    Q: ``(..., n_q, d_k)`` projected queries ``x_i W^Q``; K: ``(..., n_f, d_k)``;
+    V: ``(..., n_f, d_v)``; A_K: ``(2b+1, d_k)`` and A_V: ``(2b+1, d_v)`` hold the
+    vectors for offsets ``-b..b`` (row ``b + clip(j - i, b)``); mask boolean,
+    broadcastable to ``(..., n_q, n_f)``. Returns ``(z, alpha)``: ``(..., n_q, d_v)``
+    and ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches or an
+    even number of rows in ``A_K``.
+    """
+    for sym, t in (("Q", Q), ("K", K), ("V", V), ("A_K", A_K), ("A_V", A_V)):
+        as_tensor(t, sym)
+    check_min_rank(Q, 2, "Q", "(..., n_q, d_k)")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    check_dim_equal(Q.shape[-1], K.shape[-1], "relative attention", "d_q", "d_k")
+    check_dim_equal(K.shape[-2], V.shape[-2], "relative attention", "n_f of K", "n_f of V")
+    if A_K.dim() != 2 or A_K.shape[0] % 2 == 0:
+        raise ValueError(f"A_K must have shape (2b+1, d_k), got {tuple(A_K.shape)}")
+    b = (A_K.shape[0] - 1) // 2
+    check_weight(A_K, (2 * b + 1, K.shape[-1]), "A_K", "(2b+1, d_k)")
+    check_weight(A_V, (2 * b + 1, V.shape[-1]), "A_V", "(2b+1, d_v)")
+    idx = clipped_relative_positions(Q.shape[-2], K.shape[-2], b, Q.device) + b
+    aK, aV = A_K[idx], A_V[idx]  # (n_q, n_f, d): a^K_ij, a^V_ij
+    e = (Q @ K.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", Q, aK)) / math.sqrt(K.shape[-1])
+    alpha = masked_softmax(e, mask)
+    z = alpha @ V + torch.einsum("...ij,ijd->...id", alpha, aV)
+    return z, alpha
+
+
+class RelativeSelfAttention(nn.Module):
+    """Multi-head self-attention with relative positions (review eq. 14-15).
+
+    Args: d_model, h (heads), b (clipping distance). The offset tables
+    ``A_K``, ``A_V`` (``(2b+1, d_model/h)``) are shared by the heads, as in
+    Shaw et al. ``forward(X, X_kv=None, mask=None)`` takes ``X`` ``(..., n, d_model)``
+    and returns ``(output, weights (..., h, n, n))``; it is self-attention only,
+    so ``X_kv`` must be ``None`` or ``X`` itself. Raises ``ValueError`` if ``h``
+    does not divide ``d_model``.
+    """
+
+    def __init__(self, d_model: int, h: int, b: int = 4, bias: bool = True) -> None:
+        super().__init__()
+        if h < 1 or d_model % h:
+            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        if b < 0:
+            raise ValueError(f"the clipping distance b must be >= 0, got b={b}")
+        self.h, self.b, self.d_model = h, b, d_model
+        d_k = d_model // h
+        self.W_Q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_K = nn.Linear(d_model, d_model, bias=bias)
+        self.W_V = nn.Linear(d_model, d_model, bias=bias)
+        self.W_O = nn.Linear(d_model, d_model, bias=bias)
+        self.A_K = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
+        self.A_V = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
+
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if X_kv is not None and X_kv is not X:
+            raise ValueError("RelativeSelfAttention is self-attention: X_kv must be None or X")
+        as_tensor(X, "X")
+        check_min_rank(X, 2, "X", "(..., n, d_model)")
+        check_dim_equal(X.shape[-1], self.d_model, "RelativeSelfAttention", "d_model of X", "d_model of the module")
+        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
+        z, a = relative_position_attention(q, k, v, self.A_K, self.A_V, _head_mask(mask, X.dim()))
+        return self.W_O(merge_heads(z)), a
+
+
+def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
+    """The Gaussian bias ``G_ij = -(j - P_i)^2 / (2 sigma_i^2)``, ``sigma_i = D_i / 2`` (review eq. 16).
+
+    P: ``(..., n_q)`` centres (real-valued positions); D: ``(..., n_q)`` window
+    sizes, all > 0; returns G ``(..., n_q, n_f)`` with entries in ``(-inf, 0]``.
+    Raises ``ValueError`` if the shapes differ or a window size is not positive.
+    """
+    as_tensor(P, "P")
+    as_tensor(D, "D")
+    if P.shape != D.shape:
+        raise ValueError(f"P and D must have the same shape (..., n_q), got P={tuple(P.shape)}, D={tuple(D.shape)}")
+    if not bool((D > 0).all()):
+        raise ValueError(f"window sizes D must be > 0, got min D={float(D.min()):.3g}")
+    j = torch.arange(n_f, dtype=P.dtype, device=P.device)
+    sigma = D / 2
+    return -((j - P[..., None]) ** 2) / (2 * sigma[..., None] ** 2)
+
+
+def gaussian_biased_attention(
+    Q: Tensor, K: Tensor, V: Tensor, G: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention with an additive bias, ``alpha_ij = softmax_j(e_ij + G_ij)`` (review eq. 16).
+
+    Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, G broadcastable
+    to ``(..., n_q, n_f)``; mask boolean, ``True`` = may attend. Returns ``(c, alpha)``.
+    Raises ``ValueError`` if G does not broadcast to the scores.
+    """
+    as_tensor(Q, "Q")
+    as_tensor(K, "K")
+    check_dim_equal(Q.shape[-1], K.shape[-1], "Gaussian-biased attention", "d_q", "d_k")
+    e = Q @ K.transpose(-1, -2) / math.sqrt(K.shape[-1])
+    try:
+        shape = torch.broadcast_shapes(G.shape, e.shape)
+    except RuntimeError:
+        shape = None
+    if shape != e.shape:
+        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(e.shape)}")
+    alpha = masked_softmax(e + G, mask)
+    return alpha @ V, alpha
+
+
+class GaussianLocalSelfAttention(nn.Module):
+    """Multi-head self-attention with a learnable Gaussian local bias (review eq. 16).
+
+    ``centre="predicted"`` (Yang et al., 2018): from each query,
+    ``P_i = n * sigmoid(v_P^T tanh(W_P q_i))`` and ``D_i = n * sigmoid(v_D^T tanh(W_P q_i))``.
+    ``centre="token"``: ``P_i = i`` and one learned window ``D`` per head
+    (initialised to ``window``). ``forward(X, X_kv=None, mask=None)`` returns
+    ``(output, weights (..., h, n, n))``; self-attention only.
+    """
+
+    def __init__(self, d_model: int, h: int, centre: str = "token", window: float = 4.0) -> None:
+        super().__init__()
+        if h < 1 or d_model % h:
+            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        if centre not in ("token", "predicted"):
+            raise ValueError(f"centre must be 'token' or 'predicted', got {centre!r}")
+        if window <= 0:
+            raise ValueError(f"window D must be > 0, got {window}")
+        self.h, self.d_model, self.centre = h, d_model, centre
+        self.W_Q = nn.Linear(d_model, d_model)
+        self.W_K = nn.Linear(d_model, d_model)
+        self.W_V = nn.Linear(d_model, d_model)
+        self.W_O = nn.Linear(d_model, d_model)
+        d_k = d_model // h
+        if centre == "predicted":
+            self.W_P = nn.Linear(d_k, d_k, bias=False)
+            self.v_P = nn.Linear(d_k, 1, bias=False)
+            self.v_D = nn.Linear(d_k, 1, bias=False)
+        else:
+            self.log_D = nn.Parameter(torch.full((h,), math.log(window)))
+
+    def centres_and_windows(self, q: Tensor) -> tuple[Tensor, Tensor]:
+        """``(P, D)``, each ``(..., h, n)``, for per-head queries ``q`` ``(..., h, n, d_k)``."""
+        n = q.shape[-2]
+        if self.centre == "predicted":
+            hid = torch.tanh(self.W_P(q))
+            return n * torch.sigmoid(self.v_P(hid)).squeeze(-1), n * torch.sigmoid(self.v_D(hid)).squeeze(-1) + 1e-3
+        P = torch.arange(n, dtype=q.dtype, device=q.device).expand(*q.shape[:-1])
+        D = self.log_D.exp()[:, None].to(q.dtype).expand(*q.shape[:-1])
+        return P, D
+
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if X_kv is not None and X_kv is not X:
+            raise ValueError("GaussianLocalSelfAttention is self-attention: X_kv must be None or X")
+        as_tensor(X, "X")
+        check_min_rank(X, 2, "X", "(..., n, d_model)")
+        check_dim_equal(X.shape[-1], self.d_model, "GaussianLocalSelfAttention", "d_model of X", "d_model of the module")
+        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
+        P, D = self.centres_and_windows(q)
+        G = gaussian_local_bias(P, D, X.shape[-2])
+        c, a = gaussian_biased_attention(q, k, v, G, _head_mask(mask, X.dim()))
+        return self.W_O(merge_heads(c)), a
+
+
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+_T = "tests/test_positional.py::"
+CATALOG = [
+    {
+        "id": "extra:relative-position",
+        "title": "Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.relative.clipped_relative_positions",
+            "attnsurvey.transformer.relative.relative_position_attention",
+            "attnsurvey.transformer.relative.RelativeSelfAttention",
+        ],
+        "tested_by": [_T + "test_relative_positions_match_loop_eq14_15", _T + "test_relative_with_zero_tables_is_plain_attention_and_shift_equivariant"],
+    },
+    {
+        "id": "extra:gaussian-local-bias",
+        "title": "Learnable Gaussian local bias added to the scores, softmax(e_ij + G_ij) (review eq. 16; Yang et al. 2018)",
+        "chapter": CHAPTER,
+        "implemented_by": [
+            "attnsurvey.transformer.relative.gaussian_local_bias",
+            "attnsurvey.transformer.relative.gaussian_biased_attention",
+            "attnsurvey.transformer.relative.GaussianLocalSelfAttention",
+        ],
+        "tested_by": [_T + "test_gaussian_bias_eq16_matches_hand_computation", _T + "test_gaussian_window_narrows_attention_and_is_learnable"],
+    },
+]

@@ -1,0 +1,105 @@
+"""Synthesizer: attention weights without query-key dot products (Tay et al., 2021).
+
+*Dense* Synthesizer: each token predicts its own row of weights from itself
+alone, ``B_i = W_2 relu(W_1 x_i + b_1) + b_2`` (a vector of ``l = max_len``
+logits), ``A = softmax(B[:, :n])``.
+*Random* Synthesizer: the weights are a learned (or fixed) matrix ``R``
+``(l, l)`` that ignores the input entirely, ``A = softmax(R[:n, :n])``.
+In both, the output is ``Y = A G(X)`` with a value projection ``G``.
+That these compete with dot-product attention on some tasks questions how
+much the *pairwise* comparison matters. Masks are boolean, ``True`` = may attend.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import as_tensor, check_min_rank, check_weight
+from ..masking import masked_softmax
+
+
+def _check_len(n: int, max_len: int, what: str) -> None:
+    if n > max_len:
+        raise ValueError(f"{what} synthesizes weights for max_len l={max_len} positions, got n={n}")
+
+
+def dense_synthesizer_weights(
+    X: Tensor, W_1: Tensor, b_1: Tensor, W_2: Tensor, b_2: Tensor, mask: Tensor | None = None
+) -> Tensor:
+    """Dense Synthesizer weights ``A = softmax(W_2 relu(W_1 x_i + b_1) + b_2)[:, :n]``.
+
+    X: ``(..., n, d)``; W_1: ``(d_h, d)``; b_1: ``(d_h,)``; W_2: ``(l, d_h)``;
+    b_2: ``(l,)`` with ``l >= n``. Returns A ``(..., n, n)``. Raises ``ValueError``
+    if ``n > l`` or a weight has the wrong shape.
+    """
+    as_tensor(X, "X")
+    check_min_rank(X, 2, "X", "(..., n, d)")
+    d_h, l = W_1.shape[0], W_2.shape[0]
+    check_weight(W_1, (d_h, X.shape[-1]), "W_1", "(d_h, d)")
+    check_weight(b_1, (d_h,), "b_1", "(d_h,)")
+    check_weight(W_2, (l, d_h), "W_2", "(l, d_h)")
+    check_weight(b_2, (l,), "b_2", "(l,)")
+    n = X.shape[-2]
+    _check_len(n, l, "the Dense Synthesizer")
+    B = torch.relu(X @ W_1.T + b_1) @ W_2[:n].T + b_2[:n]
+    return masked_softmax(B, mask)
+
+
+def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) -> Tensor:
+    """Random Synthesizer weights ``A = softmax(R[:n, :n])``, the same for every input.
+
+    R: ``(l, l)``. Returns A ``(n, n)``. Raises ``ValueError`` if ``n > l``.
+    """
+    as_tensor(R, "R")
+    if R.dim() != 2 or R.shape[0] != R.shape[1]:
+        raise ValueError(f"R must have shape (l, l), got {tuple(R.shape)}")
+    _check_len(n, R.shape[0], "the Random Synthesizer")
+    return masked_softmax(R[:n, :n], mask)
+
+
+class DenseSynthesizer(nn.Module):
+    """Dense Synthesizer layer: ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)``."""
+
+    def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
+        super().__init__()
+        d_hidden = d_hidden or d_model
+        self.lin1 = nn.Linear(d_model, d_hidden)
+        self.lin2 = nn.Linear(d_hidden, max_len)
+        self.W_V = nn.Linear(d_model, d_model)
+        self.W_O = nn.Linear(d_model, d_model)
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        A = dense_synthesizer_weights(X, self.lin1.weight, self.lin1.bias, self.lin2.weight, self.lin2.bias, mask)
+        return self.W_O(A @ self.W_V(X)), A
+
+
+class RandomSynthesizer(nn.Module):
+    """Random Synthesizer layer; ``fixed=True`` keeps ``R`` at its random initial value."""
+
+    def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
+        super().__init__()
+        self.R = nn.Parameter(torch.randn(max_len, max_len), requires_grad=not fixed)
+        self.W_V = nn.Linear(d_model, d_model)
+        self.W_O = nn.Linear(d_model, d_model)
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        A = random_synthesizer_weights(self.R, X.shape[-2], mask)
+        return self.W_O(A @ self.W_V(X)), A
+
+
+CATALOG = [
+    {
+        "id": "extra:synthesizer-dense",
+        "title": "Dense Synthesizer: each token predicts its own row of attention weights",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": ["attnsurvey.transformer.synthesizer.dense_synthesizer_weights", "attnsurvey.transformer.synthesizer.DenseSynthesizer"],
+        "tested_by": ["tests/test_variants.py::test_dense_synthesizer_matches_loop"],
+    },
+    {
+        "id": "extra:synthesizer-random",
+        "title": "Random Synthesizer: input-independent (learned or fixed) attention weights",
+        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
+        "implemented_by": ["attnsurvey.transformer.synthesizer.random_synthesizer_weights", "attnsurvey.transformer.synthesizer.RandomSynthesizer"],
+        "tested_by": ["tests/test_variants.py::test_random_synthesizer_ignores_input"],
+    },
+]

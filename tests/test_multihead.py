@@ -1,0 +1,205 @@
+"""Tests for §3.3.2 multi-head attention, Eq. (38)-(40), review eq. 10-11, disagreement."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F_
+from torch import nn
+
+from attnsurvey.query_related import multihead as mh
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+def weights(d_model=8, h=2, seed=0):
+    return rand(d_model, d_model, seed=seed), rand(d_model, d_model, seed=seed + 1), rand(d_model, d_model, seed=seed + 2), rand(d_model, d_model, seed=seed + 3)
+
+
+def torch_mha(W_Q, W_K, W_V, W_O, h, bias=False):
+    d = W_O.shape[0]
+    ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))
+        ref.out_proj.weight.copy_(W_O)
+    return ref.eval()
+
+
+def test_eq38_head_projections_are_row_blocks():
+    # head j's query is rows j*d_k:(j+1)*d_k of W_Q applied to q, as in the survey's W_q^(j) q
+    Q = rand(3, 8)
+    W_Q = rand(8, 8, seed=1)
+    q = mh.split_heads(Q @ W_Q.T, 2)
+    assert q.shape == (2, 3, 4)
+    for j in range(2):
+        torch.testing.assert_close(q[j], Q @ W_Q[4 * j : 4 * (j + 1)].T)
+
+
+def test_split_merge_roundtrip():
+    X = rand(2, 5, 12)
+    for h in (1, 2, 3, 4, 6, 12):
+        torch.testing.assert_close(mh.merge_heads(mh.split_heads(X, h)), X)
+
+
+def test_bad_head_counts_raise():
+    with pytest.raises(ValueError, match="d_model=10 is not divisible by the number of heads h=3"):
+        mh.MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="h must be >= 1"):
+        mh.MultiHeadAttention(8, 0)
+    with pytest.raises(ValueError, match="not divisible by the number of heads h=3"):
+        mh.split_heads(rand(2, 8), 3)
+    W = weights()
+    with pytest.raises(ValueError, match=r"h=3 must divide h\*d_k=8"):
+        mh.multi_head_attention(rand(3, 8), rand(4, 8), rand(4, 8), *W, h=3)
+    with pytest.raises(ValueError, match=r"W_K must have shape \(h\*d_k, d_f\)"):
+        mh.multi_head_attention(rand(3, 8), rand(4, 6), rand(4, 6), W[0], W[1], rand(8, 6), W[3], h=2)
+    m = mh.MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match="d_model of X_q == d_model of the module, got d_model of X_q=6"):
+        m(rand(3, 6))
+    with pytest.raises(ValueError, match="does not broadcast to the scores"):
+        m(rand(3, 8), mask=torch.ones(3, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="boolean"):
+        m(rand(3, 8), mask=torch.ones(3, 3))
+
+
+def test_eq39_head_contexts_match_sdpa():
+    Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
+    W_Q, W_K, W_V, _ = weights()
+    mask = rand(2, 3, 5, seed=9) > -0.5
+    mask[..., 0] = True
+    _, a = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, torch.eye(8), 2, mask)
+    q, k, v = (mh.split_heads(x, 2) for x in (Q @ W_Q.T, F @ W_K.T, F @ W_V.T))
+    c_ref = F_.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+    torch.testing.assert_close(a @ v, c_ref)
+    torch.testing.assert_close(a.sum(-1), torch.ones(2, 2, 3))
+
+
+def test_eq40_equals_torch_multihead_attention():
+    Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
+    W = weights()
+    out, a = mh.multi_head_attention(Q, F, F, *W, h=2)
+    ref = torch_mha(*W, h=2)
+    out_ref, a_mean = ref(Q, F, F)  # head-averaged weights by default
+    torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(a.mean(-3), a_mean)
+    _, a_heads = ref(Q, F, F, average_attn_weights=False)
+    torch.testing.assert_close(a, a_heads)
+
+
+def test_mask_polarity_and_key_padding_vs_torch():
+    Q, F = rand(2, 4, 8), rand(2, 4, 8, seed=1)
+    W = weights(seed=3)
+    ref = torch_mha(*W, h=2)
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()  # ours: True = may attend
+    out, _ = mh.multi_head_attention(Q, F, F, *W, h=2, mask=causal)
+    out_ref, _ = ref(Q, F, F, attn_mask=~causal)  # torch: True = blocked
+    torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
+    # passing our mask unchanged to torch computes something else
+    wrong, _ = ref(Q, F, F, attn_mask=causal.triu(1) | causal.tril(-1))
+    assert not torch.allclose(out[:, 1:], wrong[:, 1:], atol=1e-3)
+    # key padding: a per-example (batch, 1, n_f) mask without a head axis
+    lengths = torch.tensor([4, 2])
+    keep = torch.arange(4)[None, :] < lengths[:, None]
+    out, a = mh.multi_head_attention(Q, F, F, *W, h=2, mask=keep[:, None, :])
+    out_ref, _ = ref(Q, F, F, key_padding_mask=~keep)
+    torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
+    assert torch.all(a[1, :, :, 2:] == 0)
+
+
+def test_module_with_bias_equals_torch():
+    torch.manual_seed(0)
+    m = mh.MultiHeadAttention(8, 4, bias=True)
+    ref = nn.MultiheadAttention(8, 4, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([m.W_Q.weight, m.W_K.weight, m.W_V.weight]))
+        ref.in_proj_bias.copy_(torch.cat([m.W_Q.bias, m.W_K.bias, m.W_V.bias]))
+        ref.out_proj.weight.copy_(m.W_O.weight)
+        ref.out_proj.bias.copy_(m.W_O.bias)
+    X, Y = rand(3, 5, 8), rand(3, 6, 8, seed=2)
+    out, a = m(X, Y)
+    out_ref, a_ref = ref(X, Y, Y, average_attn_weights=False)
+    torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(a, a_ref)
+
+
+def test_fully_masked_rows_and_large_scores():
+    W = weights()
+    Q, F = rand(2, 3, 8) * 1e3, rand(2, 5, 8, seed=1) * 1e3  # scores ~1e6 before scaling
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    Q.requires_grad_(True)
+    out, a = mh.multi_head_attention(Q, F, F, W[0], W[1], W[2], W[3], h=2, mask=mask)
+    assert torch.isfinite(out).all() and torch.isfinite(a).all()
+    assert torch.equal(out[:, 1], torch.zeros(2, 8))  # zero context, where torch gives NaN
+    out.sum().backward()
+    assert torch.isfinite(Q.grad).all()
+    ref = torch_mha(*W, h=2)
+    out_ref, _ = ref(Q.detach(), F, F, attn_mask=~mask)
+    assert torch.isnan(out_ref[:, 1]).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_dtypes(dtype):
+    W = weights()
+    Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
+    out32, _ = mh.multi_head_attention(Q, F, F, *W, h=2)
+    try:
+        out, a = mh.multi_head_attention(Q.to(dtype), F.to(dtype), F.to(dtype), *(w.to(dtype) for w in W), h=2)
+    except RuntimeError as err:  # pragma: no cover - CPU kernel missing
+        pytest.skip(f"{dtype} matmul unsupported on this CPU: {err}")
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    torch.testing.assert_close(out.float(), out32, rtol=0.1, atol=0.3)
+    torch.testing.assert_close(a.float().sum(-1), torch.ones(2, 2, 3), rtol=0.02, atol=0.02)
+
+
+def test_matrix_form_equals_stacked_form():
+    Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
+    W_Q, W_K, W_V, W_O = weights(seed=5)
+    h, d = 2, 4
+    per = lambda W: [W[j * d : (j + 1) * d].T for j in range(h)]  # (d_model, d_k) each
+    mask = torch.ones(3, 5, dtype=torch.bool).tril()
+    out = mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K), per(W_V), W_O.T, mask)
+    ref, _ = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, W_O, h, mask)
+    torch.testing.assert_close(out, ref)
+    with pytest.raises(ValueError, match="one W_i"):
+        mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K)[:1], per(W_V), W_O.T)
+    with pytest.raises(ValueError, match=r"W\^O must have shape \(h\*d_v, d_model\)"):
+        mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K), per(W_V), rand(6, 8))
+
+
+def test_disagreement_matches_loop_and_extremes():
+    O = rand(2, 3, 4, 5)  # (batch, h, n, d)
+    D = mh.disagreement_regularisation(O, "output")
+    for b in range(2):
+        tot = 0.0
+        for i in range(3):
+            for j in range(3):
+                tot += float(F_.cosine_similarity(O[b, i].flatten(), O[b, j].flatten(), dim=0))
+        assert math.isclose(float(D[b]), -tot / 9, rel_tol=1e-5)
+    same = rand(1, 4, 5).expand(3, 4, 5)
+    assert math.isclose(float(mh.disagreement_regularisation(same)), -1.0, rel_tol=1e-6)
+    ortho = torch.eye(3).reshape(3, 1, 3)
+    assert math.isclose(float(mh.disagreement_regularisation(ortho, "subspace")), -1 / 3, rel_tol=1e-6)
+    A = torch.softmax(rand(2, 3, 4, 4, seed=3), -1)
+    Dp = mh.disagreement_regularisation(A, "position")
+    ref = -sum((A[:, i] * A[:, j]).abs().sum((-1, -2)) for i in range(3) for j in range(3)) / 9
+    torch.testing.assert_close(Dp, ref)
+    with pytest.raises(ValueError, match="kind must be"):
+        mh.disagreement_regularisation(O, "cosine")
+    with pytest.raises(ValueError, match=r"heads must have shape"):
+        mh.disagreement_regularisation(rand(3, 4))
+
+
+def test_disagreement_gradient_pushes_heads_apart():
+    O = (rand(1, 4, 3) + 0.1 * rand(2, 4, 3, seed=1)).requires_grad_(True)
+    before = float(mh.disagreement_regularisation(O.detach()))
+    opt = torch.optim.Adam([O], lr=0.1)
+    for _ in range(30):
+        opt.zero_grad()
+        (-mh.disagreement_regularisation(O)).backward()
+        opt.step()
+    assert float(mh.disagreement_regularisation(O.detach())) > before + 0.3
