@@ -132,8 +132,14 @@ def test_page_renders_offline(server, browser, page_path):
 
     # Widgets: where the notebook stored widget state, the embed manager drew them.
     if _has_widget_state(page_path):
-        page.wait_for_selector(".widget-inline-hbox, .jupyter-widgets", timeout=30_000)
-        assert page.locator(".jupyter-widgets").count() > 0, "widgets not rendered"
+        page.wait_for_selector(".jupyter-widgets", timeout=30_000)
+        views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        controls = page.locator(
+            ".jupyter-widgets .widget-slider, .jupyter-widgets select, .jupyter-widgets input, "
+            ".jupyter-widgets button, .jupyter-widgets .widget-toggle-buttons"
+        ).count()
+        assert views > 0, "widget state stored but no widget view on the page"
+        assert controls >= views, f"{views} widget views but only {controls} controls rendered"
 
     host = urlparse(server).netloc
     foreign = [u for u in requests if urlparse(u).scheme in {"http", "https"} and urlparse(u).netloc != host]
