@@ -68,3 +68,15 @@ def test_bad_arguments_raise():
         transduction_batch(2, 0)
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         transduction_batch(0, 3)
+
+
+def test_reversal_batch_targets_are_the_reversed_inputs():
+    from attnsurvey.data.sequences import reversal_batch
+
+    x, y = reversal_batch(5, 7, 10, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 7)
+    assert int(x.min()) >= 0 and int(x.max()) < 10
+    for b in range(5):
+        assert y[b].tolist() == x[b].tolist()[::-1]
+    with pytest.raises(ValueError, match="vocab >= 2"):
+        reversal_batch(2, 3, 1, torch.Generator())

@@ -100,3 +100,18 @@ def transduction_batch(
 def _check_task(task: str) -> None:
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {list(TASKS)}")
+
+
+def reversal_batch(batch: int, n: int, vocab: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Random token sequences ``x`` ``(batch, n)`` in ``[0, vocab)`` and targets ``y = reversed(x)``.
+
+    The answer at position ``i`` is the token at position ``n - 1 - i``: a model
+    must know *where* each token is, so a position-blind model cannot solve it.
+    Fixed length, no padding (the Transformer chapter's tagger task; see
+    :func:`transduction_batch` for the padded encoder-decoder version).
+    Raises ``ValueError`` for non-positive sizes.
+    """
+    if batch < 1 or n < 1 or vocab < 2:
+        raise ValueError(f"need batch >= 1, n >= 1, vocab >= 2; got batch={batch}, n={n}, vocab={vocab}")
+    x = torch.randint(0, vocab, (batch, n), generator=generator)
+    return x, x.flip(-1)
