@@ -46,6 +46,7 @@ from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_m
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
 from ..masking import masked_softmax
+from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 QuerylessScoreFn = Callable[[Tensor], Tensor]
@@ -175,11 +176,11 @@ def queryless_additive_score(
     if w.dim() != 1:
         raise ValueError(f"w^(1) must have shape (d_w,), got {tuple(w.shape)}")
     check_weight(W, (w.shape[0], K.shape[-1]), "W^(1)", "(d_w, d_k^(1))")
-    h = K @ W.T
-    if b is not None:
-        check_weight(b, (w.shape[0],), "b^(1)", "(d_w,)")
-        h = h + b
-    return act(h) @ w
+    if b is None:
+        b = K.new_zeros(w.shape[0])
+    check_weight(b, (w.shape[0],), "b^(1)", "(d_w,)")
+    # Eq. (7) is the query-less self-attention score of Eq. (33), applied to the first feature set.
+    return queryless_score(K, W, b, w, act)
 
 
 def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
