@@ -15,11 +15,7 @@ from scipy import optimize, stats
 from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
 from attnsurvey.general_mechanisms import alignment as al
 from attnsurvey.training import accuracy, seed_everything, train
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription

@@ -9,11 +9,7 @@ import torch.nn.functional as F_
 
 from attnsurvey.data.sentiment import keyword_features, sentiment_reviews
 from attnsurvey.query_related import capsule as cp
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def test_eq43_scores_match_loop():

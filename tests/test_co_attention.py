@@ -8,11 +8,7 @@ import torch
 
 from attnsurvey.feature_related import co_attention as ca
 from attnsurvey.general_mechanisms.scoring import additive_score, dot_score
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def additive_fn(d_q, d_k, d_w=5, seed=0, dtype=torch.float32):

@@ -1,6 +1,8 @@
 """Tests for §3.2.3 attention dimensionality: multi-dimensional attention, Eq. (30)-(32)."""
 from __future__ import annotations
 
+import functools
+
 import math
 
 import pytest
@@ -13,13 +15,12 @@ from attnsurvey.data.lookup import featurewise_lookup
 from attnsurvey.general_mechanisms import dimensionality as md
 from attnsurvey.general_mechanisms.scoring import additive_score
 from attnsurvey.general_model import attend
+from .helpers import rand
 
 D_Q, D_K, D_V, D_W = 3, 4, 5, 6
 
 
-def rand(*shape, seed=0, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 
 
 def params(dtype=torch.float64, seed=10):
@@ -223,7 +224,6 @@ def test_featurewise_lookup_answer_by_loop():
             assert float(y[bt, i]) == float(V[bt, l, i] > 0)
     with pytest.raises(ValueError, match="d_v must be >= 1"):
         featurewise_lookup(2, d_v=0)
-
 
 
 def test_multidimensional_beats_single_dimensional(one_thread):

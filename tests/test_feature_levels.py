@@ -9,13 +9,9 @@ import torch.nn.functional as F_
 
 from attnsurvey.data.documents import KEY, make_documents
 from attnsurvey.feature_related import levels as lv
-from attnsurvey.general_mechanisms.scoring import dot_score, scaled_dot_score
+from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def softmax_list(xs):
@@ -354,7 +350,6 @@ def test_document_data_has_one_deciding_sentence():
 
 
 N_STEPS = 50
-
 
 
 def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):

@@ -12,11 +12,7 @@ from attnsurvey.data.embeddings import make_embedding_tables
 from attnsurvey.feature_related import representations as rp
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def _params(dims=(3, 5, 2), d_t=4, dtype=torch.float32):
@@ -129,7 +125,6 @@ def test_eq22_rejects_bad_input():
         rp.meta_embedding(rand(5, 3, 4), rand(5, 2))
     with pytest.raises(ValueError, match="combine must be"):
         rp.MetaEmbedding([3], 4, combine="max")
-
 
 
 def test_meta_embedding_finds_informative_tables(one_thread):

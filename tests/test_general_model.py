@@ -12,13 +12,9 @@ from torch import nn
 
 from attnsurvey import general_model as gm
 from attnsurvey.general_mechanisms.scoring import dot_score, scaled_dot_score
+from .helpers import rand
 
 torch.set_default_dtype(torch.float32)
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
 
 
 def test_eq1_keys_values_match_linear_layers():

@@ -9,11 +9,7 @@ import torch.nn.functional as F_
 from torch import nn
 
 from attnsurvey.query_related import multihead as mh
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def weights(d_model=8, h=2, seed=0):

@@ -10,11 +10,7 @@ from attnsurvey.data.stories import two_fact_stories
 from attnsurvey.general_mechanisms.scoring import dot_score, general_score
 from attnsurvey.general_model import attend
 from attnsurvey.query_related import multihop as mh
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def test_eq41_transforms_hand_computed():

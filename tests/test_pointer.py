@@ -7,13 +7,10 @@ import torch
 from attnsurvey.data.sorting import sorting_batch, sorting_batches
 from attnsurvey.general_mechanisms import pointer as pn
 from attnsurvey.training import seed_everything, train
+from .helpers import rand
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def test_pointer_scores_match_loop():

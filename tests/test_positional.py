@@ -10,10 +10,7 @@ import torch.nn.functional as F_
 from attnsurvey.transformer import directional as dr
 from attnsurvey.transformer import positional as ps
 from attnsurvey.transformer import relative as rl
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .helpers import rand
 
 
 def test_sinusoidal_matches_formula_and_offsets_are_rotations():

@@ -11,11 +11,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attnsurvey.query_related import types as qt
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 # ---------------------------------------------------------------- Eq. (33)

@@ -8,11 +8,7 @@ import torch
 
 from attnsurvey.feature_related import rotatory as rot
 from attnsurvey.general_mechanisms.scoring import activated_general_score, dot_score
-
-
-def rand(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+from .helpers import rand
 
 
 def act_gen(d_q, d_k, seed, dtype=torch.float32):

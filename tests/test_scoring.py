@@ -1,6 +1,8 @@
 """Tests for §3.2.1 attention scoring: Eq. (23), Table II, concat, bilinear, and the 1/sqrt(d_k) scaling."""
 from __future__ import annotations
 
+import functools
+
 import math
 
 import numpy as np
@@ -13,11 +15,10 @@ from scipy.spatial.distance import cdist
 
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.masking import masked_softmax
+from .helpers import rand
 
 
-def rand(*shape, seed=0, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 
 
 D_Q, D_K, D_W = 3, 4, 5  # different sizes, so a swapped axis cannot pass unnoticed
@@ -352,7 +353,6 @@ def test_unscaled_softmax_saturates_and_scaled_does_not():
     assert max(max_w_s) - min(max_w_s) < 0.05 and max(grad_s) - min(grad_s) < 0.05
     with pytest.raises(ValueError, match="n_f must be >= 2"):
         sc.softmax_saturation(4, n_f=1)
-
 
 
 def test_score_comparison_model_learns_key_lookup(one_thread):

@@ -1,17 +1,18 @@
 """Tests for structured attention: marginals of a binary linear-chain CRF."""
 from __future__ import annotations
 
+import functools
+
 import math
 
 import pytest
 import torch
 
 from attnsurvey.general_mechanisms import structured as st_
+from .helpers import rand
 
 
-def rand(*shape, seed=0, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
+rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6])

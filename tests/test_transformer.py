@@ -7,10 +7,7 @@ from torch import nn
 
 from attnsurvey.masking import causal_mask, padding_mask
 from attnsurvey.transformer import model as tm
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .helpers import rand
 
 
 def copy_mha(ours, ref):

@@ -11,10 +11,7 @@ from torch import nn
 from attnsurvey.masking import causal_mask
 from attnsurvey.transformer import lite, linformer, local, reformer, synthesizer, transformer_xl as xl
 from attnsurvey.transformer.positional import sinusoidal_position_encoding
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .helpers import rand
 
 
 # --- Transformer-XL ------------------------------------------------------------------

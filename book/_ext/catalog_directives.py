@@ -12,7 +12,6 @@ import inspect
 import pkgutil
 
 from docutils import nodes
-from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 

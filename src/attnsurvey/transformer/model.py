@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
