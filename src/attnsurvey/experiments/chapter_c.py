@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -111,3 +112,38 @@ def fit_linformer_projections(Q: Tensor, K: Tensor, V: Tensor, target: Tensor, k
         loss.backward()
         opt.step()
     return E.detach(), F.detach()
+
+
+def adversarial_trace(output_fn: Callable[[Tensor], Tensor], a: Tensor, eps: float, steps: int, *,
+                      generator: torch.Generator | None = None, **search_kw: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Run :func:`attnsurvey.evaluation.intrinsic.adversarial_attention` and record its objective at every step.
+
+    The search itself is unchanged: ``output_fn`` is wrapped so that each
+    candidate it evaluates is scored as the search scores it (JS divergence
+    from ``a``, total variation of the output from the output at ``a``).
+    Returns ``(a_adv, js, tvd, best_js_per_step)`` where the first three are
+    the search's results and ``best_js_per_step`` ``(steps, ...)`` holds, per
+    step and row, the largest JS divergence of a feasible candidate
+    (``TVD <= eps``) seen so far: the curve whose flattening shows convergence.
+    """
+    from ..evaluation.intrinsic import adversarial_attention, js_divergence, total_variation
+
+    a = a.detach()
+    state: dict[str, Tensor] = {}
+    history: list[Tensor] = []
+
+    def traced(w: Tensor) -> Tensor:
+        out = output_fn(w)
+        if "y0" not in state:
+            state["y0"] = out.detach()
+            state["best"] = torch.zeros(a.shape[:-1], dtype=a.dtype)
+            return out
+        with torch.no_grad():
+            js = js_divergence(w.detach(), a)
+            ok = total_variation(out.detach(), state["y0"]) <= eps
+            state["best"] = torch.where(ok & (js > state["best"]), js, state["best"])
+            history.append(state["best"].clone())
+        return out
+
+    adv, js, tvd = adversarial_attention(traced, a, eps=eps, steps=steps, generator=generator, **search_kw)
+    return adv, js, tvd, torch.stack(history)
