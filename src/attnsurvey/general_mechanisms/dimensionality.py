@@ -30,10 +30,12 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..masking import check_mask, masked_softmax
 from .scoring import Activation, _check_param_dtype, _check_qk
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 
 
+@catalogued("eq31", title="Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)", chapter=CHAPTER)
 def multidimensional_scores(
     Q: Tensor,
     K: Tensor,
@@ -70,6 +72,7 @@ def multidimensional_scores(
     return h @ W_d  # (..., n_q, n_f, d_v): row l is W_d^T h_l
 
 
+@catalogued("eq32", title="Multi-dimensional alignment: a softmax over positions for every feature", chapter=CHAPTER)
 def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Multi-dimensional attention weights, Eq. (32): a softmax over positions for every feature.
 
@@ -88,6 +91,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return masked_softmax(e, mask, dim=-2)
 
 
+@catalogued("eq30", title="Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)", chapter=CHAPTER)
 def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 
@@ -105,6 +109,7 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     return (A * V.unsqueeze(-3)).sum(-2)
 
 
+@catalogued("eq30")
 def multidimensional_attend(
     Q: Tensor,
     K: Tensor,
@@ -139,6 +144,7 @@ def multidimensional_attend(
     return multidimensional_context(A, V), A
 
 
+@catalogued("eq30")
 class MultiDimensionalAttention(nn.Module):
     """Module form of :func:`multidimensional_attend` with learned ``W_1``, ``W_2``, ``b``, ``W_d``.
 
@@ -157,6 +163,11 @@ class MultiDimensionalAttention(nn.Module):
         return multidimensional_attend(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias, mask, self.act)
 
 
+@catalogued(
+    "extra:multidimensional-task",
+    title="Feature-wise look-up: single-dimensional attention fails, multi-dimensional succeeds",
+    chapter=CHAPTER,
+)
 class FeatureLookupModel(nn.Module):
     """Task model for :func:`attnsurvey.data.lookup.featurewise_lookup`: attention + per-feature readout.
 
@@ -191,43 +202,4 @@ class FeatureLookupModel(nn.Module):
         return c.squeeze(-2) * self.scale + self.shift, A.squeeze(-3)
 
 
-_T = "tests/test_dimensionality.py::"
 _M = "attnsurvey.general_mechanisms.dimensionality."
-CATALOG = [
-    {
-        "id": "eq30",
-        "title": "Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_context", _M + "multidimensional_attend", _M + "MultiDimensionalAttention"],
-        "tested_by": [
-            _T + "test_eq30_context_matches_loop",
-            _T + "test_equal_columns_reduce_to_single_dimensional_attention",
-            _T + "test_fully_masked_query_gives_zero_context",
-        ],
-    },
-    {
-        "id": "eq31",
-        "title": "Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_scores"],
-        "tested_by": [_T + "test_eq31_scores_match_loop", _T + "test_eq31_column_i_is_additive_score_with_w_i"],
-    },
-    {
-        "id": "eq32",
-        "title": "Multi-dimensional alignment: a softmax over positions for every feature",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_align"],
-        "tested_by": [
-            _T + "test_eq32_weights_match_loop",
-            _T + "test_eq32_every_feature_column_sums_to_one",
-            _T + "test_mask_excludes_positions_for_every_feature",
-        ],
-    },
-    {
-        "id": "extra:multidimensional-task",
-        "title": "Feature-wise look-up: single-dimensional attention fails, multi-dimensional succeeds",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "FeatureLookupModel", "attnsurvey.data.lookup.featurewise_lookup"],
-        "tested_by": [_T + "test_featurewise_lookup_answer_by_loop", _T + "test_multidimensional_beats_single_dimensional"],
-    },
-]
