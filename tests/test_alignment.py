@@ -16,6 +16,7 @@ from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
 from attnsurvey.general_mechanisms import alignment as al
 from attnsurvey.training import accuracy, seed_everything, train
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import AlignmentClassifier, classifier_loss
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
@@ -187,9 +188,9 @@ def test_baseline_reduces_variance():
 def test_hard_attention_trains_with_reinforce():
     g = seed_everything(0)
     n_f, C = 6, 4
-    model = al.AlignmentClassifier(n_f, C + n_f, C, "hard", d_k=8)
+    model = AlignmentClassifier(n_f, C + n_f, C, "hard", d_k=8)
     score_w0 = model.score.W.weight.detach().clone()
-    train(model, lambda m, b: al.classifier_loss(m, b, g), lookup_batches(80, 64, n_f, C, g), lr=3e-2)
+    train(model, lambda m, b: classifier_loss(m, b, g), lookup_batches(80, 64, n_f, C, g), lr=3e-2)
     F, q, t, y = lookup_batch(500, n_f, C, torch.Generator().manual_seed(9))
     with torch.no_grad():
         logits, a, _ = model(q, F)
@@ -500,4 +501,4 @@ def test_entropy_and_concentration():
     c = al.concentration(a[:2], torch.tensor([0, 1]))
     assert c["max_weight"] == 0.75 and c["nonzero"] == 1.5 and c["on_target"] == 0.25
     with pytest.raises(ValueError, match="unknown alignment"):
-        al.AlignmentClassifier(4, 8, 3, "softest")
+        AlignmentClassifier(4, 8, 3, "softest")

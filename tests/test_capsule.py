@@ -10,6 +10,7 @@ import torch.nn.functional as F_
 from attnsurvey.data.sentiment import keyword_features, sentiment_reviews
 from attnsurvey.query_related import capsule as cp
 from .helpers import rand
+from attnsurvey.experiments.query_related import CapsuleClassifier
 
 
 @pytest.mark.catalog("eq43")
@@ -148,7 +149,7 @@ def test_capsule_classifier_learns_and_attends_to_its_words():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     d = sentiment_reviews(400, generator=g)
-    model = cp.CapsuleClassifier(len(d.vocab), 8, 2)
+    model = CapsuleClassifier(len(d.vocab), 8, 2)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     for _ in range(60):
         opt.zero_grad()

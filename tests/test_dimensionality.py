@@ -16,6 +16,7 @@ from attnsurvey.general_mechanisms import dimensionality as md
 from attnsurvey.general_mechanisms.scoring import additive_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
 
 D_Q, D_K, D_V, D_W = 3, 4, 5, 6
 
@@ -246,7 +247,7 @@ def test_multidimensional_beats_single_dimensional(one_thread):
     acc = {}
     for multi in (False, True):
         torch.manual_seed(0)
-        model = md.FeatureLookupModel(16, 4, 4, d_w=32, multi_dimensional=multi)
+        model = FeatureLookupModel(16, 4, 4, d_w=32, multi_dimensional=multi)
         loss = lambda m, bt: F_.binary_cross_entropy_with_logits(m(*bt[:3])[0], bt[3])  # noqa: E731
         train(model, loss, batches, lr=1e-2)
         with torch.no_grad():

@@ -14,6 +14,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from attnsurvey.data.evaluation_tasks import signal_token_task
 from attnsurvey.evaluation import extrinsic as ex
 from attnsurvey.training import seed_everything, train
+from attnsurvey.experiments.evaluation import ProbeModel
 
 torch.set_num_threads(1)
 
@@ -270,7 +271,7 @@ def test_uniform_weights_mask_and_sum():
 def test_ablation_drops_on_trained_model():
     g = seed_everything(0)
     x, y, _ = signal_token_task(600, 8, 3, 12, g)
-    model = ex.ProbeModel(12, 3, 8, vocab=15)
+    model = ProbeModel(12, 3, 8, vocab=15)
     batches = [(x[i : i + 50], y[i : i + 50]) for i in range(0, 600, 50)] * 5
     train(model, lambda m, b: F_.cross_entropy(m(b[0])[0].reshape(-1, 3), b[1].reshape(-1)), batches, lr=2e-2)
     learned, uniform = ex.uniform_attention_ablation(model, x, y)
@@ -280,4 +281,4 @@ def test_ablation_drops_on_trained_model():
     logits, a = model(x)
     torch.testing.assert_close(model(x, weights=a)[0], logits)
     with pytest.raises(ValueError, match="exactly one of vocab"):
-        ex.ProbeModel(4, 2, 5)
+        ProbeModel(4, 2, 5)

@@ -12,6 +12,7 @@ from attnsurvey.feature_related import levels as lv
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.feature_related import DocumentClassifier
 
 
 def softmax_list(xs):
@@ -385,7 +386,7 @@ def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):
     accs, mass = {}, {}
     for kind in ("hierarchical", "flat"):
         torch.manual_seed(0)
-        m = lv.DocumentClassifier(len(data.vocab), 12, 2, kind)
+        m = DocumentClassifier(len(data.vocab), 12, 2, kind)
         train(m, lambda m, b: F_.cross_entropy(m(b[0], b[1]).logits, b[2]), batches(N_STEPS), lr=5e-2)
         with torch.no_grad():
             out = m(te.tokens, te.word_mask)

@@ -13,6 +13,7 @@ from attnsurvey.feature_related import representations as rp
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.feature_related import RepresentationClassifier
 
 
 def _params(dims=(3, 5, 2), d_t=4, dtype=torch.float32):
@@ -150,7 +151,7 @@ def test_meta_embedding_finds_informative_tables(one_thread):
     acc, weights = {}, {}
     for combine in ("attention", "average"):
         torch.manual_seed(0)
-        m = rp.RepresentationClassifier(T.dims, 8, 4, combine)
+        m = RepresentationClassifier(T.dims, 8, 4, combine)
         train(m, lambda m, b: F_.cross_entropy(m(T.lookup(b[0]))[0], T.classes[b[0]]), batches, lr=2e-2)
         with torch.no_grad():
             logits, weights[combine] = m(T.lookup(tew))

@@ -10,8 +10,8 @@ from scipy import stats
 
 from attnsurvey.data.evaluation_tasks import patch_image_task, toy_translation_task
 from attnsurvey.evaluation import intrinsic as it
-from attnsurvey.evaluation.extrinsic import ProbeModel
 from attnsurvey.training import seed_everything, train
+from attnsurvey.experiments.evaluation import ProbeModel
 
 torch.set_num_threads(1)
 

@@ -16,6 +16,7 @@ from scipy.spatial.distance import cdist
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.masking import masked_softmax
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import ScoreComparisonModel
 
 
 rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
@@ -388,7 +389,7 @@ def test_score_comparison_model_learns_key_lookup(one_thread):
     from attnsurvey.training import accuracy, seed_everything, train
 
     g = seed_everything(0)
-    model = sc.ScoreComparisonModel("scaled-multiplicative", d_in=8, d_f=12, d_k=16, n_classes=4)
+    model = ScoreComparisonModel("scaled-multiplicative", d_in=8, d_f=12, d_k=16, n_classes=4)
     batches = [key_lookup(64, generator=g) for _ in range(150)]
     train(model, lambda m, b: F_.cross_entropy(m(b[0], b[1])[0], b[2]), batches, lr=1e-2)
     x_q, F, y = key_lookup(1000, generator=g)

@@ -237,7 +237,7 @@ def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, det
     """Gradient x input importance of every feature vector for the predicted logit.
 
     ``head(F, weights)`` returns ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``
-    (as :meth:`attnsurvey.evaluation.extrinsic.ProbeModel.head`). For each
+    (as :meth:`attnsurvey.experiments.evaluation.ProbeModel.head`). For each
     example the importance of ``f_l`` is ``|sum_d dlogit_y/dF_{l,d} * F_{l,d}|``
     for the first query's target class ``y`` (default: the predicted class).
     ``detach_attention=True`` holds the weights fixed, as Jain & Wallace did,

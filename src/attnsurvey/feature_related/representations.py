@@ -176,30 +176,3 @@ class MetaEmbedding(nn.Module):
         ones = torch.ones(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device)
         a = masked_softmax(torch.zeros_like(ones), mask, dim=-1) if mask is not None else ones / ones.shape[-1]
         return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
-
-
-class RepresentationClassifier(nn.Module):
-    """Classifier on several representations of one input (the §3.1.3 experiment).
-
-    combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
-    d_t, then a linear output model; ``"concat"``: a linear output model on the
-    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention).
-    ``forward(xs)`` returns ``(logits, a)`` where ``a`` ``(..., E)`` are the
-    representation weights (None for concat).
-    """
-
-    def __init__(self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention") -> None:
-        super().__init__()
-        self.combine = combine
-        if combine == "concat":
-            self.meta = None
-            self.out = nn.Linear(sum(dims), n_classes)
-        else:
-            self.meta = MetaEmbedding(dims, d_t, combine)
-            self.out = nn.Linear(d_t, n_classes)
-
-    def forward(self, xs: Sequence[Tensor]) -> tuple[Tensor, Tensor | None]:
-        if self.meta is None:
-            return self.out(torch.cat(list(xs), dim=-1)), None
-        r = self.meta(xs)
-        return self.out(r.x_e), r.a

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
 from ..general_model import context as _context
 from ..masking import check_mask, masked_softmax
-from .scoring import ScoreModule, make_score
+from .scoring import make_score
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
@@ -681,94 +681,3 @@ def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) ->
 
 
 # --------------------------------------------------------------------------- experiment model
-class AlignmentClassifier(nn.Module):
-    """A task model whose only varying part is the alignment function (the chapter's experiment).
-
-    Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
-    query ``q`` ``(B, d_q)`` per example scores the keys with the general score
-    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
-    weights; the context (Eq. 24 or 26) feeds a linear output layer.
-
-    ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
-    where ``log_prob`` is the log-probability of the sampled hard choice or
-    subset (``None`` for deterministic alignments) and ``t`` are the output
-    steps used as monotonic positions (``local-m``). Hard and reinforced
-    alignments sample in training mode and act greedily in eval mode.
-    """
-
-    def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
-        super().__init__()
-        if align not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
-        self.align, self.D = align, _check_D(D)
-        self.W_K = nn.Linear(d_f, d_k, bias=False)
-        self.W_V = nn.Linear(d_f, d_k, bias=False)
-        self.score: ScoreModule = make_score("general", d_q, d_k)
-        self.out = nn.Linear(d_k, n_classes)
-        self.baseline = MovingAverageBaseline()
-        self.position = PredictivePosition(d_q, 16) if align == "local-p" else None
-        if align == "reinforced":
-            self.policy = make_score("general", d_q, d_k)
-            self.policy_bias = nn.Parameter(torch.tensor(1.0))
-        if align == "structured":
-            self.transition = nn.Parameter(torch.zeros(2, 2))
-
-    def forward(
-        self, q: Tensor, F: Tensor, t: Tensor | None = None, generator: torch.Generator | None = None
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        K, V = self.W_K(F), self.W_V(F)
-        n_f = F.shape[-2]
-        e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
-        log_prob = None
-        kind = self.align
-        if kind == "uniform":
-            a = torch.full_like(e, 1.0 / n_f)
-        elif kind == "soft":
-            a = soft_align(e)
-        elif kind == "sparsemax":
-            a = sparsemax(e)
-        elif kind == "entmax15":
-            a = entmax15(e)
-        elif kind == "hard":
-            h = hard_align(e, "sample" if self.training else "argmax", generator)
-            a, log_prob = h.a, h.log_prob
-        elif kind in ("local-m", "local-p"):
-            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
-            a = local_align(e, p, self.D)
-        elif kind == "reinforced":
-            logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
-            z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)
-            a = reinforced_align(e, z)
-        else:  # structured
-            from .structured import crf_marginals
-
-            a = crf_marginals(e, self.transition)
-        c = context_vector(a, V)
-        return self.out(c), a, log_prob
-
-
-def classifier_loss(
-    model: AlignmentClassifier,
-    batch: tuple[Tensor, ...],
-    generator: torch.Generator | None = None,
-    subset_cost: float = 0.02,
-) -> Tensor:
-    """Training loss for :class:`AlignmentClassifier` on a batch ``(F, q, t, y)``.
-
-    Cross-entropy, plus for the stochastic alignments (hard, reinforced) the
-    REINFORCE surrogate with a moving-average baseline, whose gradient trains
-    the scores (hard) or the policy (reinforced). For reinforced alignment the
-    cost being minimised also charges ``subset_cost`` per chosen position, so
-    the policy learns to keep few positions.
-    """
-    F, q, t, y = batch
-    logits, a, log_prob = model(q, F, t, generator)
-    ce = nn.functional.cross_entropy(logits, y, reduction="none")
-    loss = ce.mean()
-    if log_prob is not None:
-        cost = ce.detach()
-        if model.align == "reinforced":
-            cost = cost + subset_cost * (a > 0).sum(-1).to(cost.dtype)
-        b = model.baseline.update(cost)
-        loss = loss + score_function_surrogate(log_prob, cost, b)
-    return loss

@@ -163,43 +163,4 @@ class MultiDimensionalAttention(nn.Module):
         return multidimensional_attend(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias, mask, self.act)
 
 
-@catalogued(
-    "extra:multidimensional-task",
-    title="Feature-wise look-up: single-dimensional attention fails, multi-dimensional succeeds",
-    chapter=CHAPTER,
-)
-class FeatureLookupModel(nn.Module):
-    """Task model for :func:`attnsurvey.data.lookup.featurewise_lookup`: attention + per-feature readout.
-
-    With ``multi_dimensional=True`` the attention is Eq. (30)-(32) with a learned
-    ``W_d`` ``(d_w, d_v)``. Otherwise it is single-dimensional additive attention
-    (Table II, row 1, then Eq. 3-4): a learned vector ``w`` ``(d_w,)`` takes the
-    place of ``W_d``, which is the same as ``W_d`` with ``d_v`` equal columns
-    ``w`` (every feature then gets the same weight). Both share the form of
-    ``W_1``, ``W_2`` and ``b``. The output model is one affine logit per feature,
-    ``y_i = s_i c_i + t_i``, so the answer for feature ``i`` can only use
-    feature ``i`` of the context.
-
-    ``forward(q, K, V)``: q ``(..., d_q)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``;
-    returns logits ``(..., d_v)`` and weights ``(..., n_f, d_v)``.
-    """
-
-    def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:
-        super().__init__()
-        self.multi_dimensional = multi_dimensional
-        self.d_v = d_v
-        self.W1 = nn.Linear(d_q, d_w, bias=False)
-        self.W2 = nn.Linear(d_k, d_w, bias=True)
-        cols = d_v if multi_dimensional else 1
-        self.W_d = nn.Parameter(torch.randn(d_w, cols) / math.sqrt(d_w))
-        self.scale = nn.Parameter(torch.ones(d_v))
-        self.shift = nn.Parameter(torch.zeros(d_v))
-
-    def forward(self, q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
-        # single-dimensional: one column w, repeated for every feature
-        W_d = self.W_d if self.multi_dimensional else self.W_d.expand(-1, self.d_v)
-        c, A = multidimensional_attend(q.unsqueeze(-2), K, V, self.W1.weight, self.W2.weight, W_d, self.W2.bias)
-        return c.squeeze(-2) * self.scale + self.shift, A.squeeze(-3)
-
-
 _M = "attnsurvey.general_mechanisms.dimensionality."

@@ -494,33 +494,3 @@ def softmax_saturation(
 # --------------------------------------------------------------------------
 # The chapter's task model: one attention layer whose score function varies.
 # --------------------------------------------------------------------------
-
-
-@catalogued(
-    "extra:score-comparison-model",
-    title="One attention task model whose score function is any row of Table II",
-    chapter=CHAPTER,
-)
-class ScoreComparisonModel(nn.Module):
-    """Task model for comparing score functions: ``y = W_c c + b_c`` with ``c`` from attention.
-
-    The query model is a linear map ``W_q`` ``(d_k, d_in)`` of the query input;
-    keys and values come from the features with ``W_K``, ``W_V`` (Eq. 1); the
-    score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
-    (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
-
-    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``;
-    returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
-    """
-
-    def __init__(self, score: str, d_in: int, d_f: int, d_k: int, n_classes: int) -> None:
-        super().__init__()
-        from ..general_model import GeneralAttention  # general_model imports this module
-
-        self.W_q = nn.Linear(d_in, d_k, bias=False)
-        self.attention = GeneralAttention(d_q=d_k, d_f=d_f, d_k=d_k, d_v=d_k, score=make_score(score, d_k, d_k))
-        self.out = nn.Linear(d_k, n_classes)
-
-    def forward(self, x_q: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        c, a = self.attention(self.W_q(x_q), F, mask)
-        return self.out(c), a

@@ -177,26 +177,3 @@ class CapsuleAttention(nn.Module):
         else:
             f_bar = (F * mask.unsqueeze(-1)).sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1)
         return capsule_loss(out.p, out.r, f_bar, y, lam)
-
-
-@catalogued("extra:capsule-joint-loss")
-class CapsuleClassifier(nn.Module):
-    """Word embeddings (the feature model) followed by :class:`CapsuleAttention`.
-
-    ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
-    ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
-    """
-
-    def __init__(self, vocab_size: int, d: int, d_y: int) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
-        self.capsules = CapsuleAttention(d, d_y)
-
-    def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
-        mask = tokens != 0
-        F = self.embed(tokens)
-        return self.capsules(F, mask), F, mask
-
-    def loss(self, tokens: Tensor, y: Tensor, lam: float = 1.0) -> Tensor:
-        out, F, mask = self(tokens)
-        return self.capsules.loss(out, F, y, mask, lam)[0]
