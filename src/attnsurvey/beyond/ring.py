@@ -170,6 +170,7 @@ def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
             else:
                 Q, K, V = (seeded_chunk(w, rank, P, job["n"], job["d"], job["seed"]) for w in "QKV")
             report = {}
+            ring_attention(Q[..., :2, :], K[..., :2, :], V[..., :2, :], is_causal=job["is_causal"])  # warm up gloo
             dist.barrier()
             before = _rss_bytes()
             out = ring_attention(Q, K, V, is_causal=job["is_causal"])
