@@ -10,6 +10,9 @@ minus the RSS just before it (inputs already allocated). Time: the median
 wall-clock time of ``--repeats`` further calls. The plain core is skipped at
 sizes whose ``2 n^2`` floats would not fit in the memory available.
 
+SDPA gets ``(1, 1, n, d)`` inputs: PyTorch's fused CPU (flash) kernel needs
+four dimensions and silently falls back to the n^2 math path for three.
+
 Also: the largest forward error of tiled attention against
 ``F.scaled_dot_product_attention`` at n = 16384 (float32), and the largest
 gradient error (dQ, dK, dV) against SDPA's autograd at n = 2048 (float64).
@@ -59,8 +62,9 @@ def _fn(method: str, n: int):
 
     g = torch.Generator().manual_seed(0)
     Q, K, V = (torch.randn(1, n, D, generator=g) for _ in range(3))
+    Q4, K4, V4 = (x[:, None] for x in (Q, K, V))  # SDPA's fused CPU kernels need (B, h, n, d); 3-D falls back to math
     return {"plain": lambda: attend(Q, K, V)[0], "tiled": lambda: tiled_attend(Q, K, V),
-            "sdpa": lambda: F.scaled_dot_product_attention(Q, K, V)}[method]
+            "sdpa": lambda: F.scaled_dot_product_attention(Q4, K4, V4)[:, 0]}[method]
 
 
 def measure_one(method: str, n: int, repeats: int) -> dict:
@@ -91,11 +95,11 @@ def errors() -> dict:
 
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        Q, K, V = (torch.randn(1, N_TARGET, D, generator=g) for _ in range(3))
+        Q, K, V = (torch.randn(1, 1, N_TARGET, D, generator=g) for _ in range(3))
         fwd = {c: float((tiled_attend(Q, K, V, is_causal=c) - F.scaled_dot_product_attention(Q, K, V, is_causal=c)).abs().max())
                for c in (False, True)}
-    Q, K, V = (torch.randn(1, N_GRAD, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    dO = torch.randn(1, N_GRAD, D, generator=g, dtype=torch.float64)
+    Q, K, V = (torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dO = torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64)
     grad = {}
     for c in (False, True):
         mine = torch.autograd.grad(tiled_attend(Q, K, V, is_causal=c), (Q, K, V), dO)

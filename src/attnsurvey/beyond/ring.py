@@ -64,7 +64,7 @@ def ring_step_bytes(n: int, d_k: int, d_v: int, P: int, itemsize: int = 4, batch
 
 
 def _check_same_shape_on_all_ranks(x: Tensor, group) -> None:
-    shape = torch.tensor(list(x.shape), dtype=torch.long)
+    shape = torch.tensor(list(x.shape), dtype=torch.long, device=x.device)  # NCCL reduces device tensors
     lo, hi = shape.clone(), shape.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
@@ -249,21 +249,25 @@ def demo(P: int = 2, n: int = 64, d: int = 16) -> float:
     return worst
 
 
-def _torchrun_main(n: int, d: int, causal: bool) -> None:
-    """Entry for ``torchrun``: env:// rendezvous, seeded chunks, error reported by rank 0."""
+def _torchrun_main(n: int, d: int, causal: bool, backend: str = "gloo") -> None:
+    """Entry for ``torchrun``: env:// rendezvous, seeded chunks, error reported by rank 0.
+
+    ``backend="nccl"`` puts each rank on GPU ``LOCAL_RANK`` (not exercised by the book's CI, which has no GPU).
+    """
     import torch.nn.functional as F
 
-    dist.init_process_group("gloo")
+    dist.init_process_group(backend)
     rank, P = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if backend == "nccl" else torch.device("cpu")
     c = n // P
-    full = [torch.cat([seeded_chunk(w, u, UNITS, n, d) for u in range(UNITS)], -2) for w in "QKV"]
+    full = [torch.cat([seeded_chunk(w, u, UNITS, n, d) for u in range(UNITS)], -2).to(device) for w in "QKV"]
     Q, K, V = (x[..., rank * c:(rank + 1) * c, :] for x in full)
     out = ring_attention(Q, K, V, is_causal=causal)
     ref = F.scaled_dot_product_attention(*full, is_causal=causal)[..., rank * c:(rank + 1) * c, :]
-    err = torch.tensor(float((out - ref).abs().max()))
+    err = (out - ref).abs().max().reshape(1)
     dist.reduce(err, 0, op=dist.ReduceOp.MAX)
     if rank == 0:
-        print(f"P = {P}, n = {n}, d = {d}, causal = {causal}: max error {err.item():.1e}")
+        print(f"P = {P}, n = {n}, d = {d}, causal = {causal}, backend = {backend}: max error {err.item():.1e}")
     dist.destroy_process_group()
 
 
@@ -274,12 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=64)
     p.add_argument("-d", type=int, default=16)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"], help="under torchrun: gloo (CPU) or nccl (GPUs)")
     args = p.parse_args(argv)
     if args.demo:
         return 0 if demo(args.P, args.n, args.d) <= 1e-5 else 1
     if "RANK" not in os.environ:
         p.error("run with --demo, or under torchrun (which sets RANK, WORLD_SIZE, MASTER_ADDR)")
-    _torchrun_main(args.n, args.d, args.causal)
+    _torchrun_main(args.n, args.d, args.causal, args.backend)
     return 0
 
 

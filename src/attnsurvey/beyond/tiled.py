@@ -83,7 +83,7 @@ def _inert(x: Tensor, keep: Tensor) -> Tensor:
     return torch.where(keep.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype))
 
 
-def _tile_mask(mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:
+def _tile_mask(mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, ke: int, device: torch.device) -> Tensor | None:
     """The allowed pairs of the tile (queries qs:qe, keys ks:ke), or None if all are allowed."""
     allowed = None
     if mask is not None:
@@ -91,7 +91,6 @@ def _tile_mask(mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, 
         cols = slice(ks, ke) if mask.shape[-1] != 1 else slice(None)
         allowed = mask[..., rows, cols]
     if is_causal and ke - 1 > qs:  # some key of the tile lies after some query of the tile
-        device = mask.device if mask is not None else None
         tri = torch.arange(qs, qe, device=device)[:, None] >= torch.arange(ks, ke, device=device)[None, :]
         allowed = tri if allowed is None else allowed & tri
     return allowed
@@ -148,7 +147,7 @@ def attention_stats(
         run = None
         for ks in range(0, _key_end(n_f, is_causal, qe), block_k):
             ke = min(ks + block_k, n_f)
-            part = tile_stats(Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], _tile_mask(mask, is_causal, qs, qe, ks, ke))
+            part = tile_stats(Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], _tile_mask(mask, is_causal, qs, qe, ks, ke, Qs.device))
             run = part if run is None else online_softmax_merge(*run, *part)
         if run is not None:
             m[..., qs:qe], l[..., qs:qe], acc[..., qs:qe, :] = run
@@ -191,7 +190,7 @@ class TiledAttentionFunction(torch.autograd.Function):
                 qe = min(qs + block_q, n_q)
                 Qi, Kj, Vj, dOi = Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], dO[..., qs:qe, :]
                 S = Qi @ Kj.transpose(-1, -2)
-                allowed = _tile_mask(mask, is_causal, qs, qe, ks, ke)
+                allowed = _tile_mask(mask, is_causal, qs, qe, ks, ke, Q.device)
                 if allowed is not None:
                     S = S.masked_fill_(~allowed, -math.inf)
                     Qi, Kj, Vj = _inert(Qi, allowed.any(-1)), _inert(Kj, allowed.any(-2)), _inert(Vj, allowed.any(-2))
