@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import resource
 import socket
 import statistics
 import tempfile
@@ -150,9 +149,15 @@ def seeded_chunk(which: str, rank: int, P: int, n: int, d: int, seed: int = 0, b
     return torch.cat(units, -2)
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _memory_bytes(field: str) -> int:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process from ``/proc/self/status``, in bytes.
+
+    ``VmHWM`` belongs to the process image, so unlike ``ru_maxrss`` it does not
+    inherit the parent's peak through fork and exec.
+    """
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) * 1024
 
 
 def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
@@ -172,9 +177,9 @@ def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
             report = {}
             ring_attention(Q[..., :2, :], K[..., :2, :], V[..., :2, :], is_causal=job["is_causal"])  # warm up gloo
             dist.barrier()
-            before = _rss_bytes()
+            before = _memory_bytes("VmRSS")
             out = ring_attention(Q, K, V, is_causal=job["is_causal"])
-            report["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+            report["peak_bytes"] = _memory_bytes("VmHWM") - before
             times = []
             for _ in range(job.get("repeats", 0)):
                 dist.barrier()
