@@ -14,6 +14,7 @@ from attnsurvey.beyond.tiled import tiled_attend
 from .helpers import rand
 
 
+@pytest.mark.catalog("extra:ring-attention")
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_ring_p2_matches_one_process(is_causal):
     """Two spawned gloo processes on 127.0.0.1 (free port, 60 s timeout) vs single-process SDPA."""
@@ -30,6 +31,7 @@ def one_rank_group():
     dist.destroy_process_group()
 
 
+@pytest.mark.catalog("extra:ring-attention")
 def test_ring_p1_is_tiled_attention(one_rank_group):
     Q, K, V = rand(1, 30, 8, seed=4), rand(1, 30, 8, seed=5), rand(1, 30, 8, seed=6)
     for causal in (False, True):
@@ -61,6 +63,7 @@ def test_seeded_chunks_are_the_same_sequence_for_every_p():
         seeded_chunk("Q", 0, 3, 16, 3)
 
 
+@pytest.mark.catalog("extra:ring-attention")
 def test_communication_volume():
     # n = 16384, d = 64, P = 4, float32: each step moves a K and a V chunk of 4096 x 64 floats = 2 MiB
     v = ring_step_bytes(16384, 64, 64, 4)

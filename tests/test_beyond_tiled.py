@@ -30,6 +30,7 @@ def qkv(b=2, n_q=37, n_f=37, d=16, d_v=None, dtype=torch.float32, seed=0, grad=F
     return tuple(x.requires_grad_(grad) for x in (Q, K, V))
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 @pytest.mark.parametrize("n_q,n_f,bq,bk", [(37, 37, 8, 5), (37, 53, 16, 16), (64, 64, 64, 64), (1, 1, 4, 4), (1, 9, 1, 2), (9, 1, 3, 1)])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_forward_matches_sdpa_and_attend(n_q, n_f, bq, bk, is_causal):
@@ -59,6 +60,7 @@ def test_mask_and_causal_combine_by_and():
     torch.testing.assert_close(c, attend(Q, K, V, mask & causal_mask(25))[0], atol=1e-5, rtol=0)
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 def test_merge_is_exact_and_associative():
     """Statistics of key sets A and B merged == statistics of A u B, in any grouping."""
     Q, K, V = qkv(b=1, n_q=6, n_f=12, dtype=torch.float64)
@@ -97,6 +99,7 @@ def test_logsumexp_is_the_rows_logsumexp():
     torch.testing.assert_close(L, torch.logsumexp(e, -1), atol=1e-12, rtol=0)
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 def test_gradcheck_float64():
     Q, K, V = qkv(b=1, n_q=7, n_f=9, d=4, d_v=3, dtype=torch.float64, grad=True)
     mask = rand(1, 7, 9, seed=5) > -0.3
@@ -105,6 +108,7 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda q, k, v: tiled_attend(q, k, v, is_causal=True, block_q=2, block_k=3), (Q, K, V))
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_gradients_match_sdpa(is_causal):
     Q, K, V = qkv(n_q=45, n_f=45, d_v=8, dtype=torch.float64, grad=True)
@@ -126,6 +130,7 @@ def test_gradients_reduce_over_broadcast_batch():
         torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 @settings(max_examples=25, deadline=None)
 @given(bq=st.integers(1, 40), bk=st.integers(1, 40), n_q=st.integers(1, 33), n_f=st.integers(1, 33), causal=st.booleans())
 def test_result_does_not_depend_on_block_size(bq, bk, n_q, n_f, causal):
@@ -134,6 +139,7 @@ def test_result_does_not_depend_on_block_size(bq, bk, n_q, n_f, causal):
     torch.testing.assert_close(tiled_attend(Q, K, V, is_causal=causal, block_q=bq, block_k=bk), one_tile, atol=1e-12, rtol=0)
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 def test_fully_masked_rows_give_zero_context_and_gradient():
     Q, K, V = qkv(n_q=9, n_f=11, grad=True)
     mask = torch.ones(2, 9, 11, dtype=torch.bool)
@@ -149,6 +155,7 @@ def test_fully_masked_rows_give_zero_context_and_gradient():
     assert torch.equal(tiled_attend(Q, K[:, :0], V[:, :0]), torch.zeros(2, 9, 16))
 
 
+@pytest.mark.catalog("extra:tiled-attention")
 def test_nan_in_masked_slots_is_inert():
     Q, K, V = qkv(n_q=8, n_f=10, dtype=torch.float64)
     mask = torch.ones(8, 10, dtype=torch.bool)

@@ -41,6 +41,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype
+from ..catalog import catalogued
 from .tiled import attention_stats, finalize, online_softmax_merge
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
@@ -48,6 +49,7 @@ CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 UNITS = 4
 
 
+@catalogued("extra:ring-attention")
 def ring_step_bytes(n: int, d_k: int, d_v: int, P: int, itemsize: int = 4, batch: int = 1) -> dict:
     """Communication of ring attention per rank (analytic): one K and one V chunk per step.
 
@@ -71,6 +73,11 @@ def _check_same_shape_on_all_ranks(x: Tensor, group) -> None:
         raise ValueError(f"ring attention needs equal chunks on every rank; shapes range from {lo.tolist()} to {hi.tolist()}")
 
 
+@catalogued(
+    "extra:ring-attention",
+    title="Ring attention: the sequence split across processes, K/V chunks passed around a ring, merged online",
+    chapter=CHAPTER,
+)
 def ring_attention(
     Q: Tensor,
     K: Tensor,
@@ -217,6 +224,7 @@ def launch(P: int, job: dict, job_dir: str, timeout: float = 60.0) -> list[dict]
     return [torch.load(Path(job_dir) / f"out{r}.pt") for r in range(P)]
 
 
+@catalogued("extra:ring-attention")
 def run_ring(Q: Tensor, K: Tensor, V: Tensor, P: int, is_causal: bool = False, timeout: float = 60.0) -> Tensor:
     """Ring attention over ``P`` local processes (gloo, 127.0.0.1): the whole context, gathered.
 
@@ -292,19 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     _torchrun_main(args.n, args.d, args.causal, args.backend)
     return 0
 
-
-_T = "tests/test_beyond_ring.py::"
-CATALOG = [
-    {
-        "id": "extra:ring-attention",
-        "title": "Ring attention: the sequence split across processes, K/V chunks passed around a ring, merged online",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.beyond.ring.ring_attention", "attnsurvey.beyond.ring.run_ring",
-                           "attnsurvey.beyond.ring.ring_step_bytes"],
-        "tested_by": [_T + "test_ring_p2_matches_one_process", _T + "test_ring_p1_is_tiled_attention",
-                      _T + "test_communication_volume"],
-    },
-]
 
 if __name__ == "__main__":
     raise SystemExit(main())

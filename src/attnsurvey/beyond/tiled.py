@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
+from ..catalog import catalogued
 from ..masking import check_mask
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
@@ -47,6 +48,7 @@ BLOCK_K = 1024
 Stats = tuple[Tensor, Tensor, Tensor]
 
 
+@catalogued("extra:tiled-attention")
 def online_softmax_merge(m1: Tensor, l1: Tensor, acc1: Tensor, m2: Tensor, l2: Tensor, acc2: Tensor) -> Stats:
     """Merge two partial softmax-attention results over disjoint key sets, exactly.
 
@@ -119,6 +121,7 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None) 
     return m, P.sum(-1), P @ V
 
 
+@catalogued("extra:tiled-attention")
 def attention_stats(
     Q: Tensor,
     K: Tensor,
@@ -154,6 +157,7 @@ def attention_stats(
     return m, l, acc
 
 
+@catalogued("extra:tiled-attention")
 class TiledAttentionFunction(torch.autograd.Function):
     """Autograd for tiled attention: backward recomputes each tile's weights from the log-sum-exp.
 
@@ -210,6 +214,11 @@ def _check_block(value: object, name: str) -> int:
     return value
 
 
+@catalogued(
+    "extra:tiled-attention",
+    title="Exact attention in linear memory: tiles, online softmax and a recomputing backward (FlashAttention)",
+    chapter=CHAPTER,
+)
 def tiled_attend(
     Q: Tensor,
     K: Tensor,
@@ -278,28 +287,3 @@ def attention_flops(n_q: int, n_f: int, d_k: int, d_v: int, backward: bool = Fal
     """
     fwd = 2 * n_q * n_f * (d_k + d_v)
     return fwd + (2 * n_q * n_f * (3 * d_k + 2 * d_v) if backward else 0)
-
-
-_T = "tests/test_beyond_tiled.py::"
-CATALOG = [
-    {
-        "id": "extra:tiled-attention",
-        "title": "Exact attention in linear memory: tiles, online softmax and a recomputing backward (FlashAttention)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.beyond.tiled.tiled_attend",
-            "attnsurvey.beyond.tiled.online_softmax_merge",
-            "attnsurvey.beyond.tiled.attention_stats",
-            "attnsurvey.beyond.tiled.TiledAttentionFunction",
-        ],
-        "tested_by": [
-            _T + "test_forward_matches_sdpa_and_attend",
-            _T + "test_merge_is_exact_and_associative",
-            _T + "test_gradcheck_float64",
-            _T + "test_gradients_match_sdpa",
-            _T + "test_result_does_not_depend_on_block_size",
-            _T + "test_fully_masked_rows_give_zero_context_and_gradient",
-            _T + "test_nan_in_masked_slots_is_inert",
-        ],
-    },
-]
