@@ -35,6 +35,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -167,6 +168,23 @@ def _memory_bytes(field: str) -> int:
     return int(line.split()[1]) * 1024
 
 
+def _measure(Q: Tensor, K: Tensor, V: Tensor, job: dict) -> dict:
+    """The benchmark's part of a rank: peak memory of one ring pass, then the median time of ``repeats``."""
+    ring_attention(Q[..., :2, :], K[..., :2, :], V[..., :2, :], is_causal=job["is_causal"])  # warm up gloo
+    dist.barrier()
+    before = _memory_bytes("VmRSS")
+    out = ring_attention(Q, K, V, is_causal=job["is_causal"])
+    report = {"out": out, "peak_bytes": _memory_bytes("VmHWM") - before}
+    times = []
+    for _ in range(job.get("repeats", 0)):
+        dist.barrier()
+        t0 = time.perf_counter()
+        ring_attention(Q, K, V, is_causal=job["is_causal"])
+        times.append(time.perf_counter() - t0)
+    report["seconds"] = statistics.median(times) if times else None
+    return report
+
+
 def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
     """One rank of :func:`run_ring` / the benchmark: load or draw the chunk, run, save the result."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -179,22 +197,11 @@ def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
                 Q, K, V = torch.load(Path(job_dir) / "inputs.pt")
                 c = Q.shape[-2] // P
                 Q, K, V = (x[..., rank * c:(rank + 1) * c, :].contiguous() for x in (Q, K, V))
+                result = {"out": [ring_attention(Q, K, V, is_causal=flag) for flag in job["modes"]]}
             else:
                 Q, K, V = (seeded_chunk(w, rank, P, job["n"], job["d"], job["seed"]) for w in "QKV")
-            report = {}
-            ring_attention(Q[..., :2, :], K[..., :2, :], V[..., :2, :], is_causal=job["is_causal"])  # warm up gloo
-            dist.barrier()
-            before = _memory_bytes("VmRSS")
-            out = ring_attention(Q, K, V, is_causal=job["is_causal"])
-            report["peak_bytes"] = _memory_bytes("VmHWM") - before
-            times = []
-            for _ in range(job.get("repeats", 0)):
-                dist.barrier()
-                t0 = time.perf_counter()
-                ring_attention(Q, K, V, is_causal=job["is_causal"])
-                times.append(time.perf_counter() - t0)
-            report["seconds"] = statistics.median(times) if times else None
-            torch.save({"out": out, **report}, Path(job_dir) / f"out{rank}.pt")
+                result = _measure(Q, K, V, job)
+            torch.save(result, Path(job_dir) / f"out{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -225,12 +232,16 @@ def launch(P: int, job: dict, job_dir: str, timeout: float = 60.0) -> list[dict]
 
 
 @catalogued("extra:ring-attention")
-def run_ring(Q: Tensor, K: Tensor, V: Tensor, P: int, is_causal: bool = False, timeout: float = 60.0) -> Tensor:
+def run_ring(
+    Q: Tensor, K: Tensor, V: Tensor, P: int, is_causal: bool | Sequence[bool] = False, timeout: float = 60.0
+) -> Tensor | list[Tensor]:
     """Ring attention over ``P`` local processes (gloo, 127.0.0.1): the whole context, gathered.
 
     Q, K: ``(..., n, d_k)``; V: ``(..., n, d_v)`` with ``n`` divisible by ``P``.
     Each spawned rank takes its ``n / P`` rows and runs :func:`ring_attention`;
     the chunks of the context are concatenated in rank order, ``(..., n, d_v)``.
+    ``is_causal`` may be a sequence of flags: the same processes then run once
+    per flag (starting processes is the slow part) and a list of contexts is returned.
     Raises ``ValueError`` if ``P`` does not divide ``n`` or the shapes differ,
     ``TimeoutError`` after ``timeout`` seconds.
     """
@@ -241,10 +252,12 @@ def run_ring(Q: Tensor, K: Tensor, V: Tensor, P: int, is_causal: bool = False, t
     check_dim_equal(K.shape[-2], V.shape[-2], "ring attention", "n of K", "n of V")
     if P < 1 or Q.shape[-2] % P:
         raise ValueError(f"ring attention needs P >= 1 dividing n, got n={Q.shape[-2]}, P={P}")
+    modes = [bool(is_causal)] if isinstance(is_causal, bool) else [bool(f) for f in is_causal]
     with tempfile.TemporaryDirectory() as tmp:
         torch.save((Q, K, V), Path(tmp) / "inputs.pt")
-        results = launch(P, {"source": "file", "is_causal": is_causal}, tmp, timeout)
-    return torch.cat([r["out"] for r in results], -2)
+        results = launch(P, {"source": "file", "modes": modes}, tmp, timeout)
+    contexts = [torch.cat([r["out"][i] for r in results], -2) for i in range(len(modes))]
+    return contexts[0] if isinstance(is_causal, bool) else contexts
 
 
 def demo(P: int = 2, n: int = 64, d: int = 16) -> float:
@@ -254,8 +267,7 @@ def demo(P: int = 2, n: int = 64, d: int = 16) -> float:
     g = torch.Generator().manual_seed(0)
     Q, K, V = (torch.randn(2, n, d, generator=g) for _ in range(3))
     worst = 0.0
-    for causal in (False, True):
-        c = run_ring(Q, K, V, P, is_causal=causal)
+    for causal, c in zip((False, True), run_ring(Q, K, V, P, is_causal=(False, True))):
         err = float((c - F.scaled_dot_product_attention(Q, K, V, is_causal=causal)).abs().max())
         print(f"P = {P}, n = {n}, d = {d}, causal = {causal}: max |ring - one process| = {err:.1e}")
         worst = max(worst, err)
