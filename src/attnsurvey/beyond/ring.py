@@ -41,9 +41,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype
+from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
-from .tiled import attention_stats, finalize, online_softmax_merge
+from .tiled import attention_stats, check_qkv, finalize, online_softmax_merge
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 #: Data for seeded runs is generated in this many units, so it is the same for P = 1, 2, 4.
@@ -101,12 +101,7 @@ def ring_attention(
     """
     if not dist.is_initialized():
         raise RuntimeError("ring_attention needs an initialised torch.distributed process group")
-    for x, name, layout in ((Q, "Q", "(..., c, d_k)"), (K, "K", "(..., c, d_k)"), (V, "V", "(..., c, d_v)")):
-        as_tensor(x, name)
-        check_min_rank(x, 2, name, layout)
-    check_same_dtype(Q=Q, K=K, V=V)
-    check_dim_equal(Q.shape[-1], K.shape[-1], "ring attention", "d_k of Q", "d_k of K")
-    check_dim_equal(K.shape[-2], V.shape[-2], "ring attention", "n_f of K", "n_f of V")
+    check_qkv(Q, K, V, "ring attention", "c", "c")
     check_dim_equal(Q.shape[-2], K.shape[-2], "ring attention", "chunk length of Q", "chunk length of K")
     rank, P = dist.get_rank(group), dist.get_world_size(group)
     kv = torch.cat([K, V], -1).contiguous()  # one message per step

@@ -206,6 +206,21 @@ class TiledAttentionFunction(torch.autograd.Function):
         return dQ * scale, dK, dV, None, None, None, None, None
 
 
+def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f") -> None:
+    """Validate queries ``(..., n_q, d_k)``, keys ``(..., n_f, d_k)`` and values ``(..., n_f, d_v)``.
+
+    ``what`` names the caller in messages; ``n_q``/``n_f`` name the row counts
+    (ring attention calls them chunk lengths). Raises ``ValueError`` for
+    non-float tensors, ranks below 2, mixed dtypes, or mismatched ``d_k``/``n_f``.
+    """
+    for x, name, layout in ((Q, "Q", f"(..., {n_q}, d_k)"), (K, "K", f"(..., {n_f}, d_k)"), (V, "V", f"(..., {n_f}, d_v)")):
+        as_tensor(x, name)
+        check_min_rank(x, 2, name, layout)
+    check_same_dtype(Q=Q, K=K, V=V)
+    check_dim_equal(Q.shape[-1], K.shape[-1], what, "d_k of Q", "d_k of K")
+    check_dim_equal(K.shape[-2], V.shape[-2], what, f"{n_f} of K", f"{n_f} of V")
+
+
 def _check_block(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -243,12 +258,7 @@ def tiled_attend(
     give the zero context. Raises ``ValueError`` on shape, dtype or mask
     problems and ``TypeError`` for non-integer block sizes.
     """
-    for x, name, layout in ((Q, "Q", "(..., n_q, d_k)"), (K, "K", "(..., n_f, d_k)"), (V, "V", "(..., n_f, d_v)")):
-        as_tensor(x, name)
-        check_min_rank(x, 2, name, layout)
-    check_same_dtype(Q=Q, K=K, V=V)
-    check_dim_equal(Q.shape[-1], K.shape[-1], "tiled attention", "d_k of Q", "d_k of K")
-    check_dim_equal(K.shape[-2], V.shape[-2], "tiled attention", "n_f of K", "n_f of V")
+    check_qkv(Q, K, V, "tiled attention")
     check_batch_broadcast(Q, K, "Q", "K")
     check_batch_broadcast(K, V, "K", "V")
     block_q, block_k = _check_block(block_q, "block_q"), _check_block(block_k, "block_k")
