@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from attnsurvey.numeric_env import KERNEL_NAME
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
