@@ -42,6 +42,7 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
     The check compares with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
     on probe models of its own whose weights make the two accuracies differ.
     """
+    from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
 
     g = torch.Generator().manual_seed(3)
@@ -50,7 +51,7 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
     drops = []
     for seed in (0, 1):
         seed_everything(seed)
-        model = ex.ProbeModel(8, 4, 12, vocab=20)
+        model = ProbeModel(8, 4, 12, vocab=20)
         with torch.no_grad():  # sharpen the random weights so that learned and uniform attention differ
             for p in model.parameters():
                 p.mul_(6.0)

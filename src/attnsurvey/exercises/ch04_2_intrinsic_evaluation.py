@@ -67,7 +67,7 @@ def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], flo
     different number whenever the model picks a possible link).
     """
     from ..data.evaluation_tasks import toy_translation_task
-    from ..evaluation.extrinsic import ProbeModel
+    from ..experiments.evaluation import ProbeModel
 
     g = torch.Generator().manual_seed(5)
     x, _, S, P = toy_translation_task(40, 6, 8, g, echo=True)
