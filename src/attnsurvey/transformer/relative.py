@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..masking import masked_softmax
-from ..query_related.multihead import _head_mask, merge_heads, split_heads
+from ..query_related.multihead import head_mask, merge_heads, split_heads
 
 
 def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device | None = None) -> Tensor:
@@ -111,7 +111,7 @@ class RelativeSelfAttention(nn.Module):
         check_min_rank(X, 2, "X", "(..., n, d_model)")
         check_dim_equal(X.shape[-1], self.d_model, "RelativeSelfAttention", "d_model of X", "d_model of the module")
         q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
-        z, a = relative_position_attention(q, k, v, self.A_K, self.A_V, _head_mask(mask, X.dim()))
+        z, a = relative_position_attention(q, k, v, self.A_K, self.A_V, head_mask(mask, X.dim()))
         return self.W_O(merge_heads(z)), a
 
 
@@ -206,7 +206,7 @@ class GaussianLocalSelfAttention(nn.Module):
         q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
         P, D = self.centres_and_windows(q)
         G = gaussian_local_bias(P, D, X.shape[-2])
-        c, a = gaussian_biased_attention(q, k, v, G, _head_mask(mask, X.dim()))
+        c, a = gaussian_biased_attention(q, k, v, G, head_mask(mask, X.dim()))
         return self.W_O(merge_heads(c)), a
 
 
