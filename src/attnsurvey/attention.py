@@ -25,6 +25,7 @@ Signatures::
            is_causal=False, dropout_p=0.0, generator=None, scale=None,
            enable_gqa=False, need_weights=True, align="softmax") -> (c, a | None)
     attention_scores(Q, K, score=None, *, scale=None) -> e
+    align_scores(e, mask=None, align="softmax") -> a      # the alignment step, masks inert
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
     ALIGNMENTS: Registry  # name -> (e, mask) -> a
@@ -45,7 +46,7 @@ from torch import Tensor
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, sparsemax
-from .masking import check_attn_mask, check_key_padding_mask, masked_softmax, minus_inf
+from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_softmax, minus_inf
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -154,6 +155,26 @@ def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = Non
         return torch.where(torch.isnan(a), a, zero)  # every weight dropped (a NaN weight stays NaN)
     keep = torch.rand(a.shape, generator=generator, device=a.device) >= p
     return torch.where(keep, a / (1.0 - p), zero)
+
+
+def align_scores(e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax") -> Tensor:
+    """The alignment step of :func:`attend`, Eq. (3): scores ``e`` ``(..., n_q, n_f)`` to weights.
+
+    mask: boolean broadcastable to e, ``True`` = may attend; masked scores are
+    replaced by :func:`attnsurvey.masking.minus_inf` before ``align`` sees them
+    and the weights there are set to exactly 0 afterwards (``torch.where``, so
+    NaN/Inf at masked positions are inert); a fully-masked row is all zeros.
+    align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+    Raises ``ValueError`` for a bad mask or an unknown alignment name.
+    """
+    align_fn = _resolve_align(align)
+    if mask is not None:
+        check_mask(mask, e.shape)
+        e = torch.where(mask, e, minus_inf(e.dtype))
+    a = align_fn(e, mask)
+    if mask is not None:
+        a = torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
+    return a
 
 
 def allowed_positions(
@@ -304,12 +325,7 @@ def attend(
         e = torch.where(bad_k[..., None, :], torch.full((), float("nan"), dtype=e.dtype), e)
     if bias is not None:
         e = e + bias
-    if allowed is not None:
-        e = torch.where(allowed, e, minus_inf(e.dtype))
-    a = align_fn(e, allowed)
-    if allowed is not None:
-        a = torch.where(allowed, a, torch.zeros((), dtype=a.dtype, device=a.device))
-    a = dropout_weights(a, dropout_p, generator)
+    a = dropout_weights(align_scores(e, allowed, align_fn), dropout_p, generator)
     if bad_v is None:
         c = a @ V
     else:
@@ -345,6 +361,7 @@ def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: object) -> Te
 
 __all__ = [
     "ALIGNMENTS",
+    "align_scores",
     "allowed_positions",
     "argmax_align",
     "attend",

@@ -164,7 +164,8 @@ def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 def _check_size(value: int, name: str, minimum: int = 0) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {name}={value!r}")
+        kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {name}={value!r}")
 
 
 @MASKS.register("causal")

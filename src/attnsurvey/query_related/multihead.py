@@ -247,8 +247,11 @@ class MultiHeadAttention(nn.Module):
     ``X_kv``) gives separate value features.
     """
 
+    #: Hooks a variant overrides (see the module notes): a per-head score
+    #: ``(q, k) -> e``, the alignment, and a map of the per-head keys and values.
     score_fn: ScoreFn | None = None
     align: str | AlignFn = "softmax"
+    kv_transform: KVTransform | None = None
 
     def __init__(
         self,
@@ -323,7 +326,7 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0, generator=generator,
             need_weights=need_weights, average_attn_weights=avg,
             bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn, memory=memory,
-            score=self.score_fn, align=self.align,
+            score=self.score_fn, align=self.align, kv_transform=self.kv_transform,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)

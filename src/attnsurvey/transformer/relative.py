@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..masking import masked_softmax
+from ..attention import attend
 from ..query_related.multihead import head_mask, merge_heads, split_heads
 
 
@@ -72,10 +72,12 @@ def relative_position_attention(
     check_weight(A_V, (2 * b + 1, V.shape[-1]), "A_V", "(2b+1, d_v)")
     idx = clipped_relative_positions(Q.shape[-2], K.shape[-2], b, Q.device) + b
     aK, aV = A_K[idx], A_V[idx]  # (n_q, n_f, d): a^K_ij, a^V_ij
-    e = (Q @ K.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", Q, aK)) / math.sqrt(K.shape[-1])
-    alpha = masked_softmax(e, mask)
-    z = alpha @ V + torch.einsum("...ij,ijd->...id", alpha, aV)
-    return z, alpha
+
+    def score(Q: Tensor, K: Tensor) -> Tensor:  # e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_k)
+        return (Q @ K.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", Q, aK)) / math.sqrt(K.shape[-1])
+
+    c, alpha = attend(Q, K, V, mask, score)
+    return c + torch.einsum("...ij,ijd->...id", alpha, aV), alpha  # z_i = sum_j alpha_ij (v_j + a^V_ij)
 
 
 class RelativeSelfAttention(nn.Module):
@@ -145,15 +147,14 @@ def gaussian_biased_attention(
     as_tensor(Q, "Q")
     as_tensor(K, "K")
     check_dim_equal(Q.shape[-1], K.shape[-1], "Gaussian-biased attention", "d_q", "d_k")
-    e = Q @ K.transpose(-1, -2) / math.sqrt(K.shape[-1])
+    scores_shape = torch.Size((*torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2]), Q.shape[-2], K.shape[-2]))
     try:
-        shape = torch.broadcast_shapes(G.shape, e.shape)
+        shape = torch.broadcast_shapes(G.shape, scores_shape)
     except RuntimeError:
         shape = None
-    if shape != e.shape:
-        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(e.shape)}")
-    alpha = masked_softmax(e + G, mask)
-    return alpha @ V, alpha
+    if shape != scores_shape:
+        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}")
+    return attend(Q, K, V, mask, bias=G)
 
 
 class GaussianLocalSelfAttention(nn.Module):
