@@ -245,7 +245,8 @@ class MovingAverageBaseline(nn.Module):
 
 # --------------------------------------------------------------------------- Eq. (27)-(29)
 def _as_position(p: Tensor | float, n_f: int, dtype: torch.dtype, symbol: str = "p") -> Tensor:
-    p = torch.as_tensor(p)
+    # a Python number or an integer tensor takes the given dtype (the scores' precision), never float32 by default
+    p = torch.as_tensor(p, dtype=dtype) if not isinstance(p, Tensor) else p
     if not p.is_floating_point():
         p = p.to(dtype)
     if not torch.isfinite(p.detach()).all():
@@ -267,16 +268,21 @@ def _check_D(D: float) -> float:
 
 
 def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
-    """The local window of Eq. (27): ``True`` at positions ``l`` with ``p - D <= l <= p + D``.
+    """The local window of Eq. (27): ``True`` at positions ``l`` with ``|l - round(p)| <= D``.
+
+    As in the original local attention (Luong et al., 2015), the window holds
+    the ``2D + 1`` positions around the nearest position to ``p``
+    (``round(p) = floor(p + 1/2)``, halves round up), also when ``p`` is
+    fractional (Eq. 28 predicts a real ``p``; the Gaussian of Eq. 29 still uses
+    the real ``p``). A non-integer ``D`` keeps ``floor(D)`` positions on each side.
 
     n_f: sequence length; p: position(s), a float or a tensor ``(...,)`` with
     values in ``[0, n_f - 1]``; D: half-width ``>= 0``. Returns a boolean mask
-    ``(..., n_f)``.
+    ``(..., n_f)``. The window always holds ``round(p)``, so it is never empty.
 
     Clipping at the ends: the window is intersected with the sequence, so near
     an end it simply holds fewer positions (``p = 0, D = 2`` keeps ``{0, 1, 2}``);
-    it is not shifted inwards and nothing is padded. A non-integer ``p`` with
-    ``D < 0.5`` can give an empty window (e.g. ``p = 1.5, D = 0``).
+    it is not shifted inwards and nothing is padded.
     Raises ``ValueError`` if ``D < 0``, ``n_f < 1`` or p lies outside the sequence.
     """
     if n_f < 1:
@@ -284,8 +290,8 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     D = _check_D(D)
     p = _as_position(p, n_f, torch.get_default_dtype())
     pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
-    p_ = p.detach().unsqueeze(-1)
-    return (pos >= p_ - D) & (pos <= p_ + D)
+    centre = torch.floor(p.detach() + 0.5).unsqueeze(-1)  # round(p), halves up
+    return (pos - centre).abs() <= D
 
 
 def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
