@@ -26,6 +26,7 @@ Signatures::
            enable_gqa=False, need_weights=True, align="softmax") -> (c, a | None)
     attention_scores(Q, K, score=None, *, scale=None) -> e
     align_scores(e, mask=None, align="softmax") -> a      # the alignment step, masks inert
+    attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
     ALIGNMENTS: Registry  # name -> (e, mask) -> a
@@ -64,6 +65,15 @@ def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
 ALIGNMENTS.register("sparsemax", lambda e, mask=None: sparsemax(e, mask))
 ALIGNMENTS.register("entmax15", lambda e, mask=None: entmax15(e, mask))
+
+
+@ALIGNMENTS.register("uniform")
+def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Uniform weights over the allowed positions (the scores are ignored): the mean-pooling baseline.
+
+    A fully-masked row is all zeros.
+    """
+    return masked_softmax(torch.zeros_like(e), mask, dim=-1)
 
 
 @ALIGNMENTS.register("hard")
@@ -175,6 +185,26 @@ def align_scores(e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "
     if mask is not None:
         a = torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
     return a
+
+
+def attend_scores(e: Tensor, V: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax") -> tuple[Tensor, Tensor]:
+    """Eq. (3)-(4) for scores computed elsewhere: align ``e`` (:func:`align_scores`), then ``c = a V``.
+
+    e: ``(..., n_f)`` (one query per example; then V is ``(..., n_f, d_v)`` with one
+    more axis than e and c is ``(..., d_v)``) or ``(..., n_q, n_f)`` with V of the
+    same rank (c is ``(..., n_q, d_v)``). mask: boolean broadcastable to e, ``True``
+    = may attend; align as :func:`attend`. Returns ``(c, a)``; a fully-masked row
+    gives zero weights and a zero context. Raises ``ValueError`` if the ``n_f`` of
+    e and V differ, or for a bad mask or alignment name.
+    """
+    as_tensor(e, "e")
+    as_tensor(V, "V")
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_dim_equal(e.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of e", "n_f of V")
+    a = align_scores(e, mask, align)
+    if a.dim() == V.dim() - 1:  # one query per example
+        return (a.unsqueeze(-2) @ V).squeeze(-2), a
+    return a @ V, a
 
 
 def allowed_positions(
@@ -363,6 +393,8 @@ __all__ = [
     "ALIGNMENTS",
     "align_scores",
     "allowed_positions",
+    "attend_scores",
+    "uniform_align",
     "argmax_align",
     "attend",
     "attention_scores",

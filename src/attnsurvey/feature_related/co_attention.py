@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import masked_softmax
+from ..attention import attend_scores
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -226,8 +226,7 @@ def alternating_co_attention(
     e0 = score0(K1)
     if e0.shape[-1] != K1.shape[-2]:
         raise ValueError(f"score0 must return (..., n_f^(1)={K1.shape[-2]}), got {tuple(e0.shape)}")
-    a0 = masked_softmax(e0, mask1)
-    c0 = (a0.unsqueeze(-2) @ V1).squeeze(-2)
+    c0, a0 = attend_scores(e0, V1, mask1)
     c2, a2 = attend_vector(c0, K2, V2, score2, mask2)
     c1, a1 = attend_vector(c2, K1, V1, score1, mask1)
     return AlternatingCoAttentionOutput(c1, c2, a1, a2, c0, a0)
@@ -425,9 +424,7 @@ def co_attention_contexts(
     """
     check_dim_equal(e1.shape[-1], V1.shape[-2], "co-attention context", "n_f^(1) of e^(1)", "n_f^(1) of V^(1)")
     check_dim_equal(e2.shape[-1], V2.shape[-2], "co-attention context", "n_f^(2) of e^(2)", "n_f^(2) of V^(2)")
-    a1, a2 = masked_softmax(e1, mask1), masked_softmax(e2, mask2)
-    c1 = (a1.unsqueeze(-2) @ V1).squeeze(-2)
-    c2 = (a2.unsqueeze(-2) @ V2).squeeze(-2)
+    (c1, a1), (c2, a2) = attend_scores(e1, V1, mask1), attend_scores(e2, V2, mask2)
     return CoAttention(c1, c2, a1, a2)
 
 

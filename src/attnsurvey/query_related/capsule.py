@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..masking import masked_softmax
+from ..attention import attend_scores
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -98,8 +98,7 @@ def capsule_attention(
     check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
     if mask is not None:
         mask = mask.unsqueeze(-2)  # the same positions for every capsule
-    a = masked_softmax(e, mask, dim=-1)  # (..., d_y, n_f)
-    c = a @ V  # (..., d_y, d_v)
+    c, a = attend_scores(e, V, mask)  # a (..., d_y, n_f), c (..., d_y, d_v)
     p = capsule_probability(c, W_p, b_p)
     return CapsuleOutput(p, capsule_reconstruction(p, c), c, a)
 
