@@ -46,6 +46,7 @@ from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_m
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
 from ..attention import attend_scores
+from ..masking import masked_mean
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -241,10 +242,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """
     _check_set(K, None, "i")
     _check_set_mask(mask, K, "")
-    if mask is None:
-        return K.mean(-2)
-    m = mask.to(K.dtype).unsqueeze(-1)
-    return (K * m).sum(-2) / m.sum(-2).clamp_min(1.0)
+    return masked_mean(K, mask)
 
 
 def interactive_co_attention(
@@ -588,9 +586,8 @@ def bidirectional_attention(
             e_q, e_k = max_pooled_affinity_scores(S, mask_q, mask_k)
         else:
             pm = _pair_mask(mask_q, mask_k)
-            w = torch.ones_like(S) if pm is None else pm.to(S.dtype)
-            e_q = (S * w).sum(-1) / w.sum(-1).clamp_min(1.0)
-            e_k = (S * w).sum(-2) / w.sum(-2).clamp_min(1.0)
+            w = torch.ones_like(S, dtype=torch.bool) if pm is None else pm.expand(S.shape)
+            e_q, e_k = masked_mean(S, w, dim=-1), masked_mean(S, w, dim=-2)
         out = co_attention_contexts(e_q, e_k, V_q, V_k, mask_q, mask_k)
         return BidirectionalOutput(out.c2, out.c1, out.a2, out.a1)
     compress_q = _default_compress if compress_q is None else compress_q

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import attend_scores
+from ..masking import masked_mean
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -156,10 +157,7 @@ class CapsuleAttention(nn.Module):
 
     @staticmethod
     def loss(out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0):
-        if mask is None:
-            f_bar = F.mean(-2)
-        else:
-            f_bar = (F * mask.unsqueeze(-1)).sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1)
+        f_bar = masked_mean(F, mask)  # the mean feature vector over real positions (0 if none)
         return capsule_loss(out.p, out.r, f_bar, y, lam)
 
 
