@@ -298,7 +298,8 @@ class Seq2SeqTransformer(nn.Module):
 
     def decode(self, tgt_in: Tensor, M: Tensor, memory_mask: Tensor | None = None) -> Tensor:
         n_y = tgt_in.shape[-1]
-        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal_mask(n_y, device=tgt_in.device), memory_mask)
+        causal = causal_mask(n_y, device=tgt_in.device)[None]  # per query ([None]: never read as per batch row)
+        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal, memory_mask)
         return self.generator(Y)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
