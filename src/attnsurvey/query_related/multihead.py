@@ -140,6 +140,7 @@ def multi_head_attention(
     score: ScoreFn | None = None,
     align: str | AlignFn = "softmax",
     h_kv: int | None = None,
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, Eq. (38)-(40): ``h`` heads attend in parallel, then concatenate and mix.
 
@@ -162,7 +163,9 @@ def multi_head_attention(
     must then cover ``n_m + n_f`` keys). kv_transform: ``(k, v) -> (k, v)`` on the
     per-head keys and values ``(..., h, n, d)`` before attending (masks must
     match the transformed length). h_kv: number of key/value heads (default h;
-    fewer heads give grouped-query attention).
+    fewer heads give grouped-query attention). context_hook: ``(c, a) -> c`` on the
+    per-head contexts and weights before the heads are merged (e.g. the value-side
+    relative-position term of Shaw et al.); it makes the weights be computed.
 
     Returns the output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')``
     (or ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``).
@@ -218,8 +221,12 @@ def multi_head_attention(
         key_padding_mask = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
     c, a = attend(
         q, k, v, mask, score, key_padding_mask=key_padding_mask, bias=bias, is_causal=is_causal,
-        dropout_p=dropout_p, generator=generator, enable_gqa=h_kv != h, need_weights=need_weights, align=align,
+        dropout_p=dropout_p, generator=generator, enable_gqa=h_kv != h, need_weights=need_weights or context_hook is not None,
+        align=align,
     )  # Eq. (39): one context per head
+    if context_hook is not None:
+        c = context_hook(c, a)
+        a = a if need_weights else None
     out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
     if a is not None and average_attn_weights:
         a = a.mean(-3)
@@ -252,6 +259,7 @@ class MultiHeadAttention(nn.Module):
     score_fn: ScoreFn | None = None
     align: str | AlignFn = "softmax"
     kv_transform: KVTransform | None = None
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __init__(
         self,
@@ -326,7 +334,7 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0, generator=generator,
             need_weights=need_weights, average_attn_weights=avg,
             bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn, memory=memory,
-            score=self.score_fn, align=self.align, kv_transform=self.kv_transform,
+            score=self.score_fn, align=self.align, kv_transform=self.kv_transform, context_hook=self.context_hook,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
