@@ -75,6 +75,7 @@ from torch import Tensor, nn
 
 from ._checks import as_tensor
 from .attention_step import _SOFT, AttentionStep, Heads, _bad, _Heads, _score
+from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
 from .feature_related import co_attention as _co_attention
 from .feature_related import levels as _levels
@@ -85,7 +86,9 @@ from .masking import masked_mean
 from .query_related import capsule as _capsule
 from .query_related import multihop as _multihop
 from .query_related import types as _types
-from .taxonomy import DIMENSIONS, TaxonomyPoint
+from .taxonomy import DIMENSIONS, TABLE3, TaxonomyPoint
+from .training import accuracy, minibatches, seed_everything
+from .training import train as _train
 
 #: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
 __all__ = [
@@ -105,6 +108,16 @@ _CO_ATTENTION = {
 }
 
 
+# Luong's location score is defined in the score registry (general_mechanisms.scoring); the builder teaches it.
+declare(
+    "attnsurvey.builder.location_score",
+    "extra:location-score",
+    title="Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
+    chapter=CHAPTER,
+)
+declare("attnsurvey.builder.LocationScore", "extra:location-score")
+
+
 def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
     if lp is None:
         return total
@@ -112,6 +125,7 @@ def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
 
 
 # ----------------------------------------------------------------------------- the model
+@catalogued("extra:taxonomy-builder")
 class TaxonomyModel(nn.Module):
     """A classifier assembled from one configuration of the taxonomy (see the module notes).
 
@@ -363,6 +377,17 @@ class TaxonomyModel(nn.Module):
 HOP_FORMS = ("memory", "eq41")
 
 
+@catalogued(
+    "extra:combined-mechanisms",
+    title="§5 suggestions: multi-dimensional + multi-head, rotatory + multi-hop, capsule + multi-hop in one model",
+    chapter="chapters/ch05_conclusion.ipynb",
+)
+@catalogued(
+    "extra:taxonomy-builder",
+    title="Build a working attention model from a point of the taxonomy, and describe a model by its point",
+    chapter=CHAPTER,
+)
+@catalogued(*(row.id for row in TABLE3))
 def build_model(
     point: TaxonomyPoint, d_model: int, n_classes: int, *, n_max: int = 16, heads: int = 2, hops: int = 2,
     chunk: int = 4, window: float = 2.0, hop_form: str = "memory",
@@ -402,6 +427,9 @@ def build_model(
     return TaxonomyModel(point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window, hop_form=hop_form)
 
 
+declare("attnsurvey.builder.describe", "extra:taxonomy-builder")  # defined in attnsurvey.describe
+
+
 # ----------------------------------------------------------------------------- experiments
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable scalars of ``model``."""
@@ -415,6 +443,7 @@ def summary(model: TaxonomyModel) -> str:
     return "\n".join(lines)
 
 
+@catalogued("extra:combined-mechanisms")
 def fit_and_evaluate(
     p: TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor], n_classes: int, *, epochs: int = 15,
     batch_size: int = 64, lr: float = 0.02, seed: int = 0, **build_kw: Any,
@@ -427,8 +456,6 @@ def fit_and_evaluate(
     ``attention_on_gold`` is the mean weight of the main attention on the gold
     position ``test["pos"]`` (Eq. 46 with a single gold region), when present.
     """
-    from .training import accuracy, minibatches, seed_everything
-    from .training import train as _train
 
     g = seed_everything(seed)
     model = build_model(p, train["F"].shape[-1], n_classes, **build_kw)
@@ -442,34 +469,3 @@ def fit_and_evaluate(
         a = model.last_weights.reshape(len(test["y"]), -1, test["F"].shape[1]).mean(1)
         out["attention_on_gold"] = float(a.gather(-1, test["pos"][:, None]).mean())
     return out
-
-
-_T = "tests/test_builder.py::"
-CATALOG = [
-    {
-        "id": "extra:taxonomy-builder",
-        "title": "Build a working attention model from a point of the taxonomy, and describe a model by its point",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.builder.build_model", "attnsurvey.builder.describe", "attnsurvey.builder.TaxonomyModel"],
-        "tested_by": [
-            _T + "test_every_value_of_every_dimension_builds",
-            _T + "test_describe_round_trip_and_plain_modules",
-            _T + "test_bad_configurations_raise_naming_dimension",
-            _T + "test_builder_learns_the_two_marker_task",
-        ],
-    },
-    {
-        "id": "extra:location-score",
-        "title": "Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.builder.location_score", "attnsurvey.builder.LocationScore"],
-        "tested_by": [_T + "test_location_score_ignores_keys_and_matches_hand_computation", _T + "test_location_score_rejects_long_inputs"],
-    },
-    {
-        "id": "extra:combined-mechanisms",
-        "title": "§5 suggestions: multi-dimensional + multi-head, rotatory + multi-hop, capsule + multi-hop in one model",
-        "chapter": "chapters/ch05_conclusion.ipynb",
-        "implemented_by": ["attnsurvey.builder.build_model", "attnsurvey.builder.fit_and_evaluate"],
-        "tested_by": [_T + "test_combined_mechanisms_build"],
-    },
-]

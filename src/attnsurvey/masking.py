@@ -30,6 +30,7 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+from .catalog import catalogued
 
 from .registry import Registry
 
@@ -108,6 +109,7 @@ def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = 
     return check_mask(kpm.unsqueeze(-2), scores_shape, symbol)
 
 
+@catalogued("eq3", "eq25")
 def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Softmax of scores ``e`` over ``dim``, ignoring positions where ``mask`` is False.
 

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import AlignFn, ScoreFn, attend
 from ..general_mechanisms.scoring import scaled_dot_score
+from ..catalog import catalogued
 from ..masking import check_attn_mask
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
@@ -54,6 +55,7 @@ CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 KVTransform = Callable[[Tensor, Tensor], "tuple[Tensor, Tensor]"]
 
 
+@catalogued("eq38")
 def split_heads(X: Tensor, h: int) -> Tensor:
     """``(..., n, h*d) -> (..., h, n, d)``: head ``j`` gets columns ``j*d:(j+1)*d``.
 
@@ -69,6 +71,7 @@ def split_heads(X: Tensor, h: int) -> Tensor:
     return X.reshape(*batch, n, h, hd // h).transpose(-2, -3)
 
 
+@catalogued("eq40")
 def merge_heads(X: Tensor) -> Tensor:
     """``(..., h, n, d) -> (..., n, h*d)``, the inverse of :func:`split_heads` (concatenation, Eq. 40)."""
     *batch, h, n, d = X.shape
@@ -110,6 +113,13 @@ def _project(X: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
     return X @ W.T if b is None else F_.linear(X, W, b)
 
 
+@catalogued(
+    "eq38",
+    title="Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
+    chapter=CHAPTER,
+)
+@catalogued("eq39", title="One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)", chapter=CHAPTER)
+@catalogued("eq40", title="Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))", chapter=CHAPTER)
 def multi_head_attention(
     Q: Tensor,
     F_k: Tensor,
@@ -233,6 +243,7 @@ def multi_head_attention(
     return out, a
 
 
+@catalogued("eq40")
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of
     :func:`multi_head_attention`.
@@ -466,6 +477,11 @@ def from_torch_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]
     return out
 
 
+@catalogued(
+    "extra:multihead-matrix-form",
+    title="Review eq. 10-11: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), MultiHead = Concat(heads) W^O",
+    chapter=CHAPTER,
+)
 def multi_head_matrix_form(
     Q: Tensor,
     K: Tensor,
@@ -508,6 +524,11 @@ def _pairwise_cosine(X: Tensor) -> Tensor:
     return (Xn @ Xn.transpose(-1, -2)).mean(dim=(-1, -2))
 
 
+@catalogued(
+    "extra:disagreement-regularisation",
+    title="Disagreement regularisation between heads (subspace, position, output; Li et al. 2018)",
+    chapter=CHAPTER,
+)
 def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     """Disagreement between attention heads (Li et al., 2018; review §(3)), to be *maximised*.
 
@@ -530,48 +551,3 @@ def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
         A = heads.flatten(-2)
         return -(A @ A.transpose(-1, -2)).sum(dim=(-1, -2)) / h**2
     raise ValueError(f"kind must be 'subspace', 'output' or 'position', got {kind!r}")
-
-
-_T = "tests/test_multihead.py::"
-CATALOG = [
-    {
-        "id": "eq38",
-        "title": "Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention", "attnsurvey.query_related.multihead.split_heads"],
-        "tested_by": [_T + "test_eq38_head_projections_are_row_blocks", _T + "test_split_merge_roundtrip", _T + "test_bad_head_counts_raise"],
-    },
-    {
-        "id": "eq39",
-        "title": "One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention"],
-        "tested_by": [_T + "test_eq39_head_contexts_match_sdpa", _T + "test_fully_masked_rows_and_large_scores"],
-    },
-    {
-        "id": "eq40",
-        "title": "Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention", "attnsurvey.query_related.multihead.merge_heads", "attnsurvey.query_related.multihead.MultiHeadAttention"],
-        "tested_by": [
-            _T + "test_eq40_equals_torch_multihead_attention",
-            _T + "test_mask_polarity_and_key_padding_vs_torch",
-            _T + "test_module_with_bias_equals_torch",
-            _T + "test_low_precision_dtypes",
-        ],
-    },
-    {
-        "id": "extra:multihead-matrix-form",
-        "title": "Review eq. 10-11: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), MultiHead = Concat(heads) W^O",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_matrix_form"],
-        "tested_by": [_T + "test_matrix_form_equals_stacked_form"],
-    },
-    {
-        "id": "extra:disagreement-regularisation",
-        "title": "Disagreement regularisation between heads (subspace, position, output; Li et al. 2018)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.disagreement_regularisation"],
-        "tested_by": [_T + "test_disagreement_matches_loop_and_extremes", _T + "test_disagreement_gradient_pushes_heads_apart"],
-    },
-]

@@ -11,20 +11,16 @@ as in DiSAN. A causal mask is the backward mask with the diagonal allowed.
 """
 from __future__ import annotations
 
+from ..catalog import declare
 from ..masking import additive_mask, backward_mask, forward_mask
 
 __all__ = ["additive_mask", "backward_mask", "forward_mask"]  # defined in attnsurvey.masking, the one masking module
 
-CATALOG = [
-    {
-        "id": "extra:directional-masks",
-        "title": "Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
-        "chapter": "chapters/ch03_3_3_transformer.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.directional.forward_mask",
-            "attnsurvey.transformer.directional.backward_mask",
-            "attnsurvey.transformer.directional.additive_mask",
-        ],
-        "tested_by": ["tests/test_positional.py::test_directional_masks_disan"],
-    },
-]
+declare(
+    "attnsurvey.transformer.directional.forward_mask",
+    "extra:directional-masks",
+    title="Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
+declare("attnsurvey.transformer.directional.backward_mask", "extra:directional-masks")
+declare("attnsurvey.transformer.directional.additive_mask", "extra:directional-masks")

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
+from ..catalog import catalogued
 from ..query_related.multihead import MultiHeadAttention
 
 
@@ -45,6 +46,11 @@ def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Te
     return E[:, :n] @ K, F[:, :n] @ V
 
 
+@catalogued(
+    "extra:linformer",
+    title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``: :func:`attend` on projected keys.
 
@@ -60,6 +66,7 @@ def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -
     return c, a
 
 
+@catalogued("extra:linformer")
 class LinformerSelfAttention(MultiHeadAttention):
     """Multi-head Linformer self-attention: :class:`MultiHeadAttention` whose ``kv_transform``
     projects the keys and values to length ``k``; ``E`` and ``F`` are shared by the heads.
@@ -83,14 +90,3 @@ class LinformerSelfAttention(MultiHeadAttention):
         out, a = super().forward(X)
         assert a is not None
         return out, a
-
-
-CATALOG = [
-    {
-        "id": "extra:linformer",
-        "title": "Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": ["attnsurvey.transformer.linformer.linformer_attention", "attnsurvey.transformer.linformer.LinformerSelfAttention"],
-        "tested_by": ["tests/test_variants.py::test_linformer_identity_projection_equals_full_attention", "tests/test_variants.py::test_linformer_rejects_input_longer_than_projection"],
-    },
-]

@@ -27,8 +27,14 @@ from ..attention import attend
 from ..masking import causal_mask
 from ..query_related.multihead import merge_heads, split_heads
 from .positional import sinusoidal_position_encoding
+from ..catalog import catalogued
 
 
+@catalogued(
+    "extra:transformer-xl",
+    title="Transformer-XL: segment-level recurrence with relative positional scores and the relative shift",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def rel_shift(BD: Tensor) -> Tensor:
     """The relative shift: ``out[..., i, j] = BD[..., i, n - 1 - i + j]`` wherever ``j <= n_m + i``.
 
@@ -49,6 +55,7 @@ def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tens
     return causal_mask(n, n_m + n, device, offset=n_m)
 
 
+@catalogued("extra:transformer-xl")
 def xl_attention(
     X: Tensor,
     M: Tensor | None,
@@ -98,6 +105,7 @@ def xl_attention(
     return merge_heads(c) @ W_O.T, a
 
 
+@catalogued("extra:transformer-xl")
 class TransformerXLAttention(nn.Module):
     """Module form of :func:`xl_attention` that also returns the next memory.
 
@@ -122,22 +130,3 @@ class TransformerXLAttention(nn.Module):
         )
         full = X if M is None else torch.cat([M, X], dim=-2)
         return out, full[..., full.shape[-2] - min(self.mem_len, full.shape[-2]) :, :].detach(), a
-
-
-CATALOG = [
-    {
-        "id": "extra:transformer-xl",
-        "title": "Transformer-XL: segment-level recurrence with relative positional scores and the relative shift",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.transformer_xl.rel_shift",
-            "attnsurvey.transformer.transformer_xl.xl_attention",
-            "attnsurvey.transformer.transformer_xl.TransformerXLAttention",
-        ],
-        "tested_by": [
-            "tests/test_variants.py::test_rel_shift_matches_explicit_loop",
-            "tests/test_variants.py::test_xl_scores_match_pairwise_loop",
-            "tests/test_variants.py::test_xl_segment_recurrence_equals_full_causal_pass",
-        ],
-    },
-]
