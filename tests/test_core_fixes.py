@@ -48,3 +48,14 @@ def test_transformer_xl_memory_length_zero_keeps_no_memory():
     assert mem3.shape == (2, 3, 8) and torch.equal(mem3, X[:, -3:])
     with pytest.raises(ValueError, match="mem_len must be >= 0"):
         transformer_xl.TransformerXLAttention(8, 2, mem_len=-1)
+
+
+def test_pointer_log_probs_keep_allowed_positions_exact():
+    from attnsurvey.general_mechanisms.pointer import pointer_log_probs
+
+    s = torch.tensor([[0.0, -1000.0, 5.0]])
+    mask = torch.tensor([[True, True, False]])
+    lp = pointer_log_probs(s, mask)
+    torch.testing.assert_close(lp[0, :2], torch.log_softmax(torch.tensor([0.0, -1000.0]), -1))  # formerly -3.4e38 at -1000
+    assert lp[0, 2] == torch.finfo(torch.float32).min
+    assert torch.all(pointer_log_probs(s, torch.zeros(1, 3, dtype=torch.bool)) == torch.finfo(torch.float32).min)

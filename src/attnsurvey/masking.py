@@ -127,6 +127,22 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
     return torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
 
 
+def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """``log softmax`` of ``e`` over ``dim`` restricted to the allowed positions.
+
+    Allowed positions get their exact log-probability (also when it is far below
+    the float range of the probability itself, e.g. -1000); masked positions and
+    fully-masked rows get :func:`minus_inf` (probability 0 after ``exp``), never
+    NaN; masked entries are inert. Raises ``ValueError`` for a bad mask.
+    """
+    if mask is None:
+        return torch.log_softmax(e, dim=dim)
+    check_mask(mask, e.shape)
+    low = minus_inf(e.dtype)
+    logp = torch.log_softmax(torch.where(mask, e, low), dim=dim)
+    return torch.where(mask & mask.expand(e.shape).any(dim, keepdim=True), logp, low)
+
+
 def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
 
