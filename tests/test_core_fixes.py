@@ -59,3 +59,14 @@ def test_pointer_log_probs_keep_allowed_positions_exact():
     torch.testing.assert_close(lp[0, :2], torch.log_softmax(torch.tensor([0.0, -1000.0]), -1))  # formerly -3.4e38 at -1000
     assert lp[0, 2] == torch.finfo(torch.float32).min
     assert torch.all(pointer_log_probs(s, torch.zeros(1, 3, dtype=torch.bool)) == torch.finfo(torch.float32).min)
+
+
+def test_empty_batches_and_tiny_widths():
+    from attnsurvey.general_mechanisms import alignment as al
+    from attnsurvey.transformer.relative import gaussian_local_bias
+
+    e = torch.zeros(0, 5)
+    assert al.local_align(e, torch.zeros(0), 1.0).shape == (0, 5)
+    assert al.window_mask(5, torch.zeros(0), 1).shape == (0, 5)
+    G = gaussian_local_bias(torch.tensor([1.0]), torch.tensor([1e-30]), 3)
+    assert not torch.isnan(G).any() and G[0, 1] == 0 and torch.isinf(G[0, 0])

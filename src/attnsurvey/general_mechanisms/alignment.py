@@ -260,6 +260,8 @@ def _as_position(p: Tensor | float, n_f: int, dtype: torch.dtype, symbol: str = 
     p = torch.as_tensor(p, dtype=dtype) if not isinstance(p, Tensor) else p
     if not p.is_floating_point():
         p = p.to(dtype)
+    if p.numel() == 0:  # an empty batch: nothing to check
+        return p
     if not torch.isfinite(p.detach()).all():
         raise ValueError(f"position {symbol} must be finite, got {p.detach().tolist()}")
     lo, hi = float(p.detach().min()), float(p.detach().max())

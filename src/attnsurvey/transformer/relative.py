@@ -166,7 +166,9 @@ def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
         raise ValueError(f"window sizes D must be > 0, got min D={float(D.min()):.3g}")
     j = torch.arange(n_f, dtype=P.dtype, device=P.device)
     sigma = D / 2
-    return -((j - P[..., None]) ** 2) / (2 * sigma[..., None] ** 2)
+    diff = j - P[..., None]
+    # a sigma so small that sigma^2 underflows to 0: 0 at the centre, -inf elsewhere (never 0/0 = NaN)
+    return torch.where(diff == 0, torch.zeros((), dtype=P.dtype), -(diff**2) / (2 * sigma[..., None] ** 2))
 
 
 @catalogued("extra:gaussian-local-bias")
