@@ -23,9 +23,8 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import attend
 from ..masking import causal_mask
-from ..query_related.multihead import merge_heads, split_heads
+from ..query_related.multihead import multi_head_attention, split_heads
 from .positional import sinusoidal_position_encoding
 from ..catalog import catalogued
 
@@ -88,12 +87,8 @@ def xl_attention(
         M = X.new_zeros(*X.shape[:-2], 0, d)
     check_dim_equal(M.shape[-1], d, "Transformer-XL memory", "d_model of M", "d_model of X")
     n, n_m = X.shape[-2], M.shape[-2]
-    cat = torch.cat([M.detach(), X], dim=-2)  # stop-gradient memory
     klen = n_m + n
     R = sinusoidal_position_encoding(klen, d, dtype=X.dtype).flip(0)  # distances klen-1, ..., 0
-    q = split_heads(X @ W_Q.T, h)
-    k = split_heads(cat @ W_K.T, h)
-    val = split_heads(cat @ W_V.T, h)
     r = split_heads(R @ W_R.T, h)  # (h, klen, d_h)
 
     def score(q: Tensor, k: Tensor) -> Tensor:
@@ -101,8 +96,12 @@ def xl_attention(
         BD = rel_shift((q + v[:, None, :]) @ r.transpose(-1, -2))  # position terms (b) + (d)
         return (AC + BD) / math.sqrt(d // h)
 
-    c, a = attend(q, k, val, xl_causal_mask(n, n_m, X.device)[None], score)  # [None]: per query, not per batch row
-    return merge_heads(c) @ W_O.T, a
+    # the one multi-head stack, with the memory hook (stop-gradient memory before the segment)
+    out, a = multi_head_attention(
+        X, X, X, W_Q, W_K, W_V, W_O, h, xl_causal_mask(n, n_m, X.device)[None], memory=M.detach(), score=score
+    )  # [None]: the mask is per query, never per batch row
+    assert a is not None
+    return out, a
 
 
 @catalogued("extra:transformer-xl")
