@@ -31,13 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from attention_cost import _rss_mib  # noqa: E402  (the same RSS reading as the other benchmark)
+
 OUT = ROOT / "benchmarks" / "results" / "core_attention.json"
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _make(case: str, n: int):

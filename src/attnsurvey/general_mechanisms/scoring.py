@@ -252,9 +252,8 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
     as_tensor(Q, "Q")
     check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
     as_tensor(W_a, "W_a")
-    if W_a.dim() != 2:
-        raise ValueError(f"W_a must have shape (n_max, d_q), got {tuple(W_a.shape)}")
-    check_weight(W_a, (W_a.shape[0], Q.shape[-1]), "W_a", "(n_max, d_q)")
+    if W_a.dim() != 2 or W_a.shape[1] != Q.shape[-1]:
+        raise ValueError(f"W_a must have shape (n_max, d_q) with d_q={Q.shape[-1]}, got {tuple(W_a.shape)}")
     n_max = W_a.shape[0]
     if not 1 <= n_f <= n_max:
         raise ValueError(f"location score needs 1 <= n_f <= n_max, got n_f={n_f}, n_max={n_max}")
