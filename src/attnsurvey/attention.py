@@ -29,8 +29,21 @@ Signatures::
     attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
-    ALIGNMENTS: Registry  # name -> (e, mask) -> a
+    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, uniform, hard
     dropout_weights(a, p, generator=None) -> a
+
+    # attnsurvey.query_related.multihead: the one multi-head stack
+    multi_head_attention(Q, F_k, F_v, W_Q, W_K, W_V, W_O, h, mask=None, *, b_Q/b_K/b_V/b_O,
+        key_padding_mask, bias, is_causal, dropout_p, generator, need_weights=True,
+        average_attn_weights=False, bias_k, bias_v, add_zero_attn, memory, kv_transform,
+        score, align, h_kv, context_hook) -> (out, a | None)
+    MultiHeadAttention(d_model, h, d_k=None, d_v=None, bias=False, *, dropout, add_bias_kv,
+        add_zero_attn, kdim, vdim, batch_first=True, ...)   # hooks: score_fn, align, kv_transform, context_hook
+    MultiheadAttention(...)  # drop-in for torch.nn.MultiheadAttention (torch's mask polarity), .from_torch(m)
+
+    # attnsurvey.masking: minus_inf(dtype), masked_softmax, masked_log_softmax, masked_mean,
+    # causal_mask(n_q, n_f, offset), padding_mask / key_padding_mask(lengths, n_f), band_mask,
+    # forward_mask, backward_mask, additive_mask, MASKS registry, make_mask(kind, ...)
 
 Layering: this module imports only :mod:`attnsurvey.masking`, the score
 functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
