@@ -76,3 +76,6 @@ clean:
 student: env
 	$(PY) scripts/student.py --out _build/student
 	@echo "Student notebooks are in $(CURDIR)/_build/student (grade with scripts/autograde.py)"
+
+pdf: env assets
+	$(PY) scripts/build_pdf.py
