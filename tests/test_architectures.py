@@ -145,3 +145,14 @@ def test_complexity_growth_matches_counted_flops(cost):
 def test_flop_check_covers_the_main_mechanisms():
     covered = [c.mechanism for c in A.COMPLEXITY if c.implemented_by in CALLS]
     assert len(covered) >= 5
+
+
+def test_cost_curves_figure_plots_every_method():
+    results = {"settings": {"d": 8, "machine": "x", "torch": "t", "threads": 1}, "attention": [
+        {"method": m, "n": n, "seconds": n * k * 1e-6, "peak_mib": n * k * 1e-3}
+        for k, m in enumerate(["full", "local"], start=1) for n in (64, 128)]}
+    fig = A.cost_curves_figure(results)
+    assert [line.get_label() for line in fig.axes[0].lines] == ["full", "local"]
+    assert len(fig.axes[1].lines) == 2
+    with pytest.raises(KeyError):
+        A.cost_curves_figure({"settings": {}})

@@ -259,8 +259,36 @@ def complexity_markdown(rows: list[Cost] = COMPLEXITY) -> str:
     """The complexity table as a Markdown table (for ``IPython.display.Markdown``)."""
     lines = ["| mechanism | time | memory | implemented by |", "| --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r.mechanism} | ${r.time}$ | ${r.memory}$ | `attnsurvey.{r.implemented_by}` |")
+        lines.append(f"| {r.mechanism} | `{r.time}` | `{r.memory}` | `attnsurvey.{r.implemented_by}` |")
     return "\n".join(lines)
+
+
+def cost_curves_figure(results: dict) -> Figure:
+    """Measured time and memory against n, per method, from ``benchmarks/attention_cost.py``'s JSON.
+
+    results: the saved JSON (``{"settings": {...}, "attention": [{"method", "n",
+    "seconds", "peak_mib"}, ...]}``). Log-log axes; the settings are in the title.
+    Raises ``KeyError`` if the JSON lacks those fields.
+    """
+    rows = results["attention"]
+    methods = sorted({r["method"] for r in rows}, key=[r["method"] for r in rows].index)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    for m in methods:
+        pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in rows if r["method"] == m)
+        n = [p[0] for p in pts]
+        axes[0].loglog(n, [p[1] for p in pts], "o-", label=m)
+        mem = [(x, p[2]) for x, p in zip(n, pts) if p[2] > 0]
+        if mem:
+            axes[1].loglog([x for x, _ in mem], [y for _, y in mem], "o-", label=m)
+    axes[0].set(xlabel="sequence length n", ylabel="seconds per call (fastest)", title="time")
+    axes[1].set(xlabel="sequence length n", ylabel="peak extra memory (MiB)", title="memory")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    s = results.get("settings", {})
+    fig.suptitle(f"measured on {s.get('machine', '?')}, torch {s.get('torch', '?')}, "
+                 f"{s.get('threads', '?')} thread(s), d = {s.get('d', '?')}", fontsize=9)
+    return fig
 
 
 def box_labels(fig: Figure) -> list[str]:
@@ -275,6 +303,7 @@ __all__ = [
     "Step",
     "box_labels",
     "complexity_markdown",
+    "cost_curves_figure",
     "encoder_decoder_figure",
     "layer_blocks",
     "resolve",
