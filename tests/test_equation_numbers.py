@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.helpers import toc_files
 
 bs4 = pytest.importorskip("bs4")
 
@@ -27,13 +28,7 @@ BARE_INTEGER = re.compile(r"^\(\d+\)$")
 
 
 def _pages() -> list[Path]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        for ch in part.get("chapters", []):
-            files.append(ch["file"])
-            files.extend(s["file"] for s in ch.get("sections", []))
-    return [SITE / (f.removesuffix(".ipynb").removesuffix(".md") + ".html") for f in files]
+    return [SITE / (f + ".html") for f in toc_files(ROOT)]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.helpers import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = ROOT / "_build" / "pdf" / "book.pdf"
@@ -53,14 +54,8 @@ def _title(source: Path) -> str:
 
 
 def _toc_sources() -> list[Path]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = []
-    for part in toc.get("parts", []):
-        for ch in part.get("chapters", []):
-            files.append(ch["file"])
-            files.extend(s["file"] for s in ch.get("sections", []))
     out = []
-    for f in files:
+    for f in toc_files(ROOT)[1:]:  # the root page's title is the book's
         for suffix in (".ipynb", ".md"):
             if (ROOT / (f + suffix)).is_file():
                 out.append(ROOT / (f + suffix))

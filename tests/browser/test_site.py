@@ -20,9 +20,9 @@ import re
 from urllib.parse import urlparse
 
 import pytest
-import yaml
 
 from tests.browser.common import ROOT, SITE, need, serve
+from tests.helpers import toc_files
 from tests.browser.widgets import WAIT_MS, move_every_control
 
 # Console messages that are not failures of the book. Keep this list short and explained.
@@ -30,17 +30,7 @@ ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
 MATHJAX_MS = 120_000
 
 
-def _toc_pages() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        for ch in part.get("chapters", []):
-            pages.append(ch["file"])
-            pages.extend(s["file"] for s in ch.get("sections", []))
-    return [p.removesuffix(".ipynb").removesuffix(".md") + ".html" for p in pages]
-
-
-PAGES = _toc_pages()
+PAGES = [f + ".html" for f in toc_files(ROOT)]
 
 
 @pytest.fixture(scope="module")
