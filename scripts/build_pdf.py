@@ -12,8 +12,9 @@
    captions from ``_toc.yml``, chapter titles linked to their pages in the PDF),
    each chapter starts on a new page, and chromium prints it (A4, page numbers,
    PDF outline). Chinese text (the glossary) needs a CJK font: ``fonts-noto-cjk``
-   (installed by ``.ci/run``). Interactive widgets are left out of the PDF (the
-   single page carries no widget state); their static outputs are printed.
+   (installed by ``.ci/run``). Widgets are printed as they first appear (each
+   notebook's widget state is embedded in the single page by
+   ``book/_ext/offline_assets.py``).
 
 No LaTeX is involved. Prints the seconds each step took.
 """
@@ -112,6 +113,17 @@ def single_index() -> Path:
     return target
 
 
+def _wait_for_widgets(page) -> None:
+    """Wait until html-manager has drawn every stored widget view (each page's state is embedded
+    by book/_ext/offline_assets.py); a view still blank after the wait is reported, not fatal."""
+    js = """() => Array.from(document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]'))
+        .filter(s => !s.parentElement.querySelector('.jupyter-widgets')).length"""
+    try:
+        page.wait_for_function(f"() => ({js})() === 0", timeout=60_000)
+    except Exception:  # playwright TimeoutError
+        print(f"warning: {page.evaluate(js)} widget views not drawn; printing without them", flush=True)
+
+
 def print_pdf(page_file: Path, out: Path = PDF) -> int:
     """Print the single page to ``out``; returns the number of chapters found."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -126,6 +138,7 @@ def print_pdf(page_file: Path, out: Path = PDF) -> int:
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.evaluate("() => MathJax.startup.promise")
         page.wait_for_function("() => Array.from(document.images).every(i => i.complete)")
+        _wait_for_widgets(page)
         t2 = time.perf_counter()
         page.add_style_tag(content=PRINT_CSS)
         chapters = page.evaluate(TOC_JS, [list(p) for p in toc_parts()])
