@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from attnsurvey.exercises import ch03_2_3_attention_dimensionality as ex
+from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
 from attnsurvey.general_mechanisms import dimensionality as md
 
 
@@ -52,7 +53,7 @@ RESULTS = {"multi-dimensional": [0.95, 0.93, 0.96, 0.94, 0.95], "single-dimensio
 
 
 def _make(multi, d_w=8):
-    return md.FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=d_w, multi_dimensional=multi)
+    return FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=d_w, multi_dimensional=multi)
 
 
 def test_ex3_solution_passes():

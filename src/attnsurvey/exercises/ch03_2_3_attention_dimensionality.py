@@ -12,6 +12,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from ..experiments.general_mechanisms import FeatureLookupModel
 from ..general_mechanisms import dimensionality as md
 from ._verdict import check_results_and_verdict
 
@@ -61,7 +62,7 @@ def check_ex3(
 ) -> str:
     """Ex. 3: both models with d_w = 8 over five seeds, and the verdict the paired difference supports.
 
-    ``make_model(multi_dimensional)`` must build ``md.FeatureLookupModel`` with
+    ``make_model(multi_dimensional)`` must build ``FeatureLookupModel`` with
     d_q = 16, d_k = d_v = 4 and d_w = 8 (checked from its parameter shapes);
     ``results`` maps ``"multi-dimensional"`` and ``"single-dimensional"`` to
     feature accuracies per seed; ``verdict`` is one of the two names or
@@ -69,7 +70,7 @@ def check_ex3(
     """
     for multi in (False, True):
         m = make_model(multi)
-        ref = md.FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=8, multi_dimensional=multi)
+        ref = FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=8, multi_dimensional=multi)
         got = {k: tuple(v.shape) for k, v in m.named_parameters()}
         want = {k: tuple(v.shape) for k, v in ref.named_parameters()}
         assert got == want, f"multi_dimensional={multi}: parameter shapes {got}, expected {want} (d_w = 8)"
