@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attnsurvey.data.sets import evaluate_match_query, fit_match_query
+from attnsurvey.experiments.general_model import evaluate_match_query, fit_match_query
 from attnsurvey.exercises import ch02_general_attention_model as ex
 from attnsurvey.general_model import TaskModel
 from attnsurvey.training import seed_everything

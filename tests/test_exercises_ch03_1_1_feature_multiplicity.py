@@ -6,6 +6,7 @@ import torch
 
 from attnsurvey.data import aspect
 from attnsurvey.exercises import ch03_1_1_feature_multiplicity as ex
+from attnsurvey.experiments.feature_related import evaluate_aspect, train_aspect
 from attnsurvey.feature_related import co_attention as ca
 
 
@@ -36,14 +37,14 @@ def test_ex2_accepts_the_solution():
 def models():
     g = torch.Generator().manual_seed(0)
     train = aspect.make_aspect(300, generator=g)
-    return (aspect.train_aspect("rotatory", train, steps=5, batch_size=32, seed=0),
-            aspect.train_aspect("target-only", train, steps=5, batch_size=32, seed=0))
+    return (train_aspect("rotatory", train, steps=5, batch_size=32, seed=0),
+            train_aspect("target-only", train, steps=5, batch_size=32, seed=0))
 
 
 def test_ex3_rejects_the_ordinary_test_set(models):
     rot, tgt = models
     data = aspect.make_aspect(200, generator=torch.Generator().manual_seed(1))
-    acc = [aspect.evaluate_aspect(m, data)["accuracy"] for m in models]
+    acc = [evaluate_aspect(m, data)["accuracy"] for m in models]
     with pytest.raises(AssertionError, match="empty context"):
         ex.check_ex3(rot, tgt, data, *acc)
 
@@ -51,7 +52,7 @@ def test_ex3_rejects_the_ordinary_test_set(models):
 def test_ex3_rejects_swapped_models(models):
     rot, tgt = models
     data = aspect.make_aspect(200, p_empty=0.9, generator=torch.Generator().manual_seed(1))
-    acc = [aspect.evaluate_aspect(m, data)["accuracy"] for m in models]
+    acc = [evaluate_aspect(m, data)["accuracy"] for m in models]
     with pytest.raises(AssertionError):
         ex.check_ex3(tgt, rot, data, acc[1], acc[0])
 
@@ -59,5 +60,5 @@ def test_ex3_rejects_swapped_models(models):
 def test_ex3_accepts_the_solution(models):
     rot, tgt = models
     data = aspect.make_aspect(200, p_empty=0.9, generator=torch.Generator().manual_seed(1))
-    acc = [aspect.evaluate_aspect(m, data)["accuracy"] for m in models]
+    acc = [evaluate_aspect(m, data)["accuracy"] for m in models]
     assert "correct" in ex.check_ex3(rot, tgt, data, *acc)

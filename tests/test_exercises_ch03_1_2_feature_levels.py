@@ -6,6 +6,7 @@ import torch
 
 from attnsurvey.data.documents import make_documents
 from attnsurvey.exercises import ch03_1_2_feature_levels as ex
+from attnsurvey.experiments.feature_related import DocumentClassifier
 from attnsurvey.feature_related import levels as lv
 from attnsurvey.general_model import attend
 from attnsurvey.training import accuracy
@@ -40,8 +41,8 @@ def test_ex2_accepts_the_solution():
 def easy_models():
     docs = make_documents(200, n_sentences=2, n_words=6, min_sentences=2, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    return (lv.DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat"),
-            lv.DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="hierarchical"), docs)
+    return (DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat"),
+            DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="hierarchical"), docs)
 
 
 def _acc(models, docs):

@@ -8,6 +8,7 @@ import torch
 
 from attnsurvey.data.embeddings import make_embedding_tables
 from attnsurvey.exercises import ch03_1_3_feature_representations as ex
+from attnsurvey.experiments.feature_related import RepresentationClassifier
 from attnsurvey.feature_related import representations as rp
 from attnsurvey.training import accuracy
 
@@ -49,7 +50,7 @@ def test_ex2_accepts_the_solution():
 def _models(specs):
     tables = make_embedding_tables(200, 4, specs, generator=torch.Generator().manual_seed(0), offset=1.0)
     torch.manual_seed(0)
-    m = [rp.RepresentationClassifier(tables.dims, d_t=8, n_classes=4, combine=c) for c in ("attention", "average")]
+    m = [RepresentationClassifier(tables.dims, d_t=8, n_classes=4, combine=c) for c in ("attention", "average")]
     words = torch.arange(100, 200)
     with torch.no_grad():
         acc = [accuracy(x(tables.lookup(words))[0], tables.classes[words]) for x in m]

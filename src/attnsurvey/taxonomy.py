@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from .catalog import catalogued, declare
 
 #: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
 TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
@@ -67,6 +68,7 @@ TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
         "query_multiplicity": ("singular", "multi-head", "multi-hop", "capsule-based"),
     },
 }
+declare(f"{__name__}.TAXONOMY", "extra:taxonomy-fig3")
 
 DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
 
@@ -144,6 +146,10 @@ FIG3_LEAF: dict[tuple[str, str], str | None] = {
 }
 
 
+declare(f"{__name__}.FIG3", "extra:taxonomy-fig3")
+declare(f"{__name__}.FIG3_LEAF", "extra:taxonomy-fig3")
+
+
 def fig3_leaves(point: "TaxonomyPoint") -> set[tuple[str, str, str]]:
     """The mechanisms of Fig. 3 a point uses, as ``(category, sub-aspect, mechanism)`` triples.
 
@@ -184,6 +190,11 @@ def format_cell(cell: Cell) -> str:
     return ", ".join(" + ".join(alt) for alt in cell)
 
 
+@catalogued(
+    "extra:taxonomy-fig3",
+    title="Fig. 3: three categories, eight sub-aspects and the mechanisms under each, as data and as a drawn tree",
+    chapter="chapters/ch03_taxonomy.ipynb",
+)
 @dataclass(frozen=True)
 class TaxonomyPoint:
     """One model's position in the taxonomy: a :data:`Cell` per dimension.
@@ -285,6 +296,15 @@ TABLE3: tuple[Table3Row, ...] = (
     _row(16, "Winata et al.", 52, S, SL, MR, "additive", "global", SD, "self-attention", "multi-head"),
     _row(17, "Wang et al.", 89, S, SL, SR, "multiplicative", "global", SD, "self-attention", "capsule-based"),
 )
+for _r in TABLE3:
+    declare(
+        f"{__name__}.TABLE3",
+        _r.id,
+        title=f"Table III: {_r.model} [{_r.reference}] — "
+        + "; ".join(f"{d.replace('_', ' ')}: {v}" for d, v in _r.point.as_strings().items()),
+        chapter="chapters/ch04_evaluation_taxonomy.ipynb",
+    )
+del _r
 
 
 def table3_row(entry_id: str) -> Table3Row:
@@ -295,6 +315,7 @@ def table3_row(entry_id: str) -> Table3Row:
     raise ValueError(f"no Table III row {entry_id!r}; ids run from table3:row01 to table3:row{len(TABLE3):02d}")
 
 
+@catalogued("extra:taxonomy-fig3")
 def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
     """Draw Fig. 3 (:data:`FIG3`) as a tree: root -> 3 categories -> 8 sub-aspects -> mechanisms.
 
@@ -339,39 +360,3 @@ def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
     ax.set_xlim(-0.8, 4.4)
     ax.set_ylim(y, 1.0)
     return fig
-
-
-_T = "tests/test_taxonomy.py::"
-_TB = "tests/test_builder.py::"
-CATALOG = [
-    {
-        "id": "extra:taxonomy-fig3",
-        "title": "Fig. 3: three categories, eight sub-aspects and the mechanisms under each, as data and as a drawn tree",
-        "chapter": "chapters/ch03_taxonomy.ipynb",
-        "implemented_by": [
-            "attnsurvey.taxonomy.FIG3", "attnsurvey.taxonomy.FIG3_LEAF", "attnsurvey.taxonomy.TAXONOMY",
-            "attnsurvey.taxonomy.TaxonomyPoint", "attnsurvey.taxonomy.taxonomy_figure",
-        ],
-        "tested_by": [
-            _T + "test_fig3_has_three_groups_and_eight_dimensions",
-            _T + "test_unknown_values_are_rejected",
-            _T + "test_taxonomy_figure_draws_every_value_and_highlights_a_point",
-            _T + "test_fig3_matches_the_survey_exactly",
-            _T + "test_every_value_maps_to_a_fig3_mechanism_of_its_sub_aspect",
-        ],
-    },
-] + [
-    {
-        "id": row.id,
-        "title": f"Table III: {row.model} [{row.reference}] — " + "; ".join(
-            f"{d.replace('_', ' ')}: {v}" for d, v in row.point.as_strings().items()
-        ),
-        "chapter": "chapters/ch04_evaluation_taxonomy.ipynb",
-        "implemented_by": ["attnsurvey.taxonomy.TABLE3", "attnsurvey.builder.build_model"],
-        "tested_by": [
-            _TB + f"test_table3_row_builds_runs_and_describes[{row.id}]",
-            _T + "test_table3_spot_checks_against_the_survey",
-        ],
-    }
-    for row in TABLE3
-]

@@ -56,7 +56,7 @@ def check_ex3(model_mean: torch.nn.Module, model_attention: torch.nn.Module, acc
     The check evaluates both models itself on the 32-item task (``EX3_TASK``,
     generator seed ``EX3_EVAL_SEED``, ``EX3_EVAL_N`` examples) and compares.
     """
-    from ..data.sets import evaluate_match_query
+    from ..experiments.general_model import evaluate_match_query
 
     if getattr(model_mean, "pool", None) != "mean" or getattr(model_attention, "pool", None) != "attention":
         raise AssertionError("pass the mean-pooling model first and the attention model second")

@@ -50,7 +50,7 @@ def check_ex3(model_rotatory: torch.nn.Module, model_target_only: torch.nn.Modul
     The check measures the share of sentences with an empty context in ``data``
     (at least 0.8), re-evaluates both models on it and compares with your numbers.
     """
-    from ..data.aspect import evaluate_aspect
+    from ..experiments.feature_related import evaluate_aspect
 
     if getattr(model_rotatory, "kind", None) != "rotatory" or getattr(model_target_only, "kind", None) != "target-only":
         raise AssertionError("pass the rotatory model first and the target-only model second")
