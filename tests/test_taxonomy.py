@@ -102,14 +102,52 @@ def test_taxonomy_figure_draws_every_value_and_highlights_a_point():
     p = tx.table3_row("table3:row07").point
     fig = tx.taxonomy_figure(highlight=p)
     texts = {t.get_text(): t for t in fig.axes[0].texts}
-    for group, dims in tx.TAXONOMY.items():
+    for group, aspects in tx.FIG3.items():
         assert group in texts
-        for dim in dims:
-            assert dim.replace("_", " ") in texts
-    n_values = sum(len(v) for g in tx.TAXONOMY.values() for v in g.values())
+        for aspect, mechanisms in aspects.items():
+            assert aspect in texts
+            assert set(mechanisms) <= set(texts)
+    n_values = sum(len(v) for g in tx.FIG3.values() for v in g.values())
     assert len(fig.axes[0].texts) == n_values + 8 + 3 + 1
-    bold = {t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold" and t.get_text() not in tx.TAXONOMY}
-    # the Transformer's values: scaled-multiplicative, self-attention, basic, multi-head, multi-hop, plus defaults
-    assert {"scaled-multiplicative", "self-attention", "multi-head", "multi-hop"} <= bold
-    assert "additive" not in bold
+    assert "location" not in texts and "global" not in texts and "soft" not in texts
+    bold = {t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold" and t.get_text() not in tx.FIG3}
+    # the Transformer's mechanisms: scaled multiplicative, self-attention + basic queries, multi-head + multi-hop
+    assert {"scaled multiplicative", "self-attention", "basic queries", "multi-head", "multi-hop", "soft/global"} <= bold
+    assert "additive" not in bold and "singular query" not in bold
     plt.close(fig)
+
+
+@pytest.mark.catalog("extra:taxonomy-fig3")
+def test_fig3_matches_the_survey_exactly():
+    # Fig. 3 of the survey: three categories, their sub-aspects, the mechanisms named under each
+    assert {c: list(a) for c, a in tx.FIG3.items()} == {
+        "feature-related": ["multiplicity", "levels", "representations"],
+        "general": ["scoring", "alignment", "dimensionality"],
+        "query-related": ["type", "multiplicity"],
+    }
+    assert tx.FIG3["general"]["alignment"] == ("soft/global", "hard", "local", "reinforced")
+    assert "location" not in tx.FIG3["general"]["scoring"]
+    assert len(tx.FIG3["general"]["scoring"]) == 7  # the rows of Table II
+    assert tx.FIG3["feature-related"]["multiplicity"] == (
+        "singular features", "coarse-grained co-attention", "fine-grained co-attention",
+        "multi-grained co-attention", "rotatory attention",
+    )
+    assert sum(len(v) for a in tx.FIG3.values() for v in a.values()) == 30
+
+
+@pytest.mark.catalog("extra:taxonomy-fig3")
+def test_every_value_maps_to_a_fig3_mechanism_of_its_sub_aspect():
+    for group in tx.TAXONOMY.values():
+        for dim, values in group.items():
+            category, aspect = tx.DIMENSION_IN_FIG3[dim]
+            for v in values:
+                leaf = tx.FIG3_LEAF[dim, v]
+                if (dim, v) == ("scoring", "location"):
+                    assert leaf is None  # Table III only
+                else:
+                    assert leaf in tx.FIG3[category][aspect], (dim, v, leaf)
+    # every mechanism of Fig. 3 is reachable from some value the builder accepts
+    reached = {leaf for leaf in tx.FIG3_LEAF.values() if leaf is not None}
+    assert reached == {m for a in tx.FIG3.values() for ms in a.values() for m in ms}
+    assert tx.FIG3_LEAF["alignment", "global"] == tx.FIG3_LEAF["alignment", "soft"] == "soft/global"
+    assert tx.FIG3_LEAF["feature_multiplicity", "alternating-co-attention"] == "coarse-grained co-attention"

@@ -1,18 +1,33 @@
 """§3 (Fig. 3) and §4 (Table III): the taxonomy of attention as data.
 
-The survey sorts attention mechanisms into three groups of orthogonal
-dimensions (Fig. 3):
+The survey sorts attention mechanisms into three categories, each with its
+sub-aspects (Fig. 3, reproduced exactly in :data:`FIG3`):
 
 * feature-related: multiplicity, levels, representations of the features;
 * general: scoring, alignment, dimensionality;
 * query-related: type and multiplicity of the queries.
 
-Any attention model is a point in this eight-dimensional space: one value (or
-a combination of values) per dimension. Table III of the survey places 17
-published models in it. In the table, ``"+"`` between two mechanisms means they
-are *combined in one model*, ``","`` means the paper *tried them separately*.
-We keep that distinction: a :class:`Cell` is a tuple of alternatives, each
-alternative a tuple of mechanisms used together.
+The eight sub-aspects are the orthogonal dimensions of a model: any attention
+model is a point in this eight-dimensional space, one value (or a combination
+of values) per dimension. Table III of the survey places 17 published models in
+it. In the table, ``"+"`` between two mechanisms means they are *combined in
+one model*, ``","`` means the paper *tried them separately*. We keep that
+distinction: a :class:`Cell` is a tuple of alternatives, each alternative a
+tuple of mechanisms used together.
+
+Two vocabularies, one mapping between them:
+
+* :data:`FIG3` holds the survey's figure: the mechanisms it names under each
+  sub-aspect (e.g. coarse-grained co-attention, soft/global alignment).
+  :func:`taxonomy_figure` draws exactly this.
+* :data:`TAXONOMY` holds the values a :class:`TaxonomyPoint` (and the builder)
+  accepts, as Table III and the survey's text name them: the specific
+  co-attention mechanisms of §3.1.1 (alternating and interactive are
+  coarse-grained, parallel is fine-grained), "global" and "soft" for the one
+  soft/global alignment (Table III writes both), and Luong's "location" score,
+  which Table III lists but Fig. 3 and Table II do not.
+  :data:`FIG3_LEAF` maps every such value to the mechanism of Fig. 3 it
+  belongs to (``None`` for "location").
 """
 from __future__ import annotations
 
@@ -50,6 +65,98 @@ declare(f"{__name__}.TAXONOMY", "extra:taxonomy-fig3")
 
 DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
 
+#: Fig. 3 of the survey, exactly: category -> sub-aspect -> the mechanisms named there.
+FIG3: dict[str, dict[str, tuple[str, ...]]] = {
+    "feature-related": {
+        "multiplicity": (
+            "singular features",
+            "coarse-grained co-attention",
+            "fine-grained co-attention",
+            "multi-grained co-attention",
+            "rotatory attention",
+        ),
+        "levels": ("single-level", "attention-via-attention", "hierarchical"),
+        "representations": ("single-representational", "multi-representational"),
+    },
+    "general": {
+        "scoring": (
+            "additive",
+            "multiplicative",
+            "scaled multiplicative",
+            "general",
+            "biased general",
+            "activated general",
+            "similarity",
+        ),
+        "alignment": ("soft/global", "hard", "local", "reinforced"),
+        "dimensionality": ("single-dimensional", "multi-dimensional"),
+    },
+    "query-related": {
+        "type": ("basic queries", "specialized queries", "self-attention"),
+        "multiplicity": ("singular query", "multi-head", "multi-hop", "capsule-based"),
+    },
+}
+
+#: Each dimension of a :class:`TaxonomyPoint` -> its (category, sub-aspect) in Fig. 3.
+DIMENSION_IN_FIG3: dict[str, tuple[str, str]] = {
+    "feature_multiplicity": ("feature-related", "multiplicity"),
+    "feature_levels": ("feature-related", "levels"),
+    "feature_representations": ("feature-related", "representations"),
+    "scoring": ("general", "scoring"),
+    "alignment": ("general", "alignment"),
+    "dimensionality": ("general", "dimensionality"),
+    "query_type": ("query-related", "type"),
+    "query_multiplicity": ("query-related", "multiplicity"),
+}
+
+
+
+def _same_name(dim: str, value: str) -> str | None:
+    """The Fig. 3 mechanism spelled like ``value`` (up to "-" for " ") under ``dim``'s sub-aspect."""
+    category, aspect = DIMENSION_IN_FIG3[dim]
+    for name in (value, value.replace("-", " ")):
+        if name in FIG3[category][aspect]:
+            return name
+    return None
+
+
+#: Compatibility mapping: (dimension, value of :data:`TAXONOMY`) -> the mechanism of Fig. 3 it is
+#: (``None``: Luong's location score, listed in Table III but not in Fig. 3).
+FIG3_LEAF: dict[tuple[str, str], str | None] = {
+    **{(d, v): _same_name(d, v) for group in TAXONOMY.values() for d, values in group.items() for v in values},
+    ("feature_multiplicity", "singular"): "singular features",
+    ("feature_multiplicity", "alternating-co-attention"): "coarse-grained co-attention",
+    ("feature_multiplicity", "interactive-co-attention"): "coarse-grained co-attention",
+    ("feature_multiplicity", "parallel-co-attention"): "fine-grained co-attention",
+    ("feature_multiplicity", "multi-grained-co-attention"): "multi-grained co-attention",
+    ("feature_multiplicity", "rotatory"): "rotatory attention",
+    ("scoring", "location"): None,
+    ("alignment", "global"): "soft/global",
+    ("alignment", "soft"): "soft/global",
+    ("query_type", "basic"): "basic queries",
+    ("query_type", "specialized"): "specialized queries",
+    ("query_multiplicity", "singular"): "singular query",
+}
+
+
+declare(f"{__name__}.FIG3", "extra:taxonomy-fig3")
+declare(f"{__name__}.FIG3_LEAF", "extra:taxonomy-fig3")
+
+
+def fig3_leaves(point: "TaxonomyPoint") -> set[tuple[str, str, str]]:
+    """The mechanisms of Fig. 3 a point uses, as ``(category, sub-aspect, mechanism)`` triples.
+
+    Values without a place in Fig. 3 (Luong's "location" score) are left out.
+    """
+    out = set()
+    for d in DIMENSIONS:
+        for alt in getattr(point, d):
+            for mech in alt:
+                leaf = FIG3_LEAF[d, mech]
+                if leaf is not None:
+                    out.add((*DIMENSION_IN_FIG3[d], leaf))
+    return out
+
 #: A cell of Table III: alternatives (",") of combinations ("+") of mechanisms.
 Cell = tuple[tuple[str, ...], ...]
 
@@ -78,7 +185,7 @@ def format_cell(cell: Cell) -> str:
 
 @catalogued(
     "extra:taxonomy-fig3",
-    title="Fig. 3: three groups, eight orthogonal dimensions and their values, as data and as a drawn tree",
+    title="Fig. 3: three categories, eight sub-aspects and the mechanisms under each, as data and as a drawn tree",
     chapter="chapters/ch03_taxonomy.ipynb",
 )
 @dataclass(frozen=True)
@@ -203,35 +310,33 @@ def table3_row(entry_id: str) -> Table3Row:
 
 @catalogued("extra:taxonomy-fig3")
 def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
-    """Draw Fig. 3 as a tree (root -> 3 groups -> 8 dimensions -> values) with matplotlib.
+    """Draw Fig. 3 (:data:`FIG3`) as a tree: root -> 3 categories -> 8 sub-aspects -> mechanisms.
 
-    With ``highlight``, the values a model uses are drawn in bold on a coloured
-    background, so the figure shows the model as a point of the space.
-    Returns the ``matplotlib.figure.Figure``.
+    With ``highlight``, the mechanisms a model uses (through :data:`FIG3_LEAF`)
+    are drawn in bold on a coloured background, so the figure shows the model as
+    a point of the space. Returns the ``matplotlib.figure.Figure``.
     """
     import matplotlib.pyplot as plt
 
-    used = set()
-    if highlight is not None:
-        used = {(d, m) for d in DIMENSIONS for alt in getattr(highlight, d) for m in alt}
-    n_values = sum(len(v) for g in TAXONOMY.values() for v in g.values())
+    used = fig3_leaves(highlight) if highlight is not None else set()
+    n_values = sum(len(v) for g in FIG3.values() for v in g.values())
     fig, ax = plt.subplots(figsize=(11, 0.32 * n_values + 1))
     ax.set_axis_off()
     y = 0.0
     box = dict(boxstyle="round,pad=0.25", fc="white", ec="0.5")
     group_ys = []
-    for group, dims in TAXONOMY.items():
+    for group, aspects in FIG3.items():
         dim_ys = []
-        for dim, values in dims.items():
+        for aspect, values in aspects.items():
             ys = []
             for v in values:
-                on = (dim, v) in used
+                on = (group, aspect, v) in used
                 ax.text(3.0, y, v, va="center", fontsize=8, fontweight="bold" if on else "normal",
                         bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"))
                 ys.append(y)
                 y -= 1.0
             dy = sum(ys) / len(ys)
-            ax.text(1.9, dy, dim.replace("_", " "), va="center", ha="center", fontsize=9, bbox=box)
+            ax.text(1.9, dy, aspect, va="center", ha="center", fontsize=9, bbox=box)
             for vy in ys:
                 ax.plot([2.45, 2.95], [dy, vy], color="0.6", lw=0.8)
             dim_ys.append(dy)

@@ -1,0 +1,64 @@
+"""Self-checks for the exercises of Chapter 1 (survey §1)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+def check_ex1(scores_attention: int, scores_bottleneck: int, n_x: int = 12, n_y: int = 12) -> str:
+    """Ex. 1: how many scores e_{t,l} each decoder computes for a source of n_x and an output of n_y tokens."""
+    if scores_attention != n_x * n_y:
+        raise AssertionError(
+            f"attention scores every source position at every output step: n_y * n_x = {n_y} * {n_x}, "
+            f"not {scores_attention}"
+        )
+    if scores_bottleneck != 0:
+        raise AssertionError("the bottleneck decoder never scores anything: its context is fixed before decoding")
+    return f"correct: {n_x * n_y} scores with attention, none without"
+
+
+def check_ex2(fn: Callable[..., float]) -> str:
+    """Ex. 2: ``fn(weights, src, lengths, task, tolerance=0)`` is the alignment hit rate.
+
+    It is applied to a perfect anti-diagonal, the same shifted by one position,
+    the identity, and a padded batch (padded steps must not count).
+    """
+    src = torch.full((2, 6), 3)
+    full = torch.tensor([6, 6])
+    anti = torch.eye(6).flip(1).expand(2, 6, 6)
+    shifted = anti.roll(1, dims=-1)  # every row looks one position to the right (wrapping)
+    eye = torch.eye(6).expand(2, 6, 6)
+    cases = [
+        ((anti, src, full, "reverse"), {}, 1.0, "a perfect anti-diagonal on reversal"),
+        ((shifted, src, full, "reverse"), {}, 0.0, "an alignment shifted by one, tolerance 0"),
+        ((shifted, src, full, "reverse"), {"tolerance": 1}, 5 / 6, "an alignment shifted by one, tolerance 1"),
+        ((eye, src, full, "reverse"), {}, 0.0, "the diagonal on reversal"),
+        ((eye, src, full, "copy"), {}, 1.0, "the diagonal on copying"),
+    ]
+    # a padded batch: the second example has length 3; its steps 3-5 are padding and must be ignored
+    lens = torch.tensor([6, 3])
+    w = torch.zeros(2, 6, 6)
+    w[0] = torch.eye(6).flip(1)
+    w[1, :3, :3] = torch.eye(3).flip(1)
+    w[1, 3:, 0] = 1.0  # padded rows point anywhere
+    cases.append(((w, src, lens, "reverse"), {}, 1.0, "a padded batch (padded steps do not count)"))
+    for args, kwargs, want, what in cases:
+        got = float(fn(*args, **kwargs))
+        if abs(got - want) > 1e-6:
+            raise AssertionError(f"for {what} the hit rate is {want:.3f}, your function gave {got:.3f}")
+    return "correct: hit rates match on all six alignments"
+
+
+def check_ex3(diagonal_rate: float, anti_diagonal_rate: float) -> str:
+    """Ex. 3: a model trained to copy attends along the diagonal (hit rates at tolerance 1)."""
+    for name, r in (("diagonal_rate", diagonal_rate), ("anti_diagonal_rate", anti_diagonal_rate)):
+        if not 0.0 <= float(r) <= 1.0:
+            raise AssertionError(f"{name} is a fraction of output steps, in [0, 1]; got {r}")
+    if diagonal_rate < 0.8:
+        raise AssertionError(
+            f"diagonal hit rate {diagonal_rate:.2f} is low: did you train on task='copy' and measure against 'copy'?"
+        )
+    if diagonal_rate <= 2 * anti_diagonal_rate:
+        raise AssertionError("a copying model should look along the diagonal far more often than the anti-diagonal")
+    return "correct: the copy task is aligned along the diagonal"

@@ -1,0 +1,65 @@
+"""Self-checks for the exercises of Chapter 3.1.1 (survey §3.1.1, multiplicity of features)."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..feature_related import co_attention as ca
+from ..general_mechanisms.scoring import dot_score
+
+
+def _rand(*shape: int, seed: int) -> Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _close(got: object, want: Tensor, what: str) -> None:
+    got_t = torch.as_tensor(got)
+    if got_t.shape != want.shape:
+        raise AssertionError(f"{what}: expected shape {tuple(want.shape)}, got {tuple(got_t.shape)}")
+    if not torch.allclose(got_t.to(want.dtype), want, atol=1e-6):
+        raise AssertionError(f"{what}: values differ")
+
+
+def check_ex1(e1_from_eq7: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
+    """Ex. 1: ``e1_from_eq7(K1, W1, w1)`` equals Eq. (14) with a zero affinity matrix."""
+    K1, K2 = _rand(4, 3, seed=31), _rand(5, 2, seed=32)
+    W1, W2, w1, w2 = _rand(6, 3, seed=33), _rand(6, 2, seed=34), _rand(6, seed=35), _rand(6, seed=36)
+    e1, _ = ca.parallel_co_attention_scores(K1, K2, torch.zeros(4, 5), W1, W2, w1, w2)
+    _close(e1_from_eq7(K1, W1, w1), e1, "Eq. (14) with A = 0")
+    return "correct: with A = 0, Eq. (14) is the query-less score of Eq. (7) without bias"
+
+
+def check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> str:
+    """Ex. 2: ``mean_pooled_scores(A)`` returns (row means, column means) of the affinity matrix."""
+    Q, K = _rand(3, 4, seed=41), _rand(6, 4, seed=42)
+    A = dot_score(Q, K)
+    e_q, e_k = mean_pooled_scores(A)
+    ref = ca.bidirectional_attention(Q, K, dot_score, granularity="fine", pool="mean")
+    _close(torch.softmax(torch.as_tensor(e_q), -1), ref.a_q, "Q2K weights (softmax of the row means)")
+    _close(torch.softmax(torch.as_tensor(e_k), -1), ref.a_k, "K2Q weights (softmax of the column means)")
+    return "correct: mean pooling of the affinity matrix gives the review's fine-grained attention"
+
+
+def check_ex3(model_rotatory: torch.nn.Module, model_target_only: torch.nn.Module, data,
+              acc_rotatory: float, acc_target_only: float) -> str:
+    """Ex. 3: two trained aspect models evaluated on a test set where most contexts are empty.
+
+    The check measures the share of sentences with an empty context in ``data``
+    (at least 0.8), re-evaluates both models on it and compares with your numbers.
+    """
+    from ..experiments.feature_related import evaluate_aspect
+
+    if getattr(model_rotatory, "kind", None) != "rotatory" or getattr(model_target_only, "kind", None) != "target-only":
+        raise AssertionError("pass the rotatory model first and the target-only model second")
+    empty = (~data.mask_l.any(-1) | ~data.mask_r.any(-1)).float().mean().item()
+    if empty < 0.8:
+        raise AssertionError(f"only {empty:.0%} of these sentences have an empty context: use make_aspect(..., p_empty=0.9)")
+    with torch.no_grad():
+        measured = [evaluate_aspect(m, data)["accuracy"] for m in (model_rotatory, model_target_only)]
+    for name, given, got in zip(("rotatory", "target-only"), (acc_rotatory, acc_target_only), measured):
+        if not math.isclose(float(given), got, abs_tol=1e-6):
+            raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores on this set ({got:.3f})")
+    return f"correct: on {empty:.0%} empty contexts, rotatory {measured[0]:.2f} vs target-only {measured[1]:.2f}"

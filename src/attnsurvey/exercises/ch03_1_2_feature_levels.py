@@ -1,0 +1,62 @@
+"""Self-checks for the exercises of Chapter 3.1.2 (survey §3.1.2, feature levels)."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..feature_related import levels as lv
+
+
+def check_ex1(first_word_weight: float) -> str:
+    """Ex. 1: the scaled weight (review eq. 7) of the first word for chunk weights (0.5, 0.5)
+    and document-normalised word weights [[0.1, 0.1], [0.4, 0.4]]."""
+    expected = float(lv.scaled_word_weights(torch.tensor([[0.1, 0.1], [0.4, 0.4]]), torch.tensor([0.5, 0.5]))[0, 0])
+    if math.isclose(float(first_word_weight), 0.05, abs_tol=1e-9):
+        raise AssertionError("0.05 is the product before renormalising: divide by the sum of all products")
+    if not math.isclose(float(first_word_weight), expected, abs_tol=1e-6):
+        raise AssertionError("not yet: the products are 0.05, 0.05, 0.2, 0.2 before renormalising")
+    return f"correct: {expected:.3g}"
+
+
+def check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> str:
+    """Ex. 2: ``two_level(q, K, V, word_mask)`` is the eq. 8-9 document context, empty sentences masked."""
+    gen = torch.Generator().manual_seed(5)
+    q, K = torch.randn(3, 4, generator=gen), torch.randn(3, 4, 5, 4, generator=gen)
+    m = torch.rand(3, 4, 5, generator=gen) > 0.4
+    m[0, 1] = False  # an empty sentence
+    m[:, 0, 0] = True
+    want = lv.hierarchical_chunk_attention(q, K, K, m).c
+    got = torch.as_tensor(two_level(q, K, K, m))
+    if got.shape != want.shape:
+        raise AssertionError(f"expected one document context per query, shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        bad = (got - want).abs().amax(-1) > 1e-5
+        hint = " (only the document with an empty sentence differs: mask it out)" if bad.tolist() == [True, False, False] else ""
+        raise AssertionError("document context differs from eq. 8-9" + hint)
+    return "correct: chunk contexts as keys and values, empty sentences masked"
+
+
+def check_ex3(model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs,
+              flat_acc: float, hier_acc: float) -> str:
+    """Ex. 3: flat and hierarchical models trained and tested on two-sentence documents.
+
+    The check verifies that ``test_docs`` have exactly two sentences, re-evaluates
+    both models on them and compares with your accuracies.
+    """
+    from ..training import accuracy
+
+    if getattr(model_flat, "kind", None) != "flat" or getattr(model_hier, "kind", None) != "hierarchical":
+        raise AssertionError("pass the flat model first and the hierarchical model second")
+    n_real = test_docs.word_mask.any(-1).sum(-1)
+    if not bool((n_real == 2).all()):
+        raise AssertionError(f"the test documents have {int(n_real.min())}-{int(n_real.max())} sentences; "
+                             "make them with n_sentences=2, min_sentences=2")
+    with torch.no_grad():
+        got = [accuracy(m(test_docs.tokens, test_docs.word_mask).logits, test_docs.labels) for m in (model_flat, model_hier)]
+    for name, given, g in zip(("flat", "hierarchical"), (flat_acc, hier_acc), got):
+        if not math.isclose(float(given), g, abs_tol=1e-6):
+            raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores here ({g:.3f})")
+    return f"correct: on two-sentence documents, flat {got[0]:.2f}, hierarchical {got[1]:.2f}"

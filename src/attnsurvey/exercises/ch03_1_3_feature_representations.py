@@ -1,0 +1,56 @@
+"""Self-checks for the exercises of Chapter 3.1.3 (survey §3.1.3, feature representations)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..feature_related import representations as rp
+
+
+def check_ex1(a1: float) -> str:
+    """Ex. 1: a_1 for w = (1, 0), x^(t_1) = (2, 5), x^(t_2) = (1, -3)."""
+    X_t = torch.tensor([[2.0, 5.0], [1.0, -3.0]])
+    expected = float(torch.softmax(rp.representation_scores(X_t, torch.tensor([1.0, 0.0])), -1)[0])
+    if math.isclose(float(a1), 1 / (1 + math.exp(-9)), abs_tol=1e-4):
+        raise AssertionError("that uses both coordinates; w = (1, 0) keeps only the first")
+    if not math.isclose(float(a1), expected, abs_tol=1e-4):
+        raise AssertionError("not yet: a_1 = sigma(w^T (x^(t_1) - x^(t_2))); only the first coordinate counts")
+    return f"correct: a_1 = sigma(1) = {expected:.4f}"
+
+
+def check_ex2(a_masked: Tensor, known: Tensor) -> str:
+    """Ex. 2: the weights over the 4 tables with the true coverage of e1, e2 as the mask (e3, e4 masked out).
+
+    ``known`` is ``tables.known`` for the same words ``(n, 4)``.
+    """
+    a = torch.as_tensor(a_masked)
+    if a.shape != known.shape:
+        raise AssertionError(f"expected one weight per word and table, shape {tuple(known.shape)}, got {tuple(a.shape)}")
+    if not bool((a[:, 2:] == 0).all()):
+        raise AssertionError("the shuffled and noise tables (e3, e4) must be masked out: they cover no word")
+    k = known[:, :2]
+    if not bool((a[:, :2][~k] == 0).all()):
+        raise AssertionError("a table that does not know a word must get weight 0 for it")
+    one = k.sum(-1) == 1
+    if not torch.allclose(a[one][:, :2].sum(-1), torch.ones(int(one.sum()))):
+        raise AssertionError("a word known by exactly one table must put all its weight on that table")
+    return "correct: with the coverage as mask, each word reads only the tables that know it"
+
+
+def check_ex3(model_attention: torch.nn.Module, model_average: torch.nn.Module, tables, test_words: Tensor,
+              acc_attention: float, acc_average: float) -> str:
+    """Ex. 3: both models trained on tables where e1 and e2 cover every word; the check re-evaluates them."""
+    from ..training import accuracy
+
+    if getattr(model_attention, "combine", None) != "attention" or getattr(model_average, "combine", None) != "average":
+        raise AssertionError("pass the meta-embedding model first and the averaging model second")
+    if not bool(tables.known[:, :2].all()):
+        raise AssertionError("e1 and e2 must cover every word: use coverage 1.0 in their specs")
+    with torch.no_grad():
+        got = [accuracy(m(tables.lookup(test_words))[0], tables.classes[test_words]) for m in (model_attention, model_average)]
+    for name, given, g in zip(("attention", "average"), (acc_attention, acc_average), got):
+        if not math.isclose(float(given), g, abs_tol=1e-6):
+            raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores ({g:.3f})")
+    return f"correct: with full coverage, attention {got[0]:.2f} vs average {got[1]:.2f}"

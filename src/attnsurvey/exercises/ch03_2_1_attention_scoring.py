@@ -1,0 +1,94 @@
+"""Self-checks for the exercises of chapter §3.2.1 Attention scoring (``ch03_2_1_attention_scoring``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. Reference values are
+computed inside the checks (simulation, per-pair loops, the paired difference),
+so a constant or a mis-specified answer fails.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ._verdict import check_results_and_verdict
+
+_VARIANCE_CASES = ((8, 0.5), (64, 2.0), (256, 1.5))
+
+
+def check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[int, float], float]) -> str:
+    """Ex. 1: ``var_fn(d_k, sigma)`` is Var(q^T k) and ``scale_fn(d_k, sigma)`` the divisor that makes it 1.
+
+    The entries of q and k are i.i.d. with mean 0 and standard deviation sigma.
+    The check simulates 20 000 pairs for three (d_k, sigma) and accepts 10 % error.
+    """
+    gen = torch.Generator().manual_seed(5)
+    for d, s in _VARIANCE_CASES:
+        q, k = s * torch.randn(20_000, d, generator=gen), s * torch.randn(20_000, d, generator=gen)
+        dots = (q * k).sum(-1)
+        got_var = float(var_fn(d, s))
+        assert got_var > 0, f"d_k={d}, sigma={s}: a variance must be positive, got {got_var}"
+        ratio = float(dots.var()) / got_var
+        assert abs(ratio - 1) < 0.1, (
+            f"d_k={d}, sigma={s}: simulated variance {float(dots.var()):.4g}, yours {got_var:.4g} "
+            "(each product q_i k_i has variance E[q_i^2] E[k_i^2])"
+        )
+        scaled_var = float((dots / float(scale_fn(d, s))).var())
+        assert abs(scaled_var - 1) < 0.1, (
+            f"d_k={d}, sigma={s}: dividing by your scale leaves variance {scaled_var:.4g}, not 1 "
+            "(divide by the standard deviation, the square root of the variance)"
+        )
+    return "correct: Var(q.k) = d_k sigma^4, divide by sigma^2 sqrt(d_k)"
+
+
+def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
+    """Ex. 2: ``fn(Q, K, W)`` computes the scaled general score k_l^T W q / sqrt(d_k) for all pairs.
+
+    Q: (n_q, d_q), K: (n_f, d_k), W: (d_k, d_q); returns (n_q, n_f). Compared
+    with a per-pair loop, for two key sizes so that a fixed divisor fails.
+    """
+    gen = torch.Generator().manual_seed(7)
+    for d_q, d_k in ((5, 6), (3, 16)):
+        Qx, Kx = torch.randn(3, d_q, generator=gen), torch.randn(4, d_k, generator=gen)
+        Wx = torch.randn(d_k, d_q, generator=gen)
+        e = fn(Qx, Kx, Wx)
+        assert tuple(e.shape) == (3, 4), f"expected shape (n_q, n_f) = (3, 4), got {tuple(e.shape)}"
+        for j in range(3):
+            for l in range(4):
+                want = float(Kx[l] @ Wx @ Qx[j]) / math.sqrt(d_k)
+                assert math.isclose(float(e[j, l]), want, rel_tol=1e-4, abs_tol=1e-5), (
+                    f"d_k={d_k}, pair (j={j}, l={l}): got {float(e[j, l]):.5g}, expected {want:.5g} "
+                    "(k_l^T W q divided by sqrt(d_k), the size of the keys)"
+                )
+    return "correct: the scaled general score matches the per-pair formula"
+
+
+def _estimated_noise(x_q: Tensor, F: Tensor, d_key: int = 8) -> float:
+    """Root mean squared distance from each query to its nearest key, per key dimension."""
+    keys = F[..., :d_key]
+    d2 = ((keys - x_q.unsqueeze(-2)) ** 2).sum(-1).min(-1).values
+    return math.sqrt(float(d2.mean()) / d_key)
+
+
+def check_ex3(
+    harder_task: Callable[[int, torch.Generator], tuple[Tensor, Tensor, Tensor]],
+    results: Mapping[str, Sequence[float]],
+    verdict: str,
+) -> str:
+    """Ex. 3: the harder key look-up (16 items, query noise 0.8), both scores over 5 seeds, and the verdict.
+
+    ``harder_task(n, generator)`` must return ``key_lookup`` data with 16 stored
+    items and noise 0.8 (checked from the data: the number of items and the
+    distance from each query to its nearest key). ``results`` maps
+    ``"scaled-multiplicative"`` and ``"additive"`` to test accuracies over the
+    same seeds; ``verdict`` is the better score's name or ``"not resolved"``,
+    as the paired difference decides.
+    """
+    x_q, F, y = harder_task(4000, torch.Generator().manual_seed(11))
+    assert F.dim() == 3 and F.shape[1] == 16, f"the harder task stores 16 items; F has shape {tuple(F.shape)}"
+    noise = _estimated_noise(x_q, F)
+    assert abs(noise - 0.8) < 0.1, f"the queries sit about {noise:.2f} from their keys per dimension; use noise=0.8"
+    d = check_results_and_verdict(results, "scaled-multiplicative", "additive", verdict)
+    return f"correct: scaled-multiplicative - additive = {d}"

@@ -1,0 +1,76 @@
+"""Self-checks for the exercises of chapter §3.2.2 Attention alignment (``ch03_2_2_attention_alignment``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. Reference values come from
+autograd on an enumerated expectation, from masks built inside the check, and
+from the paired difference over seeds.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ._verdict import check_results_and_verdict
+
+
+def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
+    """Ex. 1: ``grad_fn(a, L, b)`` is the expected REINFORCE gradient with respect to the scores, in closed form.
+
+    a: softmax weights ``(n,)``; L: loss of each choice ``(n,)``; b: a baseline.
+    Compared with autograd on the enumerated expectation ``sum_m a_m L_m`` for
+    several sizes and two baselines (the expectation must not depend on b).
+    """
+    gen = torch.Generator().manual_seed(7)
+    for n in (2, 5, 9):
+        e = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
+        L = torch.randn(n, generator=gen, dtype=torch.float64) + 2.0
+        (torch.softmax(e, -1) * L).sum().backward()
+        a = torch.softmax(e.detach(), -1)
+        for b in (0.0, 3.0):
+            got = torch.as_tensor(grad_fn(a, L, b), dtype=torch.float64)
+            assert got.shape == e.shape, f"n={n}: expected a gradient of shape {tuple(e.shape)}, got {tuple(got.shape)}"
+            assert torch.allclose(got, e.grad, atol=1e-9), (
+                f"n={n}, b={b}: expected {[round(x, 4) for x in e.grad.tolist()]}, got {[round(x, 4) for x in got.tolist()]} "
+                "(take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel)"
+            )
+    return "correct: E[(L_m - b) grad log a_m] = a_l (L_l - sum_m a_m L_m), whatever b"
+
+
+def check_ex2(fn: Callable[[Tensor, int, int], Tensor]) -> str:
+    """Ex. 2: ``fn(e, p, D)`` is local attention with a window shifted inwards at the ends (no Gaussian).
+
+    The window always holds ``min(2D + 1, n_f)`` consecutive positions around
+    ``p`` (moved inwards, never clipped), and the weights are the softmax of the
+    scores inside it. Compared with a softmax over a window built here.
+    """
+    e = torch.randn(10, generator=torch.Generator().manual_seed(3))
+    for n, p, D in ((10, 5, 2), (10, 0, 2), (10, 1, 2), (10, 8, 2), (10, 9, 2), (10, 9, 1), (3, 1, 2), (10, 4, 0)):
+        width = min(2 * D + 1, n)
+        start = min(max(p - D, 0), n - width)
+        want = torch.zeros(n)
+        want[start : start + width] = torch.softmax(e[:n][start : start + width], -1)
+        got = fn(e[:n], p, D)
+        assert tuple(got.shape) == (n,), f"n_f={n}: expected {n} weights, got shape {tuple(got.shape)}"
+        assert torch.allclose(got, want, atol=1e-6), (
+            f"n_f={n}, p={p}, D={D}: expected {[round(x, 3) for x in want.tolist()]}, got {[round(x, 3) for x in got.tolist()]} "
+            "(shift the window inwards so that it keeps min(2D + 1, n_f) positions; no Gaussian)"
+        )
+    return "correct: the shifted window always holds min(2D + 1, n_f) positions"
+
+
+def check_ex3(results: Mapping[str, Sequence[float]], verdict: str, table_d2: Sequence[float]) -> str:
+    """Ex. 3: predictive local attention with D = 4 against D = 2 over the same seeds, and the verdict.
+
+    ``results`` maps ``"D=4"`` and ``"D=2"`` to test accuracies per seed;
+    ``results["D=2"]`` must be the local-p row of the chapter's experiment
+    (``table_d2``: same seeds, same recipe). ``verdict`` is ``"D=4"``, ``"D=2"``
+    or ``"not resolved"``, as the paired difference decides.
+    """
+    assert "D=2" in results, "results need the key 'D=2'"
+    assert [round(float(x), 6) for x in results["D=2"]] == [round(float(x), 6) for x in table_d2], (
+        "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
+    )
+    d = check_results_and_verdict(results, "D=4", "D=2", verdict)
+    return f"correct: D=4 - D=2 = {d}"

@@ -1,0 +1,78 @@
+"""Self-checks for the exercises of chapter §3.2.3 Attention dimensionality (``ch03_2_3_attention_dimensionality``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. Reference values come from
+the modules' own parameter counts, per-feature loops, and the paired difference
+over seeds.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..experiments.general_mechanisms import FeatureLookupModel
+from ..general_mechanisms import dimensionality as md
+from ._verdict import check_results_and_verdict
+
+_DIMS = ((3, 4, 5, 6), (8, 8, 2, 16), (1, 2, 3, 4), (5, 1, 7, 2))
+
+
+def check_ex1(count_fn: Callable[[int, int, int, int], int]) -> str:
+    """Ex. 1: ``count_fn(d_q, d_k, d_v, d_w)`` is the number of weights of Eq. (31).
+
+    Compared with the parameter count of ``md.MultiDimensionalAttention`` for
+    several sizes (W_1, W_2, b and W_d; no bias after W_d).
+    """
+    for dims in _DIMS:
+        want = sum(p.numel() for p in md.MultiDimensionalAttention(*dims).parameters())
+        got = int(count_fn(*dims))
+        assert got == want, (
+            f"(d_q, d_k, d_v, d_w) = {dims}: expected {want}, got {got} "
+            "(count W_1, W_2, the bias b and W_d; a bias after W_d would be useless)"
+        )
+    return "correct: d_w (d_q + d_k + d_v + 1) weights"
+
+
+def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
+    """Ex. 2: ``fn(Q, K, V)`` is multi-dimensional attention with scores q_i k_{l,i} / sqrt(d).
+
+    Q: (n_q, d), K: (n_f, d), V: (n_f, d); returns (n_q, d). Compared with a loop
+    over queries and features: a softmax over positions for every feature.
+    """
+    gen = torch.Generator().manual_seed(3)
+    for d in (4, 9):
+        Qx, Kx, Vx = (torch.randn(n, d, generator=gen) * 2 for n in (2, 5, 5))
+        c = fn(Qx, Kx, Vx)
+        assert tuple(c.shape) == (2, d), f"expected (n_q, d) = (2, {d}), got {tuple(c.shape)}"
+        for j in range(2):
+            for i in range(d):
+                a = torch.softmax(Qx[j, i] * Kx[:, i] / d**0.5, 0)
+                want = float((a * Vx[:, i]).sum())
+                assert abs(float(c[j, i]) - want) < 1e-5, (
+                    f"d={d}, query {j}, feature {i}: got {float(c[j, i]):.5g}, expected {want:.5g} "
+                    "(scale by sqrt(d) and normalise over the positions, separately for every feature)"
+                )
+    return "correct: one softmax over positions per feature"
+
+
+def check_ex3(
+    make_model: Callable[[bool], nn.Module], results: Mapping[str, Sequence[float]], verdict: str
+) -> str:
+    """Ex. 3: both models with d_w = 8 over five seeds, and the verdict the paired difference supports.
+
+    ``make_model(multi_dimensional)`` must build ``FeatureLookupModel`` with
+    d_q = 16, d_k = d_v = 4 and d_w = 8 (checked from its parameter shapes);
+    ``results`` maps ``"multi-dimensional"`` and ``"single-dimensional"`` to
+    feature accuracies per seed; ``verdict`` is one of the two names or
+    ``"not resolved"``.
+    """
+    for multi in (False, True):
+        m = make_model(multi)
+        ref = FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=8, multi_dimensional=multi)
+        got = {k: tuple(v.shape) for k, v in m.named_parameters()}
+        want = {k: tuple(v.shape) for k, v in ref.named_parameters()}
+        assert got == want, f"multi_dimensional={multi}: parameter shapes {got}, expected {want} (d_w = 8)"
+    d = check_results_and_verdict(results, "multi-dimensional", "single-dimensional", verdict)
+    return f"correct: multi - single = {d}"

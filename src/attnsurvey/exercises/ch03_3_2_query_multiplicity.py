@@ -1,0 +1,80 @@
+"""Self-checks for the exercises of chapter §3.3.2 Multiplicity of queries (``ch03_3_2_query_multiplicity``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. Reference values come from
+``memory_network_read``, from explicit loops over hops, and from sums computed
+inside the checks.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..query_related import multihop as mh
+
+
+def check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> str:
+    """Ex. 1: ``unrolled(u1, reads)`` is the memory-network query after all hops, from the first query and the reads.
+
+    Compared with ``mh.memory_network_read`` for three hops.
+    """
+    gen = torch.Generator().manual_seed(5)
+    u1 = torch.randn(3, 4, generator=gen)
+    Ms = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    Cs = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    u_final, P = mh.memory_network_read(u1, Ms, Cs)
+    reads = [(P[:, k].unsqueeze(-2) @ Cs[k]).squeeze(-2) for k in range(3)]
+    got = unrolled(u1, reads)
+    assert tuple(got.shape) == tuple(u_final.shape), f"expected shape {tuple(u_final.shape)}, got {tuple(got.shape)}"
+    diff = float((got - u_final).abs().max())
+    assert diff < 1e-5, f"max |yours - memory_network_read| = {diff:.3g} (each hop adds its read to the query)"
+    return "correct: u^(K+1) = u^(1) + sum_k o^(k)"
+
+
+def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
+    """Ex. 2: ``gated_hops(q0, K, V, score, n_hops)`` runs Eq. (41)-(42) with transform(q, c) = (q + c) / 2.
+
+    Returns the last context; compared with an explicit loop (c^(0) = mean of the values).
+    """
+    gen = torch.Generator().manual_seed(6)
+    q0, K, V = torch.randn(2, 3, generator=gen), torch.randn(2, 5, 6, generator=gen), torch.randn(2, 5, 3, generator=gen)
+
+    def score(Q: Tensor, K_: Tensor) -> Tensor:  # (d_q + d_v = 6 = d_k)
+        return Q @ K_.transpose(-1, -2)
+
+    for n_hops in (1, 3):
+        q, c = q0, V.mean(-2)
+        for _ in range(n_hops):
+            q = (q + c) / 2
+            a = torch.softmax(score(torch.cat([q, c], -1).unsqueeze(-2), K).squeeze(-2), -1)
+            c = (a.unsqueeze(-2) @ V).squeeze(-2)
+        got = gated_hops(q0, K, V, score, n_hops)
+        diff = float((got - c).abs().max())
+        assert diff < 1e-5, (
+            f"{n_hops} hops: max |yours - loop| = {diff:.3g} "
+            "(transform first, q <- (q + c) / 2, then score [q; c] against the keys)"
+        )
+    return "correct: Eq. (41)-(42) with a running-average transform"
+
+
+def check_ex3(polar_mass: Callable[[Tensor, Tensor], Tensor]) -> str:
+    """Ex. 3: ``polar_mass(a, polarity)`` is each capsule's mean attention mass on polar words.
+
+    a: capsule weights ``(B, d_y, n)`` (rows sum to 1); polarity: ``(B, n)`` with
+    -1 for neutral words and 0/1 for negative/positive ones. Returns ``(d_y,)``:
+    for every capsule, the weight on polar words summed over the words of a
+    review and averaged over reviews. Compared with a loop on random weights.
+    """
+    gen = torch.Generator().manual_seed(9)
+    a = torch.softmax(torch.randn(7, 3, 10, generator=gen) * 2, -1)
+    polarity = torch.randint(-1, 2, (7, 10), generator=gen)
+    want = torch.tensor([sum(float(a[b, c][polarity[b] >= 0].sum()) for b in range(7)) / 7 for c in range(3)])
+    got = torch.as_tensor(polar_mass(a, polarity), dtype=want.dtype)
+    assert tuple(got.shape) == (3,), f"expected one value per capsule, shape (3,), got {tuple(got.shape)}"
+    assert torch.allclose(got, want, atol=1e-5), (
+        f"expected {[round(x, 4) for x in want.tolist()]}, got {[round(x, 4) for x in got.tolist()]} "
+        "(sum the weights on polar words within a review, then average over reviews, per capsule)"
+    )
+    return "correct: mean attention mass on polar words per capsule"

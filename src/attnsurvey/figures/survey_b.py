@@ -1,0 +1,120 @@
+"""Drawings for survey §3.3.2 (multiplicity of queries): the survey's Figs. 9, 10 and 11.
+
+Each function returns a ``matplotlib.figure.Figure`` (display it with
+:func:`attnsurvey.plotting.show`). The drawings are ours; they show what the
+survey's figures show, built with the book's ``draw_box``/``draw_arrow``
+helpers. Where the package has the structure, the drawing reads it: the
+number of heads, of hops and of capsules are arguments, and the capsule
+figure names the modules' equations as :mod:`attnsurvey.query_related.capsule`
+catalogues them.
+"""
+from __future__ import annotations
+
+from ..plotting import draw_arrow, draw_box
+
+_FEAT, _QUERY, _ATT, _OUT, _IO = "#dbe9f6", "#fde0c5", "#f9d6d5", "#d5f0dc", "#eeeeee"
+
+
+def _axes(w: float, h: float, xlim: tuple[float, float], ylim: tuple[float, float], title: str):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(w, h))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    return fig, ax
+
+
+def multi_head_figure(h: int = 3):
+    """Fig. 9: multi-head attention with ``h`` heads, Eq. (38)-(40).
+
+    The query q and the feature matrix F enter every head; head j projects
+    them with its own W_q^(j), W_K^(j), W_V^(j) (Eq. 38), attends (Eq. 39) and
+    returns c^(j); the head contexts are concatenated and mixed by W_O (Eq. 40).
+    Raises ``ValueError`` unless ``1 <= h <= 6``.
+    """
+    if not 1 <= h <= 6:
+        raise ValueError(f"draw between 1 and 6 heads, got h={h}")
+    width = max(3.2 * h, 7.0)
+    fig, ax = _axes(width, 5.2, (-0.3, width - 0.3), (-0.4, 5.4), f"Multi-head attention with d = {h} heads, Eq. (38)-(40)")
+    draw_box(ax, (width * 0.25, 0.1), "query $q$", w=1.6, h=0.45, color=_QUERY)
+    draw_box(ax, (width * 0.65, 0.1), "feature matrix $F$", w=2.2, h=0.45, color=_FEAT)
+    xs = [1.45 + j * (width - 2.6) / max(h - 1, 1) for j in range(h)] if h > 1 else [width / 2 - 0.3]
+    for j, x in enumerate(xs, 1):
+        draw_box(ax, (x, 1.45), f"$W_q^{{({j})}} q$,  $W_K^{{({j})}} F$,  $W_V^{{({j})}} F$", w=2.6, h=0.5, color=_IO, fs=8)
+        draw_arrow(ax, (width * 0.25, 0.33), (x - 0.3, 1.2), color="#b9770e", lw=0.9)
+        draw_arrow(ax, (width * 0.65, 0.33), (x + 0.3, 1.2), color="#2e86c1", lw=0.9)
+        draw_box(ax, (x, 2.6), f"attention module {j}\n$q^{{({j})}}, K^{{({j})}}, V^{{({j})}}$", w=2.4, h=0.7, color=_ATT, fs=8)
+        draw_arrow(ax, (x, 1.7), (x, 2.25))
+        draw_box(ax, (x, 3.6), f"$c^{{({j})}}$", w=0.9, h=0.42, color=_OUT)
+        draw_arrow(ax, (x, 2.95), (x, 3.39))
+        draw_arrow(ax, (x, 3.81), (width / 2 - 0.3, 4.35), color="#555", lw=0.9)
+    draw_box(ax, (width / 2 - 0.3, 4.6), "concat, then $W_O$:  $c = W_O\\,[c^{(1)}; \\dots; c^{(d)}]$", w=4.6, h=0.5, color=_OUT, fs=9)
+    return fig
+
+
+def multi_hop_figure(n_hops: int = 3):
+    """Fig. 10: multi-hop attention over ``n_hops`` steps, Eq. (41)-(42).
+
+    Solid arrows: the basic structure (transform the query with the current
+    context, Eq. 41; score the keys with [q^(s+1); c^(s)], Eq. 42; the same F
+    at every step). Grey arrows: the optional connections (the context, rather
+    than the query, as the query of the transform). Raises ``ValueError``
+    unless ``1 <= n_hops <= 5``.
+    """
+    if not 1 <= n_hops <= 5:
+        raise ValueError(f"draw between 1 and 5 hops, got n_hops={n_hops}")
+    width = 1.8 + 3.0 * n_hops
+    fig, ax = _axes(width, 4.4, (-0.2, width), (-0.5, 4.3), f"Multi-hop attention with {n_hops} hops, Eq. (41)-(42)")
+    draw_box(ax, (0.6, 3.2), "$q^{(0)}$", w=0.9, h=0.42, color=_QUERY)
+    draw_box(ax, (0.6, 1.0), "$c^{(0)}$", w=0.9, h=0.42, color=_OUT)
+    draw_box(ax, (width / 2, -0.2), "feature matrix $F$ (keys and values, every hop)", w=4.8, h=0.42, color=_FEAT, fs=8)
+    q_prev, c_prev = (1.05, 3.2), (1.05, 1.0)
+    for s in range(n_hops):
+        x = 2.4 + 3.0 * s
+        draw_box(ax, (x, 3.2), "transform", w=1.3, h=0.45, color=_IO, fs=8)
+        draw_arrow(ax, q_prev, (x - 0.65, 3.2))
+        draw_arrow(ax, c_prev, (x - 0.3, 2.97), rad=0.15)
+        draw_box(ax, (x + 1.3, 3.2), f"$q^{{({s + 1})}}$", w=0.8, h=0.42, color=_QUERY)
+        draw_arrow(ax, (x + 0.65, 3.2), (x + 0.9, 3.2))
+        draw_box(ax, (x + 1.0, 1.9), f"attention module\nquery $[q^{{({s + 1})}}; c^{{({s})}}]$", w=2.1, h=0.65, color=_ATT, fs=8)
+        draw_arrow(ax, (x + 1.3, 2.99), (x + 1.3, 2.23))
+        draw_arrow(ax, c_prev, (x - 0.05, 1.75), rad=-0.1)
+        draw_arrow(ax, (width / 2, 0.01), (x + 1.0, 1.57), color="#2e86c1", lw=0.8)
+        draw_box(ax, (x + 1.9, 1.0), f"$c^{{({s + 1})}}$", w=0.8, h=0.42, color=_OUT)
+        draw_arrow(ax, (x + 1.6, 1.57), (x + 1.8, 1.21))
+        if s:
+            draw_arrow(ax, (x - 1.1, 1.21), (x - 0.2, 3.0), color="#aaaaaa", rad=-0.2, text="optional")
+        q_prev, c_prev = (x + 1.7, 3.2), (x + 2.3, 1.0)
+    return fig
+
+
+def capsule_figure(d_y: int = 2, class_names: tuple[str, ...] | None = None):
+    """Fig. 11: capsule-based attention with one capsule per class, Eq. (43)-(45).
+
+    Every capsule reads the same feature vectors with its own learned query
+    q_c (attention module, Eq. 43 + softmax + weighted average), turns its
+    context c_c into a probability p_c (probability module, Eq. 44) and scales
+    c_c by it (reconstruction module, Eq. 45). Raises ``ValueError`` unless
+    ``1 <= d_y <= 4`` and the names (if given) number ``d_y``.
+    """
+    if not 1 <= d_y <= 4:
+        raise ValueError(f"draw between 1 and 4 capsules, got d_y={d_y}")
+    names = tuple(class_names) if class_names is not None else tuple(f"class {c + 1}" for c in range(d_y))
+    if len(names) != d_y:
+        raise ValueError(f"{len(names)} class names for d_y={d_y} capsules")
+    height = 1.2 + 1.5 * d_y
+    fig, ax = _axes(10.0, height, (-0.3, 10.3), (-0.2, height), f"Capsule-based attention with d_y = {d_y} capsules, Eq. (43)-(45)")
+    draw_box(ax, (0.8, height / 2 - 0.2), "features\n$f_1, \\dots, f_{n_f}$", w=1.5, h=0.8, color=_FEAT, fs=8)
+    for c, name in enumerate(names):
+        y = height - 1.0 - 1.5 * c
+        ax.text(2.05, y + 0.55, f"capsule {c + 1}: {name}", fontsize=8, color="#555")
+        draw_arrow(ax, (1.55, height / 2 - 0.2), (2.1, y), lw=0.9)
+        draw_box(ax, (3.2, y), f"attention module\n$e_{{c,l}} = q_c^T k_l$, softmax, $c_c$", w=2.3, h=0.7, color=_ATT, fs=8)
+        draw_box(ax, (5.9, y), f"probability module\n$p_c = \\sigma(w_c^T c_c + b_c)$", w=2.3, h=0.7, color=_QUERY, fs=8)
+        draw_box(ax, (8.6, y), f"reconstruction module\n$r_c = p_c\\, c_c$", w=2.3, h=0.7, color=_OUT, fs=8)
+        draw_arrow(ax, (4.35, y), (4.75, y), text="$c_c$")
+        draw_arrow(ax, (7.05, y), (7.45, y), text="$p_c$")
+        draw_arrow(ax, (4.2, y - 0.35), (7.6, y - 0.35), color="#aaaaaa", rad=0.25)
+    return fig

@@ -1,0 +1,93 @@
+"""Chapter 2 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnsurvey.experiments.general_model import evaluate_match_query, fit_match_query
+from attnsurvey.exercises import ch02_general_attention_model as ex
+from attnsurvey.general_model import TaskModel
+from attnsurvey.training import seed_everything
+
+
+def loop_attend(q, K, V, scaled=True, stable=True):
+    n_f, d_k = K.shape
+    div = math.sqrt(d_k) if scaled else 1.0
+    scores = [sum(float(q[i]) * float(K[l, i]) for i in range(d_k)) / div for l in range(n_f)]
+    top = max(scores) if stable else 0.0
+    exps = [math.exp(s - top) for s in scores]
+    weights = [x / sum(exps) for x in exps]
+    return [sum(weights[l] * float(V[l, j]) for l in range(n_f)) for j in range(V.shape[1])]
+
+
+def test_ex1_rejects_unnormalised_weights():
+    with pytest.raises(AssertionError):
+        ex.check_ex1([1.0, 1.0, 1.0, 1.0], False)
+
+
+def test_ex1_rejects_shift_changes_weights():
+    with pytest.raises(AssertionError):
+        ex.check_ex1([0.25] * 4, True)
+
+
+def test_ex1_accepts_the_solution():
+    assert "correct" in ex.check_ex1([0.25] * 4, False)
+
+
+def test_ex2_rejects_a_missing_scale():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda q, K, V: loop_attend(q, K, V, scaled=False))
+
+
+def test_ex2_rejects_an_overflowing_softmax():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda q, K, V: loop_attend(q, K, V, stable=False))
+
+
+def test_ex2_accepts_the_solution():
+    assert "correct" in ex.check_ex2(loop_attend)
+
+
+@pytest.fixture(scope="module")
+def ex3_models():
+    task = {k: v for k, v in ex.EX3_TASK.items() if k != "layout"}
+    models, acc = {}, {}
+    for pool in ("mean", "attention"):
+        g = seed_everything(0)
+        models[pool] = TaskModel(d_f=12, d_u=8, n_classes=4, d=32, pool=pool)
+        fit_match_query(models[pool], 150, g, batch_size=64, layout="sequence", **task)
+        acc[pool] = evaluate_match_query(
+            models[pool], ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **ex.EX3_TASK
+        )["accuracy"]
+    return models, acc
+
+
+def test_ex3_rejects_accuracies_measured_on_16_items(ex3_models):
+    models, acc = ex3_models
+    task16 = dict(ex.EX3_TASK, n_items=16)
+    wrong = {p: evaluate_match_query(m, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **task16)["accuracy"]
+             for p, m in models.items()}
+    with pytest.raises(AssertionError):
+        ex.check_ex3(models["mean"], models["attention"], wrong["mean"], wrong["attention"])
+
+
+def test_ex3_rejects_swapped_models(ex3_models):
+    models, acc = ex3_models
+    with pytest.raises(AssertionError):
+        ex.check_ex3(models["attention"], models["mean"], acc["attention"], acc["mean"])
+
+
+def test_ex3_rejects_an_untrained_attention_model(ex3_models):
+    models, acc = ex3_models
+    torch.manual_seed(0)
+    fresh = TaskModel(d_f=12, d_u=8, n_classes=4, d=32, pool="attention")
+    a = evaluate_match_query(fresh, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **ex.EX3_TASK)["accuracy"]
+    with pytest.raises(AssertionError):
+        ex.check_ex3(models["mean"], fresh, acc["mean"], a)
+
+
+def test_ex3_accepts_the_solution(ex3_models):
+    models, acc = ex3_models
+    assert "correct" in ex.check_ex3(models["mean"], models["attention"], acc["mean"], acc["attention"])

@@ -1,0 +1,71 @@
+"""Chapter 3.1.2 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnsurvey.data.documents import make_documents
+from attnsurvey.exercises import ch03_1_2_feature_levels as ex
+from attnsurvey.experiments.feature_related import DocumentClassifier
+from attnsurvey.feature_related import levels as lv
+from attnsurvey.general_model import attend
+from attnsurvey.training import accuracy
+
+
+def two_level(q, K, V, word_mask, mask_empty=True):
+    C, _ = lv.chunk_contexts(q, K, V, word_mask)
+    ok = word_mask.any(-1) if mask_empty else torch.ones(word_mask.shape[:-1], dtype=torch.bool)
+    c, _ = attend(q.unsqueeze(-2), C, C, ok.unsqueeze(-2))
+    return c.squeeze(-2)
+
+
+def test_ex1_rejects_the_product_before_renormalising():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(0.05)
+
+
+def test_ex1_accepts_the_solution():
+    assert "correct" in ex.check_ex1(0.1)
+
+
+def test_ex2_rejects_unmasked_empty_sentences():
+    with pytest.raises(AssertionError, match="empty sentence"):
+        ex.check_ex2(lambda q, K, V, m: two_level(q, K, V, m, mask_empty=False))
+
+
+def test_ex2_accepts_the_solution():
+    assert "correct" in ex.check_ex2(two_level)
+
+
+@pytest.fixture(scope="module")
+def easy_models():
+    docs = make_documents(200, n_sentences=2, n_words=6, min_sentences=2, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    return (DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat"),
+            DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="hierarchical"), docs)
+
+
+def _acc(models, docs):
+    with torch.no_grad():
+        return [accuracy(m(docs.tokens, docs.word_mask).logits, docs.labels) for m in models]
+
+
+def test_ex3_rejects_the_original_documents(easy_models):
+    flat, hier, _ = easy_models
+    orig = make_documents(100, n_sentences=5, n_words=6, min_sentences=4, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(AssertionError, match="sentences"):
+        ex.check_ex3(flat, hier, orig, *_acc((flat, hier), orig))
+
+
+def test_ex3_rejects_swapped_accuracies(easy_models):
+    flat, hier, docs = easy_models
+    a = _acc((flat, hier), docs)
+    if abs(a[0] - a[1]) < 1e-6:
+        a[1] += 0.1
+    with pytest.raises(AssertionError):
+        ex.check_ex3(flat, hier, docs, a[1], a[0])
+
+
+def test_ex3_accepts_the_solution(easy_models):
+    flat, hier, docs = easy_models
+    assert "correct" in ex.check_ex3(flat, hier, docs, *_acc((flat, hier), docs))

@@ -1,0 +1,75 @@
+"""Exercise self-checks of ch03_2_2_attention_alignment: a plausible wrong answer fails, the solution passes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnsurvey.exercises import ch03_2_2_attention_alignment as ex
+from attnsurvey.general_mechanisms import alignment as al
+
+
+def test_ex1_solution_passes():
+    assert "correct" in ex.check_ex1(lambda a, L, b: a * (L - (a * L).sum()))
+
+
+def test_ex1_baseline_not_cancelled_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda a, L, b: a * (L - b))
+
+
+def test_ex1_wrong_sign_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda a, L, b: -a * (L - (a * L).sum()))
+
+
+def _shifted(e, p, D):
+    n = e.shape[-1]
+    width = min(2 * D + 1, n)
+    start = min(max(p - D, 0), n - width)
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[start : start + width] = True
+    return al.soft_align(e, mask)
+
+
+def _clipped(e, p, D):
+    n = e.shape[-1]
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[max(p - D, 0) : min(p + D + 1, n)] = True
+    return al.soft_align(e, mask)
+
+
+def test_ex2_solution_passes():
+    assert "correct" in ex.check_ex2(_shifted)
+
+
+def test_ex2_clipped_window_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(_clipped)
+
+
+def test_ex2_off_by_one_window_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda e, p, D: _shifted(e, p, D + 1) if D else _shifted(e, p, D))
+
+
+D2 = [0.55, 0.6, 0.52, 0.58, 0.61]
+D4 = [0.8, 0.85, 0.78, 0.83, 0.9]
+
+
+def test_ex3_solution_passes():
+    assert "correct" in ex.check_ex3({"D=4": D4, "D=2": D2}, "D=4", D2)
+
+
+def test_ex3_unsupported_verdict_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3({"D=4": D4, "D=2": D2}, "not resolved", D2)
+
+
+def test_ex3_d2_from_another_run_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3({"D=4": D4, "D=2": [x + 0.01 for x in D2]}, "D=4", D2)
+
+
+def test_ex3_one_seed_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3({"D=4": D4[:1], "D=2": D2[:1]}, "D=4", D2[:1])

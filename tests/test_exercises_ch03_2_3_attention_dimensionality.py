@@ -1,0 +1,76 @@
+"""Exercise self-checks of ch03_2_3_attention_dimensionality: a plausible wrong answer fails, the solution passes."""
+from __future__ import annotations
+
+import pytest
+
+from attnsurvey.exercises import ch03_2_3_attention_dimensionality as ex
+from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
+from attnsurvey.general_mechanisms import dimensionality as md
+
+
+def test_ex1_solution_passes():
+    assert "correct" in ex.check_ex1(lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + d_v + 1))
+
+
+def test_ex1_forgotten_bias_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + d_v))
+
+
+def test_ex1_single_dimensional_count_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + 2))
+
+
+def _elementwise(Q, K, V, scale=True):
+    e = Q.unsqueeze(-2) * K.unsqueeze(-3)
+    if scale:
+        e = e / K.shape[-1] ** 0.5
+    return md.multidimensional_context(md.multidimensional_align(e), V)
+
+
+def test_ex2_solution_passes():
+    assert "correct" in ex.check_ex2(_elementwise)
+
+
+def test_ex2_unscaled_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda Q, K, V: _elementwise(Q, K, V, scale=False))
+
+
+def test_ex2_softmax_over_features_fails():
+    import torch
+
+    def wrong(Q, K, V):
+        e = Q.unsqueeze(-2) * K.unsqueeze(-3) / K.shape[-1] ** 0.5
+        return (torch.softmax(e, -1) * V.unsqueeze(-3)).sum(-2)
+
+    with pytest.raises(AssertionError):
+        ex.check_ex2(wrong)
+
+
+RESULTS = {"multi-dimensional": [0.95, 0.93, 0.96, 0.94, 0.95], "single-dimensional": [0.74, 0.75, 0.73, 0.76, 0.74]}
+
+
+def _make(multi, d_w=8):
+    return FeatureLookupModel(d_q=16, d_k=4, d_v=4, d_w=d_w, multi_dimensional=multi)
+
+
+def test_ex3_solution_passes():
+    assert "correct" in ex.check_ex3(_make, RESULTS, "multi-dimensional")
+
+
+def test_ex3_wrong_hidden_size_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3(lambda m: _make(m, d_w=32), RESULTS, "multi-dimensional")
+
+
+def test_ex3_unsupported_verdict_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3(_make, RESULTS, "not resolved")
+
+
+def test_ex3_claim_on_a_tie_fails():
+    tie = {"multi-dimensional": [0.9, 0.8, 0.85, 0.7, 0.95], "single-dimensional": [0.85, 0.86, 0.8, 0.8, 0.88]}
+    with pytest.raises(AssertionError):
+        ex.check_ex3(_make, tie, "multi-dimensional")
