@@ -1,0 +1,1 @@
+"""Beyond the survey: attention in today's models and at scale."""

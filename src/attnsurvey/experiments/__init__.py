@@ -1,0 +1,1 @@
+"""Task models and training loops used by the chapters' experiments."""
