@@ -91,3 +91,32 @@ def test_position_modules_accept_any_length(cls):
     X = rand(1, 8, 16, seed=5)
     perm = torch.tensor([3, 1, 7, 0, 2, 6, 4, 5])
     assert not torch.allclose(m(X[:, perm])[0], m(X)[0][:, perm], atol=1e-4)
+
+
+def test_copy_back_batch_oracle():
+    from attnsurvey.data.sequences import IGNORE, copy_back_batch
+
+    x, y = copy_back_batch(4, 10, 5, 3, torch.Generator().manual_seed(0))
+    for b in range(4):
+        for t in range(10):
+            assert int(y[b, t]) == (IGNORE if t < 3 else int(x[b, t - 3]))
+    with pytest.raises(ValueError, match="k < n"):
+        copy_back_batch(1, 3, 5, 3)
+
+
+def test_position_tagger_encodings_and_learned_limit():
+    from attnsurvey.experiments.long_positions import ENCODINGS, PositionTagger, copy_back_accuracy
+
+    x = torch.randint(0, 8, (2, 20), generator=torch.Generator().manual_seed(0))
+    for enc in ENCODINGS:
+        torch.manual_seed(0)
+        m = PositionTagger(8, enc, max_len=16).eval()
+        if enc == "learned":
+            with pytest.raises(ValueError, match="max_len"):
+                m(x)
+            assert math.isnan(copy_back_accuracy(m, 20))
+        else:
+            logits, a = m(x)
+            assert logits.shape == (2, 20, 8) and torch.all(a.triu(1) == 0)  # causal
+    with pytest.raises(ValueError, match="encoding"):
+        PositionTagger(8, "xpos")
