@@ -114,3 +114,15 @@ def test_cache_bytes_analytic_and_allocated():
     assert cache.nbytes == dec.kv_cache_bytes(1, 2, 4, 10, batch=3, bytes_per_value=4)
     with pytest.raises(ValueError, match="n_tokens"):
         dec.kv_cache_bytes(1, 1, 1, -1)
+
+
+def test_kv_sharing_variants_train_and_differ_only_in_kv_heads():
+    from attnsurvey.experiments import kv_sharing as ks
+
+    sizes = {}
+    for name, g in ks.KV_VARIANTS.items():
+        m = ks.train_kv_variant(g, 0, n_train=16, steps=3)
+        sizes[name] = sum(p.numel() for p in m.parameters())
+        assert m.blocks[0].attn.g == g and not m.training
+    # W_K and W_V shrink with the number of K/V heads: 2 * 32 * 8 parameters per K/V head
+    assert sizes["MHA"] - sizes["MQA"] == 2 * 32 * 8 * 3

@@ -68,39 +68,52 @@ class PositionTagger(nn.Module):
         return self.readout(H), weights[0]
 
 
+def _logits(model: nn.Module, x: Tensor) -> Tensor:
+    out = model(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
 def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
     x, y = batch
-    logits, _ = model(x)
-    return F_.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+    return F_.cross_entropy(_logits(model, x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
 
 
-def train_copy_back(
-    encoding: str, seed: int, n_train: int = 64, k: int = 3, vocab: int = 8, steps: int = 120, batch: int = 32, lr: float = 1e-2, **model_kw
-) -> PositionTagger:
-    """Train a :class:`PositionTagger` on :func:`~attnsurvey.data.sequences.copy_back_batch` at length ``n_train``.
+def fit_copy_back(
+    model: nn.Module, generator: torch.Generator, n_train: int = 64, k: int = 3, vocab: int = 8, steps: int = 120, batch: int = 32, lr: float = 1e-2
+) -> nn.Module:
+    """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
 
-    ``seed`` fixes the initial weights and the data. Returns the model in eval mode.
+    Batches of length ``n_train`` are drawn from ``generator``. Returns the model in eval mode.
     """
-    g = seed_everything(seed)
-    model = PositionTagger(vocab, encoding, max_len=n_train, **model_kw)
-    batches = (copy_back_batch(batch, n_train, vocab, k, g) for _ in range(steps))
-    train(model, _loss, batches, lr=lr)
+    train(model, _loss, (copy_back_batch(batch, n_train, vocab, k, generator) for _ in range(steps)), lr=lr)
     return model
 
 
+def train_copy_back(encoding: str, seed: int, n_train: int = 64, k: int = 3, vocab: int = 8, **kw) -> PositionTagger:
+    """Train a :class:`PositionTagger` with :func:`fit_copy_back` at length ``n_train``.
+
+    ``seed`` fixes the initial weights and the data; ``kw`` goes to the model
+    (``d_model``, ``h``, ``d_ff``, ``b``) or to :func:`fit_copy_back` (``steps``,
+    ``batch``, ``lr``). Returns the model in eval mode.
+    """
+    fit_kw = {key: kw.pop(key) for key in ("steps", "batch", "lr") if key in kw}
+    g = seed_everything(seed)
+    model = PositionTagger(vocab, encoding, max_len=n_train, **kw)
+    return fit_copy_back(model, g, n_train, k, vocab, **fit_kw)
+
+
 @torch.no_grad()
-def copy_back_accuracy(model: PositionTagger, n: int, k: int = 3, vocab: int = 8, batch: int = 32, seed: int = 1000) -> float:
+def copy_back_accuracy(model: nn.Module, n: int, k: int = 3, vocab: int = 8, batch: int = 32, seed: int = 1000) -> float:
     """Token accuracy on fresh sequences of length ``n`` (positions with a target only).
 
     Returns ``nan`` when the model cannot represent length ``n`` at all (a
     learned table shorter than ``n``).
     """
-    if model.encoding == "learned" and n > model.position.max_len:
+    if getattr(model, "encoding", None) == "learned" and n > model.position.max_len:
         return math.nan
     x, y = copy_back_batch(batch, n, vocab, k, torch.Generator().manual_seed(seed))
-    logits, _ = model(x)
     keep = y != IGNORE
-    return float((logits.argmax(-1)[keep] == y[keep]).float().mean())
+    return float((_logits(model, x).argmax(-1)[keep] == y[keep]).float().mean())
 
 
 def extrapolation_table(
