@@ -120,3 +120,14 @@ def test_position_tagger_encodings_and_learned_limit():
             assert logits.shape == (2, 20, 8) and torch.all(a.triu(1) == 0)  # causal
     with pytest.raises(ValueError, match="encoding"):
         PositionTagger(8, "xpos")
+
+
+def test_mean_sd_digits_follow_the_spread():
+    from attnsurvey.experiments.seeds import mean_sd
+
+    assert mean_sd([0.81, 0.84, 0.79, 0.86, 0.83]) == "0.83 ± 0.03"
+    assert mean_sd([1.0, 1.0, 1.0]) == "1.000 ± 0.000"
+    assert mean_sd([10.0, 30.0]) == "20 ± 14"
+    assert mean_sd([0.5, math.nan]) == "n/a"
+    with pytest.raises(ValueError, match="at least 2"):
+        mean_sd([1.0])

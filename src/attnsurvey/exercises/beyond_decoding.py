@@ -51,6 +51,6 @@ def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> Non
     if (with_cache, without_cache) == right[::-1]:
         raise AssertionError("swapped: the cache makes generation cheaper")
     if without_cache == T * T:
-        raise AssertionError("without a cache step t recomputes a t x t causal score matrix (only its lower triangle counts): sum t^2... count again")
-    assert (with_cache, without_cache) == right, f"not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
+        raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
+    assert (with_cache, without_cache) == right, "not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
     print(f"correct: {right[0]:,} vs {right[1]:,} scores, a ratio of {right[1] / right[0]:.0f}")

@@ -79,7 +79,7 @@ def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
 
 
 def fit_copy_back(
-    model: nn.Module, generator: torch.Generator, n_train: int = 64, k: int = 3, vocab: int = 8, steps: int = 120, batch: int = 32, lr: float = 1e-2
+    model: nn.Module, generator: torch.Generator, n_train: int = 64, k: int = 3, vocab: int = 8, steps: int = 80, batch: int = 16, lr: float = 1e-2
 ) -> nn.Module:
     """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
 
@@ -120,12 +120,14 @@ def extrapolation_table(
     encodings: tuple[str, ...] = ENCODINGS,
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
     lengths: tuple[int, ...] = (64, 128, 256),
+    models: dict[str, PositionTagger] | None = None,
     **train_kw,
 ) -> dict[str, list[list[float]]]:
     """Accuracy per encoding, per seed, per test length: ``{encoding: [[acc at each length] per seed]}``.
 
-    Every encoding is trained on the same seeds (same data, same initial
-    embedding and read-out draws up to the parameters the encoding adds).
+    Training is at ``lengths[0]``. Every encoding is trained on the same seeds
+    (the same batches). If ``models`` is a dict, the model of the first seed of
+    each encoding is stored in it (to look at its attention).
     """
     k = train_kw.get("k", 3)
     vocab = train_kw.get("vocab", 8)
@@ -134,5 +136,7 @@ def extrapolation_table(
         out[enc] = []
         for s in seeds:
             model = train_copy_back(enc, s, n_train=lengths[0], **train_kw)
+            if models is not None and s == seeds[0]:
+                models[enc] = model
             out[enc].append([copy_back_accuracy(model, n, k, vocab) for n in lengths])
     return out
