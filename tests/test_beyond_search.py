@@ -56,9 +56,9 @@ def test_beam_beats_greedy_on_a_garden_path():
     # distribution; token 2 (0.4) is followed by a near-certain token 3.
     p = torch.tensor([
         [1e-9, 0.6, 0.4, 1e-9],
-        [0.25, 0.25, 0.25, 0.25],
+        [0.31, 0.23, 0.24, 0.22],
         [1e-9, 1e-9, 1e-9, 1.0],
-        [0.25, 0.25, 0.25, 0.25],
+        [0.31, 0.23, 0.24, 0.22],
     ])
     step, logp = bigram_model(p.log())
     g_tok, g_lp = greedy_search(step, 0, 1, 2)

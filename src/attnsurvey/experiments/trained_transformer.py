@@ -52,7 +52,7 @@ def _loss(model: Seq2SeqTransformer, batch: SeqBatch) -> Tensor:
     return F_.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
 
 
-def train_reversal(seed: int, steps: int = 300, batch: int = 64, lr: float = 5e-3, **model_kw) -> tuple[Seq2SeqTransformer, list[float]]:
+def train_reversal(seed: int, steps: int = 300, batch: int = 32, lr: float = 1e-2, **model_kw) -> tuple[Seq2SeqTransformer, list[float]]:
     """Train with teacher forcing for ``steps`` Adam steps; ``seed`` fixes weights and data.
 
     Returns ``(model in eval mode, losses per step)``.
