@@ -16,12 +16,14 @@ from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
 from attnsurvey.general_mechanisms import alignment as al
 from attnsurvey.training import accuracy, seed_everything, train
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import AlignmentClassifier, classifier_loss
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 
 
 # ----------------------------------------------------------------------------- Eq. (24)
+@pytest.mark.catalog("eq24")
 def test_eq24_context_hand_computed():
     a = torch.tensor([0.5, 0.25, 0.25, 0.0])
     V = torch.tensor([[1.0, 0.0], [0.0, 4.0], [2.0, 2.0], [100.0, 100.0]])
@@ -36,6 +38,7 @@ def test_eq24_context_hand_computed():
     torch.testing.assert_close(al.context_vector(A, Vb), loop)
 
 
+@pytest.mark.catalog("eq24")
 def test_eq24_rejects_mismatched_n_f():
     with pytest.raises(ValueError, match=r"context \(Eq. 24\) needs n_f of a == n_f of V, got n_f of a=3, n_f of V=4"):
         al.context_vector(torch.ones(3) / 3, torch.ones(4, 2))
@@ -44,6 +47,7 @@ def test_eq24_rejects_mismatched_n_f():
 
 
 # ----------------------------------------------------------------------------- Eq. (25)
+@pytest.mark.catalog("eq25")
 def test_eq25_soft_align_hand_computed():
     e = torch.tensor([0.0, math.log(2.0), math.log(5.0)])
     torch.testing.assert_close(al.soft_align(e), torch.tensor([1 / 8, 2 / 8, 5 / 8]))
@@ -51,6 +55,7 @@ def test_eq25_soft_align_hand_computed():
     torch.testing.assert_close(al.soft_align(e, mask), torch.tensor([1 / 6, 0.0, 5 / 6]))
 
 
+@pytest.mark.catalog("eq25")
 @settings(max_examples=30, deadline=None)
 @given(n_f=st.integers(1, 9), scale=st.floats(0.01, 1e4), seed=st.integers(0, 10_000))
 def test_eq25_weights_on_simplex(n_f, scale, seed):
@@ -60,6 +65,7 @@ def test_eq25_weights_on_simplex(n_f, scale, seed):
         torch.testing.assert_close(a.sum(-1), torch.ones(3), atol=1e-5, rtol=0)
 
 
+@pytest.mark.catalog("eq25")
 def test_eq25_large_scores_and_masked_rows():
     e = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
     torch.testing.assert_close(al.soft_align(e), torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]))
@@ -73,6 +79,7 @@ def test_eq25_large_scores_and_masked_rows():
 
 
 # ----------------------------------------------------------------------------- Eq. (26)
+@pytest.mark.catalog("eq26")
 def test_eq26_argmax_picks_largest_value_row():
     e = torch.tensor([[0.1, 3.0, -1.0, 3.0], [5.0, 0.0, 0.0, 0.0]])
     V = torch.arange(8.0).reshape(4, 2)
@@ -86,6 +93,7 @@ def test_eq26_argmax_picks_largest_value_row():
     assert torch.isfinite(h.log_prob).all() and h.m.item() == 0
 
 
+@pytest.mark.catalog("eq26")
 def test_eq26_sample_frequencies_match_weights():
     e = torch.tensor([1.0, 0.0, 2.0, -1.0, 0.5])
     N = 20_000
@@ -102,6 +110,7 @@ def test_eq26_sample_frequencies_match_weights():
     assert torch.equal(h.m, h2.m)
 
 
+@pytest.mark.catalog("eq26")
 def test_eq26_masked_positions_never_sampled():
     e = torch.zeros(2000, 4)
     mask = torch.tensor([True, False, True, False])
@@ -114,6 +123,7 @@ def test_eq26_masked_positions_never_sampled():
     assert h.m.tolist() == [-1, -1, -1] and torch.equal(h.log_prob, torch.zeros(3))
 
 
+@pytest.mark.catalog("eq26")
 def test_eq26_bad_inputs():
     with pytest.raises(ValueError, match="mode must be 'sample' or 'argmax'"):
         al.hard_align(torch.zeros(3), mode="max")
@@ -144,6 +154,7 @@ def _estimate(baseline, N=20_000, seed=0):
     return e.grad, samples
 
 
+@pytest.mark.catalog("extra:reinforce-estimator")
 @pytest.mark.parametrize("baseline", [0.0, "expected"])
 def test_reinforce_estimator_is_unbiased(baseline):
     exact = _exact_grad()
@@ -157,6 +168,7 @@ def test_reinforce_estimator_is_unbiased(baseline):
     assert exact.abs().max() > 0.5
 
 
+@pytest.mark.catalog("extra:reinforce-estimator")
 def test_baseline_reduces_variance():
     b_star = float((torch.softmax(E_SMALL, -1) * L_SMALL).sum())
     _, s0 = _estimate(0.0)
@@ -172,12 +184,13 @@ def test_baseline_reduces_variance():
         al.score_function_surrogate(torch.zeros(3), torch.zeros(4))
 
 
+@pytest.mark.catalog("extra:reinforce-estimator")
 def test_hard_attention_trains_with_reinforce():
     g = seed_everything(0)
     n_f, C = 6, 4
-    model = al.AlignmentClassifier(n_f, C + n_f, C, "hard", d_k=8)
+    model = AlignmentClassifier(n_f, C + n_f, C, "hard", d_k=8)
     score_w0 = model.score.W.weight.detach().clone()
-    train(model, lambda m, b: al.classifier_loss(m, b, g), lookup_batches(80, 64, n_f, C, g), lr=3e-2)
+    train(model, lambda m, b: classifier_loss(m, b, g), lookup_batches(80, 64, n_f, C, g), lr=3e-2)
     F, q, t, y = lookup_batch(500, n_f, C, torch.Generator().manual_seed(9))
     with torch.no_grad():
         logits, a, _ = model(q, F)
@@ -187,6 +200,7 @@ def test_hard_attention_trains_with_reinforce():
 
 
 # ----------------------------------------------------------------------------- Eq. (27)
+@pytest.mark.catalog("eq27")
 def test_eq27_window_clipped_at_ends():
     assert al.window_mask(8, 0.0, 2).tolist() == [True, True, True] + [False] * 5
     assert al.window_mask(8, 7.0, 2).tolist() == [False] * 5 + [True] * 3
@@ -198,6 +212,7 @@ def test_eq27_window_clipped_at_ends():
     torch.testing.assert_close(a, torch.cat([torch.softmax(e[:3], -1), torch.zeros(3)]))
 
 
+@pytest.mark.catalog("eq27")
 def test_eq27_matches_softmax_over_window_slice():
     e = rand(10, seed=3)
     a = al.local_align(e, 4.0, 2, gaussian=False)
@@ -219,6 +234,7 @@ def test_eq27_matches_softmax_over_window_slice():
     assert torch.all((p > 0) & (p < 9)) and c.shape == (3, 2)
 
 
+@pytest.mark.catalog("eq27")
 @settings(max_examples=30, deadline=None)
 @given(n_f=st.integers(1, 12), frac=st.floats(0, 1), D=st.floats(0, 5), seed=st.integers(0, 1000))
 def test_eq27_zero_outside_window(n_f, frac, D, seed):
@@ -235,6 +251,7 @@ def test_eq27_zero_outside_window(n_f, frac, D, seed):
         assert math.isclose(total, 1.0, abs_tol=1e-5) if (~outside).any() else total == 0.0
 
 
+@pytest.mark.catalog("eq27")
 def test_eq27_empty_window_gives_zero_weights():
     e = torch.tensor([1e4, -1e4, 3.0, 0.0])
     assert torch.equal(al.local_align(e, 1.5, 0.0), torch.zeros(4))  # no integer in [1.5, 1.5]
@@ -248,6 +265,7 @@ def test_eq27_empty_window_gives_zero_weights():
     assert torch.equal(al.local_align(e, 3.0, 0.0), torch.tensor([0.0, 0.0, 0.0, 1.0]))  # D = 0: one position
 
 
+@pytest.mark.catalog("eq27")
 def test_eq27_bad_inputs():
     e = torch.zeros(2, 6)
     with pytest.raises(ValueError, match="window half-width D must be a finite number >= 0, got D=-1"):
@@ -269,6 +287,7 @@ def test_eq27_bad_inputs():
 
 
 # ----------------------------------------------------------------------------- Eq. (28)
+@pytest.mark.catalog("eq28")
 def test_eq28_predictive_position_hand_computed():
     q = torch.tensor([1.0, -2.0])
     W_p = torch.tensor([[0.5, 0.0], [0.25, 0.5], [1.0, 1.0]])
@@ -286,6 +305,7 @@ def test_eq28_predictive_position_hand_computed():
     assert torch.all((p >= 0) & (p <= 9))
 
 
+@pytest.mark.catalog("eq28")
 def test_eq28_bad_shapes():
     with pytest.raises(ValueError, match=r"W_p must have shape \(d_p, d_q\) with d_q=2, got \(3, 4\)"):
         al.predictive_position(torch.zeros(2), torch.zeros(3, 4), torch.zeros(3), 5.0)
@@ -296,6 +316,7 @@ def test_eq28_bad_shapes():
 
 
 # ----------------------------------------------------------------------------- Eq. (29)
+@pytest.mark.catalog("eq29")
 def test_eq29_gaussian_factor_not_renormalised():
     e = torch.zeros(9)
     a = al.local_align(e, 4.0, 2.0)  # sigma = D / 2 = 1, window {2..6}, uniform softmax 1/5
@@ -309,6 +330,7 @@ def test_eq29_gaussian_factor_not_renormalised():
         al.gaussian_emphasis(5, 2.0, -1.0)
 
 
+@pytest.mark.catalog("eq29")
 def test_eq29_renormalise_option():
     e = rand(9, seed=2)
     raw = al.local_align(e, 4.3, 2.0)
@@ -320,6 +342,7 @@ def test_eq29_renormalise_option():
     torch.testing.assert_close(wide, al.local_align(torch.zeros(9), 4.0, 2.0, gaussian=False))
 
 
+@pytest.mark.catalog("eq29")
 def test_eq29_gradcheck_through_p():
     e = rand(9, seed=5, dtype=torch.float64).requires_grad_(True)
     p = torch.tensor(4.3, dtype=torch.float64, requires_grad=True)
@@ -331,6 +354,7 @@ def test_eq29_gradcheck_through_p():
 
 
 # ----------------------------------------------------------------------------- reinforced alignment
+@pytest.mark.catalog("extra:reinforced-alignment")
 def test_bernoulli_subset_log_prob_and_frequencies():
     logits = torch.tensor([2.0, -1.0, 0.0, -3.0])
     N = 20_000
@@ -346,6 +370,7 @@ def test_bernoulli_subset_log_prob_and_frequencies():
     assert not z[:, 1].any()
 
 
+@pytest.mark.catalog("extra:reinforced-alignment")
 def test_reinforced_align_is_softmax_over_subset():
     e = torch.tensor([0.0, math.log(3.0), 5.0, math.log(1.0)])
     z = torch.tensor([True, True, False, True])
@@ -357,6 +382,7 @@ def test_reinforced_align_is_softmax_over_subset():
         al.reinforced_align(e, z[:3])
 
 
+@pytest.mark.catalog("extra:reinforced-alignment")
 def test_reinforced_alignment_module_shapes():
     mod = al.ReinforcedAlignment(4, 4)
     q, K, V = rand(5, 4), rand(5, 7, 4, seed=1), rand(5, 7, 3, seed=2)
@@ -373,6 +399,7 @@ def test_reinforced_alignment_module_shapes():
 
 
 # ----------------------------------------------------------------------------- sparsemax, entmax-1.5
+@pytest.mark.catalog("extra:sparsemax")
 def test_sparsemax_matches_entmax_package():
     e = rand(40, 9, seed=7) * 3
     torch.testing.assert_close(al.sparsemax(e), entmax.sparsemax(e, dim=-1))
@@ -388,6 +415,7 @@ def test_sparsemax_matches_entmax_package():
     torch.testing.assert_close(x1.grad, x2.grad)
 
 
+@pytest.mark.catalog("extra:entmax15")
 def test_entmax15_matches_entmax_package():
     e = rand(40, 9, seed=11) * 3
     torch.testing.assert_close(al.entmax15(e), entmax.entmax15(e, dim=-1))
@@ -406,6 +434,7 @@ def test_entmax15_matches_entmax_package():
     assert nz[0] >= nz[1] >= nz[2] and nz[0] > nz[2]
 
 
+@pytest.mark.catalog("extra:sparsemax")
 def test_sparsemax_is_projection():
     for seed in range(3):
         e = rand(6, seed=seed).double().numpy() * 2
@@ -421,6 +450,7 @@ def test_sparsemax_is_projection():
         np.testing.assert_allclose(al.sparsemax(torch.from_numpy(e)).numpy(), res.x, atol=1e-6)
 
 
+@pytest.mark.catalog("extra:entmax15", "extra:sparsemax")
 def test_sparse_maps_masks_and_extremes():
     e = torch.tensor([[1e4, -1e4, 1e4 - 0.5, 0.0], [3.0, 2.0, 1.0, 0.0]])
     mask = torch.tensor([[True, True, True, True], [False, False, False, False]])
@@ -441,6 +471,7 @@ def test_sparse_maps_masks_and_extremes():
             f(e, torch.ones(3, dtype=torch.bool))
 
 
+@pytest.mark.catalog("extra:entmax15", "extra:sparsemax")
 def test_sparse_maps_gradcheck():
     e = (rand(3, 6, seed=21, dtype=torch.float64) * 2).requires_grad_(True)
     assert torch.autograd.gradcheck(al.sparsemax, (e,))
@@ -449,6 +480,7 @@ def test_sparse_maps_gradcheck():
     assert torch.autograd.gradcheck(lambda x: al.entmax15(x, mask), (e,))
 
 
+@pytest.mark.catalog("extra:sparsemax")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_sparse_maps_low_precision(dtype):
     e = rand(8, 10, seed=4) * 3
@@ -469,4 +501,4 @@ def test_entropy_and_concentration():
     c = al.concentration(a[:2], torch.tensor([0, 1]))
     assert c["max_weight"] == 0.75 and c["nonzero"] == 1.5 and c["on_target"] == 0.25
     with pytest.raises(ValueError, match="unknown alignment"):
-        al.AlignmentClassifier(4, 8, 3, "softest")
+        AlignmentClassifier(4, 8, 3, "softest")

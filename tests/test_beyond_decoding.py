@@ -9,6 +9,7 @@ from attnsurvey.beyond import decoding as dec
 from .helpers import rand
 
 
+@pytest.mark.catalog("extra:gqa")
 @pytest.mark.parametrize("h,g", [(8, 8), (8, 2), (8, 1), (6, 3)])
 def test_gqa_equals_sdpa_enable_gqa(h, g):
     q, k, v = rand(2, h, 5, 4, seed=1), rand(2, g, 7, 4, seed=2), rand(2, g, 7, 3, seed=3)
@@ -20,6 +21,7 @@ def test_gqa_equals_sdpa_enable_gqa(h, g):
     torch.testing.assert_close(a.sum(-1), torch.ones(2, h, 5))
 
 
+@pytest.mark.catalog("extra:gqa")
 def test_gqa_module_equals_sdpa():
     torch.manual_seed(0)
     m = dec.GroupedQueryAttention(16, 4, 2)
@@ -32,6 +34,7 @@ def test_gqa_module_equals_sdpa():
     torch.testing.assert_close(out, m.W_O(ref.transpose(1, 2).reshape(3, 6, 16)), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.catalog("extra:gqa")
 def test_mha_and_mqa_are_the_extremes():
     # MQA with g = 1 equals MHA whose K/V heads are all copies of the single one
     q, k1, v1 = rand(1, 4, 3, 2, seed=4), rand(1, 1, 5, 2, seed=5), rand(1, 1, 5, 2, seed=6)
@@ -45,6 +48,7 @@ def test_mha_and_mqa_are_the_extremes():
     torch.testing.assert_close(c[:, 3:4], alone)
 
 
+@pytest.mark.catalog("extra:gqa")
 def test_gqa_bad_inputs_raise():
     with pytest.raises(ValueError, match="must divide"):
         dec.grouped_query_attention(rand(1, 4, 2, 2), rand(1, 3, 2, 2), rand(1, 3, 2, 2))
@@ -56,12 +60,14 @@ def test_gqa_bad_inputs_raise():
         dec.offset_causal_mask(5, 3)
 
 
+@pytest.mark.catalog("extra:kv-cache")
 def test_offset_causal_mask_is_the_tail_of_the_causal_mask():
     full = torch.ones(7, 7, dtype=torch.bool).tril()
     assert torch.equal(dec.offset_causal_mask(3, 7), full[4:])
     assert torch.equal(dec.offset_causal_mask(7, 7), full)
 
 
+@pytest.mark.catalog("extra:kv-cache", "extra:gqa")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("g", [4, 2, 1])
 def test_incremental_decoding_matches_full_recomputation(dtype, g):
@@ -78,6 +84,7 @@ def test_incremental_decoding_matches_full_recomputation(dtype, g):
     assert float((step - full).abs().max()) < 1e-6
 
 
+@pytest.mark.catalog("extra:kv-cache")
 def test_generate_with_and_without_cache_agree():
     torch.manual_seed(0)
     lm = dec.TinyDecoderLM(13, d_model=16, n_heads=4, n_kv_heads=2, d_ff=32, n_layers=2, max_len=64).double().eval()
@@ -87,6 +94,7 @@ def test_generate_with_and_without_cache_agree():
     assert a.shape == (3, 34) and torch.equal(a, b) and torch.equal(a[:, :4], prompt)
 
 
+@pytest.mark.catalog("extra:kv-cache")
 def test_cache_contract():
     cache = dec.KVCache(2, 3, 5, 4)
     K, V = cache.append(rand(2, 3, 2, 4, seed=1), rand(2, 3, 2, 4, seed=2))
@@ -106,6 +114,7 @@ def test_cache_contract():
         lm(torch.zeros(1, 5, dtype=torch.long))
 
 
+@pytest.mark.catalog("extra:kv-cache", "extra:gqa")
 def test_cache_bytes_analytic_and_allocated():
     # 2 (K and V) x 32 layers x 4096 tokens x 8 heads x 128 dims x 2 bytes = 512 MiB
     assert dec.kv_cache_bytes(32, 8, 128, 4096) == 512 * 2**20
@@ -116,6 +125,7 @@ def test_cache_bytes_analytic_and_allocated():
         dec.kv_cache_bytes(1, 1, 1, -1)
 
 
+@pytest.mark.catalog("extra:gqa")
 def test_kv_sharing_variants_train_and_differ_only_in_kv_heads():
     from attnsurvey.experiments import kv_sharing as ks
 

@@ -12,6 +12,7 @@ from attnsurvey.masking import causal_mask
 from .helpers import rand
 
 
+@pytest.mark.catalog("extra:rope")
 def test_rope_matches_complex_rotation():
     X = rand(2, 9, 8, dtype=torch.float64)
     z = torch.complex(X[..., 0::2], X[..., 1::2])  # pair i as one complex number
@@ -23,6 +24,7 @@ def test_rope_matches_complex_rotation():
     torch.testing.assert_close(out[..., 1::2], rotated.imag)
 
 
+@pytest.mark.catalog("extra:rope")
 def test_rope_score_depends_only_on_offset():
     q, k = rand(1, 16, seed=1, dtype=torch.float64), rand(1, 16, seed=2, dtype=torch.float64)
 
@@ -37,6 +39,7 @@ def test_rope_score_depends_only_on_offset():
     assert abs(score(0, 1) - score(0, 5)) > 1e-3
 
 
+@pytest.mark.catalog("extra:rope")
 def test_rope_preserves_norms_and_offset_composes():
     X = rand(3, 7, 6, dtype=torch.float64)
     R = pos.apply_rope(X, offset=5)
@@ -46,6 +49,7 @@ def test_rope_preserves_norms_and_offset_composes():
     torch.testing.assert_close(R, long[:, 5:])
 
 
+@pytest.mark.catalog("extra:rope")
 def test_rope_bad_inputs_raise():
     with pytest.raises(ValueError, match="even d"):
         pos.apply_rope(rand(2, 5))
@@ -55,6 +59,7 @@ def test_rope_bad_inputs_raise():
         pos.RotarySelfAttention(6, 2)
 
 
+@pytest.mark.catalog("extra:alibi")
 def test_alibi_slopes_as_in_press_et_al():
     torch.testing.assert_close(pos.alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)], dtype=torch.float64))
     s12 = [2.0**-k for k in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
@@ -66,6 +71,7 @@ def test_alibi_slopes_as_in_press_et_al():
         pos.alibi_slopes(0)
 
 
+@pytest.mark.catalog("extra:alibi")
 def test_alibi_attention_equals_sdpa_with_float_bias():
     h, n = 4, 6
     q, k, v = rand(2, h, n, 8, seed=1), rand(2, h, n, 8, seed=2), rand(2, h, n, 5, seed=3)
@@ -77,6 +83,7 @@ def test_alibi_attention_equals_sdpa_with_float_bias():
         pos.alibi_attention(q, k, v, slopes[:3])
 
 
+@pytest.mark.catalog("extra:rope", "extra:alibi")
 @pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention])
 def test_position_modules_accept_any_length(cls):
     torch.manual_seed(0)
@@ -121,13 +128,3 @@ def test_position_tagger_encodings_and_learned_limit():
     with pytest.raises(ValueError, match="encoding"):
         PositionTagger(8, "xpos")
 
-
-def test_mean_sd_digits_follow_the_spread():
-    from attnsurvey.experiments.seeds import mean_sd
-
-    assert mean_sd([0.81, 0.84, 0.79, 0.86, 0.83]) == "0.83 ± 0.03"
-    assert mean_sd([1.0, 1.0, 1.0]) == "1.000 ± 0.000"
-    assert mean_sd([10.0, 30.0]) == "20 ± 14"
-    assert mean_sd([0.5, math.nan]) == "n/a"
-    with pytest.raises(ValueError, match="at least 2"):
-        mean_sd([1.0])

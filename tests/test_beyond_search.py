@@ -31,6 +31,7 @@ def brute_force(logp: torch.Tensor, bos: int, length: int) -> tuple[tuple[int, .
     return best, best_score
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_beam_width_one_is_greedy():
     table = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))
     step, _ = bigram_model(table)
@@ -40,6 +41,7 @@ def test_beam_width_one_is_greedy():
     assert abs(float(g_lp[0]) - float(b_lp[0])) < 1e-6
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 @pytest.mark.parametrize("seed", range(5))
 def test_beam_finds_the_brute_force_best(seed):
     V, L = 4, 4
@@ -51,6 +53,7 @@ def test_beam_finds_the_brute_force_best(seed):
     assert abs(float(lp[0]) - best_score) < 1e-6
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_beam_beats_greedy_on_a_garden_path():
     # From BOS (token 0): token 1 looks best (0.6) but is followed by a flat
     # distribution; token 2 (0.4) is followed by a near-certain token 3.
@@ -68,6 +71,7 @@ def test_beam_beats_greedy_on_a_garden_path():
     assert b_tok[0].tolist() == list(brute_force(logp, 0, 2)[0])
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_batched_search_decodes_each_example_independently():
     table = torch.randn(5, 5, generator=torch.Generator().manual_seed(3))
     logp = torch.log_softmax(table, -1)
@@ -86,6 +90,7 @@ def test_batched_search_decodes_each_example_independently():
         assert torch.equal(tok[b], one[0])
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_bad_inputs_raise():
     step, _ = bigram_model(torch.zeros(3, 3))
     with pytest.raises(ValueError, match="beam_width"):

@@ -51,6 +51,26 @@ def _forward_backward(p: tx.TaxonomyPoint) -> None:
     assert B.describe(model) == p
 
 
+@pytest.mark.catalog(
+    "table3:row01",
+    "table3:row02",
+    "table3:row03",
+    "table3:row04",
+    "table3:row05",
+    "table3:row06",
+    "table3:row07",
+    "table3:row08",
+    "table3:row09",
+    "table3:row10",
+    "table3:row11",
+    "table3:row12",
+    "table3:row13",
+    "table3:row14",
+    "table3:row15",
+    "table3:row16",
+    "table3:row17",
+    by_param=True,
+)
 @pytest.mark.parametrize("row", tx.TABLE3, ids=[r.id for r in tx.TABLE3])
 def test_table3_row_builds_runs_and_describes(row):
     configs = row.point.configurations()
@@ -62,6 +82,7 @@ def test_table3_row_builds_runs_and_describes(row):
 _VALUES = [(dim, v) for group in tx.TAXONOMY.values() for dim, values in group.items() for v in values]
 
 
+@pytest.mark.catalog("extra:taxonomy-builder")
 @pytest.mark.parametrize("dim,value", _VALUES, ids=[f"{d}={v}" for d, v in _VALUES])
 def test_every_value_of_every_dimension_builds(dim, value):
     extra = {"query_type": "self-attention"} if value == "capsule-based" else {}
@@ -76,6 +97,7 @@ _SUGGESTED = [  # the combinations §5 suggests, and a Transformer-like one with
 ]
 
 
+@pytest.mark.catalog("extra:combined-mechanisms")
 @pytest.mark.parametrize("kw", _SUGGESTED, ids=["md+mh", "rot+hop", "caps+hop", "hard+mh+hop"])
 def test_combined_mechanisms_build(kw):
     _forward_backward(B.point(**kw))
@@ -86,6 +108,7 @@ def test_incompatible_sizes_inside_a_component_name_the_dimension():
         _build(B.point(scoring="multiplicative", feature_levels="attention-via-attention"))
 
 
+@pytest.mark.catalog("extra:taxonomy-builder")
 def test_describe_round_trip_and_plain_modules():
     p = B.point(scoring="scaled-multiplicative", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
     assert p == tx.table3_row("table3:row07").point
@@ -100,6 +123,7 @@ def test_describe_round_trip_and_plain_modules():
         B.describe(torch.nn.Linear(2, 2))
 
 
+@pytest.mark.catalog("extra:taxonomy-builder")
 def test_bad_configurations_raise_naming_dimension():
     luong = tx.table3_row("table3:row02").point
     with pytest.raises(ValueError, match="scoring lists 2 alternatives"):
@@ -131,6 +155,7 @@ def test_bad_configurations_raise_naming_dimension():
         hier(F, G)
 
 
+@pytest.mark.catalog("extra:location-score")
 def test_location_score_ignores_keys_and_matches_hand_computation():
     Q = torch.tensor([[[1.0, 2.0]]])
     W_a = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])
@@ -143,6 +168,7 @@ def test_location_score_ignores_keys_and_matches_hand_computation():
     assert torch.isfinite(torch.softmax(big, -1)).all()
 
 
+@pytest.mark.catalog("extra:location-score")
 def test_location_score_rejects_long_inputs():
     W_a = torch.zeros(4, 2)
     with pytest.raises(ValueError, match="n_f <= n_max, got n_f=5, n_max=4"):
@@ -151,6 +177,7 @@ def test_location_score_rejects_long_inputs():
         B.location_score(torch.zeros(1, 1, 3), W_a, 2)
 
 
+@pytest.mark.catalog("extra:taxonomy-builder")
 def test_builder_learns_the_two_marker_task():
     """A query-using model beats one whose learned query cannot see G (a one-dimension change)."""
     g = torch.Generator().manual_seed(0)

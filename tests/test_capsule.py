@@ -10,8 +10,10 @@ import torch.nn.functional as F_
 from attnsurvey.data.sentiment import keyword_features, sentiment_reviews
 from attnsurvey.query_related import capsule as cp
 from .helpers import rand
+from attnsurvey.experiments.query_related import CapsuleClassifier
 
 
+@pytest.mark.catalog("eq43")
 def test_eq43_scores_match_loop():
     K, Q = rand(2, 5, 3), rand(4, 3, seed=1)
     e = cp.capsule_scores(K, Q)
@@ -23,6 +25,7 @@ def test_eq43_scores_match_loop():
                 assert math.isclose(float(e[b, c, l]), ref, rel_tol=1e-5, abs_tol=1e-6)
 
 
+@pytest.mark.catalog("eq43")
 def test_capsule_attention_matches_per_class_sdpa():
     K, V, Q = rand(2, 6, 3), rand(2, 6, 5, seed=1), rand(3, 3, seed=2)
     W_p, b_p = rand(3, 5, seed=3), rand(3, seed=4)
@@ -37,6 +40,7 @@ def test_capsule_attention_matches_per_class_sdpa():
     torch.testing.assert_close(o2.p, cp.capsule_attention(F, F, mod.Q_caps, mod.W_p, mod.b_p).p)
 
 
+@pytest.mark.catalog("eq44")
 def test_eq44_probability_hand_computed():
     c = torch.tensor([[[1.0, 2.0], [0.0, -1.0]]])  # (1, d_y=2, d_v=2)
     W_p = torch.tensor([[0.5, 0.5], [1.0, 2.0]])
@@ -46,12 +50,14 @@ def test_eq44_probability_hand_computed():
     torch.testing.assert_close(p, torch.tensor([[1 / (1 + math.exp(-0.5)), 1 / (1 + math.exp(2.0))]]))
 
 
+@pytest.mark.catalog("eq45")
 def test_eq45_reconstruction_scales_context():
     p = torch.tensor([[0.25, 1.0]])
     c = torch.tensor([[[4.0, 8.0], [1.0, -1.0]]])
     torch.testing.assert_close(cp.capsule_reconstruction(p, c), torch.tensor([[[1.0, 2.0], [1.0, -1.0]]]))
 
 
+@pytest.mark.catalog("eq43", "eq44", "eq45")
 def test_capsule_rejects_bad_shapes():
     with pytest.raises(ValueError, match=r"Q_caps must have shape \(d_y, d_k\) = \(2, 3\), got \(2, 4\)"):
         cp.capsule_scores(rand(5, 3), rand(2, 4))
@@ -65,6 +71,7 @@ def test_capsule_rejects_bad_shapes():
         cp.capsule_attention(rand(5, 3), rand(4, 3), rand(2, 3), rand(2, 3), rand(2))
 
 
+@pytest.mark.catalog("eq43")
 def test_capsule_numerics_and_gradcheck():
     K = torch.tensor([[[1e4, 0.0], [-1e4, 0.0], [0.0, 1.0]]])
     V = rand(1, 3, 2)
@@ -91,6 +98,7 @@ def test_capsule_numerics_and_gradcheck():
     assert torch.autograd.gradcheck(fn, args)
 
 
+@pytest.mark.catalog("extra:capsule-joint-loss")
 def test_joint_loss_hand_computed():
     p = torch.tensor([[0.9, 0.2], [0.3, 0.6]])
     r = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 0.5]]])
@@ -107,6 +115,7 @@ def test_joint_loss_hand_computed():
     assert float(L0) == 0.0
 
 
+@pytest.mark.catalog("extra:capsule-joint-loss")
 def test_joint_loss_rejects_bad_input():
     p, r = rand(2, 3).sigmoid(), rand(2, 3, 4)
     with pytest.raises(ValueError, match="d_v == d_f, got d_v=4, d_f=5"):
@@ -117,6 +126,7 @@ def test_joint_loss_rejects_bad_input():
         cp.capsule_loss(p, r, rand(2, 4), torch.tensor([0.0, 1.0]))
 
 
+@pytest.mark.catalog("extra:capsule-joint-loss")
 def test_sentiment_data_ground_truth():
     d = sentiment_reviews(200, generator=torch.Generator().manual_seed(0))
     n_pol = (d.polarity >= 0).sum(-1)
@@ -134,11 +144,12 @@ def test_sentiment_data_ground_truth():
         sentiment_reviews(3, length=4)
 
 
+@pytest.mark.catalog("extra:capsule-joint-loss")
 def test_capsule_classifier_learns_and_attends_to_its_words():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     d = sentiment_reviews(400, generator=g)
-    model = cp.CapsuleClassifier(len(d.vocab), 8, 2)
+    model = CapsuleClassifier(len(d.vocab), 8, 2)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     for _ in range(60):
         opt.zero_grad()

@@ -100,14 +100,62 @@ def test_cli_json_and_summary():
 
 
 def test_duplicate_ids_are_rejected(monkeypatch):
-    import types
+    """Two different objects may not both give an id its title; the same object again is a no-op."""
+    monkeypatch.setattr(catalog, "_DECLARED", dict(catalog._DECLARED))
+    monkeypatch.setattr(catalog, "_IMPLEMENTED", {k: list(v) for k, v in catalog._IMPLEMENTED.items()})
 
-    fake = types.ModuleType("attnsurvey._fake")
-    fake.CATALOG = [dict(id="eq1", title="t", chapter="c", implemented_by=[], tested_by=[])]
-    monkeypatch.setattr(catalog, "_iter_modules", lambda: iter(["attnsurvey.general_model", "attnsurvey._fake"]))
-    monkeypatch.setitem(sys.modules, "attnsurvey._fake", fake)
+    def first():
+        pass
+
+    def second():
+        pass
+
+    assert catalog.catalogued("extra:fake", title="t", chapter="c")(first) is first  # returned unchanged
+    catalog.catalogued("extra:fake", title="t", chapter="c")(first)  # a reload: no error
     with pytest.raises(ValueError, match="defined twice"):
+        catalog.catalogued("extra:fake", title="t", chapter="c")(second)
+    with pytest.raises(ValueError, match="exactly one id"):
+        catalog.catalogued("eq1", "eq2", title="t", chapter="c")
+    with pytest.raises(ValueError, match="names no id"):
+        catalog.catalogued()(first)
+
+
+def test_implemented_but_untitled_ids_are_rejected(monkeypatch):
+    monkeypatch.setattr(catalog, "_IMPLEMENTED", {**catalog._IMPLEMENTED, "extra:orphan": ["attnsurvey.x.y"]})
+    with pytest.raises(ValueError, match="without a title"):
         catalog.entries()
+
+
+def test_test_markers_name_catalogued_ids_and_exist():
+    """Every ``@pytest.mark.catalog`` id is an entry of the catalog (no typo goes unnoticed)."""
+    ids = {e["id"] for e in ENTRIES}
+    marked = catalog.tested_by()
+    assert marked, "no test carries a catalog marker"
+    unknown = sorted(set(marked) - ids)
+    assert not unknown, f"tests are marked with ids the catalog does not have: {unknown}"
+
+
+def test_markers_are_read_from_source(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.catalog('eq1', 'eq2')\n"
+        "def test_a():\n    pass\n"
+        "class TestB:\n"
+        "    @pytest.mark.catalog('eq2')\n"
+        "    def test_b(self):\n        pass\n"
+        "@pytest.mark.catalog('table3:row01', by_param=True)\n"
+        "@pytest.mark.parametrize('r', [1])\n"
+        "def test_c(r):\n    pass\n"
+        "def test_unmarked():\n    pass\n"
+    )
+    found = catalog.tested_by(tmp_path / "tests")
+    assert found == {
+        "eq1": ["tests/test_x.py::test_a"],
+        "eq2": ["tests/test_x.py::test_a", "tests/test_x.py::TestB::test_b"],
+        "table3:row01": ["tests/test_x.py::test_c[table3:row01]"],
+    }
+    assert catalog.tested_by(tmp_path / "missing") == {}
 
 
 def test_every_survey_item_is_catalogued():

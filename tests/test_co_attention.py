@@ -28,6 +28,7 @@ def softmax_list(xs):
 # ---------------------------------------------------------------- Eq. (6), (7)
 
 
+@pytest.mark.catalog("eq6")
 def test_eq6_additive_score_hand_computed():
     # q = [1, 0], k = [0, 2]; W1 = I, W2 = I, b = [0, 0], w = [1, -1], act = identity
     q, k = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])
@@ -39,6 +40,7 @@ def test_eq6_additive_score_hand_computed():
     assert e.item() == pytest.approx(math.tanh(1.0) - math.tanh(2.0), rel=1e-6)
 
 
+@pytest.mark.catalog("eq7")
 def test_eq7_queryless_score_loop():
     K, W, w, b = rand(2, 4, 3), rand(5, 3, seed=1), rand(5, seed=2), rand(5, seed=3)
     e = ca.queryless_additive_score(K, W, w, b)
@@ -51,6 +53,7 @@ def test_eq7_queryless_score_loop():
         ca.queryless_additive_score(K, rand(5, 4), w, b)
 
 
+@pytest.mark.catalog("eq6", "eq7")
 def test_eq6_eq7_query_absorbed_into_bias():
     """Eq. (7) is Eq. (6) with a constant query: W_1 q moves into the bias."""
     q, K = rand(6, seed=4), rand(3, 7, 4, seed=5)
@@ -63,6 +66,7 @@ def test_eq6_eq7_query_absorbed_into_bias():
 # ---------------------------------------------------------------- Eq. (7)-(9)
 
 
+@pytest.mark.catalog("eq8", "eq9")
 def test_eq7_to_eq9_alternating_matches_step_by_step():
     K1, V1, K2, V2 = rand(4, 3, seed=1), rand(4, 2, seed=2), rand(5, 6, seed=3), rand(5, 3, seed=4)
     W, w, b = rand(7, 3, seed=5), rand(7, seed=6), rand(7, seed=7)
@@ -83,6 +87,7 @@ def test_eq7_to_eq9_alternating_matches_step_by_step():
         torch.testing.assert_close(got, torch.tensor(want), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.catalog("eq8", "eq9")
 def test_alternating_module_shapes_and_sharing():
     torch.manual_seed(0)
     m = ca.AlternatingCoAttention(d_f1=6, d_f2=4, d_w=8, d_k1=5, d_k2=3)
@@ -110,6 +115,7 @@ def test_alternating_module_shapes_and_sharing():
 # ---------------------------------------------------------------- Eq. (10)-(11)
 
 
+@pytest.mark.catalog("eq10")
 def test_eq10_mean_key_with_mask():
     K = torch.tensor([[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]])
     torch.testing.assert_close(ca.mean_key(K), torch.tensor([104.0 / 3, 106.0 / 3]))
@@ -122,6 +128,7 @@ def test_eq10_mean_key_with_mask():
         ca.mean_key(K, torch.ones(3))
 
 
+@pytest.mark.catalog("eq11")
 def test_eq11_interactive_matches_loop():
     K1, V1, K2, V2 = rand(2, 4, 3, seed=1), rand(2, 4, 2, seed=2), rand(2, 6, 5, seed=3), rand(2, 6, 4, seed=4)
     s1, _ = additive_fn(5, 3, seed=10)  # query k_bar^(2), keys K^(1)
@@ -138,6 +145,7 @@ def test_eq11_interactive_matches_loop():
         ca.interactive_co_attention(K1, V1, K2, V2[:, :5], s1, s2)
 
 
+@pytest.mark.catalog("eq11")
 def test_interactive_is_permutation_invariant():
     torch.manual_seed(1)
     m = ca.InteractiveCoAttention(5, 3, d_w=6)
@@ -154,6 +162,7 @@ def test_interactive_is_permutation_invariant():
 # ---------------------------------------------------------------- Eq. (12)-(13)
 
 
+@pytest.mark.catalog("eq12")
 def test_eq12_affinity_entry_by_entry():
     K1, K2, W_A = rand(4, 3, seed=1), rand(5, 2, seed=2), rand(3, 2, seed=3)
     A = ca.affinity_matrix(K1, K2, W_A)
@@ -168,6 +177,7 @@ def test_eq12_affinity_entry_by_entry():
         ca.affinity_matrix(rand(2, 4, 3), rand(3, 5, 2), W_A)
 
 
+@pytest.mark.catalog("eq12")
 def test_eq12_permutation_equivariance():
     K1, K2, W_A = rand(2, 4, 3, seed=1), rand(2, 6, 5, seed=2), rand(3, 5, seed=3)
     A = ca.affinity_matrix(K1, K2, W_A)
@@ -177,6 +187,7 @@ def test_eq12_permutation_equivariance():
     torch.testing.assert_close(ca.affinity_matrix(K2, K1, W_A.T), A.transpose(-1, -2))
 
 
+@pytest.mark.catalog("eq13")
 def test_eq13_concat_affinity_brute_force():
     K1, K2, w_A = rand(2, 4, 3, seed=1), rand(2, 5, 3, seed=2), rand(9, seed=3)
     A = ca.concat_affinity_matrix(K1, K2, w_A)
@@ -189,6 +200,7 @@ def test_eq13_concat_affinity_brute_force():
     torch.testing.assert_close(m(K1, K2), ca.concat_affinity_matrix(K1, K2, m.w_A))
 
 
+@pytest.mark.catalog("eq13")
 def test_eq13_needs_equal_key_sizes():
     with pytest.raises(ValueError, match=r"Eq. 13\) needs d_k\^\(1\) == d_k\^\(2\), got d_k\^\(1\)=3, d_k\^\(2\)=4"):
         ca.concat_affinity_matrix(rand(4, 3), rand(5, 4), rand(9))
@@ -203,6 +215,7 @@ def test_eq13_needs_equal_key_sizes():
 # ---------------------------------------------------------------- Eq. (14)-(16)
 
 
+@pytest.mark.catalog("eq14", "eq15")
 def test_eq14_eq15_match_column_form_loop():
     """Eq. (14)-(15) in the survey's column form, element by element."""
     n1, n2, d1, d2, dw = 3, 4, 2, 5, 6
@@ -225,6 +238,7 @@ def test_eq14_eq15_match_column_form_loop():
         ca.parallel_co_attention_scores(K1, K2, A, W1, W1, w1, w2)
 
 
+@pytest.mark.catalog("eq15")
 def test_parallel_scores_ignore_padding():
     torch.manual_seed(2)
     m = ca.ParallelCoAttention(4, 3, d_w=5)
@@ -238,6 +252,7 @@ def test_parallel_scores_ignore_padding():
     assert torch.all(out.a2[:, 4:] == 0)
 
 
+@pytest.mark.catalog("eq16")
 def test_eq16_max_pooling_loop_and_masks():
     A = rand(2, 3, 4, seed=5)
     e1, e2 = ca.max_pooled_affinity_scores(A)
@@ -258,6 +273,7 @@ def test_eq16_max_pooling_loop_and_masks():
         ca.max_pooled_affinity_scores(A, mask1=torch.ones(2, dtype=torch.bool))
 
 
+@pytest.mark.catalog("eq16")
 def test_large_scores_stay_finite():
     A = torch.tensor([[1e4, -1e4], [-1e4, -1e4]])
     out = ca.max_pooled_co_attention(rand(2, 3), rand(2, 3, seed=1), A)
@@ -273,6 +289,7 @@ def test_large_scores_stay_finite():
     assert all(torch.isfinite(t).all() for t in e)
 
 
+@pytest.mark.catalog("eq14")
 def test_parallel_co_attention_gradcheck():
     d = dict(dtype=torch.float64)
     K1, K2 = rand(3, 2, seed=1, **d).requires_grad_(), rand(4, 3, seed=2, **d).requires_grad_()
@@ -298,6 +315,7 @@ def test_parallel_co_attention_gradcheck():
 # ---------------------------------------------------------------- multi-grained
 
 
+@pytest.mark.catalog("extra:multi-grained-co-attention")
 def test_multi_grained_concatenates_coarse_and_fine():
     K1, V1, K2, V2 = rand(2, 4, 3, seed=1), rand(2, 4, 2, seed=2), rand(2, 5, 3, seed=3), rand(2, 5, 6, seed=4)
     s1, _ = additive_fn(3, 3, seed=10)
@@ -317,6 +335,7 @@ def test_multi_grained_concatenates_coarse_and_fine():
 # ---------------------------------------------------------------- bi-directional attention
 
 
+@pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_coarse_parallel_is_interactive_co_attention():
     Q, K = rand(2, 4, 3, seed=1), rand(2, 6, 5, seed=2)
     s_k2q, _ = additive_fn(3, 5, seed=10)   # mean of Q queries K
@@ -331,6 +350,7 @@ def test_bidirectional_coarse_parallel_is_interactive_co_attention():
     torch.testing.assert_close(bi.c_q, co.c2)
 
 
+@pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_alternating_is_eq8_eq9():
     """Review's alternating order + a query-less summary of Q = survey's Eq. (7)-(9)."""
     Q, V_q, K, V_k = rand(4, 3, seed=1), rand(4, 2, seed=2), rand(5, 6, seed=3), rand(5, 3, seed=4)
@@ -352,6 +372,7 @@ def test_bidirectional_alternating_is_eq8_eq9():
     torch.testing.assert_close(bi.a_q, alt.a1)
 
 
+@pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_fine_max_is_eq16():
     Q, K, W_A = rand(2, 4, 3, seed=1), rand(2, 5, 3, seed=2), rand(3, 3, seed=3)
     aff = lambda Q, K: ca.affinity_matrix(Q, K, W_A)  # noqa: E731
@@ -363,6 +384,7 @@ def test_bidirectional_fine_max_is_eq16():
     torch.testing.assert_close(bi.c_k, co.c2)
 
 
+@pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_fine_mean_loop_and_bad_options():
     Q, K = rand(3, 2, seed=1), rand(4, 2, seed=2)
     bi = ca.bidirectional_attention(Q, K, dot_score, granularity="fine", pool="mean")

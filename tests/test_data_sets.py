@@ -37,6 +37,7 @@ def test_graph_mask_is_the_query_nodes_neighbourhood():
     assert any(torch.equal(b.mask[i], A[i, c]) for i in range(32) for c in range(10))
 
 
+@pytest.mark.catalog("extra:task-model")
 def test_task_model_is_the_composition_of_fig1():
     torch.manual_seed(0)
     m = TaskModel(d_f=12, d_u=8, n_classes=4, d=16)
@@ -52,6 +53,7 @@ def test_task_model_is_the_composition_of_fig1():
     assert torch.all(a[~b.mask] == 0)
 
 
+@pytest.mark.catalog("extra:task-model")
 def test_mean_pool_baseline_is_uniform_attention():
     torch.manual_seed(0)
     m = TaskModel(d_f=12, d_u=8, n_classes=4, d=16, pool="mean")

@@ -16,6 +16,7 @@ from attnsurvey.general_mechanisms import dimensionality as md
 from attnsurvey.general_mechanisms.scoring import additive_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
 
 D_Q, D_K, D_V, D_W = 3, 4, 5, 6
 
@@ -32,6 +33,7 @@ def params(dtype=torch.float64, seed=10):
     )
 
 
+@pytest.mark.catalog("eq31")
 def test_eq31_scores_match_loop():
     W1, W2, W_d, b = params()
     Q, K = rand(2, 3, D_Q, seed=1), rand(2, 4, D_K, seed=2)
@@ -45,6 +47,7 @@ def test_eq31_scores_match_loop():
                 torch.testing.assert_close(e[bt, j, l], expected)
 
 
+@pytest.mark.catalog("eq31")
 def test_eq31_column_i_is_additive_score_with_w_i():
     W1, W2, W_d, b = params()
     Q, K = rand(3, D_Q, seed=1), rand(4, D_K, seed=2)
@@ -53,6 +56,7 @@ def test_eq31_column_i_is_additive_score_with_w_i():
         torch.testing.assert_close(e[..., i], additive_score(Q, K, W1, W2, W_d[:, i], b))
 
 
+@pytest.mark.catalog("eq32")
 def test_eq32_weights_match_loop():
     e = rand(2, 4, 3)  # (n_q, n_f, d_v)
     A = md.multidimensional_align(e)
@@ -63,6 +67,7 @@ def test_eq32_weights_match_loop():
                 assert math.isclose(float(A[j, l, i]), math.exp(float(e[j, l, i])) / denom, rel_tol=1e-12)
 
 
+@pytest.mark.catalog("eq32")
 @settings(max_examples=40, deadline=None)
 @given(
     n_q=st.integers(1, 3),
@@ -80,6 +85,7 @@ def test_eq32_every_feature_column_sums_to_one(n_q, n_f, d_v, scale, seed):
     torch.testing.assert_close(A.sum(-2), torch.ones(n_q, d_v, dtype=torch.float64))
 
 
+@pytest.mark.catalog("eq30")
 def test_eq30_context_matches_loop():
     A = torch.softmax(rand(2, 3, 4, D_V), dim=-2)
     V = rand(2, 4, D_V, seed=1)
@@ -100,6 +106,7 @@ def test_hand_computed_two_positions():
     torch.testing.assert_close(md.multidimensional_context(A, V), torch.tensor([[3.0, 2.0]]), atol=1e-12, rtol=0)
 
 
+@pytest.mark.catalog("eq30")
 def test_equal_columns_reduce_to_single_dimensional_attention():
     """W_d with d_v equal columns w gives every feature the same weights: plain additive attention (Eq. 3-4)."""
     W1, W2, _, b = params()
@@ -113,6 +120,7 @@ def test_equal_columns_reduce_to_single_dimensional_attention():
     torch.testing.assert_close(A, ref_a.unsqueeze(-1).expand_as(A))
 
 
+@pytest.mark.catalog("eq32")
 def test_mask_excludes_positions_for_every_feature():
     W1, W2, W_d, b = params()
     Q, K, V = rand(2, 3, D_Q, seed=1), rand(2, 4, D_K, seed=2), rand(2, 4, D_V, seed=3)
@@ -129,6 +137,7 @@ def test_mask_excludes_positions_for_every_feature():
     torch.testing.assert_close(c_b, c)
 
 
+@pytest.mark.catalog("eq30")
 def test_fully_masked_query_gives_zero_context():
     W1, W2, W_d, b = params()
     Q = rand(2, 3, D_Q, seed=1).requires_grad_()
@@ -212,6 +221,7 @@ def test_low_precision_matches_float32(dtype):
     torch.testing.assert_close(c.float(), ref_c, atol=0.05, rtol=0.05)
 
 
+@pytest.mark.catalog("extra:multidimensional-task")
 def test_featurewise_lookup_answer_by_loop():
     g = torch.Generator().manual_seed(0)
     q, K, V, y = featurewise_lookup(30, n_f=4, d_v=3, generator=g)
@@ -226,6 +236,7 @@ def test_featurewise_lookup_answer_by_loop():
         featurewise_lookup(2, d_v=0)
 
 
+@pytest.mark.catalog("extra:multidimensional-task")
 def test_multidimensional_beats_single_dimensional(one_thread):
     """The feature-wise task: multi-dimensional attention solves it, single-dimensional cannot."""
     from attnsurvey.training import seed_everything, train
@@ -236,7 +247,7 @@ def test_multidimensional_beats_single_dimensional(one_thread):
     acc = {}
     for multi in (False, True):
         torch.manual_seed(0)
-        model = md.FeatureLookupModel(16, 4, 4, d_w=32, multi_dimensional=multi)
+        model = FeatureLookupModel(16, 4, 4, d_w=32, multi_dimensional=multi)
         loss = lambda m, bt: F_.binary_cross_entropy_with_logits(m(*bt[:3])[0], bt[3])  # noqa: E731
         train(model, loss, batches, lr=1e-2)
         with torch.no_grad():

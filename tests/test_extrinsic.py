@@ -14,6 +14,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from attnsurvey.data.evaluation_tasks import signal_token_task
 from attnsurvey.evaluation import extrinsic as ex
 from attnsurvey.training import seed_everything, train
+from attnsurvey.experiments.evaluation import ProbeModel
 
 torch.set_num_threads(1)
 
@@ -37,6 +38,7 @@ REFS2 = [
 ]
 
 
+@pytest.mark.catalog("extra:bleu")
 @pytest.mark.parametrize("smooth", ["none", "exp", "floor", "add-k"])
 def test_bleu_matches_sacrebleu(smooth):
     # tokenize="none": sacrebleu splits on whitespace only, as our default tokenizer does
@@ -59,6 +61,7 @@ def test_bleu_13a_tokenizer_matches_sacrebleu():
     assert ex.bleu(hyps, refs) != pytest.approx(lib, abs=1e-3)
 
 
+@pytest.mark.catalog("extra:bleu")
 def test_bleu_hand_computed():
     # hyp "a b c d" vs ref "a b c e": p1 = 3/4, p2 = 2/3, p3 = 1/2, p4 = 0/1; max_n = 3, no smoothing
     assert ex.bleu(["a b c d"], ["a b c e"], max_n=3, smooth="none") == pytest.approx(
@@ -71,6 +74,7 @@ def test_bleu_hand_computed():
     assert ex.ngram_counts("a b a b".split(), 2) == {("a", "b"): 2, ("b", "a"): 1}
 
 
+@pytest.mark.catalog("extra:bleu")
 def test_bleu_perfect_and_bad_input():
     assert ex.bleu(REFS, REFS) == pytest.approx(100.0)
     assert ex.bleu([""], ["a b c"]) == 0.0  # empty hypothesis sentence: legitimate, scores 0
@@ -84,6 +88,7 @@ def test_bleu_perfect_and_bad_input():
         ex.bleu(["a"], ["a"], smooth="laplace")
 
 
+@pytest.mark.catalog("extra:perplexity")
 def test_perplexity_matches_cross_entropy():
     g = torch.Generator().manual_seed(0)
     logits, targets = torch.randn(3, 7, 11, generator=g), torch.randint(0, 11, (3, 7), generator=g)
@@ -96,6 +101,7 @@ def test_perplexity_matches_cross_entropy():
     assert ex.perplexity(F_.one_hot(targets.clamp_min(0), 11).float() * 50, targets.clamp_min(0)) == pytest.approx(1.0)
 
 
+@pytest.mark.catalog("extra:perplexity")
 def test_perplexity_bad_input():
     with pytest.raises(ValueError, match=r"logits \(3, 7, 11\) and targets \(3, 6\)"):
         ex.perplexity(torch.zeros(3, 7, 11), torch.zeros(3, 6, dtype=torch.long))
@@ -105,6 +111,7 @@ def test_perplexity_bad_input():
         ex.perplexity(torch.zeros(2, 11), torch.tensor([-1, -1]), ignore_index=-1)
 
 
+@pytest.mark.catalog("extra:wer")
 def test_edit_counts_hand_computed():
     # ref "a b c d", hyp "a x c d e": one substitution (b->x), one insertion (e)
     assert ex.edit_counts("a b c d".split(), "a x c d e".split()) == (1, 0, 1, 3)
@@ -113,6 +120,7 @@ def test_edit_counts_hand_computed():
     assert ex.edit_counts("a b c".split(), "a c".split()) == (0, 1, 0, 2)
 
 
+@pytest.mark.catalog("extra:wer")
 def test_wer_matches_jiwer():
     refs = REFS + ["one two three four five"]
     hyps = HYPS + [""]  # an empty hypothesis is five deletions
@@ -128,6 +136,7 @@ def test_wer_matches_jiwer():
     assert ex.wer("a", "a b c d") == pytest.approx(3.0) == pytest.approx(jiwer.wer("a", "a b c d"))
 
 
+@pytest.mark.catalog("extra:per")
 def test_per_matches_jiwer_on_phonemes():
     refs = [["h", "@", "l", "oU"], ["w", "3:", "l", "d"]]
     hyps = [["h", "E", "l", "oU", "u"], ["w", "3:", "d"]]
@@ -136,6 +145,7 @@ def test_per_matches_jiwer_on_phonemes():
     assert ex.per(["h @ l oU"], ["h @ l oU"]) == 0.0
 
 
+@pytest.mark.catalog("extra:wer")
 def test_wer_bad_input():
     with pytest.raises(ValueError, match="at least one hypothesis"):
         ex.wer([], [])
@@ -145,6 +155,7 @@ def test_wer_bad_input():
         ex.wer([""], ["a"])
 
 
+@pytest.mark.catalog("extra:precision-recall-f1")
 def test_precision_recall_f1_hand_computed():
     pred = torch.tensor([1, 1, 0, 1, 0, 0])
     true = torch.tensor([1, 0, 0, 1, 1, 0])
@@ -163,6 +174,7 @@ def test_precision_recall_f1_hand_computed():
     assert ex.precision_recall_f1(torch.zeros(3), torch.ones(3)) == (0.0, 0.0, 0.0)
 
 
+@pytest.mark.catalog("extra:precision-recall-f1")
 def test_precision_recall_bad_input():
     with pytest.raises(ValueError, match=r"same shape, got \(3,\) and \(4,\)"):
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(4))
@@ -172,6 +184,7 @@ def test_precision_recall_bad_input():
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(3), average="weighted")
 
 
+@pytest.mark.catalog("extra:iou")
 def test_box_iou_equals_pixel_count():
     g = torch.Generator().manual_seed(0)
     for _ in range(20):
@@ -187,6 +200,7 @@ def test_box_iou_equals_pixel_count():
     assert float(ex.box_iou(torch.tensor([0.0, 0, 1, 1]), torch.tensor([2.0, 2, 3, 3]))) == 0.0
 
 
+@pytest.mark.catalog("extra:iou")
 def test_iou_bad_input():
     with pytest.raises(ValueError, match=r"box_a must have shape \(\.\.\., 4\)"):
         ex.box_iou(torch.zeros(3), torch.zeros(4))
@@ -203,6 +217,7 @@ def _images(seed=0, shape=(32, 40)):
     return x, y
 
 
+@pytest.mark.catalog("extra:psnr")
 def test_psnr_matches_skimage():
     x, y = _images()
     ours = ex.psnr(torch.from_numpy(x), torch.from_numpy(y), data_range=1.0)
@@ -211,6 +226,7 @@ def test_psnr_matches_skimage():
     assert ex.psnr(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0) == math.inf
 
 
+@pytest.mark.catalog("extra:ssim")
 @pytest.mark.parametrize("window,sample_cov", [("gaussian", False), ("gaussian", True), ("uniform", True), ("uniform", False)])
 def test_ssim_matches_skimage(window, sample_cov):
     x, y = _images(1)
@@ -224,6 +240,7 @@ def test_ssim_matches_skimage(window, sample_cov):
     assert float(w.sum()) == pytest.approx(1.0) and w.shape == ((11, 11) if window == "gaussian" else (7, 7))
 
 
+@pytest.mark.catalog("extra:psnr", "extra:ssim")
 def test_image_metrics_bad_input():
     x = torch.zeros(16, 16)
     with pytest.raises(ValueError, match=r"same shape, got x \(16, 16\) and y \(16, 15\)"):
@@ -238,6 +255,7 @@ def test_image_metrics_bad_input():
         ex.ssim(torch.zeros(3, 16, 16), torch.zeros(3, 16, 16), 1.0)
 
 
+@pytest.mark.catalog("extra:uniform-attention-ablation")
 def test_uniform_weights_mask_and_sum():
     a = torch.softmax(torch.randn(2, 3, 5), -1)
     u = ex.uniform_weights(a)
@@ -249,10 +267,11 @@ def test_uniform_weights_mask_and_sum():
     assert torch.equal(u[1, 2], torch.zeros(5))  # fully masked row: zero weights, zero context
 
 
+@pytest.mark.catalog("extra:uniform-attention-ablation")
 def test_ablation_drops_on_trained_model():
     g = seed_everything(0)
     x, y, _ = signal_token_task(600, 8, 3, 12, g)
-    model = ex.ProbeModel(12, 3, 8, vocab=15)
+    model = ProbeModel(12, 3, 8, vocab=15)
     batches = [(x[i : i + 50], y[i : i + 50]) for i in range(0, 600, 50)] * 5
     train(model, lambda m, b: F_.cross_entropy(m(b[0])[0].reshape(-1, 3), b[1].reshape(-1)), batches, lr=2e-2)
     learned, uniform = ex.uniform_attention_ablation(model, x, y)
@@ -262,4 +281,4 @@ def test_ablation_drops_on_trained_model():
     logits, a = model(x)
     torch.testing.assert_close(model(x, weights=a)[0], logits)
     with pytest.raises(ValueError, match="exactly one of vocab"):
-        ex.ProbeModel(4, 2, 5)
+        ProbeModel(4, 2, 5)

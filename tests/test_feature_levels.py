@@ -12,6 +12,7 @@ from attnsurvey.feature_related import levels as lv
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.feature_related import DocumentClassifier
 
 
 def softmax_list(xs):
@@ -23,6 +24,7 @@ def softmax_list(xs):
 # ---------------------------------------------------------------- attention-via-attention
 
 
+@pytest.mark.catalog("extra:attention-via-attention")
 def test_ava_equals_two_manual_attention_steps():
     q, Fw, Fc = rand(2, 3, 4), rand(2, 5, 6, seed=1), rand(2, 9, 7, seed=2)
     WKw, WVw = rand(4, 6, seed=3), rand(5, 6, seed=4)
@@ -40,6 +42,7 @@ def test_ava_equals_two_manual_attention_steps():
     assert r.c.shape == (2, 3, 5 + 3)
 
 
+@pytest.mark.catalog("extra:attention-via-attention")
 def test_ava_character_query_sees_word_context():
     # Characters carry the one-hot id of their word; the character score only
     # compares that id with the word context, so the character weights must
@@ -58,6 +61,7 @@ def test_ava_character_query_sees_word_context():
         assert mass[target] > 0.99
 
 
+@pytest.mark.catalog("extra:attention-via-attention")
 def test_ava_module_single_and_many_queries():
     torch.manual_seed(0)
     m = lv.AttentionViaAttention(d_q=4, d_f_w=6, d_f_c=5, d_v_w=3, d_v_c=2)
@@ -77,6 +81,7 @@ def test_ava_module_single_and_many_queries():
     torch.testing.assert_close(one.c, ref.c[:, 0])
 
 
+@pytest.mark.catalog("extra:attention-via-attention")
 def test_ava_rejects_bad_widths():
     q, Fw, Fc = rand(1, 2, 4), rand(1, 5, 6), rand(1, 9, 7)
     with pytest.raises(ValueError, match=r"W_K must have shape \(d_k, d_f\)"):
@@ -143,6 +148,7 @@ def _mask(B=3, n_S=4, n_w=5, seed=0):
     return m
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_hierarchical_matches_brute_force_loops():
     F, mask, w = rand(3, 4, 5, 5), _mask(), _weights()
     r = lv.hierarchical_attention(F, word_mask=mask, **w)
@@ -153,6 +159,7 @@ def test_hierarchical_matches_brute_force_loops():
     assert r.C.shape == (3, 4, 3)
 
 
+@pytest.mark.catalog("extra:hierarchical-attention", "extra:hierarchical-chunk-contexts")
 def test_empty_sentence_gets_zero_weight_and_zero_vector():
     F, mask, w = rand(3, 4, 5, 5), _mask(), _weights()
     F = F.clone().requires_grad_(True)
@@ -171,6 +178,7 @@ def test_empty_sentence_gets_zero_weight_and_zero_vector():
     assert torch.equal(r3.c, torch.zeros(1, 2)) and torch.equal(r3.a_chunk, torch.zeros(1, 4))
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_padding_does_not_change_the_result():
     F, mask, w = rand(3, 4, 5, 5), _mask(), _weights()
     r = lv.hierarchical_attention(F, word_mask=mask, **w)
@@ -184,6 +192,7 @@ def test_padding_does_not_change_the_result():
     assert torch.all(r2.a_chunk[:, 4] == 0)
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_hierarchical_permutation_invariance():
     F, mask, w = rand(3, 4, 5, 5), _mask(), _weights()
     r = lv.hierarchical_attention(F, word_mask=mask, **w)
@@ -210,6 +219,7 @@ def test_hierarchical_permutation_invariance():
     torch.testing.assert_close(lv.flat_attention(rand(4), Kp, Vp)[0], c_flat)
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_hierarchical_large_scores_and_gradcheck():
     F, mask, w = rand(2, 4, 5, 5), _mask(2), _weights()
     big = {k: (v * 1e3 if k.startswith("q") else v) for k, v in w.items()}
@@ -229,6 +239,7 @@ def test_hierarchical_large_scores_and_gradcheck():
     assert torch.autograd.gradcheck(lambda q, K: lv.hierarchical_chunk_attention(q, K, K, m).c, (q, K))
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_hierarchical_rejects_mismatched_documents():
     w = _weights()
     with pytest.raises(ValueError, match=r"F must have shape \(\.\.\., n_S, n_w, d_f\^\(S\)\)"):
@@ -249,6 +260,7 @@ def test_hierarchical_rejects_mismatched_documents():
         m(rand(2, 3, 4, 6))
 
 
+@pytest.mark.catalog("extra:hierarchical-chunk-contexts")
 def test_chunk_contexts_match_per_sentence_attend():
     q, K, V, mask = rand(3, 4), rand(3, 4, 5, 4, seed=1), rand(3, 4, 5, 6, seed=2), _mask()
     C, aW = lv.chunk_contexts(q, K, V, mask)
@@ -267,6 +279,7 @@ def test_chunk_contexts_match_per_sentence_attend():
 # ---------------------------------------------------------------- review eq. 7 vs eq. 8-9
 
 
+@pytest.mark.catalog("extra:hierarchical-scaled-weights")
 def test_scaled_weights_hand_computed():
     a_word = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
     a_chunk = torch.tensor([0.25, 0.75])
@@ -285,6 +298,7 @@ def test_scaled_weights_hand_computed():
     assert torch.equal(z, torch.zeros(2, 2))
 
 
+@pytest.mark.catalog("extra:hierarchical-scaled-weights")
 def test_scaled_weights_rejects_bad_input():
     with pytest.raises(ValueError, match=r"a_chunk must have shape \(\.\.\., n_S\) = \(2, 3\)"):
         lv.scaled_word_weights(torch.rand(2, 3, 4), torch.rand(2, 4))
@@ -294,6 +308,7 @@ def test_scaled_weights_rejects_bad_input():
         lv.hierarchical_scaled_attention(torch.rand(2, 3), torch.rand(2), torch.rand(2, 4, 5))
 
 
+@pytest.mark.catalog("extra:hierarchical-chunk-contexts", "extra:hierarchical-scaled-weights")
 def test_scaled_equals_chunk_contexts_with_same_weights():
     # Derivation: c^doc = sum_m b_m c_m = sum_m b_m sum_i a_mi v_mi = sum_{m,i} (b_m a_mi) v_mi,
     # and with per-chunk normalised a_mi the eq. 7 denominator sum_m b_m sum_i a_mi is 1.
@@ -308,6 +323,7 @@ def test_scaled_equals_chunk_contexts_with_same_weights():
     torch.testing.assert_close(rl.c, c7 @ W.T)
 
 
+@pytest.mark.catalog("extra:hierarchical-chunk-contexts")
 def test_forms_disagree_with_nonlinear_values():
     q, K, V, mask = rand(3, 4), rand(3, 4, 5, 4, seed=1), rand(3, 4, 5, 4, seed=2), _mask()
     r = lv.hierarchical_chunk_attention(q, K, V, mask, value_map=torch.tanh)
@@ -315,6 +331,7 @@ def test_forms_disagree_with_nonlinear_values():
     assert (r.c - c7).abs().max() > 1e-2
 
 
+@pytest.mark.catalog("extra:hierarchical-scaled-weights")
 def test_scaled_with_document_normalised_words_reweights_chunks():
     # If a_mi is normalised over the whole document, a_mi = p_m r_mi with p_m the
     # mass of chunk m; eq. 7 then equals eq. 8-9 with chunk weights b'_m ~ p_m b_m.
@@ -352,6 +369,7 @@ def test_document_data_has_one_deciding_sentence():
 N_STEPS = 50
 
 
+@pytest.mark.catalog("extra:hierarchical-attention")
 def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):
     from attnsurvey.training import accuracy, train
 
@@ -368,7 +386,7 @@ def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):
     accs, mass = {}, {}
     for kind in ("hierarchical", "flat"):
         torch.manual_seed(0)
-        m = lv.DocumentClassifier(len(data.vocab), 12, 2, kind)
+        m = DocumentClassifier(len(data.vocab), 12, 2, kind)
         train(m, lambda m, b: F_.cross_entropy(m(b[0], b[1]).logits, b[2]), batches(N_STEPS), lr=5e-2)
         with torch.no_grad():
             out = m(te.tokens, te.word_mask)

@@ -13,6 +13,7 @@ from attnsurvey.feature_related import representations as rp
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
 from .helpers import rand
+from attnsurvey.experiments.feature_related import RepresentationClassifier
 
 
 def _params(dims=(3, 5, 2), d_t=4, dtype=torch.float32):
@@ -21,6 +22,7 @@ def _params(dims=(3, 5, 2), d_t=4, dtype=torch.float32):
     return Ws, bs, rand(d_t, seed=30, dtype=dtype)
 
 
+@pytest.mark.catalog("eq21")
 def test_eq21_matches_linear_layers_loop():
     dims, d_t = (3, 5, 2), 4
     layers = [nn.Linear(d, d_t) for d in dims]
@@ -36,6 +38,7 @@ def test_eq21_matches_linear_layers_loop():
     torch.testing.assert_close(X0[..., 2, :], xs[2] @ layers[2].weight.T)
 
 
+@pytest.mark.catalog("eq21")
 def test_eq21_rejects_wrong_width():
     Ws, bs, _ = _params()
     xs = [rand(6, 3), rand(6, 7), rand(6, 2)]
@@ -58,6 +61,7 @@ def test_eq21_rejects_wrong_width():
         m([rand(6, 3)])
 
 
+@pytest.mark.catalog("eq22")
 def test_eq22_hand_computed():
     X_t = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]])
     w = torch.tensor([math.log(2.0), 0.0])
@@ -73,6 +77,7 @@ def test_eq22_hand_computed():
     torch.testing.assert_close(r.a, a)
 
 
+@pytest.mark.catalog("eq22")
 def test_eq22_is_general_attention_with_constant_query():
     # The meta-embedding is the general attention model with F = X_t, K = V = F and
     # the constant query w under the multiplicative score (Eq. 2-4).
@@ -87,6 +92,7 @@ def test_eq22_is_general_attention_with_constant_query():
     torch.testing.assert_close(r.a.sum(-1), torch.ones(7))
 
 
+@pytest.mark.catalog("eq22")
 def test_eq22_permutation_equivariance():
     dims, (Ws, bs, w) = (3, 5, 2), _params()
     xs = [rand(7, d, seed=i) for i, d in enumerate(dims)]
@@ -97,6 +103,7 @@ def test_eq22_permutation_equivariance():
     torch.testing.assert_close(rp_.a, r.a[:, p])
 
 
+@pytest.mark.catalog("eq22")
 def test_eq22_mask_large_scores_and_gradcheck():
     dims, (Ws, bs, w) = (3, 5, 2), _params()
     xs = [rand(4, d, seed=i) for i, d in enumerate(dims)]
@@ -118,6 +125,7 @@ def test_eq22_mask_large_scores_and_gradcheck():
     torch.testing.assert_close(m(xs).a, torch.full((4, 3), 1 / 3))
 
 
+@pytest.mark.catalog("eq22")
 def test_eq22_rejects_bad_input():
     with pytest.raises(ValueError, match=r"w must have shape \(d_t,\) = \(4,\), got \(3,\)"):
         rp.representation_scores(rand(2, 3, 4), rand(3))
@@ -127,6 +135,7 @@ def test_eq22_rejects_bad_input():
         rp.MetaEmbedding([3], 4, combine="max")
 
 
+@pytest.mark.catalog("eq22")
 def test_meta_embedding_finds_informative_tables(one_thread):
     from attnsurvey.training import accuracy, train
 
@@ -142,7 +151,7 @@ def test_meta_embedding_finds_informative_tables(one_thread):
     acc, weights = {}, {}
     for combine in ("attention", "average"):
         torch.manual_seed(0)
-        m = rp.RepresentationClassifier(T.dims, 8, 4, combine)
+        m = RepresentationClassifier(T.dims, 8, 4, combine)
         train(m, lambda m, b: F_.cross_entropy(m(T.lookup(b[0]))[0], T.classes[b[0]]), batches, lr=2e-2)
         with torch.no_grad():
             logits, weights[combine] = m(T.lookup(tew))

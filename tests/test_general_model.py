@@ -17,6 +17,7 @@ from .helpers import rand
 torch.set_default_dtype(torch.float32)
 
 
+@pytest.mark.catalog("eq1")
 def test_eq1_keys_values_match_linear_layers():
     F = rand(2, 5, 4)
     lin_k, lin_v = nn.Linear(4, 3, bias=False), nn.Linear(4, 6, bias=False)
@@ -27,6 +28,7 @@ def test_eq1_keys_values_match_linear_layers():
     torch.testing.assert_close(K[0].T, lin_k.weight @ F[0].T)
 
 
+@pytest.mark.catalog("eq1")
 def test_eq1_rejects_wrong_weight_shape():
     with pytest.raises(ValueError, match=r"W_K must have shape \(d_k, d_f\)"):
         gm.keys_values(rand(5, 4), rand(3, 5), rand(3, 4))
@@ -34,6 +36,7 @@ def test_eq1_rejects_wrong_weight_shape():
         gm.keys_values(rand(4), rand(3, 4), rand(3, 4))
 
 
+@pytest.mark.catalog("eq2")
 def test_eq2_scores_match_loop():
     Q, K = rand(3, 4, seed=1), rand(5, 4, seed=2)
     e = gm.attention_scores(Q, K, dot_score)
@@ -47,6 +50,7 @@ def test_eq2_rejects_mismatched_dims():
         gm.attention_scores(rand(2, 16), rand(3, 32), dot_score)
 
 
+@pytest.mark.catalog("eq3")
 @settings(max_examples=40, deadline=None)
 @given(n_q=st.integers(1, 4), n_f=st.integers(1, 7), scale=st.floats(0.01, 1e4), seed=st.integers(0, 10_000))
 def test_eq3_weights_on_simplex(n_q, n_f, scale, seed):
@@ -56,6 +60,7 @@ def test_eq3_weights_on_simplex(n_q, n_f, scale, seed):
     torch.testing.assert_close(a.sum(-1), torch.ones(n_q))
 
 
+@pytest.mark.catalog("eq3")
 def test_eq3_large_scores_stay_finite():
     e = torch.tensor([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4]])
     a = gm.align(e)
@@ -67,6 +72,7 @@ def test_eq3_large_scores_stay_finite():
     torch.testing.assert_close(a[0], torch.tensor([0.0, 0.0, 1.0]))
 
 
+@pytest.mark.catalog("eq3")
 def test_fully_masked_row_gives_zero_context():
     Q, K, V = rand(2, 3, 4), rand(2, 5, 4, seed=1), rand(2, 5, 6, seed=2)
     mask = torch.ones(2, 3, 5, dtype=torch.bool)
@@ -87,6 +93,7 @@ def test_mask_validation():
         gm.align(e, torch.ones(2, 3, 4, dtype=torch.bool))
 
 
+@pytest.mark.catalog("eq4")
 def test_eq4_context_hand_computed():
     a = torch.tensor([[0.25, 0.75]])
     V = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
@@ -95,6 +102,7 @@ def test_eq4_context_hand_computed():
         gm.context(torch.ones(1, 3), V)
 
 
+@pytest.mark.catalog("eq4")
 def test_attend_equals_sdpa():
     Q, K, V = rand(2, 4, 8), rand(2, 6, 8, seed=1), rand(2, 6, 5, seed=2)
     mask = rand(2, 4, 6, seed=3) > -0.5
@@ -121,6 +129,7 @@ def test_general_module_equals_multihead_attention_one_head():
     torch.testing.assert_close(c @ mha.out_proj.weight.T, ref_out, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.catalog("eq5")
 def test_eq5_output_model_matches_linear_softmax():
     c = rand(3, 4)
     out = gm.OutputModel(4, 5)
@@ -143,6 +152,7 @@ def test_single_and_many_queries_agree():
         att(rand(2, 5), Fm)
 
 
+@pytest.mark.catalog("extra:attention-as-expectation")
 def test_context_is_expectation_of_selected_value():
     V = rand(6, 3)
     a = torch.softmax(rand(1, 6, seed=4), -1)
@@ -156,6 +166,7 @@ def test_context_is_expectation_of_selected_value():
         gm.sample_selection(torch.ones(1, 3), 2)
 
 
+@pytest.mark.catalog("extra:key-value-vs-plain")
 def test_plain_attention_is_identity_weights():
     Fm, q = rand(2, 5, 4), rand(2, 4, seed=1)
     plain = gm.GeneralAttention(d_q=4, d_f=4, plain=True)
@@ -169,6 +180,7 @@ def test_plain_attention_is_identity_weights():
     assert sum(p.numel() for p in plain.parameters()) == 0
 
 
+@pytest.mark.catalog("extra:memory-addressing")
 def test_memory_read_sharpens_to_hard_lookup():
     keys = torch.eye(4) * 30.0  # sharp, orthogonal addresses
     values = rand(4, 3)
@@ -178,6 +190,7 @@ def test_memory_read_sharpens_to_hard_lookup():
     torch.testing.assert_close(read, values[[2]], atol=1e-5, rtol=0)
 
 
+@pytest.mark.catalog("extra:data-organisation")
 def test_permutation_invariance_of_single_query():
     att = gm.GeneralAttention(d_q=4, d_f=4, score="additive")
     q, Fm = rand(4), rand(9, 4, seed=1)
@@ -188,6 +201,7 @@ def test_permutation_invariance_of_single_query():
     torch.testing.assert_close(a[perm], a_p)
 
 
+@pytest.mark.catalog("extra:data-organisation")
 def test_permutation_equivariance_of_queries():
     att = gm.GeneralAttention(d_q=4, d_f=4)
     Q, Fm = rand(5, 4), rand(9, 4, seed=1)
@@ -198,6 +212,7 @@ def test_permutation_equivariance_of_queries():
     torch.testing.assert_close(a[perm], a_p)
 
 
+@pytest.mark.catalog("extra:data-organisation")
 def test_grid_and_graph_are_flattened_sets():
     """An image grid (H, W, d) and graph nodes (n, d) are attended as sets of vectors."""
     att = gm.GeneralAttention(d_q=3, d_f=3)
@@ -238,6 +253,7 @@ def test_rejects_non_tensors_and_integer_dtypes():
         scaled_dot_score(rand(2, 3), rand(2, 3, dtype=torch.float64))
 
 
+@pytest.mark.catalog("eq4")
 def test_empty_feature_set_gives_zero_context():
     Q = rand(2, 3, 4)
     K, V = torch.zeros(2, 0, 4), torch.zeros(2, 0, 5)

@@ -10,12 +10,13 @@ from scipy import stats
 
 from attnsurvey.data.evaluation_tasks import patch_image_task, toy_translation_task
 from attnsurvey.evaluation import intrinsic as it
-from attnsurvey.evaluation.extrinsic import ProbeModel
 from attnsurvey.training import seed_everything, train
+from attnsurvey.experiments.evaluation import ProbeModel
 
 torch.set_num_threads(1)
 
 
+@pytest.mark.catalog("eq46")
 def test_eq46_hand_computed_and_bounds():
     a = torch.tensor([[0.1, 0.4, 0.2, 0.3], [0.25, 0.25, 0.25, 0.25]])
     G = torch.tensor([[False, True, False, True], [True, False, False, False]])
@@ -31,6 +32,7 @@ def test_eq46_hand_computed_and_bounds():
     assert d["G"].sum(-1).tolist() == [4] * 5 and d["regions"].shape == (5, 16, 9)
 
 
+@pytest.mark.catalog("eq46")
 def test_eq46_bad_input():
     with pytest.raises(ValueError, match=r"a \(2, 4\), G \(2, 5\)"):
         it.attention_correctness(torch.zeros(2, 4), torch.zeros(2, 5, dtype=torch.bool))
@@ -38,6 +40,7 @@ def test_eq46_bad_input():
         it.attention_correctness(torch.zeros(4), torch.zeros(4))
 
 
+@pytest.mark.catalog("extra:aer")
 def test_aer_hand_computed():
     S = it.links_to_matrix([(0, 0), (1, 2)], 3, 3)
     P = it.links_to_matrix([(0, 0), (1, 2), (2, 1), (2, 2)], 3, 3)
@@ -60,6 +63,7 @@ def test_aer_hand_computed():
     assert (S <= P).all() and S.sum(-1).eq(1).all()
 
 
+@pytest.mark.catalog("extra:aer")
 def test_aer_bad_input():
     with pytest.raises(ValueError, match=r"link \(3, 0\) refers to target position 3, but n_tgt=3"):
         it.links_to_matrix([(3, 0)], 3, 4)
@@ -74,6 +78,7 @@ def test_aer_bad_input():
         it.alignment_error_rate(z.float(), z)
 
 
+@pytest.mark.catalog("extra:supervised-attention")
 def test_alignment_loss_hand_computed():
     a = torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]])
     gold = torch.tensor([[True, False, False], [False, True, True], [False, False, False]])
@@ -108,6 +113,7 @@ def _train_translation(lam: float, seed: int, steps_data=(800, 40)):
     return float((logits.argmax(-1) == y).float().mean()), it.alignment_error_rate(it.hard_alignment(a), S, P)
 
 
+@pytest.mark.catalog("extra:supervised-attention")
 def test_supervised_attention_lowers_aer():
     acc_sup, aer_sup = _train_translation(1.0, seed=1)
     assert acc_sup > 0.95 and aer_sup < 0.05
@@ -116,6 +122,7 @@ def test_supervised_attention_lowers_aer():
     assert max(aers) > aer_sup + 0.1
 
 
+@pytest.mark.catalog("extra:rank-correlation")
 def test_rank_correlations_match_scipy():
     g = torch.Generator().manual_seed(0)
     for n in (2, 5, 30):
@@ -132,6 +139,7 @@ def test_rank_correlations_match_scipy():
     assert math.isnan(it.spearman(torch.ones(4), torch.arange(4.0)))
 
 
+@pytest.mark.catalog("extra:rank-correlation")
 def test_rank_correlation_bad_input():
     with pytest.raises(ValueError, match=r"one length, got \(3,\) and \(4,\)"):
         it.spearman(torch.zeros(3), torch.zeros(4))
@@ -139,6 +147,7 @@ def test_rank_correlation_bad_input():
         it.kendall_tau(torch.zeros(1), torch.zeros(1))
 
 
+@pytest.mark.catalog("extra:gradient-importance")
 def test_gradient_importance_matches_finite_differences():
     torch.manual_seed(0)
     model = ProbeModel(6, 3, 5, d_in=4).double()
@@ -159,6 +168,7 @@ def test_gradient_importance_matches_finite_differences():
     assert imp_fixed.shape == (2, 5) and not torch.allclose(imp_fixed, imp)
 
 
+@pytest.mark.catalog("extra:adversarial-attention")
 def test_js_and_tvd_hand_computed():
     p, q = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     assert float(it.js_divergence(p, q)) == pytest.approx(math.log(2))
@@ -172,6 +182,7 @@ def test_js_and_tvd_hand_computed():
         it.js_divergence(p, torch.ones(3) / 3)
 
 
+@pytest.mark.catalog("extra:adversarial-attention")
 def test_adversarial_attention_respects_constraint():
     # output depends only on the total weight on positions {0, 1} -> many far-away weights give it
     V = torch.tensor([[1.0], [1.0], [0.0], [0.0]])
@@ -193,6 +204,7 @@ def test_adversarial_attention_respects_constraint():
         it.adversarial_attention(out, a, eps=-1.0)
 
 
+@pytest.mark.catalog("extra:permuted-attention")
 def test_permuted_attention_keeps_values():
     g = torch.Generator().manual_seed(0)
     a = torch.softmax(torch.randn(3, 2, 6, generator=g), -1)

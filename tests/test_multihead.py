@@ -25,6 +25,7 @@ def torch_mha(W_Q, W_K, W_V, W_O, h, bias=False):
     return ref.eval()
 
 
+@pytest.mark.catalog("eq38")
 def test_eq38_head_projections_are_row_blocks():
     # head j's query is rows j*d_k:(j+1)*d_k of W_Q applied to q, as in the survey's W_q^(j) q
     Q = rand(3, 8)
@@ -35,12 +36,14 @@ def test_eq38_head_projections_are_row_blocks():
         torch.testing.assert_close(q[j], Q @ W_Q[4 * j : 4 * (j + 1)].T)
 
 
+@pytest.mark.catalog("eq38")
 def test_split_merge_roundtrip():
     X = rand(2, 5, 12)
     for h in (1, 2, 3, 4, 6, 12):
         torch.testing.assert_close(mh.merge_heads(mh.split_heads(X, h)), X)
 
 
+@pytest.mark.catalog("eq38")
 def test_bad_head_counts_raise():
     with pytest.raises(ValueError, match="d_model=10 is not divisible by the number of heads h=3"):
         mh.MultiHeadAttention(10, 3)
@@ -62,6 +65,7 @@ def test_bad_head_counts_raise():
         m(rand(3, 8), mask=torch.ones(3, 3))
 
 
+@pytest.mark.catalog("eq39")
 def test_eq39_head_contexts_match_sdpa():
     Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
     W_Q, W_K, W_V, _ = weights()
@@ -74,6 +78,7 @@ def test_eq39_head_contexts_match_sdpa():
     torch.testing.assert_close(a.sum(-1), torch.ones(2, 2, 3))
 
 
+@pytest.mark.catalog("eq40")
 def test_eq40_equals_torch_multihead_attention():
     Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
     W = weights()
@@ -86,6 +91,7 @@ def test_eq40_equals_torch_multihead_attention():
     torch.testing.assert_close(a, a_heads)
 
 
+@pytest.mark.catalog("eq40")
 def test_mask_polarity_and_key_padding_vs_torch():
     Q, F = rand(2, 4, 8), rand(2, 4, 8, seed=1)
     W = weights(seed=3)
@@ -106,6 +112,7 @@ def test_mask_polarity_and_key_padding_vs_torch():
     assert torch.all(a[1, :, :, 2:] == 0)
 
 
+@pytest.mark.catalog("eq40")
 def test_module_with_bias_equals_torch():
     torch.manual_seed(0)
     m = mh.MultiHeadAttention(8, 4, bias=True)
@@ -122,6 +129,7 @@ def test_module_with_bias_equals_torch():
     torch.testing.assert_close(a, a_ref)
 
 
+@pytest.mark.catalog("eq39")
 def test_fully_masked_rows_and_large_scores():
     W = weights()
     Q, F = rand(2, 3, 8) * 1e3, rand(2, 5, 8, seed=1) * 1e3  # scores ~1e6 before scaling
@@ -138,6 +146,7 @@ def test_fully_masked_rows_and_large_scores():
     assert torch.isnan(out_ref[:, 1]).all()
 
 
+@pytest.mark.catalog("eq40")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_dtypes(dtype):
     W = weights()
@@ -152,6 +161,7 @@ def test_low_precision_dtypes(dtype):
     torch.testing.assert_close(a.float().sum(-1), torch.ones(2, 2, 3), rtol=0.02, atol=0.02)
 
 
+@pytest.mark.catalog("extra:multihead-matrix-form")
 def test_matrix_form_equals_stacked_form():
     Q, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
     W_Q, W_K, W_V, W_O = weights(seed=5)
@@ -167,6 +177,7 @@ def test_matrix_form_equals_stacked_form():
         mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K), per(W_V), rand(6, 8))
 
 
+@pytest.mark.catalog("extra:disagreement-regularisation")
 def test_disagreement_matches_loop_and_extremes():
     O = rand(2, 3, 4, 5)  # (batch, h, n, d)
     D = mh.disagreement_regularisation(O, "output")
@@ -190,6 +201,7 @@ def test_disagreement_matches_loop_and_extremes():
         mh.disagreement_regularisation(rand(3, 4))
 
 
+@pytest.mark.catalog("extra:disagreement-regularisation")
 def test_disagreement_gradient_pushes_heads_apart():
     O = (rand(1, 4, 3) + 0.1 * rand(2, 4, 3, seed=1)).requires_grad_(True)
     before = float(mh.disagreement_regularisation(O.detach()))

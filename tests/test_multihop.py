@@ -13,6 +13,7 @@ from attnsurvey.query_related import multihop as mh
 from .helpers import rand
 
 
+@pytest.mark.catalog("eq41")
 def test_eq41_transforms_hand_computed():
     q, c = torch.tensor([1.0, 2.0]), torch.tensor([0.5, -1.0])
     assert torch.equal(mh.add_transform(q, c), torch.tensor([1.5, 1.0]))
@@ -20,6 +21,7 @@ def test_eq41_transforms_hand_computed():
     assert torch.equal(mh.linear_transform(q, c, H), torch.tensor([2.5, 1.0]))  # H q = [2, 2]
 
 
+@pytest.mark.catalog("eq42")
 def test_eq42_hop_scores_concatenate():
     q, c, K = rand(2, 3), rand(2, 2, seed=1), rand(2, 4, 5, seed=2)
     W = rand(5, 5, seed=3)  # general score: concat(q, c)^T W k, d_q + d_v = 5
@@ -47,6 +49,7 @@ def _loop_multi_hop(q0, K, V, W, n_hops):
     return c, q, torch.tensor(As, dtype=K.dtype)
 
 
+@pytest.mark.catalog("eq41", "eq42")
 def test_eq41_42_multi_hop_matches_explicit_loop():
     q0, K, V = rand(3, 4, dtype=torch.float64), rand(3, 6, 5, seed=1, dtype=torch.float64), rand(3, 6, 4, seed=2, dtype=torch.float64)
     W = rand(5, 8, seed=3, dtype=torch.float64) * 0.5
@@ -59,6 +62,7 @@ def test_eq41_42_multi_hop_matches_explicit_loop():
         torch.testing.assert_close(A[b], A_ref)
 
 
+@pytest.mark.catalog("eq42")
 def test_one_hop_equals_single_attention():
     q0, K, V = rand(2, 3), rand(2, 5, 6, seed=1), rand(2, 5, 3, seed=2)
     c0 = rand(2, 3, seed=3)
@@ -70,6 +74,7 @@ def test_one_hop_equals_single_attention():
     torch.testing.assert_close(A[:, 0], ref_a.squeeze(-2))
 
 
+@pytest.mark.catalog("eq42")
 def test_multi_hop_masks_and_large_scores():
     q0, K, V = rand(2, 2) * 1e4, rand(2, 4, 4, seed=1), rand(2, 4, 2, seed=2)
     mask = torch.tensor([[True, False, True, False], [False] * 4])
@@ -80,6 +85,7 @@ def test_multi_hop_masks_and_large_scores():
     torch.testing.assert_close(A[0].sum(-1), torch.ones(2))
 
 
+@pytest.mark.catalog("eq41")
 def test_multi_hop_rejects_bad_input():
     q0, K, V = rand(3), rand(5, 6), rand(5, 3)
     with pytest.raises(ValueError, match="n_hops=0"):
@@ -96,6 +102,7 @@ def test_multi_hop_rejects_bad_input():
         mh.MultiHopAttention(4, 6, 2, transform="gru")
 
 
+@pytest.mark.catalog("eq42")
 def test_multi_hop_module_and_gradcheck():
     F = rand(2, 5, 6)
     q0 = rand(2, 4, seed=1)
@@ -112,6 +119,7 @@ def test_multi_hop_module_and_gradcheck():
     assert torch.autograd.gradcheck(fn, (q0, K, V, W))
 
 
+@pytest.mark.catalog("extra:memory-network-hops")
 def test_memory_hop_matches_loop():
     u, M, C = rand(3), rand(4, 3, seed=1), rand(4, 2, seed=2)
     o, p = mh.memory_hop(u, M, C)
@@ -121,6 +129,7 @@ def test_memory_hop_matches_loop():
     torch.testing.assert_close(o, sum(p_ref[i] * C[i] for i in range(4)))
 
 
+@pytest.mark.catalog("extra:memory-network-hops")
 def test_memory_network_is_multi_hop_special_case():
     """q_{s+1} = q_s + c_s with shared memories equals Eq. (41)-(42) with an add transform
     and a score that ignores c; the order differs by one hop of bookkeeping."""
@@ -133,6 +142,7 @@ def test_memory_network_is_multi_hop_special_case():
     torch.testing.assert_close(q + c, u)
 
 
+@pytest.mark.catalog("extra:memory-network-hops")
 def test_memory_network_masks_padding_sentences():
     torch.manual_seed(0)
     net = mh.EndToEndMemoryNetwork(vocab_size=10, d=8, n_hops=2, n_answers=3)
@@ -146,6 +156,7 @@ def test_memory_network_masks_padding_sentences():
     torch.testing.assert_close(net(story2, torch.tensor([[6, 7]]))[0], logits)
 
 
+@pytest.mark.catalog("extra:memory-network-hops")
 def test_memory_network_rejects_bad_input():
     net = mh.EndToEndMemoryNetwork(vocab_size=10, d=8, n_hops=1, n_answers=3)
     with pytest.raises(ValueError, match=r"story must be \(B, n, L\)"):
@@ -158,6 +169,7 @@ def test_memory_network_rejects_bad_input():
         mh.EndToEndMemoryNetwork(10, 8, 0, 3)
 
 
+@pytest.mark.catalog("extra:memory-network-hops")
 def test_two_fact_stories_are_consistent():
     d = two_fact_stories(50, generator=torch.Generator().manual_seed(0))
     vocab = d.vocab

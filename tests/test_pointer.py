@@ -13,6 +13,7 @@ from .helpers import rand
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_pointer_scores_match_loop():
     H, h = rand(2, 5, 4), rand(2, 3, 6, seed=1)
     W, U, v = rand(7, 4, seed=2), rand(7, 6, seed=3), rand(7, seed=4)
@@ -25,6 +26,7 @@ def test_pointer_scores_match_loop():
                 torch.testing.assert_close(s[b, m, n], ref)
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_pointer_log_probs_mask_used_positions():
     s = torch.tensor([[1e4, 0.0, -1e4, 2.0]])
     free = torch.tensor([[False, True, True, True]])
@@ -36,6 +38,7 @@ def test_pointer_log_probs_mask_used_positions():
     torch.testing.assert_close(pn.pointer_log_probs(s[:, 1:]), torch.log_softmax(s[:, 1:], -1))
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_outputs_are_permutations():
     torch.manual_seed(0)
     model = pn.PointerNetwork(1, 8, 8)
@@ -50,6 +53,7 @@ def test_outputs_are_permutations():
     assert torch.isfinite(loss) and model.v.grad is not None
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_learns_to_sort_book_example():
     g = seed_everything(0)
     model = pn.PointerNetwork(1, 16, 16)
@@ -63,6 +67,7 @@ def test_learns_to_sort_book_example():
     assert (ptr == t).all(-1).float().mean() > 0.85
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_bad_inputs():
     model = pn.PointerNetwork(1, 4, 4)
     with pytest.raises(ValueError, match=r"PointerNetwork needs d_x of x == d_x of the module, got d_x of x=2"):

@@ -13,6 +13,7 @@ from attnsurvey.transformer import relative as rl
 from .helpers import rand
 
 
+@pytest.mark.catalog("extra:sinusoidal-position")
 def test_sinusoidal_matches_formula_and_offsets_are_rotations():
     P = ps.sinusoidal_position_encoding(50, 16)
     for t in (0, 7, 49):
@@ -28,6 +29,7 @@ def test_sinusoidal_matches_formula_and_offsets_are_rotations():
         ps.sinusoidal_position_encoding(5, 7)
 
 
+@pytest.mark.catalog("extra:learned-position", "extra:sinusoidal-position")
 def test_learned_and_sinusoidal_modules_add_the_table():
     X = rand(2, 5, 8)
     sin = ps.SinusoidalPositionEncoding(8, max_len=10)
@@ -38,6 +40,7 @@ def test_learned_and_sinusoidal_modules_add_the_table():
     assert torch.all(learned.P.grad[5:] == 0) and torch.all(learned.P.grad[:5] == 2)
 
 
+@pytest.mark.catalog("extra:learned-position", "extra:sinusoidal-position")
 def test_sequence_longer_than_table_raises():
     for mod in (ps.SinusoidalPositionEncoding(8, max_len=4), ps.LearnedPositionEncoding(8, max_len=4)):
         with pytest.raises(ValueError, match=r"max_len=4 positions, but X has n=6 positions \(shape \(2, 6, 8\)\)"):
@@ -46,6 +49,7 @@ def test_sequence_longer_than_table_raises():
             mod(rand(2, 3, 5))
 
 
+@pytest.mark.catalog("extra:relative-position")
 def test_relative_positions_match_loop_eq14_15():
     n, d, b = 6, 4, 2
     Q, K, V = rand(n, d), rand(n, d, seed=1), rand(n, 3, seed=2)
@@ -60,6 +64,7 @@ def test_relative_positions_match_loop_eq14_15():
     assert rl.clipped_relative_positions(3, 5, 1).tolist() == [[0, 1, 1, 1, 1], [-1, 0, 1, 1, 1], [-1, -1, 0, 1, 1]]
 
 
+@pytest.mark.catalog("extra:relative-position")
 def test_relative_with_zero_tables_is_plain_attention_and_shift_equivariant():
     Q, K, V = rand(2, 5, 4), rand(2, 5, 4, seed=1), rand(2, 5, 4, seed=2)
     z, _ = rl.relative_position_attention(Q, K, V, torch.zeros(3, 4), torch.zeros(3, 4))
@@ -72,6 +77,7 @@ def test_relative_with_zero_tables_is_plain_attention_and_shift_equivariant():
         rl.relative_position_attention(Q, K, V, torch.zeros(4, 4), torch.zeros(4, 4))
 
 
+@pytest.mark.catalog("extra:gaussian-local-bias")
 def test_gaussian_bias_eq16_matches_hand_computation():
     P = torch.tensor([1.0, 2.5])
     D = torch.tensor([2.0, 4.0])
@@ -92,6 +98,7 @@ def test_gaussian_bias_eq16_matches_hand_computation():
         rl.gaussian_biased_attention(Q, K, V, torch.zeros(3, 4))
 
 
+@pytest.mark.catalog("extra:gaussian-local-bias")
 def test_gaussian_window_narrows_attention_and_is_learnable():
     torch.manual_seed(0)
     X = rand(1, 12, 8)
@@ -109,6 +116,7 @@ def test_gaussian_window_narrows_attention_and_is_learnable():
     torch.testing.assert_close(a.sum(-1), torch.ones(1, 2, 12))
 
 
+@pytest.mark.catalog("extra:directional-masks")
 def test_directional_masks_disan():
     fw, bw = dr.forward_mask(4), dr.backward_mask(4)
     for i in range(4):

@@ -15,6 +15,7 @@ from .helpers import rand
 
 
 # ---------------------------------------------------------------- Eq. (33)
+@pytest.mark.catalog("eq33")
 def test_eq33_queryless_score_matches_loop():
     K, W, b, w = rand(2, 5, 4), rand(3, 4, seed=1), rand(3, seed=2), rand(3, seed=3)
     e = qt.queryless_score(K, W, b, w)
@@ -25,6 +26,7 @@ def test_eq33_queryless_score_matches_loop():
             assert math.isclose(float(e[i, l]), sum(float(w[j]) * h[j] for j in range(3)), rel_tol=1e-5, abs_tol=1e-6)
 
 
+@pytest.mark.catalog("eq33")
 def test_eq33_attention_pools_with_masks():
     K, V = rand(2, 5, 4), rand(2, 5, 3, seed=4)
     W, b, w = rand(3, 4, seed=1), rand(3, seed=2), rand(3, seed=3)
@@ -42,6 +44,7 @@ def test_eq33_attention_pools_with_masks():
     torch.testing.assert_close(c2, ref[0])
 
 
+@pytest.mark.catalog("eq33")
 def test_eq33_rejects_wrong_weights():
     K = rand(5, 4)
     with pytest.raises(ValueError, match=r"W must have shape \(d_w, d_k\) = \(3, 4\), got \(3, 5\)"):
@@ -53,6 +56,7 @@ def test_eq33_rejects_wrong_weights():
 
 
 # ---------------------------------------------------------------- Eq. (34)
+@pytest.mark.catalog("eq34")
 def test_eq34_learned_query_matches_sdpa_with_one_query():
     K, V, q = rand(3, 6, 4), rand(3, 6, 5, seed=1), rand(4, seed=2)
     c, a = qt.learned_query_attention(K, V, q)
@@ -62,6 +66,7 @@ def test_eq34_learned_query_matches_sdpa_with_one_query():
     torch.testing.assert_close(qt.learned_query_score(K, q), torch.einsum("bld,d->bl", K, q))
 
 
+@pytest.mark.catalog("eq34")
 def test_eq34_rejects_wrong_query():
     with pytest.raises(ValueError, match=r"learned query q must have shape \(d_k,\) = \(4,\), got \(3,\)"):
         qt.learned_query_score(rand(5, 4), rand(3))
@@ -69,6 +74,7 @@ def test_eq34_rejects_wrong_query():
         qt.learned_query_score([[1.0]], rand(1))
 
 
+@pytest.mark.catalog("eq34")
 def test_eq34_zero_query_is_mean_pooling():
     F = rand(2, 7, 3)
     mod = qt.LearnedQueryAttention(3)  # q starts at zero -> uniform weights
@@ -79,6 +85,7 @@ def test_eq34_zero_query_is_mean_pooling():
     torch.testing.assert_close(qt.mean_pool(F, mask)[0], F[0, :3].mean(0))
 
 
+@pytest.mark.catalog("eq34")
 def test_numerics_large_scores_and_fully_masked():
     K = torch.tensor([[[1e4, 0.0], [-1e4, 0.0], [0.0, 0.0]]])
     V = rand(1, 3, 2)
@@ -96,6 +103,7 @@ def test_numerics_large_scores_and_fully_masked():
 
 
 # ---------------------------------------------------------------- Eq. (35) and QKV self-attention
+@pytest.mark.catalog("eq35")
 def test_eq35_feature_queries_match_linear():
     F = rand(2, 5, 4)
     lin = nn.Linear(4, 3, bias=False)
@@ -103,11 +111,13 @@ def test_eq35_feature_queries_match_linear():
     torch.testing.assert_close(qt.feature_queries(F, lin.weight)[0].T, lin.weight @ F[0].T)  # column form
 
 
+@pytest.mark.catalog("eq35")
 def test_eq35_rejects_wrong_W_Q():
     with pytest.raises(ValueError, match=r"W_Q must have shape \(d_q, d_f\) = \(3, 4\), got \(3, 5\)"):
         qt.feature_queries(rand(5, 4), rand(3, 5))
 
 
+@pytest.mark.catalog("extra:qkv-self-attention")
 def test_qkv_self_attention_matches_sdpa():
     F = rand(2, 6, 8)
     W_Q, W_K, W_V = rand(4, 8, seed=1), rand(4, 8, seed=2), rand(5, 8, seed=3)
@@ -118,6 +128,7 @@ def test_qkv_self_attention_matches_sdpa():
     assert A.shape == (2, 6, 6)
 
 
+@pytest.mark.catalog("extra:qkv-self-attention")
 def test_qkv_self_attention_matches_loop():
     F = rand(5, 3, dtype=torch.float64)
     W_Q, W_K, W_V = (rand(2, 3, seed=s, dtype=torch.float64) for s in (1, 2, 3))
@@ -134,6 +145,7 @@ def test_qkv_self_attention_matches_loop():
     torch.testing.assert_close(out, ref)
 
 
+@pytest.mark.catalog("extra:qkv-self-attention")
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(2, 7), seed=st.integers(0, 10_000))
 def test_self_attention_is_permutation_equivariant(n, seed):
@@ -146,6 +158,7 @@ def test_self_attention_is_permutation_equivariant(n, seed):
     torch.testing.assert_close(Ap, A[perm][:, perm], atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.catalog("extra:qkv-self-attention")
 def test_positions_break_permutation_equivariance():
     n = 6
     F = rand(n, 4)
@@ -157,6 +170,7 @@ def test_positions_break_permutation_equivariance():
     assert not torch.allclose(Cp, C[perm], atol=1e-3)
 
 
+@pytest.mark.catalog("extra:token2token-source2token")
 def test_token2token_shapes():
     F = rand(2, 5, 4)
     W = [rand(3, 4, seed=s) for s in (1, 2, 3)]
@@ -166,6 +180,7 @@ def test_token2token_shapes():
     assert c.shape == (2, 4) and a.shape == (2, 5)  # a vector per sentence
 
 
+@pytest.mark.catalog("extra:token2token-source2token")
 def test_source2token_matches_loop_and_reduces_to_eq33():
     F = rand(3, 5, 4, dtype=torch.float64)
     W1, W2, w, b = rand(2, 4, seed=1, dtype=torch.float64), rand(2, 4, seed=2, dtype=torch.float64), rand(2, seed=3, dtype=torch.float64), rand(2, seed=4, dtype=torch.float64)
@@ -182,6 +197,7 @@ def test_source2token_matches_loop_and_reduces_to_eq33():
 
 
 # ---------------------------------------------------------------- Eq. (36)-(37)
+@pytest.mark.catalog("eq36")
 def test_eq36_replace_returns_context():
     F, C = rand(2, 3, 4), rand(2, 3, 4, seed=1)
     assert qt.update_replace(F, C) is C
@@ -190,6 +206,7 @@ def test_eq36_replace_returns_context():
     torch.testing.assert_close(out, mod.attn(F)[0])
 
 
+@pytest.mark.catalog("eq37")
 def test_eq37_residual_norm_matches_layer_norm():
     F, C = rand(2, 3, 6), rand(2, 3, 6, seed=1)
     g, b = rand(6, seed=2), rand(6, seed=3)
@@ -199,6 +216,7 @@ def test_eq37_residual_norm_matches_layer_norm():
     torch.testing.assert_close(out.var(-1, unbiased=False), torch.ones(2, 3), atol=1e-4, rtol=0)
 
 
+@pytest.mark.catalog("eq37")
 def test_eq37_module_matches_functional():
     F = rand(2, 5, 4)
     mod = qt.SelfAttentionUpdate(4, update="residual")
@@ -208,6 +226,7 @@ def test_eq37_module_matches_functional():
         qt.SelfAttentionUpdate(4, update="add")
 
 
+@pytest.mark.catalog("eq36", "eq37")
 def test_update_rejects_shape_mismatch():
     with pytest.raises(ValueError, match=r"c with the shape of f_old \(d_v == d_f\), got f_old \(3, 4\), c \(3, 5\)"):
         qt.update_replace(rand(3, 4), rand(3, 5))
@@ -218,6 +237,7 @@ def test_update_rejects_shape_mismatch():
 
 
 # ---------------------------------------------------------------- structured self-attention
+@pytest.mark.catalog("extra:structured-self-attention")
 def test_structured_self_attention_matches_loop():
     H = rand(2, 5, 4, dtype=torch.float64)
     W1, W2 = rand(3, 4, seed=1, dtype=torch.float64), rand(2, 3, seed=2, dtype=torch.float64)
@@ -234,6 +254,7 @@ def test_structured_self_attention_matches_loop():
     torch.testing.assert_close(A2, qt.structured_self_attention(H.float(), mod.W_s1.weight, mod.W_s2.weight)[1])
 
 
+@pytest.mark.catalog("extra:structured-self-attention")
 def test_redundancy_penalty_hand_values():
     distinct = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     same = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
@@ -248,6 +269,7 @@ def test_redundancy_penalty_hand_values():
     torch.testing.assert_close(qt.StructuredSelfAttention.penalty(batch), torch.tensor(1.0))
 
 
+@pytest.mark.catalog("extra:structured-self-attention")
 def test_structured_rejects_wrong_weights():
     H = rand(5, 4)
     with pytest.raises(ValueError, match=r"W_s1 must have shape \(d_a, d\) = \(3, 4\), got \(3, 6\)"):
@@ -258,6 +280,7 @@ def test_structured_rejects_wrong_weights():
         qt.redundancy_penalty(rand(3))
 
 
+@pytest.mark.catalog("extra:structured-self-attention")
 def test_gradcheck_float64():
     H = rand(2, 4, 3, dtype=torch.float64).requires_grad_()
     W1 = rand(3, 3, seed=1, dtype=torch.float64).requires_grad_()

@@ -23,12 +23,14 @@ def softmax_list(xs):
     return [v / sum(ex) for v in ex]
 
 
+@pytest.mark.catalog("eq17")
 def test_eq17_target_pooling_hand_computed():
     F_t = torch.tensor([[1.0, 2.0], [3.0, 6.0], [50.0, 50.0]])
     torch.testing.assert_close(rot.target_pooling(F_t), torch.tensor([18.0, 58.0 / 3]))
     torch.testing.assert_close(rot.target_pooling(F_t, torch.tensor([True, True, False])), torch.tensor([2.0, 4.0]))
 
 
+@pytest.mark.catalog("eq17")
 def test_empty_target_is_rejected():
     with pytest.raises(ValueError, match=r"F\^t is empty: n_f\^t=0"):
         rot.target_pooling(torch.zeros(0, 3))
@@ -36,6 +38,7 @@ def test_empty_target_is_rejected():
         rot.rotatory_attention(torch.zeros(2, 0, 3), rand(2, 4, 3), rand(2, 4, 3), dot_score, dot_score)
 
 
+@pytest.mark.catalog("eq18", "eq19")
 def test_eq18_eq19_match_loop():
     F_t, F_l = rand(3, 4, seed=1), rand(5, 6, seed=2)
     s_l, s_lt = act_gen(4, 6, seed=3), act_gen(6, 4, seed=4)
@@ -58,6 +61,7 @@ def test_eq18_eq19_match_loop():
         assert float(e[i]) == pytest.approx(math.tanh(s + b), abs=1e-6)
 
 
+@pytest.mark.catalog("eq18")
 def test_empty_and_masked_contexts_give_zero():
     """A context of length 0 and a fully-masked context both give r^l = 0, without NaN."""
     F_t, F_r = rand(2, 3, 4, seed=1), rand(2, 5, 6, seed=2)
@@ -79,6 +83,7 @@ def test_empty_and_masked_contexts_give_zero():
     assert torch.isfinite(F_t.grad).all()
 
 
+@pytest.mark.catalog("eq19")
 def test_zero_context_gives_uniform_target_weights():
     """With r^l = 0 the activated general score is tanh(b) for every target word: uniform weights."""
     F_t = rand(4, 3, seed=1)
@@ -87,6 +92,7 @@ def test_zero_context_gives_uniform_target_weights():
     torch.testing.assert_close(out.r_lt, F_t.mean(0))
 
 
+@pytest.mark.catalog("eq20")
 def test_eq20_concat_order_and_module():
     r = rot.rotatory_representation(torch.tensor([1.0]), torch.tensor([2.0, 3.0]), torch.tensor([4.0]), torch.tensor([5.0]))
     torch.testing.assert_close(r, torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]))
@@ -107,6 +113,7 @@ def test_eq20_concat_order_and_module():
         rot.rotatory_attention(F_t, F_l, rand(2, 2, 5), m.score_l, m.score_lt)
 
 
+@pytest.mark.catalog("extra:rotatory-multi-hop")
 def test_multi_hop_matches_manual_unrolling():
     F_t, F_l, F_r = rand(3, 4, seed=1), rand(5, 6, seed=2), rand(4, 6, seed=3)
     s_l, s_r, s_lt, s_rt = act_gen(4, 6, 4), act_gen(4, 6, 5), act_gen(6, 4, 6), act_gen(6, 4, 7)
@@ -125,6 +132,7 @@ def test_multi_hop_matches_manual_unrolling():
     assert not torch.allclose(one.r, out.r)
 
 
+@pytest.mark.catalog("extra:rotatory-multi-hop")
 def test_hops_must_be_positive():
     with pytest.raises(ValueError, match="hops must be a positive integer"):
         rot.rotatory_attention(rand(2, 3), rand(2, 3), rand(2, 3), dot_score, dot_score, hops=0)
@@ -149,6 +157,7 @@ def test_rotatory_large_scores_stay_finite():
     assert torch.isfinite(out.r).all()
 
 
+@pytest.mark.catalog("eq20")
 def test_rotatory_gradcheck_float64():
     d = torch.float64
     F_t = rand(3, 2, seed=1, dtype=d).requires_grad_()

@@ -16,6 +16,7 @@ from scipy.spatial.distance import cdist
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.masking import masked_softmax
 from .helpers import rand
+from attnsurvey.experiments.general_mechanisms import ScoreComparisonModel
 
 
 rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
@@ -76,6 +77,18 @@ def test_all_score_names_are_covered():
     assert set(matrix_forms(weights())) == set(sc.SCORE_NAMES)
 
 
+@pytest.mark.catalog(
+    "eq23",
+    "table2:additive",
+    "table2:multiplicative",
+    "table2:scaled-multiplicative",
+    "table2:general",
+    "table2:biased-general",
+    "table2:activated-general",
+    "table2:similarity",
+    "extra:bilinear-score",
+    "extra:concat-score",
+)
 @pytest.mark.parametrize("name", sc.SCORE_NAMES)
 def test_every_score_matches_brute_force_loop(name):
     p = weights() if name not in {"multiplicative", "scaled-multiplicative", "cosine", "euclidean"} else weights(d_q=D_K)
@@ -91,6 +104,7 @@ def test_every_score_matches_brute_force_loop(name):
                 assert math.isclose(float(e[bt, j, l]), expected, rel_tol=1e-9, abs_tol=1e-12), (bt, j, l)
 
 
+@pytest.mark.catalog("eq23")
 def test_batched_many_queries():
     """Leading batch dimensions broadcast, and batching equals scoring each example alone."""
     p = weights()
@@ -104,6 +118,7 @@ def test_batched_many_queries():
         torch.testing.assert_close(e[1, 2], fn(Q[1, 0], K[0, 2]))
 
 
+@pytest.mark.catalog("table2:multiplicative")
 def test_dot_hand_computed():
     Q = torch.tensor([[1.0, 2.0], [0.0, -1.0]])
     K = torch.tensor([[3.0, 4.0], [1.0, 0.0], [2.0, 2.0]])
@@ -111,6 +126,7 @@ def test_dot_hand_computed():
     torch.testing.assert_close(sc.scaled_dot_score(Q, K), sc.dot_score(Q, K) / math.sqrt(2))
 
 
+@pytest.mark.catalog("table2:additive")
 def test_additive_hand_computed():
     # d_q = d_k = 1, d_w = 2: e = w^T tanh(W1 q + W2 k + b)
     Q, K = torch.tensor([[1.0]]), torch.tensor([[2.0], [0.0]])
@@ -129,6 +145,7 @@ def test_additive_hand_computed():
     torch.testing.assert_close(m(Q, K), expected)
 
 
+@pytest.mark.catalog("table2:scaled-multiplicative")
 def test_scaled_dot_matches_sdpa_weights():
     Q, K = rand(2, 3, 8, dtype=torch.float32), rand(2, 5, 8, seed=1, dtype=torch.float32)
     V = torch.eye(5).expand(2, 5, 5)  # the context with identity values is the weight matrix
@@ -136,6 +153,7 @@ def test_scaled_dot_matches_sdpa_weights():
     torch.testing.assert_close(a, F_.scaled_dot_product_attention(Q, K, V), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.catalog("table2:general")
 def test_general_with_identity_is_multiplicative():
     Q, K = rand(3, 4), rand(5, 4, seed=1)
     torch.testing.assert_close(sc.general_score(Q, K, torch.eye(4, dtype=torch.float64)), sc.dot_score(Q, K))
@@ -145,6 +163,7 @@ def test_general_with_identity_is_multiplicative():
     torch.testing.assert_close(m(Q, K), sc.DotScore()(Q, K))
 
 
+@pytest.mark.catalog("extra:bilinear-score")
 def test_bilinear_is_general_transposed():
     Q, K, W = rand(3, D_Q), rand(5, D_K, seed=1), rand(D_Q, D_K, seed=2)
     torch.testing.assert_close(sc.bilinear_score(Q, K, W), sc.general_score(Q, K, W.T))
@@ -152,6 +171,7 @@ def test_bilinear_is_general_transposed():
     torch.testing.assert_close(m(Q, K), sc.general_score(Q, K, m.W.T))
 
 
+@pytest.mark.catalog("extra:concat-score")
 def test_concat_is_additive_with_split_matrix():
     p = weights()
     Q, K = rand(3, D_Q, seed=1), rand(5, D_K, seed=2)
@@ -162,6 +182,7 @@ def test_concat_is_additive_with_split_matrix():
     torch.testing.assert_close(m(Q, K), sc.additive_score(Q, K, Wm[:, :D_Q], Wm[:, D_Q:], m.v))
 
 
+@pytest.mark.catalog("table2:biased-general")
 def test_biased_general_bias_adds_key_term():
     """k^T (W q + b) = k^T W q + k^T b: the bias scores each key independently of the query."""
     Q, K, W, b = rand(3, D_Q), rand(5, D_K, seed=1), rand(D_K, D_Q, seed=2), rand(D_K, seed=3)
@@ -170,6 +191,7 @@ def test_biased_general_bias_adds_key_term():
     assert float((K @ b).std()) > 0
 
 
+@pytest.mark.catalog("table2:activated-general")
 def test_activated_general_is_bounded():
     Q, K = rand(4, D_Q) * 100, rand(6, D_K, seed=1) * 100
     W = rand(D_K, D_Q, seed=2)
@@ -184,6 +206,7 @@ def test_activated_general_is_bounded():
         sc.activated_general_score(Q, K, W, torch.ones(2, dtype=torch.float64))
 
 
+@pytest.mark.catalog("table2:similarity")
 def test_similarity_against_scipy():
     Q, K = rand(4, 6), rand(7, 6, seed=1)
     cos = 1.0 - cdist(Q.numpy(), K.numpy(), metric="cosine")
@@ -196,6 +219,7 @@ def test_similarity_against_scipy():
     assert float(sc.euclidean_score(K[:1], K)[0, 0]) == pytest.approx(0.0, abs=1e-100)
 
 
+@pytest.mark.catalog("eq23")
 def test_make_score_builds_every_name():
     Q, K = rand(2, 3, 4, dtype=torch.float32), rand(2, 5, 4, seed=1, dtype=torch.float32)
     for name in sc.SCORE_NAMES:
@@ -208,6 +232,7 @@ def test_make_score_builds_every_name():
         sc.make_score("dot", 4, 4)
 
 
+@pytest.mark.catalog("table2:multiplicative")
 @pytest.mark.parametrize("name", ["multiplicative", "scaled-multiplicative", "cosine", "euclidean"])
 def test_scores_that_need_equal_dims_reject_mismatch(name):
     fn = matrix_forms(weights())[name][0]
@@ -312,6 +337,7 @@ def test_low_precision_matches_float32(name, dtype):
     torch.testing.assert_close(low.float(), ref, atol=tol * (1 + float(ref.abs().max())), rtol=tol)
 
 
+@pytest.mark.catalog("extra:scaling-variance")
 def test_dot_product_variance_is_d_k():
     g = torch.Generator().manual_seed(0)
     n = 20_000
@@ -326,6 +352,7 @@ def test_dot_product_variance_is_d_k():
         sc.dot_product_variance(0)
 
 
+@pytest.mark.catalog("extra:scaling-variance")
 def test_softmax_jacobian_matches_autograd():
     e = rand(2, 5)
     J = sc.softmax_jacobian(e)
@@ -341,6 +368,7 @@ def test_softmax_jacobian_matches_autograd():
     assert float(sc.softmax_jacobian(torch.tensor([50.0, 0.0, 0.0])).abs().max()) < 1e-20
 
 
+@pytest.mark.catalog("extra:scaling-variance")
 def test_unscaled_softmax_saturates_and_scaled_does_not():
     g = torch.Generator().manual_seed(0)
     unscaled = [sc.softmax_saturation(d, n_f=10, n_samples=1000, generator=g) for d in (4, 64, 1024)]
@@ -355,12 +383,13 @@ def test_unscaled_softmax_saturates_and_scaled_does_not():
         sc.softmax_saturation(4, n_f=1)
 
 
+@pytest.mark.catalog("extra:score-comparison-model")
 def test_score_comparison_model_learns_key_lookup(one_thread):
     from attnsurvey.data.lookup import key_lookup
     from attnsurvey.training import accuracy, seed_everything, train
 
     g = seed_everything(0)
-    model = sc.ScoreComparisonModel("scaled-multiplicative", d_in=8, d_f=12, d_k=16, n_classes=4)
+    model = ScoreComparisonModel("scaled-multiplicative", d_in=8, d_f=12, d_k=16, n_classes=4)
     batches = [key_lookup(64, generator=g) for _ in range(150)]
     train(model, lambda m, b: F_.cross_entropy(m(b[0], b[1])[0], b[2]), batches, lr=1e-2)
     x_q, F, y = key_lookup(1000, generator=g)

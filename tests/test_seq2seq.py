@@ -20,6 +20,7 @@ def model(attention: bool = True, vocab: int = 9, d_h: int = 16, seed: int = 0) 
     return s2s.Seq2Seq(vocab, d_emb=8, d_h=d_h, attention=attention).eval()
 
 
+@pytest.mark.catalog("extra:encoder-decoder-bottleneck")
 @pytest.mark.parametrize("attention", [True, False])
 def test_shapes_of_teacher_forcing_and_greedy(attention):
     m = model(attention)
@@ -35,6 +36,7 @@ def test_shapes_of_teacher_forcing_and_greedy(attention):
         assert a is None and ga is None
 
 
+@pytest.mark.catalog("extra:bahdanau-decoder")
 def test_attention_rows_sum_to_one_and_padding_gets_zero_weight():
     m = model(True)
     src, tgt_in, _, lens = transduction_batch(16, (1, 8), vocab_size=9, generator=gen(1))
@@ -45,6 +47,7 @@ def test_attention_rows_sum_to_one_and_padding_gets_zero_weight():
     assert torch.all(a.masked_select(pad[:, None, :].expand_as(a)) == 0)
 
 
+@pytest.mark.catalog("extra:bahdanau-decoder")
 @pytest.mark.parametrize("attention", [True, False])
 def test_padded_source_tokens_cannot_change_the_output(attention):
     m = model(attention)
@@ -62,6 +65,7 @@ def test_padded_source_tokens_cannot_change_the_output(attention):
     torch.testing.assert_close(out1[i : i + 1], alone, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.catalog("extra:encoder-decoder-bottleneck")
 def test_summary_equals_gru_final_states():
     """Oracle: nn.GRU's own h_n on the packed batch is [forward last; backward first]."""
     m = model(False)
@@ -76,6 +80,7 @@ def test_summary_equals_gru_final_states():
         torch.testing.assert_close(s2s.final_state(H, lens)[b], H[b, int(lens[b]) - 1])
 
 
+@pytest.mark.catalog("extra:bahdanau-decoder")
 @pytest.mark.parametrize("attention", [True, False])
 def test_teacher_forcing_on_own_predictions_equals_greedy(attention):
     m = model(attention, seed=5)
@@ -88,6 +93,7 @@ def test_teacher_forcing_on_own_predictions_equals_greedy(attention):
         torch.testing.assert_close(a, ga, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.catalog("extra:bahdanau-decoder")
 def test_bahdanau_step_matches_additive_formula_by_hand():
     """a_t = softmax_l(w^T tanh(W_1 s_{t-1} + W_2 h_l + b)), c_t = sum_l a_l h_l."""
     m = model(True)
@@ -104,6 +110,7 @@ def test_bahdanau_step_matches_additive_formula_by_hand():
     torch.testing.assert_close(e_fn, e, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.catalog("extra:encoder-decoder-bottleneck")
 def test_bottleneck_decoder_sees_only_the_summary():
     m = model(False)
     src, _, _, lens = transduction_batch(4, 6, vocab_size=9, generator=gen(7))
@@ -116,6 +123,7 @@ def test_bottleneck_decoder_sees_only_the_summary():
     torch.testing.assert_close(s1, s2)
 
 
+@pytest.mark.catalog("extra:bahdanau-decoder")
 def test_tiny_model_overfits_eight_fixed_examples():
     torch.manual_seed(0)
     m = s2s.Seq2Seq(8, d_emb=8, d_h=32, attention=True)

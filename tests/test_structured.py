@@ -15,6 +15,7 @@ from .helpers import rand
 rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 
 
+@pytest.mark.catalog("extra:structured-attention")
 @pytest.mark.parametrize("n", [1, 2, 3, 6])
 def test_marginals_match_brute_force(n):
     e, A = rand(4, n, seed=n) * 2, rand(2, 2, seed=10 + n)
@@ -25,6 +26,7 @@ def test_marginals_match_brute_force(n):
     torch.testing.assert_close(st_.crf_marginals(e, A, mask), st_.crf_brute_force(e, A, mask)[1])
 
 
+@pytest.mark.catalog("extra:structured-attention")
 def test_marginals_are_gradient_of_log_partition():
     e = rand(3, 7, seed=1).requires_grad_(True)
     A = rand(2, 2, seed=2)
@@ -32,6 +34,7 @@ def test_marginals_are_gradient_of_log_partition():
     torch.testing.assert_close(g, st_.crf_marginals(e, A))
 
 
+@pytest.mark.catalog("extra:structured-attention")
 def test_independent_crf_is_sigmoid():
     # with A = 0 the selections are independent: p(z_l = 1) = sigmoid(e_l); the weights need not sum to 1
     e = rand(5, 8, seed=3)
@@ -49,6 +52,7 @@ def test_independent_crf_is_sigmoid():
     assert math.isclose(float(m[0]), (math.exp(a_) + math.exp(a_ + b_ + A11)) / Z, rel_tol=1e-12)
 
 
+@pytest.mark.catalog("extra:structured-attention")
 def test_masked_positions_and_extremes():
     e = torch.tensor([[1e4, -1e4, 1e4, 0.0], [1.0, 2.0, 3.0, 4.0]], dtype=torch.float32)
     A = torch.tensor([[0.0, 0.5], [0.5, 1e4]])
@@ -70,6 +74,7 @@ def test_masked_positions_and_extremes():
         torch.testing.assert_close(a.float(), torch.sigmoid(e[1:]), atol=2e-2, rtol=0)
 
 
+@pytest.mark.catalog("extra:structured-attention")
 def test_gradcheck_float64():
     e = rand(2, 5, seed=4).requires_grad_(True)
     A = rand(2, 2, seed=5).requires_grad_(True)
@@ -79,6 +84,7 @@ def test_gradcheck_float64():
     assert c.shape == (4, 2) and a.shape == (4, 6)
 
 
+@pytest.mark.catalog("extra:structured-attention")
 def test_bad_inputs():
     with pytest.raises(ValueError, match=r"A \(CRF transition\) must have shape \(2, 2\)"):
         st_.crf_marginals(torch.zeros(4), torch.zeros(3, 3))

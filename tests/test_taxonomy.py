@@ -6,6 +6,7 @@ import pytest
 from attnsurvey import taxonomy as tx
 
 
+@pytest.mark.catalog("extra:taxonomy-fig3")
 def test_fig3_has_three_groups_and_eight_dimensions():
     assert list(tx.TAXONOMY) == ["feature-related", "general", "query-related"]
     assert len(tx.DIMENSIONS) == 8
@@ -29,6 +30,25 @@ def test_table3_has_seventeen_rows_in_survey_order():
     assert refs == [3, 4, 8, 32, 5, 47, 13, 43, 50, 64, 74, 105, 106, 62, 67, 52, 89]
 
 
+@pytest.mark.catalog(
+    "table3:row01",
+    "table3:row02",
+    "table3:row03",
+    "table3:row04",
+    "table3:row05",
+    "table3:row06",
+    "table3:row07",
+    "table3:row08",
+    "table3:row09",
+    "table3:row10",
+    "table3:row11",
+    "table3:row12",
+    "table3:row13",
+    "table3:row14",
+    "table3:row15",
+    "table3:row16",
+    "table3:row17",
+)
 def test_table3_spot_checks_against_the_survey():
     vaswani = tx.table3_row("table3:row07").point
     assert vaswani.scoring == (("scaled-multiplicative",),)
@@ -57,6 +77,7 @@ def test_configurations_expand_alternatives_only():
     assert sum(len(r.point.configurations()) for r in tx.TABLE3) == 17 + 3 + 1
 
 
+@pytest.mark.catalog("extra:taxonomy-fig3")
 def test_unknown_values_are_rejected():
     with pytest.raises(ValueError, match="'quadratic' is not a value of dimension 'scoring'"):
         tx.TaxonomyPoint.from_strings(
@@ -71,6 +92,7 @@ def test_unknown_values_are_rejected():
         tx.table3_row("table3:row18")
 
 
+@pytest.mark.catalog("extra:taxonomy-fig3")
 def test_taxonomy_figure_draws_every_value_and_highlights_a_point():
     import matplotlib
 

@@ -1,12 +1,14 @@
 """Tests for the end-to-end trained Transformer experiment (reversal, greedy/beam, BLEU, attention)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from attnsurvey.data.sequences import BOS, PAD
 from attnsurvey.experiments import trained_transformer as tt
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_step_function_matches_full_decode():
     torch.manual_seed(0)
     model = tt.make_model().eval()
@@ -20,6 +22,7 @@ def test_step_function_matches_full_decode():
     assert torch.all(lp[..., [PAD, BOS]] == -torch.inf)
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_scores_and_mirrored_weight_on_hand_made_inputs():
     data = tt.reversal_data(6, torch.Generator().manual_seed(2))
     perfect = tt.scores(data.tgt_out, data)
@@ -38,6 +41,7 @@ def test_scores_and_mirrored_weight_on_hand_made_inputs():
     torch.testing.assert_close(tt.mirrored_weight(uniform, data), expected.expand(2))
 
 
+@pytest.mark.catalog("extra:trained-transformer")
 def test_short_training_learns_something():
     model, losses = tt.train_reversal(0, steps=60, batch=32)
     assert sum(losses[-10:]) / 10 < losses[0] - 0.3

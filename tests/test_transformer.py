@@ -28,6 +28,7 @@ def copy_common(ours, ref):
                 getattr(ref, name).load_state_dict(getattr(ours, name).state_dict())
 
 
+@pytest.mark.catalog("extra:pre-post-norm", "extra:transformer-encoder")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_equals_torch(norm_first):
     torch.manual_seed(0)
@@ -45,6 +46,7 @@ def test_encoder_layer_equals_torch(norm_first):
     assert a.shape == (3, 4, 7, 7) and torch.all(a[2, :, :, 1:] == 0)
 
 
+@pytest.mark.catalog("extra:transformer-decoder")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_equals_torch(norm_first):
     torch.manual_seed(1)
@@ -61,6 +63,7 @@ def test_decoder_layer_equals_torch(norm_first):
     assert torch.all(a_self.triu(1) == 0)
 
 
+@pytest.mark.catalog("extra:pre-post-norm")
 def test_pre_norm_stack_has_final_norm_and_identity_path():
     torch.manual_seed(0)
     pre, post = tm.Encoder(2, 8, 2, 16, norm_first=True), tm.Encoder(2, 8, 2, 16, norm_first=False)
@@ -81,6 +84,7 @@ def test_pre_norm_stack_has_final_norm_and_identity_path():
     torch.testing.assert_close(tm.residual_norm(X, f, torch.tanh, False), torch.tanh(3 * X))
 
 
+@pytest.mark.catalog("extra:transformer-encoder")
 def test_ffn_matches_hand_computation_and_rejects_shapes():
     X = rand(4, 3)
     W1, b1, W2, b2 = rand(5, 3, seed=1), rand(5, seed=2), rand(3, 5, seed=3), rand(3, seed=4)
@@ -90,6 +94,7 @@ def test_ffn_matches_hand_computation_and_rejects_shapes():
         tm.position_wise_ffn(X, W1, b1, rand(3, 4), b2)
 
 
+@pytest.mark.catalog("extra:transformer-decoder")
 def test_decoder_causal_mask_leaks_nothing_from_the_future():
     torch.manual_seed(0)
     model = tm.Seq2SeqTransformer(11, 13, d_model=16, h=2, d_ff=32, n_layers=2).eval()
@@ -111,6 +116,7 @@ def test_decoder_causal_mask_leaks_nothing_from_the_future():
     assert torch.any(Y.grad[:, :3] != 0)
 
 
+@pytest.mark.catalog("extra:transformer-encoder")
 def test_encoder_padding_mask_isolates_padding():
     torch.manual_seed(0)
     enc = tm.Encoder(2, 8, 2, 16).eval()
@@ -124,6 +130,7 @@ def test_encoder_padding_mask_isolates_padding():
     assert all(torch.all(a[..., 4:] == 0) for a in ws)
 
 
+@pytest.mark.catalog("extra:transformer-encoder")
 def test_permutation_equivariance_without_positions():
     torch.manual_seed(0)
     tagger = tm.SequenceTagger(10, 10, d_model=16, position="none").eval()
@@ -138,6 +145,7 @@ def test_permutation_equivariance_without_positions():
     assert not torch.allclose(y_p, y[:, perm], atol=1e-3)
 
 
+@pytest.mark.catalog("extra:transformer-encoder")
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="d_model=10 is not divisible by the number of heads h=4"):
         tm.EncoderLayer(10, 4, 16)
@@ -152,6 +160,7 @@ def test_bad_inputs_raise():
         tm.Encoder(0, 8, 2, 16)
 
 
+@pytest.mark.catalog("extra:transformer-encoder")
 def test_large_inputs_and_bfloat16_stay_finite():
     torch.manual_seed(0)
     enc = tm.Encoder(2, 8, 2, 16).eval()

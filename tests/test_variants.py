@@ -16,6 +16,7 @@ from .helpers import rand
 
 # --- Transformer-XL ------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:transformer-xl")
 def test_rel_shift_matches_explicit_loop():
     n, n_m = 4, 3
     klen = n + n_m
@@ -28,6 +29,7 @@ def test_rel_shift_matches_explicit_loop():
                 assert out[0, i, j] == BD[0, i, klen - 1 - dist]
 
 
+@pytest.mark.catalog("extra:transformer-xl")
 def test_xl_scores_match_pairwise_loop():
     torch.manual_seed(0)
     d, h, n, n_m = 8, 2, 3, 2
@@ -54,6 +56,7 @@ def test_xl_scores_match_pairwise_loop():
             assert torch.all(a[hd, i, n_m + i + 1 :] == 0)
 
 
+@pytest.mark.catalog("extra:transformer-xl")
 def test_xl_segment_recurrence_equals_full_causal_pass():
     torch.manual_seed(0)
     layer = xl.TransformerXLAttention(8, 2, mem_len=5)
@@ -74,6 +77,7 @@ def test_xl_segment_recurrence_equals_full_causal_pass():
 
 # --- Reformer ------------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:reformer-lsh")
 def test_lsh_one_bucket_equals_full_shared_qk():
     QK, V = rand(2, 8, 4), rand(2, 8, 3, seed=1)
     out, _ = reformer.lsh_attention(QK, V, n_buckets=1, chunk_size=8)
@@ -86,6 +90,7 @@ def test_lsh_one_bucket_equals_full_shared_qk():
     torch.testing.assert_close(a, torch.softmax(e, -1))
 
 
+@pytest.mark.catalog("extra:reformer-lsh")
 def test_lsh_equals_same_bucket_oracle_and_stays_in_bucket():
     g = torch.Generator().manual_seed(3)
     QK, V = rand(1, 16, 4), rand(1, 16, 5, seed=1)
@@ -107,6 +112,7 @@ def test_lsh_equals_same_bucket_oracle_and_stays_in_bucket():
         reformer.random_rotations(4, 3)
 
 
+@pytest.mark.catalog("extra:reversible-layers")
 def test_reversible_layers_invert_and_match_plain_gradients():
     torch.manual_seed(0)
     blocks = [(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), nn.Sequential(nn.Linear(4, 4), nn.Tanh())) for _ in range(3)]
@@ -135,6 +141,7 @@ def test_reversible_layers_invert_and_match_plain_gradients():
 
 # --- Linformer -----------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:linformer")
 def test_linformer_identity_projection_equals_full_attention():
     Q, K, V = rand(2, 6, 4), rand(2, 6, 4, seed=1), rand(2, 6, 3, seed=2)
     c, a = linformer.linformer_attention(Q, K, V, torch.eye(6), torch.eye(6))
@@ -147,6 +154,7 @@ def test_linformer_identity_projection_equals_full_attention():
     torch.testing.assert_close(c, ref)
 
 
+@pytest.mark.catalog("extra:linformer")
 def test_linformer_rejects_input_longer_than_projection():
     Q = rand(1, 12, 4)
     with pytest.raises(ValueError, match=r"cover n_max=10 positions, but K has n=12 \(shape \(1, 12, 4\)\)"):
@@ -159,6 +167,7 @@ def test_linformer_rejects_input_longer_than_projection():
 
 # --- local window ----------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:local-window-attention")
 def test_local_window_equals_banded_sdpa():
     Q, K, V = rand(2, 9, 4), rand(2, 9, 4, seed=1), rand(2, 9, 3, seed=2)
     for w in (0, 1, 3, 20):
@@ -176,6 +185,7 @@ def test_local_window_equals_banded_sdpa():
 
 # --- Lite Transformer ------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:lite-transformer")
 def test_lite_lsra_branches():
     torch.manual_seed(0)
     block = lite.LiteTransformerBlock(8, 2, 16, kernel_size=3)
@@ -205,6 +215,7 @@ def test_lite_lsra_branches():
 
 # --- Synthesizer -----------------------------------------------------------------------
 
+@pytest.mark.catalog("extra:synthesizer-dense")
 def test_dense_synthesizer_matches_loop():
     X = rand(2, 5, 4)
     W1, b1, W2, b2 = rand(6, 4, seed=1), rand(6, seed=2), rand(8, 6, seed=3), rand(8, seed=4)
@@ -218,6 +229,7 @@ def test_dense_synthesizer_matches_loop():
         synthesizer.dense_synthesizer_weights(rand(9, 4), W1, b1, W2, b2)
 
 
+@pytest.mark.catalog("extra:synthesizer-random")
 def test_random_synthesizer_ignores_input():
     torch.manual_seed(0)
     m = synthesizer.RandomSynthesizer(4, max_len=6)

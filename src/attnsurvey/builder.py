@@ -76,7 +76,7 @@ from torch import Tensor, nn
 from ._checks import as_tensor, check_min_rank, check_weight
 from .general_mechanisms.scoring import ScoreModule, make_score
 from .general_model import align, keys_values
-from .taxonomy import DIMENSIONS, TAXONOMY, TaxonomyPoint
+from .taxonomy import DIMENSIONS, TABLE3, TAXONOMY, TaxonomyPoint
 from .feature_related import co_attention as _co_attention
 from .feature_related import levels as _levels
 from .feature_related import representations as _representations
@@ -87,6 +87,7 @@ from .query_related import capsule as _capsule
 from .query_related import multihead as _multihead
 from .query_related import multihop as _multihop
 from .query_related import types as _types
+from .catalog import catalogued
 
 CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
 
@@ -106,6 +107,11 @@ def _bad(dim: str, value: str, why: str) -> ValueError:
 
 
 # ----------------------------------------------------------------------------- location score
+@catalogued(
+    "extra:location-score",
+    title="Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
+    chapter=CHAPTER,
+)
 def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
     """Luong et al.'s *location-based* score: ``e = W_a q``, from the query alone.
 
@@ -130,6 +136,7 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
     return Q @ W_a[:n_f].T
 
 
+@catalogued("extra:location-score")
 class LocationScore(ScoreModule):
     """Module form of :func:`location_score` with a learned ``W_a`` ``(n_max, d_q)``.
 
@@ -258,6 +265,7 @@ def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
 
 
 # ----------------------------------------------------------------------------- the model
+@catalogued("extra:taxonomy-builder")
 class TaxonomyModel(nn.Module):
     """A classifier assembled from one configuration of the taxonomy (see the module notes).
 
@@ -457,6 +465,17 @@ class TaxonomyModel(nn.Module):
         return loss
 
 
+@catalogued(
+    "extra:combined-mechanisms",
+    title="§5 suggestions: multi-dimensional + multi-head, rotatory + multi-hop, capsule + multi-hop in one model",
+    chapter="chapters/ch05_conclusion.ipynb",
+)
+@catalogued(
+    "extra:taxonomy-builder",
+    title="Build a working attention model from a point of the taxonomy, and describe a model by its point",
+    chapter=CHAPTER,
+)
+@catalogued(*(row.id for row in TABLE3))
 def build_model(
     point: TaxonomyPoint, d_model: int, n_classes: int, *, n_max: int = 16, heads: int = 2, hops: int = 2,
     chunk: int = 4, window: float = 2.0,
@@ -545,6 +564,7 @@ SCORE_POINTS: dict[str, str] = {
 }
 
 
+@catalogued("extra:taxonomy-builder")
 def describe(model: nn.Module) -> TaxonomyPoint:
     """The taxonomy point of a model (the reverse of :func:`build_model`).
 
@@ -581,6 +601,7 @@ def summary(model: TaxonomyModel) -> str:
     return "\n".join(lines)
 
 
+@catalogued("extra:combined-mechanisms")
 def fit_and_evaluate(
     p: TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor], n_classes: int, *, epochs: int = 15,
     batch_size: int = 64, lr: float = 0.02, seed: int = 0, **build_kw: Any,
@@ -608,34 +629,3 @@ def fit_and_evaluate(
         a = model.last_weights.reshape(len(test["y"]), -1, test["F"].shape[1]).mean(1)
         out["attention_on_gold"] = float(a.gather(-1, test["pos"][:, None]).mean())
     return out
-
-
-_T = "tests/test_builder.py::"
-CATALOG = [
-    {
-        "id": "extra:taxonomy-builder",
-        "title": "Build a working attention model from a point of the taxonomy, and describe a model by its point",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.builder.build_model", "attnsurvey.builder.describe", "attnsurvey.builder.TaxonomyModel"],
-        "tested_by": [
-            _T + "test_every_value_of_every_dimension_builds",
-            _T + "test_describe_round_trip_and_plain_modules",
-            _T + "test_bad_configurations_raise_naming_dimension",
-            _T + "test_builder_learns_the_two_marker_task",
-        ],
-    },
-    {
-        "id": "extra:location-score",
-        "title": "Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.builder.location_score", "attnsurvey.builder.LocationScore"],
-        "tested_by": [_T + "test_location_score_ignores_keys_and_matches_hand_computation", _T + "test_location_score_rejects_long_inputs"],
-    },
-    {
-        "id": "extra:combined-mechanisms",
-        "title": "§5 suggestions: multi-dimensional + multi-head, rotatory + multi-hop, capsule + multi-hop in one model",
-        "chapter": "chapters/ch05_conclusion.ipynb",
-        "implemented_by": ["attnsurvey.builder.build_model", "attnsurvey.builder.fit_and_evaluate"],
-        "tested_by": [_T + "test_combined_mechanisms_build"],
-    },
-]

@@ -29,12 +29,14 @@ from torch import Tensor, nn
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from .masking import masked_softmax
+from .catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
 
+@catalogued("eq1", title="Keys and values from the feature matrix, K = W_K F, V = W_V F", chapter=CHAPTER)
 def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
     """Keys and values from the feature vectors, Eq. (1): ``K = W_K F``, ``V = W_V F``.
 
@@ -52,6 +54,7 @@ def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
     return F @ W_K.T, F @ W_V.T
 
 
+@catalogued("eq2", title="Attention score per key, e_l = score(q, k_l)", chapter=CHAPTER)
 def attention_scores(Q: Tensor, K: Tensor, score: ScoreFn = scaled_dot_score) -> Tensor:
     """Attention scores, Eq. (2): ``e_l = score(q, k_l)`` for every query and key.
 
@@ -68,6 +71,7 @@ def attention_scores(Q: Tensor, K: Tensor, score: ScoreFn = scaled_dot_score) ->
     return e
 
 
+@catalogued("eq3", title="Alignment of the scores into weights, a = align(e) (softmax)", chapter=CHAPTER)
 def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Attention weights, Eq. (3), with the softmax alignment: ``a = softmax(e)``.
 
@@ -80,6 +84,8 @@ def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return masked_softmax(e, mask, dim=-1)
 
 
+@catalogued("eq4", title="Context vector as the weighted average of values, c = sum_l a_l v_l", chapter=CHAPTER)
+@catalogued("eq24")
 def context(a: Tensor, V: Tensor) -> Tensor:
     """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
 
@@ -94,6 +100,7 @@ def context(a: Tensor, V: Tensor) -> Tensor:
     return a @ V
 
 
+@catalogued("eq5", title="Output model y = softmax(W_c c + b_c)", chapter=CHAPTER)
 def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     """Output model, Eq. (5): ``y_hat = softmax(W_c c + b_c)``.
 
@@ -106,6 +113,7 @@ def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     return torch.softmax(c @ W_c.T + b_c, dim=-1)
 
 
+@catalogued("eq4")
 def attend(
     Q: Tensor,
     K: Tensor,
@@ -140,6 +148,7 @@ def attend(
     return context(a, V), a
 
 
+@catalogued("extra:key-value-vs-plain", title="Key-value attention vs plain attention (K = V = F)", chapter=CHAPTER)
 def plain_attend(
     Q: Tensor, F: Tensor, mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
 ) -> tuple[Tensor, Tensor]:
@@ -150,6 +159,11 @@ def plain_attend(
     return attend(Q, F, F, mask, score)
 
 
+@catalogued(
+    "extra:attention-as-expectation",
+    title="Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.1)",
+    chapter=CHAPTER,
+)
 def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
     """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.1).
 
@@ -167,6 +181,12 @@ def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | N
     return idx.reshape(*a.shape[:-1], num_samples)
 
 
+@catalogued(
+    "extra:data-organisation",
+    title="One module over a sequence, an image grid and graph nodes (§2.3)",
+    chapter=CHAPTER,
+)
+@catalogued("eq1", "extra:key-value-vs-plain")
 class GeneralAttention(nn.Module):
     """The general attention module of Fig. 2 with learned ``W_K`` and ``W_V``, Eq. (1)-(4).
 
@@ -224,6 +244,7 @@ class GeneralAttention(nn.Module):
         return c, a
 
 
+@catalogued("eq5")
 class OutputModel(nn.Module):
     """Eq. (5) with learned ``W_c`` ``(d_y, d_v)`` and ``b_c`` ``(d_y,)``.
 
@@ -242,6 +263,11 @@ class OutputModel(nn.Module):
         return output_model(c, self.linear.weight, self.linear.bias)
 
 
+@catalogued(
+    "extra:memory-addressing",
+    title="Attention as soft memory addressing: address, normalise, read (article 4.3)",
+    chapter=CHAPTER,
+)
 class KeyValueMemory(nn.Module):
     """Attention as memory addressing (address, normalise, read).
 
@@ -276,6 +302,11 @@ class KeyValueMemory(nn.Module):
         return self.read(Q, mask)
 
 
+@catalogued(
+    "extra:task-model",
+    title="The task model of Fig. 1: feature, query, attention and output models composed",
+    chapter=CHAPTER,
+)
 class TaskModel(nn.Module):
     """The task model of Fig. 1: feature model -> (query model, attention model) -> output model.
 
@@ -309,89 +340,3 @@ class TaskModel(nn.Module):
             a = align(e, mask)
             c = context(a.unsqueeze(-2), V).squeeze(-2)
         return self.output.logits(c), a
-
-
-_T = "tests/test_general_model.py::"
-CATALOG = [
-    {
-        "id": "eq1",
-        "title": "Keys and values from the feature matrix, K = W_K F, V = W_V F",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.keys_values", "attnsurvey.general_model.GeneralAttention"],
-        "tested_by": [_T + "test_eq1_keys_values_match_linear_layers", _T + "test_eq1_rejects_wrong_weight_shape"],
-    },
-    {
-        "id": "eq2",
-        "title": "Attention score per key, e_l = score(q, k_l)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.attention_scores"],
-        "tested_by": [_T + "test_eq2_scores_match_loop"],
-    },
-    {
-        "id": "eq3",
-        "title": "Alignment of the scores into weights, a = align(e) (softmax)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.align", "attnsurvey.masking.masked_softmax"],
-        "tested_by": [
-            _T + "test_eq3_weights_on_simplex",
-            _T + "test_eq3_large_scores_stay_finite",
-            _T + "test_fully_masked_row_gives_zero_context",
-        ],
-    },
-    {
-        "id": "eq4",
-        "title": "Context vector as the weighted average of values, c = sum_l a_l v_l",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.context", "attnsurvey.general_model.attend"],
-        "tested_by": [_T + "test_eq4_context_hand_computed", _T + "test_attend_equals_sdpa", _T + "test_empty_feature_set_gives_zero_context"],
-    },
-    {
-        "id": "eq5",
-        "title": "Output model y = softmax(W_c c + b_c)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.output_model", "attnsurvey.general_model.OutputModel"],
-        "tested_by": [_T + "test_eq5_output_model_matches_linear_softmax"],
-    },
-    {
-        "id": "extra:attention-as-expectation",
-        "title": "Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.1)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.sample_selection"],
-        "tested_by": [_T + "test_context_is_expectation_of_selected_value"],
-    },
-    {
-        "id": "extra:key-value-vs-plain",
-        "title": "Key-value attention vs plain attention (K = V = F)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.plain_attend", "attnsurvey.general_model.GeneralAttention"],
-        "tested_by": [_T + "test_plain_attention_is_identity_weights"],
-    },
-    {
-        "id": "extra:memory-addressing",
-        "title": "Attention as soft memory addressing: address, normalise, read (article 4.3)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.KeyValueMemory"],
-        "tested_by": [_T + "test_memory_read_sharpens_to_hard_lookup"],
-    },
-    {
-        "id": "extra:data-organisation",
-        "title": "One module over a sequence, an image grid and graph nodes (§2.3)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.GeneralAttention"],
-        "tested_by": [
-            _T + "test_permutation_invariance_of_single_query",
-            _T + "test_permutation_equivariance_of_queries",
-            _T + "test_grid_and_graph_are_flattened_sets",
-        ],
-    },
-    {
-        "id": "extra:task-model",
-        "title": "The task model of Fig. 1: feature, query, attention and output models composed",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_model.TaskModel"],
-        "tested_by": [
-            "tests/test_data_sets.py::test_task_model_is_the_composition_of_fig1",
-            "tests/test_data_sets.py::test_mean_pool_baseline_is_uniform_attention",
-        ],
-    },
-]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from .catalog import catalogued
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
@@ -39,6 +40,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     return mask
 
 
+@catalogued("eq3", "eq25")
 def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Softmax of scores ``e`` over ``dim``, ignoring positions where ``mask`` is False.
 

@@ -28,6 +28,7 @@ from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
 from .general_model import GeneralAttention
 from .training import accuracy
+from .catalog import catalogued
 
 CHAPTER = "chapters/ch01_introduction.ipynb"
 
@@ -56,6 +57,11 @@ def _lengths_or_full(lengths: Tensor | None, B: int, n_x: int) -> Tensor:
     return lengths
 
 
+@catalogued(
+    "extra:encoder-decoder-bottleneck",
+    title="Encoder-decoder without attention: the whole source squeezed into one fixed-length vector",
+    chapter=CHAPTER,
+)
 def final_state(H: Tensor, lengths: Tensor) -> Tensor:
     """The fixed-length summary of the source, ``c = h_{n_x}``: each example's last valid state.
 
@@ -71,6 +77,7 @@ def final_state(H: Tensor, lengths: Tensor) -> Tensor:
     return H.gather(1, idx).squeeze(1)
 
 
+@catalogued("extra:encoder-decoder-bottleneck")
 def bidirectional_summary(H: Tensor, lengths: Tensor) -> Tensor:
     """The fixed-length summary of a bidirectional encoder: ``[h_fwd_{n_x}; h_bwd_1]``.
 
@@ -86,6 +93,11 @@ def bidirectional_summary(H: Tensor, lengths: Tensor) -> Tensor:
     return torch.cat([fwd[:, :half], H[:, 0, half:]], dim=-1)
 
 
+@catalogued(
+    "extra:bahdanau-decoder",
+    title="Bahdanau decoder: previous state as query, additive score over encoder states (K = V = H)",
+    chapter=CHAPTER,
+)
 def decoder_step(
     y_prev: Tensor,
     s_prev: Tensor,
@@ -118,6 +130,7 @@ def decoder_step(
     return readout(torch.cat([s, c], dim=-1)), s, a
 
 
+@catalogued("extra:bahdanau-decoder", "extra:encoder-decoder-bottleneck")
 class Seq2Seq(nn.Module):
     """A GRU encoder-decoder, with additive attention or with the fixed-length bottleneck.
 
@@ -237,76 +250,3 @@ def sequence_accuracy(tokens: Tensor, targets: Tensor) -> float:
         raise ValueError(f"tokens {tuple(tokens.shape)} and targets {tuple(targets.shape)} must have the same shape")
     ok = (tokens == targets) | (targets == PAD)
     return float(ok.all(1).float().mean())
-
-
-def fit_transduction(
-    model: Seq2Seq,
-    steps: int,
-    generator: torch.Generator,
-    lengths: int | tuple[int, int] = (4, 16),
-    batch_size: int = 64,
-    task: str = "reverse",
-    lr: float = 1e-2,
-):
-    """Train ``model`` with teacher forcing on fresh batches of ``task`` (Adam, clipped gradients).
-
-    Returns the :class:`attnsurvey.training.History`. Data come from
-    ``generator``, so a seed fixes the run (together with the model's initial weights).
-    """
-    from .data.sequences import transduction_batch
-    from .training import train
-
-    def batches():
-        for _ in range(steps):
-            yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))
-
-    def loss_fn(m: Seq2Seq, batch) -> Tensor:
-        src, tgt_in, tgt_out, lens = batch
-        logits, _ = m(src, tgt_in, lens)
-        return sequence_loss(logits, tgt_out)
-
-    return train(model, loss_fn, batches(), lr=lr)
-
-
-def evaluate_transduction(
-    model: Seq2Seq, length: int, n: int, generator: torch.Generator, task: str = "reverse"
-) -> dict[str, float]:
-    """Greedy-decode ``n`` fresh examples of one ``length``; token and exact-match accuracy."""
-    from .data.sequences import transduction_batch
-
-    src, _, tgt_out, lens = transduction_batch(n, length, model.vocab_size, task, generator)
-    tokens, logits, _ = model.greedy_decode(src, tgt_out.shape[1], lens)
-    return {"token": token_accuracy(logits, tgt_out), "sequence": sequence_accuracy(tokens, tgt_out)}
-
-
-_T = "tests/test_seq2seq.py::"
-CATALOG = [
-    {
-        "id": "extra:encoder-decoder-bottleneck",
-        "title": "Encoder-decoder without attention: the whole source squeezed into one fixed-length vector",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.seq2seq.final_state",
-            "attnsurvey.seq2seq.bidirectional_summary",
-            "attnsurvey.seq2seq.Seq2Seq",
-        ],
-        "tested_by": [
-            _T + "test_summary_equals_gru_final_states",
-            _T + "test_bottleneck_decoder_sees_only_the_summary",
-            _T + "test_shapes_of_teacher_forcing_and_greedy",
-        ],
-    },
-    {
-        "id": "extra:bahdanau-decoder",
-        "title": "Bahdanau decoder: previous state as query, additive score over encoder states (K = V = H)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.seq2seq.decoder_step", "attnsurvey.seq2seq.Seq2Seq"],
-        "tested_by": [
-            _T + "test_bahdanau_step_matches_additive_formula_by_hand",
-            _T + "test_attention_rows_sum_to_one_and_padding_gets_zero_weight",
-            _T + "test_padded_source_tokens_cannot_change_the_output",
-            _T + "test_teacher_forcing_on_own_predictions_equals_greedy",
-            _T + "test_tiny_model_overfits_eight_fixed_examples",
-        ],
-    },
-]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from .catalog import catalogued, declare
 
 #: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
 TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
@@ -52,6 +53,7 @@ TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
         "query_multiplicity": ("singular", "multi-head", "multi-hop", "capsule-based"),
     },
 }
+declare(f"{__name__}.TAXONOMY", "extra:taxonomy-fig3")
 
 DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
 
@@ -81,6 +83,11 @@ def format_cell(cell: Cell) -> str:
     return ", ".join(" + ".join(alt) for alt in cell)
 
 
+@catalogued(
+    "extra:taxonomy-fig3",
+    title="Fig. 3: three groups, eight orthogonal dimensions and their values, as data and as a drawn tree",
+    chapter="chapters/ch03_taxonomy.ipynb",
+)
 @dataclass(frozen=True)
 class TaxonomyPoint:
     """One model's position in the taxonomy: a :data:`Cell` per dimension.
@@ -182,6 +189,15 @@ TABLE3: tuple[Table3Row, ...] = (
     _row(16, "Winata et al.", 52, S, SL, MR, "additive", "global", SD, "self-attention", "multi-head"),
     _row(17, "Wang et al.", 89, S, SL, SR, "multiplicative", "global", SD, "self-attention", "capsule-based"),
 )
+for _r in TABLE3:
+    declare(
+        f"{__name__}.TABLE3",
+        _r.id,
+        title=f"Table III: {_r.model} [{_r.reference}] — "
+        + "; ".join(f"{d.replace('_', ' ')}: {v}" for d, v in _r.point.as_strings().items()),
+        chapter="chapters/ch04_evaluation_taxonomy.ipynb",
+    )
+del _r
 
 
 def table3_row(entry_id: str) -> Table3Row:
@@ -192,6 +208,7 @@ def table3_row(entry_id: str) -> Table3Row:
     raise ValueError(f"no Table III row {entry_id!r}; ids run from table3:row01 to table3:row{len(TABLE3):02d}")
 
 
+@catalogued("extra:taxonomy-fig3")
 def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
     """Draw Fig. 3 as a tree (root -> 3 groups -> 8 dimensions -> values) with matplotlib.
 
@@ -238,36 +255,3 @@ def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
     ax.set_xlim(-0.8, 4.4)
     ax.set_ylim(y, 1.0)
     return fig
-
-
-_T = "tests/test_taxonomy.py::"
-_TB = "tests/test_builder.py::"
-CATALOG = [
-    {
-        "id": "extra:taxonomy-fig3",
-        "title": "Fig. 3: three groups, eight orthogonal dimensions and their values, as data and as a drawn tree",
-        "chapter": "chapters/ch03_taxonomy.ipynb",
-        "implemented_by": [
-            "attnsurvey.taxonomy.TAXONOMY", "attnsurvey.taxonomy.TaxonomyPoint", "attnsurvey.taxonomy.taxonomy_figure",
-        ],
-        "tested_by": [
-            _T + "test_fig3_has_three_groups_and_eight_dimensions",
-            _T + "test_unknown_values_are_rejected",
-            _T + "test_taxonomy_figure_draws_every_value_and_highlights_a_point",
-        ],
-    },
-] + [
-    {
-        "id": row.id,
-        "title": f"Table III: {row.model} [{row.reference}] — " + "; ".join(
-            f"{d.replace('_', ' ')}: {v}" for d, v in row.point.as_strings().items()
-        ),
-        "chapter": "chapters/ch04_evaluation_taxonomy.ipynb",
-        "implemented_by": ["attnsurvey.taxonomy.TABLE3", "attnsurvey.builder.build_model"],
-        "tested_by": [
-            _TB + f"test_table3_row_builds_runs_and_describes[{row.id}]",
-            _T + "test_table3_spot_checks_against_the_survey",
-        ],
-    }
-    for row in TABLE3
-]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..catalog import catalogued
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..general_model import attend
 from ..query_related.multihead import merge_heads, split_heads
@@ -35,6 +36,7 @@ from ..transformer.positional import sinusoidal_position_encoding
 CHAPTER = "chapters/ch06_1_decoding.ipynb"
 
 
+@catalogued("extra:kv-cache")
 def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -> Tensor:
     """Causal mask for the last ``n_q`` of ``n_f`` positions: ``(n_q, n_f)``, ``True`` where ``j <= i + n_f - n_q``.
 
@@ -50,6 +52,7 @@ def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -
     return j <= i + (n_f - n_q)
 
 
+@catalogued("extra:gqa", title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)", chapter=CHAPTER)
 def grouped_query_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -76,6 +79,7 @@ def grouped_query_attention(
     return attend(q, k, v, mask)
 
 
+@catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)", chapter=CHAPTER)
 class KVCache:
     """A preallocated key/value cache for one attention layer.
 
@@ -121,6 +125,7 @@ class KVCache:
         self.length = 0
 
 
+@catalogued("extra:kv-cache", "extra:gqa")
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
     """Analytic size of a KV cache: ``2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value``.
 
@@ -134,6 +139,7 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, b
     return 2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value
 
 
+@catalogued("extra:gqa", "extra:kv-cache")
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with ``n_heads`` query heads sharing ``n_kv_heads`` K/V heads.
 
@@ -194,6 +200,7 @@ class DecoderBlock(nn.Module):
         return residual_norm(X, self.ffn, self.norm2, True)
 
 
+@catalogued("extra:kv-cache")
 class TinyDecoderLM(nn.Module):
     """A decoder-only language model of :class:`DecoderBlock` layers with sinusoidal positions.
 
@@ -230,6 +237,7 @@ class TinyDecoderLM(nn.Module):
         return self.readout(self.norm(X))
 
 
+@catalogued("extra:kv-cache")
 @torch.no_grad()
 def generate(model: TinyDecoderLM, prompt: Tensor, n_new: int, use_cache: bool = True) -> Tensor:
     """Greedy generation of ``n_new`` tokens after ``prompt`` ``(B, n_p)``; returns ``(B, n_p + n_new)``.
@@ -255,37 +263,3 @@ def generate(model: TinyDecoderLM, prompt: Tensor, n_new: int, use_cache: bool =
         seq = torch.cat([seq, nxt], dim=1)
     return seq
 
-
-_T = "tests/test_beyond_decoding.py::"
-CATALOG = [
-    {
-        "id": "extra:kv-cache",
-        "title": "Incremental decoding with a key/value cache (beyond the survey)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.beyond.decoding.KVCache",
-            "attnsurvey.beyond.decoding.offset_causal_mask",
-            "attnsurvey.beyond.decoding.TinyDecoderLM",
-            "attnsurvey.beyond.decoding.generate",
-            "attnsurvey.beyond.decoding.kv_cache_bytes",
-        ],
-        "tested_by": [
-            _T + "test_incremental_decoding_matches_full_recomputation",
-            _T + "test_generate_with_and_without_cache_agree",
-            _T + "test_cache_contract",
-            _T + "test_cache_bytes_analytic_and_allocated",
-        ],
-    },
-    {
-        "id": "extra:gqa",
-        "title": "Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.beyond.decoding.grouped_query_attention", "attnsurvey.beyond.decoding.GroupedQueryAttention"],
-        "tested_by": [
-            _T + "test_gqa_equals_sdpa_enable_gqa",
-            _T + "test_gqa_module_equals_sdpa",
-            _T + "test_mha_and_mqa_are_the_extremes",
-            _T + "test_gqa_bad_inputs_raise",
-        ],
-    },
-]

@@ -28,6 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..catalog import catalogued
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
@@ -37,6 +38,7 @@ from ..transformer.positional import sinusoidal_position_encoding
 CHAPTER = "chapters/ch06_2_positions.ipynb"
 
 
+@catalogued("extra:rope", title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)", chapter=CHAPTER)
 def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     """Rotary position embedding of the rows of ``X`` (Su et al.).
 
@@ -63,6 +65,7 @@ def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     return out
 
 
+@catalogued("extra:rope")
 def rope_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, base: float = 10000.0) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention on rotated queries and keys: ``attend(R Q, R K, V, mask)``.
 
@@ -74,6 +77,7 @@ def rope_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, 
     return attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
 
 
+@catalogued("extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)", chapter=CHAPTER)
 def alibi_slopes(h: int) -> Tensor:
     """The ALiBi head slopes of Press et al. (2022), a ``(h,)`` float64 tensor.
 
@@ -93,6 +97,7 @@ def alibi_slopes(h: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+@catalogued("extra:alibi")
 def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
     """The ALiBi bias ``B[j, i, l] = -m_j |i - l|``, shape ``(h, n_q, n_f)``.
 
@@ -106,6 +111,7 @@ def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
     return -slopes[:, None, None] * dist
 
 
+@catalogued("extra:alibi")
 def alibi_attention(Q: Tensor, K: Tensor, V: Tensor, slopes: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Attention with linear biases: ``softmax(Q K^T / sqrt(d_k) + B) V`` per head.
 
@@ -145,6 +151,7 @@ class _PositionalSelfAttention(nn.Module):
         return self.W_O(merge_heads(c)), a
 
 
+@catalogued("extra:rope")
 class RotarySelfAttention(_PositionalSelfAttention):
     """Multi-head self-attention with RoPE on every head's queries and keys.
 
@@ -163,6 +170,7 @@ class RotarySelfAttention(_PositionalSelfAttention):
         return rope_attention(q, k, v, mask, self.base)
 
 
+@catalogued("extra:alibi")
 class ALiBiSelfAttention(_PositionalSelfAttention):
     """Multi-head self-attention with the ALiBi bias (fixed slopes, :func:`alibi_slopes`).
 
@@ -176,39 +184,3 @@ class ALiBiSelfAttention(_PositionalSelfAttention):
     def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         return alibi_attention(q, k, v, self.slopes, mask)
 
-
-_T = "tests/test_beyond_positions.py::"
-CATALOG = [
-    {
-        "id": "extra:rope",
-        "title": "Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.beyond.positions.apply_rope",
-            "attnsurvey.beyond.positions.rope_attention",
-            "attnsurvey.beyond.positions.RotarySelfAttention",
-        ],
-        "tested_by": [
-            _T + "test_rope_matches_complex_rotation",
-            _T + "test_rope_score_depends_only_on_offset",
-            _T + "test_rope_preserves_norms_and_offset_composes",
-            _T + "test_rope_bad_inputs_raise",
-        ],
-    },
-    {
-        "id": "extra:alibi",
-        "title": "ALiBi: a per-head linear distance penalty on the scores (beyond the survey)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.beyond.positions.alibi_slopes",
-            "attnsurvey.beyond.positions.alibi_bias",
-            "attnsurvey.beyond.positions.alibi_attention",
-            "attnsurvey.beyond.positions.ALiBiSelfAttention",
-        ],
-        "tested_by": [
-            _T + "test_alibi_slopes_as_in_press_et_al",
-            _T + "test_alibi_attention_equals_sdpa_with_float_bias",
-            _T + "test_position_modules_accept_any_length",
-        ],
-    },
-]

@@ -18,6 +18,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from ..catalog import catalogued
+
 StepFn = Callable[[Tensor], Tensor]
 
 
@@ -33,6 +35,7 @@ def _scores(step_log_probs: StepFn, prefixes: Tensor) -> Tensor:
     return lp
 
 
+@catalogued("extra:trained-transformer")
 @torch.no_grad()
 def greedy_search(step_log_probs: StepFn, bos: int, batch: int, length: int) -> tuple[Tensor, Tensor]:
     """Greedy decoding: ``y_t = argmax p(y_t | y_<t)`` for ``t = 1..length``.
@@ -51,6 +54,7 @@ def greedy_search(step_log_probs: StepFn, bos: int, batch: int, length: int) -> 
     return seq[:, 0, 1:], total
 
 
+@catalogued("extra:trained-transformer")
 @torch.no_grad()
 def beam_search(step_log_probs: StepFn, bos: int, batch: int, length: int, beam_width: int = 4) -> tuple[Tensor, Tensor]:
     """Beam search: keep the ``beam_width`` prefixes with the highest summed log-probability.

@@ -12,8 +12,8 @@ alone nor an average of the contexts can decide; a model has to find the
 opinion word that matches the target, which is what rotatory attention's
 target-to-context step (Eq. 18) does.
 
-:class:`AspectModel` is the task model: word embeddings as the feature model
-(LCR-Rot uses Bi-LSTMs; embeddings keep the experiment fast), then either
+The task model, :class:`attnsurvey.experiments.feature_related.AspectModel`,
+uses word embeddings as the feature model (LCR-Rot uses Bi-LSTMs; embeddings keep the experiment fast), then either
 rotatory attention (:class:`attnsurvey.feature_related.rotatory.RotatoryAttention`)
 or one of two baselines, then the output model of Eq. (5).
 """
@@ -22,11 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from ..feature_related.rotatory import RotatoryAttention, target_pooling
-from ..general_model import OutputModel
-from ..training import accuracy, train
 
 CATEGORIES = {
     "food": (("pasta", "pizza", "soup"), ("tasty", "fresh"), ("bland", "stale")),
@@ -125,64 +122,3 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
     return AspectData(left, target, right, mask_l, mask_t, mask_r, label, opinion)
 
 
-MODEL_KINDS = ("target-only", "mean-contexts", "rotatory")
-
-
-class AspectModel(nn.Module):
-    """Task model for :class:`AspectData`.
-
-    ``kind="target-only"``: Eq. (17) alone (the mean target phrase) -> output.
-    ``kind="mean-contexts"``: mean of left, target and right (no attention) -> output.
-    ``kind="rotatory"``: rotatory attention with ``hops`` rotations -> Eq. (20) -> output.
-    ``forward(data)`` returns ``(logits (n, 2), output of the attention or None)``.
-    """
-
-    def __init__(self, kind: str = "rotatory", d: int = 12, hops: int = 1) -> None:
-        super().__init__()
-        if kind not in MODEL_KINDS:
-            raise ValueError(f"unknown kind {kind!r}; choose one of {MODEL_KINDS}")
-        self.kind = kind
-        self.embed = nn.Embedding(len(VOCAB), d)
-        if kind == "rotatory":
-            self.rot = RotatoryAttention(d_t=d, d_c=d, hops=hops)
-            out = self.rot.out_dim
-        else:
-            out = d if kind == "target-only" else 3 * d
-        self.output = OutputModel(out, len(LABELS))
-
-    def forward(self, data: AspectData):
-        F_t, F_l, F_r = self.embed(data.target), self.embed(data.left), self.embed(data.right)
-        if self.kind == "target-only":
-            return self.output.logits(target_pooling(F_t, data.mask_t)), None
-        if self.kind == "mean-contexts":
-            parts = [target_pooling(F, m) for F, m in ((F_l, data.mask_l), (F_t, data.mask_t), (F_r, data.mask_r))]
-            return self.output.logits(torch.cat(parts, -1)), None
-        out = self.rot(F_t, F_l, F_r, data.mask_t, data.mask_l, data.mask_r)
-        return self.output.logits(out.r), out
-
-
-def train_aspect(
-    kind: str, data: AspectData, hops: int = 1, steps: int = 200, batch_size: int = 64, lr: float = 2e-2, seed: int = 0
-) -> AspectModel:
-    """Train an :class:`AspectModel` with Adam and cross-entropy; deterministic given ``seed``."""
-    torch.manual_seed(seed)
-    model = AspectModel(kind, hops=hops)
-    g = torch.Generator().manual_seed(seed)
-    batches = (data.subset(torch.randint(len(data), (batch_size,), generator=g)) for _ in range(steps))
-    train(model, lambda m, b: nn.functional.cross_entropy(m(b)[0], b.label), batches, lr=lr)
-    return model
-
-
-@torch.no_grad()
-def evaluate_aspect(model: AspectModel, data: AspectData) -> dict[str, float]:
-    """Accuracy overall and on sentences with an empty context; for rotatory models
-    also the mean weight (last hop) on the target's own opinion word."""
-    logits, out = model(data)
-    empty = ~data.mask_l.any(-1) | ~data.mask_r.any(-1)
-    res = {"accuracy": accuracy(logits, data.label), "accuracy_empty_context": accuracy(logits[empty], data.label[empty])}
-    if out is not None:
-        idx = torch.arange(len(data))
-        side, at = data.opinion[:, 0], data.opinion[:, 1]
-        w = torch.where(side == 0, out.a_l[idx, at.clamp_max(out.a_l.shape[-1] - 1)], out.a_r[idx, at])
-        res["weight_on_opinion"] = float(w.mean())
-    return res

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from ..catalog import catalogued
 
 
 def _check_positive(**sizes: int) -> None:
@@ -49,6 +50,7 @@ def key_lookup(
     return x_q, F, labels[rows, target]
 
 
+@catalogued("extra:multidimensional-task")
 def featurewise_lookup(
     n: int, n_f: int = 4, d_v: int = 4, generator: torch.Generator | None = None
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..general_model import TaskModel
-from ..training import accuracy
 
 LAYOUTS = ("sequence", "grid", "graph")
 
@@ -107,29 +105,3 @@ def match_query_batch(
     if layout == "grid":
         F = F.view(B, side, side, -1)
     return MatchBatch(F, q, y, target, mask, adjacency)
-
-
-def fit_match_query(
-    model: TaskModel, steps: int, generator: torch.Generator, batch_size: int = 64, lr: float = 1e-2, **task
-):
-    """Train ``model`` on fresh batches of :func:`match_query_batch` (``task`` = its keyword arguments)."""
-    from ..training import train
-
-    def batches():
-        for _ in range(steps):
-            b = match_query_batch(batch_size, generator=generator, **task)
-            yield b.flat_F(), b.q, b.mask, b.y
-
-    def loss_fn(m: TaskModel, batch) -> Tensor:
-        F, q, mask, y = batch
-        return nn.functional.cross_entropy(m(F, q, mask)[0], y)
-
-    return train(model, loss_fn, batches(), lr=lr)
-
-
-@torch.no_grad()
-def evaluate_match_query(model: TaskModel, n: int, generator: torch.Generator, **task) -> dict[str, float]:
-    """Label accuracy, and how often the largest weight falls on the matching item."""
-    b = match_query_batch(n, generator=generator, **task)
-    logits, a = model(b.flat_F(), b.q, b.mask)
-    return {"accuracy": accuracy(logits, b.y), "hit": float((a.argmax(-1) == b.target).float().mean())}

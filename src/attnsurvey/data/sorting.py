@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from ..catalog import catalogued
 
 
+@catalogued("extra:pointer-network")
 def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """A batch of numbers to sort and the pointers that sort them.
 

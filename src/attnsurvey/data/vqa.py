@@ -13,7 +13,8 @@ data records, so we can measure how much attention mass a model puts on it.
 Neither the mean of the cells nor a question-independent attention can bind
 the right colour to the right shape; a model must look where the question says.
 
-:class:`VQAModel` is the task model of Fig. 1 for this data: an image feature
+The task model of Fig. 1 for this data is
+:class:`attnsurvey.experiments.feature_related.VQAModel`: an image feature
 model (a linear layer), a question feature model (an embedding), one of the
 co-attention modules of :mod:`attnsurvey.feature_related.co_attention` (set 1
 = question words, set 2 = image cells), and an output model (Eq. 5).
@@ -23,12 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from ..feature_related import co_attention as ca
-from ..general_model import OutputModel
-from ..masking import masked_softmax
-from ..training import accuracy, train
 
 COLOURS = ("red", "green", "blue", "yellow", "purple")
 SHAPES = ("circle", "square", "triangle", "star", "cross")
@@ -37,7 +34,6 @@ ANSWERS = COLOURS + SHAPES
 QUESTION_LEN = 6
 D_CELL = len(COLOURS) + len(SHAPES) + 1
 
-VARIANTS = ("mean-pooling", "question-independent", "alternating", "interactive", "parallel", "max-affinity", "multi-grained")
 """Task-model variants: two baselines without co-attention, then five co-attention forms."""
 
 
@@ -111,122 +107,3 @@ def make_vqa(
     return VQAData(image, question, q_mask, answer, region, grid)
 
 
-class VQAModel(nn.Module):
-    """Task model for :class:`VQAData` with one of :data:`VARIANTS` as attention model.
-
-    ``forward(data)`` returns ``(logits (n, len(ANSWERS)), image weights (n, cells),
-    question weights (n, QUESTION_LEN))``. For ``mean-pooling`` the weights are
-    uniform over cells and real tokens (no attention at all); for
-    ``question-independent`` the image weights come from the query-less score of
-    Eq. (7) and the question is mean-pooled; for ``multi-grained`` they are the
-    average of its coarse and fine weights.
-    """
-
-    def __init__(self, variant: str, d: int = 16, d_w: int = 16) -> None:
-        super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
-        self.variant = variant
-        self.image_features = nn.Linear(D_CELL, d)
-        self.question_features = nn.Embedding(len(VOCAB), d)
-        out = 2 * d
-        if variant == "question-independent":
-            self.score0 = ca.QuerylessAdditiveScore(d, d_w)
-        elif variant == "alternating":
-            self.att = ca.AlternatingCoAttention(d, d, d_w, plain=True)
-        elif variant == "interactive":
-            self.att = ca.InteractiveCoAttention(d, d, d_w, plain=True)
-        elif variant == "parallel":
-            self.att = ca.ParallelCoAttention(d, d, d_w, plain=True, scores="additive")
-        elif variant == "max-affinity":
-            # Eq. (13): an unbounded affinity, so the max-pooled scores can be sharp
-            self.att = ca.ParallelCoAttention(d, d, d_w, plain=True, scores="max", affinity="concat")
-        elif variant == "multi-grained":
-            self.att = ca.MultiGrainedCoAttention(d, d, d_w, plain=True, affinity="concat")
-            out = 4 * d
-        self.output = OutputModel(out, len(ANSWERS))
-
-    def forward(self, data: VQAData) -> tuple[Tensor, Tensor, Tensor]:
-        F_img = self.image_features(data.image)
-        F_q = self.question_features(data.question)
-        mq = data.q_mask
-        if self.variant in ("mean-pooling", "question-independent"):
-            a_q = masked_softmax(torch.zeros(mq.shape), mq)
-            if self.variant == "mean-pooling":
-                a_img = torch.full(F_img.shape[:-1], 1.0 / F_img.shape[-2])
-            else:
-                a_img = torch.softmax(self.score0(F_img), -1)
-            c = torch.cat([(a_q.unsqueeze(-2) @ F_q).squeeze(-2), (a_img.unsqueeze(-2) @ F_img).squeeze(-2)], -1)
-            return self.output.logits(c), a_img, a_q
-        out = self.att(F_q, F_img, mask1=mq)
-        if self.variant == "multi-grained":
-            c = out.c  # its two image weightings are averaged (a distribution again)
-            a_q, a_img = (out.coarse.a1 + out.fine.a1) / 2, (out.coarse.a2 + out.fine.a2) / 2
-        else:
-            c = torch.cat([out.c1, out.c2], -1)
-            a_q, a_img = out.a1, out.a2
-        return self.output.logits(c), a_img, a_q
-
-
-def train_vqa(
-    variant: str, data: VQAData, steps: int = 300, batch_size: int = 64, lr: float = 1e-2, seed: int = 0
-) -> VQAModel:
-    """Train a :class:`VQAModel` with Adam and cross-entropy; deterministic given ``seed``."""
-    torch.manual_seed(seed)
-    model = VQAModel(variant)
-    g = torch.Generator().manual_seed(seed)
-    batches = (data.subset(torch.randint(len(data), (batch_size,), generator=g)) for _ in range(steps))
-    loss = lambda m, b: nn.functional.cross_entropy(m(b)[0], b.answer)  # noqa: E731
-    train(model, loss, batches, lr=lr)
-    return model
-
-
-@torch.no_grad()
-def evaluate_vqa(model: VQAModel, data: VQAData) -> dict[str, float]:
-    """Accuracy, mean image attention mass on the true region, and how often the
-    most-attended cell is the true region."""
-    logits, a_img, _ = model(data)
-    idx = torch.arange(len(data))
-    return {
-        "accuracy": accuracy(logits, data.answer),
-        "mass_on_region": float(a_img[idx, data.region].mean()),
-        "argmax_on_region": float((a_img.argmax(-1) == data.region).float().mean()),
-    }
-
-
-_MARKERS = {"circle": "o", "square": "s", "triangle": "^", "star": "*", "cross": "X"}
-
-
-def plot_vqa_example(data: VQAData, i: int, weights: Tensor | None = None, ax=None, title: str | None = None):
-    """Draw image ``i`` of ``data``: each object as a coloured marker on its cell.
-
-    ``weights`` ``(grid*grid,)`` (optional) shades each cell by its attention
-    weight; the true region gets a dashed frame. Returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    gsz = data.grid
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(2.6, 2.6))
-    else:
-        fig = ax.figure
-    if weights is not None:
-        w = weights.detach().reshape(gsz, gsz).numpy()
-        ax.imshow(w, cmap="Greys", vmin=0.0, vmax=1.0, extent=(-0.5, gsz - 0.5, gsz - 0.5, -0.5))
-    img = data.image[i]
-    for cell in range(gsz * gsz):
-        feats = img[cell]
-        if feats[-1] < 0.5:
-            continue
-        colour = COLOURS[int(feats[: len(COLOURS)].argmax())]
-        shape = SHAPES[int(feats[len(COLOURS) : len(COLOURS) + len(SHAPES)].argmax())]
-        r, c = divmod(cell, gsz)
-        ax.scatter([c], [r], s=420, marker=_MARKERS[shape], color=colour, edgecolors="black", linewidths=0.8)
-    r, c = divmod(int(data.region[i]), gsz)
-    ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, ls="--", lw=2, color="tab:orange"))
-    ax.set_xlim(-0.5, gsz - 0.5)
-    ax.set_ylim(gsz - 0.5, -0.5)
-    ax.set_xticks(range(gsz))
-    ax.set_yticks(range(gsz))
-    ax.set_title(title if title is not None else " ".join(data.question_words(i)) + "?", fontsize=9)
-    return fig

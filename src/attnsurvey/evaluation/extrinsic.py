@@ -15,7 +15,7 @@ people actually use (``sacrebleu``, ``jiwer``, ``scikit-image``):
 
 The last item of §4.1 is the ablation that tests whether the weights matter:
 replace the learned attention weights by a uniform average (:func:`uniform_weights`)
-in a trained model (:class:`ProbeModel`, a small task model of Fig. 1 whose
+in a trained model (:class:`attnsurvey.experiments.evaluation.ProbeModel`, a small task model of Fig. 1 whose
 attention weights can be overridden) and measure the drop (:func:`uniform_attention_ablation`).
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor
-from ..general_model import GeneralAttention, OutputModel, context
 from ..training import accuracy
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
 
@@ -52,11 +52,17 @@ def _check_corpus(hypotheses: Sequence, references: Sequence, what: str) -> None
 # --------------------------------------------------------------------------- BLEU
 
 
+@catalogued("extra:bleu")
 def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
     """Counts of the ``n``-grams (tuples) of a token list."""
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
+@catalogued(
+    "extra:bleu",
+    title="Corpus BLEU with clipped n-gram precisions, brevity penalty and sacrebleu's smoothing",
+    chapter=CHAPTER,
+)
 def bleu(
     hypotheses: Sequence[str],
     references: Sequence[str] | Sequence[Sequence[str]],
@@ -136,6 +142,7 @@ def bleu(
 # --------------------------------------------------------------------------- perplexity
 
 
+@catalogued("extra:perplexity", title="Perplexity, exp of the mean negative log-likelihood", chapter=CHAPTER)
 def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
     """Perplexity ``exp(-(1/N) sum_t log p(y_t | ...))`` of a language model.
 
@@ -166,6 +173,7 @@ def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None)
 # --------------------------------------------------------------------------- WER / PER
 
 
+@catalogued("extra:wer")
 def edit_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> tuple[int, int, int, int]:
     """Minimal Levenshtein alignment of two token sequences: ``(S, D, I, H)``.
 
@@ -223,6 +231,7 @@ def _error_rate(references, hypotheses, what: str, unit: str) -> float:
     return errors / n_ref
 
 
+@catalogued("extra:wer", title="Word error rate (S + D + I) / N from a Levenshtein alignment", chapter=CHAPTER)
 def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> float:
     """Word error rate ``(S + D + I) / N`` over a corpus, ``N`` = number of reference words.
 
@@ -235,6 +244,7 @@ def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> flo
     return _error_rate(references, hypotheses, "WER", "word")
 
 
+@catalogued("extra:per", title="Phoneme error rate: the edit-distance rate on phoneme sequences", chapter=CHAPTER)
 def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Sequence[str]]) -> float:
     """Phoneme error rate: the WER computation on phoneme sequences.
 
@@ -247,6 +257,7 @@ def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Se
 # --------------------------------------------------------------------------- classification
 
 
+@catalogued("extra:precision-recall-f1", title="Precision, recall and F1 (binary, micro, macro)", chapter=CHAPTER)
 def precision_recall_f1(
     predicted: Tensor, target: Tensor, average: str = "binary", num_classes: int | None = None, positive: int = 1
 ) -> tuple[float, float, float]:
@@ -287,6 +298,7 @@ def precision_recall_f1(
 # --------------------------------------------------------------------------- IoU
 
 
+@catalogued("extra:iou", title="Intersection over union of boxes and masks", chapter=CHAPTER)
 def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
     """Intersection over union of axis-aligned boxes ``(x1, y1, x2, y2)``.
 
@@ -308,6 +320,7 @@ def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
     return torch.where(union > 0, inter / union.clamp_min(1e-12), torch.zeros_like(union))
 
 
+@catalogued("extra:iou")
 def mask_iou(mask_a: Tensor, mask_b: Tensor) -> Tensor:
     """IoU ``|A and B| / |A or B|`` of boolean masks over the last two dims ``(..., H, W)``.
 
@@ -337,6 +350,7 @@ def _check_images(x: Tensor, y: Tensor, data_range: float) -> None:
         raise ValueError(f"data_range must be positive (e.g. 1.0 or 255), got {data_range}")
 
 
+@catalogued("extra:psnr", title="Peak signal-to-noise ratio, with identical images giving inf", chapter=CHAPTER)
 def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
     """Peak signal-to-noise ratio ``10 log10(R^2 / MSE)`` in decibels.
 
@@ -352,6 +366,7 @@ def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
     return 10.0 * math.log10(data_range**2 / mse)
 
 
+@catalogued("extra:ssim")
 def ssim_window(kind: str = "gaussian", win_size: int | None = None, sigma: float = 1.5, truncate: float = 3.5) -> Tensor:
     """The 2-D averaging window of SSIM, normalised to sum 1 (float64).
 
@@ -374,6 +389,11 @@ def ssim_window(kind: str = "gaussian", win_size: int | None = None, sigma: floa
     raise ValueError(f"window must be 'gaussian' or 'uniform', got {kind!r}")
 
 
+@catalogued(
+    "extra:ssim",
+    title="Structural similarity with a Gaussian or uniform window (Wang et al. 2004)",
+    chapter=CHAPTER,
+)
 def ssim(
     x: Tensor,
     y: Tensor,
@@ -426,6 +446,11 @@ def ssim(
 # --------------------------------------------------------------------------- ablation
 
 
+@catalogued(
+    "extra:uniform-attention-ablation",
+    title="Ablation: replace learned attention weights by a uniform average and measure the drop",
+    chapter=CHAPTER,
+)
 def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
     """Uniform attention weights of ``a``'s shape ``(..., n_q, n_f)``: ``1 / n_f`` each.
 
@@ -440,64 +465,13 @@ def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
     return w / w.sum(-1, keepdim=True).clamp_min(1.0)
 
 
-class ProbeModel(nn.Module):
-    """A small task model (Fig. 1) whose attention weights can be read and replaced.
-
-    Feature model: a token embedding (``vocab`` ids) or a linear map of
-    continuous inputs of size ``d_in``, plus a learned position embedding.
-    Query model: ``n_q`` learned query vectors (one per output position).
-    Attention model: :class:`~attnsurvey.general_model.GeneralAttention`
-    with score ``score``. Output model: :class:`~attnsurvey.general_model.OutputModel`.
-
-    ``features(x)`` returns F ``(B, n_f, d)``; ``head(F, weights=None)``
-    returns logits ``(B, n_q, d_y)`` and the weights ``(B, n_q, n_f)`` used;
-    passing ``weights`` replaces the learned ones (ablation, adversarial and
-    permuted attention). ``forward(x, weights=None)`` chains both.
-    """
-
-    def __init__(
-        self,
-        d: int,
-        d_y: int,
-        n_max: int,
-        n_q: int = 1,
-        vocab: int | None = None,
-        d_in: int | None = None,
-        score: str = "scaled-multiplicative",
-    ) -> None:
-        super().__init__()
-        if (vocab is None) == (d_in is None):
-            raise ValueError("give exactly one of vocab (token inputs) or d_in (continuous inputs)")
-        self.embed = nn.Embedding(vocab, d) if vocab is not None else nn.Linear(d_in, d)
-        self.pos = nn.Parameter(torch.randn(n_max, d) * 0.1)
-        self.queries = nn.Parameter(torch.randn(n_q, d) * 0.1)
-        self.attention = GeneralAttention(d, d, score=score)
-        self.out = OutputModel(d, d_y)
-
-    def features(self, x: Tensor) -> Tensor:
-        h = self.embed(x)
-        n = h.shape[-2]
-        if n > self.pos.shape[0]:
-            raise ValueError(f"input has n_f={n} positions but the model holds n_max={self.pos.shape[0]}")
-        return h + self.pos[:n]
-
-    def head(self, F: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        Q = self.queries.expand(F.shape[0], -1, -1)
-        if weights is None:
-            c, a = self.attention(Q, F)
-        else:
-            a = weights
-            _, V = self.attention.keys_values(F)
-            c = context(a, V)
-        return self.out.logits(c), a
-
-    def forward(self, x: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        return self.head(self.features(x), weights)
-
-
+@catalogued("extra:uniform-attention-ablation")
 @torch.no_grad()
-def uniform_attention_ablation(model: ProbeModel, x: Tensor, y: Tensor) -> tuple[float, float]:
+def uniform_attention_ablation(model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
     """Accuracy of a trained model with its learned weights and with uniform weights.
+
+    ``model(x, weights=None)`` returns ``(logits, weights)`` and uses ``weights``
+    when given (e.g. :class:`attnsurvey.experiments.evaluation.ProbeModel`).
 
     x: model inputs ``(B, n_f)`` (or ``(B, n_f, d_in)``); y: labels ``(B, n_q)``.
     Returns ``(accuracy with learned attention, accuracy with uniform attention)``:
@@ -507,79 +481,3 @@ def uniform_attention_ablation(model: ProbeModel, x: Tensor, y: Tensor) -> tuple
     learned = accuracy(logits, y)
     logits_u, _ = model(x, weights=uniform_weights(a))
     return learned, accuracy(logits_u, y)
-
-
-_T = "tests/test_extrinsic.py::"
-CATALOG = [
-    {
-        "id": "extra:bleu",
-        "title": "Corpus BLEU with clipped n-gram precisions, brevity penalty and sacrebleu's smoothing",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.bleu", "attnsurvey.evaluation.extrinsic.ngram_counts"],
-        "tested_by": [
-            _T + "test_bleu_matches_sacrebleu",
-            _T + "test_bleu_hand_computed",
-            _T + "test_bleu_perfect_and_bad_input",
-        ],
-    },
-    {
-        "id": "extra:perplexity",
-        "title": "Perplexity, exp of the mean negative log-likelihood",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.perplexity"],
-        "tested_by": [_T + "test_perplexity_matches_cross_entropy", _T + "test_perplexity_bad_input"],
-    },
-    {
-        "id": "extra:wer",
-        "title": "Word error rate (S + D + I) / N from a Levenshtein alignment",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.wer", "attnsurvey.evaluation.extrinsic.edit_counts"],
-        "tested_by": [_T + "test_wer_matches_jiwer", _T + "test_edit_counts_hand_computed", _T + "test_wer_bad_input"],
-    },
-    {
-        "id": "extra:per",
-        "title": "Phoneme error rate: the edit-distance rate on phoneme sequences",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.per"],
-        "tested_by": [_T + "test_per_matches_jiwer_on_phonemes"],
-    },
-    {
-        "id": "extra:precision-recall-f1",
-        "title": "Precision, recall and F1 (binary, micro, macro)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.precision_recall_f1"],
-        "tested_by": [_T + "test_precision_recall_f1_hand_computed", _T + "test_precision_recall_bad_input"],
-    },
-    {
-        "id": "extra:iou",
-        "title": "Intersection over union of boxes and masks",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.box_iou", "attnsurvey.evaluation.extrinsic.mask_iou"],
-        "tested_by": [_T + "test_box_iou_equals_pixel_count", _T + "test_iou_bad_input"],
-    },
-    {
-        "id": "extra:psnr",
-        "title": "Peak signal-to-noise ratio, with identical images giving inf",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.psnr"],
-        "tested_by": [_T + "test_psnr_matches_skimage", _T + "test_image_metrics_bad_input"],
-    },
-    {
-        "id": "extra:ssim",
-        "title": "Structural similarity with a Gaussian or uniform window (Wang et al. 2004)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.extrinsic.ssim", "attnsurvey.evaluation.extrinsic.ssim_window"],
-        "tested_by": [_T + "test_ssim_matches_skimage", _T + "test_image_metrics_bad_input"],
-    },
-    {
-        "id": "extra:uniform-attention-ablation",
-        "title": "Ablation: replace learned attention weights by a uniform average and measure the drop",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.extrinsic.uniform_weights",
-            "attnsurvey.evaluation.extrinsic.uniform_attention_ablation",
-            "attnsurvey.evaluation.extrinsic.ProbeModel",
-        ],
-        "tested_by": [_T + "test_uniform_weights_mask_and_sum", _T + "test_ablation_drops_on_trained_model"],
-    },
-]

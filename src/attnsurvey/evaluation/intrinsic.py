@@ -26,6 +26,7 @@ import torch.nn.functional as F_
 from torch import Tensor
 
 from .._checks import as_tensor
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
 
@@ -35,6 +36,7 @@ Head = Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]]
 # --------------------------------------------------------------------------- Eq. (46)
 
 
+@catalogued("eq46", title="Attention correctness AC = sum of the weights on ground-truth regions", chapter=CHAPTER)
 def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
     """Attention correctness, Eq. (46): ``AC = sum_{i : R_i in G} a_i``.
 
@@ -55,6 +57,7 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
 # --------------------------------------------------------------------------- AER
 
 
+@catalogued("extra:aer")
 def links_to_matrix(links: Iterable[tuple[int, int]], n_tgt: int, n_src: int) -> Tensor:
     """Boolean ``(n_tgt, n_src)`` alignment matrix from ``(target j, source i)`` links.
 
@@ -71,6 +74,7 @@ def links_to_matrix(links: Iterable[tuple[int, int]], n_tgt: int, n_src: int) ->
     return M
 
 
+@catalogued("extra:aer")
 def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
     """Hard links from soft weights ``a`` ``(..., n_tgt, n_src)``.
 
@@ -83,6 +87,7 @@ def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
     return F_.one_hot(a.argmax(-1), a.shape[-1]).bool()
 
 
+@catalogued("extra:aer", title="Alignment error rate with sure and possible links (Och & Ney 2003)", chapter=CHAPTER)
 def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float:
     """Alignment error rate (Och & Ney 2003) of hypothesis links ``A``.
 
@@ -112,6 +117,7 @@ def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float
 # --------------------------------------------------------------------------- supervised attention
 
 
+@catalogued("extra:supervised-attention")
 def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
     """Cross-entropy of attention weights against gold alignments.
 
@@ -132,6 +138,11 @@ def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
     return ce[has].mean()
 
 
+@catalogued(
+    "extra:supervised-attention",
+    title="Supervised attention: task loss + lambda * alignment loss against gold alignments",
+    chapter=CHAPTER,
+)
 def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor, lam: float) -> Tensor:
     """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
 
@@ -158,6 +169,7 @@ def _check_pair(x: Tensor, y: Tensor, what: str) -> tuple[Tensor, Tensor]:
     return x, y
 
 
+@catalogued("extra:rank-correlation")
 def rankdata(x: Tensor) -> Tensor:
     """Ranks 1..n of a 1-D tensor, ties sharing their average rank (scipy's ``"average"``)."""
     x = torch.as_tensor(x, dtype=torch.float64)
@@ -175,6 +187,11 @@ def rankdata(x: Tensor) -> Tensor:
     return ranks
 
 
+@catalogued(
+    "extra:rank-correlation",
+    title="Rank correlation (Spearman, Kendall tau-b) between model and human attention",
+    chapter=CHAPTER,
+)
 def spearman(x: Tensor, y: Tensor) -> float:
     """Spearman's rank correlation: the Pearson correlation of the (average) ranks.
 
@@ -188,6 +205,7 @@ def spearman(x: Tensor, y: Tensor) -> float:
     return float("nan") if den == 0 else float((rx * ry).sum() / den)
 
 
+@catalogued("extra:rank-correlation")
 def kendall_tau(x: Tensor, y: Tensor) -> float:
     """Kendall's tau-b, by counting all pairs: ``(C - D) / sqrt((n0 - T_x)(n0 - T_y))``.
 
@@ -210,11 +228,16 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
 # --------------------------------------------------------------------------- attention as explanation
 
 
+@catalogued(
+    "extra:gradient-importance",
+    title="Gradient x input feature importance compared with attention weights",
+    chapter=CHAPTER,
+)
 def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, detach_attention: bool = True) -> Tensor:
     """Gradient x input importance of every feature vector for the predicted logit.
 
     ``head(F, weights)`` returns ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``
-    (as :meth:`attnsurvey.evaluation.extrinsic.ProbeModel.head`). For each
+    (as :meth:`attnsurvey.experiments.evaluation.ProbeModel.head`). For each
     example the importance of ``f_l`` is ``|sum_d dlogit_y/dF_{l,d} * F_{l,d}|``
     for the first query's target class ``y`` (default: the predicted class).
     ``detach_attention=True`` holds the weights fixed, as Jain & Wallace did,
@@ -236,6 +259,7 @@ def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, det
     return (g * F).sum(-1).abs().detach()
 
 
+@catalogued("extra:adversarial-attention")
 def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
     """Jensen-Shannon divergence (natural log) of distributions over the last dim.
 
@@ -249,6 +273,7 @@ def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
     return (kl(p) + kl(q)) / 2
 
 
+@catalogued("extra:adversarial-attention")
 def total_variation(p: Tensor, q: Tensor) -> Tensor:
     """Total variation distance ``sum |p - q| / 2`` over the last dim, in [0, 1]."""
     if p.shape != q.shape:
@@ -256,6 +281,11 @@ def total_variation(p: Tensor, q: Tensor) -> Tensor:
     return (p - q).abs().sum(-1) / 2
 
 
+@catalogued(
+    "extra:adversarial-attention",
+    title="Adversarial attention: maximal JS divergence with the output change bounded",
+    chapter=CHAPTER,
+)
 def adversarial_attention(
     output_fn: Callable[[Tensor], Tensor],
     a: Tensor,
@@ -301,6 +331,11 @@ def adversarial_attention(
     return best.detach(), best_js.detach(), best_tvd.detach()
 
 
+@catalogued(
+    "extra:permuted-attention",
+    title="Permuted attention weights and the resulting output change",
+    chapter=CHAPTER,
+)
 def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
 
@@ -313,6 +348,7 @@ def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> T
     return flat.gather(-1, perm).reshape(a.shape)
 
 
+@catalogued("extra:permuted-attention")
 @torch.no_grad()
 def permutation_output_change(
     output_fn: Callable[[Tensor], Tensor], a: Tensor, n_perm: int = 20, generator: torch.Generator | None = None
@@ -327,75 +363,3 @@ def permutation_output_change(
     y0 = output_fn(a)
     tvds = torch.stack([total_variation(output_fn(permuted_attention(a, generator)), y0) for _ in range(n_perm)])
     return tvds.median(0).values
-
-
-_T = "tests/test_intrinsic.py::"
-CATALOG = [
-    {
-        "id": "eq46",
-        "title": "Attention correctness AC = sum of the weights on ground-truth regions",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.intrinsic.attention_correctness"],
-        "tested_by": [_T + "test_eq46_hand_computed_and_bounds", _T + "test_eq46_bad_input"],
-    },
-    {
-        "id": "extra:aer",
-        "title": "Alignment error rate with sure and possible links (Och & Ney 2003)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.intrinsic.alignment_error_rate",
-            "attnsurvey.evaluation.intrinsic.links_to_matrix",
-            "attnsurvey.evaluation.intrinsic.hard_alignment",
-        ],
-        "tested_by": [_T + "test_aer_hand_computed", _T + "test_aer_bad_input"],
-    },
-    {
-        "id": "extra:supervised-attention",
-        "title": "Supervised attention: task loss + lambda * alignment loss against gold alignments",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.intrinsic.supervised_attention_loss",
-            "attnsurvey.evaluation.intrinsic.alignment_loss",
-        ],
-        "tested_by": [_T + "test_alignment_loss_hand_computed", _T + "test_supervised_attention_lowers_aer"],
-    },
-    {
-        "id": "extra:rank-correlation",
-        "title": "Rank correlation (Spearman, Kendall tau-b) between model and human attention",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.intrinsic.spearman",
-            "attnsurvey.evaluation.intrinsic.kendall_tau",
-            "attnsurvey.evaluation.intrinsic.rankdata",
-        ],
-        "tested_by": [_T + "test_rank_correlations_match_scipy", _T + "test_rank_correlation_bad_input"],
-    },
-    {
-        "id": "extra:gradient-importance",
-        "title": "Gradient x input feature importance compared with attention weights",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.evaluation.intrinsic.gradient_importance"],
-        "tested_by": [_T + "test_gradient_importance_matches_finite_differences"],
-    },
-    {
-        "id": "extra:adversarial-attention",
-        "title": "Adversarial attention: maximal JS divergence with the output change bounded",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.intrinsic.adversarial_attention",
-            "attnsurvey.evaluation.intrinsic.js_divergence",
-            "attnsurvey.evaluation.intrinsic.total_variation",
-        ],
-        "tested_by": [_T + "test_js_and_tvd_hand_computed", _T + "test_adversarial_attention_respects_constraint"],
-    },
-    {
-        "id": "extra:permuted-attention",
-        "title": "Permuted attention weights and the resulting output change",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.evaluation.intrinsic.permuted_attention",
-            "attnsurvey.evaluation.intrinsic.permutation_output_change",
-        ],
-        "tested_by": [_T + "test_permuted_attention_keeps_values"],
-    },
-]

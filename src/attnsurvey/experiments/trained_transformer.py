@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
+from ..catalog import catalogued, declare
 from ..beyond.search import beam_search, greedy_search
 from ..data.sequences import BOS, PAD, SeqBatch, target_positions, transduction_batch
 from ..evaluation.extrinsic import bleu
@@ -24,6 +25,7 @@ from ..masking import causal_mask
 from ..training import seed_everything, train
 from ..transformer.model import Seq2SeqTransformer
 
+CHAPTER = "chapters/ch06_4_trained_transformer.ipynb"
 VOCAB = 22  #: 20 symbols + PAD + BOS
 LENGTHS = (5, 20)
 
@@ -52,6 +54,7 @@ def _loss(model: Seq2SeqTransformer, batch: SeqBatch) -> Tensor:
     return F_.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
 
 
+@catalogued("extra:trained-transformer", title="The encoder-decoder Transformer trained end to end on reversal; greedy and beam search, exact match and BLEU (beyond the survey)", chapter=CHAPTER)
 def train_reversal(seed: int, steps: int = 300, batch: int = 32, lr: float = 1e-2, **model_kw) -> tuple[Seq2SeqTransformer, list[float]]:
     """Train with teacher forcing for ``steps`` Adam steps; ``seed`` fixes weights and data.
 
@@ -83,6 +86,7 @@ def step_function(model: Seq2SeqTransformer, src: Tensor, lengths: Tensor):
     return step
 
 
+@catalogued("extra:trained-transformer")
 @torch.no_grad()
 def decode(model: Seq2SeqTransformer, data: SeqBatch, beam_width: int = 1) -> Tensor:
     """Decode every source of ``data``: greedy for width 1, else beam search.
@@ -122,6 +126,7 @@ def cross_attention(model: Seq2SeqTransformer, data: SeqBatch) -> list[Tensor]:
     return cross
 
 
+@catalogued("extra:trained-transformer")
 def mirrored_weight(a: Tensor, data: SeqBatch) -> Tensor:
     """Mean weight each head puts on the mirrored source position ``n - 1 - t``: ``(h,)``.
 
@@ -158,28 +163,4 @@ def run_seed(seed: int, test: SeqBatch, beam_width: int = 4, **train_kw) -> tupl
     return model, result
 
 
-_T = "tests/test_trained_transformer.py::"
-CATALOG = [
-    {
-        "id": "extra:trained-transformer",
-        "title": "The encoder-decoder Transformer trained end to end on reversal, greedy and beam search, exact match and BLEU (beyond the survey)",
-        "chapter": "chapters/ch06_4_trained_transformer.ipynb",
-        "implemented_by": [
-            "attnsurvey.experiments.trained_transformer.train_reversal",
-            "attnsurvey.experiments.trained_transformer.decode",
-            "attnsurvey.experiments.trained_transformer.mirrored_weight",
-            "attnsurvey.beyond.search.greedy_search",
-            "attnsurvey.beyond.search.beam_search",
-            "attnsurvey.transformer.model.Seq2SeqTransformer",
-        ],
-        "tested_by": [
-            "tests/test_beyond_search.py::test_beam_width_one_is_greedy",
-            "tests/test_beyond_search.py::test_beam_finds_the_brute_force_best",
-            "tests/test_beyond_search.py::test_beam_beats_greedy_on_a_garden_path",
-            "tests/test_beyond_search.py::test_bad_inputs_raise",
-            _T + "test_step_function_matches_full_decode",
-            _T + "test_scores_and_mirrored_weight_on_hand_made_inputs",
-            _T + "test_short_training_learns_something",
-        ],
-    },
-]
+declare("attnsurvey.transformer.model.Seq2SeqTransformer", "extra:trained-transformer")

@@ -47,6 +47,7 @@ from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
 from ..masking import masked_softmax
 from ..query_related.types import queryless_score
+from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 QuerylessScoreFn = Callable[[Tensor], Tensor]
@@ -159,6 +160,7 @@ def attend_vector(
 # --------------------------------------------------------------------------
 
 
+@catalogued("eq7", title="Query-less additive score e^(0)_l = w^(1)T act(W^(1) k^(1)_l + b^(1))", chapter=CHAPTER)
 def queryless_additive_score(
     K: Tensor, W: Tensor, w: Tensor, b: Tensor | None = None, act: Activation = torch.tanh
 ) -> Tensor:
@@ -193,6 +195,8 @@ def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
     return W1 @ q + b
 
 
+@catalogued("eq8", title="Alternating co-attention, step 2: c^(0) queries the second feature set", chapter=CHAPTER)
+@catalogued("eq9", title="Alternating co-attention, step 3: c^(2) queries the first feature set again", chapter=CHAPTER)
 def alternating_co_attention(
     K1: Tensor,
     V1: Tensor,
@@ -233,6 +237,7 @@ def alternating_co_attention(
     return AlternatingCoAttentionOutput(c1, c2, a1, a2, c0, a0)
 
 
+@catalogued("eq10", title="Unweighted mean key of each feature set (interactive co-attention)", chapter=CHAPTER)
 def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted average key, Eq. (10): ``k_bar = (1/n_f) sum_l k_l``.
 
@@ -248,6 +253,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     return (K * m).sum(-2) / m.sum(-2).clamp_min(1.0)
 
 
+@catalogued("eq11", title="Interactive co-attention: each mean key queries the other feature set", chapter=CHAPTER)
 def interactive_co_attention(
     K1: Tensor,
     V1: Tensor,
@@ -283,6 +289,7 @@ def interactive_co_attention(
 # --------------------------------------------------------------------------
 
 
+@catalogued("eq12", title="Bilinear affinity matrix A = act(K^(1)T W_A K^(2))", chapter=CHAPTER)
 def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Bilinear affinity matrix, Eq. (12): ``A = act(K^(1)T W_A K^(2))``.
 
@@ -299,6 +306,7 @@ def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch
     return act(K1 @ W_A @ K2.transpose(-1, -2))
 
 
+@catalogued("eq13", title="Concatenation affinity A_ij = w_A^T concat(k_i, k_j, k_i o k_j)", chapter=CHAPTER)
 def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
     """Concatenation affinity matrix, Eq. (13): ``A_ij = w_A^T concat(k_i^(1), k_j^(2), k_i^(1) o k_j^(2))``.
 
@@ -340,6 +348,16 @@ def _check_affinity(A: Tensor, K1: Tensor, K2: Tensor) -> None:
         )
 
 
+@catalogued(
+    "eq14",
+    title="Parallel co-attention scores of set 1, e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))",
+    chapter=CHAPTER,
+)
+@catalogued(
+    "eq15",
+    title="Parallel co-attention scores of set 2, e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))",
+    chapter=CHAPTER,
+)
 def parallel_co_attention_scores(
     K1: Tensor,
     K2: Tensor,
@@ -386,6 +404,7 @@ def parallel_co_attention_scores(
     return e1, e2
 
 
+@catalogued("eq16", title="Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij", chapter=CHAPTER)
 def max_pooled_affinity_scores(
     A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -431,6 +450,7 @@ def co_attention_contexts(
     return CoAttention(c1, c2, a1, a2)
 
 
+@catalogued("eq14", "eq15")
 def parallel_co_attention(
     K1: Tensor,
     V1: Tensor,
@@ -457,6 +477,7 @@ def parallel_co_attention(
     return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
 
 
+@catalogued("eq16")
 def max_pooled_co_attention(
     V1: Tensor, V2: Tensor, A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
 ) -> CoAttention:
@@ -472,6 +493,11 @@ def max_pooled_co_attention(
     return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
 
 
+@catalogued(
+    "extra:multi-grained-co-attention",
+    title="Multi-grained co-attention: coarse and fine co-attention, four context vectors",
+    chapter=CHAPTER,
+)
 def multi_grained_co_attention(
     K1: Tensor,
     V1: Tensor,
@@ -524,6 +550,11 @@ def _default_compress(X: Tensor, mask: Tensor | None) -> Tensor:
     return mean_key(X, mask)
 
 
+@catalogued(
+    "extra:bidirectional-attention",
+    title="Bi-directional attention (K2Q + Q2K; coarse/fine; parallel/alternating), NLP review 4.2",
+    chapter=CHAPTER,
+)
 def bidirectional_attention(
     Q: Tensor,
     K: Tensor,
@@ -613,6 +644,7 @@ def bidirectional_attention(
 # --------------------------------------------------------------------------
 
 
+@catalogued("eq7")
 class QuerylessAdditiveScore(nn.Module):
     """Eq. (7) with learned ``W^(1)`` ``(d_w, d_k)``, ``b^(1)`` ``(d_w,)``, ``w^(1)`` ``(d_w,)``.
 
@@ -666,6 +698,7 @@ class _TwoSets(nn.Module):
         return K1, V1, K2, V2
 
 
+@catalogued("eq6", "eq8")
 class AlternatingCoAttention(_TwoSets):
     """Alternating co-attention (Fig. 4, Eq. 6-9) with learned weights.
 
@@ -684,6 +717,7 @@ class AlternatingCoAttention(_TwoSets):
         self.score2 = AdditiveScore(self.d_v1, self.d_k2, d_w)
         self.W_q1 = nn.Linear(self.d_v2, d_w, bias=False)
 
+    @catalogued("eq9")
     def score1(self, Q: Tensor, K: Tensor) -> Tensor:
         """Eq. (9): Eq. (6) with Eq. (7)'s ``W^(1), b^(1), w^(1)`` plus ``W_q^(1) c^(2)``."""
         s0 = self.score0
@@ -696,6 +730,7 @@ class AlternatingCoAttention(_TwoSets):
         return alternating_co_attention(K1, V1, K2, V2, self.score0, self.score2, self.score1, mask1, mask2)
 
 
+@catalogued("eq11")
 class InteractiveCoAttention(_TwoSets):
     """Interactive co-attention (Fig. 5, Eq. 10-11) with two learned additive scores.
 
@@ -714,6 +749,7 @@ class InteractiveCoAttention(_TwoSets):
         return interactive_co_attention(K1, V1, K2, V2, self.score1, self.score2, mask1, mask2)
 
 
+@catalogued("eq12", "eq13")
 class Affinity(nn.Module):
     """A learned affinity matrix: ``kind="bilinear"`` (Eq. 12, ``W_A`` ``(d_k1, d_k2)``, tanh)
     or ``kind="concat"`` (Eq. 13, ``w_A`` ``(3 d_k,)``, needs ``d_k1 == d_k2``).
@@ -738,6 +774,7 @@ class Affinity(nn.Module):
         return concat_affinity_matrix(K1, K2, self.w_A)
 
 
+@catalogued("eq14", "eq15")
 class ParallelCoAttention(_TwoSets):
     """Fine-grained parallel co-attention (Fig. 6) with learned weights.
 
@@ -782,6 +819,7 @@ class ParallelCoAttention(_TwoSets):
         )
 
 
+@catalogued("extra:multi-grained-co-attention")
 class MultiGrainedCoAttention(_TwoSets):
     """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine).
 
@@ -812,103 +850,4 @@ class MultiGrainedCoAttention(_TwoSets):
         return multi_grained_co_attention(K1, V1, K2, V2, self.score1, self.score2, A, mask1, mask2)
 
 
-_T = "tests/test_co_attention.py::"
 _M = "attnsurvey.feature_related.co_attention."
-CATALOG = [
-    {
-        "id": "eq6",
-        "title": "General additive score w^T act(W_1 q + W_2 k_l + b), the score of alternating co-attention",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_mechanisms.scoring.additive_score", _M + "AlternatingCoAttention"],
-        "tested_by": [_T + "test_eq6_additive_score_hand_computed", _T + "test_eq6_eq7_query_absorbed_into_bias"],
-    },
-    {
-        "id": "eq7",
-        "title": "Query-less additive score e^(0)_l = w^(1)T act(W^(1) k^(1)_l + b^(1))",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "queryless_additive_score", _M + "QuerylessAdditiveScore"],
-        "tested_by": [_T + "test_eq7_queryless_score_loop", _T + "test_eq6_eq7_query_absorbed_into_bias"],
-    },
-    {
-        "id": "eq8",
-        "title": "Alternating co-attention, step 2: c^(0) queries the second feature set",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "alternating_co_attention", _M + "AlternatingCoAttention"],
-        "tested_by": [_T + "test_eq7_to_eq9_alternating_matches_step_by_step", _T + "test_alternating_module_shapes_and_sharing"],
-    },
-    {
-        "id": "eq9",
-        "title": "Alternating co-attention, step 3: c^(2) queries the first feature set again",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "alternating_co_attention", _M + "AlternatingCoAttention.score1"],
-        "tested_by": [_T + "test_eq7_to_eq9_alternating_matches_step_by_step", _T + "test_alternating_module_shapes_and_sharing"],
-    },
-    {
-        "id": "eq10",
-        "title": "Unweighted mean key of each feature set (interactive co-attention)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "mean_key"],
-        "tested_by": [_T + "test_eq10_mean_key_with_mask"],
-    },
-    {
-        "id": "eq11",
-        "title": "Interactive co-attention: each mean key queries the other feature set",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "interactive_co_attention", _M + "InteractiveCoAttention"],
-        "tested_by": [_T + "test_eq11_interactive_matches_loop", _T + "test_interactive_is_permutation_invariant"],
-    },
-    {
-        "id": "eq12",
-        "title": "Bilinear affinity matrix A = act(K^(1)T W_A K^(2))",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "affinity_matrix", _M + "Affinity"],
-        "tested_by": [_T + "test_eq12_affinity_entry_by_entry", _T + "test_eq12_permutation_equivariance"],
-    },
-    {
-        "id": "eq13",
-        "title": "Concatenation affinity A_ij = w_A^T concat(k_i, k_j, k_i o k_j)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "concat_affinity_matrix", _M + "Affinity"],
-        "tested_by": [_T + "test_eq13_concat_affinity_brute_force", _T + "test_eq13_needs_equal_key_sizes"],
-    },
-    {
-        "id": "eq14",
-        "title": "Parallel co-attention scores of set 1, e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "parallel_co_attention_scores", _M + "parallel_co_attention", _M + "ParallelCoAttention"],
-        "tested_by": [_T + "test_eq14_eq15_match_column_form_loop", _T + "test_parallel_co_attention_gradcheck"],
-    },
-    {
-        "id": "eq15",
-        "title": "Parallel co-attention scores of set 2, e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "parallel_co_attention_scores", _M + "parallel_co_attention", _M + "ParallelCoAttention"],
-        "tested_by": [_T + "test_eq14_eq15_match_column_form_loop", _T + "test_parallel_scores_ignore_padding"],
-    },
-    {
-        "id": "eq16",
-        "title": "Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "max_pooled_affinity_scores", _M + "max_pooled_co_attention"],
-        "tested_by": [_T + "test_eq16_max_pooling_loop_and_masks", _T + "test_large_scores_stay_finite"],
-    },
-    {
-        "id": "extra:multi-grained-co-attention",
-        "title": "Multi-grained co-attention: coarse and fine co-attention, four context vectors",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multi_grained_co_attention", _M + "MultiGrainedCoAttention"],
-        "tested_by": [_T + "test_multi_grained_concatenates_coarse_and_fine"],
-    },
-    {
-        "id": "extra:bidirectional-attention",
-        "title": "Bi-directional attention (K2Q + Q2K; coarse/fine; parallel/alternating), NLP review 4.2",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "bidirectional_attention"],
-        "tested_by": [
-            _T + "test_bidirectional_coarse_parallel_is_interactive_co_attention",
-            _T + "test_bidirectional_alternating_is_eq8_eq9",
-            _T + "test_bidirectional_fine_max_is_eq16",
-            _T + "test_bidirectional_fine_mean_loop_and_bad_options",
-        ],
-    },
-]

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
+from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -98,6 +99,11 @@ class AttentionViaAttentionResult(NamedTuple):
     a_c: Tensor
 
 
+@catalogued(
+    "extra:attention-via-attention",
+    title="Attention-via-attention: word-level context, then character attention with [q; c^(w)] (Fig. 7)",
+    chapter=CHAPTER,
+)
 def attention_via_attention(
     q: Tensor,
     F_w: Tensor,
@@ -137,6 +143,7 @@ def attention_via_attention(
     return AttentionViaAttentionResult(torch.cat([c_w, c_c], dim=-1), c_w, c_c, a_w, a_c)
 
 
+@catalogued("extra:attention-via-attention")
 class AttentionViaAttention(nn.Module):
     """Module form of :func:`attention_via_attention` with learned projections and scores.
 
@@ -220,6 +227,11 @@ def sentence_mask(word_mask: Tensor) -> Tensor:
     return word_mask.any(-1)
 
 
+@catalogued(
+    "extra:hierarchical-chunk-contexts",
+    title="Chunk contexts as keys and values of a document-level attention (review eq. 8-9)",
+    chapter=CHAPTER,
+)
 def chunk_contexts(
     q: Tensor, K: Tensor, V: Tensor, word_mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
 ) -> tuple[Tensor, Tensor]:
@@ -245,6 +257,11 @@ def chunk_contexts(
     return C.squeeze(-2), a.squeeze(-2)
 
 
+@catalogued(
+    "extra:hierarchical-attention",
+    title="Hierarchical attention: self-attention over words -> sentence vectors -> document vector (Fig. 8)",
+    chapter=CHAPTER,
+)
 def hierarchical_attention(
     F: Tensor,
     q_S: Tensor,
@@ -285,6 +302,7 @@ def hierarchical_attention(
     return HierarchicalResult(c.squeeze(-2), a_chunk.squeeze(-2), a_word, C)
 
 
+@catalogued("extra:hierarchical-chunk-contexts")
 def hierarchical_chunk_attention(
     q: Tensor,
     K: Tensor,
@@ -314,6 +332,11 @@ def hierarchical_chunk_attention(
     return HierarchicalResult(c.squeeze(-2), a_chunk.squeeze(-2), a_word, C)
 
 
+@catalogued(
+    "extra:hierarchical-scaled-weights",
+    title="Word weights scaled by chunk weights and renormalised (review eq. 7)",
+    chapter=CHAPTER,
+)
 def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | None = None) -> Tensor:
     """Word weights scaled by chunk weights, review eq. 7.
 
@@ -343,6 +366,7 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
     return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
 
 
+@catalogued("extra:hierarchical-scaled-weights")
 def hierarchical_scaled_attention(
     a_word: Tensor, a_chunk: Tensor, V: Tensor, word_mask: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -387,6 +411,7 @@ def flat_attention(
     return c.squeeze(-2), a.reshape(*a.shape[:-2], n_S, n_w)
 
 
+@catalogued("extra:hierarchical-attention")
 class HierarchicalAttention(nn.Module):
     """Module form of :func:`hierarchical_attention` (Fig. 8) with learned queries.
 
@@ -418,124 +443,3 @@ class HierarchicalAttention(nn.Module):
             F, self.q_S, self.W_K_S.weight, self.W_V_S.weight, self.q_D, self.W_K_D.weight,
             self.W_V_D.weight, word_mask,
         )
-
-
-class DocumentOutput(NamedTuple):
-    """Output of :class:`DocumentClassifier`: logits ``(..., n_y)``, sentence
-    weights ``(..., n_S)`` and word weights ``(..., n_S, n_w)``.
-
-    For the flat model the sentence weight is the total word weight that falls
-    in the sentence, and the word weights sum to 1 over the document; for the
-    hierarchical model the word weights sum to 1 within each sentence.
-    """
-
-    logits: Tensor
-    a_chunk: Tensor
-    a_word: Tensor
-
-
-class DocumentClassifier(nn.Module):
-    """Document classifier: embeddings -> attention -> linear output model (Eq. 5 logits).
-
-    kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
-    kind ``"flat"``: :func:`flat_attention` with a learned query over all
-    words. Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
-    ``(..., n_S, n_w)`` (long) returns a :class:`DocumentOutput`.
-    Raises ``ValueError`` for an unknown kind.
-    """
-
-    def __init__(self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None) -> None:
-        super().__init__()
-        if kind not in ("hierarchical", "flat"):
-            raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
-        d_k = d_e if d_k is None else d_k
-        self.kind = kind
-        self.embed = nn.Embedding(vocab_size, d_e, padding_idx=0)
-        if kind == "hierarchical":
-            self.attention = HierarchicalAttention(d_e, d_k)
-        else:
-            self.W_K = nn.Linear(d_e, d_k, bias=False)
-            self.W_V = nn.Linear(d_e, d_e, bias=False)
-            self.q = nn.Parameter(torch.randn(d_k) / d_k**0.5)
-        self.out = nn.Linear(d_e, n_classes)
-
-    def forward(self, tokens: Tensor, word_mask: Tensor | None = None) -> DocumentOutput:
-        if tokens.dim() < 2:
-            raise ValueError(f"tokens must have shape (..., n_S, n_w), got {tuple(tokens.shape)}")
-        word_mask = tokens != 0 if word_mask is None else word_mask
-        F = self.embed(tokens)
-        if self.kind == "hierarchical":
-            r = self.attention(F, word_mask)
-            return DocumentOutput(self.out(r.c), r.a_chunk, r.a_word)
-        K, V = keys_values(F, self.W_K.weight, self.W_V.weight)
-        c, a = flat_attention(self.q, K, V, word_mask)
-        return DocumentOutput(self.out(c), a.sum(-1), a)
-
-
-_T = "tests/test_feature_levels.py::"
-CATALOG = [
-    {
-        "id": "extra:attention-via-attention",
-        "title": "Attention-via-attention: word-level context, then character attention with [q; c^(w)] (Fig. 7)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.levels.attention_via_attention",
-            "attnsurvey.feature_related.levels.AttentionViaAttention",
-        ],
-        "tested_by": [
-            _T + "test_ava_equals_two_manual_attention_steps",
-            _T + "test_ava_character_query_sees_word_context",
-            _T + "test_ava_module_single_and_many_queries",
-            _T + "test_ava_rejects_bad_widths",
-        ],
-    },
-    {
-        "id": "extra:hierarchical-attention",
-        "title": "Hierarchical attention: self-attention over words -> sentence vectors -> document vector (Fig. 8)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.levels.hierarchical_attention",
-            "attnsurvey.feature_related.levels.HierarchicalAttention",
-            "attnsurvey.feature_related.levels.DocumentClassifier",
-        ],
-        "tested_by": [
-            _T + "test_hierarchical_matches_brute_force_loops",
-            _T + "test_empty_sentence_gets_zero_weight_and_zero_vector",
-            _T + "test_padding_does_not_change_the_result",
-            _T + "test_hierarchical_permutation_invariance",
-            _T + "test_hierarchical_large_scores_and_gradcheck",
-            _T + "test_hierarchical_rejects_mismatched_documents",
-            _T + "test_hierarchical_beats_flat_on_deciding_sentence_task",
-        ],
-    },
-    {
-        "id": "extra:hierarchical-scaled-weights",
-        "title": "Word weights scaled by chunk weights and renormalised (review eq. 7)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.levels.scaled_word_weights",
-            "attnsurvey.feature_related.levels.hierarchical_scaled_attention",
-        ],
-        "tested_by": [
-            _T + "test_scaled_weights_hand_computed",
-            _T + "test_scaled_weights_rejects_bad_input",
-            _T + "test_scaled_equals_chunk_contexts_with_same_weights",
-            _T + "test_scaled_with_document_normalised_words_reweights_chunks",
-        ],
-    },
-    {
-        "id": "extra:hierarchical-chunk-contexts",
-        "title": "Chunk contexts as keys and values of a document-level attention (review eq. 8-9)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.levels.chunk_contexts",
-            "attnsurvey.feature_related.levels.hierarchical_chunk_attention",
-        ],
-        "tested_by": [
-            _T + "test_chunk_contexts_match_per_sentence_attend",
-            _T + "test_scaled_equals_chunk_contexts_with_same_weights",
-            _T + "test_forms_disagree_with_nonlinear_values",
-            _T + "test_empty_sentence_gets_zero_weight_and_zero_vector",
-        ],
-    },
-]

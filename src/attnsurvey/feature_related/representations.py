@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_1_3_feature_representations.ipynb"
 
@@ -39,6 +40,7 @@ def _check_lists(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor
         raise ValueError(f"need one W_e_i and b_e_i per representation: E={len(xs)}, got {len(Ws)} W and {nb} b")
 
 
+@catalogued("eq21", title="Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}", chapter=CHAPTER)
 def transform_representations(
     xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None
 ) -> Tensor:
@@ -80,6 +82,7 @@ def transform_representations(
     return torch.stack(out, dim=-2)
 
 
+@catalogued("eq22")
 def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
     """Query-less (self-attention) scores of the representations: ``e_i = w^T x^(t_i)``.
 
@@ -92,6 +95,11 @@ def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
     return X_t @ w
 
 
+@catalogued(
+    "eq22",
+    title="Meta-embedding as attention-weighted sum x^(e) = sum_i a_i x^(t_i) (self-attention scores)",
+    chapter=CHAPTER,
+)
 def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
     """The meta-embedding, Eq. (22): ``x^(e) = sum_i a_i x^(t_i)``.
 
@@ -115,6 +123,7 @@ class MultiRepresentationResult(NamedTuple):
     X_t: Tensor
 
 
+@catalogued("eq22")
 def multi_representational_attention(
     xs: Sequence[Tensor],
     Ws: Sequence[Tensor],
@@ -137,6 +146,7 @@ def multi_representational_attention(
     return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
 
 
+@catalogued("eq21", "eq22")
 class MetaEmbedding(nn.Module):
     """Module form of :func:`multi_representational_attention` (dynamic meta-embeddings).
 
@@ -166,67 +176,3 @@ class MetaEmbedding(nn.Module):
         ones = torch.ones(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device)
         a = masked_softmax(torch.zeros_like(ones), mask, dim=-1) if mask is not None else ones / ones.shape[-1]
         return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
-
-
-class RepresentationClassifier(nn.Module):
-    """Classifier on several representations of one input (the §3.1.3 experiment).
-
-    combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
-    d_t, then a linear output model; ``"concat"``: a linear output model on the
-    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention).
-    ``forward(xs)`` returns ``(logits, a)`` where ``a`` ``(..., E)`` are the
-    representation weights (None for concat).
-    """
-
-    def __init__(self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention") -> None:
-        super().__init__()
-        self.combine = combine
-        if combine == "concat":
-            self.meta = None
-            self.out = nn.Linear(sum(dims), n_classes)
-        else:
-            self.meta = MetaEmbedding(dims, d_t, combine)
-            self.out = nn.Linear(d_t, n_classes)
-
-    def forward(self, xs: Sequence[Tensor]) -> tuple[Tensor, Tensor | None]:
-        if self.meta is None:
-            return self.out(torch.cat(list(xs), dim=-1)), None
-        r = self.meta(xs)
-        return self.out(r.x_e), r.a
-
-
-_T = "tests/test_feature_representations.py::"
-CATALOG = [
-    {
-        "id": "eq21",
-        "title": "Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.representations.transform_representations",
-            "attnsurvey.feature_related.representations.MetaEmbedding",
-        ],
-        "tested_by": [
-            _T + "test_eq21_matches_linear_layers_loop",
-            _T + "test_eq21_rejects_wrong_width",
-        ],
-    },
-    {
-        "id": "eq22",
-        "title": "Meta-embedding as attention-weighted sum x^(e) = sum_i a_i x^(t_i) (self-attention scores)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.feature_related.representations.meta_embedding",
-            "attnsurvey.feature_related.representations.representation_scores",
-            "attnsurvey.feature_related.representations.multi_representational_attention",
-            "attnsurvey.feature_related.representations.MetaEmbedding",
-        ],
-        "tested_by": [
-            _T + "test_eq22_hand_computed",
-            _T + "test_eq22_is_general_attention_with_constant_query",
-            _T + "test_eq22_permutation_equivariance",
-            _T + "test_eq22_mask_large_scores_and_gradcheck",
-            _T + "test_eq22_rejects_bad_input",
-            _T + "test_meta_embedding_finds_informative_tables",
-        ],
-    },
-]

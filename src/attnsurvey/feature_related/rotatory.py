@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty
 from ..general_mechanisms.scoring import make_score
 from .co_attention import _check_set_mask, attend_vector
+from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -78,6 +79,7 @@ def _check_words(F: Tensor, x: str, allow_empty: bool) -> None:
         check_nonempty(F, -2, f"F^{x}", f"n_f^{x}")
 
 
+@catalogued("eq17", title="Mean-pooled target phrase r^t (rotatory attention)", chapter=CHAPTER)
 def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     """Mean-pooled target phrase, Eq. (17): ``r^t = (1/n_f^t) sum_i f^t_i``.
 
@@ -93,6 +95,7 @@ def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     return (F_t * m).sum(-2) / m.sum(-2).clamp_min(1.0)
 
 
+@catalogued("eq18", title="Target-to-context scores e^l_i = score(r^t, k^l_i), giving r^l and r^r", chapter=CHAPTER)
 def context_representation(
     r_t: Tensor, F_c: Tensor, score: ScoreFn, mask_c: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -110,6 +113,11 @@ def context_representation(
     return attend_vector(r_t, F_c, F_c, score, mask_c)
 
 
+@catalogued(
+    "eq19",
+    title="Context-to-target scores e^{l_t}_i = score(r^l, k^t_i), giving r^{l_t} and r^{r_t}",
+    chapter=CHAPTER,
+)
 def target_representation(
     r_c: Tensor, F_t: Tensor, score: ScoreFn, mask_t: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -126,6 +134,7 @@ def target_representation(
     return attend_vector(r_c, F_t, F_t, score, mask_t)
 
 
+@catalogued("eq20", title="Final representation r = concat(r^l, r^r, r^{l_t}, r^{r_t})", chapter=CHAPTER)
 def rotatory_representation(r_l: Tensor, r_r: Tensor, r_lt: Tensor, r_rt: Tensor) -> Tensor:
     """The final representation, Eq. (20): ``r = concat(r^l, r^r, r^{l_t}, r^{r_t})``.
 
@@ -142,6 +151,12 @@ def rotatory_representation(r_l: Tensor, r_r: Tensor, r_lt: Tensor, r_rt: Tensor
     return torch.cat([r_l, r_r, r_lt, r_rt], dim=-1)
 
 
+@catalogued(
+    "extra:rotatory-multi-hop",
+    title="Repeated (multi-hop) rotatory attention: r^{l_t}, r^{r_t} query the contexts again",
+    chapter=CHAPTER,
+)
+@catalogued("eq20")
 def rotatory_attention(
     F_t: Tensor,
     F_l: Tensor,
@@ -193,6 +208,7 @@ def rotatory_attention(
     return RotatoryOutput(r, r_l, r_r, r_lt, r_rt, a_l, a_r, a_lt, a_rt, history)
 
 
+@catalogued("eq18", "eq19", "extra:rotatory-multi-hop")
 class RotatoryAttention(nn.Module):
     """Rotatory attention (LCR-Rot, Eq. 17-20) with four learned score functions.
 
@@ -232,42 +248,4 @@ class RotatoryAttention(nn.Module):
         )
 
 
-_T = "tests/test_rotatory.py::"
 _M = "attnsurvey.feature_related.rotatory."
-CATALOG = [
-    {
-        "id": "eq17",
-        "title": "Mean-pooled target phrase r^t (rotatory attention)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "target_pooling"],
-        "tested_by": [_T + "test_eq17_target_pooling_hand_computed", _T + "test_empty_target_is_rejected"],
-    },
-    {
-        "id": "eq18",
-        "title": "Target-to-context scores e^l_i = score(r^t, k^l_i), giving r^l and r^r",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "context_representation", _M + "RotatoryAttention"],
-        "tested_by": [_T + "test_eq18_eq19_match_loop", _T + "test_empty_and_masked_contexts_give_zero"],
-    },
-    {
-        "id": "eq19",
-        "title": "Context-to-target scores e^{l_t}_i = score(r^l, k^t_i), giving r^{l_t} and r^{r_t}",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "target_representation", _M + "RotatoryAttention"],
-        "tested_by": [_T + "test_eq18_eq19_match_loop", _T + "test_zero_context_gives_uniform_target_weights"],
-    },
-    {
-        "id": "eq20",
-        "title": "Final representation r = concat(r^l, r^r, r^{l_t}, r^{r_t})",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "rotatory_representation", _M + "rotatory_attention"],
-        "tested_by": [_T + "test_eq20_concat_order_and_module", _T + "test_rotatory_gradcheck_float64"],
-    },
-    {
-        "id": "extra:rotatory-multi-hop",
-        "title": "Repeated (multi-hop) rotatory attention: r^{l_t}, r^{r_t} query the contexts again",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "rotatory_attention", _M + "RotatoryAttention"],
-        "tested_by": [_T + "test_multi_hop_matches_manual_unrolling", _T + "test_hops_must_be_positive"],
-    },
-]

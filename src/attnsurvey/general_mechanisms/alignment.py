@@ -37,7 +37,8 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
 from ..general_model import context as _context
 from ..masking import check_mask, masked_softmax
-from .scoring import ScoreModule, make_score
+from .scoring import make_score
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 
@@ -65,6 +66,7 @@ def _compute_dtype(e: Tensor) -> torch.dtype:
 
 
 # --------------------------------------------------------------------------- Eq. (24), (25)
+@catalogued("eq24", title="Context vector as the weighted sum of value vectors, c = sum_l a_l v_l", chapter=CHAPTER)
 def context_vector(a: Tensor, V: Tensor) -> Tensor:
     """Context vector, Eq. (24): ``c = sum_{l=1}^{n_f} a_l v_l``.
 
@@ -84,6 +86,7 @@ def context_vector(a: Tensor, V: Tensor) -> Tensor:
     return _context(a, V)
 
 
+@catalogued("eq25", title="Soft / global alignment, a_l = exp(e_l) / sum_j exp(e_j)", chapter=CHAPTER)
 def soft_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Soft (global) alignment, Eq. (25): ``a_l = exp(e_l) / sum_j exp(e_j)``.
 
@@ -112,6 +115,7 @@ class HardAlignment(NamedTuple):
     probs: Tensor
 
 
+@catalogued("eq26", title="Hard alignment c = v_m, m the arg-max or drawn from Multinomial(a)", chapter=CHAPTER)
 def hard_align(
     e: Tensor,
     mode: str = "sample",
@@ -154,6 +158,7 @@ def hard_align(
     return HardAlignment(a, m, log_prob, probs)
 
 
+@catalogued("eq26")
 def hard_attend(
     e: Tensor,
     V: Tensor,
@@ -182,6 +187,11 @@ def hard_attend(
 
 
 # --------------------------------------------------------------------------- REINFORCE
+@catalogued(
+    "extra:reinforce-estimator",
+    title="Score-function (REINFORCE) gradient estimator with a baseline",
+    chapter=CHAPTER,
+)
 def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | float = 0.0) -> Tensor:
     """Surrogate whose gradient is the score-function (REINFORCE) estimator.
 
@@ -207,6 +217,7 @@ def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | 
     return (advantage * log_prob).mean()
 
 
+@catalogued("extra:reinforce-estimator")
 def reinforce_gradient_samples(e: Tensor, losses: Tensor, m: Tensor, baseline: float | Tensor = 0.0) -> Tensor:
     """Per-sample score-function gradients ``(L_m - b)(onehot(m) - a)`` w.r.t. the scores e.
 
@@ -226,6 +237,7 @@ def reinforce_gradient_samples(e: Tensor, losses: Tensor, m: Tensor, baseline: f
     return adv[:, None] * (onehot - a)
 
 
+@catalogued("extra:reinforce-estimator")
 class MovingAverageBaseline(nn.Module):
     """An exponential moving average of the loss, used as the REINFORCE baseline ``b``.
 
@@ -277,6 +289,7 @@ def _check_D(D: float) -> float:
     return D
 
 
+@catalogued("eq27")
 def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     """The local window of Eq. (27): ``True`` at positions ``l`` with ``p - D <= l <= p + D``.
 
@@ -299,6 +312,7 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     return (pos >= p_ - D) & (pos <= p_ + D)
 
 
+@catalogued("eq27")
 def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
     """Monotonic alignment: the window centre is the output step itself, ``p = t``.
 
@@ -313,6 +327,7 @@ def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
     return _as_position(t.to(torch.get_default_dtype()), n_f, torch.get_default_dtype(), "p = t")
 
 
+@catalogued("eq28", title="Predictive position p = S sigmoid(w_p^T tanh(W_p q))", chapter=CHAPTER)
 def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor:
     """Predictive alignment, Eq. (28): ``p = S * sigmoid(w_p^T tanh(W_p q))``.
 
@@ -335,6 +350,7 @@ def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor
     return S * torch.sigmoid(torch.tanh(q @ W_p.T) @ w_p)
 
 
+@catalogued("eq28")
 class PredictivePosition(nn.Module):
     """Eq. (28) with learned ``W_p`` ``(d_p, d_q)`` and ``w_p`` ``(d_p,)``.
 
@@ -350,6 +366,11 @@ class PredictivePosition(nn.Module):
         return predictive_position(q, self.W_p.weight, self.w_p, float(n_f - 1))
 
 
+@catalogued(
+    "eq29",
+    title="Gaussian emphasis around p, exp(-(l - p)^2 / (2 sigma^2)), sigma = D/2 (not renormalised)",
+    chapter=CHAPTER,
+)
 def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     """The Gaussian factor of Eq. (29): ``exp(-(l - p)^2 / (2 sigma^2))`` for ``l = 0..n_f-1``.
 
@@ -369,6 +390,8 @@ def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     return torch.exp(-(diff**2) * coef)
 
 
+@catalogued("eq27", title="Local alignment: softmax restricted to the window [p - D, p + D]", chapter=CHAPTER)
+@catalogued("eq29")
 def local_align(
     e: Tensor,
     p: Tensor | float,
@@ -422,6 +445,7 @@ def local_align(
     return a
 
 
+@catalogued("eq27")
 class LocalAttention(nn.Module):
     """Local attention, Eq. (27)-(29), with a learned score and (predictive mode) position.
 
@@ -469,6 +493,11 @@ class LocalAttention(nn.Module):
 
 
 # --------------------------------------------------------------------------- reinforced alignment
+@catalogued(
+    "extra:reinforced-alignment",
+    title="Reinforced alignment: a Bernoulli policy picks a subset, soft alignment over it",
+    chapter=CHAPTER,
+)
 def bernoulli_subset(
     logits: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None, greedy: bool = False
 ) -> tuple[Tensor, Tensor]:
@@ -496,6 +525,7 @@ def bernoulli_subset(
     return z, log_prob
 
 
+@catalogued("extra:reinforced-alignment")
 def reinforced_align(e: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
     """Reinforced alignment: soft alignment (Eq. 25) over the chosen subset ``z`` only.
 
@@ -510,6 +540,7 @@ def reinforced_align(e: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor
     return masked_softmax(e, allowed, dim=-1)
 
 
+@catalogued("extra:reinforced-alignment")
 class ReinforcedAlignment(nn.Module):
     """Reinforced alignment: a learned Bernoulli policy picks a subset, soft alignment over it.
 
@@ -551,6 +582,11 @@ def _shift(z: Tensor, valid: Tensor) -> Tensor:
     return z - zmax.detach()  # both maps are shift-invariant; this keeps +-1e4 scores exact
 
 
+@catalogued(
+    "extra:sparsemax",
+    title="Sparsemax, the Euclidean projection onto the simplex (NLP review eq. 6)",
+    chapter=CHAPTER,
+)
 def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Sparsemax (NLP review eq. 6): the Euclidean projection of e onto the simplex.
 
@@ -582,6 +618,7 @@ def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     return out.to(e.dtype).movedim(-1, dim)
 
 
+@catalogued("extra:entmax15", title="1.5-entmax, between softmax and sparsemax", chapter=CHAPTER)
 def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """1.5-entmax: ``a = [e/2 - tau]_+^2`` with tau such that the weights sum to 1.
 
@@ -644,231 +681,3 @@ def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) ->
 
 
 # --------------------------------------------------------------------------- experiment model
-class AlignmentClassifier(nn.Module):
-    """A task model whose only varying part is the alignment function (the chapter's experiment).
-
-    Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
-    query ``q`` ``(B, d_q)`` per example scores the keys with the general score
-    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
-    weights; the context (Eq. 24 or 26) feeds a linear output layer.
-
-    ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
-    where ``log_prob`` is the log-probability of the sampled hard choice or
-    subset (``None`` for deterministic alignments) and ``t`` are the output
-    steps used as monotonic positions (``local-m``). Hard and reinforced
-    alignments sample in training mode and act greedily in eval mode.
-    """
-
-    def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
-        super().__init__()
-        if align not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
-        self.align, self.D = align, _check_D(D)
-        self.W_K = nn.Linear(d_f, d_k, bias=False)
-        self.W_V = nn.Linear(d_f, d_k, bias=False)
-        self.score: ScoreModule = make_score("general", d_q, d_k)
-        self.out = nn.Linear(d_k, n_classes)
-        self.baseline = MovingAverageBaseline()
-        self.position = PredictivePosition(d_q, 16) if align == "local-p" else None
-        if align == "reinforced":
-            self.policy = make_score("general", d_q, d_k)
-            self.policy_bias = nn.Parameter(torch.tensor(1.0))
-        if align == "structured":
-            self.transition = nn.Parameter(torch.zeros(2, 2))
-
-    def forward(
-        self, q: Tensor, F: Tensor, t: Tensor | None = None, generator: torch.Generator | None = None
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        K, V = self.W_K(F), self.W_V(F)
-        n_f = F.shape[-2]
-        e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
-        log_prob = None
-        kind = self.align
-        if kind == "uniform":
-            a = torch.full_like(e, 1.0 / n_f)
-        elif kind == "soft":
-            a = soft_align(e)
-        elif kind == "sparsemax":
-            a = sparsemax(e)
-        elif kind == "entmax15":
-            a = entmax15(e)
-        elif kind == "hard":
-            h = hard_align(e, "sample" if self.training else "argmax", generator)
-            a, log_prob = h.a, h.log_prob
-        elif kind in ("local-m", "local-p"):
-            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
-            a = local_align(e, p, self.D)
-        elif kind == "reinforced":
-            logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
-            z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)
-            a = reinforced_align(e, z)
-        else:  # structured
-            from .structured import crf_marginals
-
-            a = crf_marginals(e, self.transition)
-        c = context_vector(a, V)
-        return self.out(c), a, log_prob
-
-
-def classifier_loss(
-    model: AlignmentClassifier,
-    batch: tuple[Tensor, ...],
-    generator: torch.Generator | None = None,
-    subset_cost: float = 0.02,
-) -> Tensor:
-    """Training loss for :class:`AlignmentClassifier` on a batch ``(F, q, t, y)``.
-
-    Cross-entropy, plus for the stochastic alignments (hard, reinforced) the
-    REINFORCE surrogate with a moving-average baseline, whose gradient trains
-    the scores (hard) or the policy (reinforced). For reinforced alignment the
-    cost being minimised also charges ``subset_cost`` per chosen position, so
-    the policy learns to keep few positions.
-    """
-    F, q, t, y = batch
-    logits, a, log_prob = model(q, F, t, generator)
-    ce = nn.functional.cross_entropy(logits, y, reduction="none")
-    loss = ce.mean()
-    if log_prob is not None:
-        cost = ce.detach()
-        if model.align == "reinforced":
-            cost = cost + subset_cost * (a > 0).sum(-1).to(cost.dtype)
-        b = model.baseline.update(cost)
-        loss = loss + score_function_surrogate(log_prob, cost, b)
-    return loss
-
-
-_T = "tests/test_alignment.py::"
-CATALOG = [
-    {
-        "id": "eq24",
-        "title": "Context vector as the weighted sum of value vectors, c = sum_l a_l v_l",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.context_vector",
-            "attnsurvey.general_model.context",
-        ],
-        "tested_by": [_T + "test_eq24_context_hand_computed", _T + "test_eq24_rejects_mismatched_n_f"],
-    },
-    {
-        "id": "eq25",
-        "title": "Soft / global alignment, a_l = exp(e_l) / sum_j exp(e_j)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_mechanisms.alignment.soft_align", "attnsurvey.masking.masked_softmax"],
-        "tested_by": [
-            _T + "test_eq25_soft_align_hand_computed",
-            _T + "test_eq25_weights_on_simplex",
-            _T + "test_eq25_large_scores_and_masked_rows",
-        ],
-    },
-    {
-        "id": "eq26",
-        "title": "Hard alignment c = v_m, m the arg-max or drawn from Multinomial(a)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.hard_align",
-            "attnsurvey.general_mechanisms.alignment.hard_attend",
-        ],
-        "tested_by": [
-            _T + "test_eq26_argmax_picks_largest_value_row",
-            _T + "test_eq26_sample_frequencies_match_weights",
-            _T + "test_eq26_masked_positions_never_sampled",
-            _T + "test_eq26_bad_inputs",
-        ],
-    },
-    {
-        "id": "eq27",
-        "title": "Local alignment: softmax restricted to the window [p - D, p + D]",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.local_align",
-            "attnsurvey.general_mechanisms.alignment.window_mask",
-            "attnsurvey.general_mechanisms.alignment.monotonic_position",
-            "attnsurvey.general_mechanisms.alignment.LocalAttention",
-        ],
-        "tested_by": [
-            _T + "test_eq27_window_clipped_at_ends",
-            _T + "test_eq27_matches_softmax_over_window_slice",
-            _T + "test_eq27_zero_outside_window",
-            _T + "test_eq27_empty_window_gives_zero_weights",
-            _T + "test_eq27_bad_inputs",
-        ],
-    },
-    {
-        "id": "eq28",
-        "title": "Predictive position p = S sigmoid(w_p^T tanh(W_p q))",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.predictive_position",
-            "attnsurvey.general_mechanisms.alignment.PredictivePosition",
-        ],
-        "tested_by": [_T + "test_eq28_predictive_position_hand_computed", _T + "test_eq28_bad_shapes"],
-    },
-    {
-        "id": "eq29",
-        "title": "Gaussian emphasis around p, exp(-(l - p)^2 / (2 sigma^2)), sigma = D/2 (not renormalised)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.gaussian_emphasis",
-            "attnsurvey.general_mechanisms.alignment.local_align",
-        ],
-        "tested_by": [
-            _T + "test_eq29_gaussian_factor_not_renormalised",
-            _T + "test_eq29_renormalise_option",
-            _T + "test_eq29_gradcheck_through_p",
-        ],
-    },
-    {
-        "id": "extra:reinforce-estimator",
-        "title": "Score-function (REINFORCE) gradient estimator with a baseline",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.score_function_surrogate",
-            "attnsurvey.general_mechanisms.alignment.reinforce_gradient_samples",
-            "attnsurvey.general_mechanisms.alignment.MovingAverageBaseline",
-        ],
-        "tested_by": [
-            _T + "test_reinforce_estimator_is_unbiased",
-            _T + "test_baseline_reduces_variance",
-            _T + "test_hard_attention_trains_with_reinforce",
-        ],
-    },
-    {
-        "id": "extra:reinforced-alignment",
-        "title": "Reinforced alignment: a Bernoulli policy picks a subset, soft alignment over it",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.alignment.bernoulli_subset",
-            "attnsurvey.general_mechanisms.alignment.reinforced_align",
-            "attnsurvey.general_mechanisms.alignment.ReinforcedAlignment",
-        ],
-        "tested_by": [
-            _T + "test_bernoulli_subset_log_prob_and_frequencies",
-            _T + "test_reinforced_align_is_softmax_over_subset",
-            _T + "test_reinforced_alignment_module_shapes",
-        ],
-    },
-    {
-        "id": "extra:sparsemax",
-        "title": "Sparsemax, the Euclidean projection onto the simplex (NLP review eq. 6)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_mechanisms.alignment.sparsemax"],
-        "tested_by": [
-            _T + "test_sparsemax_matches_entmax_package",
-            _T + "test_sparsemax_is_projection",
-            _T + "test_sparse_maps_masks_and_extremes",
-            _T + "test_sparse_maps_gradcheck",
-            _T + "test_sparse_maps_low_precision",
-        ],
-    },
-    {
-        "id": "extra:entmax15",
-        "title": "1.5-entmax, between softmax and sparsemax",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.general_mechanisms.alignment.entmax15"],
-        "tested_by": [
-            _T + "test_entmax15_matches_entmax_package",
-            _T + "test_sparse_maps_masks_and_extremes",
-            _T + "test_sparse_maps_gradcheck",
-        ],
-    },
-]

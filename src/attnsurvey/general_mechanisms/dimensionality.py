@@ -30,10 +30,12 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..masking import check_mask, masked_softmax
 from .scoring import Activation, _check_param_dtype, _check_qk
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 
 
+@catalogued("eq31", title="Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)", chapter=CHAPTER)
 def multidimensional_scores(
     Q: Tensor,
     K: Tensor,
@@ -70,6 +72,7 @@ def multidimensional_scores(
     return h @ W_d  # (..., n_q, n_f, d_v): row l is W_d^T h_l
 
 
+@catalogued("eq32", title="Multi-dimensional alignment: a softmax over positions for every feature", chapter=CHAPTER)
 def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Multi-dimensional attention weights, Eq. (32): a softmax over positions for every feature.
 
@@ -88,6 +91,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return masked_softmax(e, mask, dim=-2)
 
 
+@catalogued("eq30", title="Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)", chapter=CHAPTER)
 def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 
@@ -105,6 +109,7 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     return (A * V.unsqueeze(-3)).sum(-2)
 
 
+@catalogued("eq30")
 def multidimensional_attend(
     Q: Tensor,
     K: Tensor,
@@ -139,6 +144,7 @@ def multidimensional_attend(
     return multidimensional_context(A, V), A
 
 
+@catalogued("eq30")
 class MultiDimensionalAttention(nn.Module):
     """Module form of :func:`multidimensional_attend` with learned ``W_1``, ``W_2``, ``b``, ``W_d``.
 
@@ -157,77 +163,4 @@ class MultiDimensionalAttention(nn.Module):
         return multidimensional_attend(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias, mask, self.act)
 
 
-class FeatureLookupModel(nn.Module):
-    """Task model for :func:`attnsurvey.data.lookup.featurewise_lookup`: attention + per-feature readout.
-
-    With ``multi_dimensional=True`` the attention is Eq. (30)-(32) with a learned
-    ``W_d`` ``(d_w, d_v)``. Otherwise it is single-dimensional additive attention
-    (Table II, row 1, then Eq. 3-4): a learned vector ``w`` ``(d_w,)`` takes the
-    place of ``W_d``, which is the same as ``W_d`` with ``d_v`` equal columns
-    ``w`` (every feature then gets the same weight). Both share the form of
-    ``W_1``, ``W_2`` and ``b``. The output model is one affine logit per feature,
-    ``y_i = s_i c_i + t_i``, so the answer for feature ``i`` can only use
-    feature ``i`` of the context.
-
-    ``forward(q, K, V)``: q ``(..., d_q)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``;
-    returns logits ``(..., d_v)`` and weights ``(..., n_f, d_v)``.
-    """
-
-    def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:
-        super().__init__()
-        self.multi_dimensional = multi_dimensional
-        self.d_v = d_v
-        self.W1 = nn.Linear(d_q, d_w, bias=False)
-        self.W2 = nn.Linear(d_k, d_w, bias=True)
-        cols = d_v if multi_dimensional else 1
-        self.W_d = nn.Parameter(torch.randn(d_w, cols) / math.sqrt(d_w))
-        self.scale = nn.Parameter(torch.ones(d_v))
-        self.shift = nn.Parameter(torch.zeros(d_v))
-
-    def forward(self, q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
-        # single-dimensional: one column w, repeated for every feature
-        W_d = self.W_d if self.multi_dimensional else self.W_d.expand(-1, self.d_v)
-        c, A = multidimensional_attend(q.unsqueeze(-2), K, V, self.W1.weight, self.W2.weight, W_d, self.W2.bias)
-        return c.squeeze(-2) * self.scale + self.shift, A.squeeze(-3)
-
-
-_T = "tests/test_dimensionality.py::"
 _M = "attnsurvey.general_mechanisms.dimensionality."
-CATALOG = [
-    {
-        "id": "eq30",
-        "title": "Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_context", _M + "multidimensional_attend", _M + "MultiDimensionalAttention"],
-        "tested_by": [
-            _T + "test_eq30_context_matches_loop",
-            _T + "test_equal_columns_reduce_to_single_dimensional_attention",
-            _T + "test_fully_masked_query_gives_zero_context",
-        ],
-    },
-    {
-        "id": "eq31",
-        "title": "Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_scores"],
-        "tested_by": [_T + "test_eq31_scores_match_loop", _T + "test_eq31_column_i_is_additive_score_with_w_i"],
-    },
-    {
-        "id": "eq32",
-        "title": "Multi-dimensional alignment: a softmax over positions for every feature",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "multidimensional_align"],
-        "tested_by": [
-            _T + "test_eq32_weights_match_loop",
-            _T + "test_eq32_every_feature_column_sums_to_one",
-            _T + "test_mask_excludes_positions_for_every_feature",
-        ],
-    },
-    {
-        "id": "extra:multidimensional-task",
-        "title": "Feature-wise look-up: single-dimensional attention fails, multi-dimensional succeeds",
-        "chapter": CHAPTER,
-        "implemented_by": [_M + "FeatureLookupModel", "attnsurvey.data.lookup.featurewise_lookup"],
-        "tested_by": [_T + "test_featurewise_lookup_answer_by_loop", _T + "test_multidimensional_beats_single_dimensional"],
-    },
-]

@@ -23,10 +23,16 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..masking import masked_softmax
 from .scoring import additive_score
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 
 
+@catalogued(
+    "extra:pointer-network",
+    title="Pointer network: the attention distribution over inputs is the output (nndl 8.2.1.5)",
+    chapter=CHAPTER,
+)
 def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) -> Tensor:
     """Pointer scores ``s_{m,n} = v^T tanh(W h_n + U h_m)`` (nndl Eq. 8.15).
 
@@ -37,6 +43,7 @@ def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) ->
     return additive_score(h_dec, H, U, W, v)
 
 
+@catalogued("extra:pointer-network")
 def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Log of the pointer distribution, ``log softmax_n(s_{m,n})`` over allowed positions (nndl Eq. 8.14).
 
@@ -52,6 +59,7 @@ def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.where(probs > 0, logp, torch.full_like(logp, torch.finfo(scores.dtype).min))
 
 
+@catalogued("extra:pointer-network")
 class PointerNetwork(nn.Module):
     """A small pointer network: LSTM encoder, LSTM-cell decoder, additive pointer.
 
@@ -112,26 +120,3 @@ def pointer_loss(model: PointerNetwork, batch: tuple[Tensor, Tensor]) -> Tensor:
     x, targets = batch
     logp, _ = model(x, targets)
     return nn.functional.nll_loss(logp.flatten(0, 1), targets.flatten())
-
-
-_T = "tests/test_pointer.py::"
-CATALOG = [
-    {
-        "id": "extra:pointer-network",
-        "title": "Pointer network: the attention distribution over inputs is the output (nndl 8.2.1.5)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.pointer.pointer_scores",
-            "attnsurvey.general_mechanisms.pointer.pointer_log_probs",
-            "attnsurvey.general_mechanisms.pointer.PointerNetwork",
-            "attnsurvey.data.sorting.sorting_batch",
-        ],
-        "tested_by": [
-            _T + "test_pointer_scores_match_loop",
-            _T + "test_pointer_log_probs_mask_used_positions",
-            _T + "test_outputs_are_permutations",
-            _T + "test_learns_to_sort_book_example",
-            _T + "test_bad_inputs",
-        ],
-    },
-]

@@ -25,6 +25,7 @@ from .._checks import (
     check_weight,
 )
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 Activation = Callable[[Tensor], Tensor]
 
@@ -53,6 +54,7 @@ def _check_param_dtype(Q: Tensor, **params: Tensor | None) -> None:
             raise ValueError(f"{name} must have the dtype of Q ({Q.dtype}), got {p.dtype}")
 
 
+@catalogued("table2:multiplicative", title="Multiplicative score q^T k_l", chapter=CHAPTER)
 def dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Multiplicative (dot-product) score ``q^T k_l`` (Table II, row 2).
 
@@ -64,6 +66,7 @@ def dot_score(Q: Tensor, K: Tensor) -> Tensor:
     return Q @ K.transpose(-1, -2)
 
 
+@catalogued("table2:scaled-multiplicative", title="Scaled multiplicative score q^T k_l / sqrt(d_k)", chapter=CHAPTER)
 def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Scaled multiplicative score ``q^T k_l / sqrt(d_k)`` (Table II, row 3).
 
@@ -74,6 +77,12 @@ def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
     return (Q @ K.transpose(-1, -2)) / math.sqrt(K.shape[-1])
 
 
+@catalogued(
+    "eq6",
+    title="General additive score w^T act(W_1 q + W_2 k_l + b), the score of alternating co-attention",
+    chapter="chapters/ch03_1_1_feature_multiplicity.ipynb",
+)
+@catalogued("table2:additive", title="Additive score w^T act(W_1 q + W_2 k_l + b)", chapter=CHAPTER)
 def additive_score(
     Q: Tensor,
     K: Tensor,
@@ -108,6 +117,11 @@ def additive_score(
     return h @ w
 
 
+@catalogued(
+    "extra:concat-score",
+    title="Concat score v^T tanh(W [q; k_l]) (NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
+    chapter=CHAPTER,
+)
 def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Concat score ``v^T tanh(W [q; k_l])`` (NLP review eq. 1).
 
@@ -131,6 +145,7 @@ def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = t
     return act(qk @ W.T) @ v
 
 
+@catalogued("table2:general", title="General score k_l^T W q", chapter=CHAPTER)
 def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """General score ``k_l^T W q`` (Table II, row 4). W: ``(d_k, d_q)``.
 
@@ -142,6 +157,7 @@ def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     return (Q @ W.T) @ K.transpose(-1, -2)
 
 
+@catalogued("table2:biased-general", title="Biased general score k_l^T (W q + b)", chapter=CHAPTER)
 def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     """Biased general score ``k_l^T (W q + b)`` (Table II, row 5).
 
@@ -154,6 +170,7 @@ def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     return (Q @ W.T + b) @ K.transpose(-1, -2)
 
 
+@catalogued("table2:activated-general", title="Activated general score act(k_l^T W q + b)", chapter=CHAPTER)
 def activated_general_score(
     Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh
 ) -> Tensor:
@@ -168,6 +185,11 @@ def activated_general_score(
     return act(general_score(Q, K, W) + b)
 
 
+@catalogued(
+    "table2:similarity",
+    title="Similarity score: cosine similarity and negative Euclidean distance",
+    chapter=CHAPTER,
+)
 def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     """Similarity score: cosine similarity of ``q`` and ``k_l`` (Table II, row 7).
 
@@ -181,6 +203,7 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     return Qn @ Kn.transpose(-1, -2)
 
 
+@catalogued("table2:similarity")
 def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     """Similarity score: negative Euclidean (L2) distance ``-||q - k_l||_2`` (Table II, row 7).
 
@@ -195,6 +218,11 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     return -torch.sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
 
 
+@catalogued(
+    "extra:bilinear-score",
+    title="Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed",
+    chapter=CHAPTER,
+)
 def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """Bilinear score ``q^T W k_l`` (nndl eq. 8.5). W: ``(d_q, d_k)``.
 
@@ -212,6 +240,7 @@ def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
 # --------------------------------------------------------------------------
 
 
+@catalogued("eq23")
 class ScoreModule(nn.Module):
     """Base class: ``forward(Q, K) -> e`` with Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)``."""
 
@@ -219,6 +248,7 @@ class ScoreModule(nn.Module):
         raise NotImplementedError
 
 
+@catalogued("table2:multiplicative")
 class DotScore(ScoreModule):
     """Module form of :func:`dot_score` (no parameters)."""
 
@@ -226,6 +256,7 @@ class DotScore(ScoreModule):
         return dot_score(Q, K)
 
 
+@catalogued("table2:scaled-multiplicative")
 class ScaledDotScore(ScoreModule):
     """Module form of :func:`scaled_dot_score` (no parameters)."""
 
@@ -233,6 +264,7 @@ class ScaledDotScore(ScoreModule):
         return scaled_dot_score(Q, K)
 
 
+@catalogued("table2:additive")
 class AdditiveScore(ScoreModule):
     """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``."""
 
@@ -247,6 +279,7 @@ class AdditiveScore(ScoreModule):
         return additive_score(Q, K, self.W1.weight, self.W2.weight, self.w, self.W2.bias, self.act)
 
 
+@catalogued("extra:concat-score")
 class ConcatScore(ScoreModule):
     """Module form of :func:`concat_score` with learned ``W`` and ``v``."""
 
@@ -259,6 +292,7 @@ class ConcatScore(ScoreModule):
         return concat_score(Q, K, self.W.weight, self.v)
 
 
+@catalogued("table2:general")
 class GeneralScore(ScoreModule):
     """Module form of :func:`general_score` with learned ``W`` of shape ``(d_k, d_q)``."""
 
@@ -270,6 +304,7 @@ class GeneralScore(ScoreModule):
         return general_score(Q, K, self.W.weight)
 
 
+@catalogued("table2:biased-general")
 class BiasedGeneralScore(ScoreModule):
     """Module form of :func:`biased_general_score` with learned ``W`` and ``b``."""
 
@@ -281,6 +316,7 @@ class BiasedGeneralScore(ScoreModule):
         return biased_general_score(Q, K, self.W.weight, self.W.bias)
 
 
+@catalogued("table2:activated-general")
 class ActivatedGeneralScore(ScoreModule):
     """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``."""
 
@@ -294,6 +330,7 @@ class ActivatedGeneralScore(ScoreModule):
         return activated_general_score(Q, K, self.W.weight, self.b, self.act)
 
 
+@catalogued("table2:similarity")
 class CosineScore(ScoreModule):
     """Module form of :func:`cosine_score`, with an optional learned temperature.
 
@@ -310,6 +347,7 @@ class CosineScore(ScoreModule):
         return self.scale * cosine_score(Q, K)
 
 
+@catalogued("table2:similarity")
 class EuclideanScore(ScoreModule):
     """Module form of :func:`euclidean_score` (no parameters)."""
 
@@ -317,6 +355,7 @@ class EuclideanScore(ScoreModule):
         return euclidean_score(Q, K)
 
 
+@catalogued("extra:bilinear-score")
 class BilinearScore(ScoreModule):
     """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``."""
 
@@ -329,6 +368,11 @@ class BilinearScore(ScoreModule):
         return bilinear_score(Q, K, self.W)
 
 
+@catalogued(
+    "eq23",
+    title="Attention score of one key, e_l = score(q, k_l), for all queries and keys at once",
+    chapter=CHAPTER,
+)
 def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None) -> ScoreModule:
     """Build a score module by its Table II name.
 
@@ -378,6 +422,11 @@ SCORE_NAMES = (
 # --------------------------------------------------------------------------
 
 
+@catalogued(
+    "extra:scaling-variance",
+    title="Var(q^T k) = d_k for unit-variance entries; softmax saturation and vanishing gradients without 1/sqrt(d_k)",
+    chapter=CHAPTER,
+)
 def dot_product_variance(
     d_k: int, n_samples: int = 20_000, scaled: bool = False, generator: torch.Generator | None = None
 ) -> float:
@@ -399,6 +448,7 @@ def dot_product_variance(
     return float(e.flatten().var())
 
 
+@catalogued("extra:scaling-variance")
 def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Jacobian of the softmax alignment, ``d a_i / d e_j = a_i (delta_ij - a_j)``.
 
@@ -412,6 +462,7 @@ def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)
 
 
+@catalogued("extra:scaling-variance")
 def softmax_saturation(
     d_k: int,
     n_f: int = 10,
@@ -443,121 +494,3 @@ def softmax_saturation(
 # --------------------------------------------------------------------------
 # The chapter's task model: one attention layer whose score function varies.
 # --------------------------------------------------------------------------
-
-
-class ScoreComparisonModel(nn.Module):
-    """Task model for comparing score functions: ``y = W_c c + b_c`` with ``c`` from attention.
-
-    The query model is a linear map ``W_q`` ``(d_k, d_in)`` of the query input;
-    keys and values come from the features with ``W_K``, ``W_V`` (Eq. 1); the
-    score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
-    (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
-
-    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``;
-    returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
-    """
-
-    def __init__(self, score: str, d_in: int, d_f: int, d_k: int, n_classes: int) -> None:
-        super().__init__()
-        from ..general_model import GeneralAttention  # general_model imports this module
-
-        self.W_q = nn.Linear(d_in, d_k, bias=False)
-        self.attention = GeneralAttention(d_q=d_k, d_f=d_f, d_k=d_k, d_v=d_k, score=make_score(score, d_k, d_k))
-        self.out = nn.Linear(d_k, n_classes)
-
-    def forward(self, x_q: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        c, a = self.attention(self.W_q(x_q), F, mask)
-        return self.out(c), a
-
-
-_T = "tests/test_scoring.py::"
-
-
-def _entry(id_: str, title: str, impl: list[str], tests: list[str]) -> dict:
-    return {
-        "id": id_,
-        "title": title,
-        "chapter": CHAPTER,
-        "implemented_by": [f"attnsurvey.general_mechanisms.scoring.{x}" for x in impl],
-        "tested_by": [_T + t for t in tests],
-    }
-
-
-CATALOG = [
-    _entry(
-        "eq23",
-        "Attention score of one key, e_l = score(q, k_l), for all queries and keys at once",
-        ["make_score", "ScoreModule"],
-        ["test_every_score_matches_brute_force_loop", "test_make_score_builds_every_name", "test_batched_many_queries"],
-    ),
-    _entry(
-        "table2:additive",
-        "Additive score w^T act(W_1 q + W_2 k_l + b)",
-        ["additive_score", "AdditiveScore"],
-        ["test_every_score_matches_brute_force_loop", "test_additive_hand_computed"],
-    ),
-    _entry(
-        "table2:multiplicative",
-        "Multiplicative score q^T k_l",
-        ["dot_score", "DotScore"],
-        ["test_every_score_matches_brute_force_loop", "test_dot_hand_computed", "test_scores_that_need_equal_dims_reject_mismatch"],
-    ),
-    _entry(
-        "table2:scaled-multiplicative",
-        "Scaled multiplicative score q^T k_l / sqrt(d_k)",
-        ["scaled_dot_score", "ScaledDotScore"],
-        ["test_every_score_matches_brute_force_loop", "test_scaled_dot_matches_sdpa_weights"],
-    ),
-    _entry(
-        "table2:general",
-        "General score k_l^T W q",
-        ["general_score", "GeneralScore"],
-        ["test_every_score_matches_brute_force_loop", "test_general_with_identity_is_multiplicative"],
-    ),
-    _entry(
-        "table2:biased-general",
-        "Biased general score k_l^T (W q + b)",
-        ["biased_general_score", "BiasedGeneralScore"],
-        ["test_every_score_matches_brute_force_loop", "test_biased_general_bias_adds_key_term"],
-    ),
-    _entry(
-        "table2:activated-general",
-        "Activated general score act(k_l^T W q + b)",
-        ["activated_general_score", "ActivatedGeneralScore"],
-        ["test_every_score_matches_brute_force_loop", "test_activated_general_is_bounded"],
-    ),
-    _entry(
-        "table2:similarity",
-        "Similarity score: cosine similarity and negative Euclidean distance",
-        ["cosine_score", "euclidean_score", "CosineScore", "EuclideanScore"],
-        ["test_every_score_matches_brute_force_loop", "test_similarity_against_scipy"],
-    ),
-    _entry(
-        "extra:concat-score",
-        "Concat score v^T tanh(W [q; k_l]) (NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
-        ["concat_score", "ConcatScore"],
-        ["test_every_score_matches_brute_force_loop", "test_concat_is_additive_with_split_matrix"],
-    ),
-    _entry(
-        "extra:bilinear-score",
-        "Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed",
-        ["bilinear_score", "BilinearScore"],
-        ["test_every_score_matches_brute_force_loop", "test_bilinear_is_general_transposed"],
-    ),
-    _entry(
-        "extra:scaling-variance",
-        "Var(q^T k) = d_k for unit-variance entries; softmax saturation and vanishing gradients without 1/sqrt(d_k)",
-        ["dot_product_variance", "softmax_jacobian", "softmax_saturation"],
-        [
-            "test_dot_product_variance_is_d_k",
-            "test_softmax_jacobian_matches_autograd",
-            "test_unscaled_softmax_saturates_and_scaled_does_not",
-        ],
-    ),
-    _entry(
-        "extra:score-comparison-model",
-        "One attention task model whose score function is any row of Table II",
-        ["ScoreComparisonModel"],
-        ["test_score_comparison_model_learns_key_lookup"],
-    ),
-]

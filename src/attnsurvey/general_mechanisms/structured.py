@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_min_rank, check_nonempty, check_weight
 from ..masking import check_mask
 from .scoring import make_score
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 
@@ -66,6 +67,7 @@ def _forward_backward(u: Tensor, A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return alpha, beta, log_Z
 
 
+@catalogued("extra:structured-attention")
 def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """``log Z`` of the binary linear-chain CRF (forward algorithm, log space).
 
@@ -79,6 +81,11 @@ def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tenso
     return _forward_backward(_unary(e, A, mask).to(work), A.to(work))[2].to(e.dtype)
 
 
+@catalogued(
+    "extra:structured-attention",
+    title="Structured attention: marginals of a binary linear-chain CRF (forward-backward)",
+    chapter=CHAPTER,
+)
 def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """Structured attention weights ``a_l = p(z_l = 1)`` by forward-backward in log space.
 
@@ -115,6 +122,7 @@ def crf_brute_force(e: Tensor, A: Tensor, mask: Tensor | None = None) -> tuple[T
     return log_Z, marg
 
 
+@catalogued("extra:structured-attention")
 def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Structured attention: CRF marginals as weights, then ``c = sum_l a_l v_l`` (Eq. 24).
 
@@ -127,6 +135,7 @@ def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = Non
     return context_vector(a, V), a
 
 
+@catalogued("extra:structured-attention")
 class StructuredAttention(nn.Module):
     """Structured attention with a learned score (Table II) and transition matrix ``A`` ``(2, 2)``.
 
@@ -142,27 +151,3 @@ class StructuredAttention(nn.Module):
     def forward(self, q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         e = self.score(q.unsqueeze(-2), K).squeeze(-2)
         return structured_attend(e, self.A.to(e.dtype), V, mask)
-
-
-_T = "tests/test_structured.py::"
-CATALOG = [
-    {
-        "id": "extra:structured-attention",
-        "title": "Structured attention: marginals of a binary linear-chain CRF (forward-backward)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.general_mechanisms.structured.crf_marginals",
-            "attnsurvey.general_mechanisms.structured.crf_log_partition",
-            "attnsurvey.general_mechanisms.structured.structured_attend",
-            "attnsurvey.general_mechanisms.structured.StructuredAttention",
-        ],
-        "tested_by": [
-            _T + "test_marginals_match_brute_force",
-            _T + "test_marginals_are_gradient_of_log_partition",
-            _T + "test_independent_crf_is_sigmoid",
-            _T + "test_masked_positions_and_extremes",
-            _T + "test_gradcheck_float64",
-            _T + "test_bad_inputs",
-        ],
-    },
-]

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -38,6 +39,11 @@ class CapsuleOutput(NamedTuple):
     a: Tensor
 
 
+@catalogued(
+    "eq43",
+    title="Capsule attention score with a per-class learned query, e_{c,l} = q_c^T k_l",
+    chapter=CHAPTER,
+)
 def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     """Scores of every capsule for every key, Eq. (43): ``e_{c,l} = q_c^T k_l``.
 
@@ -54,6 +60,7 @@ def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     return (K @ Q_caps.T).transpose(-1, -2)  # (..., n_f, d_y) -> (..., d_y, n_f)
 
 
+@catalogued("eq44", title="Capsule probability module, p_c = sigmoid(w_c^T c_c + b_c)", chapter=CHAPTER)
 def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
     """Probability module, Eq. (44): ``p_c = sigmoid(w_c^T c_c + b_c)`` for every capsule.
 
@@ -69,6 +76,7 @@ def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
     return torch.sigmoid((c * W_p).sum(-1) + b_p)
 
 
+@catalogued("eq45", title="Capsule reconstruction module, r_c = p_c c_c", chapter=CHAPTER)
 def capsule_reconstruction(p: Tensor, c: Tensor) -> Tensor:
     """Reconstruction module, Eq. (45): ``r_c = p_c c_c``.
 
@@ -81,6 +89,7 @@ def capsule_reconstruction(p: Tensor, c: Tensor) -> Tensor:
     return p.unsqueeze(-1) * c
 
 
+@catalogued("eq43")
 def capsule_attention(
     K: Tensor, V: Tensor, Q_caps: Tensor, W_p: Tensor, b_p: Tensor, mask: Tensor | None = None
 ) -> CapsuleOutput:
@@ -104,6 +113,11 @@ def capsule_attention(
     return CapsuleOutput(p, capsule_reconstruction(p, c), c, a)
 
 
+@catalogued(
+    "extra:capsule-joint-loss",
+    title="Capsule joint loss: probability hinge + reconstruction hinge against the mean feature vector",
+    chapter=CHAPTER,
+)
 def capsule_loss(
     p: Tensor, r: Tensor, f_bar: Tensor, y: Tensor, lam: float = 1.0, margin: float = 1.0
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -133,6 +147,7 @@ def capsule_loss(
     return J + lam * U, J, U
 
 
+@catalogued("eq43", "extra:capsule-joint-loss")
 class CapsuleAttention(nn.Module):
     """One capsule per class over feature vectors, Eq. (43)-(45).
 
@@ -162,76 +177,3 @@ class CapsuleAttention(nn.Module):
         else:
             f_bar = (F * mask.unsqueeze(-1)).sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1)
         return capsule_loss(out.p, out.r, f_bar, y, lam)
-
-
-class CapsuleClassifier(nn.Module):
-    """Word embeddings (the feature model) followed by :class:`CapsuleAttention`.
-
-    ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
-    ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
-    """
-
-    def __init__(self, vocab_size: int, d: int, d_y: int) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
-        self.capsules = CapsuleAttention(d, d_y)
-
-    def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
-        mask = tokens != 0
-        F = self.embed(tokens)
-        return self.capsules(F, mask), F, mask
-
-    def loss(self, tokens: Tensor, y: Tensor, lam: float = 1.0) -> Tensor:
-        out, F, mask = self(tokens)
-        return self.capsules.loss(out, F, y, mask, lam)[0]
-
-
-_T = "tests/test_capsule.py::"
-CATALOG = [
-    {
-        "id": "eq43",
-        "title": "Capsule attention score with a per-class learned query, e_{c,l} = q_c^T k_l",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.capsule.capsule_scores",
-            "attnsurvey.query_related.capsule.capsule_attention",
-            "attnsurvey.query_related.capsule.CapsuleAttention",
-        ],
-        "tested_by": [
-            _T + "test_eq43_scores_match_loop",
-            _T + "test_capsule_attention_matches_per_class_sdpa",
-            _T + "test_capsule_rejects_bad_shapes",
-            _T + "test_capsule_numerics_and_gradcheck",
-        ],
-    },
-    {
-        "id": "eq44",
-        "title": "Capsule probability module, p_c = sigmoid(w_c^T c_c + b_c)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.capsule.capsule_probability"],
-        "tested_by": [_T + "test_eq44_probability_hand_computed", _T + "test_capsule_rejects_bad_shapes"],
-    },
-    {
-        "id": "eq45",
-        "title": "Capsule reconstruction module, r_c = p_c c_c",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.capsule.capsule_reconstruction"],
-        "tested_by": [_T + "test_eq45_reconstruction_scales_context", _T + "test_capsule_rejects_bad_shapes"],
-    },
-    {
-        "id": "extra:capsule-joint-loss",
-        "title": "Capsule joint loss: probability hinge + reconstruction hinge against the mean feature vector",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.capsule.capsule_loss",
-            "attnsurvey.query_related.capsule.CapsuleAttention",
-            "attnsurvey.query_related.capsule.CapsuleClassifier",
-        ],
-        "tested_by": [
-            _T + "test_joint_loss_hand_computed",
-            _T + "test_joint_loss_rejects_bad_input",
-            _T + "test_capsule_classifier_learns_and_attends_to_its_words",
-            _T + "test_sentiment_data_ground_truth",
-        ],
-    },
-]

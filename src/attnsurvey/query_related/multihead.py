@@ -29,10 +29,12 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
 
+@catalogued("eq38")
 def split_heads(X: Tensor, h: int) -> Tensor:
     """``(..., n, h * d)`` -> ``(..., h, n, d)``. Raises ``ValueError`` unless h divides the width."""
     if h < 1:
@@ -45,12 +47,20 @@ def split_heads(X: Tensor, h: int) -> Tensor:
     return X.reshape(*batch, n, h, hd // h).transpose(-2, -3)
 
 
+@catalogued("eq40")
 def merge_heads(X: Tensor) -> Tensor:
     """``(..., h, n, d)`` -> ``(..., n, h * d)`` (the concatenation of Eq. 40)."""
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
 
+@catalogued(
+    "eq38",
+    title="Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
+    chapter=CHAPTER,
+)
+@catalogued("eq39", title="One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)", chapter=CHAPTER)
+@catalogued("eq40", title="Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))", chapter=CHAPTER)
 def multi_head_attention(
     Q: Tensor,
     F_k: Tensor,
@@ -105,6 +115,7 @@ def _head_mask(mask: Tensor | None, q_rank: int) -> Tensor | None:
     return mask.unsqueeze(-3) if mask.dim() <= q_rank else mask
 
 
+@catalogued("eq40")
 class MultiHeadAttention(nn.Module):
     """Module form of :func:`multi_head_attention` with learned projections.
 
@@ -147,6 +158,11 @@ class MultiHeadAttention(nn.Module):
         return self.W_O(merge_heads(c)), a
 
 
+@catalogued(
+    "extra:multihead-matrix-form",
+    title="Review eq. 10-11: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), MultiHead = Concat(heads) W^O",
+    chapter=CHAPTER,
+)
 def multi_head_matrix_form(
     Q: Tensor,
     K: Tensor,
@@ -189,6 +205,11 @@ def _pairwise_cosine(X: Tensor) -> Tensor:
     return (Xn @ Xn.transpose(-1, -2)).mean(dim=(-1, -2))
 
 
+@catalogued(
+    "extra:disagreement-regularisation",
+    title="Disagreement regularisation between heads (subspace, position, output; Li et al. 2018)",
+    chapter=CHAPTER,
+)
 def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     """Disagreement between attention heads (Li et al., 2018; review §(3)), to be *maximised*.
 
@@ -211,48 +232,3 @@ def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
         A = heads.flatten(-2)
         return -(A @ A.transpose(-1, -2)).sum(dim=(-1, -2)) / h**2
     raise ValueError(f"kind must be 'subspace', 'output' or 'position', got {kind!r}")
-
-
-_T = "tests/test_multihead.py::"
-CATALOG = [
-    {
-        "id": "eq38",
-        "title": "Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention", "attnsurvey.query_related.multihead.split_heads"],
-        "tested_by": [_T + "test_eq38_head_projections_are_row_blocks", _T + "test_split_merge_roundtrip", _T + "test_bad_head_counts_raise"],
-    },
-    {
-        "id": "eq39",
-        "title": "One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention"],
-        "tested_by": [_T + "test_eq39_head_contexts_match_sdpa", _T + "test_fully_masked_rows_and_large_scores"],
-    },
-    {
-        "id": "eq40",
-        "title": "Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_attention", "attnsurvey.query_related.multihead.merge_heads", "attnsurvey.query_related.multihead.MultiHeadAttention"],
-        "tested_by": [
-            _T + "test_eq40_equals_torch_multihead_attention",
-            _T + "test_mask_polarity_and_key_padding_vs_torch",
-            _T + "test_module_with_bias_equals_torch",
-            _T + "test_low_precision_dtypes",
-        ],
-    },
-    {
-        "id": "extra:multihead-matrix-form",
-        "title": "Review eq. 10-11: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), MultiHead = Concat(heads) W^O",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.multi_head_matrix_form"],
-        "tested_by": [_T + "test_matrix_form_equals_stacked_form"],
-    },
-    {
-        "id": "extra:disagreement-regularisation",
-        "title": "Disagreement regularisation between heads (subspace, position, output; Li et al. 2018)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.query_related.multihead.disagreement_regularisation"],
-        "tested_by": [_T + "test_disagreement_matches_loop_and_extremes", _T + "test_disagreement_gradient_pushes_heads_apart"],
-    },
-]

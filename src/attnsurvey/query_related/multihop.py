@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..general_mechanisms.scoring import GeneralScore, ScoreModule
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -39,6 +40,7 @@ Transform = Callable[[Tensor, Tensor], Tensor]
 # ----------------------------------------------------------------------------------
 # Eq. (41): query transforms
 # ----------------------------------------------------------------------------------
+@catalogued("eq41", title="Multi-hop query update q^(s+1) = transform(q^(s), c^(s))", chapter=CHAPTER)
 def add_transform(q: Tensor, c: Tensor) -> Tensor:
     """Eq. (41) with ``transform(q, c) = q + c`` (the memory-network update).
 
@@ -50,6 +52,7 @@ def add_transform(q: Tensor, c: Tensor) -> Tensor:
     return q + c
 
 
+@catalogued("eq41")
 def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
     """Eq. (41) with ``transform(q, c) = H q + c`` (Sukhbaatar et al.'s layer-wise form).
 
@@ -64,6 +67,11 @@ def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------------
 # Eq. (42): the score of a hop, and the general multi-hop loop
 # ----------------------------------------------------------------------------------
+@catalogued(
+    "eq42",
+    title="Hop score on the concatenated query and context, score(concat(q^(s+1), c^(s)), k_l)",
+    chapter=CHAPTER,
+)
 def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
     """Scores of one hop, Eq. (42): ``e_l = score(concat(q^(s+1), c^(s)), k_l)``.
 
@@ -89,6 +97,7 @@ def _initial_context(V: Tensor, mask: Tensor | None) -> Tensor:
     return (a.unsqueeze(-2) @ V).squeeze(-2)
 
 
+@catalogued("eq41", "eq42")
 def multi_hop_attention(
     q0: Tensor,
     K: Tensor,
@@ -138,6 +147,7 @@ def multi_hop_attention(
     return c, q, torch.stack(weights, dim=-2)
 
 
+@catalogued("eq41")
 class MultiHopAttention(nn.Module):
     """Module form of :func:`multi_hop_attention` with learned keys, values and scores.
 
@@ -174,6 +184,11 @@ class MultiHopAttention(nn.Module):
 # ----------------------------------------------------------------------------------
 # End-to-end memory networks: q_{s+1} = q_s + c_s
 # ----------------------------------------------------------------------------------
+@catalogued(
+    "extra:memory-network-hops",
+    title="End-to-end memory network hops, q_{s+1} = q_s + c_s (article 4.3)",
+    chapter=CHAPTER,
+)
 def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One memory-network hop: address with ``p = softmax(M u)``, read ``o = sum_i p_i c_i``.
 
@@ -192,6 +207,7 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
     return (p.unsqueeze(-2) @ C).squeeze(-2), p
 
 
+@catalogued("extra:memory-network-hops")
 def memory_network_read(
     u: Tensor,
     M_hops: list[Tensor],
@@ -218,6 +234,7 @@ def memory_network_read(
     return u, torch.stack(ps, dim=-2)
 
 
+@catalogued("extra:memory-network-hops")
 class EndToEndMemoryNetwork(nn.Module):
     """An end-to-end memory network for story question answering (Sukhbaatar et al., 2015).
 
@@ -254,57 +271,3 @@ class EndToEndMemoryNetwork(nn.Module):
         bags = [e(story).sum(-2) for e in self.embed]  # (B, n, d) per table
         u, P = memory_network_read(u, bags[:-1], bags[1:], mask)
         return self.answer(u), P
-
-
-_T = "tests/test_multihop.py::"
-CATALOG = [
-    {
-        "id": "eq41",
-        "title": "Multi-hop query update q^(s+1) = transform(q^(s), c^(s))",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.multihop.add_transform",
-            "attnsurvey.query_related.multihop.linear_transform",
-            "attnsurvey.query_related.multihop.multi_hop_attention",
-            "attnsurvey.query_related.multihop.MultiHopAttention",
-        ],
-        "tested_by": [
-            _T + "test_eq41_transforms_hand_computed",
-            _T + "test_eq41_42_multi_hop_matches_explicit_loop",
-            _T + "test_multi_hop_rejects_bad_input",
-        ],
-    },
-    {
-        "id": "eq42",
-        "title": "Hop score on the concatenated query and context, score(concat(q^(s+1), c^(s)), k_l)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.multihop.hop_scores",
-            "attnsurvey.query_related.multihop.multi_hop_attention",
-        ],
-        "tested_by": [
-            _T + "test_eq42_hop_scores_concatenate",
-            _T + "test_eq41_42_multi_hop_matches_explicit_loop",
-            _T + "test_one_hop_equals_single_attention",
-            _T + "test_multi_hop_masks_and_large_scores",
-            _T + "test_multi_hop_module_and_gradcheck",
-        ],
-    },
-    {
-        "id": "extra:memory-network-hops",
-        "title": "End-to-end memory network hops, q_{s+1} = q_s + c_s (article 4.3)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.multihop.memory_hop",
-            "attnsurvey.query_related.multihop.memory_network_read",
-            "attnsurvey.query_related.multihop.EndToEndMemoryNetwork",
-        ],
-        "tested_by": [
-            _T + "test_memory_hop_matches_loop",
-            _T + "test_memory_network_is_multi_hop_special_case",
-            _T + "test_memory_network_masks_padding_sentences",
-            _T + "test_memory_network_rejects_bad_input",
-            _T + "test_two_fact_stories_are_consistent",
-        ],
-    },
-]

@@ -35,6 +35,7 @@ from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
 from ..masking import masked_softmax
+from ..catalog import catalogued, declare
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
 
@@ -58,6 +59,7 @@ def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
 # ----------------------------------------------------------------------------------
 # Eq. (33): self-attention without a query
 # ----------------------------------------------------------------------------------
+@catalogued("eq33", title="Self-attention score without a query, w^T act(W k_l + b)", chapter=CHAPTER)
 def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Query-free score, Eq. (33): ``e_l = w^T act(W k_l + b)``.
 
@@ -76,6 +78,7 @@ def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation 
     return act(K @ W.T + b) @ w
 
 
+@catalogued("eq33")
 def queryless_attention(
     K: Tensor,
     V: Tensor,
@@ -98,6 +101,7 @@ def queryless_attention(
     return _pool(e, V, mask)
 
 
+@catalogued("eq33")
 class QuerylessAttention(nn.Module):
     """Eq. (33) with learned ``W`` ``(d_w, d_f)``, ``b`` ``(d_w,)`` and ``w`` ``(d_w,)``.
 
@@ -117,6 +121,7 @@ class QuerylessAttention(nn.Module):
 # ----------------------------------------------------------------------------------
 # Eq. (34): a learned query
 # ----------------------------------------------------------------------------------
+@catalogued("eq34", title="Self-attention with a learned query vector, q^T k_l", chapter=CHAPTER)
 def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
     """Score with a trainable constant query, Eq. (34): ``e_l = q^T k_l``.
 
@@ -131,6 +136,7 @@ def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
     return K @ q
 
 
+@catalogued("eq34")
 def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Attention pooling with a learned query: Eq. (34), then Eq. (3)-(4).
 
@@ -144,6 +150,7 @@ def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None
     return _pool(e, V, mask)
 
 
+@catalogued("eq34")
 class LearnedQueryAttention(nn.Module):
     """Eq. (34) with a trainable query ``q`` ``(d_k,)`` and keys ``K = F W_K^T``.
 
@@ -176,6 +183,7 @@ def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
 # ----------------------------------------------------------------------------------
 # Eq. (35): queries from the features; the QKV self-attention layer (Token2Token)
 # ----------------------------------------------------------------------------------
+@catalogued("eq35", title="Queries from the feature vectors, Q = W_Q F", chapter=CHAPTER)
 def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     """Queries from the feature vectors, Eq. (35): ``Q = W_Q F``.
 
@@ -187,6 +195,12 @@ def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     return F @ W_Q.T
 
 
+@catalogued(
+    "extra:qkv-self-attention",
+    title="QKV self-attention layer; without positions it is permutation-equivariant (nndl 8.3)",
+    chapter=CHAPTER,
+)
+@catalogued("eq35")
 def self_attention(
     F: Tensor,
     W_Q: Tensor,
@@ -213,9 +227,11 @@ def self_attention(
 
 
 token2token = self_attention
+declare(f"{__name__}.token2token", "extra:token2token-source2token")
 """Token2Token self-attention (review): one query per token, a matrix ``(..., n_f, d_v)`` out."""
 
 
+@catalogued("extra:qkv-self-attention")
 class SelfAttention(nn.Module):
     """Module form of :func:`self_attention` with learned ``W_Q``, ``W_K`` ``(d_k, d_f)``, ``W_V`` ``(d_v, d_f)``.
 
@@ -236,6 +252,11 @@ class SelfAttention(nn.Module):
         return self_attention(F, self.W_Q.weight, self.W_K.weight, self.W_V.weight, mask, self.score)
 
 
+@catalogued(
+    "extra:token2token-source2token",
+    title="Token2Token (matrix out) vs Source2Token (vector out) self-attention (review, DiSAN)",
+    chapter=CHAPTER,
+)
 def source2token(
     F: Tensor,
     W1: Tensor,
@@ -272,6 +293,7 @@ def _check_update(F_old: Tensor, C: Tensor) -> None:
         )
 
 
+@catalogued("eq36", title="Feature update by replacement, f_new = c", chapter=CHAPTER)
 def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     """Feature update by replacement, Eq. (36): ``f_new = c``.
 
@@ -282,6 +304,7 @@ def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     return C
 
 
+@catalogued("eq37", title="Feature update by residual and normalisation, f_new = Normalize(f_old + c)", chapter=CHAPTER)
 def update_residual_norm(
     F_old: Tensor, C: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -307,6 +330,7 @@ def update_residual_norm(
     return y
 
 
+@catalogued("eq36", "eq37")
 class SelfAttentionUpdate(nn.Module):
     """A self-attention layer followed by a feature update, Eq. (35)-(37).
 
@@ -335,6 +359,11 @@ class SelfAttentionUpdate(nn.Module):
 # ----------------------------------------------------------------------------------
 # Structured self-attentive sentence embedding (review eq. 12)
 # ----------------------------------------------------------------------------------
+@catalogued(
+    "extra:structured-self-attention",
+    title="Structured self-attentive sentence embedding A = softmax(W_s2 tanh(W_s1 H^T)), M = AH, penalty ||AA^T - I||_F^2 (review eq. 12)",
+    chapter=CHAPTER,
+)
 def structured_self_attention(
     H: Tensor, W_s1: Tensor, W_s2: Tensor, mask: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -359,6 +388,7 @@ def structured_self_attention(
     return A @ H, A
 
 
+@catalogued("extra:structured-self-attention")
 def redundancy_penalty(A: Tensor) -> Tensor:
     """The redundancy penalty ``P = ||A A^T - I||_F^2`` of the structured embedding.
 
@@ -374,6 +404,7 @@ def redundancy_penalty(A: Tensor) -> Tensor:
     return ((A @ A.transpose(-1, -2) - eye) ** 2).sum((-1, -2))
 
 
+@catalogued("extra:structured-self-attention")
 class StructuredSelfAttention(nn.Module):
     """Module form of :func:`structured_self_attention` with ``r`` hops (rows of A).
 
@@ -393,157 +424,3 @@ class StructuredSelfAttention(nn.Module):
     @staticmethod
     def penalty(A: Tensor) -> Tensor:
         return redundancy_penalty(A).mean()
-
-
-_T = "tests/test_query_types.py::"
-CATALOG = [
-    {
-        "id": "eq33",
-        "title": "Self-attention score without a query, w^T act(W k_l + b)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.queryless_score",
-            "attnsurvey.query_related.types.queryless_attention",
-            "attnsurvey.query_related.types.QuerylessAttention",
-        ],
-        "tested_by": [
-            _T + "test_eq33_queryless_score_matches_loop",
-            _T + "test_eq33_attention_pools_with_masks",
-            _T + "test_eq33_rejects_wrong_weights",
-        ],
-    },
-    {
-        "id": "eq34",
-        "title": "Self-attention with a learned query vector, q^T k_l",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.learned_query_score",
-            "attnsurvey.query_related.types.learned_query_attention",
-            "attnsurvey.query_related.types.LearnedQueryAttention",
-        ],
-        "tested_by": [
-            _T + "test_eq34_learned_query_matches_sdpa_with_one_query",
-            _T + "test_eq34_rejects_wrong_query",
-            _T + "test_eq34_zero_query_is_mean_pooling",
-            _T + "test_numerics_large_scores_and_fully_masked",
-        ],
-    },
-    {
-        "id": "eq35",
-        "title": "Queries from the feature vectors, Q = W_Q F",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.feature_queries",
-            "attnsurvey.query_related.types.self_attention",
-        ],
-        "tested_by": [_T + "test_eq35_feature_queries_match_linear", _T + "test_eq35_rejects_wrong_W_Q"],
-    },
-    {
-        "id": "eq36",
-        "title": "Feature update by replacement, f_new = c",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.update_replace",
-            "attnsurvey.query_related.types.SelfAttentionUpdate",
-        ],
-        "tested_by": [_T + "test_eq36_replace_returns_context", _T + "test_update_rejects_shape_mismatch"],
-    },
-    {
-        "id": "eq37",
-        "title": "Feature update by residual and normalisation, f_new = Normalize(f_old + c)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.update_residual_norm",
-            "attnsurvey.query_related.types.SelfAttentionUpdate",
-        ],
-        "tested_by": [
-            _T + "test_eq37_residual_norm_matches_layer_norm",
-            _T + "test_eq37_module_matches_functional",
-            _T + "test_update_rejects_shape_mismatch",
-        ],
-    },
-    {
-        "id": "extra:structured-self-attention",
-        "title": "Structured self-attentive sentence embedding A = softmax(W_s2 tanh(W_s1 H^T)), M = AH, penalty ||AA^T - I||_F^2 (review eq. 12)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.structured_self_attention",
-            "attnsurvey.query_related.types.redundancy_penalty",
-            "attnsurvey.query_related.types.StructuredSelfAttention",
-        ],
-        "tested_by": [
-            _T + "test_structured_self_attention_matches_loop",
-            _T + "test_redundancy_penalty_hand_values",
-            _T + "test_structured_rejects_wrong_weights",
-            _T + "test_gradcheck_float64",
-        ],
-    },
-    {
-        "id": "extra:token2token-source2token",
-        "title": "Token2Token (matrix out) vs Source2Token (vector out) self-attention (review, DiSAN)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.token2token",
-            "attnsurvey.query_related.types.source2token",
-        ],
-        "tested_by": [_T + "test_source2token_matches_loop_and_reduces_to_eq33", _T + "test_token2token_shapes"],
-    },
-    {
-        "id": "extra:qkv-self-attention",
-        "title": "QKV self-attention layer; without positions it is permutation-equivariant (nndl 8.3)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.query_related.types.self_attention",
-            "attnsurvey.query_related.types.SelfAttention",
-        ],
-        "tested_by": [
-            _T + "test_qkv_self_attention_matches_sdpa",
-            _T + "test_qkv_self_attention_matches_loop",
-            _T + "test_self_attention_is_permutation_equivariant",
-            _T + "test_positions_break_permutation_equivariance",
-        ],
-    },
-]
-
-
-class MeanPoolClassifier(nn.Module):
-    """Baseline without attention: average the feature vectors, then an MLP.
-
-    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, None)`` (no weights),
-    so it can stand in wherever an attention classifier returns ``(logits, a)``.
-    """
-
-    def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
-        super().__init__()
-        self.out = nn.Sequential(nn.Linear(d_f, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
-
-    def forward(self, F: Tensor) -> tuple[Tensor, None]:
-        return self.out(mean_pool(F)), None
-
-
-class LearnedQueryClassifier(nn.Module):
-    """Eq. (34) pooling with one learned query, then a linear output layer.
-
-    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, a)``.
-    """
-
-    def __init__(self, d_f: int, n_classes: int) -> None:
-        super().__init__()
-        self.pool = LearnedQueryAttention(d_f)
-        self.out = nn.Linear(d_f, n_classes)
-
-    def forward(self, F: Tensor) -> tuple[Tensor, Tensor]:
-        c, a = self.pool(F)
-        return self.out(c), a
-
-
-class MeanPoolTokenClassifier(nn.Module):
-    """Baseline without attention over token ids: averaged embeddings (padding id 0 ignored), then a linear layer."""
-
-    def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
-        self.out = nn.Linear(d, n_classes)
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.out(mean_pool(self.embed(tokens), tokens != 0))

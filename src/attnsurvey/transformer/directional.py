@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from ..catalog import catalogued
 
 
 def _check_n(n: int) -> None:
@@ -19,6 +20,11 @@ def _check_n(n: int) -> None:
         raise ValueError(f"sequence length n must be a positive int, got n={n!r}")
 
 
+@catalogued(
+    "extra:directional-masks",
+    title="Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
     """Boolean ``(n, n)`` DiSAN forward mask: ``M[i, j] = j > i`` (``True`` = may attend).
 
@@ -28,6 +34,7 @@ def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
+@catalogued("extra:directional-masks")
 def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
     """Boolean ``(n, n)`` DiSAN backward mask: ``M[i, j] = j < i`` (``True`` = may attend).
 
@@ -37,23 +44,9 @@ def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
 
 
+@catalogued("extra:directional-masks")
 def additive_mask(mask: Tensor) -> Tensor:
     """The review's additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not."""
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype={mask.dtype}")
     return torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
-
-
-CATALOG = [
-    {
-        "id": "extra:directional-masks",
-        "title": "Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
-        "chapter": "chapters/ch03_3_3_transformer.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.directional.forward_mask",
-            "attnsurvey.transformer.directional.backward_mask",
-            "attnsurvey.transformer.directional.additive_mask",
-        ],
-        "tested_by": ["tests/test_positional.py::test_directional_masks_disan"],
-    },
-]

@@ -20,8 +20,14 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..query_related.multihead import merge_heads, split_heads
+from ..catalog import catalogued
 
 
+@catalogued(
+    "extra:linformer",
+    title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``.
 
@@ -49,6 +55,7 @@ def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -
     return a @ Vp, a
 
 
+@catalogued("extra:linformer")
 class LinformerSelfAttention(nn.Module):
     """Multi-head Linformer self-attention; ``E`` and ``F`` are shared by the heads.
 
@@ -69,14 +76,3 @@ class LinformerSelfAttention(nn.Module):
         q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
         c, a = linformer_attention(q, k, v, self.E, self.F)
         return self.W_O(merge_heads(c)), a
-
-
-CATALOG = [
-    {
-        "id": "extra:linformer",
-        "title": "Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": ["attnsurvey.transformer.linformer.linformer_attention", "attnsurvey.transformer.linformer.LinformerSelfAttention"],
-        "tested_by": ["tests/test_variants.py::test_linformer_identity_projection_equals_full_attention", "tests/test_variants.py::test_linformer_rejects_input_longer_than_projection"],
-    },
-]

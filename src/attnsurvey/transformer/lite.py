@@ -18,8 +18,10 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
+from ..catalog import catalogued
 
 
+@catalogued("extra:lite-transformer")
 def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None) -> Tensor:
     """Depthwise 1-D convolution over the sequence axis with 'same' padding.
 
@@ -39,6 +41,11 @@ def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None) -> Tensor:
     return y.transpose(-1, -2).reshape(*batch, X.shape[-2], d)
 
 
+@catalogued(
+    "extra:lite-transformer",
+    title="Lite Transformer long-short range attention: attention branch + depthwise convolution branch",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def long_short_range_attention(
     X: Tensor,
     attention: Callable[[Tensor], tuple[Tensor, Tensor]],
@@ -60,6 +67,7 @@ def long_short_range_attention(
     return torch.cat([global_part, depthwise_conv(right, W_conv, b_conv)], dim=-1), a
 
 
+@catalogued("extra:lite-transformer")
 class LiteTransformerBlock(nn.Module):
     """A Lite Transformer encoder block: LSRA and FFN, each with residual + LayerNorm (post-norm).
 
@@ -87,18 +95,3 @@ class LiteTransformerBlock(nn.Module):
 
         X = residual_norm(X, lsra, self.norm1, False)
         return residual_norm(X, self.ffn, self.norm2, False), box[0]
-
-
-CATALOG = [
-    {
-        "id": "extra:lite-transformer",
-        "title": "Lite Transformer long-short range attention: attention branch + depthwise convolution branch",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.lite.long_short_range_attention",
-            "attnsurvey.transformer.lite.depthwise_conv",
-            "attnsurvey.transformer.lite.LiteTransformerBlock",
-        ],
-        "tested_by": ["tests/test_variants.py::test_lite_lsra_branches"],
-    },
-]

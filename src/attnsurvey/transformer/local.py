@@ -16,8 +16,10 @@ from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 
+@catalogued("extra:local-window-attention")
 def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Tensor:
     """Boolean ``(n, n)`` band mask ``|i - j| <= w`` (``True`` = may attend). Raises unless ``w >= 0``."""
     if w < 0:
@@ -26,6 +28,11 @@ def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Ten
     return (i[:, None] - i[None, :]).abs() <= w
 
 
+@catalogued(
+    "extra:local-window-attention",
+    title="Local (sliding-window) self-attention, |i - j| <= w, in O(n w) memory",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Tensor, Tensor]:
     """Sliding-window attention in ``O(n w)`` memory.
 
@@ -59,14 +66,3 @@ def band_to_dense(a_band: Tensor, w: int) -> Tensor:
     idx = torch.arange(n)[:, None] + torch.arange(2 * w + 1)[None, :]
     padded.scatter_(-1, idx.expand_as(a_band), a_band)
     return padded[..., w : w + n]
-
-
-CATALOG = [
-    {
-        "id": "extra:local-window-attention",
-        "title": "Local (sliding-window) self-attention, |i - j| <= w, in O(n w) memory",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": ["attnsurvey.transformer.local.local_window_attention", "attnsurvey.transformer.local.local_window_mask"],
-        "tested_by": ["tests/test_variants.py::test_local_window_equals_banded_sdpa"],
-    },
-]

@@ -34,10 +34,12 @@ from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..masking import causal_mask
 from ..query_related.multihead import MultiHeadAttention
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
+from ..catalog import catalogued
 
 Activation = Callable[[Tensor], Tensor]
 
 
+@catalogued("extra:transformer-encoder")
 def position_wise_ffn(
     X: Tensor, W_1: Tensor, b_1: Tensor, W_2: Tensor, b_2: Tensor, activation: Activation = F_.relu
 ) -> Tensor:
@@ -56,6 +58,11 @@ def position_wise_ffn(
     return activation(X @ W_1.T + b_1) @ W_2.T + b_2
 
 
+@catalogued(
+    "extra:pre-post-norm",
+    title="Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 def residual_norm(X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool) -> Tensor:
     """One residual sub-layer: post-norm ``norm(X + f(X))`` or pre-norm ``X + f(norm(X))``."""
     if norm_first:
@@ -82,6 +89,12 @@ def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
     check_dim_equal(X.shape[-1], d_model, who, f"d_model of {sym}", "d_model of the layer")
 
 
+@catalogued(
+    "extra:transformer-encoder",
+    title="Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
+@catalogued("extra:pre-post-norm")
 class EncoderLayer(nn.Module):
     """One Transformer encoder layer: self-attention and FFN, each with residual + LayerNorm.
 
@@ -116,6 +129,11 @@ class EncoderLayer(nn.Module):
         return X, box[0]
 
 
+@catalogued(
+    "extra:transformer-decoder",
+    title="Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 class DecoderLayer(nn.Module):
     """One Transformer decoder layer: causal self-attention, cross-attention, FFN.
 
@@ -156,6 +174,7 @@ class DecoderLayer(nn.Module):
         return Y, box[0], box[1]
 
 
+@catalogued("extra:transformer-encoder")
 class Encoder(nn.Module):
     """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
 
@@ -188,6 +207,7 @@ class Encoder(nn.Module):
         return self.final_norm(X), weights
 
 
+@catalogued("extra:transformer-decoder")
 class Decoder(nn.Module):
     """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask)``
     returns ``(Y', [self weights per layer], [cross weights per layer])``."""
@@ -220,6 +240,7 @@ def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
     raise ValueError(f"position must be 'sinusoidal', 'learned', 'relative', 'gaussian' or 'none', got {position!r}")
 
 
+@catalogued("extra:transformer-encoder")
 class SequenceTagger(nn.Module):
     """Token embeddings + position information + :class:`Encoder` + a linear read-out per position.
 
@@ -270,6 +291,7 @@ class SequenceTagger(nn.Module):
         return self.readout(H), weights
 
 
+@catalogued("extra:transformer-decoder")
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder Transformer with sinusoidal positions and a linear generator.
 
@@ -304,46 +326,3 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
         M, mask = self.encode(src, src_lengths)
         return self.decode(tgt_in, M, mask)
-
-
-CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
-_T = "tests/test_transformer.py::"
-CATALOG = [
-    {
-        "id": "extra:transformer-encoder",
-        "title": "Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.transformer.model.EncoderLayer",
-            "attnsurvey.transformer.model.Encoder",
-            "attnsurvey.transformer.model.position_wise_ffn",
-            "attnsurvey.transformer.model.SequenceTagger",
-        ],
-        "tested_by": [
-            _T + "test_encoder_layer_equals_torch",
-            _T + "test_ffn_matches_hand_computation_and_rejects_shapes",
-            _T + "test_encoder_padding_mask_isolates_padding",
-            _T + "test_permutation_equivariance_without_positions",
-            _T + "test_bad_inputs_raise",
-            _T + "test_large_inputs_and_bfloat16_stay_finite",
-        ],
-    },
-    {
-        "id": "extra:transformer-decoder",
-        "title": "Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.transformer.model.DecoderLayer",
-            "attnsurvey.transformer.model.Decoder",
-            "attnsurvey.transformer.model.Seq2SeqTransformer",
-        ],
-        "tested_by": [_T + "test_decoder_layer_equals_torch", _T + "test_decoder_causal_mask_leaks_nothing_from_the_future"],
-    },
-    {
-        "id": "extra:pre-post-norm",
-        "title": "Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.transformer.model.residual_norm", "attnsurvey.transformer.model.EncoderLayer"],
-        "tested_by": [_T + "test_pre_norm_stack_has_final_norm_and_identity_path", _T + "test_encoder_layer_equals_torch"],
-    },
-]

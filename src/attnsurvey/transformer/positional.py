@@ -15,8 +15,14 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank
+from ..catalog import catalogued
 
 
+@catalogued(
+    "extra:sinusoidal-position",
+    title="Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 def sinusoidal_position_encoding(n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
     """The sinusoidal table ``P`` of shape ``(n, d_model)`` (Vaswani et al., 2017).
 
@@ -47,6 +53,7 @@ def _check_length(X: Tensor, max_len: int, what: str) -> None:
         )
 
 
+@catalogued("extra:sinusoidal-position")
 class SinusoidalPositionEncoding(nn.Module):
     """Adds the fixed sinusoidal code: ``forward(X) = X + P[:n]``.
 
@@ -67,6 +74,11 @@ class SinusoidalPositionEncoding(nn.Module):
         return X + self.P[: X.shape[-2]].to(X.dtype)
 
 
+@catalogued(
+    "extra:learned-position",
+    title="Learned absolute position embeddings (one trainable vector per position)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 class LearnedPositionEncoding(nn.Module):
     """Adds a learned vector per position: ``forward(X) = X + P[:n]``, ``P`` ``(max_len, d_model)``.
 
@@ -84,27 +96,3 @@ class LearnedPositionEncoding(nn.Module):
         if X.shape[-1] != self.d_model:
             raise ValueError(f"X must have d_model={self.d_model} columns, got shape {tuple(X.shape)}")
         return X + self.P[: X.shape[-2]]
-
-
-CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
-_T = "tests/test_positional.py::"
-CATALOG = [
-    {
-        "id": "extra:sinusoidal-position",
-        "title": "Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.transformer.positional.sinusoidal_position_encoding", "attnsurvey.transformer.positional.SinusoidalPositionEncoding"],
-        "tested_by": [
-            _T + "test_sinusoidal_matches_formula_and_offsets_are_rotations",
-            _T + "test_learned_and_sinusoidal_modules_add_the_table",
-            _T + "test_sequence_longer_than_table_raises",
-        ],
-    },
-    {
-        "id": "extra:learned-position",
-        "title": "Learned absolute position embeddings (one trainable vector per position)",
-        "chapter": CHAPTER,
-        "implemented_by": ["attnsurvey.transformer.positional.LearnedPositionEncoding"],
-        "tested_by": [_T + "test_learned_and_sinusoidal_modules_add_the_table", _T + "test_sequence_longer_than_table_raises"],
-    },
-]

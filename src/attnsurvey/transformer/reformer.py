@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 SELF_SCORE = -1e5
 
@@ -35,6 +36,11 @@ def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None =
     return torch.randn(d, max(n_buckets // 2, 1), generator=generator)
 
 
+@catalogued(
+    "extra:reformer-lsh",
+    title="Reformer LSH attention: angular hashing, sort, chunk, attend within buckets (shared QK)",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
     """Angular LSH buckets ``argmax([x R; -x R])`` for rows of X ``(..., n, d)``; returns ``(..., n)`` ints.
 
@@ -53,6 +59,7 @@ def _shared_scores(Qc: Tensor, Kc: Tensor) -> Tensor:
     return Qc @ Kn.transpose(-1, -2) / math.sqrt(Qc.shape[-1])
 
 
+@catalogued("extra:reformer-lsh")
 def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Full shared-QK attention, the target LSH attention approximates.
 
@@ -72,6 +79,7 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
     return a @ V, a
 
 
+@catalogued("extra:reformer-lsh")
 def lsh_attention(
     QK: Tensor, V: Tensor, n_buckets: int, chunk_size: int, R: Tensor | None = None, generator: torch.Generator | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -125,12 +133,18 @@ def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tenso
     return shared_qk_attention(QK, V, mask)
 
 
+@catalogued(
+    "extra:reversible-layers",
+    title="Reversible residual layers: y1 = x1 + F(x2), y2 = x2 + G(y1), inverted in the backward pass",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def reversible_forward(x1: Tensor, x2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
     """A reversible residual block: ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)``."""
     y1 = x1 + f(x2)
     return y1, x2 + g(y1)
 
 
+@catalogued("extra:reversible-layers")
 def reversible_inverse(y1: Tensor, y2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
     """The exact inverse of :func:`reversible_forward`: ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``."""
     x2 = y2 - g(y1)
@@ -173,6 +187,7 @@ class _ReversibleFunction(torch.autograd.Function):
         return (torch.cat([dy1, dy2], dim=-1), None, *([None] * len(ctx.needs_input_grad[2:])))
 
 
+@catalogued("extra:reversible-layers")
 class ReversibleSequence(nn.Module):
     """A stack of reversible blocks ``(F_i, G_i)`` acting on ``x = [x_1; x_2]`` (last axis split in half).
 
@@ -224,29 +239,3 @@ def saved_activation_bytes(fn, *args) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*args)
     return total
-
-
-CATALOG = [
-    {
-        "id": "extra:reformer-lsh",
-        "title": "Reformer LSH attention: angular hashing, sort, chunk, attend within buckets (shared QK)",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.reformer.lsh_hash",
-            "attnsurvey.transformer.reformer.lsh_attention",
-            "attnsurvey.transformer.reformer.shared_qk_attention",
-        ],
-        "tested_by": ["tests/test_variants.py::test_lsh_one_bucket_equals_full_shared_qk", "tests/test_variants.py::test_lsh_equals_same_bucket_oracle_and_stays_in_bucket"],
-    },
-    {
-        "id": "extra:reversible-layers",
-        "title": "Reversible residual layers: y1 = x1 + F(x2), y2 = x2 + G(y1), inverted in the backward pass",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.reformer.reversible_forward",
-            "attnsurvey.transformer.reformer.reversible_inverse",
-            "attnsurvey.transformer.reformer.ReversibleSequence",
-        ],
-        "tested_by": ["tests/test_variants.py::test_reversible_layers_invert_and_match_plain_gradients"],
-    },
-]

@@ -28,8 +28,14 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..masking import masked_softmax
 from ..query_related.multihead import _head_mask, merge_heads, split_heads
+from ..catalog import catalogued
 
 
+@catalogued(
+    "extra:relative-position",
+    title="Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device | None = None) -> Tensor:
     """Offsets ``clip(j - i, b)`` of review eq. 15 as a ``(n_q, n_f)`` integer tensor in ``[-b, b]``.
 
@@ -42,6 +48,7 @@ def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device 
     return (j - i).clamp(-b, b)
 
 
+@catalogued("extra:relative-position")
 def relative_position_attention(
     Q: Tensor,
     K: Tensor,
@@ -78,6 +85,7 @@ def relative_position_attention(
     return z, alpha
 
 
+@catalogued("extra:relative-position")
 class RelativeSelfAttention(nn.Module):
     """Multi-head self-attention with relative positions (review eq. 14-15).
 
@@ -115,6 +123,11 @@ class RelativeSelfAttention(nn.Module):
         return self.W_O(merge_heads(z)), a
 
 
+@catalogued(
+    "extra:gaussian-local-bias",
+    title="Learnable Gaussian local bias added to the scores, softmax(e_ij + G_ij) (review eq. 16; Yang et al. 2018)",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
 def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
     """The Gaussian bias ``G_ij = -(j - P_i)^2 / (2 sigma_i^2)``, ``sigma_i = D_i / 2`` (review eq. 16).
 
@@ -133,6 +146,7 @@ def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
     return -((j - P[..., None]) ** 2) / (2 * sigma[..., None] ** 2)
 
 
+@catalogued("extra:gaussian-local-bias")
 def gaussian_biased_attention(
     Q: Tensor, K: Tensor, V: Tensor, G: Tensor, mask: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -156,6 +170,7 @@ def gaussian_biased_attention(
     return alpha @ V, alpha
 
 
+@catalogued("extra:gaussian-local-bias")
 class GaussianLocalSelfAttention(nn.Module):
     """Multi-head self-attention with a learnable Gaussian local bias (review eq. 16).
 
@@ -208,31 +223,3 @@ class GaussianLocalSelfAttention(nn.Module):
         G = gaussian_local_bias(P, D, X.shape[-2])
         c, a = gaussian_biased_attention(q, k, v, G, _head_mask(mask, X.dim()))
         return self.W_O(merge_heads(c)), a
-
-
-CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
-_T = "tests/test_positional.py::"
-CATALOG = [
-    {
-        "id": "extra:relative-position",
-        "title": "Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.transformer.relative.clipped_relative_positions",
-            "attnsurvey.transformer.relative.relative_position_attention",
-            "attnsurvey.transformer.relative.RelativeSelfAttention",
-        ],
-        "tested_by": [_T + "test_relative_positions_match_loop_eq14_15", _T + "test_relative_with_zero_tables_is_plain_attention_and_shift_equivariant"],
-    },
-    {
-        "id": "extra:gaussian-local-bias",
-        "title": "Learnable Gaussian local bias added to the scores, softmax(e_ij + G_ij) (review eq. 16; Yang et al. 2018)",
-        "chapter": CHAPTER,
-        "implemented_by": [
-            "attnsurvey.transformer.relative.gaussian_local_bias",
-            "attnsurvey.transformer.relative.gaussian_biased_attention",
-            "attnsurvey.transformer.relative.GaussianLocalSelfAttention",
-        ],
-        "tested_by": [_T + "test_gaussian_bias_eq16_matches_hand_computation", _T + "test_gaussian_window_narrows_attention_and_is_learnable"],
-    },
-]

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..masking import masked_softmax
+from ..catalog import catalogued
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
@@ -23,6 +24,11 @@ def _check_len(n: int, max_len: int, what: str) -> None:
         raise ValueError(f"{what} synthesizes weights for max_len l={max_len} positions, got n={n}")
 
 
+@catalogued(
+    "extra:synthesizer-dense",
+    title="Dense Synthesizer: each token predicts its own row of attention weights",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def dense_synthesizer_weights(
     X: Tensor, W_1: Tensor, b_1: Tensor, W_2: Tensor, b_2: Tensor, mask: Tensor | None = None
 ) -> Tensor:
@@ -45,6 +51,11 @@ def dense_synthesizer_weights(
     return masked_softmax(B, mask)
 
 
+@catalogued(
+    "extra:synthesizer-random",
+    title="Random Synthesizer: input-independent (learned or fixed) attention weights",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) -> Tensor:
     """Random Synthesizer weights ``A = softmax(R[:n, :n])``, the same for every input.
 
@@ -57,6 +68,7 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
     return masked_softmax(R[:n, :n], mask)
 
 
+@catalogued("extra:synthesizer-dense")
 class DenseSynthesizer(nn.Module):
     """Dense Synthesizer layer: ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)``."""
 
@@ -73,6 +85,7 @@ class DenseSynthesizer(nn.Module):
         return self.W_O(A @ self.W_V(X)), A
 
 
+@catalogued("extra:synthesizer-random")
 class RandomSynthesizer(nn.Module):
     """Random Synthesizer layer; ``fixed=True`` keeps ``R`` at its random initial value."""
 
@@ -85,21 +98,3 @@ class RandomSynthesizer(nn.Module):
     def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         A = random_synthesizer_weights(self.R, X.shape[-2], mask)
         return self.W_O(A @ self.W_V(X)), A
-
-
-CATALOG = [
-    {
-        "id": "extra:synthesizer-dense",
-        "title": "Dense Synthesizer: each token predicts its own row of attention weights",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": ["attnsurvey.transformer.synthesizer.dense_synthesizer_weights", "attnsurvey.transformer.synthesizer.DenseSynthesizer"],
-        "tested_by": ["tests/test_variants.py::test_dense_synthesizer_matches_loop"],
-    },
-    {
-        "id": "extra:synthesizer-random",
-        "title": "Random Synthesizer: input-independent (learned or fixed) attention weights",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": ["attnsurvey.transformer.synthesizer.random_synthesizer_weights", "attnsurvey.transformer.synthesizer.RandomSynthesizer"],
-        "tested_by": ["tests/test_variants.py::test_random_synthesizer_ignores_input"],
-    },
-]

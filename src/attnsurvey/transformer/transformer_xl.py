@@ -26,8 +26,14 @@ from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..masking import masked_softmax
 from ..query_related.multihead import merge_heads, split_heads
 from .positional import sinusoidal_position_encoding
+from ..catalog import catalogued
 
 
+@catalogued(
+    "extra:transformer-xl",
+    title="Transformer-XL: segment-level recurrence with relative positional scores and the relative shift",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
 def rel_shift(BD: Tensor) -> Tensor:
     """The relative shift: ``out[..., i, j] = BD[..., i, n - 1 - i + j]`` wherever ``j <= n_m + i``.
 
@@ -45,6 +51,7 @@ def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tens
     return torch.ones(n, n_m + n, dtype=torch.bool, device=device).tril(n_m)
 
 
+@catalogued("extra:transformer-xl")
 def xl_attention(
     X: Tensor,
     M: Tensor | None,
@@ -91,6 +98,7 @@ def xl_attention(
     return merge_heads(a @ val) @ W_O.T, a
 
 
+@catalogued("extra:transformer-xl")
 class TransformerXLAttention(nn.Module):
     """Module form of :func:`xl_attention` that also returns the next memory.
 
@@ -113,22 +121,3 @@ class TransformerXLAttention(nn.Module):
         )
         full = X if M is None else torch.cat([M, X], dim=-2)
         return out, full[..., -self.mem_len :, :].detach(), a
-
-
-CATALOG = [
-    {
-        "id": "extra:transformer-xl",
-        "title": "Transformer-XL: segment-level recurrence with relative positional scores and the relative shift",
-        "chapter": "chapters/ch03_3_4_transformer_variants.ipynb",
-        "implemented_by": [
-            "attnsurvey.transformer.transformer_xl.rel_shift",
-            "attnsurvey.transformer.transformer_xl.xl_attention",
-            "attnsurvey.transformer.transformer_xl.TransformerXLAttention",
-        ],
-        "tested_by": [
-            "tests/test_variants.py::test_rel_shift_matches_explicit_loop",
-            "tests/test_variants.py::test_xl_scores_match_pairwise_loop",
-            "tests/test_variants.py::test_xl_segment_recurrence_equals_full_causal_pass",
-        ],
-    },
-]

@@ -1,0 +1,192 @@
+"""Task models of the general-mechanism chapters (§3.2): one model per chapter
+whose only varying part is the score (§3.2.1), the alignment (§3.2.2) or the
+dimensionality (§3.2.3) of its attention.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ..catalog import catalogued
+from ..general_mechanisms.alignment import (
+    ALIGNMENTS,
+    MovingAverageBaseline,
+    PredictivePosition,
+    _check_D,
+    bernoulli_subset,
+    context_vector,
+    entmax15,
+    hard_align,
+    local_align,
+    monotonic_position,
+    reinforced_align,
+    score_function_surrogate,
+    soft_align,
+    sparsemax,
+)
+from ..general_mechanisms.dimensionality import multidimensional_attend
+from ..general_mechanisms.scoring import ScoreModule, make_score
+from ..general_mechanisms.structured import crf_marginals
+from ..general_model import GeneralAttention
+
+
+
+@catalogued(
+    "extra:score-comparison-model",
+    title="One attention task model whose score function is any row of Table II",
+    chapter="chapters/ch03_2_1_attention_scoring.ipynb",
+)
+class ScoreComparisonModel(nn.Module):
+    """Task model for comparing score functions: ``y = W_c c + b_c`` with ``c`` from attention.
+
+    The query model is a linear map ``W_q`` ``(d_k, d_in)`` of the query input;
+    keys and values come from the features with ``W_K``, ``W_V`` (Eq. 1); the
+    score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
+    (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
+
+    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``;
+    returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
+    """
+
+    def __init__(self, score: str, d_in: int, d_f: int, d_k: int, n_classes: int) -> None:
+        super().__init__()
+        self.W_q = nn.Linear(d_in, d_k, bias=False)
+        self.attention = GeneralAttention(d_q=d_k, d_f=d_f, d_k=d_k, d_v=d_k, score=make_score(score, d_k, d_k))
+        self.out = nn.Linear(d_k, n_classes)
+
+    def forward(self, x_q: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        c, a = self.attention(self.W_q(x_q), F, mask)
+        return self.out(c), a
+
+
+class AlignmentClassifier(nn.Module):
+    """A task model whose only varying part is the alignment function (the chapter's experiment).
+
+    Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
+    query ``q`` ``(B, d_q)`` per example scores the keys with the general score
+    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
+    weights; the context (Eq. 24 or 26) feeds a linear output layer.
+
+    ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
+    where ``log_prob`` is the log-probability of the sampled hard choice or
+    subset (``None`` for deterministic alignments) and ``t`` are the output
+    steps used as monotonic positions (``local-m``). Hard and reinforced
+    alignments sample in training mode and act greedily in eval mode.
+    """
+
+    def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
+        super().__init__()
+        if align not in ALIGNMENTS:
+            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
+        self.align, self.D = align, _check_D(D)
+        self.W_K = nn.Linear(d_f, d_k, bias=False)
+        self.W_V = nn.Linear(d_f, d_k, bias=False)
+        self.score: ScoreModule = make_score("general", d_q, d_k)
+        self.out = nn.Linear(d_k, n_classes)
+        self.baseline = MovingAverageBaseline()
+        self.position = PredictivePosition(d_q, 16) if align == "local-p" else None
+        if align == "reinforced":
+            self.policy = make_score("general", d_q, d_k)
+            self.policy_bias = nn.Parameter(torch.tensor(1.0))
+        if align == "structured":
+            self.transition = nn.Parameter(torch.zeros(2, 2))
+
+    def forward(
+        self, q: Tensor, F: Tensor, t: Tensor | None = None, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        K, V = self.W_K(F), self.W_V(F)
+        n_f = F.shape[-2]
+        e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
+        log_prob = None
+        kind = self.align
+        if kind == "uniform":
+            a = torch.full_like(e, 1.0 / n_f)
+        elif kind == "soft":
+            a = soft_align(e)
+        elif kind == "sparsemax":
+            a = sparsemax(e)
+        elif kind == "entmax15":
+            a = entmax15(e)
+        elif kind == "hard":
+            h = hard_align(e, "sample" if self.training else "argmax", generator)
+            a, log_prob = h.a, h.log_prob
+        elif kind in ("local-m", "local-p"):
+            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
+            a = local_align(e, p, self.D)
+        elif kind == "reinforced":
+            logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
+            z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)
+            a = reinforced_align(e, z)
+        else:  # structured
+            a = crf_marginals(e, self.transition)
+        c = context_vector(a, V)
+        return self.out(c), a, log_prob
+
+
+def classifier_loss(
+    model: AlignmentClassifier,
+    batch: tuple[Tensor, ...],
+    generator: torch.Generator | None = None,
+    subset_cost: float = 0.02,
+) -> Tensor:
+    """Training loss for :class:`AlignmentClassifier` on a batch ``(F, q, t, y)``.
+
+    Cross-entropy, plus for the stochastic alignments (hard, reinforced) the
+    REINFORCE surrogate with a moving-average baseline, whose gradient trains
+    the scores (hard) or the policy (reinforced). For reinforced alignment the
+    cost being minimised also charges ``subset_cost`` per chosen position, so
+    the policy learns to keep few positions.
+    """
+    F, q, t, y = batch
+    logits, a, log_prob = model(q, F, t, generator)
+    ce = nn.functional.cross_entropy(logits, y, reduction="none")
+    loss = ce.mean()
+    if log_prob is not None:
+        cost = ce.detach()
+        if model.align == "reinforced":
+            cost = cost + subset_cost * (a > 0).sum(-1).to(cost.dtype)
+        b = model.baseline.update(cost)
+        loss = loss + score_function_surrogate(log_prob, cost, b)
+    return loss
+
+
+@catalogued(
+    "extra:multidimensional-task",
+    title="Feature-wise look-up: single-dimensional attention fails, multi-dimensional succeeds",
+    chapter="chapters/ch03_2_3_attention_dimensionality.ipynb",
+)
+class FeatureLookupModel(nn.Module):
+    """Task model for :func:`attnsurvey.data.lookup.featurewise_lookup`: attention + per-feature readout.
+
+    With ``multi_dimensional=True`` the attention is Eq. (30)-(32) with a learned
+    ``W_d`` ``(d_w, d_v)``. Otherwise it is single-dimensional additive attention
+    (Table II, row 1, then Eq. 3-4): a learned vector ``w`` ``(d_w,)`` takes the
+    place of ``W_d``, which is the same as ``W_d`` with ``d_v`` equal columns
+    ``w`` (every feature then gets the same weight). Both share the form of
+    ``W_1``, ``W_2`` and ``b``. The output model is one affine logit per feature,
+    ``y_i = s_i c_i + t_i``, so the answer for feature ``i`` can only use
+    feature ``i`` of the context.
+
+    ``forward(q, K, V)``: q ``(..., d_q)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``;
+    returns logits ``(..., d_v)`` and weights ``(..., n_f, d_v)``.
+    """
+
+    def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:
+        super().__init__()
+        self.multi_dimensional = multi_dimensional
+        self.d_v = d_v
+        self.W1 = nn.Linear(d_q, d_w, bias=False)
+        self.W2 = nn.Linear(d_k, d_w, bias=True)
+        cols = d_v if multi_dimensional else 1
+        self.W_d = nn.Parameter(torch.randn(d_w, cols) / math.sqrt(d_w))
+        self.scale = nn.Parameter(torch.ones(d_v))
+        self.shift = nn.Parameter(torch.zeros(d_v))
+
+    def forward(self, q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
+        # single-dimensional: one column w, repeated for every feature
+        W_d = self.W_d if self.multi_dimensional else self.W_d.expand(-1, self.d_v)
+        c, A = multidimensional_attend(q.unsqueeze(-2), K, V, self.W1.weight, self.W2.weight, W_d, self.W2.bias)
+        return c.squeeze(-2) * self.scale + self.shift, A.squeeze(-3)

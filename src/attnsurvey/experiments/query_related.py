@@ -1,0 +1,78 @@
+"""Task models of the query-related chapters (§3.3.1, §3.3.2): pooling baselines,
+a learned-query classifier and the capsule classifier.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ..catalog import catalogued
+from ..query_related.capsule import CapsuleAttention, CapsuleOutput
+from ..query_related.types import LearnedQueryAttention, mean_pool
+
+
+
+class MeanPoolClassifier(nn.Module):
+    """Baseline without attention: average the feature vectors, then an MLP.
+
+    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, None)`` (no weights),
+    so it can stand in wherever an attention classifier returns ``(logits, a)``.
+    """
+
+    def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
+        super().__init__()
+        self.out = nn.Sequential(nn.Linear(d_f, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
+
+    def forward(self, F: Tensor) -> tuple[Tensor, None]:
+        return self.out(mean_pool(F)), None
+
+
+class LearnedQueryClassifier(nn.Module):
+    """Eq. (34) pooling with one learned query, then a linear output layer.
+
+    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, a)``.
+    """
+
+    def __init__(self, d_f: int, n_classes: int) -> None:
+        super().__init__()
+        self.pool = LearnedQueryAttention(d_f)
+        self.out = nn.Linear(d_f, n_classes)
+
+    def forward(self, F: Tensor) -> tuple[Tensor, Tensor]:
+        c, a = self.pool(F)
+        return self.out(c), a
+
+
+class MeanPoolTokenClassifier(nn.Module):
+    """Baseline without attention over token ids: averaged embeddings (padding id 0 ignored), then a linear layer."""
+
+    def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
+        self.out = nn.Linear(d, n_classes)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.out(mean_pool(self.embed(tokens), tokens != 0))
+
+
+@catalogued("extra:capsule-joint-loss")
+class CapsuleClassifier(nn.Module):
+    """Word embeddings (the feature model) followed by :class:`CapsuleAttention`.
+
+    ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
+    ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
+    """
+
+    def __init__(self, vocab_size: int, d: int, d_y: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
+        self.capsules = CapsuleAttention(d, d_y)
+
+    def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
+        mask = tokens != 0
+        F = self.embed(tokens)
+        return self.capsules(F, mask), F, mask
+
+    def loss(self, tokens: Tensor, y: Tensor, lam: float = 1.0) -> Tensor:
+        out, F, mask = self(tokens)
+        return self.capsules.loss(out, F, y, mask, lam)[0]

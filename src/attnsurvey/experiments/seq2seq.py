@@ -1,0 +1,50 @@
+"""Training and evaluation loops of the introduction (§1): the encoder-decoder of
+:mod:`attnsurvey.seq2seq` on the transduction tasks of :mod:`attnsurvey.data.sequences`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
+from ..training import train
+
+
+
+def fit_transduction(
+    model: Seq2Seq,
+    steps: int,
+    generator: torch.Generator,
+    lengths: int | tuple[int, int] = (4, 16),
+    batch_size: int = 64,
+    task: str = "reverse",
+    lr: float = 1e-2,
+):
+    """Train ``model`` with teacher forcing on fresh batches of ``task`` (Adam, clipped gradients).
+
+    Returns the :class:`attnsurvey.training.History`. Data come from
+    ``generator``, so a seed fixes the run (together with the model's initial weights).
+    """
+    from .data.sequences import transduction_batch
+    def batches():
+        for _ in range(steps):
+            yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))
+
+    def loss_fn(m: Seq2Seq, batch) -> Tensor:
+        src, tgt_in, tgt_out, lens = batch
+        logits, _ = m(src, tgt_in, lens)
+        return sequence_loss(logits, tgt_out)
+
+    return train(model, loss_fn, batches(), lr=lr)
+
+
+def evaluate_transduction(
+    model: Seq2Seq, length: int, n: int, generator: torch.Generator, task: str = "reverse"
+) -> dict[str, float]:
+    """Greedy-decode ``n`` fresh examples of one ``length``; token and exact-match accuracy."""
+    from .data.sequences import transduction_batch
+
+    src, _, tgt_out, lens = transduction_batch(n, length, model.vocab_size, task, generator)
+    tokens, logits, _ = model.greedy_decode(src, tgt_out.shape[1], lens)
+    return {"token": token_accuracy(logits, tgt_out), "sequence": sequence_accuracy(tokens, tgt_out)}
