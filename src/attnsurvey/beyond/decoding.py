@@ -18,8 +18,8 @@ later models shrink it by sharing keys and values between query heads:
 Shapes: heads are the axis before the sequence, ``(B, heads, n, d_head)``.
 The cache holds ``(B, n_kv_heads, n_cached, d_head)`` keys and values. Masks
 are boolean, ``True`` = may attend. The attention core is
-:func:`attnsurvey.general_model.attend`; the K/V heads of a group are expanded
-with ``repeat_interleave`` before calling it (the core takes one K, V per head).
+:func:`attnsurvey.general_model.attend` with ``enable_gqa=True``, which expands
+each K/V head to the query heads of its group.
 """
 from __future__ import annotations
 
@@ -73,10 +73,8 @@ def grouped_query_attention(
     check_dim_equal(k.shape[-3], v.shape[-3], "grouped-query attention", "K/V heads of k", "K/V heads of v")
     if g < 1 or h % g:
         raise ValueError(f"the number of K/V heads g={g} must divide the number of query heads h={h} (q {tuple(q.shape)}, k {tuple(k.shape)})")
-    if g != h:  # every K/V head serves h / g consecutive query heads
-        k = k.repeat_interleave(h // g, dim=-3)
-        v = v.repeat_interleave(h // g, dim=-3)
-    return attend(q, k, v, mask)
+    # every K/V head serves h / g consecutive query heads: the core's enable_gqa expands them
+    return attend(q, k, v, mask, enable_gqa=True)
 
 
 @catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)", chapter=CHAPTER)
@@ -181,7 +179,7 @@ class GroupedQueryAttention(nn.Module):
         v = split_heads(self.W_V(X), self.g)
         if cache is not None:
             k, v = cache.append(k, v)
-        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)
+        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)[None, None]  # (1, 1, n_q, n_f): shared by batch and heads
         c, a = grouped_query_attention(q, k, v, mask)
         return self.W_O(merge_heads(c)), a
 

@@ -17,7 +17,7 @@ vectors). Two later schemes act inside the attention instead:
   linearly, more in some heads than in others.
 
 Both keep the attention core :func:`attnsurvey.general_model.attend`: RoPE
-transforms Q and K before it, ALiBi enters through its ``score`` hook.
+transforms Q and K before it, ALiBi through its ``bias`` argument.
 Shapes: ``(..., n, d)`` rows; heads as the axis before the sequence. Masks are
 boolean, ``True`` = may attend.
 """
@@ -30,9 +30,8 @@ from torch import Tensor, nn
 
 from ..catalog import catalogued
 from .._checks import as_tensor, check_dim_equal, check_min_rank
-from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
-from ..query_related.multihead import _head_mask, merge_heads, split_heads
+from ..query_related.multihead import head_mask, merge_heads, split_heads
 from ..transformer.positional import sinusoidal_position_encoding
 
 CHAPTER = "chapters/ch06_2_positions.ipynb"
@@ -117,14 +116,14 @@ def alibi_attention(Q: Tensor, K: Tensor, V: Tensor, slopes: Tensor, mask: Tenso
 
     Q: ``(..., h, n_q, d_k)``; K: ``(..., h, n_f, d_k)``; V: ``(..., h, n_f, d_v)``;
     slopes: ``(h,)``; mask boolean, broadcastable to ``(..., h, n_q, n_f)``,
-    ``True`` = may attend. The bias enters through the core's score hook.
+    ``True`` = may attend. The bias enters through the core's ``bias`` argument.
     Returns ``(c, a)``. Raises ``ValueError`` if ``h`` differs between Q and slopes.
     """
     as_tensor(Q, "Q")
     check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
     check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")
     B = alibi_bias(slopes, Q.shape[-2], K.shape[-2]).to(Q.dtype).to(Q.device)
-    return attend(Q, K, V, mask, score=lambda q, k: scaled_dot_score(q, k) + B)
+    return attend(Q, K, V, mask, bias=B)
 
 
 class _PositionalSelfAttention(nn.Module):
@@ -147,7 +146,7 @@ class _PositionalSelfAttention(nn.Module):
         check_min_rank(X, 2, "X", "(..., n, d_model)")
         check_dim_equal(X.shape[-1], self.d_model, type(self).__name__, "d_model of X", "d_model of the module")
         q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
-        c, a = self.core(q, k, v, _head_mask(mask, X.dim()))
+        c, a = self.core(q, k, v, head_mask(mask, X.dim()))
         return self.W_O(merge_heads(c)), a
 
 

@@ -64,7 +64,7 @@ class PositionTagger(nn.Module):
 
     def forward(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         n = tokens.shape[-1]
-        H, weights = self.encoder(self.position(self.embed(tokens)), causal_mask(n, device=tokens.device))
+        H, weights = self.encoder(self.position(self.embed(tokens)), causal_mask(n, device=tokens.device)[None])  # (1, n, n): one mask for the batch
         return self.readout(H), weights[0]
 
 
