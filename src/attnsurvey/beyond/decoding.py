@@ -1,0 +1,263 @@
+"""Decoding with a KV cache; multi-query and grouped-query attention (beyond the survey).
+
+An autoregressive decoder produces one token per step. Its causal
+self-attention at step ``t`` needs the keys and values of *all* earlier
+positions, but those never change once computed (query ``i`` attends to keys
+``j <= i`` only). A **KV cache** stores them: each step projects only the new
+token and appends its key and value, so a step costs ``O(t)`` instead of
+recomputing the whole prefix, ``O(t^2)``.
+
+The cache is what limits batch size and context length at inference, so
+later models shrink it by sharing keys and values between query heads:
+
+* multi-head attention (MHA): ``n_kv_heads = n_heads``, every head its own K, V;
+* grouped-query attention (GQA, Ainslie et al. 2023): ``n_kv_heads`` groups,
+  query head ``j`` reads the K, V of group ``j // (n_heads / n_kv_heads)``;
+* multi-query attention (MQA, Shazeer 2019): ``n_kv_heads = 1``.
+
+Shapes: heads are the axis before the sequence, ``(B, heads, n, d_head)``.
+The cache holds ``(B, n_kv_heads, n_cached, d_head)`` keys and values. Masks
+are boolean, ``True`` = may attend. The attention core is
+:func:`attnsurvey.general_model.attend` with ``enable_gqa=True``, which expands
+each K/V head to the query heads of its group.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..catalog import catalogued
+from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..general_model import attend
+from ..query_related.multihead import merge_heads, split_heads
+from ..transformer.model import FeedForward, residual_norm
+from ..transformer.positional import sinusoidal_position_encoding
+
+CHAPTER = "chapters/ch06_1_decoding.ipynb"
+
+
+@catalogued("extra:kv-cache")
+def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -> Tensor:
+    """Causal mask for the last ``n_q`` of ``n_f`` positions: ``(n_q, n_f)``, ``True`` where ``j <= i + n_f - n_q``.
+
+    Query ``i`` of a chunk appended after ``n_f - n_q`` cached positions may attend
+    to every cached key and to the new keys up to its own position. With
+    ``n_q = n_f`` it is the ordinary causal mask. Raises ``ValueError`` if
+    ``n_q > n_f`` or a size is negative.
+    """
+    if n_q < 0 or n_f < n_q:
+        raise ValueError(f"need 0 <= n_q <= n_f, got n_q={n_q}, n_f={n_f}")
+    i = torch.arange(n_q, device=device)[:, None]
+    j = torch.arange(n_f, device=device)[None, :]
+    return j <= i + (n_f - n_q)
+
+
+@catalogued("extra:gqa", title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)", chapter=CHAPTER)
+def grouped_query_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Grouped-query attention: query head ``j`` attends with K/V head ``j // (h / g)``.
+
+    q: ``(..., h, n_q, d_k)``; k: ``(..., g, n_f, d_k)``; v: ``(..., g, n_f, d_v)``
+    with ``g`` (the number of K/V heads) dividing ``h``; ``g = h`` is multi-head,
+    ``g = 1`` multi-query attention. mask: boolean, broadcastable to
+    ``(..., h, n_q, n_f)``, ``True`` = may attend. Returns ``(c, a)``:
+    ``(..., h, n_q, d_v)`` and ``(..., h, n_q, n_f)``. Same result as
+    ``F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)``.
+    Raises ``ValueError`` if ``g`` does not divide ``h`` or the ranks are below 3.
+    """
+    for sym, t, layout in (("q", q, "(..., h, n_q, d_k)"), ("k", k, "(..., g, n_f, d_k)"), ("v", v, "(..., g, n_f, d_v)")):
+        as_tensor(t, sym)
+        check_min_rank(t, 3, sym, layout)
+    h, g = q.shape[-3], k.shape[-3]
+    check_dim_equal(k.shape[-3], v.shape[-3], "grouped-query attention", "K/V heads of k", "K/V heads of v")
+    if g < 1 or h % g:
+        raise ValueError(f"the number of K/V heads g={g} must divide the number of query heads h={h} (q {tuple(q.shape)}, k {tuple(k.shape)})")
+    # every K/V head serves h / g consecutive query heads: the core's enable_gqa expands them
+    return attend(q, k, v, mask, enable_gqa=True)
+
+
+@catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)", chapter=CHAPTER)
+class KVCache:
+    """A preallocated key/value cache for one attention layer.
+
+    Holds ``K`` and ``V`` of shape ``(B, g, max_len, d_head)`` (``g`` = K/V heads)
+    and the number of filled positions ``length``. ``append(k, v)`` writes
+    ``(B, g, n_new, d_head)`` blocks after the filled part and returns views
+    ``(B, g, length, d_head)`` of everything cached so far (no copy).
+    Raises ``ValueError`` if an append would exceed ``max_len`` or a block has
+    the wrong shape or dtype.
+    """
+
+    def __init__(self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype: torch.dtype = torch.float32) -> None:
+        if min(batch, n_kv_heads, max_len, d_head) < 1:
+            raise ValueError(f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}")
+        self.K = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
+        self.V = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
+        self.length = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.K.shape[-2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for keys and values (the whole preallocated buffer)."""
+        return self.K.element_size() * (self.K.numel() + self.V.numel())
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        expected = (*self.K.shape[:2], k.shape[-2] if k.dim() == 4 else -1, self.K.shape[-1])
+        for sym, t in (("k", k), ("v", v)):
+            if t.dim() != 4 or tuple(t.shape) != expected or t.dtype != self.K.dtype:
+                raise ValueError(f"{sym} must have shape (B, g, n_new, d_head) = {expected} and dtype {self.K.dtype}, got {tuple(t.shape)} {t.dtype}")
+        n_new = k.shape[-2]
+        if self.length + n_new > self.max_len:
+            raise ValueError(f"KVCache full: {self.length} cached + {n_new} new > max_len={self.max_len}")
+        self.K[:, :, self.length : self.length + n_new] = k
+        self.V[:, :, self.length : self.length + n_new] = v
+        self.length += n_new
+        return self.K[:, :, : self.length], self.V[:, :, : self.length]
+
+    def reset(self) -> None:
+        """Forget the cached positions (the buffer is kept)."""
+        self.length = 0
+
+
+@catalogued("extra:kv-cache", "extra:gqa")
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
+    """Analytic size of a KV cache: ``2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value``.
+
+    The factor 2 counts keys and values. ``bytes_per_value`` is 2 for
+    float16/bfloat16, 4 for float32. Raises ``ValueError`` for negative sizes.
+    """
+    sizes = {"n_layers": n_layers, "n_kv_heads": n_kv_heads, "d_head": d_head, "n_tokens": n_tokens, "batch": batch, "bytes_per_value": bytes_per_value}
+    bad = {k: s for k, s in sizes.items() if s < 0}
+    if bad:
+        raise ValueError(f"sizes must be >= 0, got {bad}")
+    return 2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value
+
+
+@catalogued("extra:gqa", "extra:kv-cache")
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with ``n_heads`` query heads sharing ``n_kv_heads`` K/V heads.
+
+    Args: d_model, n_heads (h), n_kv_heads (g, must divide h; default h = MHA;
+    1 = MQA). ``W_Q`` is ``(d_model, d_model)``, ``W_K`` and ``W_V`` are
+    ``(g * d_head, d_model)`` with ``d_head = d_model / h``, ``W_O`` is
+    ``(d_model, d_model)``.
+
+    ``forward(X, cache=None)``: X ``(B, n, d_model)``. Without a cache, causal
+    self-attention over X. With a :class:`KVCache`, X holds the ``n`` *new*
+    positions; their keys and values are appended and the queries attend to
+    everything cached (an offset causal mask). Returns ``(output (B, n, d_model),
+    weights (B, h, n, n_cached))``. Raises ``ValueError`` on bad sizes.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
+        super().__init__()
+        g = n_heads if n_kv_heads is None else n_kv_heads
+        if n_heads < 1 or d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={n_heads}")
+        if g < 1 or n_heads % g:
+            raise ValueError(f"n_kv_heads g={g} must divide n_heads h={n_heads}")
+        self.d_model, self.h, self.g, self.d_head = d_model, n_heads, g, d_model // n_heads
+        self.W_Q = nn.Linear(d_model, d_model, bias=False)
+        self.W_K = nn.Linear(d_model, g * self.d_head, bias=False)
+        self.W_V = nn.Linear(d_model, g * self.d_head, bias=False)
+        self.W_O = nn.Linear(d_model, d_model, bias=False)
+
+    def new_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
+        """An empty cache sized for this layer."""
+        return KVCache(batch, self.g, max_len, self.d_head, dtype or self.W_K.weight.dtype)
+
+    def forward(self, X: Tensor, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
+        as_tensor(X, "X")
+        check_min_rank(X, 3, "X", "(B, n, d_model)")
+        check_dim_equal(X.shape[-1], self.d_model, "GroupedQueryAttention", "d_model of X", "d_model of the module")
+        q = split_heads(self.W_Q(X), self.h)
+        k = split_heads(self.W_K(X), self.g)
+        v = split_heads(self.W_V(X), self.g)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)[None, None]  # (1, 1, n_q, n_f): shared by batch and heads
+        c, a = grouped_query_attention(q, k, v, mask)
+        return self.W_O(merge_heads(c)), a
+
+
+class DecoderBlock(nn.Module):
+    """Pre-norm decoder-only block: ``X + GQA(LN(X))``, then ``X + FFN(LN(X))``."""
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
+        self.ffn = FeedForward(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(self, X: Tensor, cache: KVCache | None = None) -> Tensor:
+        X = residual_norm(X, lambda Z: self.attn(Z, cache)[0], self.norm1, True)
+        return residual_norm(X, self.ffn, self.norm2, True)
+
+
+@catalogued("extra:kv-cache")
+class TinyDecoderLM(nn.Module):
+    """A decoder-only language model of :class:`DecoderBlock` layers with sinusoidal positions.
+
+    Args: vocab, d_model, n_heads, n_kv_heads, d_ff, n_layers, max_len (the
+    longest sequence, prompt plus generated tokens).
+    ``forward(tokens, caches=None)``: tokens ``(B, n)`` integers; with ``caches``
+    (one :class:`KVCache` per layer, see :meth:`new_caches`) the tokens are the
+    next ``n`` positions after what the caches hold. Returns logits ``(B, n, vocab)``.
+    Raises ``ValueError`` if the sequence would exceed ``max_len``.
+    """
+
+    def __init__(self, vocab: int, d_model: int = 64, n_heads: int = 8, n_kv_heads: int | None = None, d_ff: int = 128, n_layers: int = 2, max_len: int = 1024) -> None:
+        super().__init__()
+        g = n_heads if n_kv_heads is None else n_kv_heads
+        self.embed = nn.Embedding(vocab, d_model)
+        self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
+        self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, g, d_ff) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.readout = nn.Linear(d_model, vocab)
+
+    def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
+        """One empty :class:`KVCache` per layer."""
+        n = self.P.shape[0] if max_len is None else max_len
+        return [b.attn.new_cache(batch, n, self.embed.weight.dtype) for b in self.blocks]
+
+    def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
+        start = 0 if caches is None else caches[0].length
+        n = tokens.shape[-1]
+        if start + n > self.P.shape[0]:
+            raise ValueError(f"positions {start}..{start + n - 1} exceed max_len={self.P.shape[0]}")
+        X = self.embed(tokens) + self.P[start : start + n].to(self.embed.weight.dtype)
+        for i, block in enumerate(self.blocks):
+            X = block(X, None if caches is None else caches[i])
+        return self.readout(self.norm(X))
+
+
+@catalogued("extra:kv-cache")
+@torch.no_grad()
+def generate(model: TinyDecoderLM, prompt: Tensor, n_new: int, use_cache: bool = True) -> Tensor:
+    """Greedy generation of ``n_new`` tokens after ``prompt`` ``(B, n_p)``; returns ``(B, n_p + n_new)``.
+
+    With ``use_cache`` the prompt is encoded once into per-layer caches and each
+    step feeds only the newest token; without, every step reruns the model on
+    the whole sequence. Both give the same tokens (up to floating-point ties).
+    Raises ``ValueError`` if ``n_new < 0`` or the prompt is empty.
+    """
+    if n_new < 0 or prompt.dim() != 2 or prompt.shape[-1] < 1:
+        raise ValueError(f"need a (B, n_p >= 1) prompt and n_new >= 0, got prompt {tuple(prompt.shape)}, n_new={n_new}")
+    seq = prompt
+    if use_cache:
+        caches = model.new_caches(prompt.shape[0], prompt.shape[-1] + n_new)
+        logits = model(prompt, caches)
+        for _ in range(n_new):
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+            logits = model(nxt, caches)
+        return seq
+    for _ in range(n_new):
+        nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
+        seq = torch.cat([seq, nxt], dim=1)
+    return seq
+

@@ -1,0 +1,185 @@
+"""Positions for long contexts: rotary embeddings (RoPE) and ALiBi (beyond the survey).
+
+The survey-era encodings live in :mod:`attnsurvey.transformer.positional`
+(sinusoidal and learned codes added to the inputs) and
+:mod:`attnsurvey.transformer.relative` (Shaw et al.'s clipped relative
+vectors). Two later schemes act inside the attention instead:
+
+* **RoPE** (Su et al., RoFormer): rotate each pair of coordinates
+  ``(2i, 2i+1)`` of a query or key at position ``t`` by the angle
+  ``t * theta_i``, ``theta_i = base^(-2i/d)`` (the frequencies of the
+  sinusoidal code). Rotations compose, so
+  ``<R_s q, R_t k> = <q, R_{t-s} k>``: the score depends on the positions
+  only through the offset ``t - s``.
+* **ALiBi** (Press et al., 2022): no code at all; add ``-m_j * (i - l)`` to
+  the score of query ``i`` and key ``l`` in head ``j``, with a fixed
+  geometric sequence of slopes ``m_j`` per head. Distant keys are penalised
+  linearly, more in some heads than in others.
+
+Both keep the attention core :func:`attnsurvey.general_model.attend`: RoPE
+transforms Q and K before it, ALiBi through its ``bias`` argument.
+Shapes: ``(..., n, d)`` rows; heads as the axis before the sequence. Masks are
+boolean, ``True`` = may attend.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ..catalog import catalogued
+from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..general_model import attend
+from ..query_related.multihead import head_mask, merge_heads, split_heads
+from ..transformer.positional import sinusoidal_position_encoding
+
+CHAPTER = "chapters/ch06_2_positions.ipynb"
+
+
+@catalogued("extra:rope", title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)", chapter=CHAPTER)
+def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding of the rows of ``X`` (Su et al.).
+
+    X: ``(..., n, d)`` with ``d`` even; row ``t`` sits at position ``offset + t``.
+    Pair ``(x_{2i}, x_{2i+1})`` is rotated by the angle ``(offset + t) * theta_i``,
+    ``theta_i = base^(-2i/d)``; the sines and cosines are the columns of the
+    sinusoidal code :func:`~attnsurvey.transformer.positional.sinusoidal_position_encoding`.
+    Returns a tensor like X (norms of every pair unchanged). Raises
+    ``ValueError`` for an odd ``d`` or a negative offset.
+    """
+    as_tensor(X, "X")
+    check_min_rank(X, 2, "X", "(..., n, d)")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    n, d = X.shape[-2], X.shape[-1]
+    if d % 2:
+        raise ValueError(f"RoPE rotates pairs of coordinates and needs an even d, got X of shape {tuple(X.shape)}")
+    P = sinusoidal_position_encoding(offset + n, d, base, dtype=X.dtype)[offset:].to(X.device)
+    sin, cos = P[:, 0::2], P[:, 1::2]
+    x1, x2 = X[..., 0::2], X[..., 1::2]
+    out = torch.empty_like(X)
+    out[..., 0::2] = x1 * cos - x2 * sin
+    out[..., 1::2] = x1 * sin + x2 * cos
+    return out
+
+
+@catalogued("extra:rope")
+def rope_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, base: float = 10000.0) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention on rotated queries and keys: ``attend(R Q, R K, V, mask)``.
+
+    Q: ``(..., n_q, d_k)`` at positions ``0..n_q-1``; K: ``(..., n_f, d_k)`` at
+    ``0..n_f-1``; V: ``(..., n_f, d_v)``; mask boolean, ``True`` = may attend.
+    Returns ``(c, a)`` as :func:`attnsurvey.general_model.attend`.
+    Raises ``ValueError`` on shape problems.
+    """
+    return attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
+
+
+@catalogued("extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)", chapter=CHAPTER)
+def alibi_slopes(h: int) -> Tensor:
+    """The ALiBi head slopes of Press et al. (2022), a ``(h,)`` float64 tensor.
+
+    For ``h`` a power of two: ``m_j = 2^(-8 (j+1) / h)``, ``j = 0..h-1`` (for 8
+    heads: 1/2, 1/4, ..., 1/256). Otherwise the slopes of the largest power of
+    two ``p < h``, followed by every other slope of ``2p`` heads until there are
+    ``h``. Raises ``ValueError`` unless ``h >= 1``.
+    """
+    if h < 1:
+        raise ValueError(f"the number of heads h must be >= 1, got h={h}")
+
+    def geometric(p: int) -> list[float]:
+        return [2.0 ** (-8.0 * (j + 1) / p) for j in range(p)]
+
+    p = 2 ** int(math.floor(math.log2(h)))
+    slopes = geometric(p) + geometric(2 * p)[0::2][: h - p]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+@catalogued("extra:alibi")
+def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
+    """The ALiBi bias ``B[j, i, l] = -m_j |i - l|``, shape ``(h, n_q, n_f)``.
+
+    With a causal mask (keys ``l <= i``) this is exactly Press et al.'s
+    ``-m_j (i - l)``; without one it is the symmetric variant. Raises
+    ``ValueError`` unless ``slopes`` is 1-D.
+    """
+    if not isinstance(slopes, Tensor) or slopes.dim() != 1:
+        raise ValueError(f"slopes must be a (h,) tensor, got {getattr(slopes, 'shape', type(slopes))}")
+    dist = (torch.arange(n_q)[:, None] - torch.arange(n_f)[None, :]).abs()
+    return -slopes[:, None, None] * dist
+
+
+@catalogued("extra:alibi")
+def alibi_attention(Q: Tensor, K: Tensor, V: Tensor, slopes: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Attention with linear biases: ``softmax(Q K^T / sqrt(d_k) + B) V`` per head.
+
+    Q: ``(..., h, n_q, d_k)``; K: ``(..., h, n_f, d_k)``; V: ``(..., h, n_f, d_v)``;
+    slopes: ``(h,)``; mask boolean, broadcastable to ``(..., h, n_q, n_f)``,
+    ``True`` = may attend. The bias enters through the core's ``bias`` argument.
+    Returns ``(c, a)``. Raises ``ValueError`` if ``h`` differs between Q and slopes.
+    """
+    as_tensor(Q, "Q")
+    check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
+    check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")
+    B = alibi_bias(slopes, Q.shape[-2], K.shape[-2]).to(Q.dtype).to(Q.device)
+    return attend(Q, K, V, mask, bias=B)
+
+
+class _PositionalSelfAttention(nn.Module):
+    """Multi-head self-attention whose per-head core is supplied by a subclass."""
+
+    def __init__(self, d_model: int, h: int) -> None:
+        super().__init__()
+        if h < 1 or d_model % h:
+            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        self.d_model, self.h = d_model, h
+        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if X_kv is not None and X_kv is not X:
+            raise ValueError(f"{type(self).__name__} is self-attention: X_kv must be None or X")
+        as_tensor(X, "X")
+        check_min_rank(X, 2, "X", "(..., n, d_model)")
+        check_dim_equal(X.shape[-1], self.d_model, type(self).__name__, "d_model of X", "d_model of the module")
+        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
+        c, a = self.core(q, k, v, head_mask(mask, X.dim()))
+        return self.W_O(merge_heads(c)), a
+
+
+@catalogued("extra:rope")
+class RotarySelfAttention(_PositionalSelfAttention):
+    """Multi-head self-attention with RoPE on every head's queries and keys.
+
+    Args: d_model, h (heads; ``d_model / h`` must be even), base. ``forward(X,
+    X_kv=None, mask=None)``: X ``(..., n, d_model)``; returns ``(output,
+    weights (..., h, n, n))``. Accepts any sequence length.
+    """
+
+    def __init__(self, d_model: int, h: int, base: float = 10000.0) -> None:
+        super().__init__(d_model, h)
+        if (d_model // h) % 2:
+            raise ValueError(f"RoPE needs an even head size, got d_model/h = {d_model // h}")
+        self.base = base
+
+    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        return rope_attention(q, k, v, mask, self.base)
+
+
+@catalogued("extra:alibi")
+class ALiBiSelfAttention(_PositionalSelfAttention):
+    """Multi-head self-attention with the ALiBi bias (fixed slopes, :func:`alibi_slopes`).
+
+    ``forward(X, X_kv=None, mask=None)`` as :class:`RotarySelfAttention`.
+    """
+
+    def __init__(self, d_model: int, h: int) -> None:
+        super().__init__(d_model, h)
+        self.register_buffer("slopes", alibi_slopes(h).float(), persistent=False)
+
+    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        return alibi_attention(q, k, v, self.slopes, mask)
+

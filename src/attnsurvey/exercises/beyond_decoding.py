@@ -1,0 +1,56 @@
+"""Self-checks for the exercises of chapter 6.1 (KV cache; multi-query and grouped-query attention).
+
+Each check raises ``AssertionError`` with a hint when the answer is wrong and
+prints a confirmation when it is right.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..beyond.decoding import kv_cache_bytes
+
+#: Exercise 1: an 80-layer model with 64 query heads, 8 K/V heads, d_head = 128, bfloat16, 4096 tokens, batch 1.
+EX1 = {"n_layers": 80, "n_heads": 64, "n_kv_heads": 8, "d_head": 128, "n_tokens": 4096, "bytes_per_value": 2}
+
+
+def check_cache_gib(answer: float) -> None:
+    """Exercise 1: the KV cache of :data:`EX1` in GiB (2^30 bytes), within 1 %."""
+    cfg = {k: v for k, v in EX1.items() if k != "n_heads"}
+    right = kv_cache_bytes(**cfg) / 2**30
+    if math.isclose(answer, right / 2, rel_tol=0.01):
+        raise AssertionError("half the right size: a cache stores keys AND values")
+    if math.isclose(answer, right * EX1["n_heads"] / EX1["n_kv_heads"], rel_tol=0.01):
+        raise AssertionError("that is the MHA cache: with GQA only the n_kv_heads K/V heads are cached")
+    assert math.isclose(answer, right, rel_tol=0.01), f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes"
+    print(f"correct: {right:.3g} GiB")
+
+
+def check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
+    """Exercise 2: ``expand_kv(k, h)`` turns ``(B, g, n, d)`` into ``(B, h, n, d)``, query head j reading K/V head j // (h/g)."""
+    k = torch.arange(2 * 3 * 2 * 1, dtype=torch.float32).reshape(2, 3, 2, 1)
+    out = expand_kv(k, 6)
+    assert tuple(out.shape) == (2, 6, 2, 1), f"expected shape (2, 6, 2, 1), got {tuple(out.shape)}"
+    if torch.equal(out, k.repeat(1, 2, 1, 1)):
+        raise AssertionError("the groups are tiled (head 1 reads K/V head 1); consecutive query heads must share one K/V head")
+    assert torch.equal(out, k.repeat_interleave(2, dim=1)), "query heads 0, 1 must read K/V head 0; heads 2, 3 head 1; ..."
+    print("correct: consecutive query heads share a K/V head")
+
+
+def score_counts(T: int) -> tuple[int, int]:
+    """Scores ``q . k`` computed per layer and head to generate ``T`` tokens from a one-token prompt: (with cache, without)."""
+    return T * (T + 1) // 2, T * (T + 1) * (2 * T + 1) // 6
+
+
+def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> None:
+    """Exercise 3: the counts of :func:`score_counts` for ``T`` generated tokens."""
+    right = score_counts(T)
+    if (with_cache, without_cache) == right[::-1]:
+        raise AssertionError("swapped: the cache makes generation cheaper")
+    if without_cache == T * T:
+        raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
+    assert (with_cache, without_cache) == right, "not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
+    print(f"correct: {right[0]:,} vs {right[1]:,} scores, a ratio of {right[1] / right[0]:.0f}")

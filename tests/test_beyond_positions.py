@@ -1,0 +1,130 @@
+"""Tests for RoPE and ALiBi (beyond the survey)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F_
+
+from attnsurvey.beyond import positions as pos
+from attnsurvey.masking import causal_mask
+from .helpers import rand
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rope_matches_complex_rotation():
+    X = rand(2, 9, 8, dtype=torch.float64)
+    z = torch.complex(X[..., 0::2], X[..., 1::2])  # pair i as one complex number
+    theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    t = torch.arange(3, 12, dtype=torch.float64)[:, None]  # offset 3
+    rotated = z * torch.exp(1j * t * theta)
+    out = pos.apply_rope(X, offset=3)
+    torch.testing.assert_close(out[..., 0::2], rotated.real)
+    torch.testing.assert_close(out[..., 1::2], rotated.imag)
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rope_score_depends_only_on_offset():
+    q, k = rand(1, 16, seed=1, dtype=torch.float64), rand(1, 16, seed=2, dtype=torch.float64)
+
+    def score(s: int, t: int) -> float:
+        return float(pos.apply_rope(q, offset=s) @ pos.apply_rope(k, offset=t).T)
+
+    for offset in range(-40, 41, 3):
+        starts = [s for s in (0, 7, 50, 123, 300) if s + offset >= 0]
+        values = [score(s, s + offset) for s in starts]
+        assert max(values) - min(values) < 1e-9, (offset, values)
+    # ...and it does depend on the offset (a test that could not fail would be useless)
+    assert abs(score(0, 1) - score(0, 5)) > 1e-3
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rope_preserves_norms_and_offset_composes():
+    X = rand(3, 7, 6, dtype=torch.float64)
+    R = pos.apply_rope(X, offset=5)
+    torch.testing.assert_close(R.norm(dim=-1), X.norm(dim=-1))
+    # rotating by 5 is rotating the row-shifted sequence: row t at offset 5 == row t of positions 5..11
+    long = pos.apply_rope(torch.cat([torch.zeros(3, 5, 6, dtype=torch.float64), X], dim=1))
+    torch.testing.assert_close(R, long[:, 5:])
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rope_bad_inputs_raise():
+    with pytest.raises(ValueError, match="even d"):
+        pos.apply_rope(rand(2, 5))
+    with pytest.raises(ValueError, match="offset"):
+        pos.apply_rope(rand(2, 4), offset=-1)
+    with pytest.raises(ValueError, match="even head size"):
+        pos.RotarySelfAttention(6, 2)
+
+
+@pytest.mark.catalog("extra:alibi")
+def test_alibi_slopes_as_in_press_et_al():
+    torch.testing.assert_close(pos.alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)], dtype=torch.float64))
+    s12 = [2.0**-k for k in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
+    torch.testing.assert_close(pos.alibi_slopes(12), torch.tensor(s12, dtype=torch.float64))
+    torch.testing.assert_close(pos.alibi_slopes(1), torch.tensor([2.0**-8], dtype=torch.float64))
+    B = pos.alibi_bias(pos.alibi_slopes(2), 3, 3)
+    torch.testing.assert_close(B[0], -(2**-4) * torch.tensor([[0.0, 1, 2], [1, 0, 1], [2, 1, 0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="h must be >= 1"):
+        pos.alibi_slopes(0)
+
+
+@pytest.mark.catalog("extra:alibi")
+def test_alibi_attention_equals_sdpa_with_float_bias():
+    h, n = 4, 6
+    q, k, v = rand(2, h, n, 8, seed=1), rand(2, h, n, 8, seed=2), rand(2, h, n, 5, seed=3)
+    slopes = pos.alibi_slopes(h).float()
+    c, _ = pos.alibi_attention(q, k, v, slopes, causal_mask(n))
+    bias = pos.alibi_bias(slopes, n, n).masked_fill(~causal_mask(n), -math.inf)
+    torch.testing.assert_close(c, F_.scaled_dot_product_attention(q, k, v, attn_mask=bias), atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="number of slopes"):
+        pos.alibi_attention(q, k, v, slopes[:3])
+
+
+@pytest.mark.catalog("extra:rope", "extra:alibi")
+@pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention])
+def test_position_modules_accept_any_length(cls):
+    torch.manual_seed(0)
+    m = cls(16, 4)
+    for n in (3, 64, 200):
+        out, a = m(rand(2, n, 16), mask=causal_mask(n))
+        assert out.shape == (2, n, 16) and a.shape == (2, 4, n, n)
+        assert torch.all(a.triu(1) == 0)
+    with pytest.raises(ValueError, match="self-attention"):
+        m(rand(1, 3, 16), rand(1, 3, 16))
+    # without positions a module would be permutation-equivariant; these are not
+    X = rand(1, 8, 16, seed=5)
+    perm = torch.tensor([3, 1, 7, 0, 2, 6, 4, 5])
+    assert not torch.allclose(m(X[:, perm])[0], m(X)[0][:, perm], atol=1e-4)
+
+
+def test_copy_back_batch_oracle():
+    from attnsurvey.data.sequences import IGNORE, copy_back_batch
+
+    x, y = copy_back_batch(4, 10, 5, 3, torch.Generator().manual_seed(0))
+    for b in range(4):
+        for t in range(10):
+            assert int(y[b, t]) == (IGNORE if t < 3 else int(x[b, t - 3]))
+    with pytest.raises(ValueError, match="k < n"):
+        copy_back_batch(1, 3, 5, 3)
+
+
+def test_position_tagger_encodings_and_learned_limit():
+    from attnsurvey.experiments.long_positions import ENCODINGS, PositionTagger, copy_back_accuracy
+
+    x = torch.randint(0, 8, (2, 20), generator=torch.Generator().manual_seed(0))
+    for enc in ENCODINGS:
+        torch.manual_seed(0)
+        m = PositionTagger(8, enc, max_len=16).eval()
+        if enc == "learned":
+            with pytest.raises(ValueError, match="max_len"):
+                m(x)
+            assert math.isnan(copy_back_accuracy(m, 20))
+        else:
+            logits, a = m(x)
+            assert logits.shape == (2, 20, 8) and torch.all(a.triu(1) == 0)  # causal
+    with pytest.raises(ValueError, match="encoding"):
+        PositionTagger(8, "xpos")
+
