@@ -1,11 +1,14 @@
 """Time and peak memory of full, local, Linformer and LSH attention against sequence length.
 
 Also the activation memory that reversible residual layers save. The results
-go to ``benchmarks/results/attention_cost.json``; the chapter
-``ch03_3_4_transformer_variants`` only reads and plots that file.
+go to ``benchmarks/results/attention_cost.json`` and the figure of the
+measured curves to ``book/figures/attention_cost.png``, which the chapter
+``ch03_3_4_transformer_variants`` shows as an image (its stored outputs hold
+only analytic costs, so nothing measured is compared by nbval).
 
     python benchmarks/attention_cost.py              # 256 ... 8192 tokens
     python benchmarks/attention_cost.py --max-n 2048 # quicker
+    python benchmarks/attention_cost.py --plot-only  # redraw the figure from the JSON
 
 Every (method, n) runs in a fresh subprocess so that its peak resident memory
 (``ru_maxrss``) is its own: the figure reported is the peak RSS during the call
@@ -31,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 OUT = ROOT / "benchmarks" / "results" / "attention_cost.json"
+FIGURE = ROOT / "book" / "figures" / "attention_cost.png"
 METHODS = ("full", "local", "linformer", "lsh")
 SETTINGS = {"d": 64, "local_w": 32, "linformer_k": 128, "lsh_buckets": 16, "lsh_chunk": 64}
 
@@ -107,14 +111,46 @@ def reversible_memory(n: int = 512, d: int = 64, layers=(1, 2, 4, 8)) -> list[di
     return rows
 
 
+def plot(result: dict, path: Path = FIGURE) -> Path:
+    """Draw the measured time and peak memory against n (log-log) and save it as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["attention"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    for m in METHODS:
+        pts = sorted((r["n"], r["cpu_seconds"] * 1e3, r["peak_mib"]) for r in rows if r["method"] == m)
+        axes[0].plot([p[0] for p in pts], [max(p[1], 1e-2) for p in pts], "o-", label=m)
+        axes[1].plot([p[0] for p in pts], [max(p[2], 1e-2) for p in pts], "o-", label=m)
+    for ax, lab in zip(axes, ["CPU time per call (ms)", "peak extra memory (MiB)"]):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(lab)
+        ax.legend()
+    s = result["settings"]
+    fig.suptitle(f"measured: d={s['d']}, {s['threads']} thread(s), torch {s['torch']}, {s['machine']}, "
+                 f"load {s['load_average_1min']:.1f}", fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--max-n", type=int, default=8192)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--plot-only", action="store_true", help="redraw the figure from the stored JSON, measure nothing")
     p.add_argument("--child", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.repeats)))
+        return 0
+    if args.plot_only:
+        print(f"wrote {plot(json.loads(OUT.read_text())).relative_to(ROOT)}")
         return 0
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
            "MKL_NUM_THREADS": os.environ.get("BENCH_THREADS", "1")}
@@ -144,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    print(f"wrote {OUT.relative_to(ROOT)} and {plot(result).relative_to(ROOT)}")
     return 0
 
 

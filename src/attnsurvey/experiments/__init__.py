@@ -12,7 +12,9 @@ whose only varying part is the alignment, a VQA model around co-attention,
 * :mod:`.feature_related` - §3.1: aspect sentiment, VQA, documents, meta-embeddings;
 * :mod:`.general_mechanisms` - §3.2: score, alignment and dimensionality comparisons;
 * :mod:`.query_related` - §3.3.1-3.3.2: pooling baselines, learned query, capsules;
-* :mod:`.evaluation` - §4: the probe model whose weights the evaluation methods replace.
+* :mod:`.evaluation` - §4: the probe model whose weights the evaluation methods replace;
+* :mod:`.chapter_c` - §3.3.2 variants and §4.2: analytic attention costs, the calibrated
+  Linformer inputs and projections, the traced adversarial search;
 * :mod:`.kv_sharing`, :mod:`.long_positions`, :mod:`.trained_transformer` - beyond the
   survey (chapters 6.1, 6.2, 6.4): MHA/GQA/MQA, position encodings past the training length,
   the encoder-decoder trained end to end.

@@ -1,0 +1,97 @@
+"""Self-checks for the exercises of chapter §3.3.2 The Transformer (``ch03_3_3_transformer``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. The checks compute their
+reference values themselves (from the definitions or from ``torch.nn``), so a
+constant or a mis-specified answer fails.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..masking import causal_mask
+from ..transformer import model, positional
+
+_ROTATION_CASES = [(0, 3, 0), (5, 7, 2), (11, 20, 5), (2, 1, 7)]
+
+
+def check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> str:
+    """Ex. 1: ``rotate(P, t, k, i)`` maps pair ``i`` of ``P[t]`` to pair ``i`` of ``P[t + k]``.
+
+    The check feeds a float64 sinusoidal table with ``d = 16`` and compares the
+    rotated pair with ``P[t + k, 2i : 2i + 2]`` for several ``(t, k, i)``.
+    """
+    P = positional.sinusoidal_position_encoding(40, 16, dtype=torch.float64)
+    for t, k, i in _ROTATION_CASES:
+        got = torch.as_tensor(rotate(P, t, k, i), dtype=torch.float64)
+        want = P[t + k, 2 * i : 2 * i + 2]
+        assert got.shape == (2,), f"rotate must return the pair (sin, cos) as 2 numbers, got shape {tuple(got.shape)}"
+        assert torch.allclose(got, want, atol=1e-9), (
+            f"(t, k, i) = {(t, k, i)}: got {got.tolist()}, P[t+k] has {want.tolist()} "
+            "(check the angle k * 10000^(-2i/d) and the sign of the sines in R)"
+        )
+    return "correct: the pair at t + k is a rotation of the pair at t by k * omega_i"
+
+
+def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecoderLayer]) -> str:
+    """Ex. 2: ``to_torch(dec)`` returns a ``torch.nn.TransformerDecoderLayer`` equal to ``dec``.
+
+    The check builds a pre-norm ``DecoderLayer(16, 2, 24, norm_first=True)``,
+    asks for its torch twin, and compares both on random inputs with a causal
+    mask (torch's mask convention: True = blocked). A twin that is post-norm,
+    misses a copied weight or ignores the mask fails.
+    """
+    torch.manual_seed(0)
+    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
+    ref = to_torch(dec)
+    assert isinstance(ref, torch.nn.TransformerDecoderLayer), f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}"
+    g = torch.Generator().manual_seed(1)
+    Y, M = torch.randn(2, 5, 16, generator=g), torch.randn(2, 6, 16, generator=g)
+    ref.eval()
+    with torch.no_grad():
+        ours = dec(Y, M, causal_mask(5))[0]
+        theirs = ref(Y, M, tgt_mask=~causal_mask(5))
+    diff = float((ours - theirs).abs().max())
+    assert diff < 1e-5, (
+        f"max |ours - torch| = {diff:.3g}: copy W_Q, W_K, W_V into in_proj, W_O into out_proj for both attentions, "
+        "the feed-forward and all three norms, and build torch's layer with norm_first=True, dropout=0, batch_first=True"
+    )
+    return "correct: max |ours - torch| < 1e-5 with a causal mask"
+
+
+def _token_accuracy(tagger: torch.nn.Module, x: Tensor, y: Tensor) -> float:
+    with torch.no_grad():
+        pred = tagger(x)[0].argmax(-1)
+    return float((pred == y).double().mean())
+
+
+def check_ex3(evaluate: Callable[[torch.nn.Module, Tensor, Tensor], float], tagger: torch.nn.Module,
+              generalises: bool) -> str:
+    """Ex. 3: ``evaluate(tagger, x, y)`` is the token accuracy; ``generalises`` answers the question.
+
+    The check compares ``evaluate`` with its own token accuracy on reversal
+    batches of length 8 and 12 (a sequence-level accuracy, or a constant,
+    fails), then compares ``generalises`` with whether the length-12 accuracy
+    exceeds 0.9.
+    """
+    from ..data.sequences import reversal_batch
+
+    accs = {}
+    for n in (8, 12):
+        x, y = reversal_batch(300, n, 10, torch.Generator().manual_seed(50 + n))
+        want = _token_accuracy(tagger, x, y)
+        got = float(evaluate(tagger, x, y))
+        assert abs(got - want) < 1e-6, (
+            f"length {n}: evaluate gave {got:.4f}, the token accuracy is {want:.4f} "
+            "(count correct positions over all positions, not whole sequences)"
+        )
+        accs[n] = want
+    truth = accs[12] > 0.9
+    assert bool(generalises) == truth, (
+        f"the model's token accuracy is {accs[8]:.3f} at length 8 and {accs[12]:.3f} at length 12: "
+        f"does it generalise? (answer {truth})"
+    )
+    return f"correct: token accuracy {accs[8]:.3f} at length 8, {accs[12]:.3f} at length 12"

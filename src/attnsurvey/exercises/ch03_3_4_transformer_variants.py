@@ -1,0 +1,78 @@
+"""Self-checks for the exercises of chapter §3.3.2 Transformer variants (``ch03_3_4_transformer_variants``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one; the references are computed
+here from the definitions, never taken from the reader.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..transformer import local, reformer
+
+
+def check_ex1(flops: Callable[[int, int, int], tuple[int, int]]) -> str:
+    """Ex. 1: ``flops(n, k, d)`` is the pair (full, Linformer) of multiply-adds for one head.
+
+    Full: ``Q K^T`` and ``A V``, ``2 n^2 d``. Linformer: ``E K`` and ``F V``
+    (``k n d`` each) plus ``Q (EK)^T`` and ``A (FV)`` (``n k d`` each), ``4 n k d``.
+    """
+    for n, k, d in [(1024, 128, 64), (300, 7, 5), (16, 16, 1)]:
+        got = tuple(int(v) for v in flops(n, k, d))
+        want = (2 * n * n * d, 4 * n * k * d)
+        assert got[0] == want[0], f"n, k, d = {(n, k, d)}: full attention needs {want[0]} multiply-adds (Q K^T and A V), got {got[0]}"
+        assert got[1] == want[1], (
+            f"n, k, d = {(n, k, d)}: Linformer needs {want[1]}, got {got[1]} (did you count the projections E K and F V?)"
+        )
+    full, lin = flops(8192, 128, 64)
+    return f"correct: at n = 8192 Linformer needs {lin / full:.4f} of full attention's multiply-adds"
+
+
+def check_ex2(band: Callable[[int, int], Tensor]) -> str:
+    """Ex. 2: ``band(n, w)`` is the boolean local-window mask ``|i - j| <= w``."""
+    for n, w in [(5, 0), (9, 2), (6, 10), (7, 1)]:
+        got = band(n, w)
+        want = local.local_window_mask(n, w)
+        assert isinstance(got, Tensor) and got.dtype == torch.bool, "return a boolean tensor (True = may attend)"
+        assert torch.equal(got, want), f"n = {n}, w = {w}: the band must keep |i - j| <= w (is the bound inclusive?)"
+    return "correct: the band is |clip(j - i)| <= w"
+
+
+def _lsh_reference(X: Tensor, V: Tensor, n_buckets: int, chunk: int, seeds: range) -> float:
+    full, _ = reformer.shared_qk_attention(X, V)
+    errs = []
+    for s in seeds:
+        R = reformer.random_rotations(X.shape[-1], n_buckets, torch.Generator().manual_seed(s))
+        c, _ = reformer.lsh_attention(X, V, n_buckets, chunk, R=R)
+        errs.append(float((c - full).norm() / full.norm()))
+    return sum(errs) / len(errs)
+
+
+def check_ex3(lsh_error: Callable[[Tensor, Tensor, int, int], float], larger_chunk_helps: bool) -> str:
+    """Ex. 3: ``lsh_error(X, V, n_buckets, chunk)`` is the mean relative error over hash seeds 0-4.
+
+    The error of one hash is ``||c_lsh - c_full|| / ||c_full||`` against full
+    *shared-QK* attention (LSH's own exact limit). The check compares with its
+    own computation on clustered data, then compares ``larger_chunk_helps``
+    with whether chunks of 256 give a lower mean error than chunks of 8.
+    """
+    g = torch.Generator().manual_seed(11)
+    cent = torch.randn(8, 16, generator=g) * 3.0
+    cluster = torch.randint(0, 8, (256,), generator=g)
+    X = (cent[cluster] + 0.5 * torch.randn(256, 16, generator=g))[None]
+    V = (torch.randn(8, 8, generator=g)[cluster] + 0.3 * torch.randn(256, 8, generator=g))[None]
+    errs = {}
+    for chunk in (8, 256):
+        want = _lsh_reference(X, V, 8, chunk, range(5))
+        got = float(lsh_error(X, V, 8, chunk))
+        assert abs(got - want) < 1e-5, (
+            f"chunk {chunk}: got {got:.4f}, expected {want:.4f} (relative error against shared-QK full attention, "
+            "mean over the rotations drawn with seeds 0-4)"
+        )
+        errs[chunk] = want
+    truth = errs[256] < errs[8]
+    assert bool(larger_chunk_helps) == truth, f"chunk 8: {errs[8]:.3f}, chunk 256: {errs[256]:.3f}; answer {truth}"
+    return f"correct: mean error {errs[8]:.3f} with chunks of 8, {errs[256]:.3f} with chunks of 256"

@@ -1,0 +1,66 @@
+"""Self-checks for the exercises of chapter §4.1 Extrinsic evaluation (``ch04_1_extrinsic_evaluation``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. References come from the
+definitions or from libraries (``jiwer``), never from the reader.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+
+from ..evaluation import extrinsic as ex
+
+
+def check_ex1(bp: float) -> str:
+    """Ex. 1: the brevity penalty for total hypothesis length ``c = 30`` and reference length ``r = 40``."""
+    want = math.exp(1 - 40 / 30)
+    assert abs(float(bp) - want) < 1e-6, f"got {bp}: BP = exp(1 - r / c) when c < r (r is the reference length)"
+    return f"correct: BP = {want:.4f}"
+
+
+def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
+    """Ex. 2: ``cer(references, hypotheses)``, the WER formula on characters, equals ``jiwer.cer``."""
+    import jiwer
+
+    cases = [(["attention", "is all"], ["atention", "is al you"]), (["abc", "de"], ["abcdef", ""]), (["kitten"], ["sitting"])]
+    for r, h in cases:
+        want = jiwer.cer(r, h)
+        got = float(cer_fn(r, h))
+        assert abs(got - want) < 1e-12, (
+            f"references {r}, hypotheses {h}: got {got:.4f}, jiwer says {want:.4f} "
+            "(sum S + D + I over the corpus, divide by the number of reference characters)"
+        )
+    return "correct: CER agrees with jiwer"
+
+
+def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> str:
+    """Ex. 3: ``drop(model, x, y)`` = accuracy with learned weights minus accuracy with uniform weights.
+
+    The check compares with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
+    on probe models of its own whose weights make the two accuracies differ.
+    """
+    from ..experiments.evaluation import ProbeModel
+    from ..training import seed_everything
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 20, (200, 12), generator=g)
+    y = torch.randint(0, 4, (200, 1), generator=g)
+    drops = []
+    for seed in (0, 1):
+        seed_everything(seed)
+        model = ProbeModel(8, 4, 12, vocab=20)
+        with torch.no_grad():  # sharpen the random weights so that learned and uniform attention differ
+            for p in model.parameters():
+                p.mul_(6.0)
+        learned, uniform = ex.uniform_attention_ablation(model, x, y)
+        want = learned - uniform
+        got = float(drop_fn(model, x, y))
+        assert abs(got - want) < 1e-9, (
+            f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - (accuracy with uniform weights)"
+        )
+        drops.append(want)
+    assert any(abs(d) > 0.02 for d in drops), "internal: the check's models must separate learned and uniform weights"
+    return "correct: the drop is learned minus uniform accuracy"

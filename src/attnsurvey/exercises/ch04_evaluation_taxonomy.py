@@ -1,0 +1,48 @@
+"""Self-checks for the exercises of chapter §4 Evaluation of attention models (``ch04_evaluation_taxonomy``).
+
+Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
+returns a short confirmation string on a right one. References come from
+:mod:`attnsurvey.taxonomy` (Table III as data), never from the reader.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from .. import taxonomy as tx
+
+
+def check_ex1(answer: int) -> str:
+    """Ex. 1: configurations of Luong et al.'s row with four alignments (global, local, soft, hard) tried separately."""
+    row = tx.table3_row("table3:row02").point
+    sizes = {d: len(getattr(row, d)) for d in tx.DIMENSIONS}
+    sizes["alignment"] = 4
+    want = math.prod(sizes.values())
+    assert int(answer) == want, (
+        f"got {answer}: multiply the number of alternatives per dimension (scoring has {sizes['scoring']}, "
+        "alignment now 4, every other dimension 1); alternatives multiply, they do not add"
+    )
+    return f"correct: {want} configurations"
+
+
+def check_ex2(ids: Iterable[str]) -> str:
+    """Ex. 2: the ids of the Table III rows whose query-type cell combines two types with "+"."""
+    want = sorted(r.id for r in tx.TABLE3 if any(len(alt) > 1 for alt in r.point.query_type))
+    got = sorted(ids)
+    assert got == want, (
+        f"got {got}: look for query-type cells with one alternative made of two mechanisms ('+'), "
+        "not for cells listing alternatives (',')"
+    )
+    return f"correct: {len(want)} rows combine two query types"
+
+
+def check_ex3(point: tx.TaxonomyPoint) -> str:
+    """Ex. 3: Zhang et al.'s configuration (row 11) with a basic query instead of self-attention, nothing else changed."""
+    zhang = tx.table3_row("table3:row11").point
+    assert isinstance(point, tx.TaxonomyPoint), f"give a TaxonomyPoint, got {type(point).__name__}"
+    changed = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(zhang, d)]
+    assert changed == ["query_type"], (
+        f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"
+    )
+    assert point.query_type == (("basic",),), f"the query type must be basic alone, got {point.as_strings()['query_type']}"
+    return "correct: row 11 with a basic query (one dimension changed)"

@@ -1,0 +1,149 @@
+"""Experiments of the Transformer-variants and evaluation chapters (§3.3.2 variants, §4.2).
+
+* :func:`analytic_attention_cost`: multiply-adds and bytes of the weight matrix
+  of full, local, Linformer and LSH attention as functions of ``n`` and ``d``
+  (the chapter's stored outputs; measured times live in ``benchmarks/``).
+* :func:`low_rank_sequences`, :func:`segment_average` and
+  :func:`fit_linformer_projections`: the calibrated Linformer experiment, on
+  inputs whose keys and values are low-rank along the sequence (``r`` segments
+  of near-identical tokens) so that a projection to ``k >= r`` rows is justified.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..transformer.linformer import linformer_attention
+
+FLOAT32_BYTES = 4
+
+
+def analytic_attention_cost(method: str, n: int, d: int, *, w: int = 32, k: int = 128, m: int = 64,
+                            n_buckets: int = 16) -> dict[str, float | str]:
+    """Analytic cost of one head of ``method`` on ``n`` tokens of width ``d`` (float32).
+
+    method: ``"full"``, ``"local"`` (half-width ``w``), ``"linformer"`` (``k``
+    projected rows) or ``"lsh"`` (``n_buckets`` buckets, chunks of ``m``
+    attending to themselves and the previous chunk). Returns
+    ``{"macs", "weight_bytes", "order"}``: multiply-adds of the score, context
+    (and projection or hashing) products, the bytes of the attention-weight
+    matrix the method materialises, and the growth order in ``n``. LSH also
+    sorts the ``n`` bucket ids, ``O(n log n)`` comparisons, counted as
+    ``n log2 n`` in ``macs``. Raises ``ValueError`` for an unknown method or
+    non-positive sizes.
+    """
+    if min(n, d, w + 1, k, m, n_buckets) < 1:
+        raise ValueError(f"sizes must be positive, got n={n}, d={d}, w={w}, k={k}, m={m}, n_buckets={n_buckets}")
+    if method == "full":
+        return {"macs": 2 * n * n * d, "weight_bytes": FLOAT32_BYTES * n * n, "order": "O(n^2 d)"}
+    if method == "local":
+        width = min(2 * w + 1, n)
+        return {"macs": 2 * n * width * d, "weight_bytes": FLOAT32_BYTES * n * width, "order": "O(n w d)"}
+    if method == "linformer":
+        return {"macs": 2 * k * n * d + 2 * n * k * d, "weight_bytes": FLOAT32_BYTES * n * k, "order": "O(n k d)"}
+    if method == "lsh":
+        hashing = n * d * max(n_buckets // 2, 1)
+        sorting = n * math.log2(n) if n > 1 else 0.0
+        return {"macs": hashing + sorting + 2 * n * 2 * m * d, "weight_bytes": FLOAT32_BYTES * n * 2 * m,
+                "order": "O(n log n + n m d)"}
+    raise ValueError(f"method must be 'full', 'local', 'linformer' or 'lsh', got {method!r}")
+
+
+def low_rank_sequences(batch: int, n: int, d: int, r: int, noise: float,
+                       generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """Queries, keys and values ``(batch, n, d)`` whose keys and values are low-rank along the sequence.
+
+    The ``n`` positions form ``r`` contiguous segments of ``n / r`` tokens;
+    every token of a segment has the segment's key and value (a standard
+    normal prototype, drawn per sequence) plus Gaussian noise of standard
+    deviation ``noise``. Queries are standard normal. With ``noise = 0`` the
+    key and value matrices have rank at most ``r`` and the segment averages
+    summarise them exactly. Raises ``ValueError`` if ``r`` does not divide ``n``.
+    """
+    if r < 1 or n % r:
+        raise ValueError(f"the number of segments r={r} must divide n={n}")
+    seg = torch.arange(n) // (n // r)
+    protos_k = torch.randn(batch, r, d, generator=generator)
+    protos_v = torch.randn(batch, r, d, generator=generator)
+    K = protos_k[:, seg] + noise * torch.randn(batch, n, d, generator=generator)
+    V = protos_v[:, seg] + noise * torch.randn(batch, n, d, generator=generator)
+    Q = torch.randn(batch, n, d, generator=generator)
+    return Q, K, V
+
+
+def segment_average(n: int, r: int) -> Tensor:
+    """The ``(r, n)`` projection that averages each of ``r`` contiguous segments of ``n / r`` positions.
+
+    As Linformer's ``E = F`` on :func:`low_rank_sequences` it reproduces full
+    attention exactly when the noise is zero (equal segment sizes cancel in the
+    softmax). Raises ``ValueError`` if ``r`` does not divide ``n``.
+    """
+    if r < 1 or n % r:
+        raise ValueError(f"the number of segments r={r} must divide n={n}")
+    seg = torch.arange(n) // (n // r)
+    return (seg[None, :] == torch.arange(r)[:, None]).float() / (n // r)
+
+
+def relative_error(c: Tensor, ref: Tensor) -> float:
+    """``||c - ref|| / ||ref||`` (Frobenius norms over everything): 0 is exact, predicting zeros gives 1."""
+    return float((c - ref).norm() / ref.norm())
+
+
+def fit_linformer_projections(Q: Tensor, K: Tensor, V: Tensor, target: Tensor, k: int, *, steps: int = 150,
+                              lr: float = 0.05, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Learn Linformer's ``E, F`` ``(k, n)`` so that its output matches ``target`` (full attention) on these inputs.
+
+    Q, K, V: ``(batch, n, d)`` training sequences; target: their full-attention
+    outputs. Starts from random ``N(0, 1/k)`` projections (as the untrained
+    experiment does) and runs ``steps`` Adam steps on the mean squared error.
+    Returns the detached ``(E, F)``.
+    """
+    n = K.shape[-2]
+    E = (torch.randn(k, n, generator=generator) / k**0.5).requires_grad_(True)
+    F = (torch.randn(k, n, generator=generator) / k**0.5).requires_grad_(True)
+    opt = torch.optim.Adam([E, F], lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        c, _ = linformer_attention(Q, K, V, E, F)
+        loss = (c - target).pow(2).mean()
+        loss.backward()
+        opt.step()
+    return E.detach(), F.detach()
+
+
+def adversarial_trace(output_fn: Callable[[Tensor], Tensor], a: Tensor, eps: float, steps: int, *,
+                      generator: torch.Generator | None = None, **search_kw: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Run :func:`attnsurvey.evaluation.intrinsic.adversarial_attention` and record its objective at every step.
+
+    The search itself is unchanged: ``output_fn`` is wrapped so that each
+    candidate it evaluates is scored as the search scores it (JS divergence
+    from ``a``, total variation of the output from the output at ``a``).
+    Returns ``(a_adv, js, tvd, best_js_per_step)`` where the first three are
+    the search's results and ``best_js_per_step`` ``(steps, ...)`` holds, per
+    step and row, the largest JS divergence of a feasible candidate
+    (``TVD <= eps``) seen so far: the curve whose flattening shows convergence.
+    """
+    from ..evaluation.intrinsic import adversarial_attention, js_divergence, total_variation
+
+    a = a.detach()
+    state: dict[str, Tensor] = {}
+    history: list[Tensor] = []
+
+    def traced(w: Tensor) -> Tensor:
+        out = output_fn(w)
+        if "y0" not in state:
+            state["y0"] = out.detach()
+            state["best"] = torch.zeros(a.shape[:-1], dtype=a.dtype)
+            return out
+        with torch.no_grad():
+            js = js_divergence(w.detach(), a)
+            ok = total_variation(out.detach(), state["y0"]) <= eps
+            state["best"] = torch.where(ok & (js > state["best"]), js, state["best"])
+            history.append(state["best"].clone())
+        return out
+
+    adv, js, tvd = adversarial_attention(traced, a, eps=eps, steps=steps, generator=generator, **search_kw)
+    return adv, js, tvd, torch.stack(history)

@@ -1,0 +1,49 @@
+"""Exercise self-checks of ch04_1_extrinsic_evaluation: a plausible wrong answer fails, the solution passes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from attnsurvey.evaluation import extrinsic as ex
+from attnsurvey.exercises import ch04_1_extrinsic_evaluation as checks
+
+
+def test_ex1_solution_passes():
+    assert "correct" in checks.check_ex1(math.exp(1 - 40 / 30))
+
+
+def test_ex1_swapped_lengths_fail():
+    with pytest.raises(AssertionError):
+        checks.check_ex1(math.exp(1 - 30 / 40))
+
+
+def _cer(references, hypotheses, by_hypothesis=False):
+    errors = sum(sum(ex.edit_counts(list(r), list(h))[:3]) for r, h in zip(references, hypotheses))
+    return errors / sum(len(t) for t in (hypotheses if by_hypothesis else references))
+
+
+def test_ex2_solution_passes():
+    assert "correct" in checks.check_ex2(_cer)
+
+
+def test_ex2_dividing_by_hypothesis_length_fails():
+    with pytest.raises(AssertionError):
+        checks.check_ex2(lambda r, h: _cer(r, h, by_hypothesis=True))
+
+
+def test_ex3_solution_passes():
+    def drop(model, x, y):
+        learned, uniform = ex.uniform_attention_ablation(model, x, y)
+        return learned - uniform
+
+    assert "correct" in checks.check_ex3(drop)
+
+
+def test_ex3_reversed_sign_fails():
+    def drop(model, x, y):
+        learned, uniform = ex.uniform_attention_ablation(model, x, y)
+        return uniform - learned
+
+    with pytest.raises(AssertionError):
+        checks.check_ex3(drop)

@@ -1,0 +1,40 @@
+"""Exercise self-checks of ch05_conclusion: a plausible wrong answer fails, the solution passes."""
+from __future__ import annotations
+
+import pytest
+
+from attnsurvey import builder as B
+from attnsurvey.exercises import ch05_conclusion as ex
+
+
+def test_ex1_solution_passes():
+    assert "correct" in ex.check_ex1(16 * 16 // 2)
+
+
+def test_ex1_single_head_count_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(16 * 16)
+
+
+def test_ex2_solution_passes():
+    m = B.build_model(B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop"), 16, 4)
+    assert "correct" in ex.check_ex2(m)
+
+
+def test_ex2_without_multi_hop_fails():
+    m = B.build_model(B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head"), 16, 4)
+    with pytest.raises(AssertionError):
+        ex.check_ex2(m)
+
+
+def _md_mh(**kw):
+    return B.build_model(B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), 16, 4, **kw)
+
+
+def test_ex3_solution_passes():
+    assert "correct" in ex.check_ex3(_md_mh(heads=4))
+
+
+def test_ex3_default_two_heads_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3(_md_mh())
