@@ -9,16 +9,21 @@ STAMP := $(VENV)/.installed
 JB := $(VENV)/bin/jupyter-book
 EXECUTE ?= 0
 NB ?=
-# Same settings for nbval, the execute script and the benchmarks.
-export PYTHONHASHSEED := 0
-export OMP_NUM_THREADS := 2
-export MKL_NUM_THREADS := 2
-export MPLBACKEND := Agg
+# Every test, notebook execution and nbval kernel runs in the pinned numeric
+# environment of src/attnsurvey/numeric_env.py, whatever the caller's
+# environment holds: PINNED runs a command with it, and notebooks start in the
+# 'attnsurvey' Jupyter kernel, whose kernel spec carries the same settings.
+# Benchmarks are exempt: they measure native speed.
+PINNED := $(PY) -m attnsurvey.numeric_env exec --
+NBVAL := --nbval --nbval-kernel-name attnsurvey --nbval-sanitize-with tests/nbval_sanitize.cfg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
+export MPLBACKEND := Agg
 
 .PHONY: env assets book book-fast execute test test-unit test-notebooks test-browser bench catalog clean
 
-env: $(STAMP)
+KERNEL := $(VENV)/share/jupyter/kernels/attnsurvey/kernel.json
+
+env: $(STAMP) $(KERNEL)
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,11 +31,14 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m pip install --quiet -c constraints.txt --no-deps -e .
 	touch $(STAMP)
 
+$(KERNEL): src/attnsurvey/numeric_env.py $(STAMP)
+	$(PY) -m attnsurvey.numeric_env install-kernel --prefix $(VENV)
+
 assets:
 	./scripts/fetch_assets.sh
 
 execute: env
-	$(PY) scripts/execute_notebooks.py $(NB)
+	$(PINNED) $(PY) scripts/execute_notebooks.py $(NB)
 
 ifeq ($(EXECUTE),1)
 book: env assets execute
@@ -42,20 +50,18 @@ endif
 
 test: env assets
 	$(JB) build . --all -W -n --keep-going
-	CI=$${CI:-} $(PY) -m pytest -n 2 --dist loadfile tests chapters \
-	  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile tests chapters $(NBVAL)
 
 test-unit: env
-	$(PY) -m pytest -n 2 tests --ignore=tests/browser
+	$(PINNED) $(PY) -m pytest -n 2 tests --ignore=tests/browser
 
 test-notebooks: env
-	$(PY) -m pytest -n 2 --dist loadfile chapters --nbval --nbval-current-env \
-	  --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PINNED) $(PY) -m pytest -n 2 --dist loadfile chapters $(NBVAL)
 
 test-browser: env
-	$(PY) -m pytest tests/browser
+	$(PINNED) $(PY) -m pytest tests/browser
 
-bench: env
+bench: env  # native speed: deliberately not pinned
 	$(PY) benchmarks/run_all.py
 
 catalog: env

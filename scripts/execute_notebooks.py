@@ -6,14 +6,15 @@ compares in CI:
     python scripts/execute_notebooks.py                 # every chapter
     python scripts/execute_notebooks.py chapters/ch02_general_attention_model.ipynb
 
-Each notebook runs in a fresh kernel from the current environment with its own
-folder as working directory (as nbval does), with a fixed hash seed and thread
-count so printed results are reproducible. It prints the seconds each took.
+Each notebook runs in a fresh ``attnsurvey`` kernel (installed by ``make env``;
+its kernel spec pins the numeric environment of ``attnsurvey.numeric_env``,
+exactly as nbval's kernels are pinned in ``make test``) with its own folder as
+working directory (as nbval does). It records that kernel in the notebook's
+metadata and prints the seconds each notebook took.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,8 +25,10 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_PER_CELL = 600
 
-# The same environment nbval gets from .ci/run / the Makefile.
-KERNEL_ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "MPLBACKEND": "Agg"}
+sys.path.insert(0, str(ROOT / "src"))
+from attnsurvey.numeric_env import KERNEL_DISPLAY_NAME, KERNEL_NAME  # noqa: E402
+
+KERNELSPEC = {"name": KERNEL_NAME, "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
 
 
 def execute(path: Path, write: bool = True) -> float:
@@ -33,12 +36,10 @@ def execute(path: Path, write: bool = True) -> float:
 
     Returns the seconds the execution took (kernel start included)."""
     nb = nbformat.read(path, as_version=4)
-    for key, value in KERNEL_ENV.items():
-        os.environ[key] = value
     client = NotebookClient(
         nb,
         timeout=TIMEOUT_PER_CELL,
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
     )
@@ -46,7 +47,7 @@ def execute(path: Path, write: bool = True) -> float:
     client.execute()
     seconds = time.perf_counter() - start
     if write:
-        nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+        nb.metadata["kernelspec"] = dict(KERNELSPEC)
         nbformat.write(nb, path)
     return seconds
 

@@ -1,8 +1,20 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the numeric pin for in-process tests."""
 from __future__ import annotations
 
 import pytest
 import torch
+
+from attnsurvey import numeric_env
+
+# Tests that train run with the same in-process settings as the chapters.
+numeric_env.apply_torch()
+
+
+def pytest_report_header(config):
+    found = numeric_env.problems()
+    if not found:
+        return "numeric environment: pinned (attnsurvey.numeric_env)"
+    return "numeric environment: NOT pinned (use `make test-unit`): " + "; ".join(found)
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Self-check functions for the chapters' exercises."""

@@ -1,0 +1,183 @@
+"""The pinned numeric environment: one place that says how every stored output is computed.
+
+Trained experiments are chaotic: a one-ulp difference in a matrix product can
+move a model to another local optimum. Which CPU kernels run depends on the
+machine (PyTorch's ATen picks AVX-512, AVX2 or plain code at start-up; MKL and
+oneDNN pick their own instruction sets; the number of threads changes the order
+of floating-point sums). Left alone, a notebook stored on one machine does not
+reproduce on another. So the project's own commands run every kernel, test and
+notebook with the settings in :data:`PINNED_ENV`, whatever the caller's
+environment says:
+
+* ``ATEN_CPU_CAPABILITY=default``: ATen's portable kernels, the same on every
+  x86-64 CPU (no AVX2/AVX-512 code paths that exist on some machines only).
+* ``MKL_CBWR=COMPATIBLE``: MKL's conditional numerical reproducibility, the
+  code path that gives the same bits on every x86-64 CPU.
+* ``ONEDNN_MAX_CPU_ISA=SSE41`` (and the older name ``DNNL_MAX_CPU_ISA``): caps
+  oneDNN (convolutions, some fused ops) at an instruction set every x86-64 CPU has.
+* one thread for OpenMP, MKL and torch's intra-op pool: a fixed summation order.
+* ``PYTHONHASHSEED=0``: stable ``set``/``dict`` iteration of strings.
+* inside the process, :func:`apply_torch` calls ``torch.set_num_threads(1)``
+  and ``torch.use_deterministic_algorithms(True)``.
+
+Environment variables must be set *before* torch is imported, because ATen,
+MKL and oneDNN read them once when they load. The project applies them in
+three ways, all from this module:
+
+* ``python -m attnsurvey.numeric_env exec -- CMD ...`` runs ``CMD`` with the
+  pinned environment (the Makefile wraps pytest and the execute script in it);
+* ``python -m attnsurvey.numeric_env install-kernel --prefix VENV`` installs the
+  Jupyter kernel ``attnsurvey`` whose kernel spec carries the same variables
+  (they override the launching process's) and calls :func:`apply_torch` before
+  the first cell; every chapter notebook names this kernel, so JupyterLab, the
+  execute script and nbval all start notebooks the same way;
+* :func:`problems` lists every way the running process differs from the pin
+  (``tests/conftest.py`` and the chapters' first cell check it).
+
+Cost: the portable kernels are slower than the native ones (a chapter that
+trains takes about 1.4x as long as with AVX-512 kernels on the machine where
+this was measured), which is why benchmarks are exempt: ``benchmarks/`` scripts
+measure native speed and do not use this module.
+
+This module imports nothing heavy at import time, so it can run before torch loads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+#: Environment variables that fix the numerics of every stored output.
+PINNED_ENV: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "DNNL_MAX_CPU_ISA": "SSE41",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYTHONHASHSEED": "0",
+    "MPLBACKEND": "Agg",
+}
+
+#: What ``torch.backends.cpu.get_cpu_capability()`` reports under the pin.
+EXPECTED_CPU_CAPABILITY = "DEFAULT"
+
+#: Name of the Jupyter kernel that carries the pin (chapters' kernelspec name).
+KERNEL_NAME = "attnsurvey"
+KERNEL_DISPLAY_NAME = "Python 3 (attnsurvey, pinned numerics)"
+
+
+def pinned_environ(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Return a copy of ``base`` (default: ``os.environ``) with :data:`PINNED_ENV` applied."""
+    env = dict(os.environ if base is None else base)
+    env.update(PINNED_ENV)
+    return env
+
+
+def apply_torch() -> None:
+    """Pin torch's in-process settings: one intra-op thread, deterministic algorithms.
+
+    Call it after the environment variables are in place (the ``attnsurvey``
+    kernel does this before the first cell). Importing torch here is the point.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+
+def problems() -> list[str]:
+    """Every way the running process differs from the pinned environment (empty if none).
+
+    Checks the environment variables and, if torch is loaded, the CPU
+    capability ATen actually uses, the thread count and deterministic mode.
+    """
+    found = [
+        f"{key}={os.environ.get(key)!r} (pinned: {value!r})"
+        for key, value in PINNED_ENV.items()
+        if os.environ.get(key) != value
+    ]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        capability = torch.backends.cpu.get_cpu_capability()
+        if capability != EXPECTED_CPU_CAPABILITY:
+            found.append(f"ATen CPU capability {capability} (pinned: {EXPECTED_CPU_CAPABILITY})")
+        if torch.get_num_threads() != 1:
+            found.append(f"torch.get_num_threads()={torch.get_num_threads()} (pinned: 1)")
+        if not torch.are_deterministic_algorithms_enabled():
+            found.append("torch.use_deterministic_algorithms is off (pinned: on)")
+    return found
+
+
+def check() -> str:
+    """Raise ``RuntimeError`` listing :func:`problems` if the process is not pinned.
+
+    Returns a one-line confirmation otherwise (chapters print it in their first
+    cell, so a stored output records that it was produced under the pin).
+    """
+    found = problems()
+    if found:
+        raise RuntimeError(
+            "this process does not run in the pinned numeric environment, so its "
+            "results may differ from the stored outputs: " + "; ".join(found)
+            + ". Start notebooks with the 'attnsurvey' kernel (make env installs it) "
+            "or run commands through `python -m attnsurvey.numeric_env exec -- ...`."
+        )
+    return "numeric environment: pinned (portable CPU kernels, 1 thread, deterministic)"
+
+
+def kernel_spec(python: str) -> dict:
+    """The kernel.json of the ``attnsurvey`` kernel for interpreter ``python``."""
+    return {
+        "argv": [
+            python,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--IPKernelApp.exec_lines=import attnsurvey.numeric_env as _ne; _ne.apply_torch(); del _ne",
+        ],
+        "display_name": KERNEL_DISPLAY_NAME,
+        "language": "python",
+        "env": dict(PINNED_ENV),
+        "metadata": {"debugger": True},
+    }
+
+
+def install_kernel(prefix: str | Path) -> Path:
+    """Write the ``attnsurvey`` kernel spec under ``prefix/share/jupyter/kernels``; return its folder."""
+    prefix = Path(prefix).resolve()
+    python = prefix / "bin" / "python"
+    folder = prefix / "share" / "jupyter" / "kernels" / KERNEL_NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.json").write_text(json.dumps(kernel_spec(str(python)), indent=1) + "\n")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnsurvey.numeric_env", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("exec", help="run a command in the pinned environment")
+    run.add_argument("cmd", nargs=argparse.REMAINDER)
+    kern = sub.add_parser("install-kernel", help="install the 'attnsurvey' Jupyter kernel")
+    kern.add_argument("--prefix", default=sys.prefix)
+    sub.add_parser("show", help="print the pinned variables as shell assignments")
+    args = parser.parse_args(argv)
+    if args.command == "exec":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not cmd:
+            parser.error("exec needs a command")
+        os.execvpe(cmd[0], cmd, pinned_environ())
+    if args.command == "install-kernel":
+        print(f"installed kernel '{KERNEL_NAME}' in {install_kernel(args.prefix)}")
+        return 0
+    for key, value in PINNED_ENV.items():
+        print(f"{key}={value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

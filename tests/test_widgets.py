@@ -1,0 +1,65 @@
+"""explore(): every grid value is precomputed by the real function and linked client-side."""
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from attnsurvey.widgets import MAX_RESULTS, explore, grid_size  # noqa: E402
+
+
+def _leaves(w):
+    if isinstance(w, widgets.Stack):
+        return [leaf for c in w.children for leaf in _leaves(c)]
+    return [w]
+
+
+def test_one_parameter_precomputes_each_value_and_links_the_control():
+    calls = []
+
+    def f(k):
+        calls.append(k)
+        return f"k = {k}"
+
+    box = explore(f, k=[1, 2, 3], initial={"k": 2})
+    ctrl, stack = box.children[0].children[0], box.children[1]
+    assert calls == [1, 2, 3]
+    assert isinstance(ctrl, widgets.SelectionSlider) and ctrl.index == 1
+    assert stack.selected_index == 1
+    texts = [leaf.children[0].value for leaf in _leaves(stack)]
+    assert ["k = 1" in t for t in texts] == [True, False, False]
+    # the link is a jslink: it lives in the browser, so it is a Link widget, not a Python observer
+    ctrl.index = 2
+    assert stack.selected_index == 1
+
+
+def test_two_parameters_nest_stacks_and_capture_prints_and_figures():
+    def f(a, name):
+        print("a", a, name)
+        fig, ax = plt.subplots()
+        ax.plot([0, a])
+        return fig
+
+    box = explore(f, a=[1.0, 2.0], name={"x": "X", "y": "Y"})
+    ctrls = box.children[0].children
+    assert isinstance(ctrls[1], widgets.Dropdown)
+    leaves = _leaves(box.children[1])
+    assert len(leaves) == grid_size(a=[1, 2], name=["x", "y"]) == 4
+    assert "a 1.0 X" in leaves[0].children[0].value
+    assert isinstance(leaves[0].children[1], widgets.Image)
+
+
+def test_bad_grids_and_returns_are_clear_errors():
+    with pytest.raises(ValueError, match="at least one parameter"):
+        explore(lambda: "x")
+    with pytest.raises(ValueError, match="empty"):
+        explore(lambda k: "x", k=[])
+    with pytest.raises(ValueError, match="not on its grid"):
+        explore(lambda k: "x", k=[1, 2], initial={"k": 5})
+    with pytest.raises(ValueError, match=f"at most {MAX_RESULTS}"):
+        explore(lambda a, b: "x", a=range(10), b=range(10))
+    with pytest.raises(TypeError, match="must return a str"):
+        explore(lambda k: 42, k=[1])
