@@ -14,7 +14,8 @@ Layers, lowest first (a module may import from its own layer and those below)::
     data          data.*                       (generates data only)
     mechanisms    general_model, feature_related.*, general_mechanisms.*, query_related.*,
                   transformer.*, seq2seq, taxonomy, builder, evaluation.*
-    experiments   experiments.*                (task models and training loops of chapters)
+    chapter support  experiments.* (task models and training loops of chapters),
+                  exercises (self-checks), figures (the survey's drawings)
     tooling       architecture                 (reads the others; imported by none)
 """
 
@@ -29,9 +30,9 @@ PACKAGE = "attnsurvey"
 ROOT = Path(__file__).resolve().parent
 
 #: Layer names, lowest first.
-LAYERS = ("foundations", "data", "mechanisms", "experiments", "tooling")
+LAYERS = ("foundations", "data", "mechanisms", "chapter support", "tooling")
 _FOUNDATIONS = {"_checks", "catalog", "masking", "training", "numeric_env", "stats", "plotting", "widgets"}
-_MECHANISM_PACKAGES = {"feature_related", "general_mechanisms", "query_related", "transformer", "evaluation"}
+_CHAPTER_SUPPORT = {"experiments", "exercises", "figures"}
 
 
 def module_names(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
@@ -135,8 +136,10 @@ def layer_of(module: str) -> str:
     head = parts[0] if parts else ""
     if head in _FOUNDATIONS:
         return "foundations"
-    if head in ("data", "experiments"):
+    if head == "data":
         return head
+    if head in _CHAPTER_SUPPORT:
+        return "chapter support"
     if head == "architecture":
         return "tooling"
     return "mechanisms" if head or not parts else "foundations"
