@@ -42,9 +42,9 @@ def test_layers_point_down():
     assert arch.layer_of("attnsurvey.data.vqa") == "data"
     assert arch.layer_of("attnsurvey.experiments.evaluation") == "chapter support"
     assert arch.layer_of("attnsurvey.general_mechanisms.scoring") == "mechanisms"
-    assert arch.layer_violations({"attnsurvey.data.x": {"attnsurvey.general_model"}, "attnsurvey.general_model": set()}) == [
-        ("attnsurvey.data.x", "attnsurvey.general_model")
-    ]
+    assert arch.layer_violations(
+        {"attnsurvey.data.x": {"attnsurvey.general_model"}, "attnsurvey.general_model": set()}
+    ) == [("attnsurvey.data.x", "attnsurvey.general_model")]
 
 
 def test_only_experiments_import_experiments():

@@ -12,4 +12,5 @@ The package tree follows the survey's table of contents (Brauwers & Frasincar,
 
 Shared helpers: ``masking``, ``plotting``, ``training``, ``data``, ``catalog``.
 """
+
 __version__ = "0.1.0"

@@ -204,17 +204,35 @@ def architecture_figure(graph: dict[str, set[str]] | None = None) -> Any:
             x = (i + 0.5) * width / len(labels) - 0.5
             dy = 0.18 * (1 if i % 2 else -1) if len(labels) > 4 else 0.0  # stagger crowded rows
             pos[label] = (x, y + dy)
-            ax.text(x, y + dy, label, ha="center", va="center", fontsize=7,
-                    bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.4"))
+            ax.text(
+                x,
+                y + dy,
+                label,
+                ha="center",
+                va="center",
+                fontsize=7,
+                bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.4"),
+            )
     rank = {layer: i for i, layer in enumerate(LAYERS)}
     layer_by_label = {section_of(m): layer_of(m) for m in graph if m != PACKAGE}
     for (a, b), n in sorted(_group_edges(graph).items()):
         if a not in pos or b not in pos:
             continue
         up = rank[layer_by_label[b]] > rank[layer_by_label[a]]
-        ax.add_patch(FancyArrowPatch(pos[a], pos[b], arrowstyle="-|>", mutation_scale=8,
-                                     connectionstyle="arc3,rad=0.08", lw=0.4 + 0.15 * min(n, 6),
-                                     color="tab:red" if up else "0.6", alpha=0.7, shrinkA=12, shrinkB=12))
+        ax.add_patch(
+            FancyArrowPatch(
+                pos[a],
+                pos[b],
+                arrowstyle="-|>",
+                mutation_scale=8,
+                connectionstyle="arc3,rad=0.08",
+                lw=0.4 + 0.15 * min(n, 6),
+                color="tab:red" if up else "0.6",
+                alpha=0.7,
+                shrinkA=12,
+                shrinkB=12,
+            )
+        )
     ax.set_xlim(-2.2, width)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title("attnsurvey: layers (bottom to top) and imports between modules (arrow: 'imports')", fontsize=10)

@@ -74,20 +74,20 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor, check_min_rank, check_weight
-from .general_mechanisms.scoring import ScoreModule, make_score
-from .general_model import align, keys_values
-from .taxonomy import DIMENSIONS, TABLE3, TAXONOMY, TaxonomyPoint
+from .catalog import catalogued
 from .feature_related import co_attention as _co_attention
 from .feature_related import levels as _levels
 from .feature_related import representations as _representations
 from .feature_related import rotatory as _rotatory
 from .general_mechanisms import alignment as _alignment
 from .general_mechanisms import dimensionality as _dimensionality
+from .general_mechanisms.scoring import ScoreModule, make_score
+from .general_model import align, keys_values
 from .query_related import capsule as _capsule
 from .query_related import multihead as _multihead
 from .query_related import multihop as _multihop
 from .query_related import types as _types
-from .catalog import catalogued
+from .taxonomy import DIMENSIONS, TABLE3, TAXONOMY, TaxonomyPoint
 
 CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
 

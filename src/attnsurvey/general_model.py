@@ -21,15 +21,15 @@ weights and therefore a zero context vector.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
+from .catalog import catalogued
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from .masking import masked_softmax
-from .catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 

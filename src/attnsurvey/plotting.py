@@ -3,16 +3,17 @@
 Figures are shown as PNG (never SVG) so that nbval, which compares SVG text,
 does not compare them; the book still shows them.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch import Tensor  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from torch import Tensor
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -78,8 +79,9 @@ def attention_heatmap(
 
 def show(fig) -> None:
     """Display ``fig`` as a PNG image in a notebook and close it."""
-    from IPython.display import Image, display
     import io
+
+    from IPython.display import Image, display
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
@@ -91,9 +93,7 @@ def draw_box(ax, xy, text: str, w: float = 1.6, h: float = 0.6, color: str = "#d
     """Draw a rounded box of width ``w`` and height ``h`` centred at ``xy`` with ``text`` (for diagrams)."""
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(
-        FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333")
-    )
+    ax.add_patch(FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333"))
     ax.text(*xy, text, ha="center", va="center", fontsize=fs)
 
 
@@ -105,7 +105,13 @@ def draw_arrow(
 
     ax.add_patch(
         FancyArrowPatch(
-            a, b, arrowstyle="-|>", mutation_scale=10, color=color, lw=lw, alpha=alpha,
+            a,
+            b,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            color=color,
+            lw=lw,
+            alpha=alpha,
             connectionstyle=f"arc3,rad={rad}",
         )
     )

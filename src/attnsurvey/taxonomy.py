@@ -14,10 +14,12 @@ are *combined in one model*, ``","`` means the paper *tried them separately*.
 We keep that distinction: a :class:`Cell` is a tuple of alternatives, each
 alternative a tuple of mechanisms used together.
 """
+
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+
 from .catalog import catalogued, declare
 
 #: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
@@ -116,14 +118,14 @@ class TaxonomyPoint:
                         )
 
     @classmethod
-    def from_strings(cls, **cells: str) -> "TaxonomyPoint":
+    def from_strings(cls, **cells: str) -> TaxonomyPoint:
         """Build a point from Table III style strings, one keyword per dimension."""
         missing = set(DIMENSIONS) - set(cells)
         if missing:
             raise ValueError(f"missing dimensions: {sorted(missing)}")
         return cls(**{d: parse_cell(cells[d]) for d in DIMENSIONS})
 
-    def configurations(self) -> list["TaxonomyPoint"]:
+    def configurations(self) -> list[TaxonomyPoint]:
         """Every single-alternative configuration this point describes.
 
         A row that tried ``"multiplicative, location"`` scoring and ``"global,
@@ -148,7 +150,9 @@ class Table3Row:
     point: TaxonomyPoint
 
 
-def _row(i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str) -> Table3Row:
+def _row(
+    i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str
+) -> Table3Row:
     return Table3Row(
         id=f"table3:row{i:02d}",
         model=model,
@@ -177,13 +181,39 @@ TABLE3: tuple[Table3Row, ...] = (
     _row(4, "Lu et al.", 32, PAR, HIER, SR, "additive", "global", SD, "specialized", S),
     _row(5, "Yang et al.", 5, S, HIER, SR, "additive", "global", SD, "self-attention", S),
     _row(6, "Li et al.", 47, S, HIER, SR, "additive", "global", SD, "self-attention", S),
-    _row(7, "Vaswani et al.", 13, S, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + basic", "multi-head + multi-hop"),
-    _row(8, "Wallaart and Frasincar", 43, "rotatory", SL, SR, "activated-general", "global", SD, "specialized", "multi-hop"),
+    _row(
+        7,
+        "Vaswani et al.",
+        13,
+        S,
+        SL,
+        SR,
+        "scaled-multiplicative",
+        "global",
+        SD,
+        "self-attention + basic",
+        "multi-head + multi-hop",
+    ),
+    _row(
+        8,
+        "Wallaart and Frasincar",
+        43,
+        "rotatory",
+        SL,
+        SR,
+        "activated-general",
+        "global",
+        SD,
+        "specialized",
+        "multi-hop",
+    ),
     _row(9, "Kiela et al.", 50, S, SL, MR, "additive", "global", SD, "self-attention", S),
     _row(10, "Shen et al.", 64, S, SL, SR, "additive", "global", MD, "self-attention", S),
     _row(11, "Zhang et al.", 74, S, SL, SR, "multiplicative", "global", SD, "self-attention", S),
     _row(12, "Li et al.", 105, PAR, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + specialized", S),
-    _row(13, "Yu et al.", 106, PAR, SL, SR, "multiplicative", "global", SD, "self-attention + specialized", "multi-head"),
+    _row(
+        13, "Yu et al.", 106, PAR, SL, SR, "multiplicative", "global", SD, "self-attention + specialized", "multi-head"
+    ),
     _row(14, "Wang et al.", 62, PAR, SL, SR, "additive", "reinforced", SD, "specialized", S),
     _row(15, "Oktay et al.", 67, S, SL, SR, "additive", "global", MD, "self-attention + specialized", S),
     _row(16, "Winata et al.", 52, S, SL, MR, "additive", "global", SD, "self-attention", "multi-head"),
@@ -209,7 +239,7 @@ def table3_row(entry_id: str) -> Table3Row:
 
 
 @catalogued("extra:taxonomy-fig3")
-def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
+def taxonomy_figure(highlight: TaxonomyPoint | None = None):
     """Draw Fig. 3 as a tree (root -> 3 groups -> 8 dimensions -> values) with matplotlib.
 
     With ``highlight``, the values a model uses are drawn in bold on a coloured
@@ -233,8 +263,15 @@ def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
             ys = []
             for v in values:
                 on = (dim, v) in used
-                ax.text(3.0, y, v, va="center", fontsize=8, fontweight="bold" if on else "normal",
-                        bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"))
+                ax.text(
+                    3.0,
+                    y,
+                    v,
+                    va="center",
+                    fontsize=8,
+                    fontweight="bold" if on else "normal",
+                    bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"),
+                )
                 ys.append(y)
                 y -= 1.0
             dy = sum(ys) / len(ys)

@@ -1,10 +1,11 @@
 """Small, deterministic training helpers shared by every chapter's experiment."""
+
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import numpy as np
 import torch

@@ -8,6 +8,7 @@ than the local server, no console error beyond ALLOWED_CONSOLE_ERRORS.
 Needs ``_build/html`` (``make book``) and ``/usr/bin/chromium``. Outside CI a
 missing browser or site skips these tests; with ``CI=true`` it fails them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -87,7 +88,10 @@ def browser():
     profile = tempfile.mkdtemp(prefix="book-chromium-")
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS  # the fresh profile dir is the --user-data-dir
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,  # the fresh profile dir is the --user-data-dir
         )
         yield ctx
         ctx.close()

@@ -13,6 +13,7 @@ does not have it.
 
 Trailing sentences can be empty (all padding) to exercise the masks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,16 +42,13 @@ class Documents:
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
-    def subset(self, idx: Tensor | slice) -> "Documents":
+    def subset(self, idx: Tensor | slice) -> Documents:
         """The documents at ``idx`` (a slice or index tensor)."""
         return Documents(self.tokens[idx], self.word_mask[idx], self.labels[idx], self.key_sentence[idx], self.vocab)
 
     def words(self, doc: int) -> list[list[str]]:
         """Token names of document ``doc``, sentence by sentence, padding left out."""
-        return [
-            [self.vocab[t] for t in sent.tolist() if t != PAD]
-            for sent in self.tokens[doc]
-        ]
+        return [[self.vocab[t] for t in sent.tolist() if t != PAD] for sent in self.tokens[doc]]
 
 
 def document_vocab(n_polarity: int, n_filler: int) -> list[str]:

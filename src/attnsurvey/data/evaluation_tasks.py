@@ -15,6 +15,7 @@ chapter's experiment is reproducible and needs no download.
   rest is noise. The object's regions are the ground-truth set ``G`` of Eq. (46),
   and a Gaussian bump around the object plays the "human" attention map.
 """
+
 from __future__ import annotations
 
 import torch
@@ -95,13 +96,17 @@ def patch_image_task(
     H = grid * patch
     size = 2 * patch
     r = torch.arange(size)
-    stripes = torch.stack(
-        [
-            ((r[:, None] // 2) % 2).expand(size, size),
-            ((r[None, :] // 2) % 2).expand(size, size),
-            (((r[:, None] + r[None, :]) // 2) % 2),
-        ]
-    ).float() * 2.0 - 1.0
+    stripes = (
+        torch.stack(
+            [
+                ((r[:, None] // 2) % 2).expand(size, size),
+                ((r[None, :] // 2) % 2).expand(size, size),
+                (((r[:, None] + r[None, :]) // 2) % 2),
+            ]
+        ).float()
+        * 2.0
+        - 1.0
+    )
     images = noise * torch.randn(n_examples, H, H, generator=generator)
     y = torch.randint(0, 3, (n_examples,), generator=generator)
     top = torch.randint(0, grid - 1, (n_examples,), generator=generator)

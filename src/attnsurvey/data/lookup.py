@@ -4,10 +4,12 @@ Both tasks have a known answer, are generated from an explicit
 ``torch.Generator`` (nothing is downloaded), and are small enough to train on
 in a few seconds on a CPU.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
 from ..catalog import catalogued
 
 

@@ -8,6 +8,7 @@ ground truth is returned as ``t``, so how focused an alignment is can be
 measured exactly. Because the query is a position, the monotonic local
 alignment ``p = t`` is the oracle window centre.
 """
+
 from __future__ import annotations
 
 import torch

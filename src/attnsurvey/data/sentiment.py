@@ -9,6 +9,7 @@
   negative). The ground truth of which token is positive, negative or
   neutral is returned, so one can check where each class capsule looks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

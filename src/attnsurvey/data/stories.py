@@ -17,6 +17,7 @@ Stories are tensors of token ids: ``story`` ``(N, n_sentences, 3)``,
 ``support`` holds the indices of the two supporting sentences (took, went).
 Token 0 is padding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -14,7 +14,6 @@ from ..catalog import catalogued
 from ..general_model import GeneralAttention, OutputModel, context
 
 
-
 @catalogued("extra:uniform-attention-ablation")
 class ProbeModel(nn.Module):
     """A small task model (Fig. 1) whose attention weights can be read and replaced.

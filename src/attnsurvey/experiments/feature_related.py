@@ -32,9 +32,16 @@ from ..training import accuracy, train
 #: The aspect-sentiment models compared in §3.1.1.
 ASPECT_MODELS = ("target-only", "mean-contexts", "rotatory")
 #: The VQA models compared in §3.1.1: two baselines and the co-attention variants.
-VQA_VARIANTS = ("mean-pooling", "question-independent", "alternating", "interactive", "parallel", "max-affinity", "multi-grained")
+VQA_VARIANTS = (
+    "mean-pooling",
+    "question-independent",
+    "alternating",
+    "interactive",
+    "parallel",
+    "max-affinity",
+    "multi-grained",
+)
 _MARKERS = {"circle": "o", "square": "s", "triangle": "^", "star": "*", "cross": "X"}
-
 
 
 class DocumentOutput(NamedTuple):
@@ -62,7 +69,9 @@ class DocumentClassifier(nn.Module):
     Raises ``ValueError`` for an unknown kind.
     """
 
-    def __init__(self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None) -> None:
+    def __init__(
+        self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None
+    ) -> None:
         super().__init__()
         if kind not in ("hierarchical", "flat"):
             raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
@@ -168,7 +177,10 @@ def evaluate_aspect(model: AspectModel, data: AspectData) -> dict[str, float]:
     also the mean weight (last hop) on the target's own opinion word."""
     logits, out = model(data)
     empty = ~data.mask_l.any(-1) | ~data.mask_r.any(-1)
-    res = {"accuracy": accuracy(logits, data.label), "accuracy_empty_context": accuracy(logits[empty], data.label[empty])}
+    res = {
+        "accuracy": accuracy(logits, data.label),
+        "accuracy_empty_context": accuracy(logits[empty], data.label[empty]),
+    }
     if out is not None:
         idx = torch.arange(len(data))
         side, at = data.opinion[:, 0], data.opinion[:, 1]

@@ -33,7 +33,6 @@ from ..general_mechanisms.structured import crf_marginals
 from ..general_model import GeneralAttention
 
 
-
 @catalogued(
     "extra:score-comparison-model",
     title="One attention task model whose score function is any row of Table II",

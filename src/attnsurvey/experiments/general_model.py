@@ -14,11 +14,11 @@ from ..general_model import TaskModel
 from ..training import accuracy, train
 
 
-
 def fit_match_query(
     model: TaskModel, steps: int, generator: torch.Generator, batch_size: int = 64, lr: float = 1e-2, **task
 ):
     """Train ``model`` on fresh batches of :func:`match_query_batch` (``task`` = its keyword arguments)."""
+
     def batches():
         for _ in range(steps):
             b = match_query_batch(batch_size, generator=generator, **task)

@@ -11,7 +11,6 @@ from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
 from ..training import train
 
 
-
 def fit_transduction(
     model: Seq2Seq,
     steps: int,
@@ -27,6 +26,7 @@ def fit_transduction(
     ``generator``, so a seed fixes the run (together with the model's initial weights).
     """
     from .data.sequences import transduction_batch
+
     def batches():
         for _ in range(steps):
             yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))

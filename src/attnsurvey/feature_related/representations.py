@@ -20,14 +20,15 @@ transformed representations ``X_t`` are ``(..., E, d_t)``; weights ``(..., E)``.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 CHAPTER = "chapters/ch03_1_3_feature_representations.ipynb"
 

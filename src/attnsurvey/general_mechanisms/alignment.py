@@ -35,10 +35,10 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
+from ..catalog import catalogued
 from ..general_model import context as _context
 from ..masking import check_mask, masked_softmax
 from .scoring import make_score
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 

@@ -11,7 +11,7 @@ Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -24,8 +24,8 @@ from .._checks import (
     check_nonempty,
     check_weight,
 )
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 Activation = Callable[[Tensor], Tensor]
 

@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_nonempty, check_weight
+from ..catalog import catalogued
 from ..masking import check_mask
 from .scoring import make_score
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 

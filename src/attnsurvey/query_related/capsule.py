@@ -24,8 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 

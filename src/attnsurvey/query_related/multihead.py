@@ -21,15 +21,15 @@ and, by default, returns the *average* of the head weights.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 

@@ -19,8 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
-from ..query_related.multihead import merge_heads, split_heads
 from ..catalog import catalogued
+from ..query_related.multihead import merge_heads, split_heads
 
 
 @catalogued(

@@ -15,8 +15,8 @@ import torch.nn.functional as F_
 from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 
 @catalogued("extra:local-window-attention")

@@ -17,14 +17,14 @@ storing activations for every layer.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 SELF_SCORE = -1e5
 

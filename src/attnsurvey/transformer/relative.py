@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..masking import masked_softmax
 from ..query_related.multihead import _head_mask, merge_heads, split_heads
-from ..catalog import catalogued
 
 
 @catalogued(

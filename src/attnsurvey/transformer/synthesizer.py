@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
