@@ -19,6 +19,10 @@ def test_no_import_cycles():
     assert arch.cycles(GRAPH) == []
 
 
+def test_every_package_import_names_an_existing_module():
+    assert arch.unresolved_imports() == []
+
+
 def test_cycle_finder_sees_imports_hidden_in_functions(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
@@ -35,6 +39,8 @@ def test_cycle_finder_sees_imports_hidden_in_functions(tmp_path):
     assert graph["pkg.c"] == {"pkg.sub.b"}  # the TYPE_CHECKING import does not run
     assert arch.cycles(graph) == [["pkg.a", "pkg.sub.b"]]
     assert arch.cycles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
+    (pkg / "d.py").write_text("def g():\n    from .data.missing import h\n")
+    assert arch.unresolved_imports(pkg, "pkg") == [("pkg.d", 2, "pkg.data.missing")]
 
 
 def test_layers_point_down():

@@ -95,6 +95,30 @@ def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str
     return graph
 
 
+def unresolved_imports(root: Path = ROOT, package: str = PACKAGE) -> list[tuple[str, int, str]]:
+    """Imports of the package (relative or absolute) naming a module that does not exist.
+
+    Returns ``(module, line, imported module)`` for each; an import inside a
+    function that fails only when the function runs shows up here.
+    """
+    names = set(module_names(root, package))
+    bad = []
+    for name in sorted(names):
+        path = _module_path(name, root, package)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = _resolve(name, path.name == "__init__.py", node)
+                if (node.level > 0 or base.split(".")[0] == package) and base not in names:
+                    bad.append((name, node.lineno, base))
+            elif isinstance(node, ast.Import):
+                bad += [
+                    (name, node.lineno, a.name)
+                    for a in node.names
+                    if a.name.split(".")[0] == package and a.name not in names
+                ]
+    return bad
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import cycles of ``graph``: its strongly connected components with more than one module."""
     index: dict[str, int] = {}

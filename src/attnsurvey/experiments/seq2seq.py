@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..data.sequences import transduction_batch
 from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
 from ..training import train
 
@@ -25,8 +26,6 @@ def fit_transduction(
     Returns the :class:`attnsurvey.training.History`. Data come from
     ``generator``, so a seed fixes the run (together with the model's initial weights).
     """
-    from .data.sequences import transduction_batch
-
     def batches():
         for _ in range(steps):
             yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))
@@ -43,8 +42,6 @@ def evaluate_transduction(
     model: Seq2Seq, length: int, n: int, generator: torch.Generator, task: str = "reverse"
 ) -> dict[str, float]:
     """Greedy-decode ``n`` fresh examples of one ``length``; token and exact-match accuracy."""
-    from .data.sequences import transduction_batch
-
     src, _, tgt_out, lens = transduction_batch(n, length, model.vocab_size, task, generator)
     tokens, logits, _ = model.greedy_decode(src, tgt_out.shape[1], lens)
     return {"token": token_accuracy(logits, tgt_out), "sequence": sequence_accuracy(tokens, tgt_out)}
