@@ -7,23 +7,26 @@ does not compare them; the book still shows them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from torch import Tensor
 
 
-def _to_numpy(x) -> np.ndarray:
+def _to_numpy(x: Any) -> np.ndarray:
     if isinstance(x, Tensor):
         return x.detach().cpu().float().numpy()
     return np.asarray(x, dtype=float)
 
 
 def attention_heatmap(
-    weights,
+    weights: Tensor | np.ndarray | Sequence[Any],
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
@@ -34,7 +37,7 @@ def attention_heatmap(
     cmap: str = "viridis",
     figsize: tuple[float, float] | None = None,
     suptitle: str | None = None,
-):
+) -> Figure:
     """Heat maps of attention weights (queries x keys) with ONE shared colour bar.
 
     ``weights`` is ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
@@ -50,7 +53,6 @@ def attention_heatmap(
     vmax = float(w.max()) if vmax is None else vmax
     figsize = figsize or (min(3.2 * m + 1.0, 14.0), max(2.2, min(0.3 * n_q + 1.2, 6.0)))
     fig, axes = plt.subplots(1, m, figsize=figsize, squeeze=False, constrained_layout=True)
-    im = None
     for i, ax in enumerate(axes[0]):
         im = ax.imshow(w[i], vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
         # Ticks sit on the cells: labels when given, otherwise integer positions.
@@ -77,7 +79,7 @@ def attention_heatmap(
     return fig
 
 
-def show(fig) -> None:
+def show(fig: Figure) -> None:
     """Display ``fig`` as a PNG image in a notebook and close it."""
     import io
 
@@ -89,7 +91,9 @@ def show(fig) -> None:
     display(Image(buf.getvalue()))
 
 
-def draw_box(ax, xy, text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9) -> None:
+def draw_box(
+    ax: Axes, xy: tuple[float, float], text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9
+) -> None:
     """Draw a rounded box of width ``w`` and height ``h`` centred at ``xy`` with ``text`` (for diagrams)."""
     from matplotlib.patches import FancyBboxPatch
 
@@ -98,7 +102,14 @@ def draw_box(ax, xy, text: str, w: float = 1.6, h: float = 0.6, color: str = "#d
 
 
 def draw_arrow(
-    ax, a, b, text: str | None = None, color: str = "#444", rad: float = 0.0, lw: float = 1.1, alpha: float = 1.0
+    ax: Axes,
+    a: tuple[float, float],
+    b: tuple[float, float],
+    text: str | None = None,
+    color: str = "#444",
+    rad: float = 0.0,
+    lw: float = 1.1,
+    alpha: float = 1.0,
 ) -> None:
     """Draw an arrow from ``a`` to ``b`` (curved when ``rad`` != 0), optionally labelled at its middle."""
     from matplotlib.patches import FancyArrowPatch

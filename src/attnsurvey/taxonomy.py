@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from typing import Any
 
 from .catalog import catalogued, declare
 
@@ -239,7 +240,7 @@ def table3_row(entry_id: str) -> Table3Row:
 
 
 @catalogued("extra:taxonomy-fig3")
-def taxonomy_figure(highlight: TaxonomyPoint | None = None):
+def taxonomy_figure(highlight: TaxonomyPoint | None = None) -> Any:
     """Draw Fig. 3 as a tree (root -> 3 groups -> 8 dimensions -> values) with matplotlib.
 
     With ``highlight``, the values a model uses are drawn in bold on a coloured

@@ -8,6 +8,8 @@ i.e. ``5, 10, 20``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -29,7 +31,9 @@ def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) 
     return x, x.squeeze(-1).argsort(dim=-1)
 
 
-def sorting_batches(steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None = None):
+def sorting_batches(
+    steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
     """Yield ``steps`` batches from :func:`sorting_batch`, each with a length drawn from ``[n_min, n_max]``."""
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")

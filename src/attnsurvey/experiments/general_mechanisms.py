@@ -112,8 +112,13 @@ class AlignmentClassifier(nn.Module):
         elif kind == "hard":
             h = hard_align(e, "sample" if self.training else "argmax", generator)
             a, log_prob = h.a, h.log_prob
-        elif kind in ("local-m", "local-p"):
-            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
+        elif kind == "local-m":
+            if t is None:
+                raise ValueError("local-m alignment needs the output steps t (B,) as monotonic positions")
+            a = local_align(e, monotonic_position(t, n_f).to(e.dtype), self.D)
+        elif kind == "local-p":
+            assert self.position is not None  # built for local-p in __init__
+            p = self.position(q, n_f)
             a = local_align(e, p, self.D)
         elif kind == "reinforced":
             logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
 from ..data.sequences import transduction_batch
 from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
-from ..training import train
+from ..training import History, train
 
 
 def fit_transduction(
@@ -20,17 +22,18 @@ def fit_transduction(
     batch_size: int = 64,
     task: str = "reverse",
     lr: float = 1e-2,
-):
+) -> History:
     """Train ``model`` with teacher forcing on fresh batches of ``task`` (Adam, clipped gradients).
 
     Returns the :class:`attnsurvey.training.History`. Data come from
     ``generator``, so a seed fixes the run (together with the model's initial weights).
     """
-    def batches():
+
+    def batches() -> Iterator[tuple[Tensor, ...]]:
         for _ in range(steps):
             yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))
 
-    def loss_fn(m: Seq2Seq, batch) -> Tensor:
+    def loss_fn(m: Seq2Seq, batch: tuple[Tensor, ...]) -> Tensor:
         src, tgt_in, tgt_out, lens = batch
         logits, _ = m(src, tgt_in, lens)
         return sequence_loss(logits, tgt_out)
