@@ -112,3 +112,12 @@ def test_architecture_figure_draws_every_layer():
     assert set(arch.LAYERS) <= texts
     assert {"general_model", "experiments", "data", "catalog"} <= texts
     assert "import cycles: 0" in arch.report(GRAPH)
+
+
+def test_book_figure_data_matches_the_code():
+    """book/_static/architecture.{png,json} are drawn by scripts/draw_architecture.py; run it
+    again when this fails."""
+    import json
+
+    stored = json.loads((SRC.parents[1] / "book" / "_static" / "architecture.json").read_text())
+    assert stored == json.loads(json.dumps(arch.summary_data(GRAPH))), "run scripts/draw_architecture.py"

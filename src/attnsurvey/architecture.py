@@ -263,6 +263,20 @@ def architecture_figure(graph: dict[str, set[str]] | None = None) -> Any:
     return fig
 
 
+def summary_data(graph: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    """The layers, their module groups and the imports between groups (what the figure shows)."""
+    graph = import_graph() if graph is None else graph
+    layers: dict[str, list[str]] = {layer: [] for layer in LAYERS}
+    for module in graph:
+        if module != PACKAGE and section_of(module) not in layers[layer_of(module)]:
+            layers[layer_of(module)].append(section_of(module))
+    return {
+        "layers": {layer: sorted(groups) for layer, groups in layers.items()},
+        "imports": sorted(f"{a} -> {b}" for a, b in _group_edges(graph)),
+        "cycles": cycles(graph),
+    }
+
+
 def report(graph: dict[str, set[str]] | None = None) -> str:
     """A text summary: modules, imports, cycles and wrong-way imports."""
     graph = import_graph() if graph is None else graph
