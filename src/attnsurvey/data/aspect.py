@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
+
 CATEGORIES = {
     "food": (("pasta", "pizza", "soup"), ("tasty", "fresh"), ("bland", "stale")),
     "service": (("waiter", "staff", "host"), ("friendly", "quick"), ("rude", "slow")),
@@ -48,7 +50,7 @@ MAX_TARGET = 2
 
 
 @dataclass
-class AspectData:
+class AspectData(Rows):
     """Padded token ids and masks of a batch of sentences split around the target.
 
     left ``(n, MAX_CONTEXT)``, target ``(n, MAX_TARGET)``, right ``(n, MAX_CONTEXT)``
@@ -64,12 +66,6 @@ class AspectData:
     mask_r: Tensor
     label: Tensor
     opinion: Tensor
-
-    def __len__(self) -> int:
-        return self.left.shape[0]
-
-    def subset(self, idx: Tensor | slice) -> AspectData:
-        return AspectData(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
 
     def words(self, i: int) -> tuple[list[str], list[str], list[str]]:
         """The left context, target phrase and right context of sentence ``i``."""

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
+
 NEUTRAL = ("the", "movie", "was", "a", "plot", "actor", "and", "it", "film", "scene", "story", "music")
 NEGATIVE = ("bad", "awful", "dull", "boring", "weak")
 POSITIVE = ("good", "great", "superb", "fun", "moving")
@@ -55,16 +57,13 @@ def keyword_features(
 
 
 @dataclass
-class Reviews:
+class Reviews(Rows):
     """Token ids of synthetic reviews, labels, and each token's polarity."""
 
     tokens: Tensor  # (N, L) long
     labels: Tensor  # (N,) long: 0 negative, 1 positive
     polarity: Tensor  # (N, L) long: -1 neutral, 0 negative word, 1 positive word
     vocab: tuple[str, ...]
-
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
 
     def decode(self, i: int) -> list[str]:
         return [self.vocab[t] for t in self.tokens[i].tolist()]

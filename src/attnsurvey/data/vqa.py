@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
+
 COLOURS = ("red", "green", "blue", "yellow", "purple")
 SHAPES = ("circle", "square", "triangle", "star", "cross")
 VOCAB = ("<pad>", "what", "colour", "shape", "is", "the", "thing") + SHAPES + COLOURS
@@ -38,7 +40,7 @@ D_CELL = len(COLOURS) + len(SHAPES) + 1
 
 
 @dataclass
-class VQAData:
+class VQAData(Rows):
     """A batch of synthetic VQA examples.
 
     image ``(n, grid*grid, D_CELL)``; question ``(n, QUESTION_LEN)`` token ids;
@@ -52,14 +54,6 @@ class VQAData:
     answer: Tensor
     region: Tensor
     grid: int
-
-    def __len__(self) -> int:
-        return self.image.shape[0]
-
-    def subset(self, idx: Tensor | slice) -> VQAData:
-        return VQAData(
-            self.image[idx], self.question[idx], self.q_mask[idx], self.answer[idx], self.region[idx], self.grid
-        )
 
     def question_words(self, i: int) -> list[str]:
         """The tokens of question ``i`` (padding dropped)."""
