@@ -13,7 +13,7 @@ Layers, lowest first (a module may import from its own layer and those below)::
     foundations   _checks, catalog, masking, training, numeric_env, stats, plotting, widgets
     data          data.*                       (generates data only)
     mechanisms    general_model, feature_related.*, general_mechanisms.*, query_related.*,
-                  transformer.*, seq2seq, taxonomy, builder, evaluation.*
+                  transformer.*, seq2seq, taxonomy, builder, evaluation.*, beyond.*
     chapter support  experiments.* (task models and training loops of chapters),
                   exercises (self-checks), figures (the survey's drawings)
     tooling       architecture                 (reads the others; imported by none)
