@@ -204,7 +204,10 @@ def test_hard_attention_trains_with_reinforce():
 def test_eq27_window_clipped_at_ends():
     assert al.window_mask(8, 0.0, 2).tolist() == [True, True, True] + [False] * 5
     assert al.window_mask(8, 7.0, 2).tolist() == [False] * 5 + [True] * 3
-    assert al.window_mask(8, 3.5, 1).tolist() == [False, False, False, True, True, False, False, False]
+    # a fractional p: the 2D+1 positions around round(p), as in the original local attention
+    assert al.window_mask(8, 3.5, 1).tolist() == [False, False, False, True, True, True, False, False]
+    assert al.window_mask(8, 3.4, 1).tolist() == [False, False, True, True, True, False, False, False]
+    assert al.window_mask(8, 3.4, 1.7).tolist() == al.window_mask(8, 3.0, 1).tolist()
     assert al.window_mask(5, torch.tensor([0.0, 4.0]), 10).all()
     # clipped, not shifted: at the start the softmax runs over the 3 surviving positions only
     e = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
@@ -243,26 +246,39 @@ def test_eq27_zero_outside_window(n_f, frac, D, seed):
     for gaussian in (False, True):
         a = al.local_align(e, p, D, gaussian=gaussian)
         pos = torch.arange(n_f, dtype=torch.float32)
-        outside = (pos < p - D) | (pos > p + D)
+        outside = (pos - math.floor(p + 0.5)).abs() > D
         assert torch.all(a[outside] == 0) and torch.all(a >= 0)
         assert float(a.sum()) <= 1 + 1e-5
         r = al.local_align(e, p, D, gaussian=gaussian, renormalise=True)
         total = float(r.sum())
-        assert math.isclose(total, 1.0, abs_tol=1e-5) if (~outside).any() else total == 0.0
+        # round(p) is always in the window; only a Gaussian factor that underflows there (tiny sigma = D/2,
+        # fractional p) leaves nothing to renormalise
+        underflow = gaussian and float(al.gaussian_emphasis(n_f, p, D / 2)[math.floor(p + 0.5)]) == 0.0
+        assert math.isclose(total, 1.0, abs_tol=1e-5) or (underflow and total == 0.0)
 
 
 @pytest.mark.catalog("eq27")
 def test_eq27_empty_window_gives_zero_weights():
     e = torch.tensor([1e4, -1e4, 3.0, 0.0])
-    assert torch.equal(al.local_align(e, 1.5, 0.0), torch.zeros(4))  # no integer in [1.5, 1.5]
+    assert torch.equal(al.local_align(e, 1.5, 0.0, gaussian=False), torch.tensor([0.0, 0.0, 1.0, 0.0]))  # round(1.5) = 2
     mask = torch.tensor([True, False, False, True])
-    a = al.local_align(e, 1.5, 0.5, mask=mask)  # window {1, 2}, both masked
+    a = al.local_align(e, 1.5, 0.5, mask=mask)  # window {2}, masked
     assert torch.equal(a, torch.zeros(4))
     V = rand(4, 3)
     assert torch.equal(al.context_vector(a, V), torch.zeros(3))
     a = al.local_align(e, 1.0, 1.0)  # window {0, 1, 2} with +-1e4 scores
     assert torch.isfinite(a).all() and math.isclose(float(a[0]), math.exp(-0.5 * 1 / 0.25), rel_tol=1e-5)
     assert torch.equal(al.local_align(e, 3.0, 0.0), torch.tensor([0.0, 0.0, 0.0, 1.0]))  # D = 0: one position
+
+
+@pytest.mark.catalog("eq27")
+def test_eq27_python_float_position_keeps_the_scores_precision():
+    # a Python float p used to become float32 inside, so 0.3 - 0.3 > 0 and the window was empty
+    for dtype in (torch.float32, torch.float64):
+        e = torch.zeros(4, dtype=dtype)
+        a = al.local_align(e, 0.3, 0.3, gaussian=False)
+        assert torch.equal(a, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=dtype))
+        assert al.local_align(e, 0.3, 0.3).dtype == dtype
 
 
 @pytest.mark.catalog("eq27")

@@ -7,6 +7,7 @@ import torch
 from attnsurvey import builder as B
 from attnsurvey import taxonomy as tx
 from attnsurvey.data.taxonomy_tasks import two_marker_task
+from attnsurvey.general_mechanisms.scoring import make_score
 from attnsurvey.general_model import GeneralAttention
 from attnsurvey.query_related.multihead import MultiHeadAttention
 
@@ -199,3 +200,67 @@ def test_builder_learns_the_two_marker_task():
             accs[qt] = float((m(test["F"], test["G"]).argmax(-1) == test["y"]).float().mean())
     assert accs["basic"] > 0.85
     assert accs["basic"] > accs["self-attention"] + 0.15
+
+
+@pytest.mark.catalog("extra:taxonomy-builder")
+def test_describe_inspects_the_model_not_its_build_configuration():
+    model = B.build_model(B.point(scoring="general", query_multiplicity="multi-head"), D, N_CLS)
+    assert B.describe(model).scoring == (("general",),)
+    # swap the score modules of every head: describe reports what the model now computes
+    for step in model.main.steps:
+        step.score = make_score("cosine", D // 2, D // 2)
+    assert B.describe(model).scoring == (("similarity",),)
+    del model.main.steps[1:]
+    model.main.h = 1
+    assert B.describe(model).query_multiplicity == (("singular",),)
+    assert B.describe(MultiHeadAttention(D, 1)).query_multiplicity == (("singular",),)
+
+
+def test_describe_rejects_unknown_score_modules():
+    class OddScore(torch.nn.Module):
+        def forward(self, Q, K):
+            return Q @ K.transpose(-1, -2)
+
+    ga = GeneralAttention(D, D)
+    ga.score = OddScore()
+    with pytest.raises(ValueError, match="does not know score module type 'OddScore'"):
+        B.describe(ga)  # formerly reported as "additive"
+
+
+@pytest.mark.catalog("eq41")
+@pytest.mark.parametrize("hop_form", ["memory", "eq41"])
+def test_multi_hop_forms(hop_form):
+    p = B.point(scoring="general", query_multiplicity="multi-hop")
+    torch.manual_seed(0)
+    model = B.build_model(p, D, N_CLS, hops=3, hop_form=hop_form)
+    F, G, y = _inputs()
+    logits = model(F, G)
+    assert logits.shape == (BATCH, N_CLS) and torch.isfinite(logits).all()
+    assert B.describe(model) == p
+    assert hasattr(model, "H") == (hop_form == "eq41")
+    model.loss(F, G, y).backward()
+
+
+@pytest.mark.catalog("eq41")
+def test_memory_network_hop_is_q_plus_c():
+    # with one head and the memory form, hop s+1 attends with q^(s) + c^(s): recompute by hand
+    p = B.point(scoring="general", query_multiplicity="multi-hop")
+    torch.manual_seed(1)
+    model = B.build_model(p, D, N_CLS, hops=2).eval()
+    F, G, _ = _inputs()
+    model(F, G)
+    step = model.main.steps[0]
+    q = model.W_q(G.mean(-2)).unsqueeze(-2)
+    c1, _, _ = step(q, F)
+    _, a2, _ = step(q + c1, F)
+    torch.testing.assert_close(model.last_weights, a2)
+    with pytest.raises(ValueError, match="hop_form must be one of"):
+        B.build_model(p, D, N_CLS, hop_form="loop")
+
+
+@pytest.mark.catalog("extra:location-score")
+def test_location_score_lives_in_the_score_registry():
+    from attnsurvey.general_mechanisms import scoring as sc
+
+    assert B.location_score is sc.location_score and B.LocationScore is sc.LocationScore
+    assert isinstance(sc.make_score("location", D, D, n_max=4), sc.LocationScore)

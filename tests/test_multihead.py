@@ -63,7 +63,10 @@ def test_bad_head_counts_raise():
     with pytest.raises(ValueError, match="does not broadcast to the scores"):
         m(rand(3, 8), mask=torch.ones(3, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="boolean"):
-        m(rand(3, 8), mask=torch.ones(3, 3))
+        m(rand(3, 8), mask=torch.ones(3, 3, dtype=torch.int64))
+    # a float mask is an additive bias (as torch's float attn_mask), not an error
+    X = rand(3, 8)
+    torch.testing.assert_close(m(X, mask=torch.zeros(3, 3))[0], m(X)[0])
 
 
 @pytest.mark.catalog("eq39")

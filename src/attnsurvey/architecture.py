@@ -10,10 +10,11 @@ that point the wrong way between the layers of :data:`LAYERS`;
 
 Layers, lowest first (a module may import from its own layer and those below)::
 
-    foundations   _checks, catalog, masking, training, numeric_env, stats, plotting, widgets
+    foundations   _checks, catalog, registry, masking, training, numeric_env, stats, plotting, widgets
     data          data.*                       (generates data only)
-    mechanisms    general_model, feature_related.*, general_mechanisms.*, query_related.*,
-                  transformer.*, seq2seq, taxonomy, builder, evaluation.*, beyond.*
+    mechanisms    attention (the core attend), general_model, feature_related.*, general_mechanisms.*, query_related.*,
+                  transformer.*, seq2seq, taxonomy, builder, attention_step, describe,
+                  evaluation.*, beyond.*
     chapter support  experiments.* (task models and training loops of chapters),
                   exercises (self-checks), figures (the survey's drawings)
     tooling       architecture                 (reads the others; imported by none)
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent
 
 #: Layer names, lowest first.
 LAYERS = ("foundations", "data", "mechanisms", "chapter support", "tooling")
-_FOUNDATIONS = {"_checks", "catalog", "masking", "training", "numeric_env", "stats", "plotting", "widgets"}
+_FOUNDATIONS = {"_checks", "catalog", "registry", "masking", "training", "numeric_env", "stats", "plotting", "widgets"}
 _CHAPTER_SUPPORT = {"experiments", "exercises", "figures"}
 
 

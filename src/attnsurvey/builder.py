@@ -73,27 +73,33 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, check_min_rank, check_weight
-from .catalog import catalogued
+from ._checks import as_tensor
+from .attention_step import _SOFT, AttentionStep, Heads, _bad, _Heads, _score
+from .catalog import catalogued, declare
+from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
 from .feature_related import co_attention as _co_attention
 from .feature_related import levels as _levels
 from .feature_related import representations as _representations
 from .feature_related import rotatory as _rotatory
-from .general_mechanisms import alignment as _alignment
-from .general_mechanisms import dimensionality as _dimensionality
-from .general_mechanisms.scoring import ScoreModule, make_score
-from .general_model import align, keys_values
+from .general_mechanisms.scoring import SCORE_ALIASES, LocationScore, location_score
+from .masking import masked_mean
 from .query_related import capsule as _capsule
-from .query_related import multihead as _multihead
 from .query_related import multihop as _multihop
 from .query_related import types as _types
-from .taxonomy import DIMENSIONS, TABLE3, TAXONOMY, TaxonomyPoint
+from .taxonomy import DIMENSIONS, TABLE3, TaxonomyPoint
+from .training import accuracy, minibatches, seed_everything
+from .training import train as _train
+
+#: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
+__all__ = [
+    "AttentionStep", "Heads", "MODULE_POINTS", "SCORE_POINTS", "LocationScore", "TaxonomyModel", "build_model",
+    "count_parameters", "describe", "fit_and_evaluate", "location_score", "point", "score_point", "summary",
+]
 
 CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
 
-#: Table III's names of scores that ``make_score`` spells differently.
-SCORE_NAMES = {"similarity": "cosine"}
-_SOFT = ("global", "soft")
+#: Table III's names of scores that ``make_score`` spells differently (from the score registry).
+SCORE_NAMES = SCORE_ALIASES
 _CO_ATTENTION = {
     "alternating-co-attention": _co_attention.AlternatingCoAttention,
     "interactive-co-attention": _co_attention.InteractiveCoAttention,
@@ -102,160 +108,14 @@ _CO_ATTENTION = {
 }
 
 
-def _bad(dim: str, value: str, why: str) -> ValueError:
-    return ValueError(f"{dim}={value!r}: {why}")
-
-
-# ----------------------------------------------------------------------------- location score
-@catalogued(
+# Luong's location score is defined in the score registry (general_mechanisms.scoring); the builder teaches it.
+declare(
+    "attnsurvey.builder.location_score",
     "extra:location-score",
     title="Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
     chapter=CHAPTER,
 )
-def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
-    """Luong et al.'s *location-based* score: ``e = W_a q``, from the query alone.
-
-    Luong et al. [4] tried it next to the content-based (multiplicative) score
-    (Table III, row 2). The score of position ``l`` is the ``l``-th entry of
-    ``W_a q``; the keys are not used, so ``W_a`` must have a row for every
-    position: it is ``(n_max, d_q)`` and the model can attend to at most
-    ``n_max`` feature vectors (the first ``n_f`` rows are used).
-
-    Q: ``(..., n_q, d_q)``; W_a: ``(n_max, d_q)``. Returns e ``(..., n_q, n_f)``.
-    Raises ``ValueError`` if ``n_f > n_max``, ``n_f < 1`` or W_a is not ``(n_max, d_q)``.
-    """
-    as_tensor(Q, "Q")
-    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
-    as_tensor(W_a, "W_a")
-    if W_a.dim() != 2:
-        raise ValueError(f"W_a must have shape (n_max, d_q), got {tuple(W_a.shape)}")
-    check_weight(W_a, (W_a.shape[0], Q.shape[-1]), "W_a", "(n_max, d_q)")
-    n_max = W_a.shape[0]
-    if not 1 <= n_f <= n_max:
-        raise ValueError(f"location score needs 1 <= n_f <= n_max, got n_f={n_f}, n_max={n_max}")
-    return Q @ W_a[:n_f].T
-
-
-@catalogued("extra:location-score")
-class LocationScore(ScoreModule):
-    """Module form of :func:`location_score` with a learned ``W_a`` ``(n_max, d_q)``.
-
-    ``forward(Q, K)`` reads only the number of keys ``n_f = K.shape[-2]``.
-    """
-
-    def __init__(self, d_q: int, n_max: int) -> None:
-        super().__init__()
-        if n_max < 1:
-            raise ValueError(f"location score needs n_max >= 1, got n_max={n_max}")
-        self.W_a = nn.Linear(d_q, n_max, bias=False)
-
-    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return location_score(Q, self.W_a.weight, K.shape[-2])
-
-
-def _score(name: str, d_q: int, d_k: int, n_max: int) -> ScoreModule:
-    if name == "location":
-        return LocationScore(d_q, n_max)
-    try:
-        return make_score(SCORE_NAMES.get(name, name), d_q, d_k)
-    except ValueError as err:
-        raise _bad("scoring", name, str(err)) from None
-
-
-# ----------------------------------------------------------------------------- one attention step
-class AttentionStep(nn.Module):
-    """The general attention module (Fig. 2, Eq. 1-4) with a chosen score, alignment, dimensionality.
-
-    ``forward(Q, F, generator=None)`` with queries Q ``(B, n_q, d_q)`` and features
-    F ``(B, n_f, d_f)`` returns ``(c, a, log_prob)``: contexts ``(B, n_q, d_k)``,
-    weights ``(B, n_q, n_f)`` (for multi-dimensional attention: averaged over the
-    features) and the log-probability of the sampled choice (hard, reinforced;
-    ``None`` otherwise), summed over queries ``(B,)``.
-    Raises ``ValueError`` for combinations without a component (multi-dimensional
-    attention with a non-additive score or a non-soft alignment).
-    """
-
-    def __init__(
-        self, d_q: int, d_f: int, d_k: int, scoring: str, alignment: str, dimensionality: str,
-        n_max: int, window: float = 2.0,
-    ) -> None:
-        super().__init__()
-        self.alignment, self.dimensionality, self.window = alignment, dimensionality, window
-        self.W_K = nn.Linear(d_f, d_k, bias=False)
-        self.W_V = nn.Linear(d_f, d_k, bias=False)
-        if dimensionality == "multi-dimensional":
-            if scoring != "additive":
-                raise _bad("dimensionality", dimensionality, f"Eq. (31) widens the additive score; got scoring={scoring!r}")
-            if alignment not in _SOFT:
-                raise _bad("dimensionality", dimensionality, f"Eq. (32) is a softmax per feature; got alignment={alignment!r}")
-            self._md = _dimensionality.multidimensional_attend
-            self.W1 = nn.Linear(d_q, d_k, bias=False)
-            self.W2 = nn.Linear(d_k, d_k, bias=True)
-            self.W_d = nn.Parameter(torch.randn(d_k, d_k) / math.sqrt(d_k))
-            return
-        self.score = _score(scoring, d_q, d_k, n_max)
-        if alignment in _SOFT:  # Eq. (25) is the softmax of Eq. (3)
-            self._soft = align
-        elif alignment == "hard":
-            self._hard = _alignment.hard_align
-        elif alignment == "local":
-            self._local = _alignment.local_align
-            self.position = _alignment.PredictivePosition(d_q, d_k)
-        elif alignment == "reinforced":
-            self._subset = _alignment.bernoulli_subset
-            self._reinforced = _alignment.reinforced_align
-            self.policy = make_score("general", d_q, d_k)
-            self.policy_bias = nn.Parameter(torch.tensor(1.0))  # start by keeping most positions
-        else:
-            raise _bad("alignment", alignment, f"choose from {TAXONOMY['general']['alignment']}")
-
-    def forward(self, Q: Tensor, F: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
-        K, V = keys_values(F, self.W_K.weight, self.W_V.weight)  # Eq. (1)
-        if self.dimensionality == "multi-dimensional":  # Eq. (30)-(32)
-            c, A = self._md(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias)
-            return c, A.mean(-1), None
-        e = self.score(Q, K)  # Eq. (2)
-        log_prob = None
-        if self.alignment in _SOFT:  # Eq. (25)
-            a = self._soft(e)
-        elif self.alignment == "hard":  # Eq. (26)
-            h = self._hard(e, "sample" if self.training else "argmax", generator)
-            a, log_prob = h.a, h.log_prob.sum(-1)
-        elif self.alignment == "local":  # Eq. (27)-(29), predictive position
-            p = self.position(Q, K.shape[-2])
-            a = self._local(e, p, self.window)
-        else:  # reinforced: a Bernoulli policy picks a subset, soft alignment over it
-            logits = self.policy(Q, K) + self.policy_bias
-            z, lp = self._subset(logits, generator, greedy=not self.training)
-            a, log_prob = self._reinforced(e, z), lp.sum(-1)
-        return a @ V, a, log_prob  # Eq. (4)
-
-
-class _Heads(nn.Module):
-    """Multi-head attention (Eq. 38-40) made of ``h`` attention steps, or one step when ``h == 1``."""
-
-    def __init__(self, d: int, h: int, **step: Any) -> None:
-        super().__init__()
-        self.h = h
-        if h == 1:
-            self.steps = nn.ModuleList([AttentionStep(d, d, d, **step)])
-            return
-        split = _multihead.split_heads
-        merge = _multihead.merge_heads
-        self._split, self._merge = split, merge
-        self.W_Q = nn.Linear(d, d, bias=False)  # Eq. (38): h query projections, stacked
-        self.steps = nn.ModuleList(AttentionStep(d // h, d, d // h, **step) for _ in range(h))  # Eq. (39)
-        self.W_O = nn.Linear(d, d, bias=False)  # Eq. (40)
-
-    def forward(self, Q: Tensor, F: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor | None]:
-        if self.h == 1:
-            return self.steps[0](Q, F, generator)
-        Qh = self._split(self.W_Q(Q), self.h)  # (B, h, n_q, d/h)
-        outs = [step(Qh[..., j, :, :], F, generator) for j, step in enumerate(self.steps)]
-        c = self._merge(torch.stack([o[0] for o in outs], dim=-3))
-        a = torch.stack([o[1] for o in outs], dim=-3).mean(-3)  # average of the head weights
-        lps = [o[2] for o in outs if o[2] is not None]
-        return self.W_O(c), a, (sum(lps) if lps else None)
+declare("attnsurvey.builder.LocationScore", "extra:location-score")
 
 
 def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
@@ -278,9 +138,12 @@ class TaxonomyModel(nn.Module):
 
     def __init__(
         self, point: TaxonomyPoint, d_model: int, n_classes: int, n_max: int = 16,
-        heads: int = 2, hops: int = 2, chunk: int = 4, window: float = 2.0,
+        heads: int = 2, hops: int = 2, chunk: int = 4, window: float = 2.0, hop_form: str = "memory",
     ) -> None:
         super().__init__()
+        if hop_form not in HOP_FORMS:
+            raise _bad("query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {hop_form!r}")
+        self.hop_form = hop_form
         cfg = {d: getattr(point, d)[0] for d in DIMENSIONS}
         self.point, self.d, self.n_classes, self.n_max = point, d_model, n_classes, n_max
         self.chunk = chunk
@@ -304,6 +167,9 @@ class TaxonomyModel(nn.Module):
         self.n_hops = hops if "multi-hop" in qm else 1
         if self.n_hops > 1:
             self._hop = _multihop.add_transform
+            if hop_form == "eq41":  # Eq. (41) with transform H q + c; Eq. (42) scores concat(q, c) through W_42
+                self.H = nn.Linear(d_model, d_model, bias=False)
+                self.W_42 = nn.Linear(2 * d_model, d_model, bias=False)
 
         # feature representations: Eq. (21)-(22) over two embeddings of every feature vector
         if fr == "multi-representational":
@@ -345,7 +211,7 @@ class TaxonomyModel(nn.Module):
         elif fl == "attention-via-attention":
             ava = _levels.AttentionViaAttention
             try:
-                self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=SCORE_NAMES.get(sc, sc))
+                self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=sc)
             except ValueError as err:
                 raise _bad("scoring", sc, f"with feature_levels={fl!r}: {err}") from None
         elif "capsule-based" in qm:
@@ -369,7 +235,7 @@ class TaxonomyModel(nn.Module):
                 raise _bad("feature_multiplicity", fm, "rotatory attention scores words against phrases, not positions")
             rot = _rotatory.RotatoryAttention
             try:
-                self.rot = rot(d_model, d_model, hops=self.n_hops, score=SCORE_NAMES.get(sc, sc))
+                self.rot = rot(d_model, d_model, hops=self.n_hops, score=sc)
             except ValueError as err:
                 raise _bad("scoring", sc, f"with feature_multiplicity='rotatory': {err}") from None
             extra = self.rot.out_dim
@@ -431,10 +297,17 @@ class TaxonomyModel(nn.Module):
             a = res.a_c
         else:
             Q = q + self.Q_caps if "capsule-based" in self.qm else q  # (B, n_q, d)
-            for _ in range(self.n_hops):  # multi-hop: Eq. (41), q <- q + c
-                c, a, lp = self.main(Q, F, generator)
+            eq41 = self.n_hops > 1 and self.hop_form == "eq41"
+            if eq41:  # c^(0): the unweighted average of the feature vectors
+                c = masked_mean(F).unsqueeze(-2).expand_as(Q)
+            for _ in range(self.n_hops):
+                if eq41:  # Eq. (41) q^(s+1) = H q^(s) + c^(s), then Eq. (42) attends with [q^(s+1); c^(s)]
+                    Q = _multihop.linear_transform(Q, c, self.H.weight)
+                    c, a, lp = self.main(self.W_42(torch.cat([Q, c], -1)), F, generator)
+                else:  # the memory-network form: attend with q^(s), then q^(s+1) = q^(s) + c^(s)
+                    c, a, lp = self.main(Q, F, generator)
+                    Q = self._hop(Q, c) if self.n_hops > 1 else Q
                 log_prob = _add_lp(log_prob, lp)
-                Q = self._hop(Q, c) if self.n_hops > 1 else Q
             if "capsule-based" not in self.qm:
                 parts.append(c.squeeze(-2))
         self.last_weights = a
@@ -452,7 +325,43 @@ class TaxonomyModel(nn.Module):
         return logits
 
     def main_needs_nmax(self) -> bool:
-        return self.point.scoring == (("location",),)
+        return isinstance(getattr(self, "main", None), Heads) and isinstance(getattr(self.main.steps[0], "score", None), LocationScore)
+
+    def taxonomy_values(self) -> dict[str, tuple[str, ...]]:
+        """The mechanisms of every dimension, read from this model's modules (used by :func:`describe`)."""
+        step = self.main.steps[0] if hasattr(self, "main") else None
+        if hasattr(self, "co"):
+            fm = next(name for name, cls in _CO_ATTENTION.items() if isinstance(self.co, cls))
+        else:
+            fm = "rotatory" if hasattr(self, "rot") else "singular"
+        fl = "hierarchical" if hasattr(self, "_hier") else "attention-via-attention" if hasattr(self, "ava") else "single-level"
+        fr = "multi-representational" if hasattr(self, "meta") else "single-representational"
+        if step is None:
+            scorer = self.score_h if hasattr(self, "score_h") else self.ava.score_w
+            al, dm = "global", "single-dimensional"
+        else:
+            scorer = getattr(step, "score", None)
+            dm = "multi-dimensional" if hasattr(step, "W_d") else "single-dimensional"
+            al = ("local" if hasattr(step, "position") else "reinforced" if hasattr(step, "policy")
+                  else "hard" if hasattr(step, "_hard") else self.point.alignment[0][0] if self.point.alignment[0][0] in _SOFT else "global")
+        sc = "additive" if scorer is None else score_point(scorer)
+        qt: tuple[str, ...] = ()
+        if hasattr(self, "self_layer"):
+            qt += ("self-attention",)
+        qt += ("specialized",) if hasattr(self, "query_model") else ("basic",) if hasattr(self, "W_q") else ()
+        qt = qt or ("self-attention",)
+        qm: tuple[str, ...] = ()
+        if step is not None and self.main.h > 1:
+            qm += ("multi-head",)
+        if hasattr(self, "Q_caps"):
+            qm += ("capsule-based",)
+        if self.n_hops > 1:
+            qm += ("multi-hop",)
+        values = dict(
+            feature_multiplicity=(fm,), feature_levels=(fl,), feature_representations=(fr,), scoring=(sc,),
+            alignment=(al,), dimensionality=(dm,), query_type=qt, query_multiplicity=qm or ("singular",),
+        )
+        return values
 
     def loss(self, F: Tensor, G: Tensor | None, y: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Cross-entropy, plus the REINFORCE surrogate ``mean((CE - mean CE) * log p)`` for sampled alignments."""
@@ -463,6 +372,9 @@ class TaxonomyModel(nn.Module):
             cost = ce.detach()
             loss = loss + ((cost - cost.mean()) * self.last_log_prob).mean()
         return loss
+
+
+HOP_FORMS = ("memory", "eq41")
 
 
 @catalogued(
@@ -478,7 +390,7 @@ class TaxonomyModel(nn.Module):
 @catalogued(*(row.id for row in TABLE3))
 def build_model(
     point: TaxonomyPoint, d_model: int, n_classes: int, *, n_max: int = 16, heads: int = 2, hops: int = 2,
-    chunk: int = 4, window: float = 2.0,
+    chunk: int = 4, window: float = 2.0, hop_form: str = "memory",
 ) -> TaxonomyModel:
     """Assemble a working attention classifier for one configuration of the taxonomy (§3, Table III).
 
@@ -488,7 +400,12 @@ def build_model(
     ``"+"`` go into one model. d_model: the feature and query size ``d_f = d_q``;
     n_classes: ``d_y``. n_max: the longest ``n_f`` for the location score; heads,
     hops: ``h`` and the number of hops; chunk: the chunk length of the two
-    feature-level mechanisms; window: the half-width ``D`` of local alignment.
+    feature-level mechanisms; window: the half-width ``D`` of local alignment;
+    hop_form (multi-hop): ``"memory"``, the memory-network form (attend with
+    ``q^(s)``, then ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``, the survey's general
+    form: Eq. (41) ``q^(s+1) = H q^(s) + c^(s)`` with a learned ``H`` and Eq. (42)
+    scores of the concatenation ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a
+    learned ``W_42``, which the bilinear scores absorb), ``c^(0)`` the mean feature vector.
     Returns a :class:`TaxonomyModel` (``forward(F, G=None, generator=None)``).
     Raises ``ValueError`` naming the dimension and the value for: more than one
     alternative in a dimension, an unknown mechanism, a component that is not
@@ -507,85 +424,10 @@ def build_model(
     for name, v in (("d_model", d_model), ("n_classes", n_classes), ("heads", heads), ("hops", hops), ("chunk", chunk)):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {name}={v}")
-    return TaxonomyModel(point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window)
+    return TaxonomyModel(point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window, hop_form=hop_form)
 
 
-# ----------------------------------------------------------------------------- describe
-def point(**values: str) -> TaxonomyPoint:
-    """A point from keyword values, every dimension not given at its plain default.
-
-    Defaults: singular, single-level, single-representational, additive, global,
-    single-dimensional, basic, singular. ``point(scoring="general")``.
-    Raises ``ValueError`` for an unknown dimension or value.
-    """
-    base = dict(
-        feature_multiplicity="singular", feature_levels="single-level",
-        feature_representations="single-representational", scoring="additive", alignment="global",
-        dimensionality="single-dimensional", query_type="basic", query_multiplicity="singular",
-    )
-    unknown = set(values) - set(base)
-    if unknown:
-        raise ValueError(f"unknown dimension(s) {sorted(unknown)}; the dimensions are {DIMENSIONS}")
-    return TaxonomyPoint.from_strings(**{**base, **values})
-
-
-def _module_points() -> dict[str, dict[str, str]]:
-    """Module class name -> the dimension values it fixes (see :data:`MODULE_POINTS`)."""
-    return {
-        "MultiHeadAttention": {"scoring": "scaled-multiplicative", "query_type": "self-attention", "query_multiplicity": "multi-head"},
-        "MultiHopAttention": {"scoring": "general", "query_multiplicity": "multi-hop"},
-        "CapsuleAttention": {"scoring": "multiplicative", "query_type": "self-attention", "query_multiplicity": "capsule-based"},
-        "MultiDimensionalAttention": {"dimensionality": "multi-dimensional"},
-        "LocalAttention": {"alignment": "local"},
-        "ReinforcedAlignment": {"alignment": "reinforced"},
-        "RotatoryAttention": {"feature_multiplicity": "rotatory", "scoring": "activated-general", "query_type": "specialized"},
-        "AlternatingCoAttention": {"feature_multiplicity": "alternating-co-attention"},
-        "InteractiveCoAttention": {"feature_multiplicity": "interactive-co-attention"},
-        "ParallelCoAttention": {"feature_multiplicity": "parallel-co-attention"},
-        "MultiGrainedCoAttention": {"feature_multiplicity": "multi-grained-co-attention"},
-        "HierarchicalAttention": {"feature_levels": "hierarchical", "query_type": "self-attention"},
-        "AttentionViaAttention": {"feature_levels": "attention-via-attention"},
-        "MetaEmbedding": {"feature_representations": "multi-representational", "query_type": "self-attention"},
-        "LearnedQueryAttention": {"scoring": "multiplicative", "query_type": "self-attention"},
-        "SelfAttention": {"scoring": "scaled-multiplicative", "query_type": "self-attention"},
-        "GeneralAttention": {},
-    }
-
-
-#: Module class name -> dimension values, for :func:`describe` of plain ``src`` modules.
-MODULE_POINTS: dict[str, dict[str, str]] = _module_points()
-
-#: Score module class name -> Table III scoring value.
-SCORE_POINTS: dict[str, str] = {
-    "AdditiveScore": "additive", "ConcatScore": "additive", "DotScore": "multiplicative",
-    "ScaledDotScore": "scaled-multiplicative", "GeneralScore": "general", "BilinearScore": "general",
-    "BiasedGeneralScore": "biased-general", "ActivatedGeneralScore": "activated-general",
-    "CosineScore": "similarity", "EuclideanScore": "similarity", "LocationScore": "location",
-}
-
-
-@catalogued("extra:taxonomy-builder")
-def describe(model: nn.Module) -> TaxonomyPoint:
-    """The taxonomy point of a model (the reverse of :func:`build_model`).
-
-    A :class:`TaxonomyModel` returns the configuration it was built from. For a
-    plain ``src`` module the point is read from :data:`MODULE_POINTS` (what the
-    module's type fixes) and its ``score`` attribute (:data:`SCORE_POINTS`); every
-    other dimension takes its plain default (see :func:`point`).
-    Raises ``ValueError`` for a module type the taxonomy does not know.
-    """
-    if isinstance(model, TaxonomyModel):
-        return model.point
-    name = type(model).__name__
-    if name in SCORE_POINTS:
-        return point(scoring=SCORE_POINTS[name])
-    if name not in MODULE_POINTS:
-        raise ValueError(f"describe() does not know module type {name!r}; known: {sorted(MODULE_POINTS)}")
-    values = dict(MODULE_POINTS[name])
-    score = getattr(model, "score", None)
-    if isinstance(score, nn.Module) and type(score).__name__ in SCORE_POINTS:
-        values["scoring"] = SCORE_POINTS[type(score).__name__]
-    return point(**values)
+declare("attnsurvey.builder.describe", "extra:taxonomy-builder")  # defined in attnsurvey.describe
 
 
 # ----------------------------------------------------------------------------- experiments
@@ -614,8 +456,6 @@ def fit_and_evaluate(
     ``attention_on_gold`` is the mean weight of the main attention on the gold
     position ``test["pos"]`` (Eq. 46 with a single gold region), when present.
     """
-    from .training import accuracy, minibatches, seed_everything
-    from .training import train as _train
 
     g = seed_everything(seed)
     model = build_model(p, train["F"].shape[-1], n_classes, **build_kw)

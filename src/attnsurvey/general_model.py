@@ -18,20 +18,22 @@ queries ``(..., n_q, d_q)``, scores and weights ``(..., n_q, n_f)``, context
 Masks are boolean, ``True`` = may attend (as in
 ``F.scaled_dot_product_attention``); fully-masked query rows give all-zero
 weights and therefore a zero context vector.
+
+The core of Eq. (2)-(4) lives in :mod:`attnsurvey.attention` (see its notes for
+the full API of :func:`attend`: score and alignment hooks, attention and
+key-padding masks, additive bias, causality, dropout, grouped-query attention,
+``need_weights`` and the dispatch to ``F.scaled_dot_product_attention``);
+``attend``, ``attention_scores`` and ``context`` are re-exported here.
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_weight
-from .catalog import catalogued
+from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .attention import ScoreFn, attend, attention_scores, context, softmax_align
+from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
-from .masking import masked_softmax
-
-ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
@@ -54,21 +56,8 @@ def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
     return F @ W_K.T, F @ W_V.T
 
 
-@catalogued("eq2", title="Attention score per key, e_l = score(q, k_l)", chapter=CHAPTER)
-def attention_scores(Q: Tensor, K: Tensor, score: ScoreFn = scaled_dot_score) -> Tensor:
-    """Attention scores, Eq. (2): ``e_l = score(q, k_l)`` for every query and key.
-
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
-    ``score`` is any function of Table II (default: scaled multiplicative).
-    Raises ``ValueError`` if the score function's shape requirements fail.
-    """
-    e = score(Q, K)
-    if e.shape[-2:] != (Q.shape[-2], K.shape[-2]):
-        raise ValueError(
-            f"score function returned shape {tuple(e.shape)}, expected (..., n_q={Q.shape[-2]}, "
-            f"n_f={K.shape[-2]})"
-        )
-    return e
+# Eq. (2) and (4) are computed by the core (attnsurvey.attention) and re-exported here, where the book teaches them.
+declare("attnsurvey.general_model.attention_scores", "eq2", title="Attention score per key, e_l = score(q, k_l)", chapter=CHAPTER)
 
 
 @catalogued("eq3", title="Alignment of the scores into weights, a = align(e) (softmax)", chapter=CHAPTER)
@@ -81,23 +70,16 @@ def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     a mask of the wrong dtype or shape.
     """
     as_tensor(e, "e")
-    return masked_softmax(e, mask, dim=-1)
+    return softmax_align(e, mask)
 
 
-@catalogued("eq4", title="Context vector as the weighted average of values, c = sum_l a_l v_l", chapter=CHAPTER)
-@catalogued("eq24")
-def context(a: Tensor, V: Tensor) -> Tensor:
-    """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
-
-    a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
-    Raises ``ValueError`` if the two ``n_f`` differ.
-    """
-    as_tensor(a, "a")
-    as_tensor(V, "V")
-    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
-    check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of a", "n_f of V")
-    check_batch_broadcast(a, V, "a", "V")
-    return a @ V
+declare(
+    "attnsurvey.general_model.context",
+    "eq4",
+    title="Context vector as the weighted average of values, c = sum_l a_l v_l",
+    chapter=CHAPTER,
+)
+declare("attnsurvey.general_model.context", "eq24")
 
 
 @catalogued("eq5", title="Output model y = softmax(W_c c + b_c)", chapter=CHAPTER)
@@ -113,39 +95,7 @@ def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     return torch.softmax(c @ W_c.T + b_c, dim=-1)
 
 
-@catalogued("eq4")
-def attend(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    mask: Tensor | None = None,
-    score: ScoreFn = scaled_dot_score,
-) -> tuple[Tensor, Tensor]:
-    """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
-
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
-    mask: boolean ``(..., n_q, n_f)`` (broadcastable), ``True`` = may attend.
-    Returns ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)``.
-    An empty feature set (``n_f = 0``) is treated like a fully-masked one: the
-    weights are empty and the context is the zero vector (the empty sum of
-    Eq. 4); the score function is not called. Raises ``ValueError`` if K and V
-    hold different numbers of vectors, or on other shape problems.
-    """
-    as_tensor(Q, "Q")
-    as_tensor(K, "K")
-    as_tensor(V, "V")
-    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
-    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
-    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
-    check_dim_equal(K.shape[-2], V.shape[-2], "attention", "n_f of K", "n_f of V")
-    if K.shape[-2] == 0:
-        batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
-        n_q = Q.shape[-2]
-        a = Q.new_zeros(*batch, n_q, 0)
-        return V.new_zeros(*batch, n_q, V.shape[-1]), a
-    e = attention_scores(Q, K, score)
-    a = align(e, mask)
-    return context(a, V), a
+declare("attnsurvey.general_model.attend", "eq4")
 
 
 @catalogued("extra:key-value-vs-plain", title="Key-value attention vs plain attention (K = V = F)", chapter=CHAPTER)

@@ -1,39 +1,70 @@
-"""Masks and the masked softmax used by every alignment function.
+"""Masks: one builder per kind, the masked softmax, the masked mean, the dtype-aware minus infinity.
 
 Mask convention (the same as ``torch.nn.functional.scaled_dot_product_attention``):
 a boolean tensor, broadcastable to the scores ``(..., n_q, n_f)``, where
 ``True`` means *this query may attend to this feature vector*.
 ``torch.nn.MultiheadAttention`` uses the opposite polarity; convert with ``~mask``.
 
-A query whose row is masked everywhere has nothing to attend to. We then return
-all-zero attention weights, so its context vector is the zero vector (not NaN
-and not a uniform average). Chapters and tests rely on this.
+Two kinds of mask reach :func:`attnsurvey.attention.attend`, as different
+arguments (as in torch): an *attention mask* ``(..., n_q, n_f)`` (one row per
+query) and a *key-padding mask* ``(..., n_f)`` (one entry per feature vector,
+shared by every query). A rank-2 attention mask ``(n, n_f)`` given to batched
+scores whose batch size ``B`` equals ``n_q = n`` is ambiguous (is it per query, or
+a ``(B, n_f)`` padding mask?) and is rejected by :func:`check_attn_mask`.
+
+Masked positions are *inert*: code selects with ``torch.where`` rather than
+multiplying by zero, so a NaN or Inf held at a masked position never reaches an
+output or a gradient. A query whose row is masked everywhere has nothing to
+attend to: it gets all-zero weights, so its context vector is the zero vector
+(not NaN and not a uniform average). Fill values come from the dtype
+(:func:`minus_inf`), so float16 and bfloat16 work.
+
+Builders (registered in :data:`MASKS` by name): ``causal`` (:func:`causal_mask`),
+``padding`` (:func:`padding_mask`, :func:`key_padding_mask`), ``band`` (local
+window, :func:`band_mask`), ``forward`` and ``backward`` (DiSAN's directional
+masks, :func:`forward_mask`, :func:`backward_mask`).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from .catalog import catalogued
+from .registry import Registry
+
+#: Mask builders by name; every builder returns a boolean mask, ``True`` = may attend.
+MASKS: Registry[Callable[..., Tensor]] = Registry("mask kind")
+
+
+def minus_inf(dtype: torch.dtype) -> float:
+    """The fill value for masked scores: the most negative finite number of ``dtype``.
+
+    Finite (not ``-inf``), so a fully-masked row gives a finite softmax with
+    finite gradients, which the caller then zeroes with ``torch.where``.
+    Raises ``TypeError`` for a non-floating dtype.
+    """
+    if not dtype.is_floating_point:
+        raise TypeError(f"minus_inf needs a floating-point dtype, got {dtype}")
+    return torch.finfo(dtype).min
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
-    """Validate ``mask`` against scores of shape ``(..., n_q, n_f)`` and return it.
+    """Validate a boolean ``mask`` against scores of shape ``(..., n_q, n_f)`` and return it.
 
-    Raises ``ValueError`` if the mask is not boolean or does not broadcast to the
-    scores without changing their shape.
+    Raises ``ValueError`` if the mask is not a boolean tensor or does not
+    broadcast to the scores without changing their shape.
     """
     if not isinstance(mask, Tensor):
         raise ValueError(f"{symbol} must be a boolean torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
-        raise ValueError(
-            f"{symbol} must be boolean (True = may attend), got dtype={mask.dtype}"
-        )
+        raise ValueError(f"{symbol} must be boolean (True = may attend), got dtype={mask.dtype}")
     try:
         out = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
         out = None
-    if out != scores_shape:
+    if out != torch.Size(scores_shape):
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to the scores e "
             f"of shape {tuple(scores_shape)} (..., n_q, n_f)"
@@ -41,41 +72,199 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     return mask
 
 
+def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
+    """:func:`check_mask` for an attention mask ``(..., n_q, n_f)``, rejecting ambiguous shapes.
+
+    A rank-2 mask ``(n, n_f)`` applied to scores ``(B, ..., n_q, n_f)`` with
+    ``B == n_q == n > 1`` could be a per-query mask or a ``(B, n_f)`` key-padding
+    mask; it raises ``ValueError`` (pass ``key_padding_mask=`` for the latter,
+    or add a leading axis, ``mask[None]``, for the former).
+    """
+    check_mask(mask, scores_shape, symbol)
+    if mask.dim() == 2 and len(scores_shape) >= 3 and mask.shape[0] > 1 and mask.shape[0] == scores_shape[0] == scores_shape[-2]:
+        raise ValueError(
+            f"{symbol} of shape {tuple(mask.shape)} is ambiguous for scores of shape {tuple(scores_shape)}: "
+            f"the batch size B={scores_shape[0]} equals n_q={scores_shape[-2]}, so it could be a per-query "
+            "(n_q, n_f) attention mask or a (B, n_f) key-padding mask. Pass key_padding_mask= for the "
+            "latter, or add a leading axis (mask[None]) for the former"
+        )
+    return mask
+
+
+def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = "key_padding_mask") -> Tensor:
+    """Validate a key-padding mask ``(..., n_f)`` and return it as ``(..., 1, n_f)``.
+
+    It needs one axis per batch axis of the scores ``(..., n_q, n_f)`` (rank
+    ``len(scores_shape) - 1``; size 1 broadcasts), so its alignment is never
+    guessed. Raises ``ValueError`` for a non-boolean mask or another rank/shape.
+    """
+    if not isinstance(kpm, Tensor) or kpm.dtype != torch.bool:
+        raise ValueError(f"{symbol} must be a boolean tensor (True = may attend), got {getattr(kpm, 'dtype', type(kpm).__name__)}")
+    want = len(scores_shape) - 1
+    if kpm.dim() != want:
+        raise ValueError(
+            f"{symbol} must have shape (..., n_f) with one axis per batch axis of the scores "
+            f"{tuple(scores_shape)}, i.e. rank {want}; got shape {tuple(kpm.shape)}"
+        )
+    return check_mask(kpm.unsqueeze(-2), scores_shape, symbol)
+
+
 @catalogued("eq3", "eq25")
 def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Softmax of scores ``e`` over ``dim``, ignoring positions where ``mask`` is False.
 
-    Numerically safe for very large scores (it subtracts the row maximum) and
-    for fully-masked rows, which get all-zero weights. ``mask`` follows the
-    convention in this module's docstring. Raises ``ValueError`` for a bad mask.
+    e: floating scores, any shape; mask: boolean broadcastable to e (``True`` =
+    may attend). Numerically safe for very large scores (it subtracts the row
+    maximum); masked positions are inert (selected away, so NaN/Inf there do
+    not matter); fully-masked rows get all-zero weights.
+    Raises ``ValueError`` for a bad mask.
     """
     if mask is None:
         return torch.softmax(e, dim=dim)
     check_mask(mask, e.shape)
-    # Fill with the most negative finite number rather than -inf: a fully-masked
-    # row then gives a finite (uniform) softmax with finite gradients, which we
-    # zero out afterwards instead of producing NaN.
-    filled = e.masked_fill(~mask, torch.finfo(e.dtype).min)
+    filled = torch.where(mask, e, minus_inf(e.dtype))
     a = torch.softmax(filled, dim=dim)
-    a = a * mask  # exact zeros where masked, including whole masked rows
-    return a
+    return torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
 
 
-def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n_q, n_f)`` mask where query ``i`` may attend to positions ``<= i``."""
+def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """``log softmax`` of ``e`` over ``dim`` restricted to the allowed positions.
+
+    Allowed positions get their exact log-probability (also when it is far below
+    the float range of the probability itself, e.g. -1000); masked positions and
+    fully-masked rows get :func:`minus_inf` (probability 0 after ``exp``), never
+    NaN; masked entries are inert. Raises ``ValueError`` for a bad mask.
+    """
+    if mask is None:
+        return torch.log_softmax(e, dim=dim)
+    check_mask(mask, e.shape)
+    low = minus_inf(e.dtype)
+    logp = torch.log_softmax(torch.where(mask, e, low), dim=dim)
+    return torch.where(mask & mask.expand(e.shape).any(dim, keepdim=True), logp, low)
+
+
+def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
+    """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
+
+    X: ``(..., n, d)`` (``dim=-2``, the default) or any shape; mask: boolean,
+    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``), or
+    broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
+    ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
+    Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
+    """
+    if mask is None:
+        if X.shape[dim] == 0:
+            return X.sum(dim)
+        return X.mean(dim)
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}")
+    m = mask.unsqueeze(-1) if dim == -2 and mask.dim() == X.dim() - 1 else mask
+    try:
+        m = m.expand(X.shape)
+    except RuntimeError:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit X of shape {tuple(X.shape)} (mean over dim {dim})") from None
+    total = torch.where(m, X, torch.zeros((), dtype=X.dtype, device=X.device)).sum(dim)
+    count = m.sum(dim).to(X.dtype)
+    return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
+
+
+def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """The additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not.
+
+    dtype: the float dtype of the result (default: the default dtype).
+    Raises ``ValueError`` for a non-boolean mask.
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype={getattr(mask, 'dtype', None)}")
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
+def _check_size(value: int, name: str, minimum: int = 0) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {name}={value!r}")
+
+
+@MASKS.register("causal")
+def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = None, offset: int = 0) -> Tensor:
+    """Boolean ``(n_q, n_f)`` mask where query ``i`` may attend to positions ``j <= i + offset``.
+
+    ``offset = 0`` is the usual causal mask (top-left aligned, as ``is_causal``
+    in ``F.scaled_dot_product_attention``); ``offset = n_m`` lets a segment see
+    ``n_m`` memory positions first (Transformer-XL). ``n_f`` defaults to ``n_q``.
+    Raises ``ValueError`` for negative sizes.
+    """
     n_f = n_q if n_f is None else n_f
-    return torch.ones(n_q, n_f, dtype=torch.bool, device=device).tril()
+    _check_size(n_q, "n_q")
+    _check_size(n_f, "n_f")
+    return torch.ones(n_q, n_f, dtype=torch.bool, device=device).tril(offset)
 
 
+@MASKS.register("padding")
 def padding_mask(lengths: Tensor, n_f: int) -> Tensor:
-    """Boolean ``(batch, 1, n_f)`` mask that allows the first ``lengths[b]`` positions.
+    """Boolean ``(batch, 1, n_f)`` attention mask that allows the first ``lengths[b]`` positions.
 
+    The query axis of size 1 makes it an attention mask for scores
+    ``(batch, n_q, n_f)``; :func:`key_padding_mask` gives the ``(batch, n_f)`` form.
     Raises ``ValueError`` if a length is negative or exceeds ``n_f``.
+    """
+    return key_padding_mask(lengths, n_f)[:, None, :]
+
+
+def key_padding_mask(lengths: Tensor, n_f: int) -> Tensor:
+    """Boolean ``(batch, n_f)`` key-padding mask: ``True`` at the first ``lengths[b]`` positions.
+
+    Raises ``ValueError`` if ``lengths`` is not 1-D or a length lies outside ``[0, n_f]``.
     """
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (batch,), got shape {tuple(lengths.shape)}")
+    _check_size(n_f, "n_f")
     if (lengths < 0).any() or (lengths > n_f).any():
         raise ValueError(f"lengths must lie in [0, n_f={n_f}], got {lengths.tolist()}")
     pos = torch.arange(n_f, device=lengths.device)
-    return (pos[None, :] < lengths[:, None])[:, None, :]
+    return pos[None, :] < lengths[:, None]
+
+
+@MASKS.register("band")
+def band_mask(n_q: int, w: int, n_f: int | None = None, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(n_q, n_f)`` local-window mask ``|i - j| <= w`` (``True`` = may attend).
+
+    Raises ``ValueError`` unless ``w >= 0`` and the sizes are ints >= 0.
+    """
+    n_f = n_q if n_f is None else n_f
+    _check_size(n_q, "n_q")
+    _check_size(n_f, "n_f")
+    _check_size(w, "window half-width w")
+    i = torch.arange(n_q, device=device)[:, None]
+    j = torch.arange(n_f, device=device)[None, :]
+    return (i - j).abs() <= w
+
+
+@MASKS.register("forward")
+def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(n, n)`` DiSAN forward mask: ``M[i, j] = j > i`` (``True`` = may attend).
+
+    Raises ``ValueError`` unless ``n >= 1``.
+    """
+    _check_size(n, "sequence length n", 1)
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+@MASKS.register("backward")
+def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(n, n)`` DiSAN backward mask: ``M[i, j] = j < i`` (``True`` = may attend).
+
+    Raises ``ValueError`` unless ``n >= 1``.
+    """
+    _check_size(n, "sequence length n", 1)
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
+
+
+def make_mask(kind: str, *args: object, **kwargs: object) -> Tensor:
+    """Build a mask by its registered name (:data:`MASKS`): ``make_mask("causal", 4)``.
+
+    Raises ``ValueError`` for an unknown kind (listing the known ones) or bad arguments.
+    """
+    return MASKS[kind](*args, **kwargs)

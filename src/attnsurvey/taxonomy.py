@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .catalog import catalogued, declare
+from .general_mechanisms.scoring import SCORES
 
 #: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
 TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
@@ -38,16 +39,7 @@ TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
         "feature_representations": ("single-representational", "multi-representational"),
     },
     "general": {
-        "scoring": (
-            "additive",
-            "multiplicative",
-            "scaled-multiplicative",
-            "general",
-            "biased-general",
-            "activated-general",
-            "similarity",
-            "location",
-        ),
+        "scoring": tuple(dict.fromkeys(spec.taxonomy for _, spec in SCORES.items())),  # from the score registry
         "alignment": ("global", "soft", "hard", "local", "reinforced"),
         "dimensionality": ("single-dimensional", "multi-dimensional"),
     },

@@ -44,10 +44,11 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import masked_softmax
+from ..masking import masked_mean
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -231,8 +232,7 @@ def alternating_co_attention(
     e0 = score0(K1)
     if e0.shape[-1] != K1.shape[-2]:
         raise ValueError(f"score0 must return (..., n_f^(1)={K1.shape[-2]}), got {tuple(e0.shape)}")
-    a0 = masked_softmax(e0, mask1)
-    c0 = (a0.unsqueeze(-2) @ V1).squeeze(-2)
+    c0, a0 = attend_scores(e0, V1, mask1)
     c2, a2 = attend_vector(c0, K2, V2, score2, mask2)
     c1, a1 = attend_vector(c2, K1, V1, score1, mask1)
     return AlternatingCoAttentionOutput(c1, c2, a1, a2, c0, a0)
@@ -248,10 +248,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """
     _check_set(K, None, "i")
     _check_set_mask(mask, K, "")
-    if mask is None:
-        return K.mean(-2)
-    m = mask.to(K.dtype).unsqueeze(-1)
-    return (K * m).sum(-2) / m.sum(-2).clamp_min(1.0)
+    return masked_mean(K, mask)
 
 
 @catalogued("eq11", title="Interactive co-attention: each mean key queries the other feature set", chapter=CHAPTER)
@@ -445,9 +442,7 @@ def co_attention_contexts(
     """
     check_dim_equal(e1.shape[-1], V1.shape[-2], "co-attention context", "n_f^(1) of e^(1)", "n_f^(1) of V^(1)")
     check_dim_equal(e2.shape[-1], V2.shape[-2], "co-attention context", "n_f^(2) of e^(2)", "n_f^(2) of V^(2)")
-    a1, a2 = masked_softmax(e1, mask1), masked_softmax(e2, mask2)
-    c1 = (a1.unsqueeze(-2) @ V1).squeeze(-2)
-    c2 = (a2.unsqueeze(-2) @ V2).squeeze(-2)
+    (c1, a1), (c2, a2) = attend_scores(e1, V1, mask1), attend_scores(e2, V2, mask2)
     return CoAttention(c1, c2, a1, a2)
 
 
@@ -623,9 +618,8 @@ def bidirectional_attention(
             e_q, e_k = max_pooled_affinity_scores(S, mask_q, mask_k)
         else:
             pm = _pair_mask(mask_q, mask_k)
-            w = torch.ones_like(S) if pm is None else pm.to(S.dtype)
-            e_q = (S * w).sum(-1) / w.sum(-1).clamp_min(1.0)
-            e_k = (S * w).sum(-2) / w.sum(-2).clamp_min(1.0)
+            w = torch.ones_like(S, dtype=torch.bool) if pm is None else pm.expand(S.shape)
+            e_q, e_k = masked_mean(S, w, dim=-1), masked_mean(S, w, dim=-2)
         out = co_attention_contexts(e_q, e_k, V_q, V_k, mask_q, mask_k)
         return BidirectionalOutput(out.c2, out.c1, out.a2, out.a1)
     compress_q = _default_compress if compress_q is None else compress_q

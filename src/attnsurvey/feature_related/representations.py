@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
+from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import masked_softmax
 
 CHAPTER = "chapters/ch03_1_3_feature_representations.ipynb"
 
@@ -143,7 +143,7 @@ def multi_representational_attention(
     """
     X_t = transform_representations(xs, Ws, bs)
     e = representation_scores(X_t, w)
-    a = masked_softmax(e, mask, dim=-1)
+    a = align_scores(e, mask)  # Eq. (3) over the E representations
     return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
 
 
@@ -174,6 +174,5 @@ class MetaEmbedding(nn.Module):
         if self.combine == "attention":
             return multi_representational_attention(xs, Ws, bs, self.w, mask)
         X_t = transform_representations(xs, Ws, bs)
-        ones = torch.ones(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device)
-        a = masked_softmax(torch.zeros_like(ones), mask, dim=-1) if mask is not None else ones / ones.shape[-1]
+        a = align_scores(torch.zeros(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device), mask, "uniform")
         return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)

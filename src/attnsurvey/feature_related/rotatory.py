@@ -45,6 +45,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import make_score
+from ..masking import masked_mean
 from .co_attention import _check_set_mask, attend_vector
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -90,10 +91,7 @@ def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     """
     _check_words(F_t, "t", allow_empty=False)
     _check_set_mask(mask_t, F_t, "_t")
-    if mask_t is None:
-        return F_t.mean(-2)
-    m = mask_t.to(F_t.dtype).unsqueeze(-1)
-    return (F_t * m).sum(-2) / m.sum(-2).clamp_min(1.0)
+    return masked_mean(F_t, mask_t)
 
 
 @catalogued("eq18", title="Target-to-context scores e^l_i = score(r^t, k^l_i), giving r^l and r^r", chapter=CHAPTER)

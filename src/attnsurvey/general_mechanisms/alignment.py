@@ -35,10 +35,13 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
-from ..catalog import catalogued
-from ..general_model import context as _context
+from ..attention import context as _context
+from ..catalog import catalogued, declare
 from ..masking import check_mask, masked_softmax
 from .scoring import make_score
+from .sparse_maps import _valid
+from .sparse_maps import entmax15 as entmax15  # re-exported: taught with the alignments
+from .sparse_maps import sparsemax as sparsemax  # re-exported: taught with the alignments
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 
@@ -50,19 +53,6 @@ def _check_scores(e: Tensor, symbol: str = "e") -> None:
     as_tensor(e, symbol)
     check_min_rank(e, 1, symbol, "(..., n_f)")
     check_nonempty(e, -1, symbol, "n_f")
-
-
-def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
-    """The mask broadcast to ``e``'s shape (all True when ``mask`` is None)."""
-    if mask is None:
-        return torch.ones_like(e, dtype=torch.bool)
-    check_mask(mask, e.shape)
-    return mask.expand(e.shape)
-
-
-def _compute_dtype(e: Tensor) -> torch.dtype:
-    # cumulative sums in float16/bfloat16 lose too much precision; work in float32
-    return torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype
 
 
 # --------------------------------------------------------------------------- Eq. (24), (25)
@@ -268,9 +258,12 @@ class MovingAverageBaseline(nn.Module):
 
 # --------------------------------------------------------------------------- Eq. (27)-(29)
 def _as_position(p: Tensor | float, n_f: int, dtype: torch.dtype, symbol: str = "p") -> Tensor:
-    p = torch.as_tensor(p)
+    # a Python number or an integer tensor takes the given dtype (the scores' precision), never float32 by default
+    p = torch.as_tensor(p, dtype=dtype) if not isinstance(p, Tensor) else p
     if not p.is_floating_point():
         p = p.to(dtype)
+    if p.numel() == 0:  # an empty batch: nothing to check
+        return p
     if not torch.isfinite(p.detach()).all():
         raise ValueError(f"position {symbol} must be finite, got {p.detach().tolist()}")
     lo, hi = float(p.detach().min()), float(p.detach().max())
@@ -291,16 +284,21 @@ def _check_D(D: float) -> float:
 
 @catalogued("eq27")
 def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
-    """The local window of Eq. (27): ``True`` at positions ``l`` with ``p - D <= l <= p + D``.
+    """The local window of Eq. (27): ``True`` at positions ``l`` with ``|l - round(p)| <= D``.
+
+    As in the original local attention (Luong et al., 2015), the window holds
+    the ``2D + 1`` positions around the nearest position to ``p``
+    (``round(p) = floor(p + 1/2)``, halves round up), also when ``p`` is
+    fractional (Eq. 28 predicts a real ``p``; the Gaussian of Eq. 29 still uses
+    the real ``p``). A non-integer ``D`` keeps ``floor(D)`` positions on each side.
 
     n_f: sequence length; p: position(s), a float or a tensor ``(...,)`` with
     values in ``[0, n_f - 1]``; D: half-width ``>= 0``. Returns a boolean mask
-    ``(..., n_f)``.
+    ``(..., n_f)``. The window always holds ``round(p)``, so it is never empty.
 
     Clipping at the ends: the window is intersected with the sequence, so near
     an end it simply holds fewer positions (``p = 0, D = 2`` keeps ``{0, 1, 2}``);
-    it is not shifted inwards and nothing is padded. A non-integer ``p`` with
-    ``D < 0.5`` can give an empty window (e.g. ``p = 1.5, D = 0``).
+    it is not shifted inwards and nothing is padded.
     Raises ``ValueError`` if ``D < 0``, ``n_f < 1`` or p lies outside the sequence.
     """
     if n_f < 1:
@@ -308,8 +306,8 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     D = _check_D(D)
     p = _as_position(p, n_f, torch.get_default_dtype())
     pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
-    p_ = p.detach().unsqueeze(-1)
-    return (pos >= p_ - D) & (pos <= p_ + D)
+    centre = torch.floor(p.detach() + 0.5).unsqueeze(-1)  # round(p), halves up
+    return (pos - centre).abs() <= D
 
 
 @catalogued("eq27")
@@ -568,88 +566,20 @@ class ReinforcedAlignment(nn.Module):
 
 
 # --------------------------------------------------------------------------- sparsemax, entmax-1.5
-def _sorted_valid(z: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
-    """Sort each row descending with masked entries last; return values (0 where masked) and validity."""
-    keyed = z.masked_fill(~valid, float("-inf"))
-    zs, idx = torch.sort(keyed, dim=-1, descending=True)
-    vs = valid.gather(-1, idx)
-    return torch.where(vs, zs, torch.zeros_like(zs)), vs
-
-
-def _shift(z: Tensor, valid: Tensor) -> Tensor:
-    zmax = z.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
-    zmax = torch.where(torch.isfinite(zmax), zmax, torch.zeros_like(zmax))
-    return z - zmax.detach()  # both maps are shift-invariant; this keeps +-1e4 scores exact
-
-
-@catalogued(
+# Defined in the core layer (sparse_maps, used by the alignment registry of attnsurvey.attention);
+# taught here, so the catalog names them here.
+declare(
+    "attnsurvey.general_mechanisms.alignment.sparsemax",
     "extra:sparsemax",
     title="Sparsemax, the Euclidean projection onto the simplex (NLP review eq. 6)",
     chapter=CHAPTER,
 )
-def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Sparsemax (NLP review eq. 6): the Euclidean projection of e onto the simplex.
-
-    ``sparsemax(e) = argmin_{a in simplex} ||a - e||^2 = max(e - tau, 0)``, with
-    the threshold ``tau`` found by sorting (Martins & Astudillo, 2016): with
-    ``z_(1) >= z_(2) >= ...`` the sorted scores, the support size is the largest
-    ``k`` with ``1 + k z_(k) > sum_{j<=k} z_(j)``, and
-    ``tau = (sum_{j<=k} z_(j) - 1) / k``. Unlike softmax it returns exact zeros.
-
-    e: scores, any shape, normalised over ``dim``; mask: boolean broadcastable
-    to e, ``True`` = may attend (masked entries get 0; a fully-masked row is all 0).
-    float16/bfloat16 inputs are computed in float32 and cast back.
-    Raises ``ValueError`` for empty or non-float scores or a bad mask.
-    """
-    as_tensor(e, "e")
-    check_min_rank(e, 1, "e", "(..., n_f)")
-    check_nonempty(e, dim, "e", "n_f")
-    valid = _valid(e, mask).movedim(dim, -1)
-    z = e.movedim(dim, -1).to(_compute_dtype(e))
-    z = _shift(z, valid)
-    zs, vs = _sorted_valid(z, valid)
-    k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
-    cums = zs.cumsum(-1)
-    support = vs & (1 + k * zs > cums)
-    k_star = support.sum(-1, keepdim=True).clamp_min(1)
-    tau = (cums.gather(-1, k_star - 1) - 1) / k_star.to(z.dtype)
-    zf = torch.where(valid, z, torch.zeros_like(z))
-    out = torch.where(valid, torch.clamp(zf - tau, min=0), torch.zeros_like(z))
-    return out.to(e.dtype).movedim(-1, dim)
-
-
-@catalogued("extra:entmax15", title="1.5-entmax, between softmax and sparsemax", chapter=CHAPTER)
-def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """1.5-entmax: ``a = [e/2 - tau]_+^2`` with tau such that the weights sum to 1.
-
-    The alpha = 1.5 member of the entmax family (Peters et al., 2019), which
-    sits between softmax (alpha = 1) and sparsemax (alpha = 2): sparse, but
-    smoother. Exact sort-based threshold: with ``z = e/2`` sorted descending,
-    for each ``k`` take the mean ``mu_k`` and the (biased) variance ``s_k`` of the
-    top-k values, ``tau_k = mu_k - sqrt((1 - k s_k) / k)``; the support size is
-    the number of ``k`` with ``tau_k <= z_(k)``.
-
-    Arguments and errors as :func:`sparsemax`.
-    """
-    as_tensor(e, "e")
-    check_min_rank(e, 1, "e", "(..., n_f)")
-    check_nonempty(e, dim, "e", "n_f")
-    valid = _valid(e, mask).movedim(dim, -1)
-    z = e.movedim(dim, -1).to(_compute_dtype(e)) / 2
-    z = _shift(z, valid)
-    zs, vs = _sorted_valid(z, valid)
-    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
-    mean = zs.cumsum(-1) / rho
-    mean_sq = (zs**2).cumsum(-1) / rho
-    delta = (1 - rho * (mean_sq - mean**2)) / rho
-    with torch.no_grad():
-        tau_all = mean - torch.sqrt(delta.clamp_min(0))
-        k_star = (vs & (tau_all <= zs)).sum(-1, keepdim=True).clamp_min(1)
-    # gather before the square root, so no gradient flows through sqrt(0) elsewhere
-    tau = mean.gather(-1, k_star - 1) - torch.sqrt(delta.gather(-1, k_star - 1).clamp_min(0))
-    zf = torch.where(valid, z, torch.zeros_like(z))
-    out = torch.where(valid, torch.clamp(zf - tau, min=0) ** 2, torch.zeros_like(z))
-    return out.to(e.dtype).movedim(-1, dim)
+declare(
+    "attnsurvey.general_mechanisms.alignment.entmax15",
+    "extra:entmax15",
+    title="1.5-entmax, between softmax and sparsemax",
+    chapter=CHAPTER,
+)
 
 
 # --------------------------------------------------------------------------- diagnostics
@@ -678,6 +608,3 @@ def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) ->
     if target is not None:
         out["on_target"] = float(a.gather(-1, target.unsqueeze(-1)).mean())
     return out
-
-
-# --------------------------------------------------------------------------- experiment model

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
-from ..masking import masked_softmax
+from ..masking import masked_log_softmax
 from .scoring import additive_score
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
@@ -48,15 +48,12 @@ def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Log of the pointer distribution, ``log softmax_n(s_{m,n})`` over allowed positions (nndl Eq. 8.14).
 
     scores: ``(..., M, N)``; mask: boolean broadcastable, ``True`` = may point.
-    Masked positions get the most negative finite value (probability 0 after exp).
+    Masked positions get the most negative finite value (probability 0 after exp);
+    allowed positions keep their exact log-probability even when it underflows
+    as a probability (see :func:`attnsurvey.masking.masked_log_softmax`).
     """
     as_tensor(scores, "s (pointer scores)")
-    if mask is None:
-        return torch.log_softmax(scores, dim=-1)
-    probs = masked_softmax(scores, mask, dim=-1)  # validates the mask
-    filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    logp = torch.log_softmax(filled, dim=-1)
-    return torch.where(probs > 0, logp, torch.full_like(logp, torch.finfo(scores.dtype).min))
+    return masked_log_softmax(scores, mask, dim=-1)
 
 
 @catalogued("extra:pointer-network")

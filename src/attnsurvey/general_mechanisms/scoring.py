@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -26,6 +27,7 @@ from .._checks import (
 )
 from ..catalog import catalogued
 from ..masking import masked_softmax
+from ..registry import Registry
 
 Activation = Callable[[Tensor], Tensor]
 
@@ -235,6 +237,29 @@ def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     return (Q @ W) @ K.transpose(-1, -2)
 
 
+def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
+    """Luong et al.'s *location-based* score: ``e = W_a q``, from the query alone.
+
+    Luong et al. [4] tried it next to the content-based (multiplicative) score
+    (Table III, row 2). The score of position ``l`` is the ``l``-th entry of
+    ``W_a q``; the keys are not used, so ``W_a`` must have a row for every
+    position: it is ``(n_max, d_q)`` and the model can attend to at most
+    ``n_max`` feature vectors (the first ``n_f`` rows are used).
+
+    Q: ``(..., n_q, d_q)``; W_a: ``(n_max, d_q)``. Returns e ``(..., n_q, n_f)``.
+    Raises ``ValueError`` if ``n_f > n_max``, ``n_f < 1`` or W_a is not ``(n_max, d_q)``.
+    """
+    as_tensor(Q, "Q")
+    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
+    as_tensor(W_a, "W_a")
+    if W_a.dim() != 2 or W_a.shape[1] != Q.shape[-1]:
+        raise ValueError(f"W_a must have shape (n_max, d_q) with d_q={Q.shape[-1]}, got {tuple(W_a.shape)}")
+    n_max = W_a.shape[0]
+    if not 1 <= n_f <= n_max:
+        raise ValueError(f"location score needs 1 <= n_f <= n_max, got n_f={n_f}, n_max={n_max}")
+    return Q @ W_a[:n_f].T
+
+
 # --------------------------------------------------------------------------
 # Modules: each owns its weights and calls the functional form above.
 # --------------------------------------------------------------------------
@@ -368,53 +393,122 @@ class BilinearScore(ScoreModule):
         return bilinear_score(Q, K, self.W)
 
 
+class LocationScore(ScoreModule):
+    """Module form of :func:`location_score` with a learned ``W_a`` ``(n_max, d_q)``.
+
+    ``forward(Q, K)`` reads only the number of keys ``n_f = K.shape[-2]``.
+    Raises ``ValueError`` if ``n_max < 1``.
+    """
+
+    def __init__(self, d_q: int, n_max: int) -> None:
+        super().__init__()
+        if n_max < 1:
+            raise ValueError(f"location score needs n_max >= 1, got n_max={n_max}")
+        self.W_a = nn.Linear(d_q, n_max, bias=False)
+
+    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
+        return location_score(Q, self.W_a.weight, K.shape[-2])
+
+
+# --------------------------------------------------------------------------
+# The registry: one entry per score; every list of score names is read from it.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    """One registered score function.
+
+    build: ``(d_q, d_k, d_w, n_max) -> ScoreModule``; module: its class;
+    function: the parameter-free functional form ``(Q, K) -> e`` (None when the
+    score has weights); equal_dims: needs ``d_q == d_k``; taxonomy: its Table III
+    name (what :func:`attnsurvey.builder.describe` reports);
+    content: False for scores that ignore the keys' content (location).
+    """
+
+    build: Callable[[int, int, int, int | None], ScoreModule]
+    module: type
+    function: Callable[[Tensor, Tensor], Tensor] | None = None
+    equal_dims: bool = False
+    taxonomy: str = ""
+    content: bool = True
+
+
+#: Every score function by name (Table II rows and the other sources' extras).
+SCORES: Registry[ScoreSpec] = Registry("score function")
+#: Other spellings of registered names (Table III says "similarity" for the cosine).
+SCORE_ALIASES = {"similarity": "cosine"}
+
+
+def _location(d_q: int, d_k: int, d_w: int, n_max: int | None) -> ScoreModule:
+    if n_max is None:
+        raise ValueError("the location score needs n_max (the longest n_f it can score)")
+    return LocationScore(d_q, n_max)
+
+
+for _name, _spec in (
+    ("additive", ScoreSpec(lambda q, k, w, n: AdditiveScore(q, k, w), AdditiveScore)),
+    ("multiplicative", ScoreSpec(lambda q, k, w, n: DotScore(), DotScore, dot_score, True)),
+    ("scaled-multiplicative", ScoreSpec(lambda q, k, w, n: ScaledDotScore(), ScaledDotScore, scaled_dot_score, True)),
+    ("general", ScoreSpec(lambda q, k, w, n: GeneralScore(q, k), GeneralScore)),
+    ("biased-general", ScoreSpec(lambda q, k, w, n: BiasedGeneralScore(q, k), BiasedGeneralScore)),
+    ("activated-general", ScoreSpec(lambda q, k, w, n: ActivatedGeneralScore(q, k), ActivatedGeneralScore)),
+    (
+        "cosine",
+        ScoreSpec(lambda q, k, w, n: CosineScore(scale=math.sqrt(k), learn_scale=True), CosineScore, cosine_score, True, "similarity"),
+    ),
+    ("euclidean", ScoreSpec(lambda q, k, w, n: EuclideanScore(), EuclideanScore, euclidean_score, True, "similarity")),
+    ("concat", ScoreSpec(lambda q, k, w, n: ConcatScore(q, k, w), ConcatScore, taxonomy="additive")),
+    ("bilinear", ScoreSpec(lambda q, k, w, n: BilinearScore(q, k), BilinearScore, taxonomy="general")),
+    ("location", ScoreSpec(_location, LocationScore, taxonomy="location", content=False)),
+):
+    SCORES.register(_name, replace(_spec, taxonomy=_spec.taxonomy or _name))
+
+
+def score_spec(name: str) -> ScoreSpec:
+    """The registry entry of a score name (aliases such as ``"similarity"`` allowed).
+
+    Raises ``ValueError`` for an unknown name, listing the known ones.
+    """
+    return SCORES[SCORE_ALIASES.get(name, name)]
+
+
 @catalogued(
     "eq23",
     title="Attention score of one key, e_l = score(q, k_l), for all queries and keys at once",
     chapter=CHAPTER,
 )
-def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None) -> ScoreModule:
-    """Build a score module by its Table II name.
+def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None, n_max: int | None = None) -> ScoreModule:
+    """Build a score module by its registered name (:data:`SCORES`).
 
     Names: ``additive``, ``multiplicative``, ``scaled-multiplicative``,
     ``general``, ``biased-general``, ``activated-general``, ``cosine``,
-    ``euclidean``, ``concat``, ``bilinear``. ``d_w`` defaults to ``d_k``.
-    Raises ``ValueError`` for an unknown name or for ``d_q != d_k`` where the
-    score needs equality.
+    ``euclidean``, ``concat``, ``bilinear``, ``location`` (needs ``n_max``), and
+    the alias ``similarity`` (cosine). ``d_w`` defaults to ``d_k``.
+    Raises ``ValueError`` for an unknown name (listing the known ones) or for
+    ``d_q != d_k`` where the score needs equality.
     """
-    d_w = d_k if d_w is None else d_w
-    needs_equal = {"multiplicative", "scaled-multiplicative", "cosine", "euclidean"}
-    if name in needs_equal:
+    spec = score_spec(name)
+    if spec.equal_dims:
         check_dim_equal(d_q, d_k, f"{name} score", "d_q", "d_k")
-    table = {
-        "additive": lambda: AdditiveScore(d_q, d_k, d_w),
-        "multiplicative": DotScore,
-        "scaled-multiplicative": ScaledDotScore,
-        "general": lambda: GeneralScore(d_q, d_k),
-        "biased-general": lambda: BiasedGeneralScore(d_q, d_k),
-        "activated-general": lambda: ActivatedGeneralScore(d_q, d_k),
-        "cosine": lambda: CosineScore(scale=math.sqrt(d_k), learn_scale=True),
-        "euclidean": EuclideanScore,
-        "concat": lambda: ConcatScore(d_q, d_k, d_w),
-        "bilinear": lambda: BilinearScore(d_q, d_k),
-    }
-    if name not in table:
-        raise ValueError(f"unknown score function {name!r}; choose one of {sorted(table)}")
-    return table[name]()
+    return spec.build(d_q, d_k, d_k if d_w is None else d_w, n_max)
 
 
-SCORE_NAMES = (
-    "additive",
-    "multiplicative",
-    "scaled-multiplicative",
-    "general",
-    "biased-general",
-    "activated-general",
-    "cosine",
-    "euclidean",
-    "concat",
-    "bilinear",
-)
+#: Names of the content-based scores (Table II and extras), in registry order.
+SCORE_NAMES = tuple(name for name, spec in SCORES.items() if spec.content)
+
+
+def score_function(name: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """The parameter-free functional form ``(Q, K) -> e`` of a registered score.
+
+    Raises ``ValueError`` for an unknown name or a score that has weights (build
+    those with :func:`make_score` and pass the module).
+    """
+    spec = score_spec(name)
+    if spec.function is None:
+        free = [n for n, s in SCORES.items() if s.function is not None]
+        raise ValueError(f"score {name!r} has learned weights; build it with make_score(), or choose one of {free}")
+    return spec.function
 
 
 # --------------------------------------------------------------------------

@@ -25,7 +25,8 @@ import itertools
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_nonempty, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..attention import context
 from ..catalog import catalogued
 from ..masking import check_mask
 from .scoring import make_score
@@ -129,10 +130,10 @@ def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = Non
     e: ``(..., n_f)``; A: ``(2, 2)``; V: ``(..., n_f, d_v)``. Returns ``(c, a)``.
     Raises ``ValueError`` on shape mismatches.
     """
-    from .alignment import context_vector
-
     a = crf_marginals(e, A, mask)
-    return context_vector(a, V), a
+    check_min_rank(V, 2, "V", "(..., n_f, d_v)")
+    check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 24)", "n_f of a", "n_f of V")
+    return context(a.unsqueeze(-2), V).squeeze(-2), a
 
 
 @catalogued("extra:structured-attention")

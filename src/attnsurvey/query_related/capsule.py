@@ -24,8 +24,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import attend_scores
 from ..catalog import catalogued
-from ..masking import masked_softmax
+from ..masking import masked_mean
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -107,8 +108,7 @@ def capsule_attention(
     check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
     if mask is not None:
         mask = mask.unsqueeze(-2)  # the same positions for every capsule
-    a = masked_softmax(e, mask, dim=-1)  # (..., d_y, n_f)
-    c = a @ V  # (..., d_y, d_v)
+    c, a = attend_scores(e, V, mask)  # a (..., d_y, n_f), c (..., d_y, d_v)
     p = capsule_probability(c, W_p, b_p)
     return CapsuleOutput(p, capsule_reconstruction(p, c), c, a)
 
@@ -172,8 +172,5 @@ class CapsuleAttention(nn.Module):
 
     @staticmethod
     def loss(out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0):
-        if mask is None:
-            f_bar = F.mean(-2)
-        else:
-            f_bar = (F * mask.unsqueeze(-1)).sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1)
+        f_bar = masked_mean(F, mask)  # the mean feature vector over real positions (0 if none)
         return capsule_loss(out.p, out.r, f_bar, y, lam)

@@ -18,25 +18,50 @@ Masks are boolean, ``True`` = may attend. A mask without a head axis
 (``(..., n_q, n_f)``, rank <= the rank of ``Q``) is shared by all heads.
 ``torch.nn.MultiheadAttention`` uses the opposite polarity (``True`` = blocked)
 and, by default, returns the *average* of the head weights.
+
+One multi-head stack
+--------------------
+:func:`multi_head_attention` is the only multi-head computation in the package:
+project (Eq. 38), attend per head through :func:`attnsurvey.attention.attend`
+(Eq. 39), concatenate and mix (Eq. 40). Its keyword-only hooks make each
+Transformer variant a configuration of it: ``memory`` (states prepended to the
+keys and values, Transformer-XL), ``kv_transform`` (a map of the per-head keys
+and values, e.g. Linformer's length projections), ``score`` (a per-head score
+function, e.g. relative positions or synthesised weights), ``bias`` (additive
+score terms, e.g. a Gaussian or ALiBi bias), ``mask``/``key_padding_mask``/
+``is_causal`` (windows, buckets, causality), ``align`` (sparse or hard
+alignments), ``h_kv`` (grouped-query attention), and torch's ``bias_k``/``bias_v``
+and ``add_zero_attn``. :class:`MultiHeadAttention` is its module form (the survey's
+argument names, ``True`` = may attend), and :class:`MultiheadAttention` is a drop-in
+replacement for ``torch.nn.MultiheadAttention`` (torch's signature and mask
+polarity; :func:`from_torch_state_dict` maps torch's parameter names).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
+import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import AlignFn, ScoreFn, attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
-from ..general_model import attend
+from ..masking import check_attn_mask
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
+
+KVTransform = Callable[[Tensor, Tensor], "tuple[Tensor, Tensor]"]
 
 
 @catalogued("eq38")
 def split_heads(X: Tensor, h: int) -> Tensor:
-    """``(..., n, h * d)`` -> ``(..., h, n, d)``. Raises ``ValueError`` unless h divides the width."""
+    """``(..., n, h*d) -> (..., h, n, d)``: head ``j`` gets columns ``j*d:(j+1)*d``.
+
+    Raises ``ValueError`` if ``h < 1``, X has rank < 2, or h does not divide the width.
+    """
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
     if X.dim() < 2:
@@ -49,9 +74,44 @@ def split_heads(X: Tensor, h: int) -> Tensor:
 
 @catalogued("eq40")
 def merge_heads(X: Tensor) -> Tensor:
-    """``(..., h, n, d)`` -> ``(..., n, h * d)`` (the concatenation of Eq. 40)."""
+    """``(..., h, n, d) -> (..., n, h*d)``, the inverse of :func:`split_heads` (concatenation, Eq. 40)."""
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
+
+
+def head_mask(mask: Tensor | None, q_rank: int, n_q: int | None = None, n_f: int | None = None, batch: Sequence[int] = ()) -> Tensor | None:
+    """Give an attention mask or float bias a head axis: shared ``(..., n_q, n_f)`` -> ``(..., 1, n_q, n_f)``.
+
+    q_rank: the rank of the (unsplit) queries ``(..., n_q, d_q)``; a mask of rank
+    ``<= q_rank`` is shared by the heads, one of rank ``q_rank + 1`` is per head
+    ``(..., h, n_q, n_f)``. With ``n_q``, ``n_f`` and the batch shape, a boolean
+    shared mask is checked first (an ambiguous ``(B, n_f)`` shape raises, see
+    :func:`attnsurvey.masking.check_attn_mask`). Raises ``ValueError`` for a
+    mask that is neither boolean nor floating, or of rank < 2.
+    """
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
+        raise ValueError(f"mask must be a boolean tensor (True = may attend) or a float bias, got {getattr(mask, 'dtype', type(mask))}")
+    if mask.dim() < 2:
+        raise ValueError(f"mask must have shape (..., n_q, n_f) or (..., h, n_q, n_f), got {tuple(mask.shape)}")
+    if mask.dim() > q_rank:
+        return mask
+    if mask.dtype == torch.bool and n_q is not None and n_f is not None:
+        check_attn_mask(mask, torch.Size((*batch, n_q, n_f)))
+    return mask.unsqueeze(-3)
+
+
+def _pad_keys(x: Tensor | None, extra: int, fill: float | bool) -> Tensor | None:
+    """Append ``extra`` key columns holding ``fill`` to a mask or bias (for bias_k/v and zero attention)."""
+    if x is None or extra == 0:
+        return x
+    pad = torch.full((*x.shape[:-1], extra), fill, dtype=x.dtype, device=x.device)
+    return torch.cat([x, pad], dim=-1)
+
+
+def _project(X: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
+    return X @ W.T if b is None else F_.linear(X, W, b)
 
 
 @catalogued(
@@ -71,91 +131,351 @@ def multi_head_attention(
     W_O: Tensor,
     h: int,
     mask: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Multi-head attention, Eq. (38)-(40).
+    *,
+    b_Q: Tensor | None = None,
+    b_K: Tensor | None = None,
+    b_V: Tensor | None = None,
+    b_O: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+    need_weights: bool = True,
+    average_attn_weights: bool = False,
+    bias_k: Tensor | None = None,
+    bias_v: Tensor | None = None,
+    add_zero_attn: bool = False,
+    memory: Tensor | None = None,
+    kv_transform: KVTransform | None = None,
+    score: ScoreFn | None = None,
+    align: str | AlignFn = "softmax",
+    h_kv: int | None = None,
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention, Eq. (38)-(40): ``h`` heads attend in parallel, then concatenate and mix.
 
     Q: ``(..., n_q, d_q)`` queries; F_k: ``(..., n_f, d_f)`` features for keys;
     F_v: ``(..., n_f, d_f)`` features for values (usually the same tensor).
-    W_Q ``(h*d_k, d_q)``, W_K ``(h*d_k, d_f)``, W_V ``(h*d_v, d_f)``, W_O ``(d_o, h*d_v)``.
-    mask: boolean, ``True`` = may attend. Either shared by the heads,
+    W_Q ``(h*d_k, d_q)``, W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``,
+    W_O ``(d_o, h*d_v)``; b_Q, b_K, b_V, b_O: optional projection biases.
+    mask: boolean (``True`` = may attend) or float additive; shared by the heads,
     ``(..., n_q, n_f)`` with rank at most ``Q``'s (a head axis is inserted), or
     per head, ``(..., h, n_q, n_f)`` with rank ``Q.dim() + 1``.
-    Returns the output ``(..., n_q, d_o)`` and the per-head weights ``(..., h, n_q, n_f)``.
-    Raises ``ValueError`` if ``h`` does not divide the projection widths or a
-    weight has the wrong shape.
+    key_padding_mask: boolean ``(..., n_f)`` (``Q``'s batch axes), ``True`` = may attend.
+    bias: float additive scores, shaped like ``mask``. is_causal, dropout_p,
+    generator, score (per-head ``(q, k) -> e``), align: as
+    :func:`attnsurvey.attention.attend`. need_weights: return the weights;
+    average_attn_weights: average them over the heads.
+    bias_k, bias_v ``(h*d_k,)``/``(h*d_v,)``: one extra learned key/value
+    appended to the sequence; add_zero_attn: append a zero key and value (both
+    as in ``torch.nn.MultiheadAttention``; masks get an allowed column).
+    memory: ``(..., n_m, d_f)`` states prepended to both F_k and F_v (masks
+    must then cover ``n_m + n_f`` keys). kv_transform: ``(k, v) -> (k, v)`` on the
+    per-head keys and values ``(..., h, n, d)`` before attending (masks must
+    match the transformed length). h_kv: number of key/value heads (default h;
+    fewer heads give grouped-query attention). context_hook: ``(c, a) -> c`` on the
+    per-head contexts and weights before the heads are merged (e.g. the value-side
+    relative-position term of Shaw et al.); it makes the weights be computed.
+
+    Returns the output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')``
+    (or ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``).
+    Raises ``ValueError`` if ``h`` does not divide the projection widths, a
+    weight has the wrong shape, or a mask is bad.
     """
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, "(..., n, d)")
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
-    hdk, hdv = W_Q.shape[0], W_V.shape[0]
+    h_kv = h if h_kv is None else h_kv
+    if h_kv < 1 or h % h_kv:
+        raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
+    hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
     if hdk % h or hdv % h:
         raise ValueError(f"h={h} must divide h*d_k={hdk} and h*d_v={hdv}")
     check_weight(W_Q, (hdk, Q.shape[-1]), "W_Q", "(h*d_k, d_q)")
-    check_weight(W_K, (hdk, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
-    check_weight(W_V, (hdv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
+    check_weight(W_K, (hdk // h * h_kv, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
+    check_weight(W_V, (hdv // h * h_kv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
-    q = split_heads(Q @ W_Q.T, h)  # Eq. (38): one query per head
-    k = split_heads(F_k @ W_K.T, h)
-    v = split_heads(F_v @ W_V.T, h)
-    mask = _head_mask(mask, Q.dim())
-    c, a = attend(q, k, v, mask, scaled_dot_score)  # Eq. (39): one context per head
-    return merge_heads(c) @ W_O.T, a  # Eq. (40): concatenate and mix
-
-
-def _head_mask(mask: Tensor | None, q_rank: int) -> Tensor | None:
-    """Insert the head axis into a mask shared by all heads (rank <= rank of Q)."""
-    if mask is None:
-        return None
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
-    if mask.dim() < 2:
-        raise ValueError(f"mask must have shape (..., n_q, n_f) or (..., h, n_q, n_f), got {tuple(mask.shape)}")
-    return mask.unsqueeze(-3) if mask.dim() <= q_rank else mask
+    if memory is not None:
+        as_tensor(memory, "memory")
+        F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
+    q = _project(Q, W_Q, b_Q)  # Eq. (38): one query per head (stacked)
+    k = _project(F_k, W_K, b_K)
+    v = _project(F_v, W_V, b_V)
+    extra = 0
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError("bias_k and bias_v go together (add_bias_kv)")
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if bias_k is not None:
+        k = torch.cat([k.expand(*batch, *k.shape[-2:]), bias_k.reshape(1, -1).expand(*batch, 1, k.shape[-1])], dim=-2)
+        v = torch.cat([v.expand(*batch, *v.shape[-2:]), bias_v.reshape(1, -1).expand(*batch, 1, v.shape[-1])], dim=-2)
+        extra += 1
+    if add_zero_attn:
+        k = torch.cat([k, k.new_zeros(*k.shape[:-2], 1, k.shape[-1])], dim=-2)
+        v = torch.cat([v, v.new_zeros(*v.shape[:-2], 1, v.shape[-1])], dim=-2)
+        extra += 1
+    q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
+    if kv_transform is not None:
+        k, v = kv_transform(k, v)
+    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch)
+    bias = head_mask(_pad_keys(bias, extra, 0.0), Q.dim())
+    if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
+            raise ValueError(f"key_padding_mask must be boolean (True = may attend), got {getattr(key_padding_mask, 'dtype', None)}")
+        if key_padding_mask.dim() != Q.dim() - 1:
+            raise ValueError(
+                f"key_padding_mask must have shape (..., n_f) with the batch axes of Q {tuple(Q.shape[:-2])}, "
+                f"got {tuple(key_padding_mask.shape)}"
+            )
+        key_padding_mask = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
+    c, a = attend(
+        q, k, v, mask, score, key_padding_mask=key_padding_mask, bias=bias, is_causal=is_causal,
+        dropout_p=dropout_p, generator=generator, enable_gqa=h_kv != h, need_weights=need_weights or context_hook is not None,
+        align=align,
+    )  # Eq. (39): one context per head
+    if context_hook is not None:
+        c = context_hook(c, a)
+        a = a if need_weights else None
+    out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
+    if a is not None and average_attn_weights:
+        a = a.mean(-3)
+    return out, a
 
 
 @catalogued("eq40")
 class MultiHeadAttention(nn.Module):
-    """Module form of :func:`multi_head_attention` with learned projections.
+    """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of
+    :func:`multi_head_attention`.
 
-    Args: d_model (query and feature size), h (heads), d_k/d_v per head
-    (default ``d_model // h``), bias (adds biases to the projections, as
-    ``nn.MultiheadAttention`` does by default). Raises ``ValueError`` if ``h``
-    does not divide ``d_model`` when d_k/d_v are not given.
+    Args: d_model (query and output size), h (heads), d_k/d_v per head
+    (default ``d_model // h``), bias (biases on the projections, as
+    ``nn.MultiheadAttention`` by default). Keyword-only, as in torch: dropout
+    (on the weights, training mode only), add_bias_kv, add_zero_attn, kdim/vdim
+    (key and value feature sizes, default d_model), batch_first (default True:
+    ``(B, n, d)``; False: ``(n, B, d)``), average_attn_weights (default False:
+    per-head weights), device, dtype.
+    Raises ``ValueError`` if ``h < 1`` or ``h`` does not divide ``d_model`` when
+    d_k/d_v are not given, or ``dropout`` is outside ``[0, 1]``.
 
-    ``forward(X_q, X_kv=None, mask=None)`` returns ``(output, weights)``; with
-    ``X_kv=None`` it is self-attention.
+    ``forward(X_q, X_kv=None, mask=None, *, X_v=None, key_padding_mask=None,
+    bias=None, is_causal=False, need_weights=True, average_attn_weights=None,
+    memory=None, generator=None)`` returns ``(output, weights)`` with masks
+    ``True`` = may attend; ``X_kv=None`` is self-attention, ``X_v`` (default
+    ``X_kv``) gives separate value features.
     """
 
-    def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None, bias: bool = False) -> None:
+    #: Hooks a variant overrides (see the module notes): a per-head score
+    #: ``(q, k) -> e``, the alignment, and a map of the per-head keys and values.
+    score_fn: ScoreFn | None = None
+    align: str | AlignFn = "softmax"
+    kv_transform: KVTransform | None = None
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None = None
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        bias: bool = False,
+        *,
+        dropout: float = 0.0,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = True,
+        average_attn_weights: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
         if h < 1:
             raise ValueError(f"the number of heads h must be >= 1, got h={h}")
         if (d_k is None or d_v is None) and d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout must lie in [0, 1], got {dropout}")
         d_k = d_model // h if d_k is None else d_k
         d_v = d_model // h if d_v is None else d_v
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
         self.h, self.d_k, self.d_v, self.d_model = h, d_k, d_v, d_model
-        self.W_Q = nn.Linear(d_model, h * d_k, bias=bias)
-        self.W_K = nn.Linear(d_model, h * d_k, bias=bias)
-        self.W_V = nn.Linear(d_model, h * d_v, bias=bias)
-        self.W_O = nn.Linear(h * d_v, d_model, bias=bias)
+        self.kdim, self.vdim = kdim or d_model, vdim or d_model
+        self.dropout, self.add_zero_attn, self.batch_first = dropout, add_zero_attn, batch_first
+        self.average_attn_weights = average_attn_weights
+        self.W_Q = nn.Linear(d_model, h * d_k, bias=bias, **kw)
+        self.W_K = nn.Linear(self.kdim, h * d_k, bias=bias, **kw)
+        self.W_V = nn.Linear(self.vdim, h * d_v, bias=bias, **kw)
+        self.W_O = nn.Linear(h * d_v, d_model, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_k, **kw)))
+            self.bias_v = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_v, **kw)))
+        else:
+            self.bias_k = self.bias_v = None
 
-    def forward(self, X_q: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        X_q: Tensor,
+        X_kv: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        X_v: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        average_attn_weights: bool | None = None,
+        memory: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         X_kv = X_q if X_kv is None else X_kv
-        for sym, t in (("X_q", X_q), ("X_kv", X_kv)):
+        X_v = X_kv if X_v is None else X_v
+        for sym, t, d in (("X_q", X_q, self.d_model), ("X_kv", X_kv, self.kdim), ("X_v", X_v, self.vdim)):
             as_tensor(t, sym)
             check_min_rank(t, 2, sym, "(..., n, d_model)")
-            check_dim_equal(t.shape[-1], self.d_model, "MultiHeadAttention", f"d_model of {sym}", "d_model of the module")
-        if self.W_Q.bias is None:
-            return multi_head_attention(
-                X_q, X_kv, X_kv, self.W_Q.weight, self.W_K.weight, self.W_V.weight, self.W_O.weight, self.h, mask
-            )
-        # With biases, project with the Linear layers and attend per head.
-        q, k, v = (split_heads(lin(x), self.h) for lin, x in ((self.W_Q, X_q), (self.W_K, X_kv), (self.W_V, X_kv)))
-        c, a = attend(q, k, v, _head_mask(mask, X_q.dim()), scaled_dot_score)
-        return self.W_O(merge_heads(c)), a
+            check_dim_equal(t.shape[-1], d, "MultiHeadAttention", f"d_model of {sym}", "d_model of the module")
+        if not self.batch_first:
+            X_q, X_kv, X_v = (x.transpose(-2, -3) if x.dim() >= 3 else x for x in (X_q, X_kv, X_v))
+        avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
+        out, a = multi_head_attention(
+            X_q, X_kv, X_v, self.W_Q.weight, self.W_K.weight, self.W_V.weight, self.W_O.weight, self.h, mask,
+            b_Q=self.W_Q.bias, b_K=self.W_K.bias, b_V=self.W_V.bias, b_O=self.W_O.bias,
+            key_padding_mask=key_padding_mask, bias=bias, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0, generator=generator,
+            need_weights=need_weights, average_attn_weights=avg,
+            bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn, memory=memory,
+            score=self.score_fn, align=self.align, kv_transform=self.kv_transform, context_hook=self.context_hook,
+        )
+        if not self.batch_first and out.dim() >= 3:
+            out = out.transpose(-2, -3)
+        return out, a
+
+
+def _torch_mask(mask: Tensor | None, symbol: str) -> Tensor | None:
+    """torch polarity (bool ``True`` = blocked; float = additive) -> ours (bool ``True`` = may attend)."""
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
+        raise ValueError(f"{symbol} must be a boolean or floating tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+    return ~mask if mask.dtype == torch.bool else mask
+
+
+class MultiheadAttention(MultiHeadAttention):
+    """A drop-in replacement for ``torch.nn.MultiheadAttention`` built on :func:`multi_head_attention`.
+
+    Same constructor (``embed_dim, num_heads, dropout=0.0, bias=True,
+    add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None,
+    batch_first=False, device=None, dtype=None``) and ``forward(query, key,
+    value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False)`` with **torch's mask polarity**:
+    a boolean ``attn_mask``/``key_padding_mask`` is ``True`` where attention is
+    *blocked*; a float mask is added to the scores. Unbatched ``(L, E)`` inputs
+    work. Load torch's weights with :meth:`from_torch` or
+    ``load_state_dict(torch_module.state_dict())`` (torch's names are mapped by
+    :func:`from_torch_state_dict`). Differences: a fully-masked row gives a zero
+    output (torch: NaN); ``is_causal=True`` without ``attn_mask`` applies the
+    causal mask (torch raises). Raises ``ValueError`` as :class:`MultiHeadAttention`.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            embed_dim, num_heads, bias=bias, dropout=dropout, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
+            kdim=kdim, vdim=vdim, batch_first=batch_first, average_attn_weights=True, device=device, dtype=dtype,
+        )
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+
+    def forward(  # type: ignore[override]
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        unbatched = query.dim() == 2
+        if unbatched:
+            query, key, value = (x.unsqueeze(1 if not self.batch_first else 0) for x in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        mask = _torch_mask(attn_mask, "attn_mask")
+        if mask is not None and mask.dim() == 3:  # torch: (B * num_heads, L, S)
+            mask = mask.reshape(-1, self.h, *mask.shape[-2:])
+        kpm = _torch_mask(key_padding_mask, "key_padding_mask")
+        bias = None
+        if kpm is not None and kpm.is_floating_point():
+            bias, kpm = kpm[..., None, None, :], None  # float key padding: additive, per batch row
+        out, a = super().forward(
+            query, key, mask, X_v=value, key_padding_mask=kpm, bias=bias, is_causal=is_causal and attn_mask is None,
+            need_weights=need_weights, average_attn_weights=average_attn_weights,
+        )
+        if unbatched:
+            out = out.squeeze(1 if not self.batch_first else 0)
+            a = None if a is None else a.squeeze(0)
+        return out, a
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+        """Load this module's own state dict, or torch's (``in_proj_weight``, ``out_proj.weight``, ...)."""
+        if any(k in state_dict for k in ("in_proj_weight", "q_proj_weight", "out_proj.weight")):
+            state_dict = from_torch_state_dict(state_dict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiheadAttention:
+        """A copy of a ``torch.nn.MultiheadAttention``: same configuration, same weights, same mode."""
+        ours = cls(
+            module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None,
+            add_bias_kv=module.bias_k is not None, add_zero_attn=module.add_zero_attn, kdim=module.kdim,
+            vdim=module.vdim, batch_first=module.batch_first,
+            device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype,
+        )
+        ours.load_state_dict(module.state_dict())
+        return ours.train(module.training)
+
+
+def from_torch_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Map a ``torch.nn.MultiheadAttention`` state dict to :class:`MultiHeadAttention`'s names.
+
+    ``in_proj_weight`` (or ``q/k/v_proj_weight``) -> ``W_Q/W_K/W_V.weight``;
+    ``in_proj_bias`` -> their biases; ``out_proj.*`` -> ``W_O.*``; ``bias_k``/``bias_v`` kept.
+    Raises ``ValueError`` if the input weights are missing.
+    """
+    sd = dict(state_dict)
+    out: dict[str, Tensor] = {}
+    if "in_proj_weight" in sd and sd["in_proj_weight"] is not None:
+        wq, wk, wv = sd.pop("in_proj_weight").chunk(3)
+    elif "q_proj_weight" in sd:
+        wq, wk, wv = sd.pop("q_proj_weight"), sd.pop("k_proj_weight"), sd.pop("v_proj_weight")
+    else:
+        raise ValueError("not a torch.nn.MultiheadAttention state dict: no in_proj_weight or q_proj_weight")
+    sd.pop("in_proj_weight", None)
+    out["W_Q.weight"], out["W_K.weight"], out["W_V.weight"] = wq, wk, wv
+    if sd.get("in_proj_bias") is not None:
+        out["W_Q.bias"], out["W_K.bias"], out["W_V.bias"] = sd.pop("in_proj_bias").chunk(3)
+    out["W_O.weight"] = sd.pop("out_proj.weight")
+    if "out_proj.bias" in sd:
+        out["W_O.bias"] = sd.pop("out_proj.bias")
+    for name in ("bias_k", "bias_v"):
+        if sd.get(name) is not None:
+            out[name] = sd.pop(name)
+    return out
 
 
 @catalogued(

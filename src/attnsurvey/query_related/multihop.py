@@ -27,9 +27,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore, ScoreModule
-from ..masking import masked_softmax
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -93,8 +93,7 @@ def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
 
 def _initial_context(V: Tensor, mask: Tensor | None) -> Tensor:
     e = torch.zeros(V.shape[:-1], dtype=V.dtype, device=V.device)
-    a = masked_softmax(e, mask, dim=-1)  # uniform over allowed positions
-    return (a.unsqueeze(-2) @ V).squeeze(-2)
+    return attend_scores(e, V, mask, "uniform")[0]  # the unweighted average over allowed positions
 
 
 @catalogued("eq41", "eq42")
@@ -141,8 +140,7 @@ def multi_hop_attention(
     for s in range(n_hops):
         q = transforms[s](q, c)  # Eq. (41)
         e = hop_scores(q, c, K, scores[s])  # Eq. (42)
-        a = masked_softmax(e, mask, dim=-1)  # Eq. (3)
-        c = (a.unsqueeze(-2) @ V).squeeze(-2)  # Eq. (4): c^(s+1)
+        c, a = attend_scores(e, V, mask)  # Eq. (3)-(4): c^(s+1)
         weights.append(a)
     return c, q, torch.stack(weights, dim=-2)
 
@@ -203,8 +201,7 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
     as_tensor(u, "u")
     check_dim_equal(u.shape[-1], M.shape[-1], "memory addressing u^T m_i", "d of u", "d of M")
     check_dim_equal(M.shape[-2], C.shape[-2], "memory read", "n of M", "n of C")
-    p = masked_softmax((M @ u.unsqueeze(-1)).squeeze(-1), mask, dim=-1)
-    return (p.unsqueeze(-2) @ C).squeeze(-2), p
+    return attend_scores((M @ u.unsqueeze(-1)).squeeze(-1), C, mask)
 
 
 @catalogued("extra:memory-network-hops")

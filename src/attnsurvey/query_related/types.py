@@ -32,10 +32,10 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import attend_scores
 from ..catalog import catalogued, declare
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
-from ..masking import masked_softmax
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
 
@@ -52,8 +52,7 @@ def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """Align scores ``e`` ``(..., n_f)`` (Eq. 3) and average ``V`` (Eq. 4)."""
     if mask is not None:
         mask = mask if mask.dim() == e.dim() else mask.squeeze(-2)
-    a = masked_softmax(e, mask, dim=-1)
-    return (a.unsqueeze(-2) @ V).squeeze(-2), a
+    return attend_scores(e, V, mask)
 
 
 # ----------------------------------------------------------------------------------
@@ -384,8 +383,7 @@ def structured_self_attention(
     e = e.transpose(-1, -2)  # (..., r, n)
     if mask is not None and mask.dim() == e.dim() - 1:
         mask = mask.unsqueeze(-2)
-    A = masked_softmax(e, mask, dim=-1)
-    return A @ H, A
+    return attend_scores(e, H, mask)
 
 
 @catalogued("extra:structured-self-attention")

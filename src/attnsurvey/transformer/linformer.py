@@ -19,27 +19,21 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..attention import attend
 from ..catalog import catalogued
-from ..query_related.multihead import merge_heads, split_heads
+from ..query_related.multihead import MultiHeadAttention
 
 
-@catalogued(
-    "extra:linformer",
-    title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
-)
-def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
-    """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``.
+def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
+    """Linformer's length projections of the keys and values: ``(E K, F V)``.
 
-    Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``;
-    E, F: ``(k, n_max)`` with ``n <= n_max`` (columns ``:n`` are used).
-    Returns ``(c (..., n, d_v), a (..., n, k))``. With ``k = n`` and ``E = F = I``
-    it is full attention. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
+    K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; E, F: ``(k, n_max)`` with
+    ``n <= n_max`` (columns ``:n`` are used). Returns ``(..., k, d_k)`` and
+    ``(..., k, d_v)``. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
     """
-    for sym, t in (("Q", Q), ("K", K), ("V", V), ("E", E), ("F", F)):
+    for sym, t in (("K", K), ("V", V), ("E", E), ("F", F)):
         as_tensor(t, sym)
     check_min_rank(K, 2, "K", "(..., n, d_k)")
-    check_dim_equal(Q.shape[-1], K.shape[-1], "Linformer attention", "d_q", "d_k")
     check_dim_equal(K.shape[-2], V.shape[-2], "Linformer attention", "n of K", "n of V")
     if E.dim() != 2 or E.shape != F.shape:
         raise ValueError(f"E and F must both have shape (k, n_max), got E={tuple(E.shape)}, F={tuple(F.shape)}")
@@ -49,30 +43,50 @@ def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -
             f"Linformer projections E, F of shape (k, n_max)={tuple(E.shape)} cover n_max={n_max} positions, "
             f"but K has n={n} (shape {tuple(K.shape)})"
         )
-    Kp = E[:, :n] @ K  # (..., k, d_k)
-    Vp = F[:, :n] @ V  # (..., k, d_v)
-    a = torch.softmax(Q @ Kp.transpose(-1, -2) / math.sqrt(Q.shape[-1]), dim=-1)
-    return a @ Vp, a
+    return E[:, :n] @ K, F[:, :n] @ V
+
+
+@catalogued(
+    "extra:linformer",
+    title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
+    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+)
+def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
+    """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``: :func:`attend` on projected keys.
+
+    Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``;
+    E, F: ``(k, n_max)`` with ``n <= n_max`` (columns ``:n`` are used).
+    Returns ``(c (..., n, d_v), a (..., n, k))``. With ``k = n`` and ``E = F = I``
+    it is full attention. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
+    """
+    as_tensor(Q, "Q")
+    check_dim_equal(Q.shape[-1], K.shape[-1], "Linformer attention", "d_q", "d_k")
+    Kp, Vp = linformer_projection(K, V, E, F)
+    c, a = attend(Q, Kp, Vp)
+    return c, a
 
 
 @catalogued("extra:linformer")
-class LinformerSelfAttention(nn.Module):
-    """Multi-head Linformer self-attention; ``E`` and ``F`` are shared by the heads.
+class LinformerSelfAttention(MultiHeadAttention):
+    """Multi-head Linformer self-attention: :class:`MultiHeadAttention` whose ``kv_transform``
+    projects the keys and values to length ``k``; ``E`` and ``F`` are shared by the heads.
 
     Args: d_model, h, n_max (longest input), k (projected length).
     ``forward(X)`` returns ``(output (..., n, d_model), weights (..., h, n, k))``.
+    Raises ``ValueError`` if ``h`` does not divide ``d_model``.
     """
 
     def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:
-        super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
-        self.h = h
-        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model) for _ in range(4))
+        super().__init__(d_model, h, bias=True)
         self.E = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
         self.F = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
 
-    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
-        c, a = linformer_attention(q, k, v, self.E, self.F)
-        return self.W_O(merge_heads(c)), a
+    def kv_transform(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        return linformer_projection(k, v, self.E, self.F)
+
+    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        out, a = super().forward(X)
+        assert a is not None
+        return out, a

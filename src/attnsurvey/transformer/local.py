@@ -8,24 +8,23 @@ Masks are boolean, ``True`` = may attend.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..attention import attend
 from ..catalog import catalogued
-from ..masking import masked_softmax
+from ..masking import band_mask
 
 
 @catalogued("extra:local-window-attention")
 def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` band mask ``|i - j| <= w`` (``True`` = may attend). Raises unless ``w >= 0``."""
-    if w < 0:
-        raise ValueError(f"window half-width w must be >= 0, got w={w}")
-    i = torch.arange(n, device=device)
-    return (i[:, None] - i[None, :]).abs() <= w
+    """Boolean ``(n, n)`` band mask ``|i - j| <= w`` (``True`` = may attend): :func:`attnsurvey.masking.band_mask`.
+
+    Raises ``ValueError`` unless ``w >= 0``.
+    """
+    return band_mask(n, w, device=device)
 
 
 @catalogued(
@@ -53,10 +52,11 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     n = K.shape[-2]
     Kw = F_.pad(K, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)  # (..., n, d_k, 2w+1)
     Vw = F_.pad(V, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)
-    e = torch.einsum("...nd,...ndt->...nt", Q, Kw) / math.sqrt(Q.shape[-1])
     j = torch.arange(n, device=Q.device)[:, None] - w + torch.arange(2 * w + 1, device=Q.device)[None, :]
-    a = masked_softmax(e, (j >= 0) & (j < n))
-    return torch.einsum("...nt,...ndt->...nd", a, Vw), a
+    inside = ((j >= 0) & (j < n))[:, None, :]  # (n, 1, 2w+1): keys that exist
+    # each position is one query ``(..., n, 1, d)`` over its own 2w+1 keys ``(..., n, 2w+1, d)``
+    c, a = attend(Q.unsqueeze(-2), Kw.transpose(-1, -2), Vw.transpose(-1, -2), inside)
+    return c.squeeze(-2), a.squeeze(-2)
 
 
 def band_to_dense(a_band: Tensor, w: int) -> Tensor:

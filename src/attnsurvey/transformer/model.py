@@ -32,9 +32,10 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..catalog import catalogued
-from ..masking import causal_mask
+from ..masking import causal_mask, padding_mask
 from ..query_related.multihead import MultiHeadAttention
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
+from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
 
 Activation = Callable[[Tensor], Tensor]
 
@@ -270,8 +271,6 @@ class SequenceTagger(nn.Module):
         embed_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
-
         self.embed = nn.Embedding(vocab, d_model)
         self.position = _position_module(position, d_model, max_len)
         factory = None
@@ -312,15 +311,14 @@ class Seq2SeqTransformer(nn.Module):
         self.scale = d_model**0.5
 
     def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        from ..masking import padding_mask
-
         mask = None if src_lengths is None else padding_mask(src_lengths, src.shape[-1])
         M, _ = self.encoder(self.position(self.src_embed(src) * self.scale), mask)
         return M, mask
 
     def decode(self, tgt_in: Tensor, M: Tensor, memory_mask: Tensor | None = None) -> Tensor:
         n_y = tgt_in.shape[-1]
-        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal_mask(n_y, device=tgt_in.device), memory_mask)
+        causal = causal_mask(n_y, device=tgt_in.device)[None]  # per query ([None]: never read as per batch row)
+        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal, memory_mask)
         return self.generator(Y)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:

@@ -23,10 +23,16 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..attention import attend
 from ..catalog import catalogued
-from ..masking import masked_softmax
 
 SELF_SCORE = -1e5
+
+
+def self_score(dtype: torch.dtype) -> float:
+    """The score of a token with itself in shared-QK attention: ``-1e5``, or half the
+    dtype's minimum where -1e5 does not fit (float16), so it stays above the mask fill."""
+    return max(SELF_SCORE, torch.finfo(dtype).min / 2)
 
 
 def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None = None) -> Tensor:
@@ -50,6 +56,8 @@ def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
         return torch.zeros(X.shape[:-1], dtype=torch.long, device=X.device)
     if R.shape != (X.shape[-1], n_buckets // 2):
         raise ValueError(f"R must have shape (d, n_buckets/2) = {(X.shape[-1], n_buckets // 2)}, got {tuple(R.shape)}")
+    if not X.is_floating_point():
+        raise TypeError(f"X must be a floating-point tensor for LSH hashing (rotations are real), got dtype={X.dtype}")
     proj = X @ R.to(X.dtype)
     return torch.cat([proj, -proj], dim=-1).argmax(-1)
 
@@ -72,11 +80,13 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
     as_tensor(V, "V")
     check_min_rank(QK, 2, "QK", "(..., n, d)")
     check_dim_equal(QK.shape[-2], V.shape[-2], "shared-QK attention", "n of QK", "n of V")
-    e = _shared_scores(QK, QK)
     n = QK.shape[-2]
-    e = e.masked_fill(torch.eye(n, dtype=torch.bool, device=QK.device), SELF_SCORE)
-    a = masked_softmax(e, mask)
-    return a @ V, a
+    eye = torch.eye(n, dtype=torch.bool, device=QK.device)
+
+    def score(Q: Tensor, K: Tensor) -> Tensor:
+        return _shared_scores(Q, K).masked_fill(eye, self_score(Q.dtype))
+
+    return attend(QK, QK, V, None if mask is None else (mask if mask.dim() > 2 else mask[None]), score)
 
 
 @catalogued("extra:reformer-lsh")
@@ -115,14 +125,17 @@ def lsh_attention(
     kv = torch.cat([cv.roll(1, dims=-3), cv], dim=-2)
     kb = torch.cat([cb.roll(1, dims=-2), cb], dim=-1)
     kp = torch.cat([cp.roll(1, dims=-2), cp], dim=-1)
-    e = _shared_scores(cq, kq)  # (..., c, m, 2m)
     allowed = cb[..., :, None] == kb[..., None, :]
     first = torch.zeros(c, 1, 2 * m, dtype=torch.bool, device=QK.device)
     first[0, :, :m] = True  # chunk 0 has no previous chunk (roll would wrap around)
     allowed = allowed & ~first
-    e = e.masked_fill(cp[..., :, None] == kp[..., None, :], SELF_SCORE)
-    a = masked_softmax(e, allowed)
-    out_sorted = (a @ kv).reshape(*sv.shape)
+    same = cp[..., :, None] == kp[..., None, :]
+
+    def score(Q: Tensor, K: Tensor) -> Tensor:  # (..., c, m, 2m): shared-QK scores, a token's own score lowered
+        return _shared_scores(Q, K).masked_fill(same, self_score(Q.dtype))
+
+    ctx, _ = attend(cq, kq, kv, allowed, score, need_weights=False)
+    out_sorted = ctx.reshape(*sv.shape)
     out = torch.empty_like(out_sorted).scatter_(-2, order[..., None].expand_as(out_sorted), out_sorted)
     return out, buckets
 

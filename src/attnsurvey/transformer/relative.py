@@ -26,9 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import attend
 from ..catalog import catalogued
-from ..masking import masked_softmax
-from ..query_related.multihead import _head_mask, merge_heads, split_heads
+from ..general_mechanisms.scoring import scaled_dot_score
+from ..query_related.multihead import MultiHeadAttention
 
 
 @catalogued(
@@ -77,16 +78,39 @@ def relative_position_attention(
     b = (A_K.shape[0] - 1) // 2
     check_weight(A_K, (2 * b + 1, K.shape[-1]), "A_K", "(2b+1, d_k)")
     check_weight(A_V, (2 * b + 1, V.shape[-1]), "A_V", "(2b+1, d_v)")
-    idx = clipped_relative_positions(Q.shape[-2], K.shape[-2], b, Q.device) + b
-    aK, aV = A_K[idx], A_V[idx]  # (n_q, n_f, d): a^K_ij, a^V_ij
-    e = (Q @ K.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", Q, aK)) / math.sqrt(K.shape[-1])
-    alpha = masked_softmax(e, mask)
-    z = alpha @ V + torch.einsum("...ij,ijd->...id", alpha, aV)
-    return z, alpha
+    aK, aV = _relative_tables(A_K, A_V, Q.shape[-2], K.shape[-2])
+    c, alpha = attend(Q, K, V, mask, lambda Q, K: _relative_scores(Q, K, aK))
+    return c + _relative_values(alpha, aV), alpha
+
+
+def _relative_tables(A_K: Tensor, A_V: Tensor, n_q: int, n_f: int) -> tuple[Tensor, Tensor]:
+    """``(a^K_ij, a^V_ij)``, each ``(n_q, n_f, d)``: rows ``b + clip(j - i, b)`` of the offset tables."""
+    b = (A_K.shape[0] - 1) // 2
+    idx = clipped_relative_positions(n_q, n_f, b, A_K.device) + b
+    return A_K[idx], A_V[idx]
+
+
+def _relative_scores(Q: Tensor, K: Tensor, aK: Tensor) -> Tensor:
+    """Review eq. 14: ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_k)``."""
+    return (Q @ K.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", Q, aK)) / math.sqrt(K.shape[-1])
+
+
+def _relative_values(alpha: Tensor, aV: Tensor) -> Tensor:
+    """Review eq. 15's position term ``sum_j alpha_ij a^V_ij`` (added to ``sum_j alpha_ij v_j``)."""
+    return torch.einsum("...ij,ijd->...id", alpha, aV)
+
+
+def _check_self_attention(module: MultiHeadAttention, X: Tensor, X_kv: Tensor | None) -> None:
+    name = type(module).__name__
+    if X_kv is not None and X_kv is not X:
+        raise ValueError(f"{name} is self-attention: X_kv must be None or X")
+    as_tensor(X, "X")
+    check_min_rank(X, 2, "X", "(..., n, d_model)")
+    check_dim_equal(X.shape[-1], module.d_model, name, "d_model of X", "d_model of the module")
 
 
 @catalogued("extra:relative-position")
-class RelativeSelfAttention(nn.Module):
+class RelativeSelfAttention(MultiHeadAttention):
     """Multi-head self-attention with relative positions (review eq. 14-15).
 
     Args: d_model, h (heads), b (clipping distance). The offset tables
@@ -94,33 +118,32 @@ class RelativeSelfAttention(nn.Module):
     Shaw et al. ``forward(X, X_kv=None, mask=None)`` takes ``X`` ``(..., n, d_model)``
     and returns ``(output, weights (..., h, n, n))``; it is self-attention only,
     so ``X_kv`` must be ``None`` or ``X`` itself. Raises ``ValueError`` if ``h``
-    does not divide ``d_model``.
+    does not divide ``d_model``. A configuration of :class:`MultiHeadAttention`:
+    its ``score_fn`` adds the key-side offsets, its ``context_hook`` the value-side ones.
     """
 
     def __init__(self, d_model: int, h: int, b: int = 4, bias: bool = True) -> None:
-        super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if b < 0:
             raise ValueError(f"the clipping distance b must be >= 0, got b={b}")
-        self.h, self.b, self.d_model = h, b, d_model
+        super().__init__(d_model, h, bias=bias)
+        self.b = b
         d_k = d_model // h
-        self.W_Q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_K = nn.Linear(d_model, d_model, bias=bias)
-        self.W_V = nn.Linear(d_model, d_model, bias=bias)
-        self.W_O = nn.Linear(d_model, d_model, bias=bias)
         self.A_K = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
         self.A_V = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
 
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if X_kv is not None and X_kv is not X:
-            raise ValueError("RelativeSelfAttention is self-attention: X_kv must be None or X")
-        as_tensor(X, "X")
-        check_min_rank(X, 2, "X", "(..., n, d_model)")
-        check_dim_equal(X.shape[-1], self.d_model, "RelativeSelfAttention", "d_model of X", "d_model of the module")
-        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
-        z, a = relative_position_attention(q, k, v, self.A_K, self.A_V, _head_mask(mask, X.dim()))
-        return self.W_O(merge_heads(z)), a
+    def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
+        return _relative_scores(q, k, _relative_tables(self.A_K, self.A_V, q.shape[-2], k.shape[-2])[0])
+
+    def context_hook(self, c: Tensor, a: Tensor) -> Tensor:  # type: ignore[override]
+        return c + _relative_values(a, _relative_tables(self.A_K, self.A_V, a.shape[-2], a.shape[-1])[1])
+
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        _check_self_attention(self, X, X_kv)
+        out, a = super().forward(X, None, mask)
+        assert a is not None
+        return out, a
 
 
 @catalogued(
@@ -143,7 +166,9 @@ def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
         raise ValueError(f"window sizes D must be > 0, got min D={float(D.min()):.3g}")
     j = torch.arange(n_f, dtype=P.dtype, device=P.device)
     sigma = D / 2
-    return -((j - P[..., None]) ** 2) / (2 * sigma[..., None] ** 2)
+    diff = j - P[..., None]
+    # a sigma so small that sigma^2 underflows to 0: 0 at the centre, -inf elsewhere (never 0/0 = NaN)
+    return torch.where(diff == 0, torch.zeros((), dtype=P.dtype), -(diff**2) / (2 * sigma[..., None] ** 2))
 
 
 @catalogued("extra:gaussian-local-bias")
@@ -159,41 +184,37 @@ def gaussian_biased_attention(
     as_tensor(Q, "Q")
     as_tensor(K, "K")
     check_dim_equal(Q.shape[-1], K.shape[-1], "Gaussian-biased attention", "d_q", "d_k")
-    e = Q @ K.transpose(-1, -2) / math.sqrt(K.shape[-1])
+    scores_shape = torch.Size((*torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2]), Q.shape[-2], K.shape[-2]))
     try:
-        shape = torch.broadcast_shapes(G.shape, e.shape)
+        shape = torch.broadcast_shapes(G.shape, scores_shape)
     except RuntimeError:
         shape = None
-    if shape != e.shape:
-        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(e.shape)}")
-    alpha = masked_softmax(e + G, mask)
-    return alpha @ V, alpha
+    if shape != scores_shape:
+        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}")
+    return attend(Q, K, V, mask, bias=G)
 
 
 @catalogued("extra:gaussian-local-bias")
-class GaussianLocalSelfAttention(nn.Module):
+class GaussianLocalSelfAttention(MultiHeadAttention):
     """Multi-head self-attention with a learnable Gaussian local bias (review eq. 16).
 
     ``centre="predicted"`` (Yang et al., 2018): from each query,
     ``P_i = n * sigmoid(v_P^T tanh(W_P q_i))`` and ``D_i = n * sigmoid(v_D^T tanh(W_P q_i))``.
     ``centre="token"``: ``P_i = i`` and one learned window ``D`` per head
     (initialised to ``window``). ``forward(X, X_kv=None, mask=None)`` returns
-    ``(output, weights (..., h, n, n))``; self-attention only.
+    ``(output, weights (..., h, n, n))``; self-attention only. A configuration of
+    :class:`MultiHeadAttention` whose ``score_fn`` adds the Gaussian bias.
     """
 
     def __init__(self, d_model: int, h: int, centre: str = "token", window: float = 4.0) -> None:
-        super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if centre not in ("token", "predicted"):
             raise ValueError(f"centre must be 'token' or 'predicted', got {centre!r}")
         if window <= 0:
             raise ValueError(f"window D must be > 0, got {window}")
-        self.h, self.d_model, self.centre = h, d_model, centre
-        self.W_Q = nn.Linear(d_model, d_model)
-        self.W_K = nn.Linear(d_model, d_model)
-        self.W_V = nn.Linear(d_model, d_model)
-        self.W_O = nn.Linear(d_model, d_model)
+        super().__init__(d_model, h, bias=True)
+        self.centre = centre
         d_k = d_model // h
         if centre == "predicted":
             self.W_P = nn.Linear(d_k, d_k, bias=False)
@@ -212,14 +233,12 @@ class GaussianLocalSelfAttention(nn.Module):
         D = self.log_D.exp()[:, None].to(q.dtype).expand(*q.shape[:-1])
         return P, D
 
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if X_kv is not None and X_kv is not X:
-            raise ValueError("GaussianLocalSelfAttention is self-attention: X_kv must be None or X")
-        as_tensor(X, "X")
-        check_min_rank(X, 2, "X", "(..., n, d_model)")
-        check_dim_equal(X.shape[-1], self.d_model, "GaussianLocalSelfAttention", "d_model of X", "d_model of the module")
-        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
+    def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
         P, D = self.centres_and_windows(q)
-        G = gaussian_local_bias(P, D, X.shape[-2])
-        c, a = gaussian_biased_attention(q, k, v, G, _head_mask(mask, X.dim()))
-        return self.W_O(merge_heads(c)), a
+        return scaled_dot_score(q, k) + gaussian_local_bias(P, D, k.shape[-2])  # review eq. 16
+
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        _check_self_attention(self, X, X_kv)
+        out, a = super().forward(X, None, mask)
+        assert a is not None
+        return out, a

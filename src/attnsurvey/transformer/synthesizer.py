@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
+from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import masked_softmax
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
@@ -48,7 +48,7 @@ def dense_synthesizer_weights(
     n = X.shape[-2]
     _check_len(n, l, "the Dense Synthesizer")
     B = torch.relu(X @ W_1.T + b_1) @ W_2[:n].T + b_2[:n]
-    return masked_softmax(B, mask)
+    return align_scores(B, mask)  # the alignment step of attend, on synthesised scores
 
 
 @catalogued(
@@ -65,7 +65,7 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
     if R.dim() != 2 or R.shape[0] != R.shape[1]:
         raise ValueError(f"R must have shape (l, l), got {tuple(R.shape)}")
     _check_len(n, R.shape[0], "the Random Synthesizer")
-    return masked_softmax(R[:n, :n], mask)
+    return align_scores(R[:n, :n], mask)
 
 
 @catalogued("extra:synthesizer-dense")

@@ -24,8 +24,8 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..catalog import catalogued
-from ..masking import masked_softmax
-from ..query_related.multihead import merge_heads, split_heads
+from ..masking import causal_mask
+from ..query_related.multihead import multi_head_attention, split_heads
 from .positional import sinusoidal_position_encoding
 
 
@@ -47,8 +47,11 @@ def rel_shift(BD: Tensor) -> Tensor:
 
 
 def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n_m + n)``: query ``i`` (absolute ``n_m + i``) may see keys ``j <= n_m + i``."""
-    return torch.ones(n, n_m + n, dtype=torch.bool, device=device).tril(n_m)
+    """Boolean ``(n, n_m + n)``: query ``i`` (absolute ``n_m + i``) may see keys ``j <= n_m + i``.
+
+    :func:`attnsurvey.masking.causal_mask` with ``offset = n_m``.
+    """
+    return causal_mask(n, n_m + n, device, offset=n_m)
 
 
 @catalogued("extra:transformer-xl")
@@ -84,18 +87,21 @@ def xl_attention(
         M = X.new_zeros(*X.shape[:-2], 0, d)
     check_dim_equal(M.shape[-1], d, "Transformer-XL memory", "d_model of M", "d_model of X")
     n, n_m = X.shape[-2], M.shape[-2]
-    cat = torch.cat([M.detach(), X], dim=-2)  # stop-gradient memory
     klen = n_m + n
     R = sinusoidal_position_encoding(klen, d, dtype=X.dtype).flip(0)  # distances klen-1, ..., 0
-    q = split_heads(X @ W_Q.T, h)
-    k = split_heads(cat @ W_K.T, h)
-    val = split_heads(cat @ W_V.T, h)
     r = split_heads(R @ W_R.T, h)  # (h, klen, d_h)
-    AC = (q + u[:, None, :]) @ k.transpose(-1, -2)  # content terms (a) + (c)
-    BD = rel_shift((q + v[:, None, :]) @ r.transpose(-1, -2))  # position terms (b) + (d)
-    e = (AC + BD) / math.sqrt(d // h)
-    a = masked_softmax(e, xl_causal_mask(n, n_m, X.device))
-    return merge_heads(a @ val) @ W_O.T, a
+
+    def score(q: Tensor, k: Tensor) -> Tensor:
+        AC = (q + u[:, None, :]) @ k.transpose(-1, -2)  # content terms (a) + (c)
+        BD = rel_shift((q + v[:, None, :]) @ r.transpose(-1, -2))  # position terms (b) + (d)
+        return (AC + BD) / math.sqrt(d // h)
+
+    # the one multi-head stack, with the memory hook (stop-gradient memory before the segment)
+    out, a = multi_head_attention(
+        X, X, X, W_Q, W_K, W_V, W_O, h, xl_causal_mask(n, n_m, X.device)[None], memory=M.detach(), score=score
+    )  # [None]: the mask is per query, never per batch row
+    assert a is not None
+    return out, a
 
 
 @catalogued("extra:transformer-xl")
@@ -110,6 +116,8 @@ class TransformerXLAttention(nn.Module):
         super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        if mem_len < 0:
+            raise ValueError(f"the memory length mem_len must be >= 0, got mem_len={mem_len}")
         self.h, self.mem_len = h, mem_len
         self.W_Q, self.W_K, self.W_V, self.W_O, self.W_R = (nn.Linear(d_model, d_model, bias=False) for _ in range(5))
         self.u = nn.Parameter(torch.zeros(h, d_model // h))
@@ -120,4 +128,4 @@ class TransformerXLAttention(nn.Module):
             X, M, self.W_Q.weight, self.W_K.weight, self.W_V.weight, self.W_O.weight, self.W_R.weight, self.u, self.v, self.h
         )
         full = X if M is None else torch.cat([M, X], dim=-2)
-        return out, full[..., -self.mem_len :, :].detach(), a
+        return out, full[..., full.shape[-2] - min(self.mem_len, full.shape[-2]) :, :].detach(), a

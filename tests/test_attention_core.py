@@ -1,0 +1,304 @@
+"""The one attention core (attnsurvey.attention): both paths, masks, bias, inert positions, registries."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F_
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnsurvey import attention as at
+from attnsurvey import masking as mk
+from attnsurvey.general_mechanisms import scoring as sc
+from attnsurvey.general_mechanisms.sparse_maps import entmax15, sparsemax
+from attnsurvey.general_model import attend as gm_attend
+
+from .helpers import rand
+
+D64 = torch.float64
+
+
+def qkv(B=2, h=3, n_q=4, n_f=5, d=6, seed=0, dtype=D64):
+    return rand(B, h, n_q, d, seed=seed, dtype=dtype), rand(B, h, n_f, d, seed=seed + 1, dtype=dtype), rand(B, h, n_f, d, seed=seed + 2, dtype=dtype)
+
+
+def brute_force(Q, K, V, allowed=None, bias=None, scale=None):
+    """Loop over every query and key: softmax over the allowed keys, zero when none."""
+    scale = 1 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    B, h, n_q, _ = Q.shape
+    n_f = K.shape[-2]
+    c = torch.zeros(B, h, n_q, V.shape[-1], dtype=Q.dtype)
+    a = torch.zeros(B, h, n_q, n_f, dtype=Q.dtype)
+    for b in range(B):
+        for j in range(h):
+            for i in range(n_q):
+                ok = [l for l in range(n_f) if allowed is None or bool(allowed.expand(B, h, n_q, n_f)[b, j, i, l])]
+                if not ok:
+                    continue
+                e = torch.stack([Q[b, j, i] @ K[b, j, l] * scale + (0 if bias is None else bias.expand(B, h, n_q, n_f)[b, j, i, l]) for l in ok])
+                w = torch.softmax(e, 0)
+                for t, l in enumerate(ok):
+                    a[b, j, i, l] = w[t]
+                    c[b, j, i] += w[t] * V[b, j, l]
+    return c, a
+
+
+def both_paths(*args, **kw):
+    c_slow, a = at.attend(*args, need_weights=True, **kw)
+    c_fast, none = at.attend(*args, need_weights=False, **kw)
+    assert none is None
+    return c_slow, c_fast, a
+
+
+CASES = {
+    "plain": {},
+    "mask": {"mask": rand(4, 5, seed=5) > 0},
+    "key_padding": {"key_padding_mask": torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, :]},
+    "bias": {"bias": rand(3, 4, 5, seed=6, dtype=D64)},
+    "causal": {"is_causal": True},
+    "scale": {"scale": 0.3},
+    "all": {"mask": rand(4, 5, seed=5) > -0.5, "bias": rand(4, 5, seed=6, dtype=D64), "is_causal": True,
+            "key_padding_mask": torch.tensor([[True] * 5, [False, True, True, True, True]])[:, None, :]},
+}
+
+
+@pytest.mark.catalog("eq4")
+@pytest.mark.parametrize("case", list(CASES))
+def test_both_paths_agree_with_brute_force(case):
+    Q, K, V = qkv()
+    kw = CASES[case]
+    c_slow, c_fast, a = both_paths(Q, K, V, **kw)
+    allowed = at.allowed_positions(torch.Size((2, 3, 4, 5)), kw.get("mask"), kw.get("key_padding_mask"), kw.get("is_causal", False))
+    c_ref, a_ref = brute_force(Q, K, V, allowed, kw.get("bias"), kw.get("scale"))
+    torch.testing.assert_close(c_slow, c_ref)
+    torch.testing.assert_close(c_fast, c_ref)
+    torch.testing.assert_close(a, a_ref)
+    ref_sdpa = F_.scaled_dot_product_attention(Q, K, V, scale=kw.get("scale"), is_causal=case == "causal")
+    if case in ("plain", "scale", "causal"):
+        torch.testing.assert_close(c_fast, ref_sdpa)
+
+
+@pytest.mark.catalog("eq3", "eq4")
+def test_fully_masked_rows_give_zero_context_on_both_paths_with_finite_gradients():
+    Q, K, V = (t.requires_grad_() for t in qkv())
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[1] = False
+    for need in (True, False):
+        c, a = at.attend(Q, K, V, mask, need_weights=need, bias=rand(4, 5, seed=3, dtype=D64))
+        assert torch.all(c[..., 1, :] == 0)
+        if need:
+            assert torch.all(a[..., 1, :] == 0)
+            torch.testing.assert_close(a[..., 0, :].sum(-1), torch.ones(2, 3, dtype=D64))
+        Q.grad = K.grad = V.grad = None
+        c.sum().backward()
+        assert all(torch.isfinite(t.grad).all() for t in (Q, K, V))
+
+
+@pytest.mark.catalog("eq4")
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("need", [True, False])
+def test_non_finite_keys_and_values_at_masked_positions_are_inert(bad, need):
+    Q, K, V = qkv()
+    K, V = K.clone(), V.clone()
+    K[..., 4, :] = bad  # key 4: masked for everyone (padding)
+    V[..., 4, :] = bad
+    K[..., 3, 0] = bad  # key 3: masked for queries 0-2 only (causal-like)
+    V[..., 3, 1] = bad
+    mask = torch.ones(4, 5, dtype=torch.bool).tril()  # query i sees keys <= i
+    kpm = torch.tensor([True, True, True, True, False]).expand(2, 3, 5)
+    Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K, V))
+    c, _ = at.attend(Qg, Kg, Vg, mask, key_padding_mask=kpm, need_weights=need)
+    Kc, Vc = K.clone(), V.clone()
+    Kc[..., 3:, :] = 0
+    Vc[..., 3:, :] = 0
+    c_ref, _ = at.attend(Q, Kc, Vc, mask, key_padding_mask=kpm)
+    torch.testing.assert_close(c[..., :3, :], c_ref[..., :3, :])  # queries that cannot see key 3
+    assert torch.isnan(c[..., 3, :]).all()  # query 3 may attend the non-finite key 3: NaN, honestly
+    c[..., :3, :].sum().backward()
+    assert torch.isfinite(Qg.grad[..., :3, :]).all()
+    assert torch.all(Kg.grad[..., 4, :] == 0) and torch.all(Vg.grad[..., 4, :] == 0)
+
+
+@pytest.mark.catalog("eq3")
+def test_masked_softmax_and_masked_mean_select_rather_than_multiply():
+    e = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 0.0, 0.0]], requires_grad=True)
+    m = torch.tensor([[True, False, True], [False, True, True]])
+    a = mk.masked_softmax(e, m)
+    torch.testing.assert_close(a, torch.tensor([[1 / (1 + math.e), 0.0, math.e / (1 + math.e)], [0.0, 0.5, 0.5]]))
+    a.sum().backward()
+    assert torch.isfinite(e.grad).all()
+    X = torch.tensor([[[1.0], [float("nan")], [3.0]], [[5.0], [6.0], [7.0]]])
+    keep = torch.tensor([[True, False, True], [False, False, False]])
+    torch.testing.assert_close(mk.masked_mean(X, keep), torch.tensor([[2.0], [0.0]]))
+    torch.testing.assert_close(mk.masked_mean(torch.zeros(2, 0, 3)), torch.zeros(2, 3))
+    assert mk.minus_inf(torch.float16) == torch.finfo(torch.float16).min
+    with pytest.raises(TypeError):
+        mk.minus_inf(torch.int64)
+
+
+def test_float16_and_bfloat16_masks_use_the_dtype_fill():
+    for dtype in (torch.float16, torch.bfloat16):
+        Q, K, V = qkv(dtype=dtype)
+        mask = rand(4, 5, seed=1) > 0
+        mask[:, 0] = True
+        c, a = at.attend(Q, K, V, mask)
+        assert torch.isfinite(c).all() and torch.all(a.masked_select(~mask.expand_as(a)) == 0)
+
+
+def test_grouped_query_attention_equals_repeated_heads():
+    Q = rand(2, 6, 4, 8, dtype=D64)
+    K, V = rand(2, 2, 5, 8, seed=1, dtype=D64), rand(2, 2, 5, 8, seed=2, dtype=D64)
+    rep = lambda t: t.repeat_interleave(3, dim=-3)
+    ref = F_.scaled_dot_product_attention(Q, rep(K), rep(V))
+    for need in (True, False):
+        c, _ = at.attend(Q, K, V, enable_gqa=True, need_weights=need)
+        torch.testing.assert_close(c, ref)
+    with pytest.raises(ValueError, match="grouped-query attention needs"):
+        at.attend(Q, rand(2, 4, 5, 8, dtype=D64), rand(2, 4, 5, 8, dtype=D64), enable_gqa=True)
+
+
+def test_dropout_with_generator_is_reproducible_and_unbiased():
+    Q, K, V = qkv()
+    c1, a1 = at.attend(Q, K, V, dropout_p=0.5, generator=torch.Generator().manual_seed(3))
+    c2, a2 = at.attend(Q, K, V, dropout_p=0.5, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(c1, c2)
+    _, a0 = at.attend(Q, K, V)
+    assert set(torch.unique((a1 / a0).round(decimals=6)).tolist()) <= {0.0, 2.0}
+    g = torch.Generator().manual_seed(0)
+    mean = torch.stack([at.attend(Q, K, V, dropout_p=0.3, generator=g)[1] for _ in range(400)]).mean(0)
+    torch.testing.assert_close(mean, a0, atol=0.06, rtol=0)
+    assert torch.all(at.attend(Q, K, V, dropout_p=1.0)[0] == 0)
+    with pytest.raises(ValueError, match="dropout_p"):
+        at.attend(Q, K, V, dropout_p=1.5)
+
+
+@pytest.mark.catalog("eq2")
+def test_alignment_and_score_hooks_by_name_and_callable():
+    Q, K, V = qkv()
+    e = sc.scaled_dot_score(Q, K)
+    torch.testing.assert_close(at.attend(Q, K, V, align="sparsemax")[1], sparsemax(e))
+    torch.testing.assert_close(at.attend(Q, K, V, align="entmax15")[1], entmax15(e))
+    hard = at.attend(Q, K, V, align="hard")[1]
+    torch.testing.assert_close(hard, F_.one_hot(e.argmax(-1), 5).to(D64))
+    torch.testing.assert_close(at.attend(Q, K, V, score="cosine")[1], torch.softmax(sc.cosine_score(Q, K), -1))
+    torch.testing.assert_close(at.attend(Q, K, V, score="multiplicative")[1], torch.softmax(Q @ K.transpose(-1, -2), -1))
+    torch.testing.assert_close(at.attend(Q, K, V, align=lambda e, m: torch.softmax(2 * e, -1))[1], torch.softmax(2 * e, -1))
+    with pytest.raises(ValueError, match=r"unknown alignment function 'softermax'; choose one of \['softmax'"):
+        at.attend(Q, K, V, align="softermax")
+    with pytest.raises(ValueError, match="has learned weights"):
+        at.attend(Q, K, V, score="additive")
+    with pytest.raises(ValueError, match="scale applies to the"):
+        at.attend(Q, K, V, score=sc.cosine_score, scale=2.0)
+    with pytest.raises(TypeError, match="align must be"):
+        at.attend(Q, K, V, align=3)
+
+
+def test_mask_arguments_are_unambiguous():
+    Q, K, V = rand(4, 4, 6), rand(4, 5, 6, seed=1), rand(4, 5, 6, seed=2)  # B = n_q = 4
+    pad = torch.ones(4, 5, dtype=torch.bool)
+    pad[0, 2:] = False
+    with pytest.raises(ValueError, match="ambiguous"):
+        at.attend(Q, K, V, pad)
+    c, a = at.attend(Q, K, V, key_padding_mask=pad)
+    assert torch.all(a[0, :, 2:] == 0) and torch.all(a[1:] > 0)
+    torch.testing.assert_close(c, at.attend(Q, K, V, pad[:, None, :])[0])
+    with pytest.raises(ValueError, match="key_padding_mask must have shape"):
+        at.attend(Q, K, V, key_padding_mask=pad[0])
+    with pytest.raises(ValueError, match="bias of shape"):
+        at.attend(Q, K, V, bias=torch.zeros(3, 5))
+
+
+def test_public_call_of_chapters_still_works():
+    Q, K, V = rand(2, 3, 4), rand(2, 5, 4, seed=1), rand(2, 5, 6, seed=2)
+    c, a = gm_attend(Q, K, V, rand(2, 3, 5, seed=3) > 0, sc.dot_score)
+    assert c.shape == (2, 3, 6) and a.shape == (2, 3, 5)
+
+
+def test_registries_list_names_and_reject_unknown_ones():
+    assert sc.SCORE_NAMES == tuple(n for n in sc.SCORES.names() if n != "location")
+    assert "location" in sc.SCORES and sc.make_score("similarity", 4, 4).__class__ is sc.CosineScore
+    with pytest.raises(ValueError, match=r"unknown score function 'dotty'; choose one of \['additive'"):
+        sc.make_score("dotty", 4, 4)
+    with pytest.raises(ValueError, match="needs n_max"):
+        sc.make_score("location", 4, 4)
+    assert mk.MASKS.names() == ("causal", "padding", "band", "forward", "backward")
+    torch.testing.assert_close(mk.make_mask("band", 4, 1), (torch.arange(4)[:, None] - torch.arange(4)).abs() <= 1)
+    with pytest.raises(ValueError, match="unknown mask kind 'diagonal'"):
+        mk.make_mask("diagonal", 3)
+    with pytest.raises(ValueError, match="already registered"):
+        mk.MASKS.register("causal", mk.causal_mask)
+
+
+def test_mask_builders_match_brute_force():
+    n = 5
+    for name, fn, rule in (
+        ("causal", lambda: mk.causal_mask(n), lambda i, j: j <= i),
+        ("offset causal", lambda: mk.causal_mask(n, n + 2, offset=2), lambda i, j: j <= i + 2),
+        ("band", lambda: mk.band_mask(n, 2), lambda i, j: abs(i - j) <= 2),
+        ("forward", lambda: mk.forward_mask(n), lambda i, j: j > i),
+        ("backward", lambda: mk.backward_mask(n), lambda i, j: j < i),
+    ):
+        m = fn()
+        ref = torch.tensor([[rule(i, j) for j in range(m.shape[1])] for i in range(n)])
+        assert torch.equal(m, ref), name
+    assert torch.equal(mk.key_padding_mask(torch.tensor([0, 2]), 3), torch.tensor([[False] * 3, [True, True, False]]))
+    with pytest.raises(ValueError, match="lengths must lie in"):
+        mk.key_padding_mask(torch.tensor([4]), 3)
+    with pytest.raises(ValueError, match="window half-width w must be an int >= 0"):
+        mk.band_mask(3, -1)
+
+
+def test_empty_inputs():
+    for shape_q, shape_k in (((0, 3, 4), (0, 5, 4)), ((2, 0, 4), (2, 5, 4)), ((2, 3, 4), (2, 0, 4))):
+        for need in (True, False):
+            c, a = at.attend(torch.zeros(shape_q), torch.zeros(shape_k), torch.zeros(*shape_k[:-1], 6), need_weights=need)
+            assert c.shape == (*shape_q[:-1], 6) and torch.all(c == 0)
+
+
+# ----------------------------------------------------------------------------- properties
+@st.composite
+def problems(draw):
+    B, n_q, n_f, d = (draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 6)), draw(st.integers(1, 4)))
+    seed = draw(st.integers(0, 10_000))
+    g = torch.Generator().manual_seed(seed)
+    Q, K, V = (torch.randn(B, n, d, generator=g, dtype=D64) * 3 for n in (n_q, n_f, n_f))
+    mask = torch.rand(B, n_q, n_f, generator=g) < draw(st.floats(0.0, 1.0))
+    return Q, K, V, mask
+
+
+@pytest.mark.catalog("eq3")
+@settings(max_examples=50, deadline=None)
+@given(problems(), st.sampled_from(["softmax", "sparsemax", "entmax15"]))
+def test_weights_sum_to_one_over_allowed_positions(p, align):
+    Q, K, V, mask = p
+    _, a = at.attend(Q, K, V, mask, align=align)
+    alive = mask.any(-1)
+    torch.testing.assert_close(a.sum(-1), alive.to(D64))
+    assert torch.all(a.masked_select(~mask) == 0) and torch.all(a >= 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(problems(), st.booleans())
+def test_masked_positions_are_inert_and_gradients_finite(p, need):
+    Q, K, V, mask = p
+    key_dead = ~mask.any(-2, keepdim=True)  # keys nobody may attend: poison them
+    K2 = torch.where(key_dead.transpose(-1, -2), torch.tensor(float("nan"), dtype=D64), K)
+    V2 = torch.where(key_dead.transpose(-1, -2), torch.tensor(float("inf"), dtype=D64), V)
+    Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K2, V2))
+    c, _ = at.attend(Qg, Kg, Vg, mask, need_weights=need)
+    c_ref, _ = at.attend(Q, K, V, mask)
+    torch.testing.assert_close(c, c_ref)
+    c.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (Qg, Kg, Vg))
+
+
+@settings(max_examples=50, deadline=None)
+@given(problems(), st.booleans())
+def test_self_attention_is_permutation_equivariant(p, need):
+    X = p[0]
+    perm = torch.randperm(X.shape[-2], generator=torch.Generator().manual_seed(X.shape[-2]))
+    c, _ = at.attend(X, X, X, need_weights=need)
+    c_perm, _ = at.attend(X[:, perm], X[:, perm], X[:, perm], need_weights=need)
+    torch.testing.assert_close(c_perm, c[:, perm])
