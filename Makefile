@@ -77,3 +77,13 @@ catalog: env
 
 clean:
 	rm -rf _build
+
+# Issue 14: the student version of every chapter (nbgrader format: solutions
+# replaced by stubs, outputs cleared) and the whole book as one PDF.
+.PHONY: student pdf
+student: env
+	$(PY) scripts/student.py --out _build/student
+	@echo "Student notebooks are in $(CURDIR)/_build/student (grade with scripts/autograde.py)"
+
+pdf: env assets
+	$(PY) scripts/build_pdf.py

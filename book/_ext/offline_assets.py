@@ -65,8 +65,30 @@ def dedupe_scripts(app: Sphinx, pagename: str, templatename: str, context: dict,
     context["script_files"] = unique
 
 
+def singlehtml_widgets(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """In the single-page build (the PDF), embed the widget state of every page.
+
+    myst-nb adds a notebook's widget state and the widget scripts to that
+    notebook's own page only; the single page is the root document's, so it
+    would carry none and every widget would be blank. html-manager renders each
+    stored view from whichever state script holds its model, so one state script
+    per notebook is enough.
+    """
+    if app.builder.name != "singlehtml":
+        return
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    data = NbMetadataCollector.get_doc_data(app.env)
+    for docname in sorted(app.env.found_docs):
+        if docname == pagename or docname not in data:
+            continue
+        for path, kwargs in NbMetadataCollector.get_js_files(app.env, docname).values():
+            app.add_js_file(path, **kwargs)
+
+
 def setup(app: Sphinx) -> dict:
     # priority > 500 so that we run after myst-nb has registered its config values
     app.connect("config-inited", configure, priority=900)
+    app.connect("html-page-context", singlehtml_widgets, priority=800)
     app.connect("html-page-context", dedupe_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -2,8 +2,14 @@
 
 Checks per page: no raw TeX left (MathJax turned every math block into
 ``mjx-container`` elements), every ``<img>`` loaded, widgets rendered where the
-notebook stored widget state, no failed request, no request to a host other
-than the local server, no console error beyond ALLOWED_CONSOLE_ERRORS.
+notebook stored widget state and every control of every widget changes what
+the widget shows when moved (issue 14), exercise solutions hidden until their
+toggle is clicked, no failed request, no request to a host other than the local
+server, no console error beyond ALLOWED_CONSOLE_ERRORS.
+
+Pages are opened one after the other, and every wait is on an event or a DOM
+condition with a generous timeout (a loaded CI machine once needed more than
+30 s for MathJax; issue 10), never a fixed sleep.
 
 Needs ``_build/html`` (``make book``) and ``/usr/bin/chromium``. Outside CI a
 missing browser or site skips these tests; with ``CI=true`` it fails them.
@@ -11,91 +17,28 @@ missing browser or site skips these tests; with ``CI=true`` it fails them.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import shutil
-import tempfile
-import threading
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-SITE = ROOT / "_build" / "html"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.browser.common import ROOT, SITE, need, serve
+from tests.browser.widgets import WAIT_MS, move_every_control
+from tests.helpers import toc_files
+
 # Console messages that are not failures of the book. Keep this list short and explained.
 ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
-
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
-def _need(condition: bool, why: str) -> None:
-    if not condition:
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
+MATHJAX_MS = 120_000
 
 
-def _toc_pages() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        for ch in part.get("chapters", []):
-            pages.append(ch["file"])
-            pages.extend(s["file"] for s in ch.get("sections", []))
-    return [p.removesuffix(".ipynb").removesuffix(".md") + ".html" for p in pages]
-
-
-PAGES = _toc_pages()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep pytest output clean
-        pass
+PAGES = [f + ".html" for f in toc_files(ROOT)]
 
 
 @pytest.fixture(scope="module")
 def server():
-    _need(SITE.joinpath("index.html").is_file(), f"no built site at {SITE} (run `make book`)")
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _need(Path(CHROMIUM).is_file(), f"{CHROMIUM} not found (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="book-chromium-")
-    with sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,  # the fresh profile dir is the --user-data-dir
-        )
-        yield ctx
-        ctx.close()
-    shutil.rmtree(profile, ignore_errors=True)
+    need(SITE.joinpath("index.html").is_file(), f"no built site at {SITE} (run `make book`)")
+    with serve(SITE) as url:
+        yield url
 
 
 def _has_widget_state(page_path: str) -> bool:
@@ -103,24 +46,36 @@ def _has_widget_state(page_path: str) -> bool:
     return "application/vnd.jupyter.widget-state+json" in html
 
 
+def _check_solutions_hidden(page) -> None:
+    """Cells tagged hide-input (exercise solutions) show their code only after the toggle."""
+    cells = page.locator(".cell.tag_hide-input")
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        code = cell.locator(".cell_input")
+        assert not code.is_visible(), f"solution cell {i} is visible before its toggle is clicked"
+        cell.locator("summary, button.toggle-button").first.click()
+        code.wait_for(state="visible", timeout=WAIT_MS)
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("page_path", PAGES)
 def test_page_renders_offline(server, browser, page_path):
     assert (SITE / page_path).is_file(), f"{page_path} missing from the built site"
     page = browser.new_page()
+    page.set_default_timeout(WAIT_MS)
     requests, failed, errors = [], [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
     page.on("response", lambda r: failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server}/{page_path}", wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
+    page.wait_for_load_state("networkidle", timeout=MATHJAX_MS)
 
     # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements.
     n_math = page.locator(".math").count()
     if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=MATHJAX_MS)
         page.evaluate("() => MathJax.startup.promise")
         assert page.locator("mjx-container").count() >= n_math, "math not typeset"
         raw = page.evaluate(
@@ -129,14 +84,16 @@ def test_page_renders_offline(server, browser, page_path):
         assert raw == 0, f"{raw} math blocks left as raw TeX"
 
     # Images: every <img> finished loading with a real size.
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=MATHJAX_MS)
     broken = page.evaluate(
         "() => Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
     )
     assert not broken, f"images not loaded: {broken}"
 
-    # Widgets: where the notebook stored widget state, the embed manager drew them.
+    # Widgets: where the notebook stored widget state, the embed manager drew
+    # them, and moving each control changes what its widget shows.
     if _has_widget_state(page_path):
-        page.wait_for_selector(".jupyter-widgets", timeout=30_000)
+        page.wait_for_selector(".jupyter-widgets", timeout=MATHJAX_MS)
         views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
         controls = page.locator(
             ".jupyter-widgets .widget-slider, .jupyter-widgets select, .jupyter-widgets input, "
@@ -144,6 +101,12 @@ def test_page_renders_offline(server, browser, page_path):
         ).count()
         assert views > 0, "widget state stored but no widget view on the page"
         assert controls >= views, f"{views} widget views but only {controls} controls rendered"
+        moves = move_every_control(page)
+        assert moves, "widgets rendered but no slider or dropdown found to move"
+        dead = [f"widget {m.widget} {m.control} [{m.detail}]" for m in moves if not m.changed]
+        assert not dead, f"controls that change nothing in the static page: {dead}"
+
+    _check_solutions_hidden(page)
 
     host = urlparse(server).netloc
     foreign = [u for u in requests if urlparse(u).scheme in {"http", "https"} and urlparse(u).netloc != host]

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ..beyond.ring import ring_step_bytes
+from ..beyond.tiled import attention_stats
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 
@@ -26,8 +27,6 @@ def check_ring_bytes(ring_bytes: Callable[[int, int, int, int], int]) -> None:
 
 def check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
     """Exercise 2: ``merge_parts(parts)`` turns per-chunk ``(m, l, acc)`` statistics, in any order, into the context."""
-    from ..beyond.tiled import attention_stats
-
     g = torch.Generator().manual_seed(1)
     Q, K, V = (torch.randn(5, 4, generator=g, dtype=torch.float64) * 3 for _ in range(3))
     K = K.repeat(3, 1) + torch.randn(15, 4, generator=g, dtype=torch.float64)
