@@ -19,7 +19,7 @@ NBVAL := --nbval --nbval-kernel-name attnsurvey --nbval-sanitize-with tests/nbva
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export MPLBACKEND := Agg
 
-.PHONY: env assets book book-fast execute test test-unit test-notebooks test-browser bench catalog clean
+.PHONY: env assets book book-fast execute test test-unit test-notebooks test-browser bench catalog lint clean
 
 KERNEL := $(VENV)/share/jupyter/kernels/attnsurvey/kernel.json
 
@@ -63,6 +63,14 @@ test-browser: env
 
 bench: env  # native speed: deliberately not pinned
 	$(PY) benchmarks/run_all.py
+
+# Lint: ruff (rules and format in pyproject.toml) and mypy (config in pyproject.toml)
+# over the package, tests, benchmarks, scripts and the book's Sphinx extensions.
+LINT_PATHS := src tests benchmarks scripts book/_ext
+lint: env
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy
 
 catalog: env
 	$(PY) -m attnsurvey.catalog

@@ -4,6 +4,7 @@ Budget (BOOK_PLAN / issue #2): every chapter < 60 s on 2 cores. This script
 measures and prints; it never fails a build. Notebooks are executed in memory
 and NOT rewritten. Usage: ``python benchmarks/chapter_times.py [notebooks...]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for path in paths:
         seconds = execute(path, write=False)
-        rows.append({"chapter": str(path.relative_to(ROOT) if path.is_absolute() else path), "seconds": round(seconds, 1)})
+        rows.append(
+            {"chapter": str(path.relative_to(ROOT) if path.is_absolute() else path), "seconds": round(seconds, 1)}
+        )
         flag = "" if seconds < BUDGET_S else "  OVER BUDGET"
         print(f"{seconds:7.1f} s  {rows[-1]['chapter']}{flag}", flush=True)
     total = time.perf_counter() - start

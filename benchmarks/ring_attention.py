@@ -12,6 +12,7 @@ single-process SDPA. On a machine with fewer cores than P the processes share
 cores, so the time shows the overhead of the ring, not its speed-up.
 Results: ``benchmarks/results/ring_attention.json``, with the machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,34 +44,67 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-    info = {"cpu": cpu, "cores": os.cpu_count(), "threads_per_rank": 1, "torch": torch.__version__,
-            "python": platform.python_version(), "load_average_1min_start": os.getloadavg()[0]}
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads_per_rank": 1,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_average_1min_start": os.getloadavg()[0],
+    }
     full = [torch.cat([seeded_chunk(w, u, UNITS, args.n, args.d) for u in range(UNITS)], -2)[:, None] for w in "QKV"]
     with torch.no_grad():  # 4-D input: SDPA's fused kernel, so the parent stays small before it spawns the ranks
         ref = F.scaled_dot_product_attention(*full, is_causal=args.causal)[:, 0]
     del full
     rows = []
     print(f"n = {args.n}, d = {args.d}, float32, causal = {args.causal}")
-    print(f"{'P':>2} {'rank':>4} {'peak MiB':>9} {'median s':>9} {'sent/step MiB':>14} {'sent total MiB':>15} {'max error':>10}")
+    print(
+        f"{'P':>2} {'rank':>4} {'peak MiB':>9} {'median s':>9} {'sent/step MiB':>14} {'sent total MiB':>15} {'max error':>10}"
+    )
     for P in (1, 2, 4):
-        job = {"source": "seeded", "n": args.n, "d": args.d, "seed": 0, "is_causal": args.causal, "repeats": args.repeats}
+        job = {
+            "source": "seeded",
+            "n": args.n,
+            "d": args.d,
+            "seed": 0,
+            "is_causal": args.causal,
+            "repeats": args.repeats,
+        }
         with tempfile.TemporaryDirectory() as tmp:
             results = launch(P, job, tmp, timeout=args.timeout)
         err = float((torch.cat([r["out"] for r in results], -2) - ref).abs().max())
         vol = ring_step_bytes(args.n, args.d, args.d, P)
         for rank, r in enumerate(results):
-            row = {"P": P, "rank": rank, "peak_mib": max(r["peak_bytes"], 0) / 2**20, "seconds": r["seconds"],
-                   "sent_per_step_mib": vol["per_step"] / 2**20 if P > 1 else 0.0, "sent_per_rank_mib": vol["per_rank"] / 2**20,
-                   "max_abs_error": err}
+            row = {
+                "P": P,
+                "rank": rank,
+                "peak_mib": max(r["peak_bytes"], 0) / 2**20,
+                "seconds": r["seconds"],
+                "sent_per_step_mib": vol["per_step"] / 2**20 if P > 1 else 0.0,
+                "sent_per_rank_mib": vol["per_rank"] / 2**20,
+                "max_abs_error": err,
+            }
             rows.append(row)
-            print(f"{P:>2} {rank:>4} {row['peak_mib']:>9.1f} {row['seconds']:>9.3f} {row['sent_per_step_mib']:>14.2f} "
-                  f"{row['sent_per_rank_mib']:>15.2f} {err:>10.1e}", flush=True)
+            print(
+                f"{P:>2} {rank:>4} {row['peak_mib']:>9.1f} {row['seconds']:>9.3f} {row['sent_per_step_mib']:>14.2f} "
+                f"{row['sent_per_rank_mib']:>15.2f} {err:>10.1e}",
+                flush=True,
+            )
     info["load_average_1min_end"] = os.getloadavg()[0]
     print("machine:", json.dumps(info))
-    result = {"settings": {"n": args.n, "d": args.d, "dtype": "float32", "causal": args.causal, "repeats": args.repeats,
-                           "memory": "per rank: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
-                           "seconds": "per rank: median wall time of the repeats"},
-              "machine": info, "ranks": rows}
+    result = {
+        "settings": {
+            "n": args.n,
+            "d": args.d,
+            "dtype": "float32",
+            "causal": args.causal,
+            "repeats": args.repeats,
+            "memory": "per rank: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
+            "seconds": "per rank: median wall time of the repeats",
+        },
+        "machine": info,
+        "ranks": rows,
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")

@@ -1,4 +1,5 @@
 """Run every benchmark script in this folder (they print figures; none of them asserts)."""
+
 from __future__ import annotations
 
 import subprocess

@@ -8,6 +8,7 @@ prints the median time and peak extra memory estimate relative to
     python benchmarks/score_cost.py                      # default shapes
     python benchmarks/score_cost.py --n 256 --d 64 --batch 8 --repeats 20
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     g = torch.Generator().manual_seed(0)
     Q = torch.randn(args.batch, args.n, args.d, generator=g)
     K = torch.randn(args.batch, args.n, args.d, generator=g)
-    print(f"shapes: Q, K = ({args.batch}, {args.n}, {args.d}); d_w = {args.d_w}; "
-          f"forward + backward, median of {args.repeats}; {args.threads} thread(s)")
+    print(
+        f"shapes: Q, K = ({args.batch}, {args.n}, {args.d}); d_w = {args.d_w}; "
+        f"forward + backward, median of {args.repeats}; {args.threads} thread(s)"
+    )
     times = {name: time_score(name, Q, K, args.d_w, args.repeats) for name in SCORE_NAMES}
     base = times["multiplicative"]
     base_mem = intermediate_elements("multiplicative", args.batch, args.n, args.n, args.d, args.d_w)

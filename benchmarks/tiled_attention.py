@@ -19,6 +19,7 @@ gradient error (dQ, dK, dV) against SDPA's autograd at n = 2048 (float64).
 Results: ``benchmarks/results/tiled_attention.json`` (with the machine) and
 the figure ``book/figures/tiled_attention_cost.png`` shown in chapter 6.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,11 @@ def _fn(method: str, n: int):
     g = torch.Generator().manual_seed(0)
     Q, K, V = (torch.randn(1, n, D, generator=g) for _ in range(3))
     Q4, K4, V4 = (x[:, None] for x in (Q, K, V))  # SDPA's fused CPU kernels need (B, h, n, d); 3-D falls back to math
-    return {"plain": lambda: attend(Q, K, V)[0], "tiled": lambda: tiled_attend(Q, K, V),
-            "sdpa": lambda: F.scaled_dot_product_attention(Q4, K4, V4)[:, 0]}[method]
+    return {
+        "plain": lambda: attend(Q, K, V)[0],
+        "tiled": lambda: tiled_attend(Q, K, V),
+        "sdpa": lambda: F.scaled_dot_product_attention(Q4, K4, V4)[:, 0],
+    }[method]
 
 
 def measure_one(method: str, n: int, repeats: int) -> dict:
@@ -96,8 +100,12 @@ def errors() -> dict:
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         Q, K, V = (torch.randn(1, 1, N_TARGET, D, generator=g) for _ in range(3))
-        fwd = {c: float((tiled_attend(Q, K, V, is_causal=c) - F.scaled_dot_product_attention(Q, K, V, is_causal=c)).abs().max())
-               for c in (False, True)}
+        fwd = {
+            c: float(
+                (tiled_attend(Q, K, V, is_causal=c) - F.scaled_dot_product_attention(Q, K, V, is_causal=c)).abs().max()
+            )
+            for c in (False, True)
+        }
     Q, K, V = (torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
     dO = torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64)
     grad = {}
@@ -105,16 +113,32 @@ def errors() -> dict:
         mine = torch.autograd.grad(tiled_attend(Q, K, V, is_causal=c), (Q, K, V), dO)
         ref = torch.autograd.grad(F.scaled_dot_product_attention(Q, K, V, is_causal=c), (Q, K, V), dO)
         grad[c] = max(float((a - b).abs().max()) for a, b in zip(mine, ref))
-    return {"forward_float32_n": N_TARGET, "forward_max_abs_error": fwd[False], "forward_causal_max_abs_error": fwd[True],
-            "grad_float64_n": N_GRAD, "grad_max_abs_error": grad[False], "grad_causal_max_abs_error": grad[True]}
+    return {
+        "forward_float32_n": N_TARGET,
+        "forward_max_abs_error": fwd[False],
+        "forward_causal_max_abs_error": fwd[True],
+        "grad_float64_n": N_GRAD,
+        "grad_max_abs_error": grad[False],
+        "grad_causal_max_abs_error": grad[True],
+    }
 
 
 def machine(threads: int) -> dict:
     import torch
 
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
-    return {"cpu": model, "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "python": platform.python_version(), "machine": platform.machine(), "load_average_1min_start": os.getloadavg()[0]}
+    model = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "load_average_1min_start": os.getloadavg()[0],
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -124,7 +148,11 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-    labels = {"plain": "plain attend (scores stored)", "tiled": "tiled, online softmax", "sdpa": "torch SDPA (CPU flash)"}
+    labels = {
+        "plain": "plain attend (scores stored)",
+        "tiled": "tiled, online softmax",
+        "sdpa": "torch SDPA (CPU flash)",
+    }
     for m in METHODS:
         pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in rows if r["method"] == m)
         axes[0].plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=labels[m])
@@ -163,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
             if method == "plain" and 1.5 * 2 * n * n * 4 > _available_bytes():
                 print(f"{method:6s} n={n:6d}  skipped: 2 n^2 floats do not fit in the available memory", flush=True)
                 continue
-            res = subprocess.run([sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
-                                 capture_output=True, text=True, env=env, check=True)
+            res = subprocess.run(
+                [sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
             row = json.loads(res.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(f"{method:6s} n={n:6d}  median {row['seconds']:9.4f} s  peak +{row['peak_mib']:9.1f} MiB", flush=True)
@@ -173,20 +206,40 @@ def main(argv: list[str] | None = None) -> int:
     at = {r["method"]: r for r in rows if r["n"] == N_TARGET}
     targets = {}
     if {"plain", "tiled", "sdpa"} <= at.keys():
-        targets = {"n": N_TARGET, "memory_ratio_plain_over_tiled": at["plain"]["peak_mib"] / max(at["tiled"]["peak_mib"], 1e-9),
-                   "time_ratio_tiled_over_sdpa": at["tiled"]["seconds"] / at["sdpa"]["seconds"]}
-    print(f"forward max |tiled - SDPA|, float32, n = {N_TARGET}: {err['forward_max_abs_error']:.2e} "
-          f"(causal {err['forward_causal_max_abs_error']:.2e}); target <= 1e-5")
-    print(f"gradient max |tiled - SDPA|, float64, n = {N_GRAD}: {err['grad_max_abs_error']:.2e} "
-          f"(causal {err['grad_causal_max_abs_error']:.2e}); target <= 1e-4")
+        targets = {
+            "n": N_TARGET,
+            "memory_ratio_plain_over_tiled": at["plain"]["peak_mib"] / max(at["tiled"]["peak_mib"], 1e-9),
+            "time_ratio_tiled_over_sdpa": at["tiled"]["seconds"] / at["sdpa"]["seconds"],
+        }
+    print(
+        f"forward max |tiled - SDPA|, float32, n = {N_TARGET}: {err['forward_max_abs_error']:.2e} "
+        f"(causal {err['forward_causal_max_abs_error']:.2e}); target <= 1e-5"
+    )
+    print(
+        f"gradient max |tiled - SDPA|, float64, n = {N_GRAD}: {err['grad_max_abs_error']:.2e} "
+        f"(causal {err['grad_causal_max_abs_error']:.2e}); target <= 1e-4"
+    )
     if targets:
-        print(f"n = {N_TARGET}: plain peak / tiled peak = {targets['memory_ratio_plain_over_tiled']:.0f} (target >= 20); "
-              f"tiled time / SDPA time = {targets['time_ratio_tiled_over_sdpa']:.2f} (target <= 2)")
+        print(
+            f"n = {N_TARGET}: plain peak / tiled peak = {targets['memory_ratio_plain_over_tiled']:.0f} (target >= 20); "
+            f"tiled time / SDPA time = {targets['time_ratio_tiled_over_sdpa']:.2f} (target <= 2)"
+        )
     print("machine:", json.dumps(info))
-    result = {"settings": {"d": D, "batch": 1, "heads": 1, "dtype": "float32", "repeats": args.repeats,
-                           "memory": "peak RSS during the first call minus RSS before it, MiB",
-                           "seconds": "median wall time of the repeats after the first call"},
-              "machine": info, "cost": rows, "errors": err, "targets": targets}
+    result = {
+        "settings": {
+            "d": D,
+            "batch": 1,
+            "heads": 1,
+            "dtype": "float32",
+            "repeats": args.repeats,
+            "memory": "peak RSS during the first call minus RSS before it, MiB",
+            "seconds": "median wall time of the repeats after the first call",
+        },
+        "machine": info,
+        "cost": rows,
+        "errors": err,
+        "targets": targets,
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     plot(rows, FIGURE)

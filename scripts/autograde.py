@@ -14,6 +14,7 @@ nbgrader's ``autograde`` scores code test cells. A student version straight from
 Prints one line per test cell and the total; ``--json`` prints the same as JSON.
 Exit status 0 whatever the score (1 only if the notebook has no test cells).
 """
+
 from __future__ import annotations
 
 import argparse

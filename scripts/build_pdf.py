@@ -18,6 +18,7 @@
 
 No LaTeX is involved. Prints the seconds each step took.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -156,8 +157,11 @@ def print_pdf(page_file: Path, out: Path = PDF) -> int:
                 "<span class='pageNumber'></span> / <span class='totalPages'></span></div>"
             ),
         )
-        print(f"{t1 - t0:6.1f} s  load page\n{t2 - t1:6.1f} s  typeset math\n"
-              f"{time.perf_counter() - t2:6.1f} s  print to PDF", flush=True)
+        print(
+            f"{t1 - t0:6.1f} s  load page\n{t2 - t1:6.1f} s  typeset math\n"
+            f"{time.perf_counter() - t2:6.1f} s  print to PDF",
+            flush=True,
+        )
         if foreign:
             raise RuntimeError(f"the single page requested other hosts: {foreign[:5]}")
     return chapters
@@ -173,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     t1 = time.perf_counter()
     chapters = print_pdf(page, args.out)
     t2 = time.perf_counter()
-    print(f"{t1 - t0:6.1f} s  singlehtml build\n{t2 - t1:6.1f} s  print ({chapters} chapters)\n"
-          f"PDF: {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
+    print(
+        f"{t1 - t0:6.1f} s  singlehtml build\n{t2 - t1:6.1f} s  print ({chapters} chapters)\n"
+        f"PDF: {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)"
+    )
     return 0
 
 

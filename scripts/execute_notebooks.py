@@ -12,6 +12,7 @@ exactly as nbval's kernels are pinned in ``make test``) with its own folder as
 working directory (as nbval does). It records that kernel in the notebook's
 metadata and prints the seconds each notebook took.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -5,6 +5,7 @@ always means two authors appended at the same place. This keeps every entry
 once (by bibliography key / glossary term) and restores the blank-line
 structure. Usage: ``python scripts/resolve_list_conflicts.py`` after a merge.
 """
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ Shared by ``scripts/build_pdf.py`` (``make pdf``) and the browser tests
 (``tests/browser``), so both open the book the same way: served over HTTP from
 127.0.0.1, never from another host.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -32,6 +32,7 @@ Two steps are the book's own: a markdown solution written as a MyST dropdown
 removed, and a solution cell loses its ``hide-input`` tag (the stub is meant to
 be seen).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """Shared pytest fixtures, and the numeric pin for in-process tests."""
+
 from __future__ import annotations
 
 import pytest

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from attnsurvey.data.position_lookup import lookup_batch, lookup_batches
+from attnsurvey.experiments.general_mechanisms import AlignmentClassifier, classifier_loss
 from attnsurvey.general_mechanisms import alignment as al
 from attnsurvey.training import accuracy, seed_everything, train
-from .helpers import rand
-from attnsurvey.experiments.general_mechanisms import AlignmentClassifier, classifier_loss
 
+from .helpers import rand
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 
@@ -455,9 +455,9 @@ def test_sparsemax_is_projection():
     for seed in range(3):
         e = rand(6, seed=seed).double().numpy() * 2
         res = optimize.minimize(
-            lambda a: np.sum((a - e) ** 2),
+            lambda a, e=e: np.sum((a - e) ** 2),
             np.full(6, 1 / 6),
-            jac=lambda a: 2 * (a - e),
+            jac=lambda a, e=e: 2 * (a - e),
             bounds=[(0, 1)] * 6,
             constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1}],
             method="SLSQP",

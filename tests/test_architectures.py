@@ -5,6 +5,7 @@ from the modules they draw; every ``implemented_by`` names a real package
 object; and the complexity table's growth in n matches the multiply-adds that
 ``torch.utils.flop_counter`` counts in the package's functions on small inputs.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,14 +13,14 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
-from attnsurvey.figures import architectures as A  # noqa: E402
-from attnsurvey.transformer.model import DecoderLayer, EncoderLayer  # noqa: E402
+from attnsurvey.figures import architectures as A
+from attnsurvey.transformer.model import DecoderLayer, EncoderLayer
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +31,10 @@ def _close_figures():
 
 def test_post_norm_encoder_layer_blocks():
     assert A.layer_blocks(EncoderLayer(8, 2, 16)) == [
-        ("Multi-head self-attention", "attention"), ("Add & LayerNorm", "add"),
-        ("Position-wise feed-forward", "ffn"), ("Add & LayerNorm", "add"),
+        ("Multi-head self-attention", "attention"),
+        ("Add & LayerNorm", "add"),
+        ("Position-wise feed-forward", "ffn"),
+        ("Add & LayerNorm", "add"),
     ]
 
 
@@ -79,8 +82,14 @@ def test_variant_figure_boxes_and_implementations(name):
 
 
 def test_every_variant_the_book_teaches_is_drawn():
-    assert set(A.VARIANTS) == {"Transformer-XL", "Reformer", "Linformer", "Local attention",
-                               "Lite Transformer", "Synthesizer"}
+    assert set(A.VARIANTS) == {
+        "Transformer-XL",
+        "Reformer",
+        "Linformer",
+        "Local attention",
+        "Lite Transformer",
+        "Synthesizer",
+    }
     assert len(A.variants_figure().axes) == 6
     with pytest.raises(ValueError, match="unknown variant"):
         A.variant_figure("Performer")
@@ -115,15 +124,21 @@ def _mha(n):
 # The flop counter sees matrix products only; the additive score's n^2 d_w part
 # is element-wise (tanh of broadcast sums), so it is not checked this way.
 CALLS = {
-    "general_mechanisms.scoring.scaled_dot_score": lambda n: (lambda Q=_r(n, D), K_=_r(n, D): A.resolve(
-        "general_mechanisms.scoring.scaled_dot_score")(Q, K_)),
+    "general_mechanisms.scoring.scaled_dot_score": lambda n: (
+        lambda Q=_r(n, D), K_=_r(n, D): A.resolve("general_mechanisms.scoring.scaled_dot_score")(Q, K_)
+    ),
     "query_related.multihead.multi_head_attention": _mha,
-    "transformer.local.local_window_attention": lambda n: (lambda X=_r(n, D): A.resolve(
-        "transformer.local.local_window_attention")(X, X, X, W)),
-    "transformer.linformer.linformer_attention": lambda n: (lambda X=_r(n, D): A.resolve(
-        "transformer.linformer.linformer_attention")(X, X, X, _r(K, n), _r(K, n))),
-    "transformer.reformer.lsh_attention": lambda n: (lambda X=_r(n, D): A.resolve(
-        "transformer.reformer.lsh_attention")(X, X, 4, C, generator=torch.Generator().manual_seed(1))),
+    "transformer.local.local_window_attention": lambda n: (
+        lambda X=_r(n, D): A.resolve("transformer.local.local_window_attention")(X, X, X, W)
+    ),
+    "transformer.linformer.linformer_attention": lambda n: (
+        lambda X=_r(n, D): A.resolve("transformer.linformer.linformer_attention")(X, X, X, _r(K, n), _r(K, n))
+    ),
+    "transformer.reformer.lsh_attention": lambda n: (
+        lambda X=_r(n, D): A.resolve("transformer.reformer.lsh_attention")(
+            X, X, 4, C, generator=torch.Generator().manual_seed(1)
+        )
+    ),
 }
 
 
@@ -148,9 +163,14 @@ def test_flop_check_covers_the_main_mechanisms():
 
 
 def test_cost_curves_figure_plots_every_method():
-    results = {"settings": {"d": 8, "machine": "x", "torch": "t", "threads": 1}, "attention": [
-        {"method": m, "n": n, "seconds": n * k * 1e-6, "peak_mib": n * k * 1e-3}
-        for k, m in enumerate(["full", "local"], start=1) for n in (64, 128)]}
+    results = {
+        "settings": {"d": 8, "machine": "x", "torch": "t", "threads": 1},
+        "attention": [
+            {"method": m, "n": n, "seconds": n * k * 1e-6, "peak_mib": n * k * 1e-3}
+            for k, m in enumerate(["full", "local"], start=1)
+            for n in (64, 128)
+        ],
+    }
     fig = A.cost_curves_figure(results)
     assert [line.get_label() for line in fig.axes[0].lines] == ["full", "local"]
     assert len(fig.axes[1].lines) == 2

@@ -14,6 +14,7 @@ from attnsurvey import masking as mk
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.general_mechanisms.sparse_maps import entmax15, sparsemax
 from attnsurvey.general_model import attend as gm_attend
+
 from .helpers import rand
 
 D64 = torch.float64
@@ -149,7 +150,7 @@ def test_float16_and_bfloat16_masks_use_the_dtype_fill():
 def test_grouped_query_attention_equals_repeated_heads():
     Q = rand(2, 6, 4, 8, dtype=D64)
     K, V = rand(2, 2, 5, 8, seed=1, dtype=D64), rand(2, 2, 5, 8, seed=2, dtype=D64)
-    rep = lambda t: t.repeat_interleave(3, dim=-3)  # noqa: E731
+    rep = lambda t: t.repeat_interleave(3, dim=-3)
     ref = F_.scaled_dot_product_attention(Q, rep(K), rep(V))
     for need in (True, False):
         c, _ = at.attend(Q, K, V, enable_gqa=True, need_weights=need)

@@ -1,4 +1,5 @@
 """Ring attention across processes (beyond the survey): exact against one process."""
+
 from __future__ import annotations
 
 import datetime
@@ -25,8 +26,13 @@ def test_ring_p2_matches_one_process():
 
 @pytest.fixture
 def one_rank_group():
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{free_port()}",
+        rank=0,
+        world_size=1,
+        timeout=datetime.timedelta(seconds=30),
+    )
     yield
     dist.destroy_process_group()
 
@@ -35,8 +41,12 @@ def one_rank_group():
 def test_ring_p1_is_tiled_attention(one_rank_group):
     Q, K, V = rand(1, 30, 8, seed=4), rand(1, 30, 8, seed=5), rand(1, 30, 8, seed=6)
     for causal in (False, True):
-        torch.testing.assert_close(ring_attention(Q, K, V, is_causal=causal, block_q=7, block_k=4),
-                                   tiled_attend(Q, K, V, is_causal=causal), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            ring_attention(Q, K, V, is_causal=causal, block_q=7, block_k=4),
+            tiled_attend(Q, K, V, is_causal=causal),
+            atol=1e-6,
+            rtol=0,
+        )
 
 
 def test_ring_rejects_bad_chunks(one_rank_group):
@@ -58,7 +68,9 @@ def test_ring_needs_a_process_group_and_divisible_n():
 def test_seeded_chunks_are_the_same_sequence_for_every_p():
     whole = seeded_chunk("K", 0, 1, 16, 3)
     for P in (2, 4):
-        torch.testing.assert_close(torch.cat([seeded_chunk("K", r, P, 16, 3) for r in range(P)], -2), whole, atol=0, rtol=0)
+        torch.testing.assert_close(
+            torch.cat([seeded_chunk("K", r, P, 16, 3) for r in range(P)], -2), whole, atol=0, rtol=0
+        )
     with pytest.raises(ValueError, match="P dividing"):
         seeded_chunk("Q", 0, 3, 16, 3)
 

@@ -1,4 +1,5 @@
 """Tiled attention with an online softmax (beyond the survey), against SDPA and the core `attend`."""
+
 from __future__ import annotations
 
 import math
@@ -26,12 +27,18 @@ from .helpers import rand
 
 def qkv(b=2, n_q=37, n_f=37, d=16, d_v=None, dtype=torch.float32, seed=0, grad=False):
     d_v = d if d_v is None else d_v
-    Q, K, V = rand(b, n_q, d, seed=seed, dtype=dtype), rand(b, n_f, d, seed=seed + 1, dtype=dtype), rand(b, n_f, d_v, seed=seed + 2, dtype=dtype)
+    Q, K, V = (
+        rand(b, n_q, d, seed=seed, dtype=dtype),
+        rand(b, n_f, d, seed=seed + 1, dtype=dtype),
+        rand(b, n_f, d_v, seed=seed + 2, dtype=dtype),
+    )
     return tuple(x.requires_grad_(grad) for x in (Q, K, V))
 
 
 @pytest.mark.catalog("extra:tiled-attention")
-@pytest.mark.parametrize("n_q,n_f,bq,bk", [(37, 37, 8, 5), (37, 53, 16, 16), (64, 64, 64, 64), (1, 1, 4, 4), (1, 9, 1, 2), (9, 1, 3, 1)])
+@pytest.mark.parametrize(
+    "n_q,n_f,bq,bk", [(37, 37, 8, 5), (37, 53, 16, 16), (64, 64, 64, 64), (1, 1, 4, 4), (1, 9, 1, 2), (9, 1, 3, 1)]
+)
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_forward_matches_sdpa_and_attend(n_q, n_f, bq, bk, is_causal):
     Q, K, V = qkv(n_q=n_q, n_f=n_f, d_v=12)
@@ -65,7 +72,7 @@ def test_merge_is_exact_and_associative():
     """Statistics of key sets A and B merged == statistics of A u B, in any grouping."""
     Q, K, V = qkv(b=1, n_q=6, n_f=12, dtype=torch.float64)
     Qs = Q / math.sqrt(Q.shape[-1])
-    parts = [tile_stats(Qs, K[..., s:s + 4, :], V[..., s:s + 4, :]) for s in (0, 4, 8)]
+    parts = [tile_stats(Qs, K[..., s : s + 4, :], V[..., s : s + 4, :]) for s in (0, 4, 8)]
     whole = tile_stats(Qs, K, V)
     left = online_softmax_merge(*online_softmax_merge(*parts[0], *parts[1]), *parts[2])
     right = online_softmax_merge(*parts[0], *online_softmax_merge(*parts[1], *parts[2]))
@@ -73,8 +80,14 @@ def test_merge_is_exact_and_associative():
         torch.testing.assert_close(a, c, atol=1e-12, rtol=1e-12)
         torch.testing.assert_close(b, c, atol=1e-12, rtol=1e-12)
     # hand computation for one row: m, l and acc of two scalar scores
-    m, l, acc = online_softmax_merge(torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([[2.0]]),
-                                     torch.tensor([3.0]), torch.tensor([1.0]), torch.tensor([[4.0]]))
+    m, l, acc = online_softmax_merge(
+        torch.tensor([1.0]),
+        torch.tensor([1.0]),
+        torch.tensor([[2.0]]),
+        torch.tensor([3.0]),
+        torch.tensor([1.0]),
+        torch.tensor([[4.0]]),
+    )
     assert m.item() == 3.0
     assert l.item() == pytest.approx(math.exp(-2) + 1)
     assert acc.item() == pytest.approx(2 * math.exp(-2) + 4)
@@ -105,7 +118,9 @@ def test_gradcheck_float64():
     mask = rand(1, 7, 9, seed=5) > -0.3
     mask[0, 2] = False  # one fully-masked row
     assert torch.autograd.gradcheck(lambda q, k, v: tiled_attend(q, k, v, mask, block_q=3, block_k=4), (Q, K, V))
-    assert torch.autograd.gradcheck(lambda q, k, v: tiled_attend(q, k, v, is_causal=True, block_q=2, block_k=3), (Q, K, V))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: tiled_attend(q, k, v, is_causal=True, block_q=2, block_k=3), (Q, K, V)
+    )
 
 
 @pytest.mark.catalog("extra:tiled-attention")
@@ -132,11 +147,15 @@ def test_gradients_reduce_over_broadcast_batch():
 
 @pytest.mark.catalog("extra:tiled-attention")
 @settings(max_examples=25, deadline=None)
-@given(bq=st.integers(1, 40), bk=st.integers(1, 40), n_q=st.integers(1, 33), n_f=st.integers(1, 33), causal=st.booleans())
+@given(
+    bq=st.integers(1, 40), bk=st.integers(1, 40), n_q=st.integers(1, 33), n_f=st.integers(1, 33), causal=st.booleans()
+)
 def test_result_does_not_depend_on_block_size(bq, bk, n_q, n_f, causal):
     Q, K, V = qkv(b=1, n_q=n_q, n_f=n_f, d=8, dtype=torch.float64)
     one_tile = tiled_attend(Q, K, V, is_causal=causal, block_q=64, block_k=64)
-    torch.testing.assert_close(tiled_attend(Q, K, V, is_causal=causal, block_q=bq, block_k=bk), one_tile, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        tiled_attend(Q, K, V, is_causal=causal, block_q=bq, block_k=bk), one_tile, atol=1e-12, rtol=0
+    )
 
 
 @pytest.mark.catalog("extra:tiled-attention")

@@ -1,4 +1,5 @@
 """Structure of the book: the TOC, the notebooks and their stored outputs."""
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,9 @@ def test_notebook_outputs_are_stored_and_clean(path):
     nb = json.loads(path.read_text())
     assert nb["metadata"]["kernelspec"]["name"] == KERNEL_NAME, "execute it with `make execute` (pinned kernel)"
     cells = nb["cells"]
-    assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# "), "first cell is the title"
+    assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith(
+        "# "
+    ), "first cell is the title"
     code = [c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip()]
     counts = [c["execution_count"] for c in code]
     assert all(n is not None for n in counts), "stored outputs missing: run `make execute NB=...`"

@@ -1,4 +1,5 @@
 """Tests for §3.3.2 capsule-based attention, Eq. (43)-(45), and its joint loss."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +9,10 @@ import torch
 import torch.nn.functional as F_
 
 from attnsurvey.data.sentiment import keyword_features, sentiment_reviews
-from attnsurvey.query_related import capsule as cp
-from .helpers import rand
 from attnsurvey.experiments.query_related import CapsuleClassifier
+from attnsurvey.query_related import capsule as cp
+
+from .helpers import rand
 
 
 @pytest.mark.catalog("eq43")
@@ -111,7 +113,12 @@ def test_joint_loss_hand_computed():
     assert math.isclose(float(U), 1.5, rel_tol=1e-6)
     assert math.isclose(float(L), 0.5 + 0.5 * 1.5, rel_tol=1e-6)
     # satisfied margins give zero loss
-    L0, _, _ = cp.capsule_loss(torch.tensor([[1.0, 0.0]]), torch.tensor([[[5.0, 0.0], [0.0, 0.0]]]), torch.tensor([[1.0, 0.0]]), torch.tensor([0]))
+    L0, _, _ = cp.capsule_loss(
+        torch.tensor([[1.0, 0.0]]),
+        torch.tensor([[[5.0, 0.0], [0.0, 0.0]]]),
+        torch.tensor([[1.0, 0.0]]),
+        torch.tensor([0]),
+    )
     assert float(L0) == 0.0
 
 
@@ -136,7 +143,9 @@ def test_sentiment_data_ground_truth():
         for w, pol in zip(words, d.polarity[i].tolist()):
             if pol >= 0:
                 assert pol == int(d.labels[i])
-                assert w in (("bad", "awful", "dull", "boring", "weak"), ("good", "great", "superb", "fun", "moving"))[pol]
+                assert (
+                    w in (("bad", "awful", "dull", "boring", "weak"), ("good", "great", "superb", "fun", "moving"))[pol]
+                )
     F, y, key = keyword_features(20, generator=torch.Generator().manual_seed(0))
     assert torch.equal(F[torch.arange(20), key, :4].argmax(-1), y)
     assert (F[..., 4].argmax(-1) == key).all()

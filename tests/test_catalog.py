@@ -1,4 +1,5 @@
 """The catalog is the book's index from survey items to code and tests: check it."""
+
 from __future__ import annotations
 
 import ast
@@ -6,7 +7,7 @@ import importlib
 import json
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from attnsurvey import catalog
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def _test_names(path: Path) -> frozenset[str]:
     """Names of test functions and Class::method pairs defined in a test file."""
     tree = ast.parse(path.read_text())
@@ -81,9 +82,9 @@ def test_every_catalogued_chapter_shows_its_implementation_table():
     for chapter in chapters:
         nb = json.loads((ROOT / chapter).read_text())
         sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-        assert any(f'chapter_table("{chapter}")' in s for s in sources), (
-            f"{chapter} has catalog entries but no chapter_table(\"{chapter}\") cell"
-        )
+        assert any(
+            f'chapter_table("{chapter}")' in s for s in sources
+        ), f'{chapter} has catalog entries but no chapter_table("{chapter}") cell'
 
 
 def test_cli_json_and_summary():

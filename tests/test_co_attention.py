@@ -1,4 +1,5 @@
 """Tests for §3.1.1 co-attention, Eq. (6)-(16), and bi-directional attention."""
+
 from __future__ import annotations
 
 import math
@@ -8,6 +9,7 @@ import torch
 
 from attnsurvey.feature_related import co_attention as ca
 from attnsurvey.general_mechanisms.scoring import additive_score, dot_score
+
 from .helpers import rand
 
 
@@ -70,9 +72,9 @@ def test_eq6_eq7_query_absorbed_into_bias():
 def test_eq7_to_eq9_alternating_matches_step_by_step():
     K1, V1, K2, V2 = rand(4, 3, seed=1), rand(4, 2, seed=2), rand(5, 6, seed=3), rand(5, 3, seed=4)
     W, w, b = rand(7, 3, seed=5), rand(7, seed=6), rand(7, seed=7)
-    score0 = lambda K: ca.queryless_additive_score(K, W, w, b)  # noqa: E731
-    score2, _ = additive_fn(2, 6, seed=10)   # query c^(0) (d_v1=2), keys K^(2)
-    score1, _ = additive_fn(3, 3, seed=20)   # query c^(2) (d_v2=3), keys K^(1)
+    score0 = lambda K: ca.queryless_additive_score(K, W, w, b)
+    score2, _ = additive_fn(2, 6, seed=10)  # query c^(0) (d_v1=2), keys K^(2)
+    score1, _ = additive_fn(3, 3, seed=20)  # query c^(2) (d_v2=3), keys K^(1)
     out = ca.alternating_co_attention(K1, V1, K2, V2, score0, score2, score1)
     # step by step with Python lists
     a0 = softmax_list([float(x) for x in score0(K1)])
@@ -284,7 +286,15 @@ def test_large_scores_stay_finite():
     assert torch.equal(out.c2, torch.zeros(3)) and torch.isfinite(out.c1).all()
     K1, K2 = rand(3, 4) * 1e4, rand(5, 4, seed=1) * 1e4
     e = ca.parallel_co_attention(
-        K1, K1, K2, K2, ca.affinity_matrix(K1, K2, torch.eye(4)), torch.eye(4), torch.eye(4), torch.ones(4), torch.ones(4)
+        K1,
+        K1,
+        K2,
+        K2,
+        ca.affinity_matrix(K1, K2, torch.eye(4)),
+        torch.eye(4),
+        torch.eye(4),
+        torch.ones(4),
+        torch.ones(4),
     )
     assert all(torch.isfinite(t).all() for t in e)
 
@@ -338,8 +348,8 @@ def test_multi_grained_concatenates_coarse_and_fine():
 @pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_coarse_parallel_is_interactive_co_attention():
     Q, K = rand(2, 4, 3, seed=1), rand(2, 6, 5, seed=2)
-    s_k2q, _ = additive_fn(3, 5, seed=10)   # mean of Q queries K
-    s_q2k, _ = additive_fn(5, 3, seed=20)   # mean of K queries Q
+    s_k2q, _ = additive_fn(3, 5, seed=10)  # mean of Q queries K
+    s_q2k, _ = additive_fn(5, 3, seed=20)  # mean of K queries Q
     mask_k = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
     bi = ca.bidirectional_attention(Q, K, s_k2q, score_q2k=s_q2k, mask_k=mask_k)
     # survey: set 1 = K (source text), set 2 = Q (question)
@@ -355,7 +365,7 @@ def test_bidirectional_alternating_is_eq8_eq9():
     """Review's alternating order + a query-less summary of Q = survey's Eq. (7)-(9)."""
     Q, V_q, K, V_k = rand(4, 3, seed=1), rand(4, 2, seed=2), rand(5, 6, seed=3), rand(5, 3, seed=4)
     W, w, b = rand(7, 3, seed=5), rand(7, seed=6), rand(7, seed=7)
-    score0 = lambda X: ca.queryless_additive_score(X, W, w, b)  # noqa: E731
+    score0 = lambda X: ca.queryless_additive_score(X, W, w, b)
     score2, _ = additive_fn(2, 6, seed=10)
     score1, _ = additive_fn(3, 3, seed=20)
 
@@ -375,7 +385,7 @@ def test_bidirectional_alternating_is_eq8_eq9():
 @pytest.mark.catalog("extra:bidirectional-attention")
 def test_bidirectional_fine_max_is_eq16():
     Q, K, W_A = rand(2, 4, 3, seed=1), rand(2, 5, 3, seed=2), rand(3, 3, seed=3)
-    aff = lambda Q, K: ca.affinity_matrix(Q, K, W_A)  # noqa: E731
+    aff = lambda Q, K: ca.affinity_matrix(Q, K, W_A)
     bi = ca.bidirectional_attention(Q, K, aff, granularity="fine")
     co = ca.max_pooled_co_attention(Q, K, ca.affinity_matrix(Q, K, W_A))
     torch.testing.assert_close(bi.a_q, co.a1)

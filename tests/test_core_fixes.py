@@ -6,6 +6,7 @@ import torch
 
 from attnsurvey.general_mechanisms.sparse_maps import entmax15, sparsemax
 from attnsurvey.transformer import reformer, transformer_xl
+
 from .helpers import rand
 
 INF = float("inf")

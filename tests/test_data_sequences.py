@@ -1,4 +1,5 @@
 """Tests for the synthetic transduction tasks of Chapter 1 (reverse, copy, sort)."""
+
 from __future__ import annotations
 
 import pytest

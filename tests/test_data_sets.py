@@ -1,4 +1,5 @@
 """Tests for the match-the-query task of Chapter 2 and its Fig. 1 task model."""
+
 from __future__ import annotations
 
 import pytest

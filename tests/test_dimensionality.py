@@ -1,8 +1,8 @@
 """Tests for §3.2.3 attention dimensionality: multi-dimensional attention, Eq. (30)-(32)."""
+
 from __future__ import annotations
 
 import functools
-
 import math
 
 import pytest
@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnsurvey.data.lookup import featurewise_lookup
+from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
 from attnsurvey.general_mechanisms import dimensionality as md
 from attnsurvey.general_mechanisms.scoring import additive_score
 from attnsurvey.general_model import attend
+
 from .helpers import rand
-from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
 
 D_Q, D_K, D_V, D_W = 3, 4, 5, 6
 
@@ -206,7 +207,7 @@ def test_gradcheck_float64():
     Q = rand(2, D_Q, seed=1).requires_grad_()
     K, V = rand(3, D_K, seed=2).requires_grad_(), rand(3, D_V, seed=3).requires_grad_()
     mask = torch.tensor([[True, False, True], [False, False, False]])
-    f = lambda *x: md.multidimensional_attend(*x, mask=mask)[0]  # noqa: E731
+    f = lambda *x: md.multidimensional_attend(*x, mask=mask)[0]
     assert torch.autograd.gradcheck(f, (Q, K, V, W1, W2, W_d, b))
 
 
@@ -248,7 +249,7 @@ def test_multidimensional_beats_single_dimensional(one_thread):
     for multi in (False, True):
         torch.manual_seed(0)
         model = FeatureLookupModel(16, 4, 4, d_w=32, multi_dimensional=multi)
-        loss = lambda m, bt: F_.binary_cross_entropy_with_logits(m(*bt[:3])[0], bt[3])  # noqa: E731
+        loss = lambda m, bt: F_.binary_cross_entropy_with_logits(m(*bt[:3])[0], bt[3])
         train(model, loss, batches, lr=1e-2)
         with torch.no_grad():
             logits, A = model(*test[:3])

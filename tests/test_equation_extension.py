@@ -6,6 +6,7 @@ checks what the HTML shows: survey labels show the survey's number, review and
 nndl labels their prefixed numbers, other labels a letter per page, unlabelled
 equations nothing, and ``{eq}`` references the same strings as their targets.
 """
+
 from __future__ import annotations
 
 import re
@@ -88,7 +89,7 @@ b
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> dict[str, "bs4.BeautifulSoup"]:
+def built(tmp_path_factory) -> dict[str, bs4.BeautifulSoup]:
     from sphinx.application import Sphinx
 
     src = tmp_path_factory.mktemp("book")
@@ -99,8 +100,16 @@ def built(tmp_path_factory) -> dict[str, "bs4.BeautifulSoup"]:
     out = src / "_build"
     pages = {}
     for builder in ("html", "singlehtml"):
-        app = Sphinx(str(src), str(src), str(out / builder), str(out / "doctrees" / builder), builder,
-                     status=None, warning=None, freshenv=True)
+        app = Sphinx(
+            str(src),
+            str(src),
+            str(out / builder),
+            str(out / "doctrees" / builder),
+            builder,
+            status=None,
+            warning=None,
+            freshenv=True,
+        )
         app.build()
         assert app.statuscode == 0
     for name in ("a", "b"):

@@ -8,6 +8,7 @@ told to number environments; (iii) every reference to ``eq-survey-k`` shows (k).
 The extension that produces the numbers is tested on a fixture book in
 ``test_equation_extension.py``.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ def _pages() -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def soups() -> dict[str, "bs4.BeautifulSoup"]:
+def soups() -> dict[str, bs4.BeautifulSoup]:
     if not (SITE / "index.html").is_file():
         pytest.skip(f"no built book at {SITE}: run `make book` (CI builds it before the tests)")
     return {

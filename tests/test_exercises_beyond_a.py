@@ -1,4 +1,5 @@
 """Each exercise check of chapters 6 and 6.3 accepts the worked solution and rejects a plausible wrong answer."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Tests for §4.1, extrinsic evaluation: every metric against its library and by hand."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,8 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from attnsurvey.data.evaluation_tasks import signal_token_task
 from attnsurvey.evaluation import extrinsic as ex
-from attnsurvey.training import seed_everything, train
 from attnsurvey.experiments.evaluation import ProbeModel
+from attnsurvey.training import seed_everything, train
 
 torch.set_num_threads(1)
 
@@ -227,13 +228,17 @@ def test_psnr_matches_skimage():
 
 
 @pytest.mark.catalog("extra:ssim")
-@pytest.mark.parametrize("window,sample_cov", [("gaussian", False), ("gaussian", True), ("uniform", True), ("uniform", False)])
+@pytest.mark.parametrize(
+    "window,sample_cov", [("gaussian", False), ("gaussian", True), ("uniform", True), ("uniform", False)]
+)
 def test_ssim_matches_skimage(window, sample_cov):
     x, y = _images(1)
     lib = structural_similarity(
         x, y, data_range=1.0, gaussian_weights=window == "gaussian", sigma=1.5, use_sample_covariance=sample_cov
     )
-    ours = ex.ssim(torch.from_numpy(x), torch.from_numpy(y), data_range=1.0, window=window, sample_covariance=sample_cov)
+    ours = ex.ssim(
+        torch.from_numpy(x), torch.from_numpy(y), data_range=1.0, window=window, sample_covariance=sample_cov
+    )
     assert ours == pytest.approx(lib, abs=1e-12)
     assert ex.ssim(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0, window=window) == pytest.approx(1.0)
     w = ex.ssim_window(window)

@@ -1,4 +1,5 @@
 """Tests for §3.1.2 Feature levels: attention-via-attention and hierarchical attention."""
+
 from __future__ import annotations
 
 import math
@@ -8,11 +9,12 @@ import torch
 import torch.nn.functional as F_
 
 from attnsurvey.data.documents import KEY, make_documents
+from attnsurvey.experiments.feature_related import DocumentClassifier
 from attnsurvey.feature_related import levels as lv
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
+
 from .helpers import rand
-from attnsurvey.experiments.feature_related import DocumentClassifier
 
 
 def softmax_list(xs):
@@ -55,7 +57,9 @@ def test_ava_character_query_sees_word_context():
         q = 50.0 * eye[target][None, None]  # query that picks word `target`
         # char keys [0; word id] so that [q; c_w] . k = c_w . word id
         WKc = torch.cat([torch.zeros(n_words, n_words), eye], 0)  # (6, 3): d_k^(c) = d_q + d_v^(w)
-        r = lv.attention_via_attention(q, Fw, Fc, eye, eye, WKc, eye, score_w=dot_score, score_c=lambda Q, K: 50.0 * dot_score(Q, K))
+        r = lv.attention_via_attention(
+            q, Fw, Fc, eye, eye, WKc, eye, score_w=dot_score, score_c=lambda Q, K: 50.0 * dot_score(Q, K)
+        )
         mass = r.a_c[0, 0].reshape(n_words, chars_per_word).sum(-1)
         assert mass.argmax().item() == target
         assert mass[target] > 0.99
@@ -75,8 +79,17 @@ def test_ava_module_single_and_many_queries():
     assert torch.all(one.a_c[1, 6:] == 0)
     torch.testing.assert_close(one.a_c.sum(-1), torch.ones(2))
     ref = lv.attention_via_attention(
-        q[:, None], Fw, Fc, m.W_K_w.weight, m.W_V_w.weight, m.W_K_c.weight, m.W_V_c.weight,
-        None, mask_c[:, None], m.score_w, m.score_c,
+        q[:, None],
+        Fw,
+        Fc,
+        m.W_K_w.weight,
+        m.W_V_w.weight,
+        m.W_K_c.weight,
+        m.W_V_c.weight,
+        None,
+        mask_c[:, None],
+        m.score_w,
+        m.score_c,
     )
     torch.testing.assert_close(one.c, ref.c[:, 0])
 

@@ -1,4 +1,5 @@
 """Tests for §3.1.3 Feature representations: multi-representational attention, Eq. (21)-(22)."""
+
 from __future__ import annotations
 
 import math
@@ -9,11 +10,12 @@ import torch.nn.functional as F_
 from torch import nn
 
 from attnsurvey.data.embeddings import make_embedding_tables
+from attnsurvey.experiments.feature_related import RepresentationClassifier
 from attnsurvey.feature_related import representations as rp
 from attnsurvey.general_mechanisms.scoring import dot_score
 from attnsurvey.general_model import attend
+
 from .helpers import rand
-from attnsurvey.experiments.feature_related import RepresentationClassifier
 
 
 def _params(dims=(3, 5, 2), d_t=4, dtype=torch.float32):
@@ -42,7 +44,10 @@ def test_eq21_matches_linear_layers_loop():
 def test_eq21_rejects_wrong_width():
     Ws, bs, _ = _params()
     xs = [rand(6, 3), rand(6, 7), rand(6, 2)]
-    with pytest.raises(ValueError, match=r"x\^\(e_2\) of shape \(6, 7\) has width d_e2=7, but W_e2 of shape \(d_t, d_e2\) = \(4, 5\) expects d_e2=5"):
+    with pytest.raises(
+        ValueError,
+        match=r"x\^\(e_2\) of shape \(6, 7\) has width d_e2=7, but W_e2 of shape \(d_t, d_e2\) = \(4, 5\) expects d_e2=5",
+    ):
         rp.transform_representations(xs, Ws, bs)
     with pytest.raises(ValueError, match="same d_t"):
         rp.transform_representations([rand(6, 3), rand(6, 5)], [Ws[0], rand(3, 5)])

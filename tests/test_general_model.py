@@ -1,4 +1,5 @@
 """Tests for §2, the general attention model, Eq. (1)-(5)."""
+
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ from torch import nn
 
 from attnsurvey import general_model as gm
 from attnsurvey.general_mechanisms.scoring import dot_score, scaled_dot_score
+
 from .helpers import rand
 
 torch.set_default_dtype(torch.float32)

@@ -7,6 +7,7 @@ of the solution's code lines, no hidden tests, no dropdown solution block, no
 outputs - and keeps every test cell; autograding (``scripts/autograde.py``) the
 instructor version gives full marks and the blank student version zero.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,8 +33,7 @@ student = _load("student")
 autograde = _load("autograde")
 
 GRADED_CHAPTERS = [
-    p for p in sorted((ROOT / "chapters").glob("*.ipynb"))
-    if student.has_nbgrader_cells(nbformat.read(p, as_version=4))
+    p for p in sorted((ROOT / "chapters").glob("*.ipynb")) if student.has_nbgrader_cells(nbformat.read(p, as_version=4))
 ]
 
 
@@ -56,8 +56,12 @@ def _assert_no_solution(instructor, stud) -> None:
     text = "\n".join(c.source for c in stud.cells)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "{admonition} Solution"):
         assert marker not in text, f"student version still contains {marker!r}"
-    shared = {line for c in instructor.cells if not student.is_solution(c) and not student.is_grade(c)
-              for line in c.source.split("\n")}
+    shared = {
+        line
+        for c in instructor.cells
+        if not student.is_solution(c) and not student.is_grade(c)
+        for line in c.source.split("\n")
+    }
     leaked = [line for line in _solution_lines(instructor) if line in text and line not in shared]
     assert not leaked, f"solution lines left in the student version: {leaked[:5]}"
     assert all(not c.get("outputs") for c in stud.cells if c.cell_type == "code"), "outputs not cleared"
@@ -89,11 +93,14 @@ def test_solution_region_outside_a_solution_cell_is_an_error():
         student.student_cell(cell)
 
 
-@pytest.mark.parametrize("text", [
-    ":::{admonition} Solution\n:class: dropdown\nsecret\n:::\nkept",
-    "::::{admonition} Solution to (a)\n:::{math}\nsecret\n:::\n::::\nkept",
-    "```{solution} ex-1\nsecret\n```\nkept",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        ":::{admonition} Solution\n:class: dropdown\nsecret\n:::\nkept",
+        "::::{admonition} Solution to (a)\n:::{math}\nsecret\n:::\n::::\nkept",
+        "```{solution} ex-1\nsecret\n```\nkept",
+    ],
+)
 def test_markdown_solution_blocks_are_removed(text):
     assert student.remove_solution_blocks(text) == "kept"
 

@@ -1,5 +1,6 @@
 """Tests for §4.2, intrinsic evaluation: Eq. (46), AER, supervised attention, rank
 correlation and the attention-as-explanation tools."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,8 @@ from scipy import stats
 
 from attnsurvey.data.evaluation_tasks import patch_image_task, toy_translation_task
 from attnsurvey.evaluation import intrinsic as it
-from attnsurvey.training import seed_everything, train
 from attnsurvey.experiments.evaluation import ProbeModel
+from attnsurvey.training import seed_everything, train
 
 torch.set_num_threads(1)
 
@@ -88,7 +89,9 @@ def test_alignment_loss_hand_computed():
     logits, y = torch.randn(3, 4), torch.tensor([0, 1, 2])
     ce = torch.nn.functional.cross_entropy(logits, y)
     torch.testing.assert_close(it.supervised_attention_loss(logits, y, a, gold, 0.0), ce)
-    torch.testing.assert_close(it.supervised_attention_loss(logits, y, a, gold, 2.0), ce + 2 * it.alignment_loss(a, gold))
+    torch.testing.assert_close(
+        it.supervised_attention_loss(logits, y, a, gold, 2.0), ce + 2 * it.alignment_loss(a, gold)
+    )
     with pytest.raises(ValueError, match="lambda must be >= 0"):
         it.supervised_attention_loss(logits, y, a, gold, -1.0)
     with pytest.raises(ValueError, match=r"gold must be boolean of a's shape \(3, 3\)"):
@@ -175,7 +178,7 @@ def test_js_and_tvd_hand_computed():
     assert float(it.js_divergence(p, p)) == pytest.approx(0.0, abs=1e-9)
     p, q = torch.tensor([0.5, 0.5]), torch.tensor([0.75, 0.25])
     m = torch.tensor([0.625, 0.375])
-    kl = lambda u: float((u * (u / m).log()).sum())  # noqa: E731
+    kl = lambda u: float((u * (u / m).log()).sum())
     assert float(it.js_divergence(p, q)) == pytest.approx((kl(p) + kl(q)) / 2, rel=1e-6)
     assert float(it.total_variation(p, q)) == pytest.approx(0.25)
     with pytest.raises(ValueError, match=r"one shape, got \(2,\) and \(3,\)"):
@@ -192,12 +195,14 @@ def test_adversarial_attention_respects_constraint():
         return torch.stack([s, 1 - s], -1)
 
     a = torch.tensor([[[0.7, 0.1, 0.1, 0.1]]])
-    adv, js, tvd = it.adversarial_attention(out, a, eps=0.01, steps=150, lr=0.1, generator=torch.Generator().manual_seed(0))
+    adv, js, tvd = it.adversarial_attention(
+        out, a, eps=0.01, steps=150, lr=0.1, generator=torch.Generator().manual_seed(0)
+    )
     assert float(tvd.max()) <= 0.01 + 1e-9
     assert float(js.min()) > 0.04  # weight moved within {0, 1} and within {2, 3}
     torch.testing.assert_close(adv.sum(-1), torch.ones(1, 1))
     # a model whose output follows every weight leaves no room: JS stays small
-    out2 = lambda w: w  # noqa: E731  (the output is the weight vector itself)
+    out2 = lambda w: w
     _, js2, tvd2 = it.adversarial_attention(out2, a, eps=0.01, steps=150, generator=torch.Generator().manual_seed(0))
     assert float(js2.max()) < float(js.min()) and float(tvd2.max()) <= 0.01 + 1e-9
     with pytest.raises(ValueError, match="eps must be >= 0"):

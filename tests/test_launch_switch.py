@@ -1,4 +1,5 @@
 """Launch buttons are configured but switched on only with a repository URL (book/_ext/launch_switch.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,12 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import launch_switch  # noqa: E402
 
-BUTTONS = {"notebook_interface": "jupyterlab", "binderhub_url": "https://mybinder.org",
-           "colab_url": "https://colab.research.google.com", "thebe": False}
+BUTTONS = {
+    "notebook_interface": "jupyterlab",
+    "binderhub_url": "https://mybinder.org",
+    "colab_url": "https://colab.research.google.com",
+    "thebe": False,
+}
 
 
 @pytest.mark.parametrize("url", ["", "   ", None])
@@ -24,8 +29,9 @@ def test_no_repository_url_switches_launch_buttons_off(url):
 
 
 def test_repository_url_keeps_launch_buttons():
-    config = SimpleNamespace(html_theme_options={"repository_url": "https://github.com/o/r",
-                                                 "launch_buttons": dict(BUTTONS)})
+    config = SimpleNamespace(
+        html_theme_options={"repository_url": "https://github.com/o/r", "launch_buttons": dict(BUTTONS)}
+    )
     launch_switch.switch(None, config)
     assert config.html_theme_options["launch_buttons"] == BUTTONS
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from attnsurvey.query_related import multihead as mh
+
 from .helpers import rand
 
 D64 = torch.float64
@@ -158,7 +159,7 @@ def test_functional_grouped_query_heads_match_repeated_weights():
     W_Q, W_O = rand(8, 8, seed=2), rand(8, 8, seed=3)
     W_K, W_V = rand(4, 8, seed=4), rand(4, 8, seed=5)  # 2 key/value heads of width 2 for 4 query heads
     out, a = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, W_O, 4, h_kv=2)
-    rep = lambda W: W.reshape(2, 2, 8).repeat_interleave(2, 0).reshape(8, 8)  # noqa: E731
+    rep = lambda W: W.reshape(2, 2, 8).repeat_interleave(2, 0).reshape(8, 8)
     ref, a_ref = mh.multi_head_attention(Q, F, F, W_Q, rep(W_K), rep(W_V), W_O, 4)
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(a, a_ref)

@@ -9,6 +9,7 @@ import torch.nn.functional as F_
 from torch import nn
 
 from attnsurvey.query_related import multihead as mh
+
 from .helpers import rand
 
 

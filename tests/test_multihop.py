@@ -1,4 +1,5 @@
 """Tests for §3.3.2 multi-hop attention, Eq. (41)-(42), and end-to-end memory networks."""
+
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ from attnsurvey.data.stories import two_fact_stories
 from attnsurvey.general_mechanisms.scoring import dot_score, general_score
 from attnsurvey.general_model import attend
 from attnsurvey.query_related import multihop as mh
+
 from .helpers import rand
 
 
@@ -51,7 +53,11 @@ def _loop_multi_hop(q0, K, V, W, n_hops):
 
 @pytest.mark.catalog("eq41", "eq42")
 def test_eq41_42_multi_hop_matches_explicit_loop():
-    q0, K, V = rand(3, 4, dtype=torch.float64), rand(3, 6, 5, seed=1, dtype=torch.float64), rand(3, 6, 4, seed=2, dtype=torch.float64)
+    q0, K, V = (
+        rand(3, 4, dtype=torch.float64),
+        rand(3, 6, 5, seed=1, dtype=torch.float64),
+        rand(3, 6, 4, seed=2, dtype=torch.float64),
+    )
     W = rand(5, 8, seed=3, dtype=torch.float64) * 0.5
     c, q, A = mh.multi_hop_attention(q0, K, V, lambda Q, K_: general_score(Q, K_, W), n_hops=3)
     assert A.shape == (3, 3, 6)
@@ -67,7 +73,7 @@ def test_one_hop_equals_single_attention():
     q0, K, V = rand(2, 3), rand(2, 5, 6, seed=1), rand(2, 5, 3, seed=2)
     c0 = rand(2, 3, seed=3)
     # a score that only reads the q half of concat(q, c) reduces Eq. (42) to Eq. (2)
-    score = lambda Q, K_: dot_score(Q[..., :3], K_[..., :3])  # noqa: E731
+    score = lambda Q, K_: dot_score(Q[..., :3], K_[..., :3])
     c, q, A = mh.multi_hop_attention(q0, K, V, score, 1, c0=c0)
     ref_c, ref_a = attend((q0 + c0).unsqueeze(-2), K[..., :3], V, score=dot_score)
     torch.testing.assert_close(c, ref_c.squeeze(-2))
@@ -115,7 +121,7 @@ def test_multi_hop_module_and_gradcheck():
     V = rand(2, 4, 3, seed=3, dtype=torch.float64).requires_grad_()
     q0 = rand(2, 3, seed=4, dtype=torch.float64).requires_grad_()
     W = rand(3, 6, seed=5, dtype=torch.float64).requires_grad_()
-    fn = lambda q0, K, V, W: mh.multi_hop_attention(q0, K, V, lambda Q, K_: general_score(Q, K_, W), 2)[0]  # noqa: E731
+    fn = lambda q0, K, V, W: mh.multi_hop_attention(q0, K, V, lambda Q, K_: general_score(Q, K_, W), 2)[0]
     assert torch.autograd.gradcheck(fn, (q0, K, V, W))
 
 
@@ -136,7 +142,7 @@ def test_memory_network_is_multi_hop_special_case():
     u0, M, C = rand(2, 4), rand(2, 5, 4, seed=1), rand(2, 5, 4, seed=2)
     u, P = mh.memory_network_read(u0, [M, M], [C, C])
     # the survey's loop updates q before scoring, so start from c^(0) = 0
-    score = lambda Q, K_: dot_score(Q[..., :4], K_)  # noqa: E731
+    score = lambda Q, K_: dot_score(Q[..., :4], K_)
     c, q, A = mh.multi_hop_attention(u0, M, C, score, 2, c0=torch.zeros(2, 4))
     torch.testing.assert_close(A, P)
     torch.testing.assert_close(q + c, u)

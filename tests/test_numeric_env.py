@@ -1,4 +1,5 @@
 """The pinned numeric environment is applied by the project's commands, whatever the caller sets."""
+
 from __future__ import annotations
 
 import json

@@ -9,6 +9,7 @@ in CI) - the glossary's Chinese column. Text comes from ``pdftotext``
 (poppler-utils, installed by ``.ci/run``; about a second) or else from pypdf
 (pure Python; about a minute for the whole book).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -44,8 +45,9 @@ def _norm(text: str) -> str:
 def _title(source: Path) -> str:
     """The first level-1 heading of a page's source (.md or .ipynb)."""
     if source.suffix == ".ipynb":
-        text = "\n".join("".join(c["source"]) for c in json.loads(source.read_text())["cells"]
-                         if c["cell_type"] == "markdown")
+        text = "\n".join(
+            "".join(c["source"]) for c in json.loads(source.read_text())["cells"] if c["cell_type"] == "markdown"
+        )
     else:
         text = source.read_text(encoding="utf-8")
     m = re.search(r"^# (.+)$", text, flags=re.M)
@@ -71,8 +73,9 @@ def pdf_text() -> str:
             pytest.skip("no _build/pdf/book.pdf and no chromium to build it (make pdf)")
         _load_build_pdf().main([])
     if shutil.which("pdftotext"):
-        text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(PDF), "-"], capture_output=True, text=True,
-                              check=True).stdout
+        text = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", str(PDF), "-"], capture_output=True, text=True, check=True
+        ).stdout
     else:
         pypdf = pytest.importorskip("pypdf", reason="neither pdftotext (poppler-utils) nor pypdf installed")
         text = "\n".join(page.extract_text() or "" for page in pypdf.PdfReader(str(PDF)).pages)

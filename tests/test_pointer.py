@@ -1,4 +1,5 @@
 """Tests for pointer networks (nndl 8.2.1.5): the alignment is the output."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,8 @@ import torch
 from attnsurvey.data.sorting import sorting_batch, sorting_batches
 from attnsurvey.general_mechanisms import pointer as pn
 from attnsurvey.training import seed_everything, train
-from .helpers import rand
 
+from .helpers import rand
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread avoids oversubscription
 

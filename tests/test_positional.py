@@ -1,4 +1,5 @@
 """Tests for position information: absolute, relative (review eq. 14-15), Gaussian (eq. 16), DiSAN masks."""
+
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import torch.nn.functional as F_
 from attnsurvey.transformer import directional as dr
 from attnsurvey.transformer import positional as ps
 from attnsurvey.transformer import relative as rl
+
 from .helpers import rand
 
 

@@ -1,4 +1,5 @@
 """Tests for §3.3.1 Types of queries, Eq. (33)-(37), and the self-attention extras."""
+
 from __future__ import annotations
 
 import math
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attnsurvey.query_related import types as qt
+
 from .helpers import rand
 
 
@@ -183,7 +185,12 @@ def test_token2token_shapes():
 @pytest.mark.catalog("extra:token2token-source2token")
 def test_source2token_matches_loop_and_reduces_to_eq33():
     F = rand(3, 5, 4, dtype=torch.float64)
-    W1, W2, w, b = rand(2, 4, seed=1, dtype=torch.float64), rand(2, 4, seed=2, dtype=torch.float64), rand(2, seed=3, dtype=torch.float64), rand(2, seed=4, dtype=torch.float64)
+    W1, W2, w, b = (
+        rand(2, 4, seed=1, dtype=torch.float64),
+        rand(2, 4, seed=2, dtype=torch.float64),
+        rand(2, seed=3, dtype=torch.float64),
+        rand(2, seed=4, dtype=torch.float64),
+    )
     c, a = qt.source2token(F, W1, W2, w, b)
     for i in range(3):
         s = F[i].mean(0)

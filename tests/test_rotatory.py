@@ -1,4 +1,5 @@
 """Tests for §3.1.1 rotatory attention, Eq. (17)-(20), and its multi-hop form."""
+
 from __future__ import annotations
 
 import math
@@ -8,6 +9,7 @@ import torch
 
 from attnsurvey.feature_related import rotatory as rot
 from attnsurvey.general_mechanisms.scoring import activated_general_score, dot_score
+
 from .helpers import rand
 
 
@@ -94,7 +96,9 @@ def test_zero_context_gives_uniform_target_weights():
 
 @pytest.mark.catalog("eq20")
 def test_eq20_concat_order_and_module():
-    r = rot.rotatory_representation(torch.tensor([1.0]), torch.tensor([2.0, 3.0]), torch.tensor([4.0]), torch.tensor([5.0]))
+    r = rot.rotatory_representation(
+        torch.tensor([1.0]), torch.tensor([2.0, 3.0]), torch.tensor([4.0]), torch.tensor([5.0])
+    )
     torch.testing.assert_close(r, torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]))
     with pytest.raises(ValueError, match=r"d_v\^t of r\^\{l_t\} == d_v\^t of r\^\{r_t\}"):
         rot.rotatory_representation(torch.ones(1), torch.ones(1), torch.ones(2), torch.ones(3))
@@ -164,8 +168,8 @@ def test_rotatory_gradcheck_float64():
     F_l = rand(4, 3, seed=2, dtype=d).requires_grad_()
     F_r = rand(2, 3, seed=3, dtype=d).requires_grad_()
     s_l, s_lt = act_gen(2, 3, seed=4, dtype=d), act_gen(3, 2, seed=5, dtype=d)
-    f = lambda a, b, c: rot.rotatory_attention(a, b, c, s_l, s_lt, hops=2).r  # noqa: E731
+    f = lambda a, b, c: rot.rotatory_attention(a, b, c, s_l, s_lt, hops=2).r
     assert torch.autograd.gradcheck(f, (F_t, F_l, F_r))
     mask_l = torch.tensor([True, False, True, True])
-    g = lambda a, b, c: rot.rotatory_attention(a, b, c, s_l, s_lt, mask_l=mask_l).r  # noqa: E731
+    g = lambda a, b, c: rot.rotatory_attention(a, b, c, s_l, s_lt, mask_l=mask_l).r
     assert torch.autograd.gradcheck(g, (F_t, F_l, F_r))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-
 import math
 
 import numpy as np
@@ -13,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 
+from attnsurvey.experiments.general_mechanisms import ScoreComparisonModel
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.masking import masked_softmax
-from .helpers import rand
-from attnsurvey.experiments.general_mechanisms import ScoreComparisonModel
 
+from .helpers import rand
 
 rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 
@@ -276,7 +275,7 @@ def test_wrong_weight_shapes_are_rejected():
     ],
 )
 def test_empty_inputs_are_rejected(q_shape, k_shape, message):
-    for name, (fn, _, _) in matrix_forms(weights(d_q=4, d_k=4)).items():
+    for fn, _, _ in matrix_forms(weights(d_q=4, d_k=4)).values():
         with pytest.raises(ValueError, match=message):
             fn(torch.zeros(q_shape, dtype=torch.float64), torch.zeros(k_shape, dtype=torch.float64))
 

@@ -1,4 +1,5 @@
 """Tests for the Chapter 1 encoder-decoder, with and without (Bahdanau) attention."""
+
 from __future__ import annotations
 
 import pytest
@@ -103,7 +104,12 @@ def test_bahdanau_step_matches_additive_formula_by_hand():
     _, _, a = s2s.decoder_step(y, s0, H, mask, m.cell, m.readout, attention=m.attention)
     sc = m.attention.score
     e = torch.stack(
-        [torch.stack([sc.w @ torch.tanh(sc.W1.weight @ s0[b] + sc.W2.weight @ H[b, l] + sc.W2.bias) for l in range(5)]) for b in range(3)]
+        [
+            torch.stack(
+                [sc.w @ torch.tanh(sc.W1.weight @ s0[b] + sc.W2.weight @ H[b, l] + sc.W2.bias) for l in range(5)]
+            )
+            for b in range(3)
+        ]
     )
     torch.testing.assert_close(a, torch.softmax(e, -1), atol=1e-6, rtol=1e-5)
     e_fn = additive_score(s0[:, None], H, sc.W1.weight, sc.W2.weight, sc.w, sc.W2.bias)[:, 0]
@@ -171,6 +177,13 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="d_h must be even"):
         s2s.Seq2Seq(9, d_h=15)
     with pytest.raises(ValueError, match="exactly one of attention"):
-        s2s.decoder_step(torch.zeros(1, 8), torch.zeros(1, 16), torch.zeros(1, 3, 16), torch.ones(1, 3, dtype=torch.bool), m.cell, m.readout)
+        s2s.decoder_step(
+            torch.zeros(1, 8),
+            torch.zeros(1, 16),
+            torch.zeros(1, 3, 16),
+            torch.ones(1, 3, dtype=torch.bool),
+            m.cell,
+            m.readout,
+        )
     with pytest.raises(ValueError, match=r"H must have shape \(B, n_x, d_h\)"):
         s2s.final_state(torch.zeros(3, 4), torch.tensor([1, 1, 1]))

@@ -1,4 +1,5 @@
 """mean ± sd over seeds and paired differences, against numpy and scipy."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,16 +1,16 @@
 """Tests for structured attention: marginals of a binary linear-chain CRF."""
+
 from __future__ import annotations
 
 import functools
-
 import math
 
 import pytest
 import torch
 
 from attnsurvey.general_mechanisms import structured as st_
-from .helpers import rand
 
+from .helpers import rand
 
 rand = functools.partial(rand, dtype=torch.float64)  # this module works in float64
 

@@ -1,4 +1,5 @@
 """Fig. 3 and Table III as data: the encoding must match the survey exactly."""
+
 from __future__ import annotations
 
 import pytest
@@ -81,9 +82,13 @@ def test_configurations_expand_alternatives_only():
 def test_unknown_values_are_rejected():
     with pytest.raises(ValueError, match="'quadratic' is not a value of dimension 'scoring'"):
         tx.TaxonomyPoint.from_strings(
-            feature_multiplicity="singular", feature_levels="single-level",
-            feature_representations="single-representational", scoring="quadratic",
-            alignment="global", dimensionality="single-dimensional", query_type="basic",
+            feature_multiplicity="singular",
+            feature_levels="single-level",
+            feature_representations="single-representational",
+            scoring="quadratic",
+            alignment="global",
+            dimensionality="single-dimensional",
+            query_type="basic",
             query_multiplicity="singular",
         )
     with pytest.raises(ValueError, match="missing dimensions"):

@@ -1,4 +1,5 @@
 """Shared training helpers."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,7 +27,9 @@ def test_train_reduces_loss_and_accuracy_ignores_label():
     x = torch.randn(64, 3, generator=g)
     y = (x[:, 0] > 0).long()
     model = nn.Linear(3, 2)
-    hist = train(model, lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]), minibatches((x, y), 30, 16, g), lr=0.05)
+    hist = train(
+        model, lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]), minibatches((x, y), 30, 16, g), lr=0.05
+    )
     assert hist.losses[-1] < hist.losses[0] / 3
     assert accuracy(model(x), y) > 0.9
     logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]])

@@ -1,4 +1,5 @@
 """Tests for the Transformer encoder and decoder (§3.3.2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,6 +8,7 @@ from torch import nn
 
 from attnsurvey.masking import causal_mask, padding_mask
 from attnsurvey.transformer import model as tm
+
 from .helpers import rand
 
 
@@ -79,7 +81,7 @@ def test_pre_norm_stack_has_final_norm_and_identity_path():
     torch.testing.assert_close(pre.layers[0](X)[0], X)
     torch.testing.assert_close(post.layers[0](X)[0], ln)
     # residual_norm itself
-    f = lambda Z: 2 * Z  # noqa: E731
+    f = lambda Z: 2 * Z
     torch.testing.assert_close(tm.residual_norm(X, f, torch.tanh, True), X + 2 * torch.tanh(X))
     torch.testing.assert_close(tm.residual_norm(X, f, torch.tanh, False), torch.tanh(3 * X))
 

@@ -1,4 +1,5 @@
 """Tests for the Transformer variants: XL, Reformer, Linformer, Lite, Synthesizer, local attention."""
+
 from __future__ import annotations
 
 import math
@@ -9,12 +10,14 @@ import torch.nn.functional as F_
 from torch import nn
 
 from attnsurvey.masking import causal_mask
-from attnsurvey.transformer import lite, linformer, local, reformer, synthesizer, transformer_xl as xl
+from attnsurvey.transformer import linformer, lite, local, reformer, synthesizer
+from attnsurvey.transformer import transformer_xl as xl
 from attnsurvey.transformer.positional import sinusoidal_position_encoding
+
 from .helpers import rand
 
-
 # --- Transformer-XL ------------------------------------------------------------------
+
 
 @pytest.mark.catalog("extra:transformer-xl")
 def test_rel_shift_matches_explicit_loop():
@@ -76,6 +79,7 @@ def test_xl_segment_recurrence_equals_full_causal_pass():
 
 
 # --- Reformer ------------------------------------------------------------------------
+
 
 @pytest.mark.catalog("extra:reformer-lsh")
 def test_lsh_one_bucket_equals_full_shared_qk():
@@ -141,6 +145,7 @@ def test_reversible_layers_invert_and_match_plain_gradients():
 
 # --- Linformer -----------------------------------------------------------------------
 
+
 @pytest.mark.catalog("extra:linformer")
 def test_linformer_identity_projection_equals_full_attention():
     Q, K, V = rand(2, 6, 4), rand(2, 6, 4, seed=1), rand(2, 6, 3, seed=2)
@@ -167,6 +172,7 @@ def test_linformer_rejects_input_longer_than_projection():
 
 # --- local window ----------------------------------------------------------------------
 
+
 @pytest.mark.catalog("extra:local-window-attention")
 def test_local_window_equals_banded_sdpa():
     Q, K, V = rand(2, 9, 4), rand(2, 9, 4, seed=1), rand(2, 9, 3, seed=2)
@@ -184,6 +190,7 @@ def test_local_window_equals_banded_sdpa():
 
 
 # --- Lite Transformer ------------------------------------------------------------------
+
 
 @pytest.mark.catalog("extra:lite-transformer")
 def test_lite_lsra_branches():
@@ -214,6 +221,7 @@ def test_lite_lsra_branches():
 
 
 # --- Synthesizer -----------------------------------------------------------------------
+
 
 @pytest.mark.catalog("extra:synthesizer-dense")
 def test_dense_synthesizer_matches_loop():

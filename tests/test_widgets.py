@@ -1,14 +1,15 @@
 """explore(): every grid value is precomputed by the real function and linked client-side."""
+
 from __future__ import annotations
 
 import ipywidgets as widgets
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from attnsurvey.widgets import MAX_RESULTS, explore, grid_size  # noqa: E402
+from attnsurvey.widgets import MAX_RESULTS, explore, grid_size
 
 
 def _leaves(w):

@@ -5,6 +5,7 @@
 * ``{api-reference}`` lists every public function and class of the package
   with its signature and docstring, module by module.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,8 +46,12 @@ class CatalogTable(SphinxDirective):
             row += nodes.entry("", nodes.paragraph(text=e["title"]))
             chapter = e["chapter"].removesuffix(".ipynb")
             para = nodes.paragraph()
-            ref = nodes.reference("", chapter.split("/")[-1], internal=True,
-                                  refuri=self.env.app.builder.get_relative_uri(self.env.docname, chapter))
+            ref = nodes.reference(
+                "",
+                chapter.split("/")[-1],
+                internal=True,
+                refuri=self.env.app.builder.get_relative_uri(self.env.docname, chapter),
+            )
             para += ref
             row += nodes.entry("", para)
             for field in ("implemented_by", "tested_by"):

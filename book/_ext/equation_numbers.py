@@ -30,6 +30,7 @@ on ``doctree-read`` every labelled ``math_block`` of the page gets its display
 string as ``number``, and the math domain's record of the label (used to
 resolve ``{eq}``) is updated to the same string.
 """
+
 from __future__ import annotations
 
 import re
@@ -111,9 +112,7 @@ def _renumber(app: Sphinx, doctree: nodes.document) -> None:
             continue
         m = re.match(r"^eq-survey-(\d+)$", label)
         if m and not 1 <= int(m.group(1)) <= SURVEY_EQUATIONS:
-            logger.warning(
-                "equation label %r: the survey has equations 1-%d", label, SURVEY_EQUATIONS, location=node
-            )
+            logger.warning("equation label %r: the survey has equations 1-%d", label, SURVEY_EQUATIONS, location=node)
         node["number"] = shown[label]
         if objects.get(label, (docname,))[0] == docname:
             objects[label] = (docname, shown[label])

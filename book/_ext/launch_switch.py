@@ -8,6 +8,7 @@ so chapter pages carry no link to an outside service and the theme does not
 guess one. Set ``repository.url`` (and ``repository.branch``) to switch them on;
 see book/run_it_yourself.md.
 """
+
 from __future__ import annotations
 
 from sphinx.application import Sphinx

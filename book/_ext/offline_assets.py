@@ -6,6 +6,7 @@ folder is there, the built pages load everything from the site itself and
 make no request to another host. If it is not (a reader without npm), the
 book falls back to the public CDN copies and says so once.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

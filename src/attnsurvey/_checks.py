@@ -3,9 +3,10 @@
 Errors name the survey's symbols (Table I) and the shapes that were seen, so a
 reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -50,9 +51,7 @@ def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> N
     """Raise unless weight ``W`` has exactly ``shape`` (``layout`` spells it in symbols)."""
     as_tensor(W, symbol)
     if tuple(W.shape) != tuple(shape):
-        raise ValueError(
-            f"{symbol} must have shape {layout} = {tuple(shape)}, got {tuple(W.shape)}"
-        )
+        raise ValueError(f"{symbol} must have shape {layout} = {tuple(shape)}, got {tuple(W.shape)}")
 
 
 def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: int = 2) -> None:
@@ -61,6 +60,5 @@ def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: 
         torch.broadcast_shapes(a.shape[:-tail], b.shape[:-tail])
     except RuntimeError:
         raise ValueError(
-            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} "
-            "do not broadcast"
+            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} " "do not broadcast"
         ) from None

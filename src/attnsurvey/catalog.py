@@ -122,7 +122,8 @@ def catalogued(*ids: str, title: str | None = None, chapter: str | None = None) 
     _check_arguments("@catalogued", ids, title, chapter)
 
     def register(obj: T) -> T:
-        declare(f"{getattr(obj, '__module__')}.{getattr(obj, '__qualname__')}", *ids, title=title, chapter=chapter)
+        named: Any = obj  # a function or class: it has __module__ and __qualname__
+        declare(f"{named.__module__}.{named.__qualname__}", *ids, title=title, chapter=chapter)
         return obj
 
     return register
@@ -141,7 +142,9 @@ def _marker_ids(decorator: ast.expr) -> tuple[list[str], bool] | None:
     if not (isinstance(func.value, ast.Attribute) and func.value.attr == "mark"):
         return None
     ids = [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    by_param = any(k.arg == "by_param" and isinstance(k.value, ast.Constant) and k.value.value for k in decorator.keywords)
+    by_param = any(
+        k.arg == "by_param" and isinstance(k.value, ast.Constant) and k.value.value for k in decorator.keywords
+    )
     return ids, by_param
 
 
@@ -211,7 +214,9 @@ def entries() -> list[dict[str, Any]]:
         importlib.import_module(name)
     untitled = sorted(set(_IMPLEMENTED) - set(_DECLARED))
     if untitled:
-        raise ValueError(f"catalog ids without a title and chapter: {untitled} (implemented by {[_IMPLEMENTED[i] for i in untitled]})")
+        raise ValueError(
+            f"catalog ids without a title and chapter: {untitled} (implemented by {[_IMPLEMENTED[i] for i in untitled]})"
+        )
     tests = tested_by()
     rows = []
     for id_, decl in _DECLARED.items():

@@ -32,8 +32,8 @@ from torch import Tensor, nn
 
 from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from .attention import ScoreFn, attend, attention_scores, context, softmax_align
-from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from .catalog import catalogued, declare
+from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 

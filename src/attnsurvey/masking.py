@@ -26,12 +26,12 @@ masks, :func:`forward_mask`, :func:`backward_mask`).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
-from .catalog import catalogued
 
+from .catalog import catalogued
 from .registry import Registry
 
 #: Mask builders by name; every builder returns a boolean mask, ``True`` = may attend.

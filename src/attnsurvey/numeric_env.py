@@ -41,6 +41,7 @@ measure native speed and do not use this module.
 
 This module imports nothing heavy at import time, so it can run before torch loads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -122,7 +123,8 @@ def check() -> str:
     if found:
         raise RuntimeError(
             "this process does not run in the pinned numeric environment, so its "
-            "results may differ from the stored outputs: " + "; ".join(found)
+            "results may differ from the stored outputs: "
+            + "; ".join(found)
             + ". Start notebooks with the 'attnsurvey' kernel (make env installs it) "
             "or run commands through `python -m attnsurvey.numeric_env exec -- ...`."
         )

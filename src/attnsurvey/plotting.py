@@ -3,26 +3,30 @@
 Figures are shown as PNG (never SVG) so that nbval, which compares SVG text,
 does not compare them; the book still shows them.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch import Tensor  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from torch import Tensor
 
 
-def _to_numpy(x) -> np.ndarray:
+def _to_numpy(x: Any) -> np.ndarray:
     if isinstance(x, Tensor):
         return x.detach().cpu().float().numpy()
     return np.asarray(x, dtype=float)
 
 
 def attention_heatmap(
-    weights,
+    weights: Tensor | np.ndarray | Sequence[Any],
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
@@ -33,7 +37,7 @@ def attention_heatmap(
     cmap: str = "viridis",
     figsize: tuple[float, float] | None = None,
     suptitle: str | None = None,
-):
+) -> Figure:
     """Heat maps of attention weights (queries x keys) with ONE shared colour bar.
 
     ``weights`` is ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
@@ -49,7 +53,6 @@ def attention_heatmap(
     vmax = float(w.max()) if vmax is None else vmax
     figsize = figsize or (min(3.2 * m + 1.0, 14.0), max(2.2, min(0.3 * n_q + 1.2, 6.0)))
     fig, axes = plt.subplots(1, m, figsize=figsize, squeeze=False, constrained_layout=True)
-    im = None
     for i, ax in enumerate(axes[0]):
         im = ax.imshow(w[i], vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
         # Ticks sit on the cells: labels when given, otherwise integer positions.
@@ -76,10 +79,11 @@ def attention_heatmap(
     return fig
 
 
-def show(fig) -> None:
+def show(fig: Figure) -> None:
     """Display ``fig`` as a PNG image in a notebook and close it."""
-    from IPython.display import Image, display
     import io
+
+    from IPython.display import Image, display
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
@@ -87,25 +91,38 @@ def show(fig) -> None:
     display(Image(buf.getvalue()))
 
 
-def draw_box(ax, xy, text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9) -> None:
+def draw_box(
+    ax: Axes, xy: tuple[float, float], text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9
+) -> None:
     """Draw a rounded box of width ``w`` and height ``h`` centred at ``xy`` with ``text`` (for diagrams)."""
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(
-        FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333")
-    )
+    ax.add_patch(FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333"))
     ax.text(*xy, text, ha="center", va="center", fontsize=fs)
 
 
 def draw_arrow(
-    ax, a, b, text: str | None = None, color: str = "#444", rad: float = 0.0, lw: float = 1.1, alpha: float = 1.0
+    ax: Axes,
+    a: tuple[float, float],
+    b: tuple[float, float],
+    text: str | None = None,
+    color: str = "#444",
+    rad: float = 0.0,
+    lw: float = 1.1,
+    alpha: float = 1.0,
 ) -> None:
     """Draw an arrow from ``a`` to ``b`` (curved when ``rad`` != 0), optionally labelled at its middle."""
     from matplotlib.patches import FancyArrowPatch
 
     ax.add_patch(
         FancyArrowPatch(
-            a, b, arrowstyle="-|>", mutation_scale=10, color=color, lw=lw, alpha=alpha,
+            a,
+            b,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            color=color,
+            lw=lw,
+            alpha=alpha,
             connectionstyle=f"arc3,rad={rad}",
         )
     )

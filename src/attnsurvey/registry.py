@@ -8,7 +8,8 @@ known names. This module sits at the bottom of the package: it imports nothing f
 """
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

@@ -24,11 +24,11 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
+from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
 from .general_model import GeneralAttention
 from .training import accuracy
-from .catalog import catalogued
 
 CHAPTER = "chapters/ch01_introduction.ipynb"
 

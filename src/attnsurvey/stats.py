@@ -11,11 +11,12 @@ rather than collapsing to 0.01), and the mean is printed to the same decimal
 place. With no spread at all (every seed gave the same number) three decimals
 are printed.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 #: Seeds the chapters use unless they say otherwise (more where cheap).
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)

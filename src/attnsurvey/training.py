@@ -1,14 +1,19 @@
 """Small, deterministic training helpers shared by every chapter's experiment."""
+
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+M = TypeVar("M", bound=nn.Module)
+B = TypeVar("B")
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -35,9 +40,9 @@ class History:
 
 
 def train(
-    model: nn.Module,
-    loss_fn: Callable[[nn.Module, tuple[Tensor, ...]], Tensor],
-    batches: Iterable[tuple[Tensor, ...]],
+    model: M,
+    loss_fn: Callable[[M, B], Tensor],
+    batches: Iterable[B],
     lr: float = 1e-2,
     clip: float | None = 1.0,
     optimizer: torch.optim.Optimizer | None = None,
@@ -78,7 +83,7 @@ def fmt(x: float, digits: int = 3) -> str:
 
 def minibatches(
     tensors: tuple[Tensor, ...], epochs: int, batch_size: int = 100, generator: torch.Generator | None = None
-):
+) -> Iterator[tuple[Tensor, ...]]:
     """Yield shuffled mini-batches of the tuple ``tensors`` (same first dimension) for ``epochs`` passes.
 
     The order comes from ``torch.randperm(..., generator=generator)``, so a seeded

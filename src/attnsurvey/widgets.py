@@ -19,13 +19,15 @@ The function returns what to show: a string (shown as preformatted text), a
 matplotlib ``Figure`` (shown as a PNG and closed), or a list/tuple of those.
 Anything it prints is shown above its return value.
 """
+
 from __future__ import annotations
 
 import contextlib
 import html
 import io
 import math
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -76,8 +78,9 @@ def _control(name: str, labels: list[str], initial: int, kind: str) -> widgets.W
     options = list(zip(labels, range(len(labels))))
     style = {"description_width": "initial"}
     if kind == "slider":
-        return widgets.SelectionSlider(options=options, index=initial, description=name, style=style,
-                                       continuous_update=True)
+        return widgets.SelectionSlider(
+            options=options, index=initial, description=name, style=style, continuous_update=True
+        )
     if kind == "dropdown":
         return widgets.Dropdown(options=options, index=initial, description=name, style=style)
     raise ValueError(f"control kind must be 'slider' or 'dropdown', got {kind!r}")

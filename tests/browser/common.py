@@ -1,4 +1,5 @@
 """What the browser tests share: the site, a local server, chromium, skip-or-fail."""
+
 from __future__ import annotations
 
 import contextlib

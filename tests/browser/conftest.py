@@ -1,4 +1,5 @@
 """Fixtures of the browser tests: one chromium per module."""
+
 from __future__ import annotations
 
 import pytest

@@ -14,6 +14,7 @@ condition with a generous timeout (a loaded CI machine once needed more than
 Needs ``_build/html`` (``make book``) and ``/usr/bin/chromium``. Outside CI a
 missing browser or site skips these tests; with ``CI=true`` it fails them.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,8 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.browser.common import ROOT, SITE, need, serve
-from tests.helpers import toc_files
 from tests.browser.widgets import WAIT_MS, move_every_control
+from tests.helpers import toc_files
 
 # Console messages that are not failures of the book. Keep this list short and explained.
 ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
@@ -74,8 +75,7 @@ def test_page_renders_offline(server, browser, page_path):
     # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements.
     n_math = page.locator(".math").count()
     if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                               timeout=MATHJAX_MS)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=MATHJAX_MS)
         page.evaluate("() => MathJax.startup.promise")
         assert page.locator("mjx-container").count() >= n_math, "math not typeset"
         raw = page.evaluate(

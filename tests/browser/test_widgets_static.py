@@ -6,6 +6,7 @@ renders it with myst-nb and the book's ``offline_assets`` extension (the
 vendored html-manager, no CDN), opens it in chromium and moves both controls:
 the shown output must change each time, with no request to another host.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,7 +20,7 @@ from tests.browser.widgets import move_every_control
 ROOT = Path(__file__).resolve().parents[2]
 EMBED = ROOT / "book" / "_vendor" / "site" / "vendor" / "html-manager" / "embed.js"
 
-SOURCE = '''
+SOURCE = """
 from attnsurvey.widgets import explore
 
 def show(k, mode):
@@ -27,7 +28,7 @@ def show(k, mode):
     return "#" * k if mode == "bars" else "k squared is " + str(k * k)
 
 explore(show, k=[1, 2, 3], mode={"bars": "bars", "square": "square"})
-'''
+"""
 
 CONF = f"""
 import sys
@@ -47,17 +48,25 @@ def tiny_site(tmp_path_factory) -> Path:
     from sphinx.application import Sphinx
 
     src = tmp_path_factory.mktemp("widgets_book")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Widgets"),
-                                         nbformat.v4.new_code_cell(SOURCE)])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Widgets"), nbformat.v4.new_code_cell(SOURCE)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(src)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", store_widget_state=True, resources={"metadata": {"path": str(src)}}
+    ).execute()
     assert "widgets" in nb.metadata, "the kernel stored no widget state"
     nbformat.write(nb, src / "index.ipynb")
     (src / "conf.py").write_text(CONF)
     out = src / "_build" / "html"
-    app = Sphinx(str(src), str(src), str(out), str(src / "_build" / "doctrees"), "html",
-                 status=None, warning=sys.stderr, freshenv=True)
+    app = Sphinx(
+        str(src),
+        str(src),
+        str(out),
+        str(src / "_build" / "doctrees"),
+        "html",
+        status=None,
+        warning=sys.stderr,
+        freshenv=True,
+    )
     app.build()
     assert app.statuscode == 0
     return out

@@ -4,6 +4,7 @@ Used by ``test_site.py`` (every page of the book) and ``test_widgets_static.py``
 (a tiny fixture page). Waits are on events and DOM conditions, never fixed
 sleeps; timeouts are generous because CI machines may be loaded (issue 10).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,8 +69,7 @@ def move_every_control(page, timeout: int = WAIT_MS) -> list[Move]:
             key = "ArrowLeft" if now is not None and now == top else "ArrowRight"
             knob.focus()
             knob.press(key)
-            moves.append(Move(w, f"slider {i} ({key})", _wait_changed(page, root, before, timeout),
-                              f"{now}/{top}"))
+            moves.append(Move(w, f"slider {i} ({key})", _wait_changed(page, root, before, timeout), f"{now}/{top}"))
         for i, sel in enumerate(selects):
             before = _visible_output(page, root)
             options = sel.eval_on_selector_all("option", "os => os.map(o => o.value)")
@@ -79,6 +79,7 @@ def move_every_control(page, timeout: int = WAIT_MS) -> list[Move]:
                 moves.append(Move(w, f"dropdown {i}", False, "only one option"))
                 continue
             sel.select_option(others[0])
-            moves.append(Move(w, f"dropdown {i}", _wait_changed(page, root, before, timeout),
-                              f"{current} -> {others[0]}"))
+            moves.append(
+                Move(w, f"dropdown {i}", _wait_changed(page, root, before, timeout), f"{current} -> {others[0]}")
+            )
     return moves

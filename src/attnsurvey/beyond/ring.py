@@ -25,6 +25,7 @@ Run it:
   ``--rdzv-backend c10d --rdzv-endpoint HOST:PORT`` for several hosts) runs
   seeded data and reports the error on rank 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ import socket
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,7 +45,7 @@ from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
-from .tiled import attention_stats, check_qkv, finalize, online_softmax_merge
+from .tiled import Stats, attention_stats, check_qkv, finalize, online_softmax_merge
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 #: Data for seeded runs is generated in this many units, so it is the same for P = 1, 2, 4.
@@ -65,13 +67,15 @@ def ring_step_bytes(n: int, d_k: int, d_v: int, P: int, itemsize: int = 4, batch
     return {"per_step": per_step, "per_rank": (P - 1) * per_step, "total": P * (P - 1) * per_step}
 
 
-def _check_same_shape_on_all_ranks(x: Tensor, group) -> None:
+def _check_same_shape_on_all_ranks(x: Tensor, group: Any) -> None:
     shape = torch.tensor(list(x.shape), dtype=torch.long, device=x.device)  # NCCL reduces device tensors
     lo, hi = shape.clone(), shape.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
     if not torch.equal(lo, hi):
-        raise ValueError(f"ring attention needs equal chunks on every rank; shapes range from {lo.tolist()} to {hi.tolist()}")
+        raise ValueError(
+            f"ring attention needs equal chunks on every rank; shapes range from {lo.tolist()} to {hi.tolist()}"
+        )
 
 
 @catalogued(
@@ -110,20 +114,22 @@ def ring_attention(
     # neighbours on the ring, as global ranks (what isend/irecv address)
     nxt, prv = ((dist.get_global_rank(group, (rank + k) % P) if group else (rank + k) % P) for k in (1, -1))
     buf = torch.empty_like(kv)
-    run = None
+    run: Stats | None = None
     for step in range(P):
         src = (rank - step) % P  # the rank whose chunk we hold in this step
-        pending = []
+        pending: list[Any] = []  # dist.Work handles
         if step < P - 1:
             pending = [dist.isend(kv, nxt, group=group), dist.irecv(buf, prv, group=group)]
         if not (is_causal and src > rank):
-            part = attention_stats(Q, kv[..., :d_k], kv[..., d_k:], is_causal=is_causal and src == rank,
-                                   block_q=block_q, block_k=block_k)
+            part = attention_stats(
+                Q, kv[..., :d_k], kv[..., d_k:], is_causal=is_causal and src == rank, block_q=block_q, block_k=block_k
+            )
             run = part if run is None else online_softmax_merge(*run, *part)
         for req in pending:
             req.wait()
         if pending:
             kv, buf = buf, kv
+    assert run is not None  # step 0 always attends to the rank's own chunk
     return finalize(*run)[0]
 
 
@@ -147,8 +153,12 @@ def seeded_chunk(which: str, rank: int, P: int, n: int, d: int, seed: int = 0, b
     if UNITS % P or n % UNITS:
         raise ValueError(f"seeded chunks need P dividing {UNITS} and n divisible by {UNITS}, got P={P}, n={n}")
     per = UNITS // P
-    units = [torch.randn(batch, n // UNITS, d, generator=torch.Generator().manual_seed(seed * 1000 + "QKV".index(which) * 10 + u))
-             for u in range(rank * per, (rank + 1) * per)]
+    units = [
+        torch.randn(
+            batch, n // UNITS, d, generator=torch.Generator().manual_seed(seed * 1000 + "QKV".index(which) * 10 + u)
+        )
+        for u in range(rank * per, (rank + 1) * per)
+    ]
     return torch.cat(units, -2)
 
 
@@ -184,14 +194,19 @@ def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
     """One rank of :func:`run_ring` / the benchmark: load or draw the chunk, run, save the result."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(job.get("threads", 1))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=P,
-                            timeout=datetime.timedelta(seconds=job["timeout"]))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=P,
+        timeout=datetime.timedelta(seconds=job["timeout"]),
+    )
     try:
         with torch.no_grad():
             if job["source"] == "file":
                 Q, K, V = torch.load(Path(job_dir) / "inputs.pt")
                 c = Q.shape[-2] // P
-                Q, K, V = (x[..., rank * c:(rank + 1) * c, :].contiguous() for x in (Q, K, V))
+                Q, K, V = (x[..., rank * c : (rank + 1) * c, :].contiguous() for x in (Q, K, V))
                 result = {"out": [ring_attention(Q, K, V, is_causal=flag) for flag in job["modes"]]}
             else:
                 Q, K, V = (seeded_chunk(w, rank, P, job["n"], job["d"], job["seed"]) for w in "QKV")
@@ -281,9 +296,9 @@ def _torchrun_main(n: int, d: int, causal: bool, backend: str = "gloo") -> None:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if backend == "nccl" else torch.device("cpu")
     c = n // P
     full = [torch.cat([seeded_chunk(w, u, UNITS, n, d) for u in range(UNITS)], -2).to(device) for w in "QKV"]
-    Q, K, V = (x[..., rank * c:(rank + 1) * c, :] for x in full)
+    Q, K, V = (x[..., rank * c : (rank + 1) * c, :] for x in full)
     out = ring_attention(Q, K, V, is_causal=causal)
-    ref = F.scaled_dot_product_attention(*full, is_causal=causal)[..., rank * c:(rank + 1) * c, :]
+    ref = F.scaled_dot_product_attention(full[0], full[1], full[2], is_causal=causal)[..., rank * c : (rank + 1) * c, :]
     err = (out - ref).abs().max().reshape(1)
     dist.reduce(err, 0, op=dist.ReduceOp.MAX)
     if rank == 0:
@@ -298,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=64)
     p.add_argument("-d", type=int, default=16)
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"], help="under torchrun: gloo (CPU) or nccl (GPUs)")
+    p.add_argument(
+        "--backend", default="gloo", choices=["gloo", "nccl"], help="under torchrun: gloo (CPU) or nccl (GPUs)"
+    )
     args = p.parse_args(argv)
     if args.demo:
         return 0 if demo(args.P, args.n, args.d) <= 1e-5 else 1

@@ -27,6 +27,7 @@ value row that no query of the tile may use) never reaches the result. A query
 whose row is masked everywhere gets the zero context (and zero gradients), as
 in :func:`attnsurvey.masking.masked_softmax`; its log-sum-exp is ``-inf``.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,7 +86,9 @@ def _inert(x: Tensor, keep: Tensor) -> Tensor:
     return torch.where(keep.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype))
 
 
-def _tile_mask(mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, ke: int, device: torch.device) -> Tensor | None:
+def _tile_mask(
+    mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, ke: int, device: torch.device
+) -> Tensor | None:
     """The allowed pairs of the tile (queries qs:qe, keys ks:ke), or None if all are allowed."""
     allowed = None
     if mask is not None:
@@ -147,10 +150,15 @@ def attention_stats(
     acc = Qs.new_zeros((*batch, n_q, V.shape[-1]))
     for qs in range(0, n_q, block_q):
         qe = min(qs + block_q, n_q)
-        run = None
+        run: Stats | None = None
         for ks in range(0, _key_end(n_f, is_causal, qe), block_k):
             ke = min(ks + block_k, n_f)
-            part = tile_stats(Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], _tile_mask(mask, is_causal, qs, qe, ks, ke, Qs.device))
+            part = tile_stats(
+                Qs[..., qs:qe, :],
+                K[..., ks:ke, :],
+                V[..., ks:ke, :],
+                _tile_mask(mask, is_causal, qs, qe, ks, ke, Qs.device),
+            )
             run = part if run is None else online_softmax_merge(*run, *part)
         if run is not None:
             m[..., qs:qe], l[..., qs:qe], acc[..., qs:qe, :] = run
@@ -171,7 +179,7 @@ class TiledAttentionFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, Q, K, V, mask, is_causal, block_q, block_k, scale):  # noqa: D102
+    def forward(ctx, Q, K, V, mask, is_causal, block_q, block_k, scale):
         O, L = finalize(*attention_stats(Q, K, V, mask, is_causal, block_q, block_k, scale))
         ctx.save_for_backward(Q, K, V, O, L, mask)
         ctx.settings = (is_causal, block_q, block_k, scale)
@@ -179,7 +187,7 @@ class TiledAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, dO):  # noqa: D102
+    def backward(ctx, dO):
         Q, K, V, O, L, mask = ctx.saved_tensors
         is_causal, block_q, block_k, scale = ctx.settings
         Qs = Q * scale
@@ -213,7 +221,11 @@ def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f:
     (ring attention calls them chunk lengths). Raises ``ValueError`` for
     non-float tensors, ranks below 2, mixed dtypes, or mismatched ``d_k``/``n_f``.
     """
-    for x, name, layout in ((Q, "Q", f"(..., {n_q}, d_k)"), (K, "K", f"(..., {n_f}, d_k)"), (V, "V", f"(..., {n_f}, d_v)")):
+    for x, name, layout in (
+        (Q, "Q", f"(..., {n_q}, d_k)"),
+        (K, "K", f"(..., {n_f}, d_k)"),
+        (V, "V", f"(..., {n_f}, d_v)"),
+    ):
         as_tensor(x, name)
         check_min_rank(x, 2, name, layout)
     check_same_dtype(Q=Q, K=K, V=V)

@@ -17,6 +17,7 @@ uses word embeddings as the feature model (LCR-Rot uses Bi-LSTMs; embeddings kee
 rotatory attention (:class:`attnsurvey.feature_related.rotatory.RotatoryAttention`)
 or one of two baselines, then the output model of Eq. (5).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
 
 CATEGORIES = {
     "food": (("pasta", "pizza", "soup"), ("tasty", "fresh"), ("bland", "stale")),
@@ -34,8 +36,13 @@ CATEGORIES = {
 DETERMINERS = ("the", "our", "that")
 FILLERS = ("we", "thought", "really", "and", "so", "honestly")
 LINKS = ("was", "seemed", "felt")
-VOCAB = ("<pad>",) + DETERMINERS + FILLERS + LINKS + ("but",) + tuple(
-    w for nouns, pos, neg in CATEGORIES.values() for w in nouns + pos + neg
+VOCAB = (
+    ("<pad>",)
+    + DETERMINERS
+    + FILLERS
+    + LINKS
+    + ("but",)
+    + tuple(w for nouns, pos, neg in CATEGORIES.values() for w in nouns + pos + neg)
 )
 LABELS = ("negative", "positive")
 MAX_CONTEXT = 9
@@ -43,7 +50,7 @@ MAX_TARGET = 2
 
 
 @dataclass
-class AspectData:
+class AspectData(Rows):
     """Padded token ids and masks of a batch of sentences split around the target.
 
     left ``(n, MAX_CONTEXT)``, target ``(n, MAX_TARGET)``, right ``(n, MAX_CONTEXT)``
@@ -59,12 +66,6 @@ class AspectData:
     mask_r: Tensor
     label: Tensor
     opinion: Tensor
-
-    def __len__(self) -> int:
-        return self.left.shape[0]
-
-    def subset(self, idx: Tensor | slice) -> "AspectData":
-        return AspectData(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
 
     def words(self, i: int) -> tuple[list[str], list[str], list[str]]:
         """The left context, target phrase and right context of sentence ``i``."""
@@ -104,7 +105,12 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
         nouns_d, pos_d, neg_d = CATEGORIES[d]
         t_words = ([_choice(DETERMINERS, g)] if torch.rand(1, generator=g) < 0.7 else []) + [_choice(nouns_c, g)]
         op_c = _choice(pos_c if pol else neg_c, g)
-        clause_d = [_choice(DETERMINERS, g), _choice(nouns_d, g), _choice(LINKS, g), _choice(neg_d if pol else pos_d, g)]
+        clause_d = [
+            _choice(DETERMINERS, g),
+            _choice(nouns_d, g),
+            _choice(LINKS, g),
+            _choice(neg_d if pol else pos_d, g),
+        ]
         u = float(torch.rand(1, generator=g))
         if u < p_empty / 2:  # target opens the sentence: "[the pasta] was tasty but the waiter was rude"
             lw, rw, side, at = [], [_choice(LINKS, g), op_c, "but"] + clause_d, 1, 1
@@ -120,5 +126,3 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
         label[b] = pol
         opinion[b] = torch.tensor([side, at])
     return AspectData(left, target, right, mask_l, mask_t, mask_r, label, opinion)
-
-

@@ -13,6 +13,7 @@ does not have it.
 
 Trailing sentences can be empty (all padding) to exercise the masks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,11 +21,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
+
 PAD, KEY = 0, 1
 
 
 @dataclass
-class Documents:
+class Documents(Rows):
     """A batch of synthetic documents.
 
     tokens ``(N, n_S, n_w)`` long (0 = padding); word_mask ``(N, n_S, n_w)``
@@ -38,19 +41,9 @@ class Documents:
     key_sentence: Tensor
     vocab: list[str]
 
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
-
-    def subset(self, idx: Tensor | slice) -> "Documents":
-        """The documents at ``idx`` (a slice or index tensor)."""
-        return Documents(self.tokens[idx], self.word_mask[idx], self.labels[idx], self.key_sentence[idx], self.vocab)
-
     def words(self, doc: int) -> list[list[str]]:
         """Token names of document ``doc``, sentence by sentence, padding left out."""
-        return [
-            [self.vocab[t] for t in sent.tolist() if t != PAD]
-            for sent in self.tokens[doc]
-        ]
+        return [[self.vocab[t] for t in sent.tolist() if t != PAD] for sent in self.tokens[doc]]
 
 
 def document_vocab(n_polarity: int, n_filler: int) -> list[str]:

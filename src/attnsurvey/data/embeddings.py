@@ -18,10 +18,11 @@ average cannot.
 Tables have different widths ``d_{e_i}``, as in Eq. (21). A classifier that
 reads the word's vectors must find the informative tables.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor

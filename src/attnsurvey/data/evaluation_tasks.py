@@ -15,16 +15,13 @@ chapter's experiment is reproducible and needs no download.
   rest is noise. The object's regions are the ground-truth set ``G`` of Eq. (46),
   and a Gaussian bump around the object plays the "human" attention map.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-
-def _check_positive(**sizes: int) -> None:
-    for name, v in sizes.items():
-        if v < 1:
-            raise ValueError(f"{name} must be >= 1, got {v}")
+from ._rows import check_positive
 
 
 def signal_token_task(
@@ -35,7 +32,7 @@ def signal_token_task(
     Returns ``x`` ``(B, n)`` token ids, ``y`` ``(B, 1)`` labels and ``gold``
     ``(B, 1, n)`` boolean gold alignment (True at the signal position).
     """
-    _check_positive(n_examples=n_examples, n=n, n_classes=n_classes, n_noise=n_noise)
+    check_positive(n_examples=n_examples, n=n, n_classes=n_classes, n_noise=n_noise)
     x = torch.randint(n_classes, n_classes + n_noise, (n_examples, n), generator=generator)
     y = torch.randint(0, n_classes, (n_examples,), generator=generator)
     pos = torch.randint(0, n, (n_examples,), generator=generator)
@@ -61,7 +58,7 @@ def toy_translation_task(
     ``i < m`` with ``w[b, i] == w[b, m-1-j]`` (the same word elsewhere in the
     sentence: attending there gives the same output).
     """
-    _check_positive(n_examples=n_examples, m=m, vocab=vocab)
+    check_positive(n_examples=n_examples, m=m, vocab=vocab)
     w = torch.randint(0, vocab, (n_examples, m), generator=generator)
     src_of = torch.arange(m - 1, -1, -1)
     y = (w[:, src_of] + 1) % vocab
@@ -89,19 +86,23 @@ def patch_image_task(
     ``(B, grid^2)`` a synthetic human attention map (Gaussian bump of width
     ``sigma`` regions around the object's centre, normalised to sum 1).
     """
-    _check_positive(n_examples=n_examples, grid=grid, patch=patch)
+    check_positive(n_examples=n_examples, grid=grid, patch=patch)
     if grid < 2:
         raise ValueError(f"grid must be >= 2 to hold a 2 x 2 object, got {grid}")
     H = grid * patch
     size = 2 * patch
     r = torch.arange(size)
-    stripes = torch.stack(
-        [
-            ((r[:, None] // 2) % 2).expand(size, size),
-            ((r[None, :] // 2) % 2).expand(size, size),
-            (((r[:, None] + r[None, :]) // 2) % 2),
-        ]
-    ).float() * 2.0 - 1.0
+    stripes = (
+        torch.stack(
+            [
+                ((r[:, None] // 2) % 2).expand(size, size),
+                ((r[None, :] // 2) % 2).expand(size, size),
+                (((r[:, None] + r[None, :]) // 2) % 2),
+            ]
+        ).float()
+        * 2.0
+        - 1.0
+    )
     images = noise * torch.randn(n_examples, H, H, generator=generator)
     y = torch.randint(0, 3, (n_examples,), generator=generator)
     top = torch.randint(0, grid - 1, (n_examples,), generator=generator)

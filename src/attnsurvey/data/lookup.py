@@ -4,17 +4,14 @@ Both tasks have a known answer, are generated from an explicit
 ``torch.Generator`` (nothing is downloaded), and are small enough to train on
 in a few seconds on a CPU.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
 from ..catalog import catalogued
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {name}={value}")
+from ._rows import check_positive
 
 
 def key_lookup(
@@ -38,7 +35,7 @@ def key_lookup(
     targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
     or a negative ``noise``.
     """
-    _check_positive(n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
+    check_positive(n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
     keys = torch.randn(n, n_f, d_key, generator=generator)
@@ -68,7 +65,7 @@ def featurewise_lookup(
     Returns ``q`` ``(n, d_v * n_f)``, ``K`` ``(n, n_f, n_f)``, ``V`` ``(n, n_f, d_v)``
     and ``y`` ``(n, d_v)`` (float 0/1). Raises ``ValueError`` for a size below 1.
     """
-    _check_positive(n=n, n_f=n_f, d_v=d_v)
+    check_positive(n=n, n_f=n_f, d_v=d_v)
     tags = torch.argsort(torch.rand(n, n_f, generator=generator), dim=-1)  # random permutation per example
     K = torch.nn.functional.one_hot(tags, n_f).float()
     V = torch.randint(2, (n, n_f, d_v), generator=generator).float() * 2 - 1

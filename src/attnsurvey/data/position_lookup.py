@@ -8,7 +8,10 @@ ground truth is returned as ``t``, so how focused an alignment is can be
 measured exactly. Because the query is a position, the monotonic local
 alignment ``p = t`` is the oracle window centre.
 """
+
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -40,7 +43,9 @@ def lookup_batch(
     return F, q, t, y
 
 
-def lookup_batches(steps: int, batch: int, n_f: int, n_classes: int, generator: torch.Generator | None = None):
+def lookup_batches(
+    steps: int, batch: int, n_f: int, n_classes: int, generator: torch.Generator | None = None
+) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor]]:
     """Yield ``steps`` batches of :func:`lookup_batch` (for ``attnsurvey.training.train``)."""
     for _ in range(steps):
         yield lookup_batch(batch, n_f, n_classes, generator)

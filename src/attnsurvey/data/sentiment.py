@@ -9,12 +9,15 @@
   negative). The ground truth of which token is positive, negative or
   neutral is returned, so one can check where each class capsule looks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from ._rows import Rows
 
 NEUTRAL = ("the", "movie", "was", "a", "plot", "actor", "and", "it", "film", "scene", "story", "music")
 NEGATIVE = ("bad", "awful", "dull", "boring", "weak")
@@ -54,16 +57,13 @@ def keyword_features(
 
 
 @dataclass
-class Reviews:
+class Reviews(Rows):
     """Token ids of synthetic reviews, labels, and each token's polarity."""
 
     tokens: Tensor  # (N, L) long
     labels: Tensor  # (N,) long: 0 negative, 1 positive
     polarity: Tensor  # (N, L) long: -1 neutral, 0 negative word, 1 positive word
     vocab: tuple[str, ...]
-
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
 
     def decode(self, i: int) -> list[str]:
         return [self.vocab[t] for t in self.tokens[i].tolist()]

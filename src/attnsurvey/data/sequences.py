@@ -10,6 +10,7 @@ begin-of-sequence token the decoder starts from) and the symbols
 ``2 ... vocab_size - 1``. All sampling goes through an explicit
 ``torch.Generator``, so a seed fixes the data.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -20,13 +20,13 @@ attention model and an output model. With ``pool="mean"`` the attention
 model is replaced by uniform weights over the allowed items (mean pooling),
 the baseline of the chapter's experiment.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
 
 LAYOUTS = ("sequence", "grid", "graph")
 

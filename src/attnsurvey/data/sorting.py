@@ -5,10 +5,14 @@ indices in ascending order of value, so every output symbol is a *position of
 the input*. The book's example: ``20, 5, 10 -> pointers 1, 2, 0`` (0-based),
 i.e. ``5, 10, 20``.
 """
+
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
+
 from ..catalog import catalogued
 
 
@@ -29,7 +33,7 @@ def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) 
 
 def sorting_batches(
     steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None = None
-):
+) -> Iterator[tuple[Tensor, Tensor]]:
     """Yield ``steps`` batches from :func:`sorting_batch`, each with a length drawn from ``[n_min, n_max]``."""
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")

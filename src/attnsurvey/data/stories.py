@@ -17,6 +17,7 @@ Stories are tensors of token ids: ``story`` ``(N, n_sentences, 3)``,
 ``support`` holds the indices of the two supporting sentences (took, went).
 Token 0 is padding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,13 +25,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
+
 PEOPLE = ("mary", "john", "sandra", "daniel", "fred", "bill")
 OBJECTS = ("apple", "ball", "milk", "book", "key")
 PLACES = ("kitchen", "garden", "office", "hallway", "bedroom", "bathroom")
 
 
 @dataclass
-class Stories:
+class Stories(Rows):
     """A batch of stories, as token ids, with answers and supporting-fact indices."""
 
     story: Tensor  # (N, n_sentences, 3) long
@@ -39,9 +42,6 @@ class Stories:
     support: Tensor  # (N, 2) long: [index of "p took o", index of "p went l"]
     vocab: tuple[str, ...]
     places: tuple[str, ...]
-
-    def __len__(self) -> int:
-        return self.story.shape[0]
 
     def decode(self, i: int) -> str:
         """The ``i``-th story, question and answer as text."""

@@ -12,6 +12,7 @@ ignore ``G`` can find the two marked items but not which one is asked for
 Everything is made in code from a ``torch.Generator``; the marker and class
 directions come from a separate fixed seed, so train and test sets share them.
 """
+
 from __future__ import annotations
 
 import torch

@@ -19,6 +19,7 @@ model (a linear layer), a question feature model (an embedding), one of the
 co-attention modules of :mod:`attnsurvey.feature_related.co_attention` (set 1
 = question words, set 2 = image cells), and an output model (Eq. 5).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ._rows import Rows
 
 COLOURS = ("red", "green", "blue", "yellow", "purple")
 SHAPES = ("circle", "square", "triangle", "star", "cross")
@@ -38,7 +40,7 @@ D_CELL = len(COLOURS) + len(SHAPES) + 1
 
 
 @dataclass
-class VQAData:
+class VQAData(Rows):
     """A batch of synthetic VQA examples.
 
     image ``(n, grid*grid, D_CELL)``; question ``(n, QUESTION_LEN)`` token ids;
@@ -52,12 +54,6 @@ class VQAData:
     answer: Tensor
     region: Tensor
     grid: int
-
-    def __len__(self) -> int:
-        return self.image.shape[0]
-
-    def subset(self, idx: Tensor | slice) -> "VQAData":
-        return VQAData(self.image[idx], self.question[idx], self.q_mask[idx], self.answer[idx], self.region[idx], self.grid)
 
     def question_words(self, i: int) -> list[str]:
         """The tokens of question ``i`` (padding dropped)."""
@@ -105,5 +101,3 @@ def make_vqa(
     q_mask[kind == 0, 5] = False
     image = image + noise * torch.randn(image.shape, generator=g)
     return VQAData(image, question, q_mask, answer, region, grid)
-
-

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor
-from ..training import accuracy
 from ..catalog import catalogued
+from ..training import accuracy
 
 CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
 

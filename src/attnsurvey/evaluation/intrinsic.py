@@ -19,7 +19,7 @@ alignment matrices are boolean ``(..., n_tgt, n_src)`` with one row per target
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F_

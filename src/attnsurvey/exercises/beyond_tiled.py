@@ -1,8 +1,9 @@
 """Exercise checks for chapter 6, exact attention in linear memory (``attnsurvey.beyond.tiled``)."""
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -16,8 +17,9 @@ def check_rescale(rescale: Callable[[float, float], float]) -> None:
     """
     for m_old, m_new in [(0.0, 1.0), (-2.0, 3.5), (4.0, 4.0), (-30.0, -1.0)]:
         got, want = float(rescale(m_old, m_new)), math.exp(m_old - m_new)
-        assert math.isclose(got, want, rel_tol=1e-9), (
-            f"rescale({m_old}, {m_new}) = {got}, but l = sum exp(e - m_old) must turn into sum exp(e - m_new)")
+        assert math.isclose(
+            got, want, rel_tol=1e-9
+        ), f"rescale({m_old}, {m_new}) = {got}, but l = sum exp(e - m_old) must turn into sum exp(e - m_new)"
     print("rescale check passed: multiply by exp(m_old - m_new), which is <= 1")
 
 
@@ -27,14 +29,21 @@ def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float
     Must satisfy ``m = max(scores)`` and ``m + log(l) = logsumexp(scores)``.
     """
     g = torch.Generator().manual_seed(0)
-    cases = [[0.0], [1.0, 2.0, 3.0], [3.0, 2.0, 1.0], (torch.randn(50, generator=g) * 20).tolist(), [1000.0, 999.0, -1000.0]]
+    cases = [
+        [0.0],
+        [1.0, 2.0, 3.0],
+        [3.0, 2.0, 1.0],
+        (torch.randn(50, generator=g) * 20).tolist(),
+        [1000.0, 999.0, -1000.0],
+    ]
     for scores in cases:
         m, l = stream(list(scores))
         assert math.isclose(m, max(scores)), f"m should be the largest score {max(scores)}, got {m}"
         want = float(torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0))
         assert math.isfinite(l) and math.isclose(m + math.log(l), want, rel_tol=1e-9, abs_tol=1e-9), (
             f"for scores {scores[:5]}...: m + log l = {m + math.log(l) if l > 0 else l}, logsumexp = {want}; "
-            "did you rescale l when the maximum grew?")
+            "did you rescale l when the maximum grew?"
+        )
     print("streaming log-sum-exp check passed")
 
 
@@ -49,5 +58,6 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
     full = math.ceil(n / block_q) * math.ceil(n / block_k)
     assert int(answer) == want, (
         f"got {answer}; a query tile ending at row qe visits the key tiles that start before qe "
-        f"(not simply half of the {full} tiles)")
+        f"(not simply half of the {full} tiles)"
+    )
     print(f"causal tiles check passed: {want} of {full} tiles ({want / full:.0%})")

@@ -14,7 +14,6 @@ from ..catalog import catalogued
 from ..general_model import GeneralAttention, OutputModel, context
 
 
-
 @catalogued("extra:uniform-attention-ablation")
 class ProbeModel(nn.Module):
     """A small task model (Fig. 1) whose attention weights can be read and replaced.
@@ -44,7 +43,12 @@ class ProbeModel(nn.Module):
         super().__init__()
         if (vocab is None) == (d_in is None):
             raise ValueError("give exactly one of vocab (token inputs) or d_in (continuous inputs)")
-        self.embed = nn.Embedding(vocab, d) if vocab is not None else nn.Linear(d_in, d)
+        self.embed: nn.Module
+        if vocab is not None:
+            self.embed = nn.Embedding(vocab, d)
+        else:
+            assert d_in is not None  # exactly one of the two was given (checked above)
+            self.embed = nn.Linear(d_in, d)
         self.pos = nn.Parameter(torch.randn(n_max, d) * 0.1)
         self.queries = nn.Parameter(torch.randn(n_q, d) * 0.1)
         self.attention = GeneralAttention(d, d, score=score)

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -24,7 +24,7 @@ from ..data.vqa import VOCAB as VQA_VOCAB
 from ..feature_related import co_attention as ca
 from ..feature_related.levels import HierarchicalAttention, flat_attention
 from ..feature_related.representations import MetaEmbedding
-from ..feature_related.rotatory import RotatoryAttention, target_pooling
+from ..feature_related.rotatory import RotatoryAttention, RotatoryOutput, target_pooling
 from ..general_model import OutputModel, keys_values
 from ..masking import masked_softmax
 from ..training import accuracy, train
@@ -32,9 +32,16 @@ from ..training import accuracy, train
 #: The aspect-sentiment models compared in §3.1.1.
 ASPECT_MODELS = ("target-only", "mean-contexts", "rotatory")
 #: The VQA models compared in §3.1.1: two baselines and the co-attention variants.
-VQA_VARIANTS = ("mean-pooling", "question-independent", "alternating", "interactive", "parallel", "max-affinity", "multi-grained")
+VQA_VARIANTS = (
+    "mean-pooling",
+    "question-independent",
+    "alternating",
+    "interactive",
+    "parallel",
+    "max-affinity",
+    "multi-grained",
+)
 _MARKERS = {"circle": "o", "square": "s", "triangle": "^", "star": "*", "cross": "X"}
-
 
 
 class DocumentOutput(NamedTuple):
@@ -62,7 +69,9 @@ class DocumentClassifier(nn.Module):
     Raises ``ValueError`` for an unknown kind.
     """
 
-    def __init__(self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None) -> None:
+    def __init__(
+        self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None
+    ) -> None:
         super().__init__()
         if kind not in ("hierarchical", "flat"):
             raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
@@ -139,7 +148,7 @@ class AspectModel(nn.Module):
             out = d if kind == "target-only" else 3 * d
         self.output = OutputModel(out, len(LABELS))
 
-    def forward(self, data: AspectData):
+    def forward(self, data: AspectData) -> tuple[Tensor, RotatoryOutput | None]:
         F_t, F_l, F_r = self.embed(data.target), self.embed(data.left), self.embed(data.right)
         if self.kind == "target-only":
             return self.output.logits(target_pooling(F_t, data.mask_t)), None
@@ -168,7 +177,10 @@ def evaluate_aspect(model: AspectModel, data: AspectData) -> dict[str, float]:
     also the mean weight (last hop) on the target's own opinion word."""
     logits, out = model(data)
     empty = ~data.mask_l.any(-1) | ~data.mask_r.any(-1)
-    res = {"accuracy": accuracy(logits, data.label), "accuracy_empty_context": accuracy(logits[empty], data.label[empty])}
+    res = {
+        "accuracy": accuracy(logits, data.label),
+        "accuracy_empty_context": accuracy(logits[empty], data.label[empty]),
+    }
     if out is not None:
         idx = torch.arange(len(data))
         side, at = data.opinion[:, 0], data.opinion[:, 1]
@@ -196,6 +208,7 @@ class VQAModel(nn.Module):
         self.image_features = nn.Linear(D_CELL, d)
         self.question_features = nn.Embedding(len(VQA_VOCAB), d)
         out = 2 * d
+        self.att: nn.Module
         if variant == "question-independent":
             self.score0 = ca.QuerylessAdditiveScore(d, d_w)
         elif variant == "alternating":
@@ -260,7 +273,9 @@ def evaluate_vqa(model: VQAModel, data: VQAData) -> dict[str, float]:
     }
 
 
-def plot_vqa_example(data: VQAData, i: int, weights: Tensor | None = None, ax=None, title: str | None = None):
+def plot_vqa_example(
+    data: VQAData, i: int, weights: Tensor | None = None, ax: Any = None, title: str | None = None
+) -> Any:
     """Draw image ``i`` of ``data``: each object as a coloured marker on its cell.
 
     ``weights`` ``(grid*grid,)`` (optional) shades each cell by its attention

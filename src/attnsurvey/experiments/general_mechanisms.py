@@ -33,7 +33,6 @@ from ..general_mechanisms.structured import crf_marginals
 from ..general_model import GeneralAttention
 
 
-
 @catalogued(
     "extra:score-comparison-model",
     title="One attention task model whose score function is any row of Table II",
@@ -113,8 +112,13 @@ class AlignmentClassifier(nn.Module):
         elif kind == "hard":
             h = hard_align(e, "sample" if self.training else "argmax", generator)
             a, log_prob = h.a, h.log_prob
-        elif kind in ("local-m", "local-p"):
-            p = monotonic_position(t, n_f).to(e.dtype) if kind == "local-m" else self.position(q, n_f)
+        elif kind == "local-m":
+            if t is None:
+                raise ValueError("local-m alignment needs the output steps t (B,) as monotonic positions")
+            a = local_align(e, monotonic_position(t, n_f).to(e.dtype), self.D)
+        elif kind == "local-p":
+            assert self.position is not None  # built for local-p in __init__
+            p = self.position(q, n_f)
             a = local_align(e, p, self.D)
         elif kind == "reinforced":
             logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias

@@ -11,7 +11,6 @@ from ..query_related.capsule import CapsuleAttention, CapsuleOutput
 from ..query_related.types import LearnedQueryAttention, mean_pool
 
 
-
 class MeanPoolClassifier(nn.Module):
     """Baseline without attention: average the feature vectors, then an MLP.
 

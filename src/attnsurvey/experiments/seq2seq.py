@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
-from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
-from ..training import train
 from ..data.sequences import transduction_batch
-
+from ..seq2seq import Seq2Seq, sequence_accuracy, sequence_loss, token_accuracy
+from ..training import History, train
 
 
 def fit_transduction(
@@ -21,17 +22,18 @@ def fit_transduction(
     batch_size: int = 64,
     task: str = "reverse",
     lr: float = 1e-2,
-):
+) -> History:
     """Train ``model`` with teacher forcing on fresh batches of ``task`` (Adam, clipped gradients).
 
     Returns the :class:`attnsurvey.training.History`. Data come from
     ``generator``, so a seed fixes the run (together with the model's initial weights).
     """
-    def batches():
+
+    def batches() -> Iterator[tuple[Tensor, ...]]:
         for _ in range(steps):
             yield tuple(transduction_batch(batch_size, lengths, model.vocab_size, task, generator))
 
-    def loss_fn(m: Seq2Seq, batch) -> Tensor:
+    def loss_fn(m: Seq2Seq, batch: tuple[Tensor, ...]) -> Tensor:
         src, tgt_in, tgt_out, lens = batch
         logits, _ = m(src, tgt_in, lens)
         return sequence_loss(logits, tgt_out)
@@ -43,7 +45,6 @@ def evaluate_transduction(
     model: Seq2Seq, length: int, n: int, generator: torch.Generator, task: str = "reverse"
 ) -> dict[str, float]:
     """Greedy-decode ``n`` fresh examples of one ``length``; token and exact-match accuracy."""
-
     src, _, tgt_out, lens = transduction_batch(n, length, model.vocab_size, task, generator)
     tokens, logits, _ = model.greedy_decode(src, tgt_out.shape[1], lens)
     return {"token": token_accuracy(logits, tgt_out), "sequence": sequence_accuracy(tokens, tgt_out)}

@@ -37,18 +37,19 @@ all-zero weights and a zero context vector; its mean key (Eq. 10) is zero.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..attention import attend_scores
+from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..attention import attend_scores
 from ..masking import masked_mean
 from ..query_related.types import queryless_score
-from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 QuerylessScoreFn = Callable[[Tensor], Tensor]

@@ -25,15 +25,16 @@ sentence vector; a document without any real word gets a zero document vector.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
-from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 

@@ -20,7 +20,8 @@ transformed representations ``X_t`` are ``(..., E, d_t)``; weights ``(..., E)``.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn

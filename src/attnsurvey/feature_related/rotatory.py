@@ -36,16 +36,17 @@ Shapes are batch-first rows: ``F^t`` ``(..., n_f^t, d_t)``, ``F^l``
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty
+from ..catalog import catalogued
 from ..general_mechanisms.scoring import make_score
 from ..masking import masked_mean
 from .co_attention import _check_set_mask, attend_vector
-from ..catalog import catalogued
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 

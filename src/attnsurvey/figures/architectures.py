@@ -19,12 +19,14 @@ memory length); ``n_exponent`` is how the counted multiply-adds of the
 implementation grow with ``n`` at fixed ``d, w, k, c, m`` (checked by the tests
 with ``torch.utils.flop_counter``).
 """
+
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import nn
 
@@ -91,8 +93,16 @@ def layer_blocks(layer: nn.Module) -> list[tuple[str, str]]:
 _KIND_COLOR = {"attention": ATTENTION_COLOR, "ffn": FFN_COLOR, "norm": NORM_COLOR, "add": NORM_COLOR}
 
 
-def _column(ax, labels: list[str], colors: list[str], x: float, y0: float = 0.0, dy: float = 1.0,
-            w: float = 2.6, h: float = 0.62) -> list[tuple[float, float]]:
+def _column(
+    ax: Axes,
+    labels: list[str],
+    colors: list[str],
+    x: float,
+    y0: float = 0.0,
+    dy: float = 1.0,
+    w: float = 2.6,
+    h: float = 0.62,
+) -> list[tuple[float, float]]:
     """Boxes bottom to top joined by arrows; returns their centres."""
     centres = [(x, y0 + i * dy) for i in range(len(labels))]
     for (cx, cy), label, color in zip(centres, labels, colors):
@@ -102,7 +112,7 @@ def _column(ax, labels: list[str], colors: list[str], x: float, y0: float = 0.0,
     return centres
 
 
-def _finish(fig: Figure, ax, title: str) -> Figure:
+def _finish(fig: Figure, ax: Axes, title: str) -> Figure:
     ax.set_title(title, fontsize=10)
     ax.set_aspect("equal")
     ax.axis("off")
@@ -147,8 +157,15 @@ def encoder_decoder_figure(model: nn.Module | None = None) -> Figure:
         draw_arrow(ax, (a[0] + 0.45, 0.0), (b[0] - 0.45, 0.0))
     ax.text(-1.5, -0.55, f"encoder: {type(children['encoder']).__name__}", ha="center", fontsize=8)
     att = (-1.5, 1.7)
-    draw_box(ax, att, f"attention ({type(children['attention']).__name__})\nscore, align (softmax)",
-             w=3.4, h=0.7, color=ATTENTION_COLOR, fs=8)
+    draw_box(
+        ax,
+        att,
+        f"attention ({type(children['attention']).__name__})\nscore, align (softmax)",
+        w=3.4,
+        h=0.7,
+        color=ATTENTION_COLOR,
+        fs=8,
+    )
     for xy in enc:
         draw_arrow(ax, (xy[0], 0.25), (att[0] + 0.4 * (xy[0] - att[0]), att[1] - 0.35), text=None)
     ctx = (2.0, 1.7)
@@ -167,7 +184,11 @@ def encoder_decoder_figure(model: nn.Module | None = None) -> Figure:
 #: The attention step of each Transformer variant, bottom to top.
 VARIANTS: dict[str, list[Step]] = {
     "Transformer-XL": [
-        Step("segment X and cached memory M\n(no gradient into M)", "transformer.transformer_xl.TransformerXLAttention", IO_COLOR),
+        Step(
+            "segment X and cached memory M\n(no gradient into M)",
+            "transformer.transformer_xl.TransformerXLAttention",
+            IO_COLOR,
+        ),
         Step("Q from X; K, V from [M; X]", "transformer.transformer_xl.xl_attention"),
         Step("relative scores (a)+(b)+(c)+(d)\nwith u, v and W_R", "transformer.transformer_xl.xl_attention"),
         Step("relative shift of BD", "transformer.transformer_xl.rel_shift"),
@@ -179,7 +200,9 @@ VARIANTS: dict[str, list[Step]] = {
         Step("LSH: random rotations -> buckets", "transformer.reformer.lsh_hash"),
         Step("sort by bucket, split in chunks", "transformer.reformer.lsh_attention"),
         Step("attend within the chunk\nand the previous one", "transformer.reformer.lsh_attention"),
-        Step("reversible residual layers\n(activations recomputed)", "transformer.reformer.ReversibleSequence", FFN_COLOR),
+        Step(
+            "reversible residual layers\n(activations recomputed)", "transformer.reformer.ReversibleSequence", FFN_COLOR
+        ),
     ],
     "Linformer": [
         Step("Q, K, V (n x d)", "transformer.linformer.LinformerSelfAttention", IO_COLOR),
@@ -202,7 +225,10 @@ VARIANTS: dict[str, list[Step]] = {
     ],
     "Synthesizer": [
         Step("X (n x d)", "transformer.synthesizer.DenseSynthesizer", IO_COLOR),
-        Step("weights B (n x n), either dense:\nan MLP of each token alone", "transformer.synthesizer.dense_synthesizer_weights"),
+        Step(
+            "weights B (n x n), either dense:\nan MLP of each token alone",
+            "transformer.synthesizer.dense_synthesizer_weights",
+        ),
         Step("... or random: learned,\nindependent of the input", "transformer.synthesizer.random_synthesizer_weights"),
         Step("softmax, weighted sum of V\n(no query-key dot product)", "transformer.synthesizer.RandomSynthesizer"),
     ],
@@ -243,15 +269,39 @@ class Cost:
 
 COMPLEXITY: list[Cost] = [
     Cost("Scaled dot-product (full)", "O(n^2 d)", "O(n^2)", "general_mechanisms.scoring.scaled_dot_score", 2),
-    Cost("Additive score (Table II)", "O(n^2 d_w + n d d_w)", "O(n^2 d_w)", "general_mechanisms.scoring.additive_score", 2),
-    Cost("Multi-dimensional (Eq. 30-32)", "O(n^2 d d_w)", "O(n^2 d)", "general_mechanisms.dimensionality.multidimensional_attend", 2),
-    Cost("Multi-head, h heads (Eq. 38-40)", "O(n^2 d + n d^2)", "O(h n^2)", "query_related.multihead.multi_head_attention", 2),
+    Cost(
+        "Additive score (Table II)",
+        "O(n^2 d_w + n d d_w)",
+        "O(n^2 d_w)",
+        "general_mechanisms.scoring.additive_score",
+        2,
+    ),
+    Cost(
+        "Multi-dimensional (Eq. 30-32)",
+        "O(n^2 d d_w)",
+        "O(n^2 d)",
+        "general_mechanisms.dimensionality.multidimensional_attend",
+        2,
+    ),
+    Cost(
+        "Multi-head, h heads (Eq. 38-40)",
+        "O(n^2 d + n d^2)",
+        "O(h n^2)",
+        "query_related.multihead.multi_head_attention",
+        2,
+    ),
     Cost("Local window, half-width w", "O(n w d)", "O(n w)", "transformer.local.local_window_attention", 1),
     Cost("Linformer, projected length k", "O(n k d)", "O(n k)", "transformer.linformer.linformer_attention", 1),
     Cost("LSH (Reformer), chunk c", "O(n log n + n c d)", "O(n c)", "transformer.reformer.lsh_attention", 1),
     Cost("Transformer-XL, memory m", "O(n (n + m) d)", "O(n (n + m))", "transformer.transformer_xl.xl_attention", 2),
     Cost("Synthesizer (random)", "O(n^2 d)", "O(n^2)", "transformer.synthesizer.random_synthesizer_weights", 2),
-    Cost("Lite Transformer (LSRA), kernel r", "O(n^2 d / 2 + n r d / 2)", "O(n^2)", "transformer.lite.long_short_range_attention", 2),
+    Cost(
+        "Lite Transformer (LSRA), kernel r",
+        "O(n^2 d / 2 + n r d / 2)",
+        "O(n^2)",
+        "transformer.lite.long_short_range_attention",
+        2,
+    ),
 ]
 
 
@@ -286,8 +336,11 @@ def cost_curves_figure(results: dict) -> Figure:
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     s = results.get("settings", {})
-    fig.suptitle(f"measured on {s.get('machine', '?')}, torch {s.get('torch', '?')}, "
-                 f"{s.get('threads', '?')} thread(s), d = {s.get('d', '?')}", fontsize=9)
+    fig.suptitle(
+        f"measured on {s.get('machine', '?')}, torch {s.get('torch', '?')}, "
+        f"{s.get('threads', '?')} thread(s), d = {s.get('d', '?')}",
+        fontsize=9,
+    )
     return fig
 
 

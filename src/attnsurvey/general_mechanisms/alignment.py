@@ -36,10 +36,12 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
 from ..attention import context as _context
-from ..masking import check_mask, masked_softmax
 from ..catalog import catalogued, declare
+from ..masking import check_mask, masked_softmax
 from .scoring import make_score
-from .sparse_maps import _valid, entmax15, sparsemax
+from .sparse_maps import _valid
+from .sparse_maps import entmax15 as entmax15  # re-exported: taught with the alignments
+from .sparse_maps import sparsemax as sparsemax  # re-exported: taught with the alignments
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 

@@ -21,9 +21,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..catalog import catalogued
 from ..masking import masked_log_softmax
 from .scoring import additive_score
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 

@@ -11,8 +11,8 @@ Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -25,8 +25,8 @@ from .._checks import (
     check_nonempty,
     check_weight,
 )
-from ..masking import masked_softmax
 from ..catalog import catalogued
+from ..masking import masked_softmax
 from ..registry import Registry
 
 Activation = Callable[[Tensor], Tensor]
@@ -426,7 +426,7 @@ class ScoreSpec:
     content: False for scores that ignore the keys' content (location).
     """
 
-    build: Callable[[int, int, int, "int | None"], ScoreModule]
+    build: Callable[[int, int, int, int | None], ScoreModule]
     module: type
     function: Callable[[Tensor, Tensor], Tensor] | None = None
     equal_dims: bool = False

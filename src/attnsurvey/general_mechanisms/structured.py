@@ -27,9 +27,9 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..attention import context
+from ..catalog import catalogued
 from ..masking import check_mask
 from .scoring import make_score
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 

@@ -38,7 +38,8 @@ polarity; :func:`from_torch_state_dict` maps torch's parameter names).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F_
@@ -46,8 +47,8 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import AlignFn, ScoreFn, attend
-from ..general_mechanisms.scoring import scaled_dot_score
 from ..catalog import catalogued
+from ..general_mechanisms.scoring import scaled_dot_score
 from ..masking import check_attn_mask
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
@@ -437,7 +438,7 @@ class MultiheadAttention(MultiHeadAttention):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiheadAttention":
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiheadAttention:
         """A copy of a ``torch.nn.MultiheadAttention``: same configuration, same weights, same mode."""
         ours = cls(
             module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None,

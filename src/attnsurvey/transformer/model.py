@@ -25,17 +25,17 @@ experiments are tiny and deterministic).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask
 from ..query_related.multihead import MultiHeadAttention
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
-from ..catalog import catalogued
 
 Activation = Callable[[Tensor], Tensor]
 

@@ -17,7 +17,7 @@ storing activations for every layer.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn

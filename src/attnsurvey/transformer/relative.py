@@ -27,9 +27,9 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import attend
+from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..query_related.multihead import MultiHeadAttention
-from ..catalog import catalogued
 
 
 @catalogued(

@@ -23,10 +23,10 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention, split_heads
 from .positional import sinusoidal_position_encoding
-from ..catalog import catalogued
 
 
 @catalogued(

@@ -1,0 +1,123 @@
+"""The package's shape: no import cycles (not even inside functions), layers point down,
+every module imports on its own in a fresh interpreter, data/ only generates data."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from attnsurvey import architecture as arch
+
+SRC = Path(arch.__file__).resolve().parent
+GRAPH = arch.import_graph()
+
+
+def test_no_import_cycles():
+    assert arch.cycles(GRAPH) == []
+
+
+def test_every_package_import_names_an_existing_module():
+    assert arch.unresolved_imports() == []
+
+
+def test_cycle_finder_sees_imports_hidden_in_functions(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import x\n    return x\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import y\nimport pkg.sub.b\n"
+    )
+    graph = arch.import_graph(pkg, "pkg")
+    assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.b"}
+    assert graph["pkg.sub.b"] == {"pkg.a"}
+    assert graph["pkg.c"] == {"pkg.sub.b"}  # the TYPE_CHECKING import does not run
+    assert arch.cycles(graph) == [["pkg.a", "pkg.sub.b"]]
+    assert arch.cycles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
+    (pkg / "d.py").write_text("def g():\n    from .data.missing import h\n")
+    assert arch.unresolved_imports(pkg, "pkg") == [("pkg.d", 2, "pkg.data.missing")]
+
+
+def test_layers_point_down():
+    assert arch.layer_violations(GRAPH) == []
+    assert arch.layer_of("attnsurvey.data.vqa") == "data"
+    assert arch.layer_of("attnsurvey.experiments.evaluation") == "chapter support"
+    assert arch.layer_of("attnsurvey.general_mechanisms.scoring") == "mechanisms"
+    assert arch.layer_violations(
+        {"attnsurvey.data.x": {"attnsurvey.general_model"}, "attnsurvey.general_model": set()}
+    ) == [("attnsurvey.data.x", "attnsurvey.general_model")]
+
+
+def test_only_experiments_import_experiments():
+    importers = {a for a, targets in GRAPH.items() for b in targets if ".experiments" in b}
+    assert all(".experiments" in a for a in importers), sorted(importers)
+
+
+def test_data_defines_no_models_or_training():
+    """data/ generates data: no nn.Module subclasses, no train/fit/evaluate functions."""
+    for path in sorted((SRC / "data").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                assert not any("Module" in b for b in bases), f"{path.name}: {node.name} is a model"
+            if isinstance(node, ast.FunctionDef):
+                assert not node.name.startswith(("train", "fit", "evaluate")), f"{path.name}: {node.name}"
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    """Each module is imported first in its own forked child of an interpreter that has
+    only torch, numpy and matplotlib loaded, so an import that works only after another
+    module was imported (a cycle, a missing import) fails here."""
+    names = [m for m in arch.module_names() if m != "attnsurvey.catalog"] + ["attnsurvey.catalog"]
+    script = textwrap.dedent(
+        """
+        import importlib, os, sys, traceback
+        import matplotlib
+        matplotlib.use("Agg")
+        import numpy, torch, matplotlib.pyplot
+        failed = []
+        for name in sys.argv[1:]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                failed.append(name)
+        print("FAILED", failed)
+        sys.exit(1 if failed else 0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "FAILED []" in out.stdout
+
+
+def test_architecture_figure_draws_every_layer():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = arch.architecture_figure(GRAPH)
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert set(arch.LAYERS) <= texts
+    assert {"general_model", "experiments", "data", "catalog"} <= texts
+    assert "import cycles: 0" in arch.report(GRAPH)
+
+
+def test_book_figure_data_matches_the_code():
+    """book/_static/architecture.{png,json} are drawn by scripts/draw_architecture.py; run it
+    again when this fails."""
+    import json
+
+    stored = json.loads((SRC.parents[1] / "book" / "_static" / "architecture.json").read_text())
+    assert stored == json.loads(json.dumps(arch.summary_data(GRAPH))), "run scripts/draw_architecture.py"
