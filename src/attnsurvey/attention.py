@@ -153,14 +153,30 @@ def context(a: Tensor, V: Tensor) -> Tensor:
     """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
 
     a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
-    Raises ``ValueError`` if the two ``n_f`` differ or the batch axes do not broadcast.
+    A zero weight is inert: NaN/Inf in a value row that gets weight 0 does not
+    reach c. Raises ``ValueError`` if the two ``n_f`` differ or the batch axes do not broadcast.
     """
     as_tensor(a, "a")
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of a", "n_f of V")
     check_batch_broadcast(a, V, "a", "V")
-    return a @ V
+    return _inert_product(a, V)
+
+
+def _inert_product(a: Tensor, V: Tensor, bad_v: Tensor | None = None) -> Tensor:
+    """``a @ V`` in which a zero weight ignores its value row even when that row holds NaN/Inf.
+
+    ``0 * NaN`` is NaN in a plain product; here a masked (zero-weight) value is
+    inert, and a query that gives a non-finite value row a non-zero weight gets NaN.
+    bad_v: the rows of V to treat as non-finite (default: found here).
+    """
+    bad_v = _nonfinite_rows(V) if bad_v is None else bad_v
+    if bad_v is None:
+        return a @ V
+    V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
+    poisoned = ((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True)
+    return torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype), a @ V0)
 
 
 def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
@@ -216,8 +232,8 @@ def attend_scores(e: Tensor, V: Tensor, mask: Tensor | None = None, align: str |
     check_dim_equal(e.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of e", "n_f of V")
     a = align_scores(e, mask, align)
     if a.dim() == V.dim() - 1:  # one query per example
-        return (a.unsqueeze(-2) @ V).squeeze(-2), a
-    return a @ V, a
+        return _inert_product(a.unsqueeze(-2), V).squeeze(-2), a
+    return _inert_product(a, V), a
 
 
 def allowed_positions(
@@ -369,12 +385,7 @@ def attend(
     if bias is not None:
         e = e + bias
     a = dropout_weights(align_scores(e, allowed, align_fn), dropout_p, generator)
-    if bad_v is None:
-        c = a @ V
-    else:
-        V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
-        poisoned = ((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True)
-        c = torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype), a @ V0)
+    c = a @ V if bad_v is None else _inert_product(a, V, bad_v)
     return c, (a if need_weights else None)
 
 
