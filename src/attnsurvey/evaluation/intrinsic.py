@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor
+from .._checks import as_tensor, check_min_rank
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
@@ -79,11 +79,16 @@ def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
     """Hard links from soft weights ``a`` ``(..., n_tgt, n_src)``.
 
     Without ``threshold``: each target position links to its arg-max source.
-    With ``threshold``: every link whose weight exceeds it.
+    With ``threshold``: every link whose weight exceeds it. Returns boolean
+    links shaped like ``a``; an empty source (``n_src = 0``) gives no links.
+    Raises ``ValueError`` unless ``a`` is a floating-point tensor of rank >= 1.
     """
     as_tensor(a, "a")
+    check_min_rank(a, 1, "a", "(..., n_tgt, n_src)")
     if threshold is not None:
         return a > threshold
+    if a.shape[-1] == 0:
+        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
     return F_.one_hot(a.argmax(-1), a.shape[-1]).bool()
 
 
