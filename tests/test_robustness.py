@@ -73,3 +73,67 @@ def test_lite_block_keeps_padding_out_of_real_tokens():
     torch.testing.assert_close(blk(X, key_padding_mask=kpm)[0][:, :3], real)
     W = torch.randn(4, 3, dtype=torch.float64)
     torch.testing.assert_close(depthwise_conv(padded, W, mask=kpm)[:, :3], depthwise_conv(X[:, :3], W))
+
+
+def test_seq2seq_and_greedy_decode_accept_an_empty_batch():
+    from attnsurvey.seq2seq import Seq2Seq
+
+    torch.manual_seed(0)
+    m = Seq2Seq(7).eval()
+    src = torch.zeros(0, 4, dtype=torch.long)
+    logits, a = m(src, torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    assert logits.shape == (0, 3, 7) and a.shape == (0, 3, 4)
+    tokens, logits, a = m.greedy_decode(src, 3)
+    assert tokens.shape == (0, 3) and logits.shape == (0, 3, 7)
+
+
+def _losses_over_nothing():
+    from attnsurvey.evaluation.intrinsic import supervised_attention_loss
+    from attnsurvey.general_mechanisms.alignment import score_function_surrogate
+    from attnsurvey.general_mechanisms.pointer import PointerNetwork, pointer_loss
+    from attnsurvey.query_related.capsule import capsule_loss
+    from attnsurvey.seq2seq import sequence_loss
+
+    torch.manual_seed(0)
+    z = lambda *s: torch.zeros(*s, requires_grad=True)  # noqa: E731
+    long0 = torch.zeros(0, dtype=torch.long)
+    return {
+        "sequence_loss (empty)": lambda: sequence_loss(z(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
+        "sequence_loss (all PAD)": lambda: sequence_loss(z(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+        "capsule_loss": lambda: capsule_loss(z(0, 3), z(0, 3, 4), z(0, 4), long0)[0],
+        "supervised_attention_loss": lambda: supervised_attention_loss(z(0, 3), long0, z(0, 5), torch.zeros(0, 5, dtype=torch.bool), 1.0),
+        "score_function_surrogate": lambda: score_function_surrogate(z(0), torch.zeros(0)),
+        "pointer_loss": lambda: pointer_loss(PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))),
+    }
+
+
+@pytest.mark.parametrize("name", list(_losses_over_nothing()))
+def test_losses_over_nothing_are_zero_with_a_zero_gradient(name):
+    loss = _losses_over_nothing()[name]()
+    assert loss.shape == () and float(loss.detach()) == 0.0  # was NaN
+    loss.backward()  # still on the graph: a training loop can step on an empty batch
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "accuracy (all ignored)", "token_accuracy", "token_accuracy (all PAD)", "sequence_accuracy"])
+def test_metrics_over_nothing_raise_a_clear_error(metric):
+    from attnsurvey.seq2seq import sequence_accuracy, token_accuracy
+    from attnsurvey.training import accuracy
+
+    calls = {
+        "accuracy": lambda: accuracy(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)),
+        "accuracy (all ignored)": lambda: accuracy(torch.zeros(3, 5), torch.full((3,), -1), ignore_index=-1),
+        "token_accuracy": lambda: token_accuracy(torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
+        "token_accuracy (all PAD)": lambda: token_accuracy(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+        "sequence_accuracy": lambda: sequence_accuracy(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long)),
+    }
+    with pytest.raises(ValueError, match="undefined over no items"):  # was NaN
+        calls[metric]()
+
+
+def test_moving_average_baseline_survives_an_empty_batch():
+    from attnsurvey.general_mechanisms.alignment import MovingAverageBaseline
+
+    b = MovingAverageBaseline(momentum=0.5)
+    b.update(torch.full((3,), 2.0))
+    assert float(b.update(torch.zeros(0))) == 2.0
+    assert float(b.update(torch.full((3,), 4.0))) == 2.0 and float(b.value) == 3.0  # was NaN for good

@@ -20,6 +20,27 @@ def as_tensor(x: object, symbol: str) -> Tensor:
     return x
 
 
+def mean_or_zero(x: Tensor) -> Tensor:
+    """Mean of every entry of ``x``; an empty ``x`` gives 0 (still on x's graph).
+
+    The package's convention for *losses* averaged over a batch or over the
+    unpadded tokens: an empty batch, or one with only padding, contributes a
+    loss of 0 and a zero gradient instead of NaN. (Metrics such as accuracy
+    raise ``ValueError`` instead: see :func:`check_scored`.)
+    """
+    return x.mean() if x.numel() else x.sum()
+
+
+def check_scored(count: int, what: str, symbols: str) -> None:
+    """Raise ``ValueError`` when a metric has nothing to score (its mean would be 0/0 = NaN).
+
+    The package's convention for *metrics* (accuracy, perplexity, evaluators):
+    a value over no items is undefined, so it is an error that names the inputs.
+    """
+    if count == 0:
+        raise ValueError(f"{what} is undefined over no items: {symbols} holds nothing to score (empty or all padding)")
+
+
 def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
     """Raise unless ``x`` has at least ``rank`` dimensions (``layout`` names them)."""
     if x.dim() < rank:

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank
 from ..catalog import catalogued
+from ..training import cross_entropy_mean
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
 
@@ -152,11 +153,12 @@ def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor
     """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
 
     logits: ``(..., d_y)``; y: ``(...)`` labels; a, gold as in
-    :func:`alignment_loss`. ``lam = 0`` is ordinary training. Raises ``ValueError`` for ``lam < 0``.
+    :func:`alignment_loss`. ``lam = 0`` is ordinary training. An empty batch
+    gives 0 (the package's loss convention). Raises ``ValueError`` for ``lam < 0``.
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
-    task = F_.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    task = cross_entropy_mean(logits, y)
     if lam == 0:
         return task
     return task + lam * alignment_loss(a, gold)
