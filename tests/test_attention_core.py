@@ -63,6 +63,7 @@ CASES = {
 }
 
 
+@pytest.mark.catalog("eq4")
 @pytest.mark.parametrize("case", list(CASES))
 def test_both_paths_agree_with_brute_force(case):
     Q, K, V = qkv()
@@ -78,6 +79,7 @@ def test_both_paths_agree_with_brute_force(case):
         torch.testing.assert_close(c_fast, ref_sdpa)
 
 
+@pytest.mark.catalog("eq3", "eq4")
 def test_fully_masked_rows_give_zero_context_on_both_paths_with_finite_gradients():
     Q, K, V = (t.requires_grad_() for t in qkv())
     mask = torch.ones(4, 5, dtype=torch.bool)
@@ -93,6 +95,7 @@ def test_fully_masked_rows_give_zero_context_on_both_paths_with_finite_gradients
         assert all(torch.isfinite(t.grad).all() for t in (Q, K, V))
 
 
+@pytest.mark.catalog("eq4")
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("need", [True, False])
 def test_non_finite_keys_and_values_at_masked_positions_are_inert(bad, need):
@@ -117,6 +120,7 @@ def test_non_finite_keys_and_values_at_masked_positions_are_inert(bad, need):
     assert torch.all(Kg.grad[..., 4, :] == 0) and torch.all(Vg.grad[..., 4, :] == 0)
 
 
+@pytest.mark.catalog("eq3")
 def test_masked_softmax_and_masked_mean_select_rather_than_multiply():
     e = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 0.0, 0.0]], requires_grad=True)
     m = torch.tensor([[True, False, True], [False, True, True]])
@@ -169,6 +173,7 @@ def test_dropout_with_generator_is_reproducible_and_unbiased():
         at.attend(Q, K, V, dropout_p=1.5)
 
 
+@pytest.mark.catalog("eq2")
 def test_alignment_and_score_hooks_by_name_and_callable():
     Q, K, V = qkv()
     e = sc.scaled_dot_score(Q, K)
@@ -262,6 +267,7 @@ def problems(draw):
     return Q, K, V, mask
 
 
+@pytest.mark.catalog("eq3")
 @settings(max_examples=50, deadline=None)
 @given(problems(), st.sampled_from(["softmax", "sparsemax", "entmax15"]))
 def test_weights_sum_to_one_over_allowed_positions(p, align):

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attnsurvey.numeric_env import KERNEL_NAME
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
@@ -30,7 +32,7 @@ def test_every_chapter_is_in_the_toc_and_every_toc_entry_exists():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_outputs_are_stored_and_clean(path):
     nb = json.loads(path.read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["metadata"]["kernelspec"]["name"] == KERNEL_NAME, "execute it with `make execute` (pinned kernel)"
     cells = nb["cells"]
     assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# "), "first cell is the title"
     code = [c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip()]

@@ -202,6 +202,7 @@ def test_builder_learns_the_two_marker_task():
     assert accs["basic"] > accs["self-attention"] + 0.15
 
 
+@pytest.mark.catalog("extra:taxonomy-builder")
 def test_describe_inspects_the_model_not_its_build_configuration():
     model = B.build_model(B.point(scoring="general", query_multiplicity="multi-head"), D, N_CLS)
     assert B.describe(model).scoring == (("general",),)
@@ -226,6 +227,7 @@ def test_describe_rejects_unknown_score_modules():
         B.describe(ga)  # formerly reported as "additive"
 
 
+@pytest.mark.catalog("eq41")
 @pytest.mark.parametrize("hop_form", ["memory", "eq41"])
 def test_multi_hop_forms(hop_form):
     p = B.point(scoring="general", query_multiplicity="multi-hop")
@@ -239,6 +241,7 @@ def test_multi_hop_forms(hop_form):
     model.loss(F, G, y).backward()
 
 
+@pytest.mark.catalog("eq41")
 def test_memory_network_hop_is_q_plus_c():
     # with one head and the memory form, hop s+1 attends with q^(s) + c^(s): recompute by hand
     p = B.point(scoring="general", query_multiplicity="multi-hop")
@@ -255,6 +258,7 @@ def test_memory_network_hop_is_q_plus_c():
         B.build_model(p, D, N_CLS, hop_form="loop")
 
 
+@pytest.mark.catalog("extra:location-score")
 def test_location_score_lives_in_the_score_registry():
     from attnsurvey.general_mechanisms import scoring as sc
 

@@ -11,6 +11,7 @@ from .helpers import rand
 INF = float("inf")
 
 
+@pytest.mark.catalog("extra:sparsemax", "extra:entmax15")
 @pytest.mark.parametrize("fn", [sparsemax, entmax15])
 def test_sparse_maps_define_infinite_scores_and_agree_with_the_mask_path(fn):
     e = torch.tensor([[0.5, INF, 0.1], [1.0, -INF, 2.0], [-INF, -INF, -INF], [INF, 3.0, INF]], requires_grad=True)
@@ -26,6 +27,7 @@ def test_sparse_maps_define_infinite_scores_and_agree_with_the_mask_path(fn):
     assert torch.isfinite(fn(x, torch.tensor([True, False, True]))).all()  # but inert where masked
 
 
+@pytest.mark.catalog("extra:reformer-lsh")
 def test_reformer_works_in_float16_and_rejects_integer_inputs():
     QK, V = rand(1, 8, 4).half(), rand(1, 8, 3, seed=1).half()
     c, a = reformer.shared_qk_attention(QK, V)
@@ -38,6 +40,7 @@ def test_reformer_works_in_float16_and_rejects_integer_inputs():
         reformer.lsh_hash(torch.ones(2, 3, 4, dtype=torch.int64), torch.randn(4, 1), 2)
 
 
+@pytest.mark.catalog("extra:transformer-xl")
 def test_transformer_xl_memory_length_zero_keeps_no_memory():
     torch.manual_seed(0)
     m = transformer_xl.TransformerXLAttention(8, 2, mem_len=0)
@@ -50,6 +53,7 @@ def test_transformer_xl_memory_length_zero_keeps_no_memory():
         transformer_xl.TransformerXLAttention(8, 2, mem_len=-1)
 
 
+@pytest.mark.catalog("extra:pointer-network")
 def test_pointer_log_probs_keep_allowed_positions_exact():
     from attnsurvey.general_mechanisms.pointer import pointer_log_probs
 

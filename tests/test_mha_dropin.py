@@ -36,6 +36,7 @@ def check(ours, ref, *args, **kw):
         torch.testing.assert_close(a, a_ref, **TOL)
 
 
+@pytest.mark.catalog("eq40")
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_default_and_batch_first(batch_first):
     ref, ours = pair(batch_first=batch_first)
@@ -115,6 +116,7 @@ def test_dropout_eval_matches_and_train_drops():
     assert (a == 0).any() and (a >= 0).all() and (a.amax() > 1 / 5)  # dropped or rescaled by 1/(1-p)
 
 
+@pytest.mark.catalog("eq40")
 def test_load_state_dict_of_torch_module():
     ref, _ = pair(add_bias_kv=True)
     ours = mh.MultiheadAttention(8, 2, add_bias_kv=True, dtype=D64).eval()

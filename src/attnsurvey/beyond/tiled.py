@@ -1,0 +1,299 @@
+"""Exact attention in linear memory: tiles and an online softmax (beyond the survey).
+
+The book's :func:`attnsurvey.general_model.attend` forms the whole score matrix
+``e`` ``(n_q, n_f)`` and its softmax: memory grows as ``n^2``. This module
+computes *the same* context vectors (Eq. 2-4 with the scaled multiplicative
+score) one tile of ``block_q`` queries by ``block_k`` keys at a time, keeping
+per query only three running quantities (Milakov & Gimelshein's online softmax,
+as used by FlashAttention):
+
+* ``m``   the largest score seen so far,
+* ``l``   the sum of ``exp(e - m)`` over the keys seen so far,
+* ``acc`` the sum of ``exp(e - m) v`` over the keys seen so far.
+
+Two such partial results over disjoint key sets merge exactly
+(:func:`online_softmax_merge`), so the order and size of the tiles do not
+change the result beyond rounding. The context is ``acc / l``.
+
+The backward pass (:class:`TiledAttentionFunction`) stores only Q, K, V, the
+context and the per-row log-sum-exp ``L = m + log l``; it recomputes the
+weights of each tile as ``exp(e - L)`` instead of keeping the ``n_q x n_f``
+matrix.
+
+Masks are boolean, ``True`` = may attend (as ``F.scaled_dot_product_attention``).
+A masked score is replaced by ``-inf`` inside each tile, so it contributes an
+exact zero; a NaN in a masked slot (a masked query-key pair, or a query, key or
+value row that no query of the tile may use) never reaches the result. A query
+whose row is masked everywhere gets the zero context (and zero gradients), as
+in :func:`attnsurvey.masking.masked_softmax`; its log-sum-exp is ``-inf``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
+from ..catalog import catalogued
+from ..masking import check_mask
+
+CHAPTER = "chapters/ch06_tiled_attention.ipynb"
+#: Default tile sizes (queries, keys): big enough that each tile is a real
+#: matrix product, small enough that a tile of scores (1 MiB in float32) stays in cache
+#: (the fastest of 256-2048 on one CPU thread at n = 8192).
+BLOCK_Q = 256
+BLOCK_K = 1024
+
+Stats = tuple[Tensor, Tensor, Tensor]
+
+
+@catalogued("extra:tiled-attention")
+def online_softmax_merge(m1: Tensor, l1: Tensor, acc1: Tensor, m2: Tensor, l2: Tensor, acc2: Tensor) -> Stats:
+    """Merge two partial softmax-attention results over disjoint key sets, exactly.
+
+    Each partial result describes one query row over some keys: ``m`` ``(...,)``
+    the largest score, ``l`` ``(...,)`` the sum of ``exp(e_l - m)``, ``acc``
+    ``(..., d_v)`` the sum of ``exp(e_l - m) v_l``. The merged triple is the one
+    the union of the two key sets would have given:
+    ``m = max(m1, m2)``, ``l = exp(m1 - m) l1 + exp(m2 - m) l2``,
+    ``acc = exp(m1 - m) acc1 + exp(m2 - m) acc2``.
+    An empty part (no allowed key) is ``(-inf, 0, 0)`` and is the identity.
+    Shapes must broadcast; no validation (this runs inside the tile loop).
+    """
+    m = torch.maximum(m1, m2)
+    # m is -inf only where both parts are empty; subtract 0 there so exp gives 0, not NaN.
+    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    w1, w2 = torch.exp(m1 - m_safe), torch.exp(m2 - m_safe)
+    return m, w1 * l1 + w2 * l2, w1.unsqueeze(-1) * acc1 + w2.unsqueeze(-1) * acc2
+
+
+def finalize(m: Tensor, l: Tensor, acc: Tensor) -> tuple[Tensor, Tensor]:
+    """Turn running statistics into ``(c, L)``: context ``acc / l`` and log-sum-exp ``m + log l``.
+
+    Rows with ``l = 0`` (no allowed key) get the zero context and ``L = -inf``.
+    m, l: ``(..., n_q)``; acc: ``(..., n_q, d_v)``.
+    """
+    c = acc / torch.where(l > 0, l, torch.ones_like(l)).unsqueeze(-1)
+    return c, m + torch.log(l)
+
+
+def _inert(x: Tensor, keep: Tensor) -> Tensor:
+    """Zero the rows of ``x`` (..., r, d) whose ``keep`` (..., r) is False, so NaN there stays out."""
+    if bool(keep.all()):
+        return x
+    return torch.where(keep.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype))
+
+
+def _tile_mask(mask: Tensor | None, is_causal: bool, qs: int, qe: int, ks: int, ke: int, device: torch.device) -> Tensor | None:
+    """The allowed pairs of the tile (queries qs:qe, keys ks:ke), or None if all are allowed."""
+    allowed = None
+    if mask is not None:
+        rows = slice(qs, qe) if mask.shape[-2] != 1 else slice(None)
+        cols = slice(ks, ke) if mask.shape[-1] != 1 else slice(None)
+        allowed = mask[..., rows, cols]
+    if is_causal and ke - 1 > qs:  # some key of the tile lies after some query of the tile
+        tri = torch.arange(qs, qe, device=device)[:, None] >= torch.arange(ks, ke, device=device)[None, :]
+        allowed = tri if allowed is None else allowed & tri
+    return allowed
+
+
+def _key_end(n_f: int, is_causal: bool, qe: int) -> int:
+    """Keys beyond this index are masked for every query before ``qe`` under a causal mask."""
+    return min(n_f, qe) if is_causal else n_f
+
+
+def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None) -> Stats:
+    """Running statistics ``(m, l, acc)`` of one dense tile, with scores ``Qs K^T``.
+
+    Qs: ``(..., b_q, d_k)`` queries already multiplied by the score scale;
+    K: ``(..., b_k, d_k)``; V: ``(..., b_k, d_v)``; allowed: boolean
+    ``(..., b_q, b_k)`` or None. Masked scores become ``-inf`` (exact zeros
+    after ``exp``). Returns m, l ``(..., b_q)`` and acc ``(..., b_q, d_v)``.
+    """
+    S = Qs @ K.transpose(-1, -2)
+    if allowed is not None:
+        S = S.masked_fill_(~allowed, -math.inf)
+        V = _inert(V, allowed.any(-2))
+    m = S.amax(-1)
+    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    P = S.sub_(m_safe.unsqueeze(-1)).exp_()
+    return m, P.sum(-1), P @ V
+
+
+@catalogued("extra:tiled-attention")
+def attention_stats(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    block_q: int = BLOCK_Q,
+    block_k: int = BLOCK_K,
+    scale: float | None = None,
+) -> Stats:
+    """Online-softmax statistics ``(m, l, acc)`` of every query over all keys, tile by tile.
+
+    Arguments as :func:`tiled_attend`, whose context is ``finalize(m, l, acc)[0]``;
+    ring attention merges such statistics across processes. Returns m, l
+    ``(..., n_q)`` and acc ``(..., n_q, d_v)``. Memory: ``O(block_q * block_k)``
+    beyond the inputs and outputs. Inputs are not validated here.
+    """
+    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    Qs = Q * scale
+    batch, n_q, n_f = Qs.shape[:-2], Qs.shape[-2], K.shape[-2]
+    m = Qs.new_full((*batch, n_q), -math.inf)
+    l = Qs.new_zeros((*batch, n_q))
+    acc = Qs.new_zeros((*batch, n_q, V.shape[-1]))
+    for qs in range(0, n_q, block_q):
+        qe = min(qs + block_q, n_q)
+        run = None
+        for ks in range(0, _key_end(n_f, is_causal, qe), block_k):
+            ke = min(ks + block_k, n_f)
+            part = tile_stats(Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], _tile_mask(mask, is_causal, qs, qe, ks, ke, Qs.device))
+            run = part if run is None else online_softmax_merge(*run, *part)
+        if run is not None:
+            m[..., qs:qe], l[..., qs:qe], acc[..., qs:qe, :] = run
+    return m, l, acc
+
+
+@catalogued("extra:tiled-attention")
+class TiledAttentionFunction(torch.autograd.Function):
+    """Autograd for tiled attention: backward recomputes each tile's weights from the log-sum-exp.
+
+    ``apply(Q, K, V, mask, is_causal, block_q, block_k, scale)`` returns the
+    context. Saved for backward: Q, K, V, the context O, the log-sum-exp L
+    ``(..., n_q)`` and the mask; never an ``n_q x n_f`` matrix. With
+    ``P = exp(e - L)``, ``dP = dO V^T`` and ``D = rowsum(dO * O)``, the score
+    gradient is ``dS = P * (dP - D)``; then ``dQ = scale dS K``,
+    ``dK = scale dS^T Q``, ``dV = P^T dO``, accumulated tile by tile.
+    Batch dimensions must already be equal (the caller expands them).
+    """
+
+    @staticmethod
+    def forward(ctx, Q, K, V, mask, is_causal, block_q, block_k, scale):  # noqa: D102
+        O, L = finalize(*attention_stats(Q, K, V, mask, is_causal, block_q, block_k, scale))
+        ctx.save_for_backward(Q, K, V, O, L, mask)
+        ctx.settings = (is_causal, block_q, block_k, scale)
+        return O
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dO):  # noqa: D102
+        Q, K, V, O, L, mask = ctx.saved_tensors
+        is_causal, block_q, block_k, scale = ctx.settings
+        Qs = Q * scale
+        D = (dO * O).sum(-1)
+        L = torch.where(torch.isfinite(L), L, torch.full_like(L, math.inf))  # empty rows: P = exp(-inf) = 0
+        dQ, dK, dV = torch.zeros_like(Qs), torch.zeros_like(K), torch.zeros_like(V)
+        n_q, n_f = Q.shape[-2], K.shape[-2]
+        for ks in range(0, n_f, block_k):
+            ke = min(ks + block_k, n_f)
+            first_q = (ks // block_q) * block_q if is_causal else 0  # earlier query tiles see none of these keys
+            for qs in range(first_q, n_q, block_q):
+                qe = min(qs + block_q, n_q)
+                Qi, Kj, Vj, dOi = Qs[..., qs:qe, :], K[..., ks:ke, :], V[..., ks:ke, :], dO[..., qs:qe, :]
+                S = Qi @ Kj.transpose(-1, -2)
+                allowed = _tile_mask(mask, is_causal, qs, qe, ks, ke, Q.device)
+                if allowed is not None:
+                    S = S.masked_fill_(~allowed, -math.inf)
+                    Qi, Kj, Vj = _inert(Qi, allowed.any(-1)), _inert(Kj, allowed.any(-2)), _inert(Vj, allowed.any(-2))
+                P = S.sub_(L[..., qs:qe].unsqueeze(-1)).exp_()
+                dV[..., ks:ke, :] += P.transpose(-1, -2) @ dOi
+                dS = P.mul_(dOi @ Vj.transpose(-1, -2) - D[..., qs:qe].unsqueeze(-1))
+                dQ[..., qs:qe, :] += dS @ Kj
+                dK[..., ks:ke, :] += dS.transpose(-1, -2) @ Qi
+        return dQ * scale, dK, dV, None, None, None, None, None
+
+
+def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f") -> None:
+    """Validate queries ``(..., n_q, d_k)``, keys ``(..., n_f, d_k)`` and values ``(..., n_f, d_v)``.
+
+    ``what`` names the caller in messages; ``n_q``/``n_f`` name the row counts
+    (ring attention calls them chunk lengths). Raises ``ValueError`` for
+    non-float tensors, ranks below 2, mixed dtypes, or mismatched ``d_k``/``n_f``.
+    """
+    for x, name, layout in ((Q, "Q", f"(..., {n_q}, d_k)"), (K, "K", f"(..., {n_f}, d_k)"), (V, "V", f"(..., {n_f}, d_v)")):
+        as_tensor(x, name)
+        check_min_rank(x, 2, name, layout)
+    check_same_dtype(Q=Q, K=K, V=V)
+    check_dim_equal(Q.shape[-1], K.shape[-1], what, "d_k of Q", "d_k of K")
+    check_dim_equal(K.shape[-2], V.shape[-2], what, f"{n_f} of K", f"{n_f} of V")
+
+
+def _check_block(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+@catalogued(
+    "extra:tiled-attention",
+    title="Exact attention in linear memory: tiles, online softmax and a recomputing backward (FlashAttention)",
+    chapter=CHAPTER,
+)
+def tiled_attend(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    block_q: int = BLOCK_Q,
+    block_k: int = BLOCK_K,
+    scale: float | None = None,
+) -> Tensor:
+    """Exact scaled dot-product attention (Eq. 2-4) computed tile by tile in linear memory.
+
+    Q: ``(..., n_q, d_k)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``
+    (batch dimensions broadcast); mask: boolean, broadcastable to the scores
+    ``(..., n_q, n_f)``, ``True`` = may attend; ``is_causal``: query ``i`` may
+    attend only to keys ``j <= i`` (combined with ``mask`` by AND when both are
+    given); ``block_q``, ``block_k``: tile sizes (any positive ints; ``n`` need
+    not be a multiple); ``scale``: default ``1 / sqrt(d_k)``.
+    Returns the context ``c`` ``(..., n_q, d_v)``, equal to
+    ``attend(Q, K, V, mask)[0]`` up to rounding; differentiable in Q, K and V
+    (:class:`TiledAttentionFunction`). Fully-masked query rows and ``n_f = 0``
+    give the zero context. Raises ``ValueError`` on shape, dtype or mask
+    problems and ``TypeError`` for non-integer block sizes.
+    """
+    check_qkv(Q, K, V, "tiled attention")
+    check_batch_broadcast(Q, K, "Q", "K")
+    check_batch_broadcast(K, V, "K", "V")
+    block_q, block_k = _check_block(block_q, "block_q"), _check_block(block_k, "block_k")
+    batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    n_q, n_f = Q.shape[-2], K.shape[-2]
+    if mask is not None:
+        check_mask(mask, torch.Size((*batch, n_q, n_f)))
+    if n_f == 0 or n_q == 0:
+        return V.new_zeros((*batch, n_q, V.shape[-1]))
+    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else float(scale)
+    Q, K, V = Q.expand(*batch, *Q.shape[-2:]), K.expand(*batch, *K.shape[-2:]), V.expand(*batch, *V.shape[-2:])
+    return TiledAttentionFunction.apply(Q, K, V, mask, bool(is_causal), block_q, block_k, scale)
+
+
+def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: int, itemsize: int = 4) -> dict:
+    """Bytes each method holds beyond its inputs and output, for one head (analytic, not measured).
+
+    ``plain``: the score matrix and the weights, ``2 n_q n_f``. ``tiled``: one
+    tile of scores ``min(block_q, n_q) x min(block_k, n_f)``, the running
+    ``m, l`` and the tile's partial context for ``block_q`` rows, plus the
+    query tile's running triple. Returns ``{"plain": int, "tiled": int, "tiles": int}``
+    where ``tiles`` is the number of tiles visited (no causal skipping).
+    """
+    bq, bk = min(block_q, n_q), min(block_k, n_f)
+    plain = 2 * n_q * n_f * itemsize
+    tiled = (bq * bk + 2 * (2 * bq + bq * d_v)) * itemsize
+    return {"plain": plain, "tiled": tiled, "tiles": math.ceil(n_q / block_q) * math.ceil(n_f / block_k)}
+
+
+def attention_flops(n_q: int, n_f: int, d_k: int, d_v: int, backward: bool = False) -> int:
+    """Multiply-add count x 2 (FLOPs) of the two matrix products, plain or tiled alike.
+
+    Forward: ``Q K^T`` (``2 n_q n_f d_k``) and ``P V`` (``2 n_q n_f d_v``).
+    The tiled backward recomputes ``Q K^T`` and adds ``dO V^T``, ``P^T dO``,
+    ``dS K`` and ``dS^T Q``: ``2 n_q n_f (3 d_k + 2 d_v)`` more. Exponentials are not counted.
+    """
+    fwd = 2 * n_q * n_f * (d_k + d_v)
+    return fwd + (2 * n_q * n_f * (3 * d_k + 2 * d_v) if backward else 0)

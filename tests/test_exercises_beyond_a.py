@@ -1,0 +1,67 @@
+"""Each exercise check of chapters 6 and 6.3 accepts the worked solution and rejects a plausible wrong answer."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnsurvey.beyond.tiled import finalize, online_softmax_merge
+from attnsurvey.exercises import beyond_ring as er
+from attnsurvey.exercises import beyond_tiled as et
+
+
+def test_rescale_check():
+    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
+    with pytest.raises(AssertionError):
+        et.check_rescale(lambda m_old, m_new: math.exp(m_new - m_old))  # the sign flipped
+
+
+def _stream(scores, rescale=True):
+    m, l = -math.inf, 0.0
+    for e in scores:
+        m_new = max(m, e)
+        l = (l * math.exp(m - m_new) if rescale else l) + math.exp(e - m_new)
+        m = m_new
+    return m, l
+
+
+def test_streaming_check():
+    et.check_streaming_logsumexp(_stream)
+    with pytest.raises(AssertionError):
+        et.check_streaming_logsumexp(lambda s: _stream(s, rescale=False))  # forgets to rescale l
+
+
+def test_causal_tiles_check():
+    et.check_causal_tiles(40)  # 16 query tiles; tile i visits ceil(256 (i + 1) / 1024) key tiles
+    assert et.causal_tiles(4096, 256, 1024) == sum(math.ceil(256 * (i + 1) / 1024) for i in range(16)) == 40
+    with pytest.raises(AssertionError):
+        et.check_causal_tiles(16 * 4 // 2)  # "half of the tiles"
+
+
+def test_ring_bytes_check():
+    er.check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * 2 * d * size)
+    with pytest.raises(AssertionError):
+        er.check_ring_bytes(lambda n, d, P, size: P * (n // P) * 2 * d * size)  # P steps instead of P - 1
+    with pytest.raises(AssertionError):
+        er.check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * d * size)  # keys only
+
+
+def test_merge_parts_check():
+    def merge(parts):
+        run = parts[0]
+        for p in parts[1:]:
+            run = online_softmax_merge(*run, *p)
+        return finalize(*run)[0]
+
+    er.check_merge_parts(merge)
+    with pytest.raises(AssertionError):
+        er.check_merge_parts(lambda parts: torch.stack([finalize(*p)[0] for p in parts]).mean(0))  # plain average
+
+
+def test_causal_work_check():
+    er.check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+    with pytest.raises(AssertionError):
+        er.check_causal_work([4 * 1024 * 1024 // 2] * 4)  # "every rank does the same"
+    with pytest.raises(AssertionError):
+        er.check_causal_work([r * 1024 * 1024 + 1024 * 1024 // 2 for r in range(4)])  # triangle without diagonal
