@@ -137,3 +137,38 @@ def test_moving_average_baseline_survives_an_empty_batch():
     b.update(torch.full((3,), 2.0))
     assert float(b.update(torch.zeros(0))) == 2.0
     assert float(b.update(torch.full((3,), 4.0))) == 2.0 and float(b.value) == 3.0  # was NaN for good
+
+
+@pytest.mark.parametrize("case", ["MultiHopAttention n_hops=0", "SelfAttention d_k=0", "CosineScore s=0", "CosineScore s=-1", "attend scale=inf", "attend scale=nan"])
+def test_invalid_hyper_parameters_name_their_symbol(case):
+    from attnsurvey.attention import attend
+    from attnsurvey.general_mechanisms.scoring import CosineScore
+    from attnsurvey.query_related.multihop import MultiHopAttention
+    from attnsurvey.query_related.types import SelfAttention
+
+    X = torch.zeros(1, 2, 4)
+    calls = {
+        "MultiHopAttention n_hops=0": (lambda: MultiHopAttention(4, 4, 0), "n_hops"),
+        "SelfAttention d_k=0": (lambda: SelfAttention(4, d_k=0), "d_k"),
+        "CosineScore s=0": (lambda: CosineScore(scale=0.0), "temperature"),
+        "CosineScore s=-1": (lambda: CosineScore(scale=-1.0), "temperature"),
+        "attend scale=inf": (lambda: attend(X, X, X, scale=float("inf")), "scale"),
+        "attend scale=nan": (lambda: attend(X, X, X, scale=float("nan")), "scale"),
+    }
+    call, symbol = calls[case]
+    with pytest.raises(ValueError, match=symbol):  # each was accepted silently
+        call()
+
+
+@pytest.mark.parametrize("dtype,scale", [(torch.float32, 1e20), (torch.float32, 1e30), (torch.float16, 300.0), (torch.float64, 1e160)])
+def test_norm_based_scores_do_not_overflow(dtype, scale):
+    from attnsurvey.general_mechanisms.scoring import cosine_score, euclidean_score
+
+    g = torch.Generator().manual_seed(0)
+    Q, K = torch.randn(2, 3, 4, generator=g, dtype=torch.float64), torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    tol = 1e-2 if dtype == torch.float16 else 1e-5
+    cos = cosine_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was 0 (norms overflowed to inf)
+    torch.testing.assert_close(cos.double(), cosine_score(Q, K), rtol=tol, atol=tol)
+    dist = euclidean_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was -inf
+    assert torch.isfinite(dist).all()
+    torch.testing.assert_close(dist.double() / scale, euclidean_score(Q, K), rtol=tol, atol=tol)

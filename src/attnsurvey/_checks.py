@@ -41,6 +41,13 @@ def check_scored(count: int, what: str, symbols: str) -> None:
         raise ValueError(f"{what} is undefined over no items: {symbols} holds nothing to score (empty or all padding)")
 
 
+def check_sizes(what: str, **sizes: int) -> None:
+    """Raise ``ValueError`` unless every named size (``d_k=..``, ``n_hops=..``) is an integer >= 1."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} needs {name} to be an integer >= 1, got {name}={value!r}")
+
+
 def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
     """Raise unless ``x`` has at least ``rank`` dimensions (``layout`` names them)."""
     if x.dim() < rank:

@@ -51,6 +51,7 @@ functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Union
 
 import torch
@@ -112,6 +113,8 @@ def _resolve_align(align: str | AlignFn) -> AlignFn:
 
 def _resolve_score(score: str | ScoreFn | None, scale: float | None) -> tuple[ScoreFn | None, float | None]:
     """``(score function or None for the plain dot product, scale of the plain product)``."""
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+        raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
     if isinstance(score, str):
         score = score_function(score)
     if score is None or score is scaled_dot_score:

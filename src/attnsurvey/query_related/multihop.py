@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..general_mechanisms.scoring import GeneralScore, ScoreModule
 from ..attention import attend_scores
 from ..catalog import catalogued
@@ -162,6 +162,7 @@ class MultiHopAttention(nn.Module):
         if transform not in ("add", "linear"):
             raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
         d_k = d_f if d_k is None else d_k
+        check_sizes("MultiHopAttention (Eq. 41-42)", d_q=d_q, d_f=d_f, d_k=d_k, n_hops=n_hops)
         self.n_hops = n_hops
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_q, bias=False)

@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
 from ..attention import attend_scores
@@ -242,6 +242,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v
+        check_sizes("SelfAttention", d_f=d_f, d_k=d_k, d_v=d_v)
         self.W_Q = nn.Linear(d_f, d_k, bias=False)
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_v, bias=False)
