@@ -172,3 +172,18 @@ def test_norm_based_scores_do_not_overflow(dtype, scale):
     dist = euclidean_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was -inf
     assert torch.isfinite(dist).all()
     torch.testing.assert_close(dist.double() / scale, euclidean_score(Q, K), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "list", "int tensor", "python float", "mixed dtypes"])
+def test_non_tensor_inputs_raise_a_type_error_naming_the_argument(kind):
+    from attnsurvey.attention import attend
+    from attnsurvey.query_related.types import mean_pool
+
+    X = torch.randn(2, 3, 4)
+    bad = {"numpy": X.numpy(), "list": X.tolist(), "int tensor": X.long(), "python float": 1.0, "mixed dtypes": X.double()}[kind]
+    with pytest.raises(TypeError, match="K" if kind != "mixed dtypes" else "dtype mismatch") as info:
+        attend(X, bad, X)
+    assert isinstance(info.value, ValueError)  # still a ValueError for code written against the old error
+    if kind != "mixed dtypes":
+        with pytest.raises(TypeError, match=r"F must be a (torch\.Tensor|floating-point tensor)"):
+            mean_pool(bad)
