@@ -187,3 +187,16 @@ def test_non_tensor_inputs_raise_a_type_error_naming_the_argument(kind):
     if kind != "mixed dtypes":
         with pytest.raises(TypeError, match=r"F must be a (torch\.Tensor|floating-point tensor)"):
             mean_pool(bad)
+
+
+def test_multidimensional_attention_keeps_masked_values_inert():
+    from attnsurvey.general_mechanisms.dimensionality import multidimensional_attend
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(1)
+    Q = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    W1, W2, W_d = (torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    m = mask[:, None, :].expand(2, 3, 5)
+    c_bad, _ = multidimensional_attend(Q, bad, bad, W1, W2, W_d, mask=m)
+    c_clean, _ = multidimensional_attend(Q, F, F, W1, W2, W_d, mask=m)
+    torch.testing.assert_close(c_bad, c_clean)  # was NaN

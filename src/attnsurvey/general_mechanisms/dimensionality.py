@@ -96,8 +96,9 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 
     A: ``(..., n_q, n_f, d_v)`` weight vectors; V: ``(..., n_f, d_v)`` values.
-    Returns c ``(..., n_q, d_v)``. Raises ``ValueError`` if ``n_f`` or ``d_v``
-    of the two differ.
+    Returns c ``(..., n_q, d_v)``. A zero weight ignores its value entry (NaN
+    or Inf at a masked position does not reach c). Raises ``ValueError`` if
+    ``n_f`` or ``d_v`` of the two differ.
     """
     as_tensor(A, "A")
     as_tensor(V, "V")
@@ -106,7 +107,9 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     check_dim_equal(A.shape[-2], V.shape[-2], "multi-dimensional context (Eq. 30)", "n_f of A", "n_f of V")
     check_dim_equal(A.shape[-1], V.shape[-1], "multi-dimensional context (Eq. 30)", "d_v of A", "d_v of V")
     check_batch_broadcast(A, V.unsqueeze(-3), "A", "V", tail=3)
-    return (A * V.unsqueeze(-3)).sum(-2)
+    terms = A * V.unsqueeze(-3)
+    # a zero weight (masked position) is inert even when its value holds NaN/Inf
+    return torch.where(A == 0, torch.zeros((), dtype=terms.dtype, device=terms.device), terms).sum(-2)
 
 
 @catalogued("eq30")
