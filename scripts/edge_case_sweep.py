@@ -192,7 +192,7 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
         "structured_self_attention": lambda Q, K, V, m: ty.structured_self_attention(
             K, W(3, D, **t(dt(K))), W(2, 3, **t(dt(K))), kv_mask(m)),
         "source2token": lambda Q, K, V, m: ty.source2token(
-            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), mask=kv_mask(m)),
+            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, **t(dt(K))), mask=kv_mask(m)),
         "capsule_attention": lambda Q, K, V, m: ca.capsule_attention(
             K, V, W(3, D, **t(dt(K))), W(3, D, **t(dt(K))), W(3, **t(dt(K))), kv_mask(m)),
         "multi_hop_attention": lambda Q, K, V, m: mo.multi_hop_attention(Q[:, 0], K, V, sc.dot_score, 2, mask=kv_mask(m)),

@@ -200,3 +200,24 @@ def test_multidimensional_attention_keeps_masked_values_inert():
     c_bad, _ = multidimensional_attend(Q, bad, bad, W1, W2, W_d, mask=m)
     c_clean, _ = multidimensional_attend(Q, F, F, W1, W2, W_d, mask=m)
     torch.testing.assert_close(c_bad, c_clean)  # was NaN
+
+
+@pytest.mark.parametrize("fn", ["mean_pool", "learned_query_attention", "queryless_attention", "source2token", "mean_key", "target_pooling"])
+def test_pooling_accepts_a_shared_1d_mask(fn):
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.feature_related import rotatory as ro
+    from attnsurvey.query_related import types as ty
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(2)
+    w, W, W2, W3 = torch.randn(4, generator=g, dtype=torch.float64), *(torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    call = {
+        "mean_pool": lambda X, m: ty.mean_pool(X, m),
+        "learned_query_attention": lambda X, m: ty.learned_query_attention(X, X, w, m)[0],
+        "queryless_attention": lambda X, m: ty.queryless_attention(X, X, W, w, w, m)[0],
+        "source2token": lambda X, m: ty.source2token(X, W, W2, w, mask=m)[0],
+        "mean_key": lambda X, m: co.mean_key(X, m),
+        "target_pooling": lambda X, m: ro.target_pooling(X, m),
+    }[fn]
+    shared = mask[0]  # (n_f,): one mask for the whole batch (crashed with IndexError/ValueError before)
+    torch.testing.assert_close(call(bad, shared), call(F, mask))

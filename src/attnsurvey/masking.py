@@ -147,7 +147,8 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
 
     X: ``(..., n, d)`` (``dim=-2``, the default) or any shape; mask: boolean,
-    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``), or
+    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``; fewer
+    leading axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch), or
     broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
     ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
     Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
@@ -158,7 +159,7 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
         return X.mean(dim)
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise ValueError(f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}")
-    m = mask.unsqueeze(-1) if dim == -2 and mask.dim() == X.dim() - 1 else mask
+    m = mask.unsqueeze(-1) if dim == -2 and mask.dim() < X.dim() else mask  # (..., n) masks, 1-D shared ones too
     try:
         m = m.expand(X.shape)
     except RuntimeError:

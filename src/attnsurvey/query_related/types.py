@@ -50,8 +50,8 @@ def _check_features(X: Tensor, symbol: str, layout: str) -> None:
 
 def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """Align scores ``e`` ``(..., n_f)`` (Eq. 3) and average ``V`` (Eq. 4)."""
-    if mask is not None:
-        mask = mask if mask.dim() == e.dim() else mask.squeeze(-2)
+    if mask is not None and mask.dim() > e.dim():  # a (..., 1, n_f) mask; (n_f,) and (..., n_f) broadcast
+        mask = mask.squeeze(-2)
     return attend_scores(e, V, mask)
 
 
