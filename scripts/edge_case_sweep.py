@@ -195,7 +195,8 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
             K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, **t(dt(K))), mask=kv_mask(m)),
         "capsule_attention": lambda Q, K, V, m: ca.capsule_attention(
             K, V, W(3, D, **t(dt(K))), W(3, D, **t(dt(K))), W(3, **t(dt(K))), kv_mask(m)),
-        "multi_hop_attention": lambda Q, K, V, m: mo.multi_hop_attention(Q[:, 0], K, V, sc.dot_score, 2, mask=kv_mask(m)),
+        "multi_hop_attention": lambda Q, K, V, m: mo.multi_hop_attention(
+            Q[:, 0], K, V, lambda q, k: sc.dot_score(q[..., :D], k), 2, mask=kv_mask(m)),
         "memory_hop": lambda Q, K, V, m: mo.memory_hop(Q[:, 0], K, V, kv_mask(m)),
         "max_pooled_co_attention": lambda Q, K, V, m: co.max_pooled_co_attention(
             Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, kv_mask(m)),
@@ -204,18 +205,19 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
         "mean_key": lambda Q, K, V, m: co.mean_key(K, kv_mask(m)),
         "target_pooling": lambda Q, K, V, m: ro.target_pooling(K, kv_mask(m)),
         "relative_position_attention": lambda Q, K, V, m: relative.relative_position_attention(
-            Q, K, V, W(n_of(Q, 1), n_of(K, 1), D, **t(dt(Q))), W(n_of(Q, 1), n_of(K, 1), D, **t(dt(Q))), m),
+            Q, K, V, W(5, D, **t(dt(Q))), W(5, D, **t(dt(Q))), m),
         "gaussian_biased_attention": lambda Q, K, V, m: relative.gaussian_biased_attention(
             Q, K, V, torch.zeros(n_of(Q, 1), n_of(K, 1), dtype=dt(Q)), m),
         "dense_synthesizer_weights": lambda Q, K, V, m: synthesizer.dense_synthesizer_weights(
             K, W(D, D, **t(dt(K))), W(D, **t(dt(K))), W(n_of(K, 1), D, **t(dt(K))), W(n_of(K, 1), **t(dt(K))),
             self_mask(m, n_of(K, 1))),
         "local_window_attention": lambda Q, K, V, m: local.local_window_attention(K, K, V, 1),
-        "lsh_attention": lambda Q, K, V, m: reformer.lsh_attention(K, V, 2, 2, generator=torch.Generator().manual_seed(0)),
+        "lsh_attention": lambda Q, K, V, m: reformer.lsh_attention(
+            K, V, 2, max(n_of(K, 1), 1), generator=torch.Generator().manual_seed(0)),
         "shared_qk_attention": lambda Q, K, V, m: reformer.shared_qk_attention(
             K, V, self_mask(m, n_of(K, 1))),
         "depthwise_conv": lambda Q, K, V, m: lite.depthwise_conv(K, W(D, 3, **t(dt(K)))),
-        "LiteTransformerBlock": lambda Q, K, V, m: _module(lite.LiteTransformerBlock(D, 2, 8), dt(K))(K, kv_mask(m)),
+        "LiteTransformerBlock": lambda Q, K, V, m: _module(lite.LiteTransformerBlock(D, 2, 8), dt(K))(K, key_padding_mask=kv_mask(m)),
         "MultiHeadAttention": lambda Q, K, V, m: _module(mh.MultiHeadAttention(D, 2), dt(Q))(Q, K, m, X_v=V),
         "GeneralAttention": lambda Q, K, V, m: _module(gm.GeneralAttention(D, D), dt(Q))(Q, K, m),
     }
@@ -300,13 +302,17 @@ def build_score_cases() -> None:
     from attnsurvey.general_mechanisms import scoring as sc
 
     Q, K, _, _ = inputs(dtype=torch.float32)
-    for s in (1e20, 1e-20, 1e30):
+    for s in (1e20, 1e30):
         add("score", f"scale {s:g}", "cosine_score", lambda s=s: sc.cosine_score(Q * s, K * s),
             check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5))
         add("score", f"scale {s:g}", "euclidean_score", lambda s=s: sc.euclidean_score(Q * s, K * s),
             check=lambda e, s=s: finite(e) or s > 1e19 and bool((e <= 0).all()))
     add("score", "huge norms", "euclidean_score/1e20", lambda: sc.euclidean_score(Q * 1e20, K * 1e20),
         check=lambda e: bool(torch.isfinite(e).all()) and torch.allclose(e.double() / 1e20, sc.euclidean_score(Q.double(), K.double()), rtol=1e-4))
+    Qh, Kh = (Q * 300).half(), (K * 300).half()  # float16: squares of a few hundred overflow
+    add("score", "float16 x300", "cosine_score", lambda: sc.cosine_score(Qh, Kh),
+        check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-2))
+    add("score", "float16 x300", "euclidean_score", lambda: sc.euclidean_score(Qh, Kh), check=finite)
     add("score", "scale 1e20", "CosineScore module", lambda: sc.CosineScore()(Q * 1e20, K * 1e20),
         check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5))
 
@@ -347,14 +353,29 @@ def build_empty_and_loss_cases() -> None:
         m = torch.tensor([[True, True, True, False, False]])
         X2 = X.clone()
         X2[:, 3:] = 1e3
-        return first(blk(X, m))[:, :3], first(blk(X2, m))[:, :3], first(blk(X[:, :3], m[:, :3]))
+        return (first(blk(X, key_padding_mask=m))[:, :3], first(blk(X2, key_padding_mask=m))[:, :3],
+                first(blk(X[:, :3])))
     add("mask", "padding leak", "LiteTransformerBlock", lite_leak,
         check=lambda o: close(o[0], o[1], 1e-9) and close(o[0], o[2], 1e-9))
 
     # 1-D shared masks in the pooling functions.
     A = torch.randn(2, 3, 5)
     add("mask", "1-D shared mask", "max_pooled_affinity_scores", lambda: co.max_pooled_affinity_scores(A, torch.ones(3, dtype=torch.bool), torch.tensor([True] * 4 + [False])))
-    add("mask", "1-D shared mask", "mean_key", lambda: co.mean_key(torch.randn(2, 5, 4), torch.tensor([True] * 4 + [False])))
+    from attnsurvey.feature_related import rotatory as ro
+    from attnsurvey.query_related import types as ty
+    F5, m5 = torch.randn(2, 5, 4), torch.tensor([True] * 4 + [False])
+    w4, W4 = torch.randn(4), torch.randn(4, 4)
+    for name, fn in {
+        "mean_key": lambda: co.mean_key(F5, m5),
+        "target_pooling": lambda: ro.target_pooling(F5, m5),
+        "mean_pool": lambda: ty.mean_pool(F5, m5),
+        "learned_query_attention": lambda: ty.learned_query_attention(F5, F5, w4, m5),
+        "queryless_attention": lambda: ty.queryless_attention(F5, F5, W4, w4, w4, m5),
+        "source2token": lambda: ty.source2token(F5, W4, W4, w4, mask=m5),
+        "capsule_attention": lambda: ca.capsule_attention(F5, F5, torch.randn(3, 4), torch.randn(3, 4), torch.randn(3), m5),
+        "structured_self_attention": lambda: ty.structured_self_attention(F5, torch.randn(3, 4), torch.randn(2, 3), m5),
+    }.items():
+        add("mask", "1-D shared mask", name, fn)
 
     # pointer log-probabilities for allowed positions.
     add("pointer", "allowed tiny prob", "pointer_log_probs",
@@ -391,7 +412,9 @@ def build_empty_and_loss_cases() -> None:
     add("mean", "empty batch", "MovingAverageBaseline", baseline)
     add("mean", "empty", "pointer_loss", lambda: pt.pointer_loss(pt.PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))))
 
-    # Tiny and invalid Gaussian widths.
+    # Tiny Gaussian widths; sigma = 0 is the documented limit (1 at l = p, 0 elsewhere).
+    add("sigma", "sigma=0", "gaussian_emphasis", lambda: al.gaussian_emphasis(5, torch.tensor([2.0]), 0.0),
+        check=lambda g: torch.equal(g, torch.tensor([[0.0, 0.0, 1.0, 0.0, 0.0]])))
     add("sigma", "sigma=1e-30", "gaussian_emphasis", lambda: al.gaussian_emphasis(5, torch.tensor([2.3]), 1e-30))
     add("sigma", "sigma=1e-30", "local_align", lambda: al.local_align(torch.zeros(1, 5), torch.tensor([2.3]), 2.0, sigma=1e-30))
 
@@ -411,9 +434,7 @@ def build_hyperparameter_cases() -> None:
         "window D=-1 (LocalAttention)": lambda: al.LocalAttention(4, 4, -1.0),
         "window w=-1 (local_window_attention)": lambda: local.local_window_attention(*inputs()[1:3], inputs()[2], -1),
         "window w=-1 (local_window_mask)": lambda: local.local_window_mask(5, -1),
-        "sigma=0 (gaussian_emphasis)": lambda: al.gaussian_emphasis(5, torch.tensor([2.0]), 0.0),
         "sigma=-1 (gaussian_emphasis)": lambda: al.gaussian_emphasis(5, torch.tensor([2.0]), -1.0),
-        "sigma=0 (local_align)": lambda: al.local_align(e, torch.tensor([2.0]), 2.0, sigma=0.0),
         "sigma=-1 (local_align)": lambda: al.local_align(e, torch.tensor([2.0]), 2.0, sigma=-1.0),
         "h=3 !| d_model (MultiHeadAttention)": lambda: mh.MultiHeadAttention(8, 3),
         "h=0 (MultiHeadAttention)": lambda: mh.MultiHeadAttention(8, 0),
@@ -427,19 +448,16 @@ def build_hyperparameter_cases() -> None:
         "hops=0 (RotatoryAttention)": lambda: ro.RotatoryAttention(4, 4, hops=0),
         "d_k=0 (SelfAttention)": lambda: SelfAttention(4, d_k=0),
     }
-    try:
-        from attnsurvey.general_mechanisms.scoring import CosineScore
-        bad["temperature 0 (CosineScore scale=0)"] = lambda: CosineScore(scale=0.0)
-    except ImportError:
-        pass
+    from attnsurvey.general_mechanisms.scoring import CosineScore
+    bad["temperature 0 (CosineScore scale=0)"] = lambda: CosineScore(scale=0.0)
     from attnsurvey import attention as at
     Q, K, V, m = inputs()
-    bad["scale=0 (attend)"] = lambda: at.attend(Q, K, V, m, scale=0.0)
+    bad["scale=inf (attend)"] = lambda: at.attend(Q, K, V, m, scale=float("inf"))
+    bad["scale=nan (attend)"] = lambda: at.attend(Q, K, V, m, scale=float("nan"))
+    bad["temperature 0 (CosineScore scale=-1)"] = lambda: CosineScore(scale=-1.0)
     bad["dropout_p=1.5 (attend)"] = lambda: at.attend(Q, K, V, m, dropout_p=1.5)
-    from attnsurvey.general_mechanisms import sparse_maps as sm
     for name, fn in bad.items():
         add("hyper-parameter", name.split(" ")[0], name, fn, expect_error=True)
-    del sm
 
 
 def main() -> int:
