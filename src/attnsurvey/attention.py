@@ -393,7 +393,21 @@ def attend(
 
 
 def _sdpa(Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None, bias: Tensor | None, scale: float | None, dropout_p: float) -> Tensor:
-    """``F.scaled_dot_product_attention`` with this package's mask semantics (fully-masked rows give 0)."""
+    """``F.scaled_dot_product_attention`` with this package's mask semantics (fully-masked rows give 0).
+
+    Q, K, V share their batch shape. Inputs of another rank are viewed as
+    ``(batch, 1, n, d)``: SDPA's fused (flash) CPU kernel, linear in memory, only
+    runs on 4-D inputs.
+    """
+    if Q.dim() != 4:
+        batch, n_q, n_f = Q.shape[:-2], Q.shape[-2], K.shape[-2]
+        to4 = lambda t: t.reshape(-1, 1, *t.shape[-2:])  # noqa: E731
+        if allowed is not None:
+            allowed = to4(allowed.expand(*batch, n_q, n_f))
+        if bias is not None:
+            bias = to4(bias.expand(*batch, n_q, n_f))
+        c = _sdpa(to4(Q), to4(K), to4(V), allowed, bias, scale, dropout_p)
+        return c.reshape(*batch, n_q, V.shape[-1])
     if allowed is None:
         return F_.scaled_dot_product_attention(Q, K, V, attn_mask=bias, dropout_p=dropout_p, scale=scale)
     alive = allowed.any(-1, keepdim=True)
