@@ -169,6 +169,23 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
 
 
+def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
+    """``X`` ``(..., n_f, d)`` with the rows at masked positions replaced by 0 (selected, not multiplied).
+
+    mask: boolean key mask ``(..., n_f)`` (or ``(..., 1, n_f)``), ``True`` = may
+    attend. Used before a score is computed from the features, so a NaN or Inf
+    stored in a padded slot reaches neither the scores' gradients nor the
+    parameters' (``0 * NaN`` in a backward pass is NaN). A mask that does not fit
+    is returned unchanged for the caller's own check to report.
+    """
+    if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        return X
+    km = mask.squeeze(-2) if mask.dim() >= 2 and mask.dim() == X.dim() and mask.shape[-2] == 1 else mask
+    if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2]:
+        return X
+    return torch.where(km[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+
+
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """The additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not.
 

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, mean_or_zero
 from ..attention import attend_scores
 from ..catalog import catalogued
-from ..masking import masked_mean
+from ..masking import masked_mean, zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -104,7 +104,7 @@ def capsule_attention(
     """
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
-    e = capsule_scores(K, Q_caps)
+    e = capsule_scores(zero_masked(K, mask), Q_caps)
     check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
     if mask is not None:
         mask = mask.unsqueeze(-2)  # the same positions for every capsule
