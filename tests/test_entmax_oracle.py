@@ -80,3 +80,17 @@ def test_losses_match_entmax(name):
 def test_entmax_bisect_gradient_matches_finite_differences(alpha):
     X = torch.tensor([[0.3, 1.2, -0.4, 0.9, 0.0]], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x: sm.entmax_bisect(x, alpha, n_iter=80), (X,), eps=1e-6, atol=1e-5)
+
+
+def test_alpha_entmax_is_a_registered_alignment():
+    from attnsurvey.attention import ALIGNMENTS, alpha_entmax_align, attend
+
+    g = torch.Generator().manual_seed(3)
+    Q, K, V = (torch.randn(2, n, 4, generator=g, dtype=torch.float64) for n in (3, 5, 5))
+    mask = torch.rand(2, 3, 5, generator=g) > 0.3
+    _, a = attend(Q, K, V, mask, align="alpha-entmax")
+    _, a15 = attend(Q, K, V, mask, align="entmax15")
+    torch.testing.assert_close(a, a15, rtol=0, atol=1e-10)
+    e = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(alpha_entmax_align(1.3)(e), entmax.entmax_bisect(e, 1.3), rtol=0, atol=1e-10)
+    assert "alpha-entmax" in ALIGNMENTS

@@ -29,7 +29,8 @@ Signatures::
     attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
-    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, uniform, hard
+    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, alpha-entmax, uniform, hard
+    alpha_entmax_align(alpha, n_iter=50) -> (e, mask) -> a
     dropout_weights(a, p, generator=None) -> a
 
     # attnsurvey.query_related.multihead: the one multi-head stack
@@ -60,7 +61,7 @@ from torch import Tensor
 
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
-from .general_mechanisms.sparse_maps import entmax15, sparsemax
+from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
 from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_softmax, minus_inf
 from .registry import Registry
 
@@ -79,6 +80,19 @@ def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
 ALIGNMENTS.register("sparsemax", lambda e, mask=None: sparsemax(e, mask))
 ALIGNMENTS.register("entmax15", lambda e, mask=None: entmax15(e, mask))
+
+
+def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
+    """The alignment ``(e, mask) -> a`` of alpha-entmax (bisection, any ``alpha >= 1``).
+
+    ``attend(..., align=alpha_entmax_align(1.2))``; the registered name
+    ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection. Raises
+    ``ValueError`` (when called) unless ``alpha >= 1`` is finite.
+    """
+    return lambda e, mask=None: entmax_bisect(e, alpha, mask, n_iter=n_iter)
+
+
+ALIGNMENTS.register("alpha-entmax", alpha_entmax_align(1.5))
 
 
 @ALIGNMENTS.register("uniform")
@@ -434,6 +448,7 @@ __all__ = [
     "ALIGNMENTS",
     "align_scores",
     "allowed_positions",
+    "alpha_entmax_align",
     "attend_scores",
     "uniform_align",
     "argmax_align",
