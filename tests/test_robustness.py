@@ -221,3 +221,11 @@ def test_pooling_accepts_a_shared_1d_mask(fn):
     }[fn]
     shared = mask[0]  # (n_f,): one mask for the whole batch (crashed with IndexError/ValueError before)
     torch.testing.assert_close(call(bad, shared), call(F, mask))
+
+
+def test_permuted_attention_accepts_empty_weights():
+    from attnsurvey.evaluation.intrinsic import permutation_output_change, permuted_attention
+
+    assert permuted_attention(torch.zeros(2, 0)).shape == (2, 0)  # was a reshape RuntimeError
+    assert permuted_attention(torch.zeros(0, 4)).shape == (0, 4)
+    assert torch.equal(permutation_output_change(lambda a: a.sum(-1, keepdim=True), torch.zeros(2, 0)), torch.zeros(2))

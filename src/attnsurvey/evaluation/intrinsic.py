@@ -347,9 +347,14 @@ def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> T
     """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
 
     The set of weight values is kept; which feature vector gets which weight
-    is scrambled. Rows still sum to what they summed to.
+    is scrambled. Rows still sum to what they summed to. Empty weights
+    (``n_f = 0`` or no rows) are returned as they are. Raises ``ValueError``
+    unless ``a`` is a floating-point tensor of rank >= 1.
     """
     as_tensor(a, "a")
+    check_min_rank(a, 1, "a", "(..., n_f)")
+    if a.numel() == 0:
+        return a.clone()
     flat = a.reshape(-1, a.shape[-1])
     perm = torch.argsort(torch.rand(flat.shape, generator=generator), dim=-1)
     return flat.gather(-1, perm).reshape(a.shape)
