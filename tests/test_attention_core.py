@@ -301,3 +301,17 @@ def test_self_attention_is_permutation_equivariant(p, need):
     c, _ = at.attend(X, X, X, need_weights=need)
     c_perm, _ = at.attend(X[:, perm], X[:, perm], X[:, perm], need_weights=need)
     torch.testing.assert_close(c_perm, c[:, perm])
+
+
+@pytest.mark.catalog("eq4")
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3, 2)])
+def test_sdpa_path_views_any_rank_as_four_d(batch):
+    # SDPA's fused kernel needs 4-D input: the fast path reshapes and must agree with the exact path
+    Q, K, V = (rand(*batch, n, 4, seed=s, dtype=D64) for s, n in ((0, 5), (1, 6), (2, 6)))
+    mask = rand(*batch, 5, 6, seed=3) > -0.3
+    bias = rand(5, 6, seed=4, dtype=D64)
+    kpm = (rand(*batch, 6, seed=5) > -1.0) if batch else None
+    c_fast, _ = at.attend(Q, K, V, mask, bias=bias, key_padding_mask=kpm, need_weights=False)
+    c_slow, _ = at.attend(Q, K, V, mask, bias=bias, key_padding_mask=kpm, need_weights=True)
+    torch.testing.assert_close(c_fast, c_slow)
+    assert c_fast.shape == (*batch, 5, 4)
