@@ -249,6 +249,10 @@ def close(out: Any, ref: Any, tol: float = 1e-5) -> bool:
 
 #: mechanisms without a mask argument (a NaN anywhere may reach every output)
 MASKLESS = {"local_window_attention", "lsh_attention", "depthwise_conv"}
+#: wrappers whose scores the harness computes outside the mechanism (a score function called on
+#: NaN keys without the mask gives NaN gradients before the mechanism is reached: not checked for grads)
+COMPOSED = {"sparsemax", "entmax15", "additive_score+soft", "local_align", "structured_attend", "hard_align/argmax",
+            "max_pooled_co_attention", "max_pooled_co_attention/1-D masks"}
 #: self-attention mechanisms: the padded slot is also a query, whose own row is not compared
 SELF_ROWS = {"self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"}
 
@@ -280,6 +284,21 @@ def build_mechanism_cases() -> None:
 
             for value in (float("nan"), float("inf")):
                 add(g, f"{value} in masked slot", name, lambda v=value, p=poisoned: p(v), check=inert)
+
+            def poisoned_grads(run=run):
+                """Gradients of Q and K with NaN in the masked slot: finite (0 * NaN must not reach them)."""
+                Q, K, V, m = inputs(dtype=torch.float64)
+                K2, V2 = K.clone(), V.clone()
+                K2[:, -1] = float("nan")
+                V2[:, -1] = float("nan")
+                Qg, Kg, Vg = (x.requires_grad_(True) for x in (Q, K2, V2))
+                out = first(run(Qg, Kg, Vg, m))
+                rows = out[:, :-1] if name in SELF_ROWS else out
+                rows.sum().backward()
+                return [x.grad for x in (Qg, Kg, Vg) if x.grad is not None]
+
+            if name not in COMPOSED:
+                add(g, "grad, nan in masked slot", name, poisoned_grads, check=lambda grads: all(torch.isfinite(t).all() for t in grads))
 
         # Fully masked row (first query of the first batch sees nothing): finite, other rows unchanged.
         def fully_masked(run=run):

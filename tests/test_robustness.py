@@ -229,3 +229,27 @@ def test_permuted_attention_accepts_empty_weights():
     assert permuted_attention(torch.zeros(2, 0)).shape == (2, 0)  # was a reshape RuntimeError
     assert permuted_attention(torch.zeros(0, 4)).shape == (0, 4)
     assert torch.equal(permutation_output_change(lambda a: a.sum(-1, keepdim=True), torch.zeros(2, 0)), torch.zeros(2))
+
+
+@pytest.mark.parametrize("fn", ["multidimensional_attend", "memory_hop", "multi_hop_attention", "queryless_attention"])
+def test_masked_nan_keeps_gradients_finite(fn):
+    from attnsurvey.general_mechanisms.dimensionality import multidimensional_attend
+    from attnsurvey.general_mechanisms.scoring import dot_score
+    from attnsurvey.query_related.multihop import memory_hop, multi_hop_attention
+    from attnsurvey.query_related.types import queryless_attention
+
+    bad, _, mask = _poisoned()
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, generator=g, dtype=torch.float64)
+    K = bad.clone().requires_grad_(True)
+    out = {
+        "multidimensional_attend": lambda: multidimensional_attend(q[:, None], K, K, W, W, W, mask=mask[:, None])[0],
+        "memory_hop": lambda: memory_hop(q, K, K, mask)[0],
+        "multi_hop_attention": lambda: multi_hop_attention(q, K, K, lambda a, k: dot_score(a[..., :4], k), 2, mask=mask)[0],
+        "queryless_attention": lambda: queryless_attention(K, K, W, w, w, mask)[0],
+    }[fn]()
+    out.sum().backward()
+    for t in (q, W, K):  # 0 * NaN in the backward pass made these NaN before
+        assert t.grad is None or torch.isfinite(t.grad).all()

@@ -172,16 +172,18 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     """``X`` ``(..., n_f, d)`` with the rows at masked positions replaced by 0 (selected, not multiplied).
 
-    mask: boolean key mask ``(..., n_f)`` (or ``(..., 1, n_f)``), ``True`` = may
+    mask: boolean key mask ``(..., n_f)``, or an attention mask ``(..., n_q, n_f)``
+    of X's rank (then the rows no query may attend are zeroed), ``True`` = may
     attend. Used before a score is computed from the features, so a NaN or Inf
     stored in a padded slot reaches neither the scores' gradients nor the
-    parameters' (``0 * NaN`` in a backward pass is NaN). A mask that does not fit
-    is returned unchanged for the caller's own check to report.
+    parameters' (``0 * NaN`` in a backward pass is NaN). Outputs do not change:
+    those rows get weight 0 anyway. A mask that does not fit is returned
+    unchanged for the caller's own check to report.
     """
     if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         return X
-    km = mask.squeeze(-2) if mask.dim() >= 2 and mask.dim() == X.dim() and mask.shape[-2] == 1 else mask
-    if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2]:
+    km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
+    if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
     return torch.where(km[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 

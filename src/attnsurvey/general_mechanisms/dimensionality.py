@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
-from ..masking import check_mask, masked_softmax
+from ..masking import check_mask, masked_softmax, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
 from ..catalog import catalogued
 
@@ -142,7 +142,7 @@ def multidimensional_attend(
     as_tensor(W_d, "W_d")
     if W_d.dim() == 2:
         check_dim_equal(W_d.shape[1], V.shape[-1], "multi-dimensional attention", "d_v of W_d", "d_v of V")
-    e = multidimensional_scores(Q, K, W1, W2, W_d, b, act)
+    e = multidimensional_scores(Q, zero_masked(K, mask), W1, W2, W_d, b, act)  # unattended keys inert in gradients
     A = multidimensional_align(e, mask)
     return multidimensional_context(A, V), A
 
