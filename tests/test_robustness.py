@@ -253,3 +253,30 @@ def test_masked_nan_keeps_gradients_finite(fn):
     out.sum().backward()
     for t in (q, W, K):  # 0 * NaN in the backward pass made these NaN before
         assert t.grad is None or torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("fn", ["self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"])
+def test_a_padded_token_holding_nan_keeps_gradients_finite(fn):
+    from attnsurvey.query_related.types import self_attention
+    from attnsurvey.transformer.lite import LiteTransformerBlock
+    from attnsurvey.transformer.reformer import shared_qk_attention
+    from attnsurvey.transformer.synthesizer import dense_synthesizer_weights
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(5)
+    W = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(4, dtype=torch.float64)
+    W5, b5 = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    attn = mask[:, None, :].expand(2, 5, 5)
+    torch.manual_seed(0)
+    blk = LiteTransformerBlock(4, 1, 8).double()
+    X = bad.clone().requires_grad_(True)
+    out = {
+        "self_attention": lambda: self_attention(X, W, W, W, attn)[0],
+        "shared_qk_attention": lambda: shared_qk_attention(X, X, attn)[0],
+        "dense_synthesizer_weights": lambda: dense_synthesizer_weights(X, W, b, W5, b5, attn),
+        "LiteTransformerBlock": lambda: blk(X, key_padding_mask=mask)[0],
+    }[fn]()
+    out[:, :-1].sum().backward()  # the real tokens' outputs
+    grads = [X.grad, W.grad] + [p.grad for p in blk.parameters()]
+    assert all(t is None or torch.isfinite(t).all() for t in grads)  # the padded NaN token made them NaN

@@ -170,22 +170,27 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
 
 
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
-    """``X`` ``(..., n_f, d)`` with the rows at masked positions replaced by 0 (selected, not multiplied).
+    """``X`` ``(..., n_f, d)`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
 
     mask: boolean key mask ``(..., n_f)``, or an attention mask ``(..., n_q, n_f)``
     of X's rank (then the rows no query may attend are zeroed), ``True`` = may
     attend. Used before a score is computed from the features, so a NaN or Inf
     stored in a padded slot reaches neither the scores' gradients nor the
-    parameters' (``0 * NaN`` in a backward pass is NaN). Outputs do not change:
-    those rows get weight 0 anyway. A mask that does not fit is returned
-    unchanged for the caller's own check to report.
+    parameters' (``0 * NaN`` in a backward pass is NaN). Finite rows are left
+    as they are, so finite inputs give bit-identical results; a masked row that
+    holds NaN/Inf gets weight 0 anyway (in self-attention its own, padded,
+    output row becomes finite). A mask that does not fit is returned unchanged
+    for the caller's own check to report.
     """
-    if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+    if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool or not isinstance(X, Tensor) or X.dim() < 1:
         return X
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
-    return torch.where(km[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    finite = torch.isfinite(X).all(-1)
+    if bool(finite.all()):
+        return X
+    return torch.where((km | finite)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:

@@ -220,6 +220,7 @@ def self_attention(
     permutes the rows of ``C`` the same way (positions must be added to ``F``
     if order matters). Raises ``ValueError`` on weight shape mismatches.
     """
+    F = zero_masked(F, mask)  # a padded token holding NaN is inert in the gradients too
     Q = feature_queries(F, W_Q)
     check_weight(W_K, (W_K.shape[0], F.shape[-1]), "W_K", "(d_k, d_f)")
     check_weight(W_V, (W_V.shape[0], F.shape[-1]), "W_V", "(d_v, d_f)")

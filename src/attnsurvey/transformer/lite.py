@@ -16,6 +16,7 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
+from ..masking import zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
 from ..catalog import catalogued
@@ -106,6 +107,7 @@ class LiteTransformerBlock(nn.Module):
 
     def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         box: list[Tensor] = []
+        X = zero_masked(X, key_padding_mask)  # a padded token holding NaN is inert in the gradients too
 
         def lsra(Z: Tensor) -> Tensor:
             out, a = long_short_range_attention(

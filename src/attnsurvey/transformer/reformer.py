@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
+from ..masking import zero_masked
 from ..catalog import catalogued
 
 SELF_SCORE = -1e5
@@ -80,6 +81,7 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
     as_tensor(V, "V")
     check_min_rank(QK, 2, "QK", "(..., n, d)")
     check_dim_equal(QK.shape[-2], V.shape[-2], "shared-QK attention", "n of QK", "n of V")
+    QK, V = zero_masked(QK, mask), zero_masked(V, mask)  # a padded token holding NaN is inert in the gradients too
     n = QK.shape[-2]
     eye = torch.eye(n, dtype=torch.bool, device=QK.device)
 
