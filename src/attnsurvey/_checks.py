@@ -12,13 +12,63 @@ import torch
 from torch import Tensor
 
 
+class InputTypeError(TypeError, ValueError):
+    """An argument of the wrong type: a ``TypeError`` that is also a ``ValueError``.
+
+    The package does not convert NumPy arrays, Python lists or integer tensors
+    silently (an int tensor would truncate random rotations, a list has no
+    dtype to follow): it raises this error naming the argument, what it got and
+    how to convert. It subclasses ``ValueError`` too, so code written against
+    the earlier ``ValueError`` keeps working.
+    """
+
+
 def as_tensor(x: object, symbol: str) -> Tensor:
-    """Return ``x`` if it is a floating-point tensor, else raise ``ValueError``."""
+    """Return ``x`` if it is a floating-point ``torch.Tensor``, else raise :class:`InputTypeError`.
+
+    The one place where inputs are type-checked: NumPy arrays, Python lists and
+    scalars, and integer/boolean tensors are rejected with a message naming
+    ``symbol`` and the conversion to apply (``torch.as_tensor(x, dtype=torch.float32)``).
+    """
     if not isinstance(x, Tensor):
-        raise ValueError(f"{symbol} must be a torch.Tensor, got {type(x).__name__}")
+        raise InputTypeError(
+            f"{symbol} must be a torch.Tensor (floating point), got {type(x).__module__}.{type(x).__name__}; "
+            f"convert it with torch.as_tensor({symbol}, dtype=torch.float32)"
+        )
     if not x.is_floating_point():
-        raise ValueError(f"{symbol} must be a floating-point tensor, got dtype={x.dtype}")
+        raise InputTypeError(
+            f"{symbol} must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype={x.dtype}; "
+            f"convert it with {symbol}.float()"
+        )
     return x
+
+
+def mean_or_zero(x: Tensor) -> Tensor:
+    """Mean of every entry of ``x``; an empty ``x`` gives 0 (still on x's graph).
+
+    The package's convention for *losses* averaged over a batch or over the
+    unpadded tokens: an empty batch, or one with only padding, contributes a
+    loss of 0 and a zero gradient instead of NaN. (Metrics such as accuracy
+    raise ``ValueError`` instead: see :func:`check_scored`.)
+    """
+    return x.mean() if x.numel() else x.sum()
+
+
+def check_scored(count: int, what: str, symbols: str) -> None:
+    """Raise ``ValueError`` when a metric has nothing to score (its mean would be 0/0 = NaN).
+
+    The package's convention for *metrics* (accuracy, perplexity, evaluators):
+    a value over no items is undefined, so it is an error that names the inputs.
+    """
+    if count == 0:
+        raise ValueError(f"{what} is undefined over no items: {symbols} holds nothing to score (empty or all padding)")
+
+
+def check_sizes(what: str, **sizes: int) -> None:
+    """Raise ``ValueError`` unless every named size (``d_k=..``, ``n_hops=..``) is an integer >= 1."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} needs {name} to be an integer >= 1, got {name}={value!r}")
 
 
 def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
@@ -38,7 +88,7 @@ def check_same_dtype(**tensors: Tensor) -> None:
     dtypes = {name: t.dtype for name, t in tensors.items()}
     if len(set(dtypes.values())) > 1:
         seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
-        raise ValueError(f"dtype mismatch: {seen}")
+        raise InputTypeError(f"dtype mismatch: {seen}; the inputs must share one floating-point dtype")
 
 
 def check_dim_equal(a: int, b: int, what: str, name_a: str, name_b: str) -> None:

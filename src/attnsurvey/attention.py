@@ -29,7 +29,8 @@ Signatures::
     attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
-    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, uniform, hard
+    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, alpha-entmax, uniform, hard
+    alpha_entmax_align(alpha, n_iter=50) -> (e, mask) -> a
     dropout_weights(a, p, generator=None) -> a
 
     # attnsurvey.query_related.multihead: the one multi-head stack
@@ -51,7 +52,8 @@ functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from typing import Callable, Union
 
 import torch
 import torch.nn.functional as F_
@@ -59,12 +61,12 @@ from torch import Tensor
 
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
-from .general_mechanisms.sparse_maps import entmax15, sparsemax
+from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
 from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_softmax, minus_inf
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
-AlignFn = Callable[[Tensor, Tensor | None], Tensor]
+AlignFn = Callable[[Tensor, Union[Tensor, None]], Tensor]
 
 #: Alignment functions by name: ``(e, mask) -> a`` with mask boolean or None.
 ALIGNMENTS: Registry[AlignFn] = Registry("alignment function")
@@ -78,6 +80,19 @@ def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
 ALIGNMENTS.register("sparsemax", lambda e, mask=None: sparsemax(e, mask))
 ALIGNMENTS.register("entmax15", lambda e, mask=None: entmax15(e, mask))
+
+
+def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
+    """The alignment ``(e, mask) -> a`` of alpha-entmax (bisection, any ``alpha >= 1``).
+
+    ``attend(..., align=alpha_entmax_align(1.2))``; the registered name
+    ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection. Raises
+    ``ValueError`` (when called) unless ``alpha >= 1`` is finite.
+    """
+    return lambda e, mask=None: entmax_bisect(e, alpha, mask, n_iter=n_iter)
+
+
+ALIGNMENTS.register("alpha-entmax", alpha_entmax_align(1.5))
 
 
 @ALIGNMENTS.register("uniform")
@@ -112,6 +127,8 @@ def _resolve_align(align: str | AlignFn) -> AlignFn:
 
 def _resolve_score(score: str | ScoreFn | None, scale: float | None) -> tuple[ScoreFn | None, float | None]:
     """``(score function or None for the plain dot product, scale of the plain product)``."""
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+        raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
     if isinstance(score, str):
         score = score_function(score)
     if score is None or score is scaled_dot_score:
@@ -153,14 +170,30 @@ def context(a: Tensor, V: Tensor) -> Tensor:
     """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
 
     a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
-    Raises ``ValueError`` if the two ``n_f`` differ or the batch axes do not broadcast.
+    A zero weight is inert: NaN/Inf in a value row that gets weight 0 does not
+    reach c. Raises ``ValueError`` if the two ``n_f`` differ or the batch axes do not broadcast.
     """
     as_tensor(a, "a")
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of a", "n_f of V")
     check_batch_broadcast(a, V, "a", "V")
-    return a @ V
+    return _inert_product(a, V)
+
+
+def _inert_product(a: Tensor, V: Tensor, bad_v: Tensor | None = None) -> Tensor:
+    """``a @ V`` in which a zero weight ignores its value row even when that row holds NaN/Inf.
+
+    ``0 * NaN`` is NaN in a plain product; here a masked (zero-weight) value is
+    inert, and a query that gives a non-finite value row a non-zero weight gets NaN.
+    bad_v: the rows of V to treat as non-finite (default: found here).
+    """
+    bad_v = _nonfinite_rows(V) if bad_v is None else bad_v
+    if bad_v is None:
+        return a @ V
+    V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
+    poisoned = ((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True)
+    return torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype), a @ V0)
 
 
 def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
@@ -216,8 +249,8 @@ def attend_scores(e: Tensor, V: Tensor, mask: Tensor | None = None, align: str |
     check_dim_equal(e.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of e", "n_f of V")
     a = align_scores(e, mask, align)
     if a.dim() == V.dim() - 1:  # one query per example
-        return (a.unsqueeze(-2) @ V).squeeze(-2), a
-    return a @ V, a
+        return _inert_product(a.unsqueeze(-2), V).squeeze(-2), a
+    return _inert_product(a, V), a
 
 
 def allowed_positions(
@@ -369,12 +402,7 @@ def attend(
     if bias is not None:
         e = e + bias
     a = dropout_weights(align_scores(e, allowed, align_fn), dropout_p, generator)
-    if bad_v is None:
-        c = a @ V
-    else:
-        V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
-        poisoned = ((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True)
-        c = torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype), a @ V0)
+    c = a @ V if bad_v is None else _inert_product(a, V, bad_v)
     return c, (a if need_weights else None)
 
 
@@ -420,6 +448,7 @@ __all__ = [
     "ALIGNMENTS",
     "align_scores",
     "allowed_positions",
+    "alpha_entmax_align",
     "attend_scores",
     "uniform_align",
     "argmax_align",

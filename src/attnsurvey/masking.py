@@ -147,7 +147,8 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
 
     X: ``(..., n, d)`` (``dim=-2``, the default) or any shape; mask: boolean,
-    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``), or
+    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``; fewer
+    leading axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch), or
     broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
     ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
     Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
@@ -158,7 +159,7 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
         return X.mean(dim)
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise ValueError(f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}")
-    m = mask.unsqueeze(-1) if dim == -2 and mask.dim() == X.dim() - 1 else mask
+    m = mask.unsqueeze(-1) if dim == -2 and mask.dim() < X.dim() else mask  # (..., n) masks, 1-D shared ones too
     try:
         m = m.expand(X.shape)
     except RuntimeError:
@@ -166,6 +167,30 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     total = torch.where(m, X, torch.zeros((), dtype=X.dtype, device=X.device)).sum(dim)
     count = m.sum(dim).to(X.dtype)
     return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
+
+
+def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
+    """``X`` ``(..., n_f, d)`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
+
+    mask: boolean key mask ``(..., n_f)``, or an attention mask ``(..., n_q, n_f)``
+    of X's rank (then the rows no query may attend are zeroed), ``True`` = may
+    attend. Used before a score is computed from the features, so a NaN or Inf
+    stored in a padded slot reaches neither the scores' gradients nor the
+    parameters' (``0 * NaN`` in a backward pass is NaN). Finite rows are left
+    as they are, so finite inputs give bit-identical results; a masked row that
+    holds NaN/Inf gets weight 0 anyway (in self-attention its own, padded,
+    output row becomes finite). A mask that does not fit is returned unchanged
+    for the caller's own check to report.
+    """
+    if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool or not isinstance(X, Tensor) or X.dim() < 1:
+        return X
+    km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
+    if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
+        return X
+    finite = torch.isfinite(X).all(-1)
+    if bool(finite.all()):
+        return X
+    return torch.where((km | finite)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:

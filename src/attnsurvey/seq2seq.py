@@ -21,14 +21,14 @@ per output token, one column per source position). Source padding is masked
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
 from .general_model import GeneralAttention
-from .training import accuracy
+from ._checks import check_scored
+from .training import accuracy, cross_entropy_mean
+from .catalog import catalogued
 
 CHAPTER = "chapters/ch01_introduction.ipynb"
 
@@ -175,6 +175,9 @@ class Seq2Seq(nn.Module):
         """
         _check_tokens(src, "src", "(B, n_x)", self.vocab_size)
         lengths = _lengths_or_full(lengths, *src.shape)
+        if src.shape[0] == 0:  # an empty batch: nothing to pack
+            H = self.embed.weight.new_zeros(0, src.shape[1], self.d_h)
+            return H, torch.zeros(0, src.shape[1], dtype=torch.bool), H[:, 0] if src.shape[1] else H.sum(1)
         packed = nn.utils.rnn.pack_padded_sequence(self.embed(src), lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.encoder(packed)
         H, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -232,21 +235,29 @@ class Seq2Seq(nn.Module):
 
 
 def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross-entropy over non-``PAD`` target tokens. logits ``(B, n_y, V)``, targets ``(B, n_y)``."""
-    return F_.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD)
+    """Mean cross-entropy over non-``PAD`` target tokens. logits ``(B, n_y, V)``, targets ``(B, n_y)``.
+
+    An empty or all-``PAD`` batch gives a loss of 0 (zero gradient), not NaN.
+    """
+    return cross_entropy_mean(logits, targets, ignore_index=PAD)
 
 
 def token_accuracy(logits: Tensor, targets: Tensor) -> float:
-    """Fraction of non-``PAD`` target tokens predicted correctly."""
+    """Fraction of non-``PAD`` target tokens predicted correctly.
+
+    Raises ``ValueError`` for an empty or all-``PAD`` batch (nothing to score).
+    """
     return accuracy(logits, targets, ignore_index=PAD)
 
 
 def sequence_accuracy(tokens: Tensor, targets: Tensor) -> float:
     """Fraction of sequences whose every non-``PAD`` token is right (exact match).
 
-    tokens, targets: ``(B, n_y)``. Raises ``ValueError`` if the shapes differ.
+    tokens, targets: ``(B, n_y)``. Raises ``ValueError`` if the shapes differ or
+    the batch is empty (B = 0: nothing to score).
     """
     if tokens.shape != targets.shape:
         raise ValueError(f"tokens {tuple(tokens.shape)} and targets {tuple(targets.shape)} must have the same shape")
+    check_scored(targets.shape[0] if targets.dim() else 0, "sequence accuracy", "targets")
     ok = (tokens == targets) | (targets == PAD)
     return float(ok.all(1).float().mean())

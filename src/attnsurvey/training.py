@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ._checks import check_scored
+
 M = TypeVar("M", bound=nn.Module)
 B = TypeVar("B")
 
@@ -70,10 +72,33 @@ def train(
 
 
 def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
-    """Fraction of positions where ``argmax(logits) == targets`` (optionally ignoring a label)."""
-    pred = logits.argmax(-1)
+    """Fraction of positions where ``argmax(logits) == targets`` (optionally ignoring a label).
+
+    logits: ``(..., C)``; targets: ``(...)`` integer labels. Raises ``ValueError``
+    when no position is left to score (an empty batch, or every target equal
+    to ``ignore_index``): an accuracy over nothing is undefined, not NaN.
+    """
     keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    check_scored(int(keep.sum()), "accuracy", "targets")
+    pred = logits.argmax(-1)
     return float((pred[keep] == targets[keep]).float().mean())
+
+
+def cross_entropy_mean(logits: Tensor, targets: Tensor, ignore_index: int | None = None, log_probs: bool = False) -> Tensor:
+    """Mean cross-entropy of ``targets`` under ``logits`` over the positions that are scored.
+
+    logits: ``(..., C)`` scores (or log-probabilities with ``log_probs=True``);
+    targets: ``(...)`` integer labels; positions whose target equals
+    ``ignore_index`` are skipped. The loss convention of the package: an empty
+    batch, or one with only ignored positions, gives 0 (with a zero gradient,
+    still on the graph) instead of NaN.
+    """
+    flat, t = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    ignore = -100 if ignore_index is None else ignore_index
+    if not bool((t != ignore).any()):
+        return flat[:0].sum()
+    loss = nn.functional.nll_loss if log_probs else nn.functional.cross_entropy
+    return loss(flat, t, ignore_index=ignore)
 
 
 def fmt(x: float, digits: int = 3) -> str:

@@ -25,8 +25,9 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor
+from .._checks import as_tensor, check_min_rank
 from ..catalog import catalogued
+from ..training import cross_entropy_mean
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
 
@@ -79,11 +80,16 @@ def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
     """Hard links from soft weights ``a`` ``(..., n_tgt, n_src)``.
 
     Without ``threshold``: each target position links to its arg-max source.
-    With ``threshold``: every link whose weight exceeds it.
+    With ``threshold``: every link whose weight exceeds it. Returns boolean
+    links shaped like ``a``; an empty source (``n_src = 0``) gives no links.
+    Raises ``ValueError`` unless ``a`` is a floating-point tensor of rank >= 1.
     """
     as_tensor(a, "a")
+    check_min_rank(a, 1, "a", "(..., n_tgt, n_src)")
     if threshold is not None:
         return a > threshold
+    if a.shape[-1] == 0:
+        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
     return F_.one_hot(a.argmax(-1), a.shape[-1]).bool()
 
 
@@ -147,11 +153,12 @@ def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor
     """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
 
     logits: ``(..., d_y)``; y: ``(...)`` labels; a, gold as in
-    :func:`alignment_loss`. ``lam = 0`` is ordinary training. Raises ``ValueError`` for ``lam < 0``.
+    :func:`alignment_loss`. ``lam = 0`` is ordinary training. An empty batch
+    gives 0 (the package's loss convention). Raises ``ValueError`` for ``lam < 0``.
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
-    task = F_.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    task = cross_entropy_mean(logits, y)
     if lam == 0:
         return task
     return task + lam * alignment_loss(a, gold)
@@ -340,9 +347,14 @@ def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> T
     """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
 
     The set of weight values is kept; which feature vector gets which weight
-    is scrambled. Rows still sum to what they summed to.
+    is scrambled. Rows still sum to what they summed to. Empty weights
+    (``n_f = 0`` or no rows) are returned as they are. Raises ``ValueError``
+    unless ``a`` is a floating-point tensor of rank >= 1.
     """
     as_tensor(a, "a")
+    check_min_rank(a, 1, "a", "(..., n_f)")
+    if a.numel() == 0:
+        return a.clone()
     flat = a.reshape(-1, a.shape[-1])
     perm = torch.argsort(torch.rand(flat.shape, generator=generator), dim=-1)
     return flat.gather(-1, perm).reshape(a.shape)

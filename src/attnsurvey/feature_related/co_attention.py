@@ -411,8 +411,9 @@ def max_pooled_affinity_scores(
     ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column
     maxima). A: ``(..., n_f^(1), n_f^(2))``; mask1 ``(..., n_f^(1))`` and mask2
     ``(..., n_f^(2))`` exclude padding from the maxima (a row with no real
-    partner gets the lowest finite score). Returns ``e^(1)`` ``(..., n_f^(1))``
-    and ``e^(2)`` ``(..., n_f^(2))``. Raises ``ValueError`` for a bad A or mask.
+    partner, or an empty other set, gets the lowest finite score). Returns
+    ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``. Raises
+    ``ValueError`` for a bad A or mask.
     """
     as_tensor(A, "A")
     check_min_rank(A, 2, "A", "(..., n_f^(1), n_f^(2))")
@@ -423,7 +424,10 @@ def max_pooled_affinity_scores(
     pm = _pair_mask(mask1, mask2)
     if pm is not None:
         A = A.masked_fill(~pm, torch.finfo(A.dtype).min)
-    return A.amax(-1), A.amax(-2)
+    lowest = torch.finfo(A.dtype).min  # an empty other set: no partner, the lowest finite score
+    e1 = A.amax(-1) if A.shape[-1] else A.new_full(A.shape[:-1], lowest)
+    e2 = A.amax(-2) if A.shape[-2] else A.new_full((*A.shape[:-2], A.shape[-1]), lowest)
+    return e1, e2
 
 
 def co_attention_contexts(

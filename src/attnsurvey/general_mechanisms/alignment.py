@@ -34,7 +34,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, mean_or_zero
 from ..attention import context as _context
 from ..catalog import catalogued, declare
 from ..masking import check_mask, masked_softmax
@@ -193,7 +193,8 @@ def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | 
 
     log_prob: ``(...,)`` log-probabilities of the sampled choices (with grad);
     loss: ``(...,)`` per-sample losses (their gradient is cut); baseline: a
-    scalar or a tensor broadcastable to loss. Raises ``ValueError`` on a shape mismatch.
+    scalar or a tensor broadcastable to loss. No samples give 0 (zero gradient).
+    Raises ``ValueError`` on a shape mismatch.
     """
     as_tensor(log_prob, "log_prob")
     as_tensor(loss, "loss")
@@ -204,7 +205,7 @@ def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | 
         )
     b = torch.as_tensor(baseline, dtype=loss.dtype)
     advantage = (loss - b).detach()
-    return (advantage * log_prob).mean()
+    return mean_or_zero(advantage * log_prob)
 
 
 @catalogued("extra:reinforce-estimator")
@@ -233,7 +234,9 @@ class MovingAverageBaseline(nn.Module):
 
     ``update(loss)`` returns the current ``b`` (before the update, so it never
     depends on the samples it is used with) and then moves ``b`` towards the
-    batch mean: ``b <- momentum * b + (1 - momentum) * mean(loss)``.
+    batch mean: ``b <- momentum * b + (1 - momentum) * mean(loss)``. An empty
+    batch leaves ``b`` unchanged (it has no mean; before, one empty batch made
+    ``b`` NaN for good).
     """
 
     def __init__(self, momentum: float = 0.9) -> None:
@@ -246,6 +249,8 @@ class MovingAverageBaseline(nn.Module):
 
     def update(self, loss: Tensor) -> Tensor:
         b = self.value.clone()
+        if loss.numel() == 0:
+            return b
         mean = loss.detach().float().mean()
         if not bool(self.started):
             b = mean.clone()  # first call: use the batch mean (no history yet)

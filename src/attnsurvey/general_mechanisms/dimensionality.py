@@ -28,9 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
-from ..catalog import catalogued
-from ..masking import check_mask, masked_softmax
+from ..masking import check_mask, masked_softmax, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 
@@ -96,8 +96,9 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 
     A: ``(..., n_q, n_f, d_v)`` weight vectors; V: ``(..., n_f, d_v)`` values.
-    Returns c ``(..., n_q, d_v)``. Raises ``ValueError`` if ``n_f`` or ``d_v``
-    of the two differ.
+    Returns c ``(..., n_q, d_v)``. A zero weight ignores its value entry (NaN
+    or Inf at a masked position does not reach c). Raises ``ValueError`` if
+    ``n_f`` or ``d_v`` of the two differ.
     """
     as_tensor(A, "A")
     as_tensor(V, "V")
@@ -106,7 +107,9 @@ def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     check_dim_equal(A.shape[-2], V.shape[-2], "multi-dimensional context (Eq. 30)", "n_f of A", "n_f of V")
     check_dim_equal(A.shape[-1], V.shape[-1], "multi-dimensional context (Eq. 30)", "d_v of A", "d_v of V")
     check_batch_broadcast(A, V.unsqueeze(-3), "A", "V", tail=3)
-    return (A * V.unsqueeze(-3)).sum(-2)
+    terms = A * V.unsqueeze(-3)
+    # a zero weight (masked position) is inert even when its value holds NaN/Inf
+    return torch.where(A == 0, torch.zeros((), dtype=terms.dtype, device=terms.device), terms).sum(-2)
 
 
 @catalogued("eq30")
@@ -139,7 +142,7 @@ def multidimensional_attend(
     as_tensor(W_d, "W_d")
     if W_d.dim() == 2:
         check_dim_equal(W_d.shape[1], V.shape[-1], "multi-dimensional attention", "d_v of W_d", "d_v of V")
-    e = multidimensional_scores(Q, K, W1, W2, W_d, b, act)
+    e = multidimensional_scores(Q, zero_masked(K, mask), W1, W2, W_d, b, act)  # unattended keys inert in gradients
     A = multidimensional_align(e, mask)
     return multidimensional_context(A, V), A
 

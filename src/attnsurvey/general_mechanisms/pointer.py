@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
 from ..masking import masked_log_softmax
+from ..training import cross_entropy_mean
 from .scoring import additive_score
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
@@ -113,7 +114,7 @@ class PointerNetwork(nn.Module):
 
 
 def pointer_loss(model: PointerNetwork, batch: tuple[Tensor, Tensor]) -> Tensor:
-    """Teacher-forced negative log-likelihood of the target pointers (mean over steps)."""
+    """Teacher-forced negative log-likelihood of the target pointers (mean over steps; 0 for an empty batch)."""
     x, targets = batch
     logp, _ = model(x, targets)
-    return nn.functional.nll_loss(logp.flatten(0, 1), targets.flatten())
+    return cross_entropy_mean(logp, targets, log_probs=True)

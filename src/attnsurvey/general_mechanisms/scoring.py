@@ -196,20 +196,41 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     """Similarity score: cosine similarity of ``q`` and ``k_l`` (Table II, row 7).
 
     Needs ``d_q == d_k``. Zero vectors get similarity 0 (norms are clamped by
-    ``eps``). Raises ``ValueError`` on shape mismatches.
+    ``eps``). Vectors whose norm overflows the dtype (entries around 1e20 in
+    float32, a few hundred in float16) are rescaled by their largest entry
+    first, so the score stays the cosine. Raises ``ValueError`` on shape mismatches.
     """
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "cosine similarity score", "d_q", "d_k")
-    Qn = Q / Q.norm(dim=-1, keepdim=True).clamp_min(eps)
-    Kn = K / K.norm(dim=-1, keepdim=True).clamp_min(eps)
-    return Qn @ Kn.transpose(-1, -2)
+    return _unit_rows(Q, eps) @ _unit_rows(K, eps).transpose(-1, -2)
+
+
+def _overflow_safe_norm(X: Tensor) -> Tensor:
+    """``||x||_2`` over the last axis; a row whose sum of squares overflows is rescaled by ``max |x_i|`` first.
+
+    Rows without overflow take the plain formula (bit-for-bit the former result).
+    A row holding Inf or NaN keeps its plain (non-finite) norm.
+    """
+    n = X.norm(dim=-1)
+    over = torch.isinf(n) & torch.isfinite(X).all(-1)
+    if not bool(over.any()):
+        return n
+    s = torch.where(over, X.abs().amax(-1), torch.ones((), dtype=X.dtype, device=X.device))
+    return torch.where(over, s * (X / s.unsqueeze(-1)).norm(dim=-1), n)
+
+
+def _unit_rows(X: Tensor, eps: float) -> Tensor:
+    """``x / max(||x||, eps)`` row by row, with the norm of :func:`_overflow_safe_norm`."""
+    return X / _overflow_safe_norm(X).unsqueeze(-1).clamp_min(eps)
 
 
 @catalogued("table2:similarity")
 def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     """Similarity score: negative Euclidean (L2) distance ``-||q - k_l||_2`` (Table II, row 7).
 
-    Needs ``d_q == d_k``; closer keys score higher. Raises ``ValueError`` on
+    Needs ``d_q == d_k``; closer keys score higher. A distance whose squares
+    overflow the dtype is computed on the difference rescaled by its largest
+    entry (finite wherever the distance itself is). Raises ``ValueError`` on
     shape mismatches.
     """
     _check_qk(Q, K)
@@ -217,7 +238,11 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     diff = Q.unsqueeze(-2) - K.unsqueeze(-3)  # (..., n_q, n_f, d)
     # sqrt of a sum of squares has an infinite gradient at 0; adding a tiny
     # epsilon keeps gradients finite when a query equals a key.
-    return -torch.sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
+    dist = torch.sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
+    over = torch.isinf(dist) & torch.isfinite(diff).all(-1)
+    if bool(over.any()):  # the squares overflow (inputs ~1e20 in float32): rescale those pairs
+        dist = torch.where(over, _overflow_safe_norm(diff), dist)
+    return -dist
 
 
 @catalogued(
@@ -361,10 +386,14 @@ class CosineScore(ScoreModule):
 
     Cosine scores lie in [-1, 1], so a softmax over them is nearly uniform; a
     scale ``s`` (learned when ``learn_scale=True``) sharpens it: ``s * cos``.
+    ``s = 1 / temperature``; raises ``ValueError`` unless ``s`` is finite and
+    ``> 0`` (a temperature of 0 or below has no meaning).
     """
 
     def __init__(self, scale: float = 1.0, learn_scale: bool = False) -> None:
         super().__init__()
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"the cosine score's scale s (1 / temperature) must be finite and > 0, got s={scale}")
         t = torch.tensor(float(scale))
         self.scale = nn.Parameter(t) if learn_scale else t
 

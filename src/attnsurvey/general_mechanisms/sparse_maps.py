@@ -1,4 +1,4 @@
-"""Sparse alignment maps: sparsemax (NLP review eq. 6) and 1.5-entmax.
+"""Sparse alignment maps: sparsemax (NLP review eq. 6), 1.5-entmax and alpha-entmax, and their losses.
 
 Both map scores ``e`` ``(..., n_f)`` to weights on the probability simplex
 that can be exactly zero. They sit in the core layer (imported by
@@ -12,14 +12,24 @@ come from the scores or the mask: a ``-inf`` entry is treated as masked (so a
 row of ``-inf`` gives all zeros, like a fully-masked row), and a row holding
 ``+inf`` entries puts equal weight on those entries and 0 elsewhere (the limit
 of the map as those scores grow). Gradients are finite in all these cases.
+
+Options as in the ``entmax`` package (tested against it): ``k`` (sparsemax,
+1.5-entmax) sorts only the ``k`` largest scores (a partial sort) and falls
+back to the full sort when the support may be larger, so the result never
+depends on ``k``; :func:`entmax_bisect` computes alpha-entmax for any
+``alpha >= 1`` by bisection on the threshold; :func:`sparsemax_loss`,
+:func:`entmax15_loss` and :func:`entmax_bisect_loss` are the Fenchel-Young
+losses whose gradient is ``a - onehot(y)``.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank, check_nonempty
-from ..masking import check_mask
+from ..masking import check_mask, masked_softmax
 
 
 def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
@@ -35,12 +45,37 @@ def _compute_dtype(e: Tensor) -> torch.dtype:
     return torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype
 
 
-def _sorted_valid(z: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
-    """Sort each row descending with masked entries last; return values (0 where masked) and validity."""
+def _sorted_valid(z: Tensor, valid: Tensor, k: int | None = None) -> tuple[Tensor, Tensor]:
+    """Sort each row descending with masked entries last; return values (0 where masked) and validity.
+
+    With ``k`` only the ``k`` largest entries are returned (a partial sort, ``torch.topk``).
+    """
     keyed = z.masked_fill(~valid, float("-inf"))
-    zs, idx = torch.sort(keyed, dim=-1, descending=True)
+    if k is None or k >= z.shape[-1]:
+        zs, idx = torch.sort(keyed, dim=-1, descending=True)
+    else:
+        zs, idx = torch.topk(keyed, k, dim=-1)
     vs = valid.gather(-1, idx)
     return torch.where(vs, zs, torch.zeros_like(zs)), vs
+
+
+def _check_k(k: int | None, n: int) -> int | None:
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (the number of largest scores to sort) must be an integer >= 1, got k={k!r}")
+    return k if k < n else None
+
+
+def _partial(threshold, z: Tensor, valid: Tensor, k: int | None) -> Tensor:
+    """``tau`` from the ``k`` largest scores; rows whose support may exceed ``k`` redo the full sort."""
+    if k is None:
+        return threshold(*_sorted_valid(z, valid))[0]
+    tau, k_star = threshold(*_sorted_valid(z, valid, k))
+    full = (k_star >= k) & (valid.sum(-1, keepdim=True) > k)  # the support may be larger than k
+    if bool(full.any()):
+        tau = torch.where(full, threshold(*_sorted_valid(z, valid))[0], tau)
+    return tau
 
 
 def _shift(z: Tensor, valid: Tensor) -> Tensor:
@@ -73,7 +108,29 @@ def _finish(out: Tensor, plus: Tensor, e: Tensor, dim: int) -> Tensor:
     return out.to(e.dtype).movedim(-1, dim)
 
 
-def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+def _sparsemax_threshold(zs: Tensor, vs: Tensor) -> tuple[Tensor, Tensor]:
+    """``(tau, support size)`` of sparsemax from descending scores ``zs`` (validity ``vs``)."""
+    k = torch.arange(1, zs.shape[-1] + 1, dtype=zs.dtype, device=zs.device)
+    cums = zs.cumsum(-1)
+    support = vs & (1 + k * zs > cums)
+    k_star = support.sum(-1, keepdim=True).clamp_min(1)
+    return (cums.gather(-1, k_star - 1) - 1) / k_star.to(zs.dtype), k_star
+
+
+def _entmax15_threshold(zs: Tensor, vs: Tensor) -> tuple[Tensor, Tensor]:
+    """``(tau, support size)`` of 1.5-entmax from descending halved scores ``zs`` (validity ``vs``)."""
+    rho = torch.arange(1, zs.shape[-1] + 1, dtype=zs.dtype, device=zs.device)
+    mean = zs.cumsum(-1) / rho
+    mean_sq = (zs**2).cumsum(-1) / rho
+    delta = (1 - rho * (mean_sq - mean**2)) / rho
+    with torch.no_grad():
+        tau_all = mean - torch.sqrt(delta.clamp_min(0))
+        k_star = (vs & (tau_all <= zs)).sum(-1, keepdim=True).clamp_min(1)
+    # gather before the square root, so no gradient flows through sqrt(0) elsewhere
+    return mean.gather(-1, k_star - 1) - torch.sqrt(delta.gather(-1, k_star - 1).clamp_min(0)), k_star
+
+
+def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None = None) -> Tensor:
     """Sparsemax (NLP review eq. 6): the Euclidean projection of e onto the simplex.
 
     ``sparsemax(e) = argmin_{a in simplex} ||a - e||^2 = max(e - tau, 0)``, with
@@ -85,21 +142,18 @@ def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     e: scores, any shape, normalised over ``dim``; mask: boolean broadcastable
     to e, ``True`` = may attend (masked entries get 0; a fully-masked row is all 0).
     Infinite scores: see the module notes (``-inf`` = masked, ``+inf`` = one-hot).
+    k: sort only the ``k`` largest scores (as the ``entmax`` package's ``k``);
+    the result is the same for every ``k``.
     float16/bfloat16 inputs are computed in float32 and cast back.
-    Raises ``ValueError`` for empty or non-float scores or a bad mask.
+    Raises ``ValueError`` for empty or non-float scores, a bad mask or ``k < 1``.
     """
     z, valid, plus = _prepare(e, mask, dim, halve=False)
-    zs, vs = _sorted_valid(z, valid)
-    k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
-    cums = zs.cumsum(-1)
-    support = vs & (1 + k * zs > cums)
-    k_star = support.sum(-1, keepdim=True).clamp_min(1)
-    tau = (cums.gather(-1, k_star - 1) - 1) / k_star.to(z.dtype)
+    tau = _partial(_sparsemax_threshold, z, valid, _check_k(k, z.shape[-1]))
     out = torch.where(valid, torch.clamp(z - tau, min=0), torch.zeros_like(z))
     return _finish(out, plus, e, dim)
 
 
-def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None = None) -> Tensor:
     """1.5-entmax: ``a = [e/2 - tau]_+^2`` with tau such that the weights sum to 1.
 
     The alpha = 1.5 member of the entmax family (Peters et al., 2019), which
@@ -109,18 +163,120 @@ def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     top-k values, ``tau_k = mu_k - sqrt((1 - k s_k) / k)``; the support size is
     the number of ``k`` with ``tau_k <= z_(k)``.
 
-    Arguments, infinite scores and errors as :func:`sparsemax`.
+    Arguments (``k`` included), infinite scores and errors as :func:`sparsemax`.
     """
     z, valid, plus = _prepare(e, mask, dim, halve=True)
-    zs, vs = _sorted_valid(z, valid)
-    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
-    mean = zs.cumsum(-1) / rho
-    mean_sq = (zs**2).cumsum(-1) / rho
-    delta = (1 - rho * (mean_sq - mean**2)) / rho
-    with torch.no_grad():
-        tau_all = mean - torch.sqrt(delta.clamp_min(0))
-        k_star = (vs & (tau_all <= zs)).sum(-1, keepdim=True).clamp_min(1)
-    # gather before the square root, so no gradient flows through sqrt(0) elsewhere
-    tau = mean.gather(-1, k_star - 1) - torch.sqrt(delta.gather(-1, k_star - 1).clamp_min(0))
+    tau = _partial(_entmax15_threshold, z, valid, _check_k(k, z.shape[-1]))
     out = torch.where(valid, torch.clamp(z - tau, min=0) ** 2, torch.zeros_like(z))
     return _finish(out, plus, e, dim)
+
+
+class _EntmaxBisect(torch.autograd.Function):
+    """alpha-entmax of ``X = (alpha - 1) z`` by bisection, with its closed-form backward."""
+
+    @staticmethod
+    def forward(ctx, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:  # type: ignore[override]
+        power = 1.0 / (alpha - 1.0)
+        n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
+        top = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi
+
+        def weights(tau: Tensor) -> Tensor:
+            return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
+
+        for _ in range(n_iter):
+            mid = (lo + hi) / 2
+            over = weights(mid).sum(-1, keepdim=True) >= 1
+            lo, hi = torch.where(over, mid, lo), torch.where(over, hi, mid)
+        p = weights((lo + hi) / 2)
+        p = p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)  # the sum is 1 up to bisection error
+        ctx.save_for_backward(p)
+        ctx.alpha, ctx.alpha_minus_1 = alpha, alpha - 1.0
+        return p
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        (p,) = ctx.saved_tensors
+        g = torch.where(p > 0, p ** (2.0 - ctx.alpha), torch.zeros((), dtype=p.dtype))
+        gY = g * grad
+        dz = gY - g * gY.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
+        return dz / ctx.alpha_minus_1, None, None, None  # dz is the gradient in z = X / (alpha - 1)
+
+
+def _check_alpha(alpha: float) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha >= 1):
+        raise ValueError(f"entmax needs a finite alpha >= 1 (1 = softmax, 2 = sparsemax), got alpha={alpha!r}")
+    return float(alpha)
+
+
+def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim: int = -1, n_iter: int = 50) -> Tensor:
+    """alpha-entmax (Peters et al., 2019) for any ``alpha >= 1``, by bisection on the threshold.
+
+    ``a_l = [(alpha - 1) e_l - tau]_+^{1 / (alpha - 1)}`` with ``tau`` such that the
+    weights sum to 1; ``alpha = 1`` is the softmax, ``alpha = 2`` sparsemax and
+    ``alpha = 1.5`` :func:`entmax15`. ``n_iter`` halvings of the bracket
+    ``[max - 1, max - n^(1 - alpha)]`` locate tau (50 reach float64 precision);
+    the weights are then renormalised. The gradient is the closed form
+    ``g o dY - g (g . dY) / sum g`` with ``g = a^(2 - alpha)`` on the support.
+    Masks, infinite scores and dtypes as :func:`sparsemax`. Raises
+    ``ValueError`` unless ``alpha >= 1`` is finite and ``n_iter >= 1``.
+    """
+    alpha = _check_alpha(alpha)
+    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+        raise ValueError(f"n_iter (bisection steps) must be an integer >= 1, got {n_iter!r}")
+    z, valid, plus = _prepare(e, mask, dim, halve=False)
+    if alpha == 1.0:
+        out = masked_softmax(z, valid, dim=-1)
+    else:
+        out = _EntmaxBisect.apply(z * (alpha - 1.0), valid, alpha, n_iter)
+    return _finish(out, plus, e, dim)
+
+
+def _fenchel_young(e: Tensor, target: Tensor, a: Tensor, omega: Tensor) -> Tensor:
+    """``(a - onehot(y)) . e + Omega(a)`` per row, with ``a`` detached so the gradient is ``a - onehot(y)``."""
+    if target.dtype not in (torch.int64, torch.int32) or target.shape != e.shape[:-1]:
+        raise ValueError(f"target must be integer class indices of shape {tuple(e.shape[:-1])}, got {target.dtype} {tuple(target.shape)}")
+    if bool(((target < 0) | (target >= e.shape[-1])).any()):
+        raise ValueError(f"target must lie in [0, n_f={e.shape[-1]}), got values in [{int(target.min())}, {int(target.max())}]")
+    z = e.to(a.dtype)
+    y = torch.nn.functional.one_hot(target.long(), e.shape[-1]).to(a.dtype)
+    finite = torch.where(torch.isfinite(z), z, torch.zeros((), dtype=z.dtype))
+    return ((a.detach() - y) * finite).sum(-1) + omega
+
+
+def _tsallis(a: Tensor, alpha: float) -> Tensor:
+    """Tsallis alpha-entropy ``(1 - sum a^alpha) / (alpha (alpha - 1))`` (Shannon entropy at alpha = 1)."""
+    a = a.detach()
+    if alpha == 1.0:
+        return -torch.where(a > 0, a * torch.log(a), torch.zeros((), dtype=a.dtype)).sum(-1)
+    return (1 - (a**alpha).sum(-1)) / (alpha * (alpha - 1))
+
+
+def sparsemax_loss(e: Tensor, target: Tensor, k: int | None = None) -> Tensor:
+    """The sparsemax loss (Martins & Astudillo, 2016): the Fenchel-Young loss of sparsemax.
+
+    ``L(e; y) = (a - onehot(y)) . e + (1 - ||a||^2) / 2`` with ``a = sparsemax(e)``;
+    ``L >= 0``, 0 exactly when ``a`` is one-hot on ``y``; its gradient in ``e`` is
+    ``a - onehot(y)``. e: ``(..., n_f)``; target: integer ``(...)``. Returns the
+    per-row losses ``(...)`` (as the ``entmax`` package). Raises ``ValueError``
+    for bad scores or targets out of range.
+    """
+    a = sparsemax(e, k=k)
+    return _fenchel_young(e, target, a, _tsallis(a, 2.0))
+
+
+def entmax15_loss(e: Tensor, target: Tensor, k: int | None = None) -> Tensor:
+    """The 1.5-entmax loss: the Fenchel-Young loss of :func:`entmax15` (arguments as :func:`sparsemax_loss`)."""
+    a = entmax15(e, k=k)
+    return _fenchel_young(e, target, a, _tsallis(a, 1.5))
+
+
+def entmax_bisect_loss(e: Tensor, target: Tensor, alpha: float = 1.5, n_iter: int = 50) -> Tensor:
+    """The alpha-entmax loss: the Fenchel-Young loss of :func:`entmax_bisect`.
+
+    ``alpha = 1`` gives the cross-entropy of the softmax. Arguments as
+    :func:`sparsemax_loss` and :func:`entmax_bisect`.
+    """
+    a = entmax_bisect(e, alpha, n_iter=n_iter)
+    return _fenchel_young(e, target, a, _tsallis(a, _check_alpha(alpha)))

@@ -23,10 +23,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, mean_or_zero
 from ..attention import attend_scores
 from ..catalog import catalogued
-from ..masking import masked_mean
+from ..masking import masked_mean, zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -104,7 +104,7 @@ def capsule_attention(
     """
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
-    e = capsule_scores(K, Q_caps)
+    e = capsule_scores(zero_masked(K, mask), Q_caps)
     check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
     if mask is not None:
         mask = mask.unsqueeze(-2)  # the same positions for every capsule
@@ -128,7 +128,7 @@ def capsule_loss(
 
     p: ``(B, d_y)``; r: ``(B, d_y, d_v)``; f_bar: ``(B, d_f)`` the unweighted
     average of the feature vectors (needs ``d_v == d_f``); y: ``(B,)`` class
-    indices. Returns ``(L, J, U)`` as scalars. Raises ``ValueError`` if
+    indices. Returns ``(L, J, U)`` as scalars (0 for an empty batch). Raises ``ValueError`` if
     ``d_v != d_f`` or a label is out of range.
     """
     as_tensor(p, "p")
@@ -141,9 +141,9 @@ def capsule_loss(
     if (y < 0).any() or (y >= d_y).any():
         raise ValueError(f"labels y must lie in [0, d_y={d_y}), got {y.tolist()}")
     sign = 1.0 - 2.0 * torch.nn.functional.one_hot(y, d_y).to(p.dtype)  # -1 for the true class, +1 otherwise
-    J = torch.clamp(margin + (sign * p).sum(-1), min=0).mean()
+    J = mean_or_zero(torch.clamp(margin + (sign * p).sum(-1), min=0))
     dots = (r @ f_bar.unsqueeze(-1)).squeeze(-1)  # (B, d_y): f_bar . r_c
-    U = torch.clamp(margin + (sign * dots).sum(-1), min=0).mean()
+    U = mean_or_zero(torch.clamp(margin + (sign * dots).sum(-1), min=0))
     return J + lam * U, J, U
 
 

@@ -21,15 +21,16 @@ Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import attend_scores
-from ..catalog import catalogued
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..general_mechanisms.scoring import GeneralScore, ScoreModule
+from ..attention import attend_scores
+from ..masking import zero_masked
+from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -139,7 +140,7 @@ def multi_hop_attention(
     q, weights = q0, []
     for s in range(n_hops):
         q = transforms[s](q, c)  # Eq. (41)
-        e = hop_scores(q, c, K, scores[s])  # Eq. (42)
+        e = hop_scores(q, c, zero_masked(K, mask), scores[s])  # Eq. (42); padded keys inert in gradients
         c, a = attend_scores(e, V, mask)  # Eq. (3)-(4): c^(s+1)
         weights.append(a)
     return c, q, torch.stack(weights, dim=-2)
@@ -162,6 +163,7 @@ class MultiHopAttention(nn.Module):
         if transform not in ("add", "linear"):
             raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
         d_k = d_f if d_k is None else d_k
+        check_sizes("MultiHopAttention (Eq. 41-42)", d_q=d_q, d_f=d_f, d_k=d_k, n_hops=n_hops)
         self.n_hops = n_hops
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_q, bias=False)
@@ -201,7 +203,7 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
     as_tensor(u, "u")
     check_dim_equal(u.shape[-1], M.shape[-1], "memory addressing u^T m_i", "d of u", "d of M")
     check_dim_equal(M.shape[-2], C.shape[-2], "memory read", "n of M", "n of C")
-    return attend_scores((M @ u.unsqueeze(-1)).squeeze(-1), C, mask)
+    return attend_scores((zero_masked(M, mask) @ u.unsqueeze(-1)).squeeze(-1), C, mask)
 
 
 @catalogued("extra:memory-network-hops")

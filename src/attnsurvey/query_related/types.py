@@ -26,16 +26,17 @@ Shapes are batch-first rows: ``F`` is ``(..., n_f, d_f)``. Masks are boolean,
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import attend_scores
-from ..catalog import catalogued, declare
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
+from ..attention import attend_scores
+from ..masking import zero_masked
+from ..catalog import catalogued, declare
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
 
@@ -50,8 +51,8 @@ def _check_features(X: Tensor, symbol: str, layout: str) -> None:
 
 def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """Align scores ``e`` ``(..., n_f)`` (Eq. 3) and average ``V`` (Eq. 4)."""
-    if mask is not None:
-        mask = mask if mask.dim() == e.dim() else mask.squeeze(-2)
+    if mask is not None and mask.dim() > e.dim():  # a (..., 1, n_f) mask; (n_f,) and (..., n_f) broadcast
+        mask = mask.squeeze(-2)
     return attend_scores(e, V, mask)
 
 
@@ -95,7 +96,7 @@ def queryless_attention(
     Raises ``ValueError`` if K and V hold different numbers of vectors.
     """
     _check_features(V, "V", "(..., n_f, d_v)")
-    e = queryless_score(K, W, b, w, act)
+    e = queryless_score(zero_masked(K, mask), W, b, w, act)  # padded keys inert in gradients too
     check_dim_equal(K.shape[-2], V.shape[-2], "self-attention pooling", "n_f of K", "n_f of V")
     return _pool(e, V, mask)
 
@@ -144,7 +145,7 @@ def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None
     ``(..., d_v)`` and ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
     """
     _check_features(V, "V", "(..., n_f, d_v)")
-    e = learned_query_score(K, q)
+    e = learned_query_score(zero_masked(K, mask), q)
     check_dim_equal(K.shape[-2], V.shape[-2], "learned-query attention", "n_f of K", "n_f of V")
     return _pool(e, V, mask)
 
@@ -219,6 +220,7 @@ def self_attention(
     permutes the rows of ``C`` the same way (positions must be added to ``F``
     if order matters). Raises ``ValueError`` on weight shape mismatches.
     """
+    F = zero_masked(F, mask)  # a padded token holding NaN is inert in the gradients too
     Q = feature_queries(F, W_Q)
     check_weight(W_K, (W_K.shape[0], F.shape[-1]), "W_K", "(d_k, d_f)")
     check_weight(W_V, (W_V.shape[0], F.shape[-1]), "W_V", "(d_v, d_f)")
@@ -242,6 +244,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v
+        check_sizes("SelfAttention", d_f=d_f, d_k=d_k, d_v=d_v)
         self.W_Q = nn.Linear(d_f, d_k, bias=False)
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_v, bias=False)
@@ -275,7 +278,7 @@ def source2token(
     Raises ``ValueError`` on shape mismatches.
     """
     s = mean_pool(F, mask)  # (..., d_f): the source as one query
-    e = additive_score(s.unsqueeze(-2), F, W1, W2, w, b).squeeze(-2)
+    e = additive_score(s.unsqueeze(-2), zero_masked(F, mask), W1, W2, w, b).squeeze(-2)
     return _pool(e, F, mask)
 
 
@@ -379,7 +382,7 @@ def structured_self_attention(
     _check_features(H, "H", "(..., n, d)")
     check_weight(W_s1, (W_s1.shape[0], H.shape[-1]), "W_s1", "(d_a, d)")
     check_weight(W_s2, (W_s2.shape[0], W_s1.shape[0]), "W_s2", "(r, d_a)")
-    e = torch.tanh(H @ W_s1.T) @ W_s2.T  # (..., n, r)
+    e = torch.tanh(zero_masked(H, mask) @ W_s1.T) @ W_s2.T  # (..., n, r); padded rows inert
     e = e.transpose(-1, -2)  # (..., r, n)
     if mask is not None and mask.dim() == e.dim() - 1:
         mask = mask.unsqueeze(-2)

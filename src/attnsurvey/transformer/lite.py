@@ -9,25 +9,30 @@ model does as well.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
-from ..catalog import catalogued
+from ..masking import zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
+from ..catalog import catalogued
 
 
 @catalogued("extra:lite-transformer")
-def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None) -> Tensor:
+def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
     """Depthwise 1-D convolution over the sequence axis with 'same' padding.
 
     X: ``(..., n, d)``; W: ``(d, kernel_size)`` (one filter per channel, odd size);
     b: ``(d,)``. ``out[i, c] = sum_t W[c, t] X[i - r + t, c] + b[c]``, ``r = kernel_size // 2``.
-    Raises ``ValueError`` for an even kernel or mismatched widths.
+    mask: boolean ``(..., n)``, ``True`` = a real token; a padded position counts
+    as the zero padding beyond the ends (its value, even NaN, is inert), so a real
+    token's output equals that of the unpadded sequence. ``n = 0`` gives an empty
+    ``(..., 0, d)`` result. Raises ``ValueError`` for an even kernel, mismatched
+    widths or a mask that is not boolean ``(..., n)``.
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
@@ -35,10 +40,18 @@ def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None) -> Tensor:
     if ks % 2 == 0:
         raise ValueError(f"kernel_size must be odd for 'same' padding, got {ks}")
     check_weight(W, (d, ks), "W_conv", "(d, kernel_size)")
-    batch = X.shape[:-2]
-    x = X.reshape(-1, *X.shape[-2:]).transpose(-1, -2)  # (B, d, n)
+    batch, n = X.shape[:-2], X.shape[-2]
+    if mask is not None:
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape[-1:] != (n,):
+            raise ValueError(
+                f"mask must be a boolean (..., n) tensor with n={n}, got {getattr(mask, 'dtype', type(mask).__name__)} "
+                f"of shape {tuple(getattr(mask, 'shape', ()))}")
+        X = torch.where(mask[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    if n == 0 or X.numel() == 0:
+        return X.new_zeros(X.shape)
+    x = X.reshape(-1, n, d).transpose(-1, -2)  # (B, d, n)
     y = F_.conv1d(x, W[:, None, :], b, padding=ks // 2, groups=d)
-    return y.transpose(-1, -2).reshape(*batch, X.shape[-2], d)
+    return y.transpose(-1, -2).reshape(*batch, n, d)
 
 
 @catalogued(
@@ -51,12 +64,15 @@ def long_short_range_attention(
     attention: Callable[[Tensor], tuple[Tensor, Tensor]],
     W_conv: Tensor,
     b_conv: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """LSRA: ``concat(attention(X_left), conv(X_right))`` with the channels split in half.
 
     X: ``(..., n, d)`` with even ``d``; attention maps ``(..., n, d/2)`` to
-    ``(output, weights)``; W_conv: ``(d/2, kernel_size)``. Returns ``(Y, weights)``.
-    Raises ``ValueError`` if ``d`` is odd.
+    ``(output, weights)``; W_conv: ``(d/2, kernel_size)``. key_padding_mask:
+    boolean ``(..., n)``, ``True`` = real token: padded positions are zero (inert)
+    in the convolution branch (the attention callable handles its own mask).
+    Returns ``(Y, weights)``. Raises ``ValueError`` if ``d`` is odd.
     """
     as_tensor(X, "X")
     d = X.shape[-1]
@@ -64,15 +80,19 @@ def long_short_range_attention(
         raise ValueError(f"LSRA splits d_model in two halves; got odd d_model={d}")
     left, right = X[..., : d // 2], X[..., d // 2 :]
     global_part, a = attention(left)
-    return torch.cat([global_part, depthwise_conv(right, W_conv, b_conv)], dim=-1), a
+    return torch.cat([global_part, depthwise_conv(right, W_conv, b_conv, key_padding_mask)], dim=-1), a
 
 
 @catalogued("extra:lite-transformer")
 class LiteTransformerBlock(nn.Module):
     """A Lite Transformer encoder block: LSRA and FFN, each with residual + LayerNorm (post-norm).
 
-    ``forward(X, mask=None)`` returns ``(X', weights (..., h, n, n))``; the mask
-    applies to the attention branch.
+    ``forward(X, mask=None, *, key_padding_mask=None)`` returns ``(X', weights
+    (..., h, n, n))``. mask: attention mask ``(..., n, n)`` for the attention
+    branch; key_padding_mask: boolean ``(..., n)``, ``True`` = real token, applied
+    to both branches, so padding reaches no real token (the convolution treats
+    padded positions as zeros beyond the end). Raises ``ValueError`` if
+    ``d_model`` is odd or ``h`` does not divide ``d_model/2``.
     """
 
     def __init__(self, d_model: int, h: int, d_ff: int, kernel_size: int = 3) -> None:
@@ -85,11 +105,13 @@ class LiteTransformerBlock(nn.Module):
         self.ffn = FeedForward(d_model, d_ff)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         box: list[Tensor] = []
+        X = zero_masked(X, key_padding_mask)  # a padded token holding NaN is inert in the gradients too
 
         def lsra(Z: Tensor) -> Tensor:
-            out, a = long_short_range_attention(Z, lambda L: self.attn(L, L, mask), self.W_conv, self.b_conv)
+            out, a = long_short_range_attention(
+                Z, lambda L: self.attn(L, L, mask, key_padding_mask=key_padding_mask), self.W_conv, self.b_conv, key_padding_mask)
             box.append(a)
             return out
 

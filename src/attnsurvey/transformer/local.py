@@ -38,8 +38,8 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     Q, K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; w: half-width. Returns
     ``(c (..., n, d_v), a_band (..., n, 2w + 1))`` where ``a_band[..., i, t]`` is
     the weight of key ``i - w + t`` (zero outside the sequence). Equal to
-    full attention with :func:`local_window_mask`. Raises ``ValueError`` on
-    bad shapes or ``w < 0``.
+    full attention with :func:`local_window_mask`. ``n = 0`` gives empty
+    results. Raises ``ValueError`` on bad shapes or ``w < 0``.
     """
     for sym, t in (("Q", Q), ("K", K), ("V", V)):
         as_tensor(t, sym)
@@ -50,6 +50,9 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     if w < 0:
         raise ValueError(f"window half-width w must be >= 0, got w={w}")
     n = K.shape[-2]
+    if n == 0:  # no positions: empty contexts and band weights
+        batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+        return V.new_zeros(*batch, 0, V.shape[-1]), Q.new_zeros(*batch, 0, 2 * w + 1)
     Kw = F_.pad(K, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)  # (..., n, d_k, 2w+1)
     Vw = F_.pad(V, (0, 0, w, w)).unfold(-2, 2 * w + 1, 1)
     j = torch.arange(n, device=Q.device)[:, None] - w + torch.arange(2 * w + 1, device=Q.device)[None, :]

@@ -20,24 +20,52 @@ Residual + normalisation comes in two orders:
 
 The survey reads the stack as multi-hop attention: ``F`` is only the input of
 the first hop, and each layer refines the feature matrix for the next.
-Masks are boolean, ``True`` = may attend. Dropout is left out (this book's
-experiments are tiny and deterministic).
+Masks are boolean, ``True`` = may attend.
+
+The layers take the options of ``torch.nn.TransformerEncoderLayer`` /
+``DecoderLayer`` (keyword-only; the defaults reproduce the layers the chapters
+use): ``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
+attention weights, inside the FFN and on each sub-layer's output, as torch
+places it; 0 by default, since the book's experiments are tiny and
+deterministic), ``bias=False`` (no bias in any projection or LayerNorm),
+``layer_norm_eps``; ``forward`` takes ``key_padding_mask`` and ``is_causal``;
+:class:`Encoder` and :class:`Decoder` take ``final_norm`` (default: only with
+pre-norm; ``torch.nn.Transformer`` always has one). With copied weights
+(:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
+float64, eval mode, 1e-10).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable, Mapping
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask
-from ..query_related.multihead import MultiHeadAttention
+from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
+from ..catalog import catalogued
 
 Activation = Callable[[Tensor], Tensor]
+ACTIVATIONS: dict[str, Activation] = {"relu": F_.relu, "gelu": F_.gelu}
+
+
+def _activation(activation: str | Activation) -> Activation:
+    if isinstance(activation, str):
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} or a callable, got {activation!r}")
+        return ACTIVATIONS[activation]
+    if not callable(activation):
+        raise TypeError(f"activation must be a name or a callable Tensor -> Tensor, got {type(activation).__name__}")
+    return activation
+
+
+def _check_dropout(p: float) -> float:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must lie in [0, 1], got dropout={p}")
+    return p
 
 
 @catalogued("extra:transformer-encoder")
@@ -46,17 +74,21 @@ def position_wise_ffn(
 ) -> Tensor:
     """The position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``, applied to every row.
 
-    X: ``(..., n, d_model)``; W_1: ``(d_ff, d_model)``; b_1: ``(d_ff,)``;
-    W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)``. Returns ``(..., n, d_model)``.
-    Raises ``ValueError`` on shape mismatches.
+    X: ``(..., n, d_model)``; W_1: ``(d_ff, d_model)``; b_1: ``(d_ff,)`` or None;
+    W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)`` or None (no bias).
+    Returns ``(..., n, d_model)``. Raises ``ValueError`` on shape mismatches.
     """
     as_tensor(X, "X")
     d_model, d_ff = X.shape[-1], W_1.shape[0]
     check_weight(W_1, (d_ff, d_model), "W_1", "(d_ff, d_model)")
-    check_weight(b_1, (d_ff,), "b_1", "(d_ff,)")
     check_weight(W_2, (d_model, d_ff), "W_2", "(d_model, d_ff)")
-    check_weight(b_2, (d_model,), "b_2", "(d_model,)")
-    return activation(X @ W_1.T + b_1) @ W_2.T + b_2
+    if b_1 is not None:
+        check_weight(b_1, (d_ff,), "b_1", "(d_ff,)")
+    if b_2 is not None:
+        check_weight(b_2, (d_model,), "b_2", "(d_model,)")
+    H = X @ W_1.T  # matmul then add, as before the bias became optional (bit-identical outputs)
+    H = activation(H if b_1 is None else H + b_1) @ W_2.T
+    return H if b_2 is None else H + b_2
 
 
 @catalogued(
@@ -72,16 +104,45 @@ def residual_norm(X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callabl
 
 
 class FeedForward(nn.Module):
-    """Module form of :func:`position_wise_ffn` (``linear1``: ``W_1``, ``linear2``: ``W_2``)."""
+    """Module form of :func:`position_wise_ffn` (``linear1``: ``W_1``, ``linear2``: ``W_2``).
 
-    def __init__(self, d_model: int, d_ff: int, activation: Activation = F_.relu) -> None:
+    activation: ``"relu"``, ``"gelu"`` or a callable; dropout: applied after the
+    activation (training mode only), as in torch; bias: False drops ``b_1``, ``b_2``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str | Activation = F_.relu, *, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.activation = activation
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.activation = _activation(activation)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
 
     def forward(self, X: Tensor) -> Tensor:
-        return position_wise_ffn(X, self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias, self.activation)
+        act = self.activation if self.dropout.p == 0.0 else (lambda H: self.dropout(self.activation(H)))
+        return position_wise_ffn(X, self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias, act)
+
+
+def _attention_sublayer(
+    attention: nn.Module, memory: Tensor | None, mask: Tensor | None, key_padding_mask: Tensor | None,
+    is_causal: bool, drop: nn.Module, box: list[Tensor],
+) -> Callable[[Tensor], Tensor]:
+    """The attention sub-layer ``Z -> dropout(attention(Z, memory or Z, mask))``, its weights kept in ``box``.
+
+    key_padding_mask and is_causal are passed only when set (a replacement
+    attention module need not accept them).
+    """
+    options: dict[str, object] = {}
+    if key_padding_mask is not None:
+        options["key_padding_mask"] = key_padding_mask
+    if is_causal:
+        options["is_causal"] = True
+
+    def run(Z: Tensor) -> Tensor:
+        out, a = attention(Z, Z if memory is None else memory, mask, **options)
+        box.append(a)
+        return drop(out)
+
+    return run
 
 
 def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
@@ -103,30 +164,34 @@ class EncoderLayer(nn.Module):
     in the original; True: pre-norm), self_attn (optional replacement attention
     module with signature ``(X_q, X_kv, mask) -> (out, weights)``, e.g.
     :class:`~attnsurvey.transformer.relative.RelativeSelfAttention`).
-    ``forward(X, mask=None)``: X ``(..., n, d_model)``, mask boolean ``(..., n, n)``
-    or ``(..., 1, n)`` for padding; returns ``(X', weights (..., h, n, n))``.
-    Raises ``ValueError`` if ``h`` does not divide ``d_model`` or X has the wrong width.
+    Keyword options as ``torch.nn.TransformerEncoderLayer`` (see the module notes):
+    activation, dropout, bias, layer_norm_eps.
+    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
+    ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
+    padding, key_padding_mask boolean ``(..., n)`` (``True`` = real token),
+    is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
+    Raises ``ValueError`` if ``h`` does not divide ``d_model``, X has the wrong
+    width, or dropout lies outside ``[0, 1]``.
     """
 
-    def __init__(self, d_model: int, h: int, d_ff: int, norm_first: bool = False, self_attn: nn.Module | None = None) -> None:
+    def __init__(
+        self, d_model: int, h: int, d_ff: int, norm_first: bool = False, self_attn: nn.Module | None = None, *,
+        activation: str | Activation = F_.relu, dropout: float = 0.0, bias: bool = True, layer_norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(d_model, h, bias=True)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
+        self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout=dropout, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor]:
         _check_model_input(X, self.d_model, "X", "EncoderLayer")
         box: list[Tensor] = []
-
-        def attn(Z: Tensor) -> Tensor:
-            out, a = self.self_attn(Z, Z, mask)
-            box.append(a)
-            return out
-
+        attn = _attention_sublayer(self.self_attn, None, mask, key_padding_mask, is_causal, self.dropout1, box)
         X = residual_norm(X, attn, self.norm1, self.norm_first)
-        X = residual_norm(X, self.ffn, self.norm2, self.norm_first)
+        X = residual_norm(X, lambda Z: self.dropout2(self.ffn(Z)), self.norm2, self.norm_first)
         return X, box[0]
 
 
@@ -141,37 +206,38 @@ class DecoderLayer(nn.Module):
     ``forward(Y, M, self_mask=None, memory_mask=None)``: Y ``(..., n_y, d_model)``
     decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
     ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
-    memory_mask ``(..., n_y or 1, n_x)``. Returns ``(Y', self weights, cross weights)``.
+    memory_mask ``(..., n_y or 1, n_x)``. Keyword options as
+    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias,
+    layer_norm_eps; forward also takes ``self_key_padding_mask`` ``(..., n_y)``,
+    ``memory_key_padding_mask`` ``(..., n_x)`` and ``self_is_causal``.
+    Returns ``(Y', self weights, cross weights)``.
     """
 
-    def __init__(self, d_model: int, h: int, d_ff: int, norm_first: bool = False) -> None:
+    def __init__(
+        self, d_model: int, h: int, d_ff: int, norm_first: bool = False, *,
+        activation: str | Activation = F_.relu, dropout: float = 0.0, bias: bool = True, layer_norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, bias=True)
-        self.cross_attn = MultiHeadAttention(d_model, h, bias=True)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.self_attn = MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
+        self.cross_attn = MultiHeadAttention(d_model, h, bias=bias, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout=dropout, bias=bias)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(
-        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None
+        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None, *,
+        self_key_padding_mask: Tensor | None = None, memory_key_padding_mask: Tensor | None = None, self_is_causal: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
         box: list[Tensor] = []
 
-        def self_attn(Z: Tensor) -> Tensor:
-            out, a = self.self_attn(Z, Z, self_mask)
-            box.append(a)
-            return out
-
-        def cross_attn(Z: Tensor) -> Tensor:
-            out, a = self.cross_attn(Z, M, memory_mask)
-            box.append(a)
-            return out
-
-        Y = residual_norm(Y, self_attn, self.norm1, self.norm_first)
-        Y = residual_norm(Y, cross_attn, self.norm2, self.norm_first)
-        Y = residual_norm(Y, self.ffn, self.norm3, self.norm_first)
+        self_sub = _attention_sublayer(self.self_attn, None, self_mask, self_key_padding_mask, self_is_causal, self.dropout1, box)
+        cross_sub = _attention_sublayer(self.cross_attn, M, memory_mask, memory_key_padding_mask, False, self.dropout2, box)
+        Y = residual_norm(Y, self_sub, self.norm1, self.norm_first)
+        Y = residual_norm(Y, cross_sub, self.norm2, self.norm_first)
+        Y = residual_norm(Y, lambda Z: self.dropout3(self.ffn(Z)), self.norm3, self.norm_first)
         return Y, box[0], box[1]
 
 
@@ -179,8 +245,11 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
 
-    ``forward(X, mask=None)`` returns ``(X', [weights per layer])``. ``self_attn_factory``
-    (optional) builds the attention module of each layer.
+    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)`` returns
+    ``(X', [weights per layer])``. ``self_attn_factory`` (optional) builds the
+    attention module of each layer; ``final_norm`` (default: ``norm_first``) adds
+    a LayerNorm after the last layer; other keyword options go to every
+    :class:`EncoderLayer`.
     """
 
     def __init__(
@@ -191,44 +260,91 @@ class Encoder(nn.Module):
         d_ff: int,
         norm_first: bool = False,
         self_attn_factory: Callable[[], nn.Module] | None = None,
+        *,
+        final_norm: bool | None = None,
+        **layer_options: object,
     ) -> None:
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None) for _ in range(n_layers)
+            EncoderLayer(d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options)  # type: ignore[arg-type]
+            for _ in range(n_layers)
         )
-        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, list[Tensor]]:
         weights = []
         for layer in self.layers:
-            X, a = layer(X, mask)
+            X, a = layer(X, mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
             weights.append(a)
         return self.final_norm(X), weights
 
 
 @catalogued("extra:transformer-decoder")
 class Decoder(nn.Module):
-    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask)``
-    returns ``(Y', [self weights per layer], [cross weights per layer])``."""
+    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **options)``
+    (options as :meth:`DecoderLayer.forward`) returns ``(Y', [self weights per
+    layer], [cross weights per layer])``. ``final_norm`` and layer options as :class:`Encoder`."""
 
-    def __init__(self, n_layers: int, d_model: int, h: int, d_ff: int, norm_first: bool = False) -> None:
+    def __init__(
+        self, n_layers: int, d_model: int, h: int, d_ff: int, norm_first: bool = False, *,
+        final_norm: bool | None = None, **layer_options: object,
+    ) -> None:
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        self.layers = nn.ModuleList(DecoderLayer(d_model, h, d_ff, norm_first) for _ in range(n_layers))
-        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.layers = nn.ModuleList(DecoderLayer(d_model, h, d_ff, norm_first, **layer_options) for _ in range(n_layers))  # type: ignore[arg-type]
+        self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
     def forward(
-        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None
+        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None, **options: object
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
-            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask)
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **options)
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
+
+
+def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, object]) -> nn.Module:
+    """The LayerNorm after the last layer (same eps and bias as the layers'), or the identity."""
+    if not wanted:
+        return nn.Identity()
+    return nn.LayerNorm(d_model, eps=float(layer_options.get("layer_norm_eps", 1e-5)), bias=bool(layer_options.get("bias", True)))  # type: ignore[arg-type]
+
+
+_TORCH_NAMES = (("multihead_attn.", "cross_attn."), ("linear1.", "ffn.linear1."), ("linear2.", "ffn.linear2."))
+
+
+def from_torch_transformer_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Map the state dict of ``torch.nn.TransformerEncoderLayer``, ``DecoderLayer``, ``TransformerEncoder``,
+    ``TransformerDecoder`` or ``Transformer`` to this module's names.
+
+    Every attention block (``self_attn``, ``multihead_attn`` -> ``cross_attn``) goes
+    through :func:`~attnsurvey.query_related.multihead.from_torch_state_dict`;
+    ``linear1``/``linear2`` -> ``ffn.linear1``/``ffn.linear2``; a stack's final
+    ``norm`` -> ``final_norm``. Load the result into the matching
+    :class:`EncoderLayer`, :class:`DecoderLayer`, :class:`Encoder` or :class:`Decoder`
+    (for ``nn.Transformer``, ``encoder.*`` and ``decoder.*`` keys for the two stacks).
+    """
+    out: dict[str, Tensor] = {}
+    blocks: dict[str, dict[str, Tensor]] = {}
+    for key, value in state_dict.items():
+        head, sep, tail = key.rpartition("attn.")
+        if sep and (head.endswith("self_") or head.endswith("multihead_")):
+            blocks.setdefault(head + sep, {})[tail] = value
+            continue
+        for old, new in _TORCH_NAMES:
+            key = key.replace(old, new)
+        if key.startswith(("norm.", "encoder.norm.", "decoder.norm.")) or key == "norm":
+            key = key.replace("norm.", "final_norm.", 1) if key.startswith("norm.") else key.replace(".norm.", ".final_norm.", 1)
+        out[key] = value
+    for prefix, block in blocks.items():
+        prefix = prefix.replace("multihead_attn.", "cross_attn.")
+        out.update({prefix + k: v for k, v in from_torch_state_dict(block).items()})
+    return out
 
 
 def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
+from ..masking import zero_masked
 from ..catalog import catalogued
 
 SELF_SCORE = -1e5
@@ -80,6 +81,7 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
     as_tensor(V, "V")
     check_min_rank(QK, 2, "QK", "(..., n, d)")
     check_dim_equal(QK.shape[-2], V.shape[-2], "shared-QK attention", "n of QK", "n of V")
+    QK, V = zero_masked(QK, mask), zero_masked(V, mask)  # a padded token holding NaN is inert in the gradients too
     n = QK.shape[-2]
     eye = torch.eye(n, dtype=torch.bool, device=QK.device)
 
@@ -98,8 +100,8 @@ def lsh_attention(
     QK: ``(..., n, d)``; V: ``(..., n, d_v)``; n_buckets: 1 or even; chunk_size
     ``m`` must divide ``n``; R: rotations ``(d, n_buckets/2)`` (drawn with
     ``generator`` if None). Returns ``(c (..., n, d_v), buckets (..., n))``.
-    With one bucket and ``m = n`` it is exactly :func:`shared_qk_attention`.
-    Raises ``ValueError`` if ``m`` does not divide ``n``.
+    With one bucket and ``m = n`` it is exactly :func:`shared_qk_attention`;
+    ``n = 0`` gives empty results. Raises ``ValueError`` if ``m`` does not divide ``n``.
     """
     as_tensor(QK, "QK")
     as_tensor(V, "V")
@@ -111,6 +113,8 @@ def lsh_attention(
     if R is None:
         R = random_rotations(d, n_buckets, generator)
     buckets = lsh_hash(QK, R, n_buckets)
+    if n == 0:  # no tokens: empty contexts
+        return V.new_zeros(*V.shape), buckets
     pos = torch.arange(n, device=QK.device).expand_as(buckets)
     order = (buckets * n + pos).argsort(dim=-1)  # sort by bucket, then position
     gather = lambda T, idx: T.gather(-2, idx[..., None].expand(*idx.shape, T.shape[-1]))  # noqa: E731

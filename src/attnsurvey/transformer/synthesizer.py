@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..attention import align_scores
+from ..masking import zero_masked
 from ..catalog import catalogued
 
 
@@ -47,6 +48,7 @@ def dense_synthesizer_weights(
     check_weight(b_2, (l,), "b_2", "(l,)")
     n = X.shape[-2]
     _check_len(n, l, "the Dense Synthesizer")
+    X = zero_masked(X, mask)  # a padded token holding NaN is inert in the gradients too
     B = torch.relu(X @ W_1.T + b_1) @ W_2[:n].T + b_2[:n]
     return align_scores(B, mask)  # the alignment step of attend, on synthesised scores
 

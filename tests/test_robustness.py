@@ -1,0 +1,282 @@
+"""Issue 13: every public mechanism gives a correct result or a clear error on edge-case inputs.
+
+Each test here failed before its fix (see ``scripts/edge_case_sweep.py`` for the sweep that found them).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+NAN = float("nan")
+
+
+def _poisoned(B: int = 2, n_f: int = 5, d: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Features with NaN in the last (masked) slot, the clean features and the (B, n_f) mask."""
+    g = torch.Generator().manual_seed(0)
+    F = torch.randn(B, n_f, d, generator=g, dtype=torch.float64)
+    bad = F.clone()
+    bad[:, -1] = NAN
+    mask = torch.ones(B, n_f, dtype=torch.bool)
+    mask[:, -1] = False
+    return bad, F, mask
+
+
+def test_context_and_attend_scores_keep_masked_values_inert():
+    from attnsurvey.attention import attend_scores, context
+    from attnsurvey.query_related.types import mean_pool
+
+    bad, F, mask = _poisoned()
+    torch.testing.assert_close(mean_pool(bad, mask), mean_pool(F, mask))  # was all NaN
+    e = torch.randn(2, 3, 5, dtype=torch.float64)
+    torch.testing.assert_close(attend_scores(e, bad, mask[:, None])[0], attend_scores(e, F, mask[:, None])[0])
+    a = torch.softmax(e, -1).masked_fill(~mask[:, None], 0.0)
+    torch.testing.assert_close(context(a, bad), a @ F)
+    a[0, 0, -1] = 0.5  # a non-zero weight on a NaN value still gives NaN there, and only there
+    c = context(a, bad)
+    assert torch.isnan(c[0, 0]).all() and torch.isfinite(c[0, 1:]).all() and torch.isfinite(c[1]).all()
+
+
+@pytest.mark.parametrize("case", ["depthwise_conv", "lite", "local_window", "lsh", "max_pooled", "hard_alignment"])
+def test_empty_feature_sets_give_empty_results(case):
+    from attnsurvey.evaluation.intrinsic import hard_alignment
+    from attnsurvey.feature_related.co_attention import max_pooled_affinity_scores
+    from attnsurvey.transformer import lite, local, reformer
+
+    X = torch.zeros(2, 0, 4)
+    if case == "depthwise_conv":
+        assert lite.depthwise_conv(X, torch.ones(4, 3)).shape == (2, 0, 4)
+    elif case == "lite":
+        assert lite.LiteTransformerBlock(4, 2, 8)(X)[0].shape == (2, 0, 4)
+    elif case == "local_window":
+        c, a = local.local_window_attention(X, X, X, 1)
+        assert c.shape == (2, 0, 4) and a.shape == (2, 0, 3)
+    elif case == "lsh":
+        assert reformer.lsh_attention(X, X, 2, 2)[0].shape == (2, 0, 4)
+    elif case == "max_pooled":
+        e1, e2 = max_pooled_affinity_scores(torch.zeros(2, 3, 0))
+        assert e2.shape == (2, 0) and torch.equal(e1, torch.full((2, 3), torch.finfo(torch.float32).min))
+    else:
+        assert hard_alignment(torch.zeros(2, 0)).shape == (2, 0)
+
+
+def test_lite_block_keeps_padding_out_of_real_tokens():
+    from attnsurvey.transformer.lite import LiteTransformerBlock, depthwise_conv
+
+    torch.manual_seed(0)
+    blk = LiteTransformerBlock(4, 2, 8).double().eval()
+    X = torch.randn(1, 5, 4, dtype=torch.float64)
+    kpm = torch.tensor([[True, True, True, False, False]])
+    padded = X.clone()
+    padded[:, 3:] = NAN
+    real = blk(X[:, :3])[0]
+    torch.testing.assert_close(blk(padded, key_padding_mask=kpm)[0][:, :3], real)  # was leaking through the conv
+    torch.testing.assert_close(blk(X, key_padding_mask=kpm)[0][:, :3], real)
+    W = torch.randn(4, 3, dtype=torch.float64)
+    torch.testing.assert_close(depthwise_conv(padded, W, mask=kpm)[:, :3], depthwise_conv(X[:, :3], W))
+
+
+def test_seq2seq_and_greedy_decode_accept_an_empty_batch():
+    from attnsurvey.seq2seq import Seq2Seq
+
+    torch.manual_seed(0)
+    m = Seq2Seq(7).eval()
+    src = torch.zeros(0, 4, dtype=torch.long)
+    logits, a = m(src, torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    assert logits.shape == (0, 3, 7) and a.shape == (0, 3, 4)
+    tokens, logits, a = m.greedy_decode(src, 3)
+    assert tokens.shape == (0, 3) and logits.shape == (0, 3, 7)
+
+
+def _losses_over_nothing():
+    from attnsurvey.evaluation.intrinsic import supervised_attention_loss
+    from attnsurvey.general_mechanisms.alignment import score_function_surrogate
+    from attnsurvey.general_mechanisms.pointer import PointerNetwork, pointer_loss
+    from attnsurvey.query_related.capsule import capsule_loss
+    from attnsurvey.seq2seq import sequence_loss
+
+    torch.manual_seed(0)
+    z = lambda *s: torch.zeros(*s, requires_grad=True)  # noqa: E731
+    long0 = torch.zeros(0, dtype=torch.long)
+    return {
+        "sequence_loss (empty)": lambda: sequence_loss(z(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
+        "sequence_loss (all PAD)": lambda: sequence_loss(z(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+        "capsule_loss": lambda: capsule_loss(z(0, 3), z(0, 3, 4), z(0, 4), long0)[0],
+        "supervised_attention_loss": lambda: supervised_attention_loss(z(0, 3), long0, z(0, 5), torch.zeros(0, 5, dtype=torch.bool), 1.0),
+        "score_function_surrogate": lambda: score_function_surrogate(z(0), torch.zeros(0)),
+        "pointer_loss": lambda: pointer_loss(PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))),
+    }
+
+
+@pytest.mark.parametrize("name", list(_losses_over_nothing()))
+def test_losses_over_nothing_are_zero_with_a_zero_gradient(name):
+    loss = _losses_over_nothing()[name]()
+    assert loss.shape == () and float(loss.detach()) == 0.0  # was NaN
+    loss.backward()  # still on the graph: a training loop can step on an empty batch
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "accuracy (all ignored)", "token_accuracy", "token_accuracy (all PAD)", "sequence_accuracy"])
+def test_metrics_over_nothing_raise_a_clear_error(metric):
+    from attnsurvey.seq2seq import sequence_accuracy, token_accuracy
+    from attnsurvey.training import accuracy
+
+    calls = {
+        "accuracy": lambda: accuracy(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)),
+        "accuracy (all ignored)": lambda: accuracy(torch.zeros(3, 5), torch.full((3,), -1), ignore_index=-1),
+        "token_accuracy": lambda: token_accuracy(torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
+        "token_accuracy (all PAD)": lambda: token_accuracy(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+        "sequence_accuracy": lambda: sequence_accuracy(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long)),
+    }
+    with pytest.raises(ValueError, match="undefined over no items"):  # was NaN
+        calls[metric]()
+
+
+def test_moving_average_baseline_survives_an_empty_batch():
+    from attnsurvey.general_mechanisms.alignment import MovingAverageBaseline
+
+    b = MovingAverageBaseline(momentum=0.5)
+    b.update(torch.full((3,), 2.0))
+    assert float(b.update(torch.zeros(0))) == 2.0
+    assert float(b.update(torch.full((3,), 4.0))) == 2.0 and float(b.value) == 3.0  # was NaN for good
+
+
+@pytest.mark.parametrize("case", ["MultiHopAttention n_hops=0", "SelfAttention d_k=0", "CosineScore s=0", "CosineScore s=-1", "attend scale=inf", "attend scale=nan"])
+def test_invalid_hyper_parameters_name_their_symbol(case):
+    from attnsurvey.attention import attend
+    from attnsurvey.general_mechanisms.scoring import CosineScore
+    from attnsurvey.query_related.multihop import MultiHopAttention
+    from attnsurvey.query_related.types import SelfAttention
+
+    X = torch.zeros(1, 2, 4)
+    calls = {
+        "MultiHopAttention n_hops=0": (lambda: MultiHopAttention(4, 4, 0), "n_hops"),
+        "SelfAttention d_k=0": (lambda: SelfAttention(4, d_k=0), "d_k"),
+        "CosineScore s=0": (lambda: CosineScore(scale=0.0), "temperature"),
+        "CosineScore s=-1": (lambda: CosineScore(scale=-1.0), "temperature"),
+        "attend scale=inf": (lambda: attend(X, X, X, scale=float("inf")), "scale"),
+        "attend scale=nan": (lambda: attend(X, X, X, scale=float("nan")), "scale"),
+    }
+    call, symbol = calls[case]
+    with pytest.raises(ValueError, match=symbol):  # each was accepted silently
+        call()
+
+
+@pytest.mark.parametrize("dtype,scale", [(torch.float32, 1e20), (torch.float32, 1e30), (torch.float16, 300.0), (torch.float64, 1e160)])
+def test_norm_based_scores_do_not_overflow(dtype, scale):
+    from attnsurvey.general_mechanisms.scoring import cosine_score, euclidean_score
+
+    g = torch.Generator().manual_seed(0)
+    Q, K = torch.randn(2, 3, 4, generator=g, dtype=torch.float64), torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    tol = 1e-2 if dtype == torch.float16 else 1e-5
+    cos = cosine_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was 0 (norms overflowed to inf)
+    torch.testing.assert_close(cos.double(), cosine_score(Q, K), rtol=tol, atol=tol)
+    dist = euclidean_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was -inf
+    assert torch.isfinite(dist).all()
+    torch.testing.assert_close(dist.double() / scale, euclidean_score(Q, K), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "list", "int tensor", "python float", "mixed dtypes"])
+def test_non_tensor_inputs_raise_a_type_error_naming_the_argument(kind):
+    from attnsurvey.attention import attend
+    from attnsurvey.query_related.types import mean_pool
+
+    X = torch.randn(2, 3, 4)
+    bad = {"numpy": X.numpy(), "list": X.tolist(), "int tensor": X.long(), "python float": 1.0, "mixed dtypes": X.double()}[kind]
+    with pytest.raises(TypeError, match="K" if kind != "mixed dtypes" else "dtype mismatch") as info:
+        attend(X, bad, X)
+    assert isinstance(info.value, ValueError)  # still a ValueError for code written against the old error
+    if kind != "mixed dtypes":
+        with pytest.raises(TypeError, match=r"F must be a (torch\.Tensor|floating-point tensor)"):
+            mean_pool(bad)
+
+
+def test_multidimensional_attention_keeps_masked_values_inert():
+    from attnsurvey.general_mechanisms.dimensionality import multidimensional_attend
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(1)
+    Q = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    W1, W2, W_d = (torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    m = mask[:, None, :].expand(2, 3, 5)
+    c_bad, _ = multidimensional_attend(Q, bad, bad, W1, W2, W_d, mask=m)
+    c_clean, _ = multidimensional_attend(Q, F, F, W1, W2, W_d, mask=m)
+    torch.testing.assert_close(c_bad, c_clean)  # was NaN
+
+
+@pytest.mark.parametrize("fn", ["mean_pool", "learned_query_attention", "queryless_attention", "source2token", "mean_key", "target_pooling"])
+def test_pooling_accepts_a_shared_1d_mask(fn):
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.feature_related import rotatory as ro
+    from attnsurvey.query_related import types as ty
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(2)
+    w, W, W2, W3 = torch.randn(4, generator=g, dtype=torch.float64), *(torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    call = {
+        "mean_pool": lambda X, m: ty.mean_pool(X, m),
+        "learned_query_attention": lambda X, m: ty.learned_query_attention(X, X, w, m)[0],
+        "queryless_attention": lambda X, m: ty.queryless_attention(X, X, W, w, w, m)[0],
+        "source2token": lambda X, m: ty.source2token(X, W, W2, w, mask=m)[0],
+        "mean_key": lambda X, m: co.mean_key(X, m),
+        "target_pooling": lambda X, m: ro.target_pooling(X, m),
+    }[fn]
+    shared = mask[0]  # (n_f,): one mask for the whole batch (crashed with IndexError/ValueError before)
+    torch.testing.assert_close(call(bad, shared), call(F, mask))
+
+
+def test_permuted_attention_accepts_empty_weights():
+    from attnsurvey.evaluation.intrinsic import permutation_output_change, permuted_attention
+
+    assert permuted_attention(torch.zeros(2, 0)).shape == (2, 0)  # was a reshape RuntimeError
+    assert permuted_attention(torch.zeros(0, 4)).shape == (0, 4)
+    assert torch.equal(permutation_output_change(lambda a: a.sum(-1, keepdim=True), torch.zeros(2, 0)), torch.zeros(2))
+
+
+@pytest.mark.parametrize("fn", ["multidimensional_attend", "memory_hop", "multi_hop_attention", "queryless_attention"])
+def test_masked_nan_keeps_gradients_finite(fn):
+    from attnsurvey.general_mechanisms.dimensionality import multidimensional_attend
+    from attnsurvey.general_mechanisms.scoring import dot_score
+    from attnsurvey.query_related.multihop import memory_hop, multi_hop_attention
+    from attnsurvey.query_related.types import queryless_attention
+
+    bad, _, mask = _poisoned()
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, generator=g, dtype=torch.float64)
+    K = bad.clone().requires_grad_(True)
+    out = {
+        "multidimensional_attend": lambda: multidimensional_attend(q[:, None], K, K, W, W, W, mask=mask[:, None])[0],
+        "memory_hop": lambda: memory_hop(q, K, K, mask)[0],
+        "multi_hop_attention": lambda: multi_hop_attention(q, K, K, lambda a, k: dot_score(a[..., :4], k), 2, mask=mask)[0],
+        "queryless_attention": lambda: queryless_attention(K, K, W, w, w, mask)[0],
+    }[fn]()
+    out.sum().backward()
+    for t in (q, W, K):  # 0 * NaN in the backward pass made these NaN before
+        assert t.grad is None or torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("fn", ["self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"])
+def test_a_padded_token_holding_nan_keeps_gradients_finite(fn):
+    from attnsurvey.query_related.types import self_attention
+    from attnsurvey.transformer.lite import LiteTransformerBlock
+    from attnsurvey.transformer.reformer import shared_qk_attention
+    from attnsurvey.transformer.synthesizer import dense_synthesizer_weights
+
+    bad, F, mask = _poisoned()
+    g = torch.Generator().manual_seed(5)
+    W = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(4, dtype=torch.float64)
+    W5, b5 = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    attn = mask[:, None, :].expand(2, 5, 5)
+    torch.manual_seed(0)
+    blk = LiteTransformerBlock(4, 1, 8).double()
+    X = bad.clone().requires_grad_(True)
+    out = {
+        "self_attention": lambda: self_attention(X, W, W, W, attn)[0],
+        "shared_qk_attention": lambda: shared_qk_attention(X, X, attn)[0],
+        "dense_synthesizer_weights": lambda: dense_synthesizer_weights(X, W, b, W5, b5, attn),
+        "LiteTransformerBlock": lambda: blk(X, key_padding_mask=mask)[0],
+    }[fn]()
+    out[:, :-1].sum().backward()  # the real tokens' outputs
+    grads = [X.grad, W.grad] + [p.grad for p in blk.parameters()]
+    assert all(t is None or torch.isfinite(t).all() for t in grads)  # the padded NaN token made them NaN
