@@ -50,13 +50,13 @@ endif
 
 test: env assets
 	$(JB) build . --all -W -n --keep-going
-	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile tests chapters $(NBVAL)
+	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile tests chapters book/*.ipynb $(NBVAL)
 
 test-unit: env
 	$(PINNED) $(PY) -m pytest -n 2 tests --ignore=tests/browser
 
 test-notebooks: env
-	$(PINNED) $(PY) -m pytest -n 2 --dist loadfile chapters $(NBVAL)
+	$(PINNED) $(PY) -m pytest -n 2 --dist loadfile chapters book/*.ipynb $(NBVAL)
 
 test-browser: env
 	$(PINNED) $(PY) -m pytest tests/browser
@@ -80,7 +80,9 @@ clean:
 
 # Issue 14: the student version of every chapter (nbgrader format: solutions
 # replaced by stubs, outputs cleared) and the whole book as one PDF.
-.PHONY: student pdf
+.PHONY: student pdf test-grading
+test-grading: env  # autograde every chapter's instructor and student versions (two runs each)
+	ATTNSURVEY_GRADE_ALL=1 $(PINNED) $(PY) -m pytest -n 2 tests/test_grading.py
 student: env
 	$(PY) scripts/student.py --out _build/student
 	@echo "Student notebooks are in $(CURDIR)/_build/student (grade with scripts/autograde.py)"

@@ -14,6 +14,7 @@ Writes ``benchmarks/results/kv_cache.json`` (with a machine description) and
 the figure ``book/figures/kv_cache_tokens_per_second.png`` that chapter 6.1
 shows. Nothing here asserts: the figures are measurements, not tests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,13 @@ def measure(kind: str, use_cache: bool, tokens: int, repeats: int) -> dict:
         generate(lm, prompt, tokens, use_cache)
         rates.append(tokens / (time.perf_counter() - start))
     cache_bytes = sum(c.nbytes for c in lm.new_caches(1, PROMPT + tokens)) if use_cache else 0
-    return {"kind": kind, "cache": use_cache, "tokens_per_second": statistics.median(rates), "runs": rates, "cache_bytes": cache_bytes}
+    return {
+        "kind": kind,
+        "cache": use_cache,
+        "tokens_per_second": statistics.median(rates),
+        "runs": rates,
+        "cache_bytes": cache_bytes,
+    }
 
 
 def plot(rows: list[dict], tokens: int) -> None:
@@ -67,7 +74,12 @@ def plot(rows: list[dict], tokens: int) -> None:
     width = 0.38
     for j, cache in enumerate((False, True)):
         vals = [next(r["tokens_per_second"] for r in rows if r["kind"] == k and r["cache"] == cache) for k in kinds]
-        ax.bar([i + (j - 0.5) * width for i in range(len(kinds))], vals, width, label="with KV cache" if cache else "no cache (recompute)")
+        ax.bar(
+            [i + (j - 0.5) * width for i in range(len(kinds))],
+            vals,
+            width,
+            label="with KV cache" if cache else "no cache (recompute)",
+        )
     ax.set_xticks(range(len(kinds)), [f"{k}\n({KV_HEADS[k]} K/V heads)" for k in kinds])
     ax.set_ylabel("generated tokens / s")
     ax.set_title(f"Greedy generation of {tokens} tokens, 1 CPU thread (median of runs)", fontsize=9)
@@ -90,17 +102,34 @@ def main(argv: list[str] | None = None) -> int:
         for cache in (False, True):
             row = measure(kind, cache, args.tokens, args.repeats)
             rows.append(row)
-            print(f"{kind}  cache={'yes' if cache else 'no ':3s}  {row['tokens_per_second']:8.1f} tokens/s  "
-                  f"cache {row['cache_bytes'] / 2**20:6.2f} MiB", flush=True)
+            print(
+                f"{kind}  cache={'yes' if cache else 'no ':3s}  {row['tokens_per_second']:8.1f} tokens/s  "
+                f"cache {row['cache_bytes'] / 2**20:6.2f} MiB",
+                flush=True,
+            )
     for kind in KV_HEADS:
-        no, yes = (next(r["tokens_per_second"] for r in rows if r["kind"] == kind and r["cache"] == c) for c in (False, True))
+        no, yes = (
+            next(r["tokens_per_second"] for r in rows if r["kind"] == kind and r["cache"] == c) for c in (False, True)
+        )
         print(f"{kind}: the cache is {yes / no:.1f}x faster")
     result = {
-        "settings": {**MODEL, "kv_heads": KV_HEADS, "prompt": PROMPT, "tokens": args.tokens, "repeats": args.repeats,
-                     "batch": 1, "dtype": "float32", "threads": int(threads), "torch": torch.__version__,
-                     "machine": platform.machine(), "processor": platform.processor(), "python": platform.python_version(),
-                     "cpu_count": os.cpu_count(), "load_average_1min": os.getloadavg()[0],
-                     "tokens_per_second": "generated tokens / wall seconds, median of the repeats"},
+        "settings": {
+            **MODEL,
+            "kv_heads": KV_HEADS,
+            "prompt": PROMPT,
+            "tokens": args.tokens,
+            "repeats": args.repeats,
+            "batch": 1,
+            "dtype": "float32",
+            "threads": int(threads),
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "load_average_1min": os.getloadavg()[0],
+            "tokens_per_second": "generated tokens / wall seconds, median of the repeats",
+        },
         "rows": rows,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)

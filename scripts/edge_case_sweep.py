@@ -25,6 +25,7 @@ Usage::
 It prints a summary table (per group and per variation) and, with ``-v``, every
 case that is not ``ok``/``clear``. It writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ import sys
 import traceback
 import warnings
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,8 +59,14 @@ class Case:
 CASES: list[Case] = []
 
 
-def add(group: str, variation: str, name: str, thunk: Callable[[], Any], check: Callable[[Any], bool] | None = None,
-        expect_error: bool = False) -> None:
+def add(
+    group: str,
+    variation: str,
+    name: str,
+    thunk: Callable[[], Any],
+    check: Callable[[Any], bool] | None = None,
+    expect_error: bool = False,
+) -> None:
     CASES.append(Case(group, variation, name, thunk, check, expect_error))
 
 
@@ -93,7 +101,7 @@ def classify(c: Case) -> tuple[str, str]:
         if frames and frames[-1].filename == __file__:
             return "n/a", f"the harness cannot build this case: {exc}"
         return "crash", f"{type(exc).__name__} (from {frames[-1].filename.split(os.sep)[-1] if frames else '?'}): {exc}"
-    except Exception as exc:  # noqa: BLE001 - the sweep classifies every failure
+    except Exception as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         if frames and frames[-1].filename == __file__:
             return "n/a", f"the harness cannot build this case: {exc}"
@@ -102,7 +110,7 @@ def classify(c: Case) -> tuple[str, str]:
         return "silent", "invalid input accepted"
     try:
         good = finite(out) if c.check is None else bool(c.check(out))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "silent", f"check failed: {type(exc).__name__}: {exc}"
     return ("ok", "") if good else ("silent", "check failed (NaN/Inf, shape or reference)")
 
@@ -160,7 +168,9 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
 
     def mha(Q, K, V, m):
         dtp = dt(Q)
-        return mh.multi_head_attention(Q, K, V, W(D, D, **t(dtp)), W(D, D, **t(dtp)), W(D, D, **t(dtp)), W(D, D, **t(dtp)), 2, m)
+        return mh.multi_head_attention(
+            Q, K, V, W(D, D, **t(dtp)), W(D, D, **t(dtp)), W(D, D, **t(dtp)), W(D, D, **t(dtp)), 2, m
+        )
 
     return {
         "attend/softmax": lambda Q, K, V, m: at.attend(Q, K, V, m),
@@ -174,50 +184,71 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
         "sparsemax": lambda Q, K, V, m: sm.sparsemax(sc.scaled_dot_score(Q, K), m),
         "entmax15": lambda Q, K, V, m: sm.entmax15(sc.scaled_dot_score(Q, K), m),
         "additive_score+soft": lambda Q, K, V, m: al.soft_align(
-            sc.additive_score(Q, K, W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), W(D, **t(dt(Q)))), m),
+            sc.additive_score(Q, K, W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), W(D, **t(dt(Q)))), m
+        ),
         "hard_align/argmax": lambda Q, K, V, m: al.hard_attend(sc.dot_score(Q, K), V[:, None], "argmax", mask=m),
-        "local_align": lambda Q, K, V, m: al.local_align(sc.dot_score(Q, K), torch.zeros(np.shape(Q)[:-1], dtype=dt(Q)), 1.0, m),
+        "local_align": lambda Q, K, V, m: al.local_align(
+            sc.dot_score(Q, K), torch.zeros(np.shape(Q)[:-1], dtype=dt(Q)), 1.0, m
+        ),
         "multidimensional_attend": lambda Q, K, V, m: dm.multidimensional_attend(
-            Q, K, V, W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), mask=m),
+            Q, K, V, W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), W(D, D, **t(dt(Q))), mask=m
+        ),
         "structured_attend": lambda Q, K, V, m: st.structured_attend(
-            sc.dot_score(Q[:, :1], K)[:, 0], W(2, 2, **t(dt(Q))), V, kv_mask(m)),
+            sc.dot_score(Q[:, :1], K)[:, 0], W(2, 2, **t(dt(Q))), V, kv_mask(m)
+        ),
         "multi_head_attention": mha,
         "self_attention": lambda Q, K, V, m: ty.self_attention(
-            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, D, **t(dt(K))),
-            self_mask(m, n_of(K, 1))),
+            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), self_mask(m, n_of(K, 1))
+        ),
         "queryless_attention": lambda Q, K, V, m: ty.queryless_attention(
-            K, V, W(D, D, **t(dt(K))), W(D, **t(dt(K))), W(D, **t(dt(K))), kv_mask(m)),
+            K, V, W(D, D, **t(dt(K))), W(D, **t(dt(K))), W(D, **t(dt(K))), kv_mask(m)
+        ),
         "learned_query_attention": lambda Q, K, V, m: ty.learned_query_attention(K, V, W(D, **t(dt(K))), kv_mask(m)),
         "mean_pool": lambda Q, K, V, m: ty.mean_pool(K, kv_mask(m)),
         "structured_self_attention": lambda Q, K, V, m: ty.structured_self_attention(
-            K, W(3, D, **t(dt(K))), W(2, 3, **t(dt(K))), kv_mask(m)),
+            K, W(3, D, **t(dt(K))), W(2, 3, **t(dt(K))), kv_mask(m)
+        ),
         "source2token": lambda Q, K, V, m: ty.source2token(
-            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, **t(dt(K))), mask=kv_mask(m)),
+            K, W(D, D, **t(dt(K))), W(D, D, **t(dt(K))), W(D, **t(dt(K))), mask=kv_mask(m)
+        ),
         "capsule_attention": lambda Q, K, V, m: ca.capsule_attention(
-            K, V, W(3, D, **t(dt(K))), W(3, D, **t(dt(K))), W(3, **t(dt(K))), kv_mask(m)),
+            K, V, W(3, D, **t(dt(K))), W(3, D, **t(dt(K))), W(3, **t(dt(K))), kv_mask(m)
+        ),
         "multi_hop_attention": lambda Q, K, V, m: mo.multi_hop_attention(
-            Q[:, 0], K, V, lambda q, k: sc.dot_score(q[..., :D], k), 2, mask=kv_mask(m)),
+            Q[:, 0], K, V, lambda q, k: sc.dot_score(q[..., :D], k), 2, mask=kv_mask(m)
+        ),
         "memory_hop": lambda Q, K, V, m: mo.memory_hop(Q[:, 0], K, V, kv_mask(m)),
         "max_pooled_co_attention": lambda Q, K, V, m: co.max_pooled_co_attention(
-            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, kv_mask(m)),
+            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, kv_mask(m)
+        ),
         "max_pooled_co_attention/1-D masks": lambda Q, K, V, m: co.max_pooled_co_attention(
-            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, None if m is None else kv_mask(m)[0]),
+            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, None if m is None else kv_mask(m)[0]
+        ),
         "mean_key": lambda Q, K, V, m: co.mean_key(K, kv_mask(m)),
         "target_pooling": lambda Q, K, V, m: ro.target_pooling(K, kv_mask(m)),
         "relative_position_attention": lambda Q, K, V, m: relative.relative_position_attention(
-            Q, K, V, W(5, D, **t(dt(Q))), W(5, D, **t(dt(Q))), m),
+            Q, K, V, W(5, D, **t(dt(Q))), W(5, D, **t(dt(Q))), m
+        ),
         "gaussian_biased_attention": lambda Q, K, V, m: relative.gaussian_biased_attention(
-            Q, K, V, torch.zeros(n_of(Q, 1), n_of(K, 1), dtype=dt(Q)), m),
+            Q, K, V, torch.zeros(n_of(Q, 1), n_of(K, 1), dtype=dt(Q)), m
+        ),
         "dense_synthesizer_weights": lambda Q, K, V, m: synthesizer.dense_synthesizer_weights(
-            K, W(D, D, **t(dt(K))), W(D, **t(dt(K))), W(n_of(K, 1), D, **t(dt(K))), W(n_of(K, 1), **t(dt(K))),
-            self_mask(m, n_of(K, 1))),
+            K,
+            W(D, D, **t(dt(K))),
+            W(D, **t(dt(K))),
+            W(n_of(K, 1), D, **t(dt(K))),
+            W(n_of(K, 1), **t(dt(K))),
+            self_mask(m, n_of(K, 1)),
+        ),
         "local_window_attention": lambda Q, K, V, m: local.local_window_attention(K, K, V, 1),
         "lsh_attention": lambda Q, K, V, m: reformer.lsh_attention(
-            K, V, 2, max(n_of(K, 1), 1), generator=torch.Generator().manual_seed(0)),
-        "shared_qk_attention": lambda Q, K, V, m: reformer.shared_qk_attention(
-            K, V, self_mask(m, n_of(K, 1))),
+            K, V, 2, max(n_of(K, 1), 1), generator=torch.Generator().manual_seed(0)
+        ),
+        "shared_qk_attention": lambda Q, K, V, m: reformer.shared_qk_attention(K, V, self_mask(m, n_of(K, 1))),
         "depthwise_conv": lambda Q, K, V, m: lite.depthwise_conv(K, W(D, 3, **t(dt(K)))),
-        "LiteTransformerBlock": lambda Q, K, V, m: _module(lite.LiteTransformerBlock(D, 2, 8), dt(K))(K, key_padding_mask=kv_mask(m)),
+        "LiteTransformerBlock": lambda Q, K, V, m: _module(lite.LiteTransformerBlock(D, 2, 8), dt(K))(
+            K, key_padding_mask=kv_mask(m)
+        ),
         "MultiHeadAttention": lambda Q, K, V, m: _module(mh.MultiHeadAttention(D, 2), dt(Q))(Q, K, m, X_v=V),
         "GeneralAttention": lambda Q, K, V, m: _module(gm.GeneralAttention(D, D), dt(Q))(Q, K, m),
     }
@@ -243,16 +274,26 @@ def shape_ok(out: Any, ref: Any) -> bool:
 
 def close(out: Any, ref: Any, tol: float = 1e-5) -> bool:
     return shape_ok(out, ref) and all(
-        torch.allclose(a.double(), b.double(), atol=tol, rtol=tol, equal_nan=False) for a, b in zip(tensors(out), tensors(ref))
-        if a.is_floating_point())
+        torch.allclose(a.double(), b.double(), atol=tol, rtol=tol, equal_nan=False)
+        for a, b in zip(tensors(out), tensors(ref))
+        if a.is_floating_point()
+    )
 
 
 #: mechanisms without a mask argument (a NaN anywhere may reach every output)
 MASKLESS = {"local_window_attention", "lsh_attention", "depthwise_conv"}
 #: wrappers whose scores the harness computes outside the mechanism (a score function called on
 #: NaN keys without the mask gives NaN gradients before the mechanism is reached: not checked for grads)
-COMPOSED = {"sparsemax", "entmax15", "additive_score+soft", "local_align", "structured_attend", "hard_align/argmax",
-            "max_pooled_co_attention", "max_pooled_co_attention/1-D masks"}
+COMPOSED = {
+    "sparsemax",
+    "entmax15",
+    "additive_score+soft",
+    "local_align",
+    "structured_attend",
+    "hard_align/argmax",
+    "max_pooled_co_attention",
+    "max_pooled_co_attention/1-D masks",
+}
 #: self-attention mechanisms: the padded slot is also a query, whose own row is not compared
 SELF_ROWS = {"self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"}
 
@@ -261,12 +302,22 @@ def build_mechanism_cases() -> None:
     for name, run in _mechanisms().items():
         g = "mechanism"
         # B = 0, n_f = 0, n_q = 0, length 1: a finite result of the right (empty) shape or a clear error.
-        for var, kw in {"B=0": dict(B=0), "n_f=0": dict(n_f=0), "n_q=0": dict(n_q=0), "n=1": dict(n_q=1, n_f=1)}.items():
+        for var, kw in {
+            "B=0": dict(B=0),
+            "n_f=0": dict(n_f=0),
+            "n_q=0": dict(n_q=0),
+            "n=1": dict(n_q=1, n_f=1),
+        }.items():
             add(g, var, name, lambda kw=kw, run=run: run(*inputs(**kw)))
         for dt in (torch.float16, torch.bfloat16, torch.float64):
-            add(g, str(dt).replace("torch.", ""), name,
+            add(
+                g,
+                str(dt).replace("torch.", ""),
+                name,
                 lambda dt=dt, run=run: run(*inputs(dtype=dt)),
-                check=lambda out, dt=dt: finite(out) and all(t.dtype == dt for t in tensors(out) if t.is_floating_point()))
+                check=lambda out, dt=dt: finite(out)
+                and all(t.dtype == dt for t in tensors(out) if t.is_floating_point()),
+            )
 
         # NaN / Inf in the masked slot: output equal to the clean input's.
         def poisoned(value: float, run=run):
@@ -277,6 +328,7 @@ def build_mechanism_cases() -> None:
             return run(Q, K2, V2, m), run(Q, K, V, m)
 
         if name not in MASKLESS:
+
             def inert(pair, self_rows=name in SELF_ROWS) -> bool:
                 if self_rows:  # the padded token's own output row is not a real token's
                     return close(first(pair[0])[:, :-1], first(pair[1])[:, :-1], 1e-9)
@@ -285,7 +337,7 @@ def build_mechanism_cases() -> None:
             for value in (float("nan"), float("inf")):
                 add(g, f"{value} in masked slot", name, lambda v=value, p=poisoned: p(v), check=inert)
 
-            def poisoned_grads(run=run):
+            def poisoned_grads(run=run, name=name):
                 """Gradients of Q and K with NaN in the masked slot: finite (0 * NaN must not reach them)."""
                 Q, K, V, m = inputs(dtype=torch.float64)
                 K2, V2 = K.clone(), V.clone()
@@ -298,7 +350,13 @@ def build_mechanism_cases() -> None:
                 return [x.grad for x in (Qg, Kg, Vg) if x.grad is not None]
 
             if name not in COMPOSED:
-                add(g, "grad, nan in masked slot", name, poisoned_grads, check=lambda grads: all(torch.isfinite(t).all() for t in grads))
+                add(
+                    g,
+                    "grad, nan in masked slot",
+                    name,
+                    poisoned_grads,
+                    check=lambda grads: all(torch.isfinite(t).all() for t in grads),
+                )
 
         # Fully masked row (first query of the first batch sees nothing): finite, other rows unchanged.
         def fully_masked(run=run):
@@ -311,7 +369,12 @@ def build_mechanism_cases() -> None:
         add(g, "scale 1e20", name, lambda run=run: run(*inputs(dtype=torch.float64, scale=1e20)))
         add(g, "numpy input", name, lambda run=run: run(*[x.numpy() if x.is_floating_point() else x for x in inputs()]))
         add(g, "list input", name, lambda run=run: run(*[x.tolist() if x.is_floating_point() else x for x in inputs()]))
-        add(g, "int input", name, lambda run=run: run(*[(x * 3).long() if x.is_floating_point() else x for x in inputs()]))
+        add(
+            g,
+            "int input",
+            name,
+            lambda run=run: run(*[(x * 3).long() if x.is_floating_point() else x for x in inputs()]),
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,18 +385,44 @@ def build_score_cases() -> None:
 
     Q, K, _, _ = inputs(dtype=torch.float32)
     for s in (1e20, 1e30):
-        add("score", f"scale {s:g}", "cosine_score", lambda s=s: sc.cosine_score(Q * s, K * s),
-            check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5))
-        add("score", f"scale {s:g}", "euclidean_score", lambda s=s: sc.euclidean_score(Q * s, K * s),
-            check=lambda e, s=s: finite(e) or s > 1e19 and bool((e <= 0).all()))
-    add("score", "huge norms", "euclidean_score/1e20", lambda: sc.euclidean_score(Q * 1e20, K * 1e20),
-        check=lambda e: bool(torch.isfinite(e).all()) and torch.allclose(e.double() / 1e20, sc.euclidean_score(Q.double(), K.double()), rtol=1e-4))
+        add(
+            "score",
+            f"scale {s:g}",
+            "cosine_score",
+            lambda s=s: sc.cosine_score(Q * s, K * s),
+            check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5),
+        )
+        add(
+            "score",
+            f"scale {s:g}",
+            "euclidean_score",
+            lambda s=s: sc.euclidean_score(Q * s, K * s),
+            check=lambda e, s=s: finite(e) or s > 1e19 and bool((e <= 0).all()),
+        )
+    add(
+        "score",
+        "huge norms",
+        "euclidean_score/1e20",
+        lambda: sc.euclidean_score(Q * 1e20, K * 1e20),
+        check=lambda e: bool(torch.isfinite(e).all())
+        and torch.allclose(e.double() / 1e20, sc.euclidean_score(Q.double(), K.double()), rtol=1e-4),
+    )
     Qh, Kh = (Q * 300).half(), (K * 300).half()  # float16: squares of a few hundred overflow
-    add("score", "float16 x300", "cosine_score", lambda: sc.cosine_score(Qh, Kh),
-        check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-2))
+    add(
+        "score",
+        "float16 x300",
+        "cosine_score",
+        lambda: sc.cosine_score(Qh, Kh),
+        check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-2),
+    )
     add("score", "float16 x300", "euclidean_score", lambda: sc.euclidean_score(Qh, Kh), check=finite)
-    add("score", "scale 1e20", "CosineScore module", lambda: sc.CosineScore()(Q * 1e20, K * 1e20),
-        check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5))
+    add(
+        "score",
+        "scale 1e20",
+        "CosineScore module",
+        lambda: sc.CosineScore()(Q * 1e20, K * 1e20),
+        check=lambda e: close(e, sc.cosine_score(Q.double(), K.double()), 1e-5),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,20 +444,44 @@ def build_empty_and_loss_cases() -> None:
     add("empty", "B=0", "gaussian_emphasis", lambda: al.gaussian_emphasis(5, torch.zeros(0), 1.0))
     add("empty", "B=0", "monotonic_position", lambda: al.monotonic_position(torch.zeros(0, dtype=torch.long), 5))
     add("empty", "B=0", "local_align", lambda: al.local_align(e0, torch.zeros(0), 1.0))
-    add("empty", "B=0", "Seq2Seq", lambda: _module(s2s.Seq2Seq(7), torch.float32)(
-        torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long)))
-    add("empty", "B=0", "Seq2Seq.greedy_decode", lambda: _module(s2s.Seq2Seq(7), torch.float32).greedy_decode(
-        torch.zeros(0, 4, dtype=torch.long), 3, torch.zeros(0, dtype=torch.long)) if hasattr(s2s.Seq2Seq, "greedy_decode") else s2s.greedy_decode)
+    add(
+        "empty",
+        "B=0",
+        "Seq2Seq",
+        lambda: _module(s2s.Seq2Seq(7), torch.float32)(
+            torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+        ),
+    )
+    add(
+        "empty",
+        "B=0",
+        "Seq2Seq.greedy_decode",
+        lambda: _module(s2s.Seq2Seq(7), torch.float32).greedy_decode(
+            torch.zeros(0, 4, dtype=torch.long), 3, torch.zeros(0, dtype=torch.long)
+        )
+        if hasattr(s2s.Seq2Seq, "greedy_decode")
+        else s2s.greedy_decode,
+    )
     add("empty", "n_f=0", "max_pooled_affinity_scores", lambda: co.max_pooled_affinity_scores(torch.zeros(2, 3, 0)))
     add("empty", "n_f=0", "hard_alignment", lambda: it.hard_alignment(torch.zeros(2, 0)))
     add("empty", "n_f=0", "permuted_attention", lambda: it.permuted_attention(torch.zeros(2, 0)))
-    add("empty", "n_f=0", "permutation_output_change", lambda: it.permutation_output_change(lambda a: a.sum(-1), torch.zeros(2, 0)))
+    add(
+        "empty",
+        "n_f=0",
+        "permutation_output_change",
+        lambda: it.permutation_output_change(lambda a: a.sum(-1), torch.zeros(2, 0)),
+    )
     add("empty", "B=0", "permuted_attention", lambda: it.permuted_attention(torch.zeros(0, 4)))
     add("empty", "n_f=0", "js_divergence", lambda: it.js_divergence(torch.zeros(2, 0), torch.zeros(2, 0)))
     add("mean", "empty", "bleu", lambda: ex.bleu([], []))
     add("mean", "empty", "wer", lambda: ex.wer([], []))
     add("mean", "empty", "kendall_tau", lambda: it.kendall_tau(torch.zeros(0), torch.zeros(0)))
-    add("mean", "no gold links", "alignment_loss", lambda: it.alignment_loss(torch.full((2, 3), 1 / 3), torch.zeros(2, 3, dtype=torch.bool)))
+    add(
+        "mean",
+        "no gold links",
+        "alignment_loss",
+        lambda: it.alignment_loss(torch.full((2, 3), 1 / 3), torch.zeros(2, 3, dtype=torch.bool)),
+    )
     add("mean", "empty", "psnr", lambda: ex.psnr(torch.ones(0, 4), torch.ones(0, 4), 1.0))
     add("empty", "n_f=0", "depthwise_conv", lambda: lite.depthwise_conv(torch.zeros(2, 0, 4), torch.ones(4, 3)))
     add("empty", "n_f=0", "LiteTransformerBlock", lambda: lite.LiteTransformerBlock(4, 2, 8)(torch.zeros(2, 0, 4)))
@@ -381,16 +494,31 @@ def build_empty_and_loss_cases() -> None:
         m = torch.tensor([[True, True, True, False, False]])
         X2 = X.clone()
         X2[:, 3:] = 1e3
-        return (first(blk(X, key_padding_mask=m))[:, :3], first(blk(X2, key_padding_mask=m))[:, :3],
-                first(blk(X[:, :3])))
-    add("mask", "padding leak", "LiteTransformerBlock", lite_leak,
-        check=lambda o: close(o[0], o[1], 1e-9) and close(o[0], o[2], 1e-9))
+        return (
+            first(blk(X, key_padding_mask=m))[:, :3],
+            first(blk(X2, key_padding_mask=m))[:, :3],
+            first(blk(X[:, :3])),
+        )
+
+    add(
+        "mask",
+        "padding leak",
+        "LiteTransformerBlock",
+        lite_leak,
+        check=lambda o: close(o[0], o[1], 1e-9) and close(o[0], o[2], 1e-9),
+    )
 
     # 1-D shared masks in the pooling functions.
     A = torch.randn(2, 3, 5)
-    add("mask", "1-D shared mask", "max_pooled_affinity_scores", lambda: co.max_pooled_affinity_scores(A, torch.ones(3, dtype=torch.bool), torch.tensor([True] * 4 + [False])))
+    add(
+        "mask",
+        "1-D shared mask",
+        "max_pooled_affinity_scores",
+        lambda: co.max_pooled_affinity_scores(A, torch.ones(3, dtype=torch.bool), torch.tensor([True] * 4 + [False])),
+    )
     from attnsurvey.feature_related import rotatory as ro
     from attnsurvey.query_related import types as ty
+
     F5, m5 = torch.randn(2, 5, 4), torch.tensor([True] * 4 + [False])
     w4, W4 = torch.randn(4), torch.randn(4, 4)
     for name, fn in {
@@ -400,51 +528,120 @@ def build_empty_and_loss_cases() -> None:
         "learned_query_attention": lambda: ty.learned_query_attention(F5, F5, w4, m5),
         "queryless_attention": lambda: ty.queryless_attention(F5, F5, W4, w4, w4, m5),
         "source2token": lambda: ty.source2token(F5, W4, W4, w4, mask=m5),
-        "capsule_attention": lambda: ca.capsule_attention(F5, F5, torch.randn(3, 4), torch.randn(3, 4), torch.randn(3), m5),
+        "capsule_attention": lambda: ca.capsule_attention(
+            F5, F5, torch.randn(3, 4), torch.randn(3, 4), torch.randn(3), m5
+        ),
         "structured_self_attention": lambda: ty.structured_self_attention(F5, torch.randn(3, 4), torch.randn(2, 3), m5),
     }.items():
         add("mask", "1-D shared mask", name, fn)
 
     # pointer log-probabilities for allowed positions.
-    add("pointer", "allowed tiny prob", "pointer_log_probs",
+    add(
+        "pointer",
+        "allowed tiny prob",
+        "pointer_log_probs",
         lambda: pt.pointer_log_probs(torch.tensor([[0.0, -1000.0, 5.0]]), torch.tensor([[True, True, False]])),
-        check=lambda lp: abs(float(lp[0, 1]) + 1000.0) < 1e-3)
+        check=lambda lp: abs(float(lp[0, 1]) + 1000.0) < 1e-3,
+    )
 
     # Means over empty or all-padding inputs: a finite, documented value or a clear error.
     logits0, t0 = torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)
     add("mean", "empty", "sequence_loss", lambda: s2s.sequence_loss(logits0, t0))
-    add("mean", "all padding", "sequence_loss", lambda: s2s.sequence_loss(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)))
+    add(
+        "mean",
+        "all padding",
+        "sequence_loss",
+        lambda: s2s.sequence_loss(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+    )
     add("mean", "empty", "token_accuracy", lambda: s2s.token_accuracy(logits0, t0))
-    add("mean", "all padding", "token_accuracy", lambda: s2s.token_accuracy(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)))
+    add(
+        "mean",
+        "all padding",
+        "token_accuracy",
+        lambda: s2s.token_accuracy(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
+    )
     add("mean", "empty", "sequence_accuracy", lambda: s2s.sequence_accuracy(t0, t0))
     add("mean", "empty", "accuracy", lambda: training.accuracy(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)))
-    add("mean", "all ignored", "accuracy", lambda: training.accuracy(torch.zeros(3, 5), torch.full((3,), -1), ignore_index=-1))
-    add("mean", "empty", "capsule_loss", lambda: ca.capsule_loss(torch.zeros(0, 3), torch.zeros(0, 3, 4), torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)))
-    add("mean", "empty", "supervised_attention_loss", lambda: it.supervised_attention_loss(
-        torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(0, 5), torch.zeros(0, 5), 1.0))
+    add(
+        "mean",
+        "all ignored",
+        "accuracy",
+        lambda: training.accuracy(torch.zeros(3, 5), torch.full((3,), -1), ignore_index=-1),
+    )
+    add(
+        "mean",
+        "empty",
+        "capsule_loss",
+        lambda: ca.capsule_loss(
+            torch.zeros(0, 3), torch.zeros(0, 3, 4), torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)
+        ),
+    )
+    add(
+        "mean",
+        "empty",
+        "supervised_attention_loss",
+        lambda: it.supervised_attention_loss(
+            torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(0, 5), torch.zeros(0, 5), 1.0
+        ),
+    )
     add("mean", "empty", "alignment_loss", lambda: it.alignment_loss(torch.zeros(0, 5), torch.zeros(0, 5)))
     add("mean", "empty", "perplexity", lambda: ex.perplexity(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)))
-    add("mean", "all ignored", "perplexity", lambda: ex.perplexity(torch.zeros(3, 5), torch.zeros(3, dtype=torch.long), ignore_index=0))
-    add("mean", "empty", "attention_correctness", lambda: it.attention_correctness(torch.zeros(0, 5), torch.zeros(0, 5)))
-    add("mean", "empty", "alignment_error_rate", lambda: it.alignment_error_rate(torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool)))
-    add("mean", "empty", "precision_recall_f1", lambda: ex.precision_recall_f1(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)))
+    add(
+        "mean",
+        "all ignored",
+        "perplexity",
+        lambda: ex.perplexity(torch.zeros(3, 5), torch.zeros(3, dtype=torch.long), ignore_index=0),
+    )
+    add(
+        "mean", "empty", "attention_correctness", lambda: it.attention_correctness(torch.zeros(0, 5), torch.zeros(0, 5))
+    )
+    add(
+        "mean",
+        "empty",
+        "alignment_error_rate",
+        lambda: it.alignment_error_rate(torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool)),
+    )
+    add(
+        "mean",
+        "empty",
+        "precision_recall_f1",
+        lambda: ex.precision_recall_f1(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)),
+    )
     add("mean", "empty", "spearman", lambda: it.spearman(torch.zeros(0), torch.zeros(0)))
     add("mean", "empty", "concentration", lambda: al.concentration(torch.zeros(0, 5)))
-    add("mean", "empty", "score_function_surrogate", lambda: al.score_function_surrogate(torch.zeros(0), torch.zeros(0)))
+    add(
+        "mean", "empty", "score_function_surrogate", lambda: al.score_function_surrogate(torch.zeros(0), torch.zeros(0))
+    )
 
     def baseline():
         b = al.MovingAverageBaseline()
         b.update(torch.ones(3))
         b.update(torch.zeros(0))
         return b.update(torch.ones(3))
+
     add("mean", "empty batch", "MovingAverageBaseline", baseline)
-    add("mean", "empty", "pointer_loss", lambda: pt.pointer_loss(pt.PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))))
+    add(
+        "mean",
+        "empty",
+        "pointer_loss",
+        lambda: pt.pointer_loss(pt.PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))),
+    )
 
     # Tiny Gaussian widths; sigma = 0 is the documented limit (1 at l = p, 0 elsewhere).
-    add("sigma", "sigma=0", "gaussian_emphasis", lambda: al.gaussian_emphasis(5, torch.tensor([2.0]), 0.0),
-        check=lambda g: torch.equal(g, torch.tensor([[0.0, 0.0, 1.0, 0.0, 0.0]])))
+    add(
+        "sigma",
+        "sigma=0",
+        "gaussian_emphasis",
+        lambda: al.gaussian_emphasis(5, torch.tensor([2.0]), 0.0),
+        check=lambda g: torch.equal(g, torch.tensor([[0.0, 0.0, 1.0, 0.0, 0.0]])),
+    )
     add("sigma", "sigma=1e-30", "gaussian_emphasis", lambda: al.gaussian_emphasis(5, torch.tensor([2.3]), 1e-30))
-    add("sigma", "sigma=1e-30", "local_align", lambda: al.local_align(torch.zeros(1, 5), torch.tensor([2.3]), 2.0, sigma=1e-30))
+    add(
+        "sigma",
+        "sigma=1e-30",
+        "local_align",
+        lambda: al.local_align(torch.zeros(1, 5), torch.tensor([2.3]), 2.0, sigma=1e-30),
+    )
 
 
 def build_hyperparameter_cases() -> None:
@@ -467,18 +664,23 @@ def build_hyperparameter_cases() -> None:
         "h=3 !| d_model (MultiHeadAttention)": lambda: mh.MultiHeadAttention(8, 3),
         "h=0 (MultiHeadAttention)": lambda: mh.MultiHeadAttention(8, 0),
         "h=3 !| d_model (multi_head_attention)": lambda: mh.multi_head_attention(
-            *(torch.zeros(1, 2, 8),) * 3, *(torch.zeros(8, 8),) * 4, 3),
+            *(torch.zeros(1, 2, 8),) * 3, *(torch.zeros(8, 8),) * 4, 3
+        ),
         "h=3 !| d_model (EncoderLayer)": lambda: model.EncoderLayer(8, 3, 16),
         "h=3 !| d_model (RelativeSelfAttention)": lambda: relative.RelativeSelfAttention(8, 3),
-        "hops=0 (multi_hop_attention)": lambda: mo.multi_hop_attention(torch.zeros(1, 4), torch.zeros(1, 3, 4), torch.zeros(1, 3, 4), lambda q, k: q @ k.transpose(-1, -2), 0),
+        "hops=0 (multi_hop_attention)": lambda: mo.multi_hop_attention(
+            torch.zeros(1, 4), torch.zeros(1, 3, 4), torch.zeros(1, 3, 4), lambda q, k: q @ k.transpose(-1, -2), 0
+        ),
         "hops=0 (MultiHopAttention)": lambda: mo.MultiHopAttention(4, 4, 0),
         "hops=0 (EndToEndMemoryNetwork)": lambda: mo.EndToEndMemoryNetwork(10, 4, 0, 3),
         "hops=0 (RotatoryAttention)": lambda: ro.RotatoryAttention(4, 4, hops=0),
         "d_k=0 (SelfAttention)": lambda: SelfAttention(4, d_k=0),
     }
     from attnsurvey.general_mechanisms.scoring import CosineScore
+
     bad["temperature 0 (CosineScore scale=0)"] = lambda: CosineScore(scale=0.0)
     from attnsurvey import attention as at
+
     Q, K, V, m = inputs()
     bad["scale=inf (attend)"] = lambda: at.attend(Q, K, V, m, scale=float("inf"))
     bad["scale=nan (attend)"] = lambda: at.attend(Q, K, V, m, scale=float("nan"))

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
     total = 0.0
     for path in paths:
         seconds = execute(path)

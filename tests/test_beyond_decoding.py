@@ -1,4 +1,5 @@
 """Tests for the KV cache and grouped-query attention (beyond the survey)."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,6 +7,7 @@ import torch
 import torch.nn.functional as F_
 
 from attnsurvey.beyond import decoding as dec
+
 from .helpers import rand
 
 

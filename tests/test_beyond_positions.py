@@ -1,4 +1,5 @@
 """Tests for RoPE and ALiBi (beyond the survey)."""
+
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import torch.nn.functional as F_
 
 from attnsurvey.beyond import positions as pos
 from attnsurvey.masking import causal_mask
+
 from .helpers import rand
 
 
@@ -127,4 +129,3 @@ def test_position_tagger_encodings_and_learned_limit():
             assert logits.shape == (2, 20, 8) and torch.all(a.triu(1) == 0)  # causal
     with pytest.raises(ValueError, match="encoding"):
         PositionTagger(8, "xpos")
-

@@ -1,4 +1,5 @@
 """Tests for greedy and beam-search decoding (beyond the survey)."""
+
 from __future__ import annotations
 
 import itertools
@@ -57,12 +58,14 @@ def test_beam_finds_the_brute_force_best(seed):
 def test_beam_beats_greedy_on_a_garden_path():
     # From BOS (token 0): token 1 looks best (0.6) but is followed by a flat
     # distribution; token 2 (0.4) is followed by a near-certain token 3.
-    p = torch.tensor([
-        [1e-9, 0.6, 0.4, 1e-9],
-        [0.31, 0.23, 0.24, 0.22],
-        [1e-9, 1e-9, 1e-9, 1.0],
-        [0.31, 0.23, 0.24, 0.22],
-    ])
+    p = torch.tensor(
+        [
+            [1e-9, 0.6, 0.4, 1e-9],
+            [0.31, 0.23, 0.24, 0.22],
+            [1e-9, 1e-9, 1e-9, 1.0],
+            [0.31, 0.23, 0.24, 0.22],
+        ]
+    )
     step, logp = bigram_model(p.log())
     g_tok, g_lp = greedy_search(step, 0, 1, 2)
     b_tok, b_lp = beam_search(step, 0, 1, 2, beam_width=2)
@@ -86,7 +89,13 @@ def test_batched_search_decodes_each_example_independently():
 
     tok, _ = beam_search(step, 0, 2, 3, beam_width=3)
     for b, s in enumerate(starts.tolist()):
-        one, _ = beam_search(lambda p, s=s: logp[torch.full_like(p[..., -1], s) if p.shape[-1] == 1 else p[..., -1]], 0, 1, 3, beam_width=3)
+        one, _ = beam_search(
+            lambda p, s=s: logp[torch.full_like(p[..., -1], s) if p.shape[-1] == 1 else p[..., -1]],
+            0,
+            1,
+            3,
+            beam_width=3,
+        )
         assert torch.equal(tok[b], one[0])
 
 

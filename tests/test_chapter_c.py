@@ -1,4 +1,5 @@
 """Experiment helpers of the Transformer-variants and evaluation chapters (attnsurvey.experiments.chapter_c)."""
+
 from __future__ import annotations
 
 import pytest

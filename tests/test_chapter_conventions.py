@@ -1,4 +1,5 @@
 """Every chapter follows the conventions that make its stored outputs a specification."""
+
 from __future__ import annotations
 
 import re
@@ -44,6 +45,6 @@ def test_widgets_are_precomputed_and_nothing_measured_is_compared(path):
         if ignored:
             # only widget cells may escape comparison
             assert "explore(" in src, f"nbval-ignore-output on a cell without a widget:\n{src[:200]}"
-        assert not re.search(r"\b(perf_counter|time\.time|process_time|max_memory_allocated|getrusage)\b", src), (
-            f"a compared cell measures time or memory:\n{src[:200]}"
-        )
+        assert not re.search(
+            r"\b(perf_counter|time\.time|process_time|max_memory_allocated|getrusage)\b", src
+        ), f"a compared cell measures time or memory:\n{src[:200]}"

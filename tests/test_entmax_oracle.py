@@ -3,6 +3,7 @@
 Cases of our own design: ties, a support larger than ``k``, a single dominant score,
 large magnitudes, several rows and axes, gradients.
 """
+
 from __future__ import annotations
 
 import entmax
@@ -70,7 +71,9 @@ def test_losses_match_entmax(name):
         lb.sum().backward()
         torch.testing.assert_close(Xa.grad, Xb.grad, rtol=0, atol=1e-10)
     for alpha in (1.25, 1.5, 2.0):
-        torch.testing.assert_close(sm.entmax_bisect_loss(X, y, alpha), entmax.entmax_bisect_loss(X, y, alpha), rtol=1e-8, atol=1e-8)
+        torch.testing.assert_close(
+            sm.entmax_bisect_loss(X, y, alpha), entmax.entmax_bisect_loss(X, y, alpha), rtol=1e-8, atol=1e-8
+        )
     ce = torch.nn.functional.cross_entropy(X, y, reduction="none")
     torch.testing.assert_close(sm.entmax_bisect_loss(X, y, 1.0), ce)  # alpha = 1: the softmax cross-entropy
     assert (sm.sparsemax_loss(torch.tensor([[5.0, 0.0]]), torch.tensor([0])) == 0).all()  # one-hot on y: zero loss

@@ -1,4 +1,5 @@
 """Each self-check of chapters 6.1, 6.2 and 6.4 accepts the solution and rejects a plausible wrong answer."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Chapter 1 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Chapter 2 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import math
@@ -6,8 +7,8 @@ import math
 import pytest
 import torch
 
-from attnsurvey.experiments.general_model import evaluate_match_query, fit_match_query
 from attnsurvey.exercises import ch02_general_attention_model as ex
+from attnsurvey.experiments.general_model import evaluate_match_query, fit_match_query
 from attnsurvey.general_model import TaskModel
 from attnsurvey.training import seed_everything
 
@@ -67,8 +68,10 @@ def ex3_models():
 def test_ex3_rejects_accuracies_measured_on_16_items(ex3_models):
     models, acc = ex3_models
     task16 = dict(ex.EX3_TASK, n_items=16)
-    wrong = {p: evaluate_match_query(m, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **task16)["accuracy"]
-             for p, m in models.items()}
+    wrong = {
+        p: evaluate_match_query(m, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **task16)["accuracy"]
+        for p, m in models.items()
+    }
     with pytest.raises(AssertionError):
         ex.check_ex3(models["mean"], models["attention"], wrong["mean"], wrong["attention"])
 
@@ -83,7 +86,9 @@ def test_ex3_rejects_an_untrained_attention_model(ex3_models):
     models, acc = ex3_models
     torch.manual_seed(0)
     fresh = TaskModel(d_f=12, d_u=8, n_classes=4, d=32, pool="attention")
-    a = evaluate_match_query(fresh, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **ex.EX3_TASK)["accuracy"]
+    a = evaluate_match_query(fresh, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **ex.EX3_TASK)[
+        "accuracy"
+    ]
     with pytest.raises(AssertionError):
         ex.check_ex3(models["mean"], fresh, acc["mean"], a)
 

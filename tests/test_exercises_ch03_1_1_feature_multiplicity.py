@@ -1,4 +1,5 @@
 """Chapter 3.1.1 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,8 +38,10 @@ def test_ex2_accepts_the_solution():
 def models():
     g = torch.Generator().manual_seed(0)
     train = aspect.make_aspect(300, generator=g)
-    return (train_aspect("rotatory", train, steps=5, batch_size=32, seed=0),
-            train_aspect("target-only", train, steps=5, batch_size=32, seed=0))
+    return (
+        train_aspect("rotatory", train, steps=5, batch_size=32, seed=0),
+        train_aspect("target-only", train, steps=5, batch_size=32, seed=0),
+    )
 
 
 def test_ex3_rejects_the_ordinary_test_set(models):

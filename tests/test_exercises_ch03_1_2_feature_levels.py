@@ -1,4 +1,5 @@
 """Chapter 3.1.2 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,8 +42,11 @@ def test_ex2_accepts_the_solution():
 def easy_models():
     docs = make_documents(200, n_sentences=2, n_words=6, min_sentences=2, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    return (DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat"),
-            DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="hierarchical"), docs)
+    return (
+        DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat"),
+        DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="hierarchical"),
+        docs,
+    )
 
 
 def _acc(models, docs):

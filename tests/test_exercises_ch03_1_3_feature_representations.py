@@ -1,4 +1,5 @@
 """Chapter 3.1.3 exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,9 @@ def _weights(mask_e34: bool):
     cov = tables.known[words].clone()
     cov[:, 2:] = not mask_e34
     with torch.no_grad():
-        a = rp.multi_representational_attention(tables.lookup(words), [p.weight for p in meta.proj],
-                                                [p.bias for p in meta.proj], meta.w, mask=cov).a
+        a = rp.multi_representational_attention(
+            tables.lookup(words), [p.weight for p in meta.proj], [p.bias for p in meta.proj], meta.w, mask=cov
+        ).a
     return a, tables.known[words]
 
 

@@ -1,4 +1,5 @@
 """Exercise self-checks of ch03_2_3_attention_dimensionality: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Exercise self-checks of ch03_3_2_query_multiplicity: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Exercise self-checks of ch03_3_3_transformer: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,9 @@ from attnsurvey.transformer import model
 
 def _rotate(P, t, k, i, sign=1.0):
     phi = torch.tensor(k * 10000 ** (-2 * i / P.shape[1]), dtype=P.dtype)
-    R = torch.stack([torch.stack([torch.cos(phi), sign * torch.sin(phi)]), torch.stack([-sign * torch.sin(phi), torch.cos(phi)])])
+    R = torch.stack(
+        [torch.stack([torch.cos(phi), sign * torch.sin(phi)]), torch.stack([-sign * torch.sin(phi), torch.cos(phi)])]
+    )
     return R @ P[t, 2 * i : 2 * i + 2]
 
 

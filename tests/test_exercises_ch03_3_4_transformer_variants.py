@@ -1,4 +1,5 @@
 """Exercise self-checks of ch03_3_4_transformer_variants: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,11 @@ def test_ex2_exclusive_bound_fails():
 
 
 def _lsh_error(X, V, n_buckets, chunk, shared=True):
-    full = reformer.shared_qk_attention(X, V)[0] if shared else torch.softmax(X @ X.transpose(-1, -2) / X.shape[-1] ** 0.5, -1) @ V
+    full = (
+        reformer.shared_qk_attention(X, V)[0]
+        if shared
+        else torch.softmax(X @ X.transpose(-1, -2) / X.shape[-1] ** 0.5, -1) @ V
+    )
     errs = []
     for s in range(5):
         R = reformer.random_rotations(X.shape[-1], n_buckets, torch.Generator().manual_seed(s))

@@ -1,4 +1,5 @@
 """Taxonomy chapter exercises: each self-check rejects a plausible wrong answer and accepts the solution."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Exercise self-checks of ch04_1_extrinsic_evaluation: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Exercise self-checks of ch05_conclusion: a plausible wrong answer fails, the solution passes."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,12 +18,18 @@ def test_ex1_single_head_count_fails():
 
 
 def test_ex2_solution_passes():
-    m = B.build_model(B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop"), 16, 4)
+    m = B.build_model(
+        B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop"),
+        16,
+        4,
+    )
     assert "correct" in ex.check_ex2(m)
 
 
 def test_ex2_without_multi_hop_fails():
-    m = B.build_model(B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head"), 16, 4)
+    m = B.build_model(
+        B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head"), 16, 4
+    )
     with pytest.raises(AssertionError):
         ex.check_ex2(m)
 

@@ -1,14 +1,15 @@
 """The drawings of survey Figs. 1-8 (figures/survey_a.py): each draws, and names what the survey's figure shows."""
+
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from attnsurvey.figures import survey_a  # noqa: E402
+from attnsurvey.figures import survey_a
 
 CASES = [
     ("task_model_figure", 1, ["feature model", "query model", "attention model", "output model"]),

@@ -1,14 +1,15 @@
 """The drawings of survey Figs. 9-11: one box per head / hop / capsule, and bad sizes rejected."""
+
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from attnsurvey.figures import survey_b  # noqa: E402
+from attnsurvey.figures import survey_b
 
 
 def _texts(fig):

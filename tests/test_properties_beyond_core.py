@@ -5,6 +5,7 @@ masked positions are inert (NaN there changes nothing, gradients stay finite),
 self-attention without positions is permutation-equivariant, shapes follow the
 documented contract.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,7 +30,11 @@ def pools(draw):
     g = torch.Generator().manual_seed(draw(st.integers(0, 10_000)))
     F = torch.randn(B, n_f, d, generator=g, dtype=D64) * 2
     mask = torch.rand(B, n_f, generator=g) < draw(st.floats(0.0, 1.0))
-    params = [torch.randn(d, d, generator=g, dtype=D64), torch.randn(d, generator=g, dtype=D64), torch.randn(d, generator=g, dtype=D64)]
+    params = [
+        torch.randn(d, d, generator=g, dtype=D64),
+        torch.randn(d, generator=g, dtype=D64),
+        torch.randn(d, generator=g, dtype=D64),
+    ]
     return F, mask, params
 
 
@@ -37,8 +42,11 @@ POOLERS = {
     "learned_query": lambda F, m, p: ty.learned_query_attention(F, F, p[1], m),
     "queryless": lambda F, m, p: ty.queryless_attention(F, F, p[0], p[1], p[2], m),
     "source2token": lambda F, m, p: ty.source2token(F, p[0], p[0], p[1], mask=m),
-    "capsule": lambda F, m, p: (lambda o: (o.r, o.a))(ca.capsule_attention(F, F, p[0][:2], p[0][:2], p[1][:2] if p[1].numel() >= 2 else torch.zeros(2, dtype=D64), m))
-    if F.shape[-1] >= 2 else ty.learned_query_attention(F, F, p[1], m),
+    "capsule": lambda F, m, p: (lambda o: (o.r, o.a))(
+        ca.capsule_attention(F, F, p[0][:2], p[0][:2], p[1][:2] if p[1].numel() >= 2 else torch.zeros(2, dtype=D64), m)
+    )
+    if F.shape[-1] >= 2
+    else ty.learned_query_attention(F, F, p[1], m),
 }
 
 
@@ -80,7 +88,9 @@ def test_multidimensional_weights_sum_to_one_per_feature(p):
     c, A = dm.multidimensional_attend(Q, F, F, params[0], params[0], params[0], mask=mask[:, None])
     assert A.shape == (F.shape[0], 1, F.shape[1], d) and c.shape == (F.shape[0], 1, d)
     torch.testing.assert_close(A.sum(-2), mask.any(-1)[:, None, None].to(D64).expand(-1, 1, d))
-    c_bad, _ = dm.multidimensional_attend(Q, _poison(F, mask), _poison(F, mask), params[0], params[0], params[0], mask=mask[:, None])
+    c_bad, _ = dm.multidimensional_attend(
+        Q, _poison(F, mask), _poison(F, mask), params[0], params[0], params[0], mask=mask[:, None]
+    )
     torch.testing.assert_close(c_bad, c)
 
 

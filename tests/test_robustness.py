@@ -2,6 +2,7 @@
 
 Each test here failed before its fix (see ``scripts/edge_case_sweep.py`` for the sweep that found them).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -95,15 +96,19 @@ def _losses_over_nothing():
     from attnsurvey.seq2seq import sequence_loss
 
     torch.manual_seed(0)
-    z = lambda *s: torch.zeros(*s, requires_grad=True)  # noqa: E731
+    z = lambda *s: torch.zeros(*s, requires_grad=True)
     long0 = torch.zeros(0, dtype=torch.long)
     return {
         "sequence_loss (empty)": lambda: sequence_loss(z(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
         "sequence_loss (all PAD)": lambda: sequence_loss(z(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
         "capsule_loss": lambda: capsule_loss(z(0, 3), z(0, 3, 4), z(0, 4), long0)[0],
-        "supervised_attention_loss": lambda: supervised_attention_loss(z(0, 3), long0, z(0, 5), torch.zeros(0, 5, dtype=torch.bool), 1.0),
+        "supervised_attention_loss": lambda: supervised_attention_loss(
+            z(0, 3), long0, z(0, 5), torch.zeros(0, 5, dtype=torch.bool), 1.0
+        ),
         "score_function_surrogate": lambda: score_function_surrogate(z(0), torch.zeros(0)),
-        "pointer_loss": lambda: pointer_loss(PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))),
+        "pointer_loss": lambda: pointer_loss(
+            PointerNetwork(), (torch.zeros(0, 4, 1), torch.zeros(0, 4, dtype=torch.long))
+        ),
     }
 
 
@@ -114,7 +119,9 @@ def test_losses_over_nothing_are_zero_with_a_zero_gradient(name):
     loss.backward()  # still on the graph: a training loop can step on an empty batch
 
 
-@pytest.mark.parametrize("metric", ["accuracy", "accuracy (all ignored)", "token_accuracy", "token_accuracy (all PAD)", "sequence_accuracy"])
+@pytest.mark.parametrize(
+    "metric", ["accuracy", "accuracy (all ignored)", "token_accuracy", "token_accuracy (all PAD)", "sequence_accuracy"]
+)
 def test_metrics_over_nothing_raise_a_clear_error(metric):
     from attnsurvey.seq2seq import sequence_accuracy, token_accuracy
     from attnsurvey.training import accuracy
@@ -124,7 +131,9 @@ def test_metrics_over_nothing_raise_a_clear_error(metric):
         "accuracy (all ignored)": lambda: accuracy(torch.zeros(3, 5), torch.full((3,), -1), ignore_index=-1),
         "token_accuracy": lambda: token_accuracy(torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long)),
         "token_accuracy (all PAD)": lambda: token_accuracy(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)),
-        "sequence_accuracy": lambda: sequence_accuracy(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long)),
+        "sequence_accuracy": lambda: sequence_accuracy(
+            torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long)
+        ),
     }
     with pytest.raises(ValueError, match="undefined over no items"):  # was NaN
         calls[metric]()
@@ -139,7 +148,17 @@ def test_moving_average_baseline_survives_an_empty_batch():
     assert float(b.update(torch.full((3,), 4.0))) == 2.0 and float(b.value) == 3.0  # was NaN for good
 
 
-@pytest.mark.parametrize("case", ["MultiHopAttention n_hops=0", "SelfAttention d_k=0", "CosineScore s=0", "CosineScore s=-1", "attend scale=inf", "attend scale=nan"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "MultiHopAttention n_hops=0",
+        "SelfAttention d_k=0",
+        "CosineScore s=0",
+        "CosineScore s=-1",
+        "attend scale=inf",
+        "attend scale=nan",
+    ],
+)
 def test_invalid_hyper_parameters_name_their_symbol(case):
     from attnsurvey.attention import attend
     from attnsurvey.general_mechanisms.scoring import CosineScore
@@ -160,12 +179,17 @@ def test_invalid_hyper_parameters_name_their_symbol(case):
         call()
 
 
-@pytest.mark.parametrize("dtype,scale", [(torch.float32, 1e20), (torch.float32, 1e30), (torch.float16, 300.0), (torch.float64, 1e160)])
+@pytest.mark.parametrize(
+    "dtype,scale", [(torch.float32, 1e20), (torch.float32, 1e30), (torch.float16, 300.0), (torch.float64, 1e160)]
+)
 def test_norm_based_scores_do_not_overflow(dtype, scale):
     from attnsurvey.general_mechanisms.scoring import cosine_score, euclidean_score
 
     g = torch.Generator().manual_seed(0)
-    Q, K = torch.randn(2, 3, 4, generator=g, dtype=torch.float64), torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    Q, K = (
+        torch.randn(2, 3, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 5, 4, generator=g, dtype=torch.float64),
+    )
     tol = 1e-2 if dtype == torch.float16 else 1e-5
     cos = cosine_score((Q * scale).to(dtype), (K * scale).to(dtype))  # was 0 (norms overflowed to inf)
     torch.testing.assert_close(cos.double(), cosine_score(Q, K), rtol=tol, atol=tol)
@@ -180,7 +204,13 @@ def test_non_tensor_inputs_raise_a_type_error_naming_the_argument(kind):
     from attnsurvey.query_related.types import mean_pool
 
     X = torch.randn(2, 3, 4)
-    bad = {"numpy": X.numpy(), "list": X.tolist(), "int tensor": X.long(), "python float": 1.0, "mixed dtypes": X.double()}[kind]
+    bad = {
+        "numpy": X.numpy(),
+        "list": X.tolist(),
+        "int tensor": X.long(),
+        "python float": 1.0,
+        "mixed dtypes": X.double(),
+    }[kind]
     with pytest.raises(TypeError, match="K" if kind != "mixed dtypes" else "dtype mismatch") as info:
         attend(X, bad, X)
     assert isinstance(info.value, ValueError)  # still a ValueError for code written against the old error
@@ -202,7 +232,9 @@ def test_multidimensional_attention_keeps_masked_values_inert():
     torch.testing.assert_close(c_bad, c_clean)  # was NaN
 
 
-@pytest.mark.parametrize("fn", ["mean_pool", "learned_query_attention", "queryless_attention", "source2token", "mean_key", "target_pooling"])
+@pytest.mark.parametrize(
+    "fn", ["mean_pool", "learned_query_attention", "queryless_attention", "source2token", "mean_key", "target_pooling"]
+)
 def test_pooling_accepts_a_shared_1d_mask(fn):
     from attnsurvey.feature_related import co_attention as co
     from attnsurvey.feature_related import rotatory as ro
@@ -210,7 +242,10 @@ def test_pooling_accepts_a_shared_1d_mask(fn):
 
     bad, F, mask = _poisoned()
     g = torch.Generator().manual_seed(2)
-    w, W, W2, W3 = torch.randn(4, generator=g, dtype=torch.float64), *(torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    w, W, W2, _W3 = (
+        torch.randn(4, generator=g, dtype=torch.float64),
+        *(torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(3)),
+    )
     call = {
         "mean_pool": lambda X, m: ty.mean_pool(X, m),
         "learned_query_attention": lambda X, m: ty.learned_query_attention(X, X, w, m)[0],
@@ -247,7 +282,9 @@ def test_masked_nan_keeps_gradients_finite(fn):
     out = {
         "multidimensional_attend": lambda: multidimensional_attend(q[:, None], K, K, W, W, W, mask=mask[:, None])[0],
         "memory_hop": lambda: memory_hop(q, K, K, mask)[0],
-        "multi_hop_attention": lambda: multi_hop_attention(q, K, K, lambda a, k: dot_score(a[..., :4], k), 2, mask=mask)[0],
+        "multi_hop_attention": lambda: multi_hop_attention(
+            q, K, K, lambda a, k: dot_score(a[..., :4], k), 2, mask=mask
+        )[0],
         "queryless_attention": lambda: queryless_attention(K, K, W, w, w, mask)[0],
     }[fn]()
     out.sum().backward()
@@ -255,7 +292,9 @@ def test_masked_nan_keeps_gradients_finite(fn):
         assert t.grad is None or torch.isfinite(t.grad).all()
 
 
-@pytest.mark.parametrize("fn", ["self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"])
+@pytest.mark.parametrize(
+    "fn", ["self_attention", "shared_qk_attention", "dense_synthesizer_weights", "LiteTransformerBlock"]
+)
 def test_a_padded_token_holding_nan_keeps_gradients_finite(fn):
     from attnsurvey.query_related.types import self_attention
     from attnsurvey.transformer.lite import LiteTransformerBlock

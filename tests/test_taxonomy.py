@@ -117,7 +117,14 @@ def test_taxonomy_figure_draws_every_value_and_highlights_a_point():
     assert "location" not in texts and "global" not in texts and "soft" not in texts
     bold = {t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold" and t.get_text() not in tx.FIG3}
     # the Transformer's mechanisms: scaled multiplicative, self-attention + basic queries, multi-head + multi-hop
-    assert {"scaled multiplicative", "self-attention", "basic queries", "multi-head", "multi-hop", "soft/global"} <= bold
+    assert {
+        "scaled multiplicative",
+        "self-attention",
+        "basic queries",
+        "multi-head",
+        "multi-hop",
+        "soft/global",
+    } <= bold
     assert "additive" not in bold and "singular query" not in bold
     plt.close(fig)
 
@@ -134,8 +141,11 @@ def test_fig3_matches_the_survey_exactly():
     assert "location" not in tx.FIG3["general"]["scoring"]
     assert len(tx.FIG3["general"]["scoring"]) == 7  # the rows of Table II
     assert tx.FIG3["feature-related"]["multiplicity"] == (
-        "singular features", "coarse-grained co-attention", "fine-grained co-attention",
-        "multi-grained co-attention", "rotatory attention",
+        "singular features",
+        "coarse-grained co-attention",
+        "fine-grained co-attention",
+        "multi-grained co-attention",
+        "rotatory attention",
     )
     assert sum(len(v) for a in tx.FIG3.values() for v in a.values()) == 30
 

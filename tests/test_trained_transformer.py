@@ -1,4 +1,5 @@
 """Tests for the end-to-end trained Transformer experiment (reversal, greedy/beam, BLEU, attention)."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,12 @@ def test_step_function_matches_full_decode():
     prefixes = torch.stack([data.tgt_in[:, :5], data.tgt_in[:, :5].flip(0)], dim=1)  # (B, k=2, t=5)
     lp = step(prefixes)
     with torch.no_grad():
-        full = torch.log_softmax(model(data.src, data.tgt_in[:, :5], data.lengths)[:, -1].index_fill(-1, torch.tensor([PAD, BOS]), -torch.inf), -1)
+        full = torch.log_softmax(
+            model(data.src, data.tgt_in[:, :5], data.lengths)[:, -1].index_fill(
+                -1, torch.tensor([PAD, BOS]), -torch.inf
+            ),
+            -1,
+        )
     torch.testing.assert_close(lp[:, 0], full, atol=1e-5, rtol=1e-5)
     assert torch.all(lp[..., [PAD, BOS]] == -torch.inf)
 

@@ -1,4 +1,5 @@
 """The Transformer layers against torch.nn.Transformer* with copied weights (float64, eval mode, 1e-10)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,9 @@ def _x(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def _pair(ours: torch.nn.Module, theirs: torch.nn.Module, train: bool = False) -> tuple[torch.nn.Module, torch.nn.Module]:
+def _pair(
+    ours: torch.nn.Module, theirs: torch.nn.Module, train: bool = False
+) -> tuple[torch.nn.Module, torch.nn.Module]:
     theirs = theirs.double().train(train)
     ours = ours.double().train(train)
     ours.load_state_dict(from_torch_transformer_state_dict(theirs.state_dict()))
@@ -29,13 +32,17 @@ ACTIVATIONS = {"relu": ("relu", "relu"), "gelu": ("gelu", "gelu"), "callable": (
 def test_encoder_layer_matches_torch(activation, norm_first, bias):
     torch.manual_seed(0)
     ours_act, torch_act = ACTIVATIONS[activation]
-    theirs = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation=torch_act, batch_first=True, norm_first=norm_first, bias=bias)
+    theirs = torch.nn.TransformerEncoderLayer(
+        D, H, FF, dropout=0.0, activation=torch_act, batch_first=True, norm_first=norm_first, bias=bias
+    )
     ours, theirs = _pair(EncoderLayer(D, H, FF, norm_first, activation=ours_act, bias=bias), theirs)
     X = _x(3, 5, D)
     kpm = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] * 4 + [False]])
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     torch.testing.assert_close(ours(X)[0], theirs(X), rtol=0, atol=1e-10)
-    torch.testing.assert_close(ours(X, key_padding_mask=kpm)[0][kpm], theirs(X, src_key_padding_mask=~kpm)[kpm], rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        ours(X, key_padding_mask=kpm)[0][kpm], theirs(X, src_key_padding_mask=~kpm)[kpm], rtol=0, atol=1e-10
+    )
     torch.testing.assert_close(ours(X, is_causal=True)[0], theirs(X, ~causal, is_causal=True), rtol=0, atol=1e-10)
     torch.testing.assert_close(ours(X, causal[None])[0], theirs(X, ~causal), rtol=0, atol=1e-10)
 
@@ -44,7 +51,9 @@ def test_encoder_layer_matches_torch(activation, norm_first, bias):
 @pytest.mark.parametrize("bias", [True, False])
 def test_decoder_layer_matches_torch(norm_first, bias):
     torch.manual_seed(0)
-    theirs = torch.nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, bias=bias)
+    theirs = torch.nn.TransformerDecoderLayer(
+        D, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, bias=bias
+    )
     ours, theirs = _pair(DecoderLayer(D, H, FF, norm_first, activation="gelu", bias=bias), theirs)
     Y, M = _x(2, 4, D, seed=1), _x(2, 6, D, seed=2)
     mkpm = torch.tensor([[True] * 6, [True] * 2 + [False] * 4])
@@ -61,8 +70,8 @@ def test_whole_transformer_matches_torch(norm_first):
     enc = Encoder(2, D, H, FF, norm_first, final_norm=True).double().eval()
     dec = Decoder(2, D, H, FF, norm_first, final_norm=True).double().eval()
     sd = from_torch_transformer_state_dict(theirs.state_dict())
-    enc.load_state_dict({k[len("encoder."):]: v for k, v in sd.items() if k.startswith("encoder.")})
-    dec.load_state_dict({k[len("decoder."):]: v for k, v in sd.items() if k.startswith("decoder.")})
+    enc.load_state_dict({k[len("encoder.") :]: v for k, v in sd.items() if k.startswith("encoder.")})
+    dec.load_state_dict({k[len("decoder.") :]: v for k, v in sd.items() if k.startswith("decoder.")})
     src, tgt = _x(2, 6, D, seed=3), _x(2, 4, D, seed=4)
     causal = torch.ones(4, 4, dtype=torch.bool).tril()
     want = theirs(src, tgt, tgt_mask=~causal, tgt_is_causal=True)

@@ -53,7 +53,7 @@ functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F_
@@ -66,7 +66,7 @@ from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
-AlignFn = Callable[[Tensor, Union[Tensor, None]], Tensor]
+AlignFn = Callable[[Tensor, Tensor | None], Tensor]
 
 #: Alignment functions by name: ``(e, mask) -> a`` with mask boolean or None.
 ALIGNMENTS: Registry[AlignFn] = Registry("alignment function")

@@ -23,12 +23,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ._checks import check_scored
+from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
 from .general_model import GeneralAttention
-from ._checks import check_scored
 from .training import accuracy, cross_entropy_mean
-from .catalog import catalogued
 
 CHAPTER = "chapters/ch01_introduction.ipynb"
 

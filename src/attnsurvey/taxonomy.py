@@ -29,12 +29,13 @@ Two vocabularies, one mapping between them:
   :data:`FIG3_LEAF` maps every such value to the mechanism of Fig. 3 it
   belongs to (``None`` for "location").
 """
+
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
-from .catalog import catalogued, declare
 
+from .catalog import catalogued, declare
 from .general_mechanisms.scoring import SCORES
 
 #: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
@@ -110,7 +111,6 @@ DIMENSION_IN_FIG3: dict[str, tuple[str, str]] = {
 }
 
 
-
 def _same_name(dim: str, value: str) -> str | None:
     """The Fig. 3 mechanism spelled like ``value`` (up to "-" for " ") under ``dim``'s sub-aspect."""
     category, aspect = DIMENSION_IN_FIG3[dim]
@@ -143,7 +143,7 @@ declare(f"{__name__}.FIG3", "extra:taxonomy-fig3")
 declare(f"{__name__}.FIG3_LEAF", "extra:taxonomy-fig3")
 
 
-def fig3_leaves(point: "TaxonomyPoint") -> set[tuple[str, str, str]]:
+def fig3_leaves(point: TaxonomyPoint) -> set[tuple[str, str, str]]:
     """The mechanisms of Fig. 3 a point uses, as ``(category, sub-aspect, mechanism)`` triples.
 
     Values without a place in Fig. 3 (Luong's "location" score) are left out.
@@ -156,6 +156,7 @@ def fig3_leaves(point: "TaxonomyPoint") -> set[tuple[str, str, str]]:
                 if leaf is not None:
                     out.add((*DIMENSION_IN_FIG3[d], leaf))
     return out
+
 
 #: A cell of Table III: alternatives (",") of combinations ("+") of mechanisms.
 Cell = tuple[tuple[str, ...], ...]
@@ -216,14 +217,14 @@ class TaxonomyPoint:
                         )
 
     @classmethod
-    def from_strings(cls, **cells: str) -> "TaxonomyPoint":
+    def from_strings(cls, **cells: str) -> TaxonomyPoint:
         """Build a point from Table III style strings, one keyword per dimension."""
         missing = set(DIMENSIONS) - set(cells)
         if missing:
             raise ValueError(f"missing dimensions: {sorted(missing)}")
         return cls(**{d: parse_cell(cells[d]) for d in DIMENSIONS})
 
-    def configurations(self) -> list["TaxonomyPoint"]:
+    def configurations(self) -> list[TaxonomyPoint]:
         """Every single-alternative configuration this point describes.
 
         A row that tried ``"multiplicative, location"`` scoring and ``"global,
@@ -248,7 +249,9 @@ class Table3Row:
     point: TaxonomyPoint
 
 
-def _row(i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str) -> Table3Row:
+def _row(
+    i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str
+) -> Table3Row:
     return Table3Row(
         id=f"table3:row{i:02d}",
         model=model,
@@ -277,13 +280,39 @@ TABLE3: tuple[Table3Row, ...] = (
     _row(4, "Lu et al.", 32, PAR, HIER, SR, "additive", "global", SD, "specialized", S),
     _row(5, "Yang et al.", 5, S, HIER, SR, "additive", "global", SD, "self-attention", S),
     _row(6, "Li et al.", 47, S, HIER, SR, "additive", "global", SD, "self-attention", S),
-    _row(7, "Vaswani et al.", 13, S, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + basic", "multi-head + multi-hop"),
-    _row(8, "Wallaart and Frasincar", 43, "rotatory", SL, SR, "activated-general", "global", SD, "specialized", "multi-hop"),
+    _row(
+        7,
+        "Vaswani et al.",
+        13,
+        S,
+        SL,
+        SR,
+        "scaled-multiplicative",
+        "global",
+        SD,
+        "self-attention + basic",
+        "multi-head + multi-hop",
+    ),
+    _row(
+        8,
+        "Wallaart and Frasincar",
+        43,
+        "rotatory",
+        SL,
+        SR,
+        "activated-general",
+        "global",
+        SD,
+        "specialized",
+        "multi-hop",
+    ),
     _row(9, "Kiela et al.", 50, S, SL, MR, "additive", "global", SD, "self-attention", S),
     _row(10, "Shen et al.", 64, S, SL, SR, "additive", "global", MD, "self-attention", S),
     _row(11, "Zhang et al.", 74, S, SL, SR, "multiplicative", "global", SD, "self-attention", S),
     _row(12, "Li et al.", 105, PAR, SL, SR, "scaled-multiplicative", "global", SD, "self-attention + specialized", S),
-    _row(13, "Yu et al.", 106, PAR, SL, SR, "multiplicative", "global", SD, "self-attention + specialized", "multi-head"),
+    _row(
+        13, "Yu et al.", 106, PAR, SL, SR, "multiplicative", "global", SD, "self-attention + specialized", "multi-head"
+    ),
     _row(14, "Wang et al.", 62, PAR, SL, SR, "additive", "reinforced", SD, "specialized", S),
     _row(15, "Oktay et al.", 67, S, SL, SR, "additive", "global", MD, "self-attention + specialized", S),
     _row(16, "Winata et al.", 52, S, SL, MR, "additive", "global", SD, "self-attention", "multi-head"),
@@ -309,7 +338,7 @@ def table3_row(entry_id: str) -> Table3Row:
 
 
 @catalogued("extra:taxonomy-fig3")
-def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
+def taxonomy_figure(highlight: TaxonomyPoint | None = None):
     """Draw Fig. 3 (:data:`FIG3`) as a tree: root -> 3 categories -> 8 sub-aspects -> mechanisms.
 
     With ``highlight``, the mechanisms a model uses (through :data:`FIG3_LEAF`)
@@ -331,8 +360,15 @@ def taxonomy_figure(highlight: "TaxonomyPoint | None" = None):
             ys = []
             for v in values:
                 on = (group, aspect, v) in used
-                ax.text(3.0, y, v, va="center", fontsize=8, fontweight="bold" if on else "normal",
-                        bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"))
+                ax.text(
+                    3.0,
+                    y,
+                    v,
+                    va="center",
+                    fontsize=8,
+                    fontweight="bold" if on else "normal",
+                    bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"),
+                )
                 ys.append(y)
                 y -= 1.0
             dy = sum(ys) / len(ys)

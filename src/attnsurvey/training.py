@@ -84,7 +84,9 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
     return float((pred[keep] == targets[keep]).float().mean())
 
 
-def cross_entropy_mean(logits: Tensor, targets: Tensor, ignore_index: int | None = None, log_probs: bool = False) -> Tensor:
+def cross_entropy_mean(
+    logits: Tensor, targets: Tensor, ignore_index: int | None = None, log_probs: bool = False
+) -> Tensor:
     """Mean cross-entropy of ``targets`` under ``logits`` over the positions that are scored.
 
     logits: ``(..., C)`` scores (or log-probabilities with ``log_probs=True``);

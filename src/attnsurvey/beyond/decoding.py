@@ -21,13 +21,14 @@ are boolean, ``True`` = may attend. The attention core is
 :func:`attnsurvey.general_model.attend` with ``enable_gqa=True``, which expands
 each K/V head to the query heads of its group.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-from ..catalog import catalogued
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..catalog import catalogued
 from ..general_model import attend
 from ..query_related.multihead import merge_heads, split_heads
 from ..transformer.model import FeedForward, residual_norm
@@ -52,10 +53,12 @@ def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -
     return j <= i + (n_f - n_q)
 
 
-@catalogued("extra:gqa", title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)", chapter=CHAPTER)
-def grouped_query_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+@catalogued(
+    "extra:gqa",
+    title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)",
+    chapter=CHAPTER,
+)
+def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Grouped-query attention: query head ``j`` attends with K/V head ``j // (h / g)``.
 
     q: ``(..., h, n_q, d_k)``; k: ``(..., g, n_f, d_k)``; v: ``(..., g, n_f, d_v)``
@@ -66,13 +69,19 @@ def grouped_query_attention(
     ``F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)``.
     Raises ``ValueError`` if ``g`` does not divide ``h`` or the ranks are below 3.
     """
-    for sym, t, layout in (("q", q, "(..., h, n_q, d_k)"), ("k", k, "(..., g, n_f, d_k)"), ("v", v, "(..., g, n_f, d_v)")):
+    for sym, t, layout in (
+        ("q", q, "(..., h, n_q, d_k)"),
+        ("k", k, "(..., g, n_f, d_k)"),
+        ("v", v, "(..., g, n_f, d_v)"),
+    ):
         as_tensor(t, sym)
         check_min_rank(t, 3, sym, layout)
     h, g = q.shape[-3], k.shape[-3]
     check_dim_equal(k.shape[-3], v.shape[-3], "grouped-query attention", "K/V heads of k", "K/V heads of v")
     if g < 1 or h % g:
-        raise ValueError(f"the number of K/V heads g={g} must divide the number of query heads h={h} (q {tuple(q.shape)}, k {tuple(k.shape)})")
+        raise ValueError(
+            f"the number of K/V heads g={g} must divide the number of query heads h={h} (q {tuple(q.shape)}, k {tuple(k.shape)})"
+        )
     # every K/V head serves h / g consecutive query heads: the core's enable_gqa expands them
     return attend(q, k, v, mask, enable_gqa=True)
 
@@ -89,9 +98,13 @@ class KVCache:
     the wrong shape or dtype.
     """
 
-    def __init__(self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype: torch.dtype = torch.float32
+    ) -> None:
         if min(batch, n_kv_heads, max_len, d_head) < 1:
-            raise ValueError(f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}")
+            raise ValueError(
+                f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}"
+            )
         self.K = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
         self.V = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
         self.length = 0
@@ -109,7 +122,9 @@ class KVCache:
         expected = (*self.K.shape[:2], k.shape[-2] if k.dim() == 4 else -1, self.K.shape[-1])
         for sym, t in (("k", k), ("v", v)):
             if t.dim() != 4 or tuple(t.shape) != expected or t.dtype != self.K.dtype:
-                raise ValueError(f"{sym} must have shape (B, g, n_new, d_head) = {expected} and dtype {self.K.dtype}, got {tuple(t.shape)} {t.dtype}")
+                raise ValueError(
+                    f"{sym} must have shape (B, g, n_new, d_head) = {expected} and dtype {self.K.dtype}, got {tuple(t.shape)} {t.dtype}"
+                )
         n_new = k.shape[-2]
         if self.length + n_new > self.max_len:
             raise ValueError(f"KVCache full: {self.length} cached + {n_new} new > max_len={self.max_len}")
@@ -124,13 +139,22 @@ class KVCache:
 
 
 @catalogued("extra:kv-cache", "extra:gqa")
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
+def kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int = 1, bytes_per_value: int = 2
+) -> int:
     """Analytic size of a KV cache: ``2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value``.
 
     The factor 2 counts keys and values. ``bytes_per_value`` is 2 for
     float16/bfloat16, 4 for float32. Raises ``ValueError`` for negative sizes.
     """
-    sizes = {"n_layers": n_layers, "n_kv_heads": n_kv_heads, "d_head": d_head, "n_tokens": n_tokens, "batch": batch, "bytes_per_value": bytes_per_value}
+    sizes = {
+        "n_layers": n_layers,
+        "n_kv_heads": n_kv_heads,
+        "d_head": d_head,
+        "n_tokens": n_tokens,
+        "batch": batch,
+        "bytes_per_value": bytes_per_value,
+    }
     bad = {k: s for k, s in sizes.items() if s < 0}
     if bad:
         raise ValueError(f"sizes must be >= 0, got {bad}")
@@ -179,7 +203,9 @@ class GroupedQueryAttention(nn.Module):
         v = split_heads(self.W_V(X), self.g)
         if cache is not None:
             k, v = cache.append(k, v)
-        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)[None, None]  # (1, 1, n_q, n_f): shared by batch and heads
+        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)[
+            None, None
+        ]  # (1, 1, n_q, n_f): shared by batch and heads
         c, a = grouped_query_attention(q, k, v, mask)
         return self.W_O(merge_heads(c)), a
 
@@ -210,7 +236,16 @@ class TinyDecoderLM(nn.Module):
     Raises ``ValueError`` if the sequence would exceed ``max_len``.
     """
 
-    def __init__(self, vocab: int, d_model: int = 64, n_heads: int = 8, n_kv_heads: int | None = None, d_ff: int = 128, n_layers: int = 2, max_len: int = 1024) -> None:
+    def __init__(
+        self,
+        vocab: int,
+        d_model: int = 64,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        d_ff: int = 128,
+        n_layers: int = 2,
+        max_len: int = 1024,
+    ) -> None:
         super().__init__()
         g = n_heads if n_kv_heads is None else n_kv_heads
         self.embed = nn.Embedding(vocab, d_model)
@@ -260,4 +295,3 @@ def generate(model: TinyDecoderLM, prompt: Tensor, n_new: int, use_cache: bool =
         nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
         seq = torch.cat([seq, nxt], dim=1)
     return seq
-

@@ -21,6 +21,7 @@ transforms Q and K before it, ALiBi through its ``bias`` argument.
 Shapes: ``(..., n, d)`` rows; heads as the axis before the sequence. Masks are
 boolean, ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..catalog import catalogued
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..catalog import catalogued
 from ..general_model import attend
 from ..query_related.multihead import head_mask, merge_heads, split_heads
 from ..transformer.positional import sinusoidal_position_encoding
@@ -37,7 +38,11 @@ from ..transformer.positional import sinusoidal_position_encoding
 CHAPTER = "chapters/ch06_2_positions.ipynb"
 
 
-@catalogued("extra:rope", title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)", chapter=CHAPTER)
+@catalogued(
+    "extra:rope",
+    title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)",
+    chapter=CHAPTER,
+)
 def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     """Rotary position embedding of the rows of ``X`` (Su et al.).
 
@@ -65,7 +70,9 @@ def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
 
 
 @catalogued("extra:rope")
-def rope_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, base: float = 10000.0) -> tuple[Tensor, Tensor]:
+def rope_attention(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, base: float = 10000.0
+) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention on rotated queries and keys: ``attend(R Q, R K, V, mask)``.
 
     Q: ``(..., n_q, d_k)`` at positions ``0..n_q-1``; K: ``(..., n_f, d_k)`` at
@@ -76,7 +83,9 @@ def rope_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, 
     return attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
 
 
-@catalogued("extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)", chapter=CHAPTER)
+@catalogued(
+    "extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)", chapter=CHAPTER
+)
 def alibi_slopes(h: int) -> Tensor:
     """The ALiBi head slopes of Press et al. (2022), a ``(h,)`` float64 tensor.
 
@@ -111,7 +120,9 @@ def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
 
 
 @catalogued("extra:alibi")
-def alibi_attention(Q: Tensor, K: Tensor, V: Tensor, slopes: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def alibi_attention(
+    Q: Tensor, K: Tensor, V: Tensor, slopes: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """Attention with linear biases: ``softmax(Q K^T / sqrt(d_k) + B) V`` per head.
 
     Q: ``(..., h, n_q, d_k)``; K: ``(..., h, n_f, d_k)``; V: ``(..., h, n_f, d_v)``;
@@ -182,4 +193,3 @@ class ALiBiSelfAttention(_PositionalSelfAttention):
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         return alibi_attention(q, k, v, self.slopes, mask)
-

@@ -11,9 +11,10 @@ The model is a callable ``step_log_probs(prefixes) -> log_probs``: prefixes
 with the begin token), log-probabilities ``(B, k, V)`` of the next token. Output
 length is fixed (``length`` tokens), as in the book's transduction tasks.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -25,13 +26,17 @@ StepFn = Callable[[Tensor], Tensor]
 
 def _check(batch: int, length: int, beam_width: int = 1) -> None:
     if batch < 1 or length < 0 or beam_width < 1:
-        raise ValueError(f"need batch >= 1, length >= 0, beam_width >= 1; got batch={batch}, length={length}, beam_width={beam_width}")
+        raise ValueError(
+            f"need batch >= 1, length >= 0, beam_width >= 1; got batch={batch}, length={length}, beam_width={beam_width}"
+        )
 
 
 def _scores(step_log_probs: StepFn, prefixes: Tensor) -> Tensor:
     lp = step_log_probs(prefixes)
     if lp.dim() != 3 or lp.shape[:2] != prefixes.shape[:2]:
-        raise ValueError(f"step_log_probs must return (B, k, V) for prefixes {tuple(prefixes.shape)}, got {tuple(lp.shape)}")
+        raise ValueError(
+            f"step_log_probs must return (B, k, V) for prefixes {tuple(prefixes.shape)}, got {tuple(lp.shape)}"
+        )
     return lp
 
 
@@ -56,7 +61,9 @@ def greedy_search(step_log_probs: StepFn, bos: int, batch: int, length: int) -> 
 
 @catalogued("extra:trained-transformer")
 @torch.no_grad()
-def beam_search(step_log_probs: StepFn, bos: int, batch: int, length: int, beam_width: int = 4) -> tuple[Tensor, Tensor]:
+def beam_search(
+    step_log_probs: StepFn, bos: int, batch: int, length: int, beam_width: int = 4
+) -> tuple[Tensor, Tensor]:
     """Beam search: keep the ``beam_width`` prefixes with the highest summed log-probability.
 
     At each step every kept prefix is extended by every token; the
@@ -77,4 +84,3 @@ def beam_search(step_log_probs: StepFn, bos: int, batch: int, length: int, beam_
         parent, tok = idx // V, idx % V
         seqs = torch.cat([seqs.gather(1, parent[..., None].expand(-1, -1, seqs.shape[-1])), tok[..., None]], dim=-1)
     return seqs[:, 0, 1:], scores[:, 0]
-

@@ -121,7 +121,9 @@ def reversal_batch(batch: int, n: int, vocab: int, generator: torch.Generator) -
 IGNORE = -100  #: label of positions without a target (``F.cross_entropy``'s default ``ignore_index``)
 
 
-def copy_back_batch(batch: int, n: int, vocab: int, k: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def copy_back_batch(
+    batch: int, n: int, vocab: int, k: int, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """The "copy the token ``k`` positions back" task: ``x`` ``(batch, n)`` in ``[0, vocab)``, ``y[:, t] = x[:, t - k]``.
 
     The first ``k`` positions have no answer and are labelled :data:`IGNORE`.
@@ -130,7 +132,9 @@ def copy_back_batch(batch: int, n: int, vocab: int, k: int, generator: torch.Gen
     Raises ``ValueError`` unless ``batch, n >= 1``, ``vocab >= 2`` and ``0 <= k < n``.
     """
     if batch < 1 or n < 1 or vocab < 2 or not 0 <= k < n:
-        raise ValueError(f"need batch >= 1, n >= 1, vocab >= 2, 0 <= k < n; got batch={batch}, n={n}, vocab={vocab}, k={k}")
+        raise ValueError(
+            f"need batch >= 1, n >= 1, vocab >= 2, 0 <= k < n; got batch={batch}, n={n}, vocab={vocab}, k={k}"
+        )
     x = torch.randint(0, vocab, (batch, n), generator=generator)
     y = torch.full_like(x, IGNORE)
     y[:, k:] = x[:, : n - k]

@@ -6,10 +6,11 @@ recomputes the paired difference itself (:func:`attnsurvey.stats.paired_differen
 and compares the reader's verdict with it, so an answer that claims a winner the
 intervals do not show fails, and so does one that ignores a resolved difference.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..stats import Difference, paired_difference
 
@@ -48,7 +49,7 @@ def check_results_and_verdict(
         assert not bad, f"{name}: values outside [{low}, {high}]: {bad}"
     assert len(results[a_name]) == len(results[b_name]), "run both methods on the same seeds (same number of values)"
     want, d = expected_verdict(a_name, list(results[a_name]), b_name, list(results[b_name]))
-    assert verdict == want, (
-        f"the paired difference {a_name} - {b_name} is {d}; the verdict it supports is {want!r}, not {verdict!r}"
-    )
+    assert (
+        verdict == want
+    ), f"the paired difference {a_name} - {b_name} is {d}; the verdict it supports is {want!r}, not {verdict!r}"
     return d

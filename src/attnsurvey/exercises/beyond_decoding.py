@@ -3,10 +3,11 @@
 Each check raises ``AssertionError`` with a hint when the answer is wrong and
 prints a confirmation when it is right.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -25,7 +26,9 @@ def check_cache_gib(answer: float) -> None:
         raise AssertionError("half the right size: a cache stores keys AND values")
     if math.isclose(answer, right * EX1["n_heads"] / EX1["n_kv_heads"], rel_tol=0.01):
         raise AssertionError("that is the MHA cache: with GQA only the n_kv_heads K/V heads are cached")
-    assert math.isclose(answer, right, rel_tol=0.01), f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes"
+    assert math.isclose(
+        answer, right, rel_tol=0.01
+    ), f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes"
     print(f"correct: {right:.3g} GiB")
 
 
@@ -35,8 +38,12 @@ def check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
     out = expand_kv(k, 6)
     assert tuple(out.shape) == (2, 6, 2, 1), f"expected shape (2, 6, 2, 1), got {tuple(out.shape)}"
     if torch.equal(out, k.repeat(1, 2, 1, 1)):
-        raise AssertionError("the groups are tiled (head 1 reads K/V head 1); consecutive query heads must share one K/V head")
-    assert torch.equal(out, k.repeat_interleave(2, dim=1)), "query heads 0, 1 must read K/V head 0; heads 2, 3 head 1; ..."
+        raise AssertionError(
+            "the groups are tiled (head 1 reads K/V head 1); consecutive query heads must share one K/V head"
+        )
+    assert torch.equal(
+        out, k.repeat_interleave(2, dim=1)
+    ), "query heads 0, 1 must read K/V head 0; heads 2, 3 head 1; ..."
     print("correct: consecutive query heads share a K/V head")
 
 
@@ -52,5 +59,8 @@ def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> Non
         raise AssertionError("swapped: the cache makes generation cheaper")
     if without_cache == T * T:
         raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
-    assert (with_cache, without_cache) == right, "not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
+    assert (
+        with_cache,
+        without_cache,
+    ) == right, "not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
     print(f"correct: {right[0]:,} vs {right[1]:,} scores, a ratio of {right[1] / right[0]:.0f}")

@@ -3,10 +3,11 @@
 Each check raises ``AssertionError`` with a hint when the answer is wrong and
 prints a confirmation when it is right.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -21,7 +22,9 @@ def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
     right = alibi_slopes(4).tolist()
     if len(got) == 4 and all(math.isclose(a, b) for a, b in zip(got, alibi_slopes(8).tolist()[:4])):
         raise AssertionError("those are the first 4 slopes of an 8-head model; the ratio depends on h: 2^(-8/h)")
-    assert len(got) == 4 and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right)), "not right: m_j = 2^(-8 (j+1) / h)"
+    assert len(got) == 4 and all(
+        math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right)
+    ), "not right: m_j = 2^(-8 (j+1) / h)"
     print(f"correct: {right}")
 
 
@@ -35,7 +38,9 @@ def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
     flipped = torch.stack([x[0::2] * c + x[1::2] * s, -x[0::2] * s + x[1::2] * c], -1).flatten()  # angle negated
     if torch.allclose(out, flipped, atol=1e-6) and not torch.allclose(out, right, atol=1e-6):
         raise AssertionError("rotated the wrong way: the first coordinate is x cos - y sin, the second x sin + y cos")
-    assert torch.allclose(out, right, atol=1e-6), "not the book's RoPE: pair coordinates 2i and 2i+1, angle t * base^(-2i/d)"
+    assert torch.allclose(
+        out, right, atol=1e-6
+    ), "not the book's RoPE: pair coordinates 2i and 2i+1, angle t * base^(-2i/d)"
     print("correct")
 
 
@@ -43,7 +48,9 @@ def check_sinusoidal_at_512(answer: float) -> None:
     """Exercise 3: copy-back accuracy at n = 512 of the chapter's sinusoidal model, seed 0 (within 0.01)."""
     model = train_copy_back("sinusoidal", 0)
     right = copy_back_accuracy(model, 512)
-    if math.isclose(answer, copy_back_accuracy(model, 64), abs_tol=1e-9) and not math.isclose(answer, right, abs_tol=0.01):
+    if math.isclose(answer, copy_back_accuracy(model, 64), abs_tol=1e-9) and not math.isclose(
+        answer, right, abs_tol=0.01
+    ):
         raise AssertionError("that is the accuracy at the training length 64; evaluate at n=512")
     assert math.isclose(answer, right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
     print(f"correct: {right:.3f}")

@@ -3,10 +3,11 @@
 Each check raises ``AssertionError`` with a hint when the answer is wrong and
 prints a confirmation when it is right.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -26,8 +27,12 @@ def check_uniform_mirrored(answer: float) -> None:
     right = uniform_mirrored_weight()
     per_sentence = sum(1 / n for n in range(LENGTHS[0], LENGTHS[1] + 1)) / (LENGTHS[1] - LENGTHS[0] + 1)
     if math.isclose(answer, per_sentence, abs_tol=1e-4):
-        raise AssertionError("that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more")
-    assert math.isclose(answer, right, abs_tol=1e-3), "not right: sum over lengths of n * (1/n), divided by the number of tokens"
+        raise AssertionError(
+            "that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more"
+        )
+    assert math.isclose(
+        answer, right, abs_tol=1e-3
+    ), "not right: sum over lengths of n * (1/n), divided by the number of tokens"
     print(f"correct: {right:.4f}")
 
 

@@ -1,7 +1,8 @@
 """Self-checks for the exercises of Chapter 1 (survey §1)."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -1,8 +1,9 @@
 """Self-checks for the exercises of Chapter 2 (survey §2, the general attention model)."""
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -22,7 +23,9 @@ def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool
     if not torch.allclose(w, want, atol=1e-6):
         raise AssertionError(f"equal scores give equal weights that sum to one; got {w.tolist()}")
     if shift_changes_weights is not False:
-        raise AssertionError("exp(e_l + b) / sum_j exp(e_j + b): the factor exp(b) cancels, so the weights do not change")
+        raise AssertionError(
+            "exp(e_l + b) / sum_j exp(e_j + b): the factor exp(b) cancels, so the weights do not change"
+        )
     return "correct: equal scores give 1/n_f each, and a common shift cancels"
 
 
@@ -34,12 +37,18 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
     """
     gg = torch.Generator().manual_seed(5)
     for scale in (1.0, 1e4):
-        qx, Kx, Vx = scale * torch.randn(6, generator=gg), torch.randn(7, 6, generator=gg), torch.randn(7, 3, generator=gg)
+        qx, Kx, Vx = (
+            scale * torch.randn(6, generator=gg),
+            torch.randn(7, 6, generator=gg),
+            torch.randn(7, 3, generator=gg),
+        )
         c_ref, _ = gm.attend(qx[None].double(), Kx.double(), Vx.double())
         try:
             got = fn(qx.double(), Kx.double(), Vx.double())
         except OverflowError as err:
-            raise AssertionError(f"overflow with scores of size {scale:g}: subtract the largest score first ({err})")
+            raise AssertionError(
+                f"overflow with scores of size {scale:g}: subtract the largest score first ({err})"
+            ) from err
         c_mine = torch.as_tensor(got, dtype=torch.float64)
         if c_mine.shape != c_ref[0].shape or not torch.isfinite(c_mine).all():
             raise AssertionError(f"expected a finite context of shape {tuple(c_ref[0].shape)}, got {c_mine.tolist()}")
@@ -50,7 +59,9 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
     return "correct: matches attend, also for very large scores"
 
 
-def check_ex3(model_mean: torch.nn.Module, model_attention: torch.nn.Module, acc_mean: float, acc_attention: float) -> str:
+def check_ex3(
+    model_mean: torch.nn.Module, model_attention: torch.nn.Module, acc_mean: float, acc_attention: float
+) -> str:
     """Ex. 3: two trained task models on 32 items, and the accuracies you measured for them.
 
     The check evaluates both models itself on the 32-item task (``EX3_TASK``,
@@ -63,7 +74,9 @@ def check_ex3(model_mean: torch.nn.Module, model_attention: torch.nn.Module, acc
     measured = {}
     with torch.no_grad():
         for name, model in (("mean", model_mean), ("attention", model_attention)):
-            measured[name] = evaluate_match_query(model, EX3_EVAL_N, torch.Generator().manual_seed(EX3_EVAL_SEED), **EX3_TASK)["accuracy"]
+            measured[name] = evaluate_match_query(
+                model, EX3_EVAL_N, torch.Generator().manual_seed(EX3_EVAL_SEED), **EX3_TASK
+            )["accuracy"]
     for name, given in (("mean", acc_mean), ("attention", acc_attention)):
         if not math.isclose(float(given), measured[name], abs_tol=1e-6):
             raise AssertionError(

@@ -1,8 +1,9 @@
 """Self-checks for the exercises of Chapter 3.1.1 (survey §3.1.1, multiplicity of features)."""
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -43,8 +44,13 @@ def check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> 
     return "correct: mean pooling of the affinity matrix gives the review's fine-grained attention"
 
 
-def check_ex3(model_rotatory: torch.nn.Module, model_target_only: torch.nn.Module, data,
-              acc_rotatory: float, acc_target_only: float) -> str:
+def check_ex3(
+    model_rotatory: torch.nn.Module,
+    model_target_only: torch.nn.Module,
+    data,
+    acc_rotatory: float,
+    acc_target_only: float,
+) -> str:
     """Ex. 3: two trained aspect models evaluated on a test set where most contexts are empty.
 
     The check measures the share of sentences with an empty context in ``data``
@@ -56,10 +62,14 @@ def check_ex3(model_rotatory: torch.nn.Module, model_target_only: torch.nn.Modul
         raise AssertionError("pass the rotatory model first and the target-only model second")
     empty = (~data.mask_l.any(-1) | ~data.mask_r.any(-1)).float().mean().item()
     if empty < 0.8:
-        raise AssertionError(f"only {empty:.0%} of these sentences have an empty context: use make_aspect(..., p_empty=0.9)")
+        raise AssertionError(
+            f"only {empty:.0%} of these sentences have an empty context: use make_aspect(..., p_empty=0.9)"
+        )
     with torch.no_grad():
         measured = [evaluate_aspect(m, data)["accuracy"] for m in (model_rotatory, model_target_only)]
     for name, given, got in zip(("rotatory", "target-only"), (acc_rotatory, acc_target_only), measured):
         if not math.isclose(float(given), got, abs_tol=1e-6):
-            raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores on this set ({got:.3f})")
+            raise AssertionError(
+                f"your {name} accuracy {float(given):.3f} is not what the model scores on this set ({got:.3f})"
+            )
     return f"correct: on {empty:.0%} empty contexts, rotatory {measured[0]:.2f} vs target-only {measured[1]:.2f}"

@@ -1,8 +1,9 @@
 """Self-checks for the exercises of Chapter 3.1.2 (survey §3.1.2, feature levels)."""
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -31,16 +32,23 @@ def check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> 
     want = lv.hierarchical_chunk_attention(q, K, K, m).c
     got = torch.as_tensor(two_level(q, K, K, m))
     if got.shape != want.shape:
-        raise AssertionError(f"expected one document context per query, shape {tuple(want.shape)}, got {tuple(got.shape)}")
+        raise AssertionError(
+            f"expected one document context per query, shape {tuple(want.shape)}, got {tuple(got.shape)}"
+        )
     if not torch.allclose(got, want, atol=1e-5):
         bad = (got - want).abs().amax(-1) > 1e-5
-        hint = " (only the document with an empty sentence differs: mask it out)" if bad.tolist() == [True, False, False] else ""
+        hint = (
+            " (only the document with an empty sentence differs: mask it out)"
+            if bad.tolist() == [True, False, False]
+            else ""
+        )
         raise AssertionError("document context differs from eq. 8-9" + hint)
     return "correct: chunk contexts as keys and values, empty sentences masked"
 
 
-def check_ex3(model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs,
-              flat_acc: float, hier_acc: float) -> str:
+def check_ex3(
+    model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs, flat_acc: float, hier_acc: float
+) -> str:
     """Ex. 3: flat and hierarchical models trained and tested on two-sentence documents.
 
     The check verifies that ``test_docs`` have exactly two sentences, re-evaluates
@@ -52,10 +60,15 @@ def check_ex3(model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_doc
         raise AssertionError("pass the flat model first and the hierarchical model second")
     n_real = test_docs.word_mask.any(-1).sum(-1)
     if not bool((n_real == 2).all()):
-        raise AssertionError(f"the test documents have {int(n_real.min())}-{int(n_real.max())} sentences; "
-                             "make them with n_sentences=2, min_sentences=2")
+        raise AssertionError(
+            f"the test documents have {int(n_real.min())}-{int(n_real.max())} sentences; "
+            "make them with n_sentences=2, min_sentences=2"
+        )
     with torch.no_grad():
-        got = [accuracy(m(test_docs.tokens, test_docs.word_mask).logits, test_docs.labels) for m in (model_flat, model_hier)]
+        got = [
+            accuracy(m(test_docs.tokens, test_docs.word_mask).logits, test_docs.labels)
+            for m in (model_flat, model_hier)
+        ]
     for name, given, g in zip(("flat", "hierarchical"), (flat_acc, hier_acc), got):
         if not math.isclose(float(given), g, abs_tol=1e-6):
             raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores here ({g:.3f})")

@@ -1,4 +1,5 @@
 """Self-checks for the exercises of Chapter 3.1.3 (survey §3.1.3, feature representations)."""
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,9 @@ def check_ex2(a_masked: Tensor, known: Tensor) -> str:
     """
     a = torch.as_tensor(a_masked)
     if a.shape != known.shape:
-        raise AssertionError(f"expected one weight per word and table, shape {tuple(known.shape)}, got {tuple(a.shape)}")
+        raise AssertionError(
+            f"expected one weight per word and table, shape {tuple(known.shape)}, got {tuple(a.shape)}"
+        )
     if not bool((a[:, 2:] == 0).all()):
         raise AssertionError("the shuffled and noise tables (e3, e4) must be masked out: they cover no word")
     k = known[:, :2]
@@ -39,8 +42,14 @@ def check_ex2(a_masked: Tensor, known: Tensor) -> str:
     return "correct: with the coverage as mask, each word reads only the tables that know it"
 
 
-def check_ex3(model_attention: torch.nn.Module, model_average: torch.nn.Module, tables, test_words: Tensor,
-              acc_attention: float, acc_average: float) -> str:
+def check_ex3(
+    model_attention: torch.nn.Module,
+    model_average: torch.nn.Module,
+    tables,
+    test_words: Tensor,
+    acc_attention: float,
+    acc_average: float,
+) -> str:
     """Ex. 3: both models trained on tables where e1 and e2 cover every word; the check re-evaluates them."""
     from ..training import accuracy
 
@@ -49,7 +58,10 @@ def check_ex3(model_attention: torch.nn.Module, model_average: torch.nn.Module, 
     if not bool(tables.known[:, :2].all()):
         raise AssertionError("e1 and e2 must cover every word: use coverage 1.0 in their specs")
     with torch.no_grad():
-        got = [accuracy(m(tables.lookup(test_words))[0], tables.classes[test_words]) for m in (model_attention, model_average)]
+        got = [
+            accuracy(m(tables.lookup(test_words))[0], tables.classes[test_words])
+            for m in (model_attention, model_average)
+        ]
     for name, given, g in zip(("attention", "average"), (acc_attention, acc_average), got):
         if not math.isclose(float(given), g, abs_tol=1e-6):
             raise AssertionError(f"your {name} accuracy {float(given):.3f} is not what the model scores ({g:.3f})")

@@ -5,10 +5,11 @@ returns a short confirmation string on a right one. Reference values are
 computed inside the checks (simulation, per-pair loops, the paired difference),
 so a constant or a mis-specified answer fails.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor

@@ -5,9 +5,10 @@ returns a short confirmation string on a right one. Reference values come from
 autograd on an enumerated expectation, from masks built inside the check, and
 from the paired difference over seeds.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -69,8 +70,8 @@ def check_ex3(results: Mapping[str, Sequence[float]], verdict: str, table_d2: Se
     or ``"not resolved"``, as the paired difference decides.
     """
     assert "D=2" in results, "results need the key 'D=2'"
-    assert [round(float(x), 6) for x in results["D=2"]] == [round(float(x), 6) for x in table_d2], (
-        "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
-    )
+    assert [round(float(x), 6) for x in results["D=2"]] == [
+        round(float(x), 6) for x in table_d2
+    ], "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
     d = check_results_and_verdict(results, "D=4", "D=2", verdict)
     return f"correct: D=4 - D=2 = {d}"

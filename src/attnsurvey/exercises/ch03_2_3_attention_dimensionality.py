@@ -5,9 +5,10 @@ returns a short confirmation string on a right one. Reference values come from
 the modules' own parameter counts, per-feature loops, and the paired difference
 over seeds.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -57,9 +58,7 @@ def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
     return "correct: one softmax over positions per feature"
 
 
-def check_ex3(
-    make_model: Callable[[bool], nn.Module], results: Mapping[str, Sequence[float]], verdict: str
-) -> str:
+def check_ex3(make_model: Callable[[bool], nn.Module], results: Mapping[str, Sequence[float]], verdict: str) -> str:
     """Ex. 3: both models with d_w = 8 over five seeds, and the verdict the paired difference supports.
 
     ``make_model(multi_dimensional)`` must build ``FeatureLookupModel`` with

@@ -5,9 +5,10 @@ returns a short confirmation string on a right one. Reference values come from
 ``redundancy_penalty``, from ``torch.nn.functional`` (SDPA, layer norm), from
 statistics of the reader's data, and from the paired difference over seeds.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F_

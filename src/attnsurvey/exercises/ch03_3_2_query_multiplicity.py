@@ -5,9 +5,10 @@ returns a short confirmation string on a right one. Reference values come from
 ``memory_network_read``, from explicit loops over hops, and from sums computed
 inside the checks.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -39,7 +40,11 @@ def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
     Returns the last context; compared with an explicit loop (c^(0) = mean of the values).
     """
     gen = torch.Generator().manual_seed(6)
-    q0, K, V = torch.randn(2, 3, generator=gen), torch.randn(2, 5, 6, generator=gen), torch.randn(2, 5, 3, generator=gen)
+    q0, K, V = (
+        torch.randn(2, 3, generator=gen),
+        torch.randn(2, 5, 6, generator=gen),
+        torch.randn(2, 5, 3, generator=gen),
+    )
 
     def score(Q: Tensor, K_: Tensor) -> Tensor:  # (d_q + d_v = 6 = d_k)
         return Q @ K_.transpose(-1, -2)

@@ -5,9 +5,10 @@ returns a short confirmation string on a right one. The checks compute their
 reference values themselves (from the definitions or from ``torch.nn``), so a
 constant or a mis-specified answer fails.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -47,7 +48,9 @@ def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecod
     torch.manual_seed(0)
     dec = model.DecoderLayer(16, 2, 24, norm_first=True)
     ref = to_torch(dec)
-    assert isinstance(ref, torch.nn.TransformerDecoderLayer), f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}"
+    assert isinstance(
+        ref, torch.nn.TransformerDecoderLayer
+    ), f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}"
     g = torch.Generator().manual_seed(1)
     Y, M = torch.randn(2, 5, 16, generator=g), torch.randn(2, 6, 16, generator=g)
     ref.eval()
@@ -68,8 +71,9 @@ def _token_accuracy(tagger: torch.nn.Module, x: Tensor, y: Tensor) -> float:
     return float((pred == y).double().mean())
 
 
-def check_ex3(evaluate: Callable[[torch.nn.Module, Tensor, Tensor], float], tagger: torch.nn.Module,
-              generalises: bool) -> str:
+def check_ex3(
+    evaluate: Callable[[torch.nn.Module, Tensor, Tensor], float], tagger: torch.nn.Module, generalises: bool
+) -> str:
     """Ex. 3: ``evaluate(tagger, x, y)`` is the token accuracy; ``generalises`` answers the question.
 
     The check compares ``evaluate`` with its own token accuracy on reversal

@@ -4,9 +4,10 @@ Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one; the references are computed
 here from the definitions, never taken from the reader.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -23,10 +24,12 @@ def check_ex1(flops: Callable[[int, int, int], tuple[int, int]]) -> str:
     for n, k, d in [(1024, 128, 64), (300, 7, 5), (16, 16, 1)]:
         got = tuple(int(v) for v in flops(n, k, d))
         want = (2 * n * n * d, 4 * n * k * d)
-        assert got[0] == want[0], f"n, k, d = {(n, k, d)}: full attention needs {want[0]} multiply-adds (Q K^T and A V), got {got[0]}"
-        assert got[1] == want[1], (
-            f"n, k, d = {(n, k, d)}: Linformer needs {want[1]}, got {got[1]} (did you count the projections E K and F V?)"
-        )
+        assert (
+            got[0] == want[0]
+        ), f"n, k, d = {(n, k, d)}: full attention needs {want[0]} multiply-adds (Q K^T and A V), got {got[0]}"
+        assert (
+            got[1] == want[1]
+        ), f"n, k, d = {(n, k, d)}: Linformer needs {want[1]}, got {got[1]} (did you count the projections E K and F V?)"
     full, lin = flops(8192, 128, 64)
     return f"correct: at n = 8192 Linformer needs {lin / full:.4f} of full attention's multiply-adds"
 

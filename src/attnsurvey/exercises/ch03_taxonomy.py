@@ -1,4 +1,5 @@
 """Self-checks for the exercises of the taxonomy chapter (survey §3, Fig. 3)."""
+
 from __future__ import annotations
 
 import math

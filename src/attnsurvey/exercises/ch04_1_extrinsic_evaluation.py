@@ -4,10 +4,11 @@ Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one. References come from the
 definitions or from libraries (``jiwer``), never from the reader.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -25,7 +26,11 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
     """Ex. 2: ``cer(references, hypotheses)``, the WER formula on characters, equals ``jiwer.cer``."""
     import jiwer
 
-    cases = [(["attention", "is all"], ["atention", "is al you"]), (["abc", "de"], ["abcdef", ""]), (["kitten"], ["sitting"])]
+    cases = [
+        (["attention", "is all"], ["atention", "is al you"]),
+        (["abc", "de"], ["abcdef", ""]),
+        (["kitten"], ["sitting"]),
+    ]
     for r, h in cases:
         want = jiwer.cer(r, h)
         got = float(cer_fn(r, h))
@@ -58,9 +63,9 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
         learned, uniform = ex.uniform_attention_ablation(model, x, y)
         want = learned - uniform
         got = float(drop_fn(model, x, y))
-        assert abs(got - want) < 1e-9, (
-            f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - (accuracy with uniform weights)"
-        )
+        assert (
+            abs(got - want) < 1e-9
+        ), f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - (accuracy with uniform weights)"
         drops.append(want)
     assert any(abs(d) > 0.02 for d in drops), "internal: the check's models must separate learned and uniform weights"
     return "correct: the drop is learned minus uniform accuracy"

@@ -4,9 +4,10 @@ Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one. References are computed
 here from the definitions, never taken from the reader.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -21,9 +22,9 @@ def check_ex1(ac_value: float) -> str:
     G = torch.zeros(25, dtype=torch.bool)
     G[:4] = True
     want = float(it.attention_correctness(a, G))
-    assert abs(float(ac_value) - want) < 1e-9, (
-        f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions (the rest is spread over 24 regions)"
-    )
+    assert (
+        abs(float(ac_value) - want) < 1e-9
+    ), f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions (the rest is spread over 24 regions)"
     return f"correct: AC = {want:.4f}"
 
 

@@ -4,10 +4,11 @@ Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one. References come from
 :mod:`attnsurvey.taxonomy` (Table III as data), never from the reader.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from .. import taxonomy as tx
 
@@ -41,8 +42,10 @@ def check_ex3(point: tx.TaxonomyPoint) -> str:
     zhang = tx.table3_row("table3:row11").point
     assert isinstance(point, tx.TaxonomyPoint), f"give a TaxonomyPoint, got {type(point).__name__}"
     changed = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(zhang, d)]
-    assert changed == ["query_type"], (
-        f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"
-    )
-    assert point.query_type == (("basic",),), f"the query type must be basic alone, got {point.as_strings()['query_type']}"
+    assert changed == [
+        "query_type"
+    ], f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"
+    assert point.query_type == (
+        ("basic",),
+    ), f"the query type must be basic alone, got {point.as_strings()['query_type']}"
     return "correct: row 11 with a basic query (one dimension changed)"

@@ -4,6 +4,7 @@ Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one. The checks build or inspect
 models themselves; they never trust a number the reader reports.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,7 +14,9 @@ from .. import builder as B
 
 def _md_mh(d: int, heads: int) -> torch.nn.Module:
     torch.manual_seed(0)
-    return B.build_model(B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), d, 4, heads=heads)
+    return B.build_model(
+        B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), d, 4, heads=heads
+    )
 
 
 def check_ex1(answer: int) -> str:
@@ -30,12 +33,12 @@ def check_ex2(model: torch.nn.Module) -> str:
     """Ex. 2: a model with hard alignment, multi-head + multi-hop, and self-attention + basic queries."""
     p = B.describe(model)
     assert p.alignment == (("hard",),), f"alignment must be hard, the model has {p.as_strings()['alignment']}"
-    assert p.query_multiplicity == (("multi-head", "multi-hop"),), (
-        f"query multiplicity must combine multi-head and multi-hop in one model ('+'), the model has {p.as_strings()['query_multiplicity']}"
-    )
-    assert p.query_type == (("self-attention", "basic"),), (
-        f"query type must be self-attention + basic, the model has {p.as_strings()['query_type']}"
-    )
+    assert (
+        p.query_multiplicity == (("multi-head", "multi-hop"),)
+    ), f"query multiplicity must combine multi-head and multi-hop in one model ('+'), the model has {p.as_strings()['query_multiplicity']}"
+    assert p.query_type == (
+        ("self-attention", "basic"),
+    ), f"query type must be self-attention + basic, the model has {p.as_strings()['query_type']}"
     return "correct: hard alignment, multi-head + multi-hop, self-attention + basic queries"
 
 

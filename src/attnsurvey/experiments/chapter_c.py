@@ -8,10 +8,11 @@
   inputs whose keys and values are low-rank along the sequence (``r`` segments
   of near-identical tokens) so that a projection to ``k >= r`` rows is justified.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -21,8 +22,9 @@ from ..transformer.linformer import linformer_attention
 FLOAT32_BYTES = 4
 
 
-def analytic_attention_cost(method: str, n: int, d: int, *, w: int = 32, k: int = 128, m: int = 64,
-                            n_buckets: int = 16) -> dict[str, float | str]:
+def analytic_attention_cost(
+    method: str, n: int, d: int, *, w: int = 32, k: int = 128, m: int = 64, n_buckets: int = 16
+) -> dict[str, float | str]:
     """Analytic cost of one head of ``method`` on ``n`` tokens of width ``d`` (float32).
 
     method: ``"full"``, ``"local"`` (half-width ``w``), ``"linformer"`` (``k``
@@ -47,13 +49,17 @@ def analytic_attention_cost(method: str, n: int, d: int, *, w: int = 32, k: int 
     if method == "lsh":
         hashing = n * d * max(n_buckets // 2, 1)
         sorting = n * math.log2(n) if n > 1 else 0.0
-        return {"macs": hashing + sorting + 2 * n * 2 * m * d, "weight_bytes": FLOAT32_BYTES * n * 2 * m,
-                "order": "O(n log n + n m d)"}
+        return {
+            "macs": hashing + sorting + 2 * n * 2 * m * d,
+            "weight_bytes": FLOAT32_BYTES * n * 2 * m,
+            "order": "O(n log n + n m d)",
+        }
     raise ValueError(f"method must be 'full', 'local', 'linformer' or 'lsh', got {method!r}")
 
 
-def low_rank_sequences(batch: int, n: int, d: int, r: int, noise: float,
-                       generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+def low_rank_sequences(
+    batch: int, n: int, d: int, r: int, noise: float, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor]:
     """Queries, keys and values ``(batch, n, d)`` whose keys and values are low-rank along the sequence.
 
     The ``n`` positions form ``r`` contiguous segments of ``n / r`` tokens;
@@ -92,8 +98,17 @@ def relative_error(c: Tensor, ref: Tensor) -> float:
     return float((c - ref).norm() / ref.norm())
 
 
-def fit_linformer_projections(Q: Tensor, K: Tensor, V: Tensor, target: Tensor, k: int, *, steps: int = 150,
-                              lr: float = 0.05, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def fit_linformer_projections(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    target: Tensor,
+    k: int,
+    *,
+    steps: int = 150,
+    lr: float = 0.05,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
     """Learn Linformer's ``E, F`` ``(k, n)`` so that its output matches ``target`` (full attention) on these inputs.
 
     Q, K, V: ``(batch, n, d)`` training sequences; target: their full-attention
@@ -114,8 +129,15 @@ def fit_linformer_projections(Q: Tensor, K: Tensor, V: Tensor, target: Tensor, k
     return E.detach(), F.detach()
 
 
-def adversarial_trace(output_fn: Callable[[Tensor], Tensor], a: Tensor, eps: float, steps: int, *,
-                      generator: torch.Generator | None = None, **search_kw: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def adversarial_trace(
+    output_fn: Callable[[Tensor], Tensor],
+    a: Tensor,
+    eps: float,
+    steps: int,
+    *,
+    generator: torch.Generator | None = None,
+    **search_kw: float,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Run :func:`attnsurvey.evaluation.intrinsic.adversarial_attention` and record its objective at every step.
 
     The search itself is unchanged: ``output_fn`` is wrapped so that each

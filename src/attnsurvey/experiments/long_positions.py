@@ -12,6 +12,7 @@ a linear read-out per position). Only the position information changes:
   (:class:`~attnsurvey.transformer.relative.RelativeSelfAttention`);
 * ``"rope"``, ``"alibi"``: :mod:`attnsurvey.beyond.positions`.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,9 @@ class PositionTagger(nn.Module):
     encoding, or (absolute encodings) for ``n > max_len``.
     """
 
-    def __init__(self, vocab: int, encoding: str, d_model: int = 16, h: int = 2, d_ff: int = 32, max_len: int = 64, b: int = 8) -> None:
+    def __init__(
+        self, vocab: int, encoding: str, d_model: int = 16, h: int = 2, d_ff: int = 32, max_len: int = 64, b: int = 8
+    ) -> None:
         super().__init__()
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
@@ -64,7 +67,9 @@ class PositionTagger(nn.Module):
 
     def forward(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         n = tokens.shape[-1]
-        H, weights = self.encoder(self.position(self.embed(tokens)), causal_mask(n, device=tokens.device)[None])  # (1, n, n): one mask for the batch
+        H, weights = self.encoder(
+            self.position(self.embed(tokens)), causal_mask(n, device=tokens.device)[None]
+        )  # (1, n, n): one mask for the batch
         return self.readout(H), weights[0]
 
 
@@ -79,7 +84,14 @@ def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
 
 
 def fit_copy_back(
-    model: nn.Module, generator: torch.Generator, n_train: int = 64, k: int = 3, vocab: int = 8, steps: int = 80, batch: int = 16, lr: float = 1e-2
+    model: nn.Module,
+    generator: torch.Generator,
+    n_train: int = 64,
+    k: int = 3,
+    vocab: int = 8,
+    steps: int = 80,
+    batch: int = 16,
+    lr: float = 1e-2,
 ) -> nn.Module:
     """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
 
@@ -103,7 +115,9 @@ def train_copy_back(encoding: str, seed: int, n_train: int = 64, k: int = 3, voc
 
 
 @torch.no_grad()
-def copy_back_accuracy(model: nn.Module, n: int, k: int = 3, vocab: int = 8, batch: int = 32, seed: int = 1000) -> float:
+def copy_back_accuracy(
+    model: nn.Module, n: int, k: int = 3, vocab: int = 8, batch: int = 32, seed: int = 1000
+) -> float:
     """Token accuracy on fresh sequences of length ``n`` (positions with a target only).
 
     Returns ``nan`` when the model cannot represent length ``n`` at all (a

@@ -9,6 +9,7 @@ the input has (the output of a reversal is as long as its input).
 Metrics: exact match (whole sequence right) and the book's corpus BLEU
 (:func:`attnsurvey.evaluation.extrinsic.bleu`) over the token ids as words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from ..catalog import catalogued, declare
 from ..beyond.search import beam_search, greedy_search
+from ..catalog import catalogued, declare
 from ..data.sequences import BOS, PAD, SeqBatch, target_positions, transduction_batch
 from ..evaluation.extrinsic import bleu
 from ..masking import causal_mask
@@ -35,7 +36,9 @@ def reversal_data(batch: int, generator: torch.Generator) -> SeqBatch:
     return transduction_batch(batch, LENGTHS, vocab_size=VOCAB, task="reverse", generator=generator)
 
 
-def make_model(d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 2, norm_first: bool = True, embed_scale: float = 1.0) -> Seq2SeqTransformer:
+def make_model(
+    d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 2, norm_first: bool = True, embed_scale: float = 1.0
+) -> Seq2SeqTransformer:
     """The chapter's model: 2 + 2 layers of width 32 with 2 heads, pre-norm.
 
     ``embed_scale`` replaces the paper's ``sqrt(d_model)`` factor on the
@@ -43,7 +46,9 @@ def make_model(d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 2,
     sinusoidal code, and multiplying by ``sqrt(32)`` drowns the positions, which
     a reversal model needs most (with it, 300 steps learn nothing).
     """
-    model = Seq2SeqTransformer(VOCAB, VOCAB, d_model=d_model, h=h, d_ff=d_ff, n_layers=n_layers, max_len=32, norm_first=norm_first)
+    model = Seq2SeqTransformer(
+        VOCAB, VOCAB, d_model=d_model, h=h, d_ff=d_ff, n_layers=n_layers, max_len=32, norm_first=norm_first
+    )
     model.scale = embed_scale
     return model
 
@@ -54,8 +59,14 @@ def _loss(model: Seq2SeqTransformer, batch: SeqBatch) -> Tensor:
     return F_.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
 
 
-@catalogued("extra:trained-transformer", title="The encoder-decoder Transformer trained end to end on reversal; greedy and beam search, exact match and BLEU (beyond the survey)", chapter=CHAPTER)
-def train_reversal(seed: int, steps: int = 300, batch: int = 32, lr: float = 1e-2, **model_kw) -> tuple[Seq2SeqTransformer, list[float]]:
+@catalogued(
+    "extra:trained-transformer",
+    title="The encoder-decoder Transformer trained end to end on reversal; greedy and beam search, exact match and BLEU (beyond the survey)",
+    chapter=CHAPTER,
+)
+def train_reversal(
+    seed: int, steps: int = 300, batch: int = 32, lr: float = 1e-2, **model_kw
+) -> tuple[Seq2SeqTransformer, list[float]]:
     """Train with teacher forcing for ``steps`` Adam steps; ``seed`` fixes weights and data.
 
     Returns ``(model in eval mode, losses per step)``.

@@ -6,6 +6,7 @@ survey's figures show, built with the same ``draw_box``/``draw_arrow`` helpers
 as every diagram of the book. Where a figure depicts a structure of the package
 (Fig. 3, the taxonomy), it is drawn from that structure.
 """
+
 from __future__ import annotations
 
 from ..plotting import draw_arrow, draw_box
@@ -57,8 +58,14 @@ def encoder_decoder_figure(n: int = 5, steps: int = 3):
                 raw = [math.exp(-1.5 * abs(pos - (n - 1 - t))) for pos in range(n)]
                 wts = [r / sum(raw) for r in raw]
                 for pos in range(n):
-                    draw_arrow(ax, (pos + 0.2, 1.55), (x - 0.1, 2.38), color="#c0392b",
-                               lw=0.4 + 3 * wts[pos], alpha=0.3 + 0.7 * wts[pos])
+                    draw_arrow(
+                        ax,
+                        (pos + 0.2, 1.55),
+                        (x - 0.1, 2.38),
+                        color="#c0392b",
+                        lw=0.4 + 3 * wts[pos],
+                        alpha=0.3 + 0.7 * wts[pos],
+                    )
         if not attend_all:
             draw_box(ax, (5.2, 1.3), "$c = h_{n_x}$", w=0.9, h=0.5, color=_ATT)
             draw_arrow(ax, (4.3, 1.3), (4.75, 1.3))

@@ -8,6 +8,7 @@ number of heads, of hops and of capsules are arguments, and the capsule
 figure names the modules' equations as :mod:`attnsurvey.query_related.capsule`
 catalogues them.
 """
+
 from __future__ import annotations
 
 from ..plotting import draw_arrow, draw_box
@@ -37,20 +38,40 @@ def multi_head_figure(h: int = 3):
     if not 1 <= h <= 6:
         raise ValueError(f"draw between 1 and 6 heads, got h={h}")
     width = max(3.2 * h, 7.0)
-    fig, ax = _axes(width, 5.2, (-0.3, width - 0.3), (-0.4, 5.4), f"Multi-head attention with d = {h} heads, Eq. (38)-(40)")
+    fig, ax = _axes(
+        width, 5.2, (-0.3, width - 0.3), (-0.4, 5.4), f"Multi-head attention with d = {h} heads, Eq. (38)-(40)"
+    )
     draw_box(ax, (width * 0.25, 0.1), "query $q$", w=1.6, h=0.45, color=_QUERY)
     draw_box(ax, (width * 0.65, 0.1), "feature matrix $F$", w=2.2, h=0.45, color=_FEAT)
     xs = [1.45 + j * (width - 2.6) / max(h - 1, 1) for j in range(h)] if h > 1 else [width / 2 - 0.3]
     for j, x in enumerate(xs, 1):
-        draw_box(ax, (x, 1.45), f"$W_q^{{({j})}} q$,  $W_K^{{({j})}} F$,  $W_V^{{({j})}} F$", w=2.6, h=0.5, color=_IO, fs=8)
+        draw_box(
+            ax, (x, 1.45), f"$W_q^{{({j})}} q$,  $W_K^{{({j})}} F$,  $W_V^{{({j})}} F$", w=2.6, h=0.5, color=_IO, fs=8
+        )
         draw_arrow(ax, (width * 0.25, 0.33), (x - 0.3, 1.2), color="#b9770e", lw=0.9)
         draw_arrow(ax, (width * 0.65, 0.33), (x + 0.3, 1.2), color="#2e86c1", lw=0.9)
-        draw_box(ax, (x, 2.6), f"attention module {j}\n$q^{{({j})}}, K^{{({j})}}, V^{{({j})}}$", w=2.4, h=0.7, color=_ATT, fs=8)
+        draw_box(
+            ax,
+            (x, 2.6),
+            f"attention module {j}\n$q^{{({j})}}, K^{{({j})}}, V^{{({j})}}$",
+            w=2.4,
+            h=0.7,
+            color=_ATT,
+            fs=8,
+        )
         draw_arrow(ax, (x, 1.7), (x, 2.25))
         draw_box(ax, (x, 3.6), f"$c^{{({j})}}$", w=0.9, h=0.42, color=_OUT)
         draw_arrow(ax, (x, 2.95), (x, 3.39))
         draw_arrow(ax, (x, 3.81), (width / 2 - 0.3, 4.35), color="#555", lw=0.9)
-    draw_box(ax, (width / 2 - 0.3, 4.6), "concat, then $W_O$:  $c = W_O\\,[c^{(1)}; \\dots; c^{(d)}]$", w=4.6, h=0.5, color=_OUT, fs=9)
+    draw_box(
+        ax,
+        (width / 2 - 0.3, 4.6),
+        "concat, then $W_O$:  $c = W_O\\,[c^{(1)}; \\dots; c^{(d)}]$",
+        w=4.6,
+        h=0.5,
+        color=_OUT,
+        fs=9,
+    )
     return fig
 
 
@@ -78,7 +99,15 @@ def multi_hop_figure(n_hops: int = 3):
         draw_arrow(ax, c_prev, (x - 0.3, 2.97), rad=0.15)
         draw_box(ax, (x + 1.3, 3.2), f"$q^{{({s + 1})}}$", w=0.8, h=0.42, color=_QUERY)
         draw_arrow(ax, (x + 0.65, 3.2), (x + 0.9, 3.2))
-        draw_box(ax, (x + 1.0, 1.9), f"attention module\nquery $[q^{{({s + 1})}}; c^{{({s})}}]$", w=2.1, h=0.65, color=_ATT, fs=8)
+        draw_box(
+            ax,
+            (x + 1.0, 1.9),
+            f"attention module\nquery $[q^{{({s + 1})}}; c^{{({s})}}]$",
+            w=2.1,
+            h=0.65,
+            color=_ATT,
+            fs=8,
+        )
         draw_arrow(ax, (x + 1.3, 2.99), (x + 1.3, 2.23))
         draw_arrow(ax, c_prev, (x - 0.05, 1.75), rad=-0.1)
         draw_arrow(ax, (width / 2, 0.01), (x + 1.0, 1.57), color="#2e86c1", lw=0.8)
@@ -105,15 +134,19 @@ def capsule_figure(d_y: int = 2, class_names: tuple[str, ...] | None = None):
     if len(names) != d_y:
         raise ValueError(f"{len(names)} class names for d_y={d_y} capsules")
     height = 1.2 + 1.5 * d_y
-    fig, ax = _axes(10.0, height, (-0.3, 10.3), (-0.2, height), f"Capsule-based attention with d_y = {d_y} capsules, Eq. (43)-(45)")
+    fig, ax = _axes(
+        10.0, height, (-0.3, 10.3), (-0.2, height), f"Capsule-based attention with d_y = {d_y} capsules, Eq. (43)-(45)"
+    )
     draw_box(ax, (0.8, height / 2 - 0.2), "features\n$f_1, \\dots, f_{n_f}$", w=1.5, h=0.8, color=_FEAT, fs=8)
     for c, name in enumerate(names):
         y = height - 1.0 - 1.5 * c
         ax.text(2.05, y + 0.55, f"capsule {c + 1}: {name}", fontsize=8, color="#555")
         draw_arrow(ax, (1.55, height / 2 - 0.2), (2.1, y), lw=0.9)
-        draw_box(ax, (3.2, y), f"attention module\n$e_{{c,l}} = q_c^T k_l$, softmax, $c_c$", w=2.3, h=0.7, color=_ATT, fs=8)
-        draw_box(ax, (5.9, y), f"probability module\n$p_c = \\sigma(w_c^T c_c + b_c)$", w=2.3, h=0.7, color=_QUERY, fs=8)
-        draw_box(ax, (8.6, y), f"reconstruction module\n$r_c = p_c\\, c_c$", w=2.3, h=0.7, color=_OUT, fs=8)
+        draw_box(
+            ax, (3.2, y), "attention module\n$e_{c,l} = q_c^T k_l$, softmax, $c_c$", w=2.3, h=0.7, color=_ATT, fs=8
+        )
+        draw_box(ax, (5.9, y), "probability module\n$p_c = \\sigma(w_c^T c_c + b_c)$", w=2.3, h=0.7, color=_QUERY, fs=8)
+        draw_box(ax, (8.6, y), "reconstruction module\n$r_c = p_c\\, c_c$", w=2.3, h=0.7, color=_OUT, fs=8)
         draw_arrow(ax, (4.35, y), (4.75, y), text="$c_c$")
         draw_arrow(ax, (7.05, y), (7.45, y), text="$p_c$")
         draw_arrow(ax, (4.2, y - 0.35), (7.6, y - 0.35), color="#aaaaaa", rad=0.25)

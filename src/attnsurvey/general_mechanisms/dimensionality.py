@@ -28,9 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..catalog import catalogued
 from ..masking import check_mask, masked_softmax, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
-from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 

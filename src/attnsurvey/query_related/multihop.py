@@ -21,16 +21,16 @@ Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
-from ..general_mechanisms.scoring import GeneralScore, ScoreModule
 from ..attention import attend_scores
-from ..masking import zero_masked
 from ..catalog import catalogued
+from ..general_mechanisms.scoring import GeneralScore, ScoreModule
+from ..masking import zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 

@@ -26,17 +26,17 @@ Shapes are batch-first rows: ``F`` is ``(..., n_f, d_f)``. Masks are boolean,
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
+from ..attention import attend_scores
+from ..catalog import catalogued, declare
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
-from ..attention import attend_scores
 from ..masking import zero_masked
-from ..catalog import catalogued, declare
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
 

@@ -9,17 +9,17 @@ model does as well.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..masking import zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
-from ..catalog import catalogued
 
 
 @catalogued("extra:lite-transformer")

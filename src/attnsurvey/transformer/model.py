@@ -36,17 +36,17 @@ float64, eval mode, 1e-10).
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
-from ..catalog import catalogued
 
 Activation = Callable[[Tensor], Tensor]
 ACTIVATIONS: dict[str, Activation] = {"relu": F_.relu, "gelu": F_.gelu}

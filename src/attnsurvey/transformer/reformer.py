@@ -24,8 +24,8 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
-from ..masking import zero_masked
 from ..catalog import catalogued
+from ..masking import zero_masked
 
 SELF_SCORE = -1e5
 

@@ -16,8 +16,8 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..attention import align_scores
-from ..masking import zero_masked
 from ..catalog import catalogued
+from ..masking import zero_masked
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
