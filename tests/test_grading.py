@@ -38,9 +38,12 @@ GRADED_CHAPTERS = [
 ]
 
 
-def _solution_lines(nb) -> list[str]:
-    """The non-blank lines inside solution and hidden-test regions of the instructor version."""
-    found, inside = [], False
+def _split_lines(nb) -> tuple[list[str], set[str]]:
+    """Non-blank lines inside solution and hidden-test regions of the instructor version, and
+    every line outside them (the scaffold a student also sees, in any cell), stripped."""
+    found: list[str] = []
+    outside: set[str] = set()
+    inside = False
     for cell in nb.cells:
         for line in cell.source.split("\n"):
             s = line.strip()
@@ -50,20 +53,19 @@ def _solution_lines(nb) -> list[str]:
                 inside = False
             elif inside and s and not s.startswith("#"):
                 found.append(s)
-    return found
+            elif not inside:
+                outside.add(s)
+    return found, outside
 
 
 def _assert_no_solution(instructor, stud) -> None:
     text = "\n".join(c.source for c in stud.cells)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "{admonition} Solution"):
         assert marker not in text, f"student version still contains {marker!r}"
-    shared = {
-        line
-        for c in instructor.cells
-        if not student.is_solution(c) and not student.is_grade(c)
-        for line in c.source.split("\n")
-    }
-    leaked = [line for line in _solution_lines(instructor) if line in text and line not in shared]
+    solution, shared = _split_lines(instructor)
+    # a solution line that also appears outside every solution region (the scaffold around
+    # it, e.g. ``with torch.no_grad():``) gives nothing away
+    leaked = [line for line in solution if line in text and line not in shared]
     assert not leaked, f"solution lines left in the student version: {leaked[:5]}"
     assert all(not c.get("outputs") for c in stud.cells if c.cell_type == "code"), "outputs not cleared"
     assert "widgets" not in stud.metadata
@@ -169,3 +171,14 @@ def test_chapter_autograde_full_marks_and_zero(chapter, tmp_path):
     assert full.max_score > 0
     assert full.score == full.max_score, [g for g in full.grades if g.points < g.max_points]
     assert blank.score == 0, [g for g in blank.grades if g.points > 0]
+
+
+def test_leak_check_catches_a_solution_line_left_behind(tmp_path):
+    instructor = nbformat.read(FIXTURE, as_version=4)
+    student.main([str(FIXTURE), "--out", str(tmp_path)])
+    stud = nbformat.read(tmp_path / FIXTURE.name, as_version=4)
+    solution, shared = _split_lines(instructor)
+    secret = next(line for line in solution if line not in shared)
+    stud.cells.append(nbformat.v4.new_code_cell(secret))
+    with pytest.raises(AssertionError, match="solution lines left"):
+        _assert_no_solution(instructor, stud)
