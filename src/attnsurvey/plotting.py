@@ -91,6 +91,22 @@ def show(fig: Figure) -> None:
     display(Image(buf.getvalue()))
 
 
+#: Fill colours of the block diagrams: features, queries, attention, outputs, inputs.
+FEATURE_FILL, QUERY_FILL, ATTENTION_FILL, OUTPUT_FILL, IO_FILL = "#dbe9f6", "#fde0c5", "#f9d6d5", "#d5f0dc", "#eeeeee"
+
+
+def diagram_axes(
+    w: float, h: float, xlim: tuple[float, float], ylim: tuple[float, float], title: str
+) -> tuple[Figure, Axes]:
+    """A ``w`` x ``h`` inch figure with bare axes spanning ``xlim`` x ``ylim``, for block diagrams."""
+    fig, ax = plt.subplots(figsize=(w, h))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    return fig, ax
+
+
 def draw_box(
     ax: Axes, xy: tuple[float, float], text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9
 ) -> None:

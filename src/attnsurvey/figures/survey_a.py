@@ -9,20 +9,13 @@ as every diagram of the book. Where a figure depicts a structure of the package
 
 from __future__ import annotations
 
+from ..plotting import ATTENTION_FILL as _ATT
+from ..plotting import FEATURE_FILL as _FEAT
+from ..plotting import IO_FILL as _IO
+from ..plotting import OUTPUT_FILL as _OUT
+from ..plotting import QUERY_FILL as _QUERY
+from ..plotting import diagram_axes as _axes
 from ..plotting import draw_arrow, draw_box
-
-_FEAT, _QUERY, _ATT, _OUT, _IO = "#dbe9f6", "#fde0c5", "#f9d6d5", "#d5f0dc", "#eeeeee"
-
-
-def _axes(w: float, h: float, xlim: tuple[float, float], ylim: tuple[float, float], title: str):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(w, h))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
-    return fig, ax
 
 
 def encoder_decoder_figure(n: int = 5, steps: int = 3):
