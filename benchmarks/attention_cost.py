@@ -18,6 +18,7 @@ median process CPU time (more stable on a busy machine). Single head, batch 1,
 ``d = 64``, float32, on ``BENCH_THREADS`` threads (default 1: on a shared machine, a second
 thread mostly measures how long the OpenMP barrier waits for a descheduled core).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,13 @@ def measure_one(method: str, n: int, repeats: int) -> dict:
         fn()
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-    return {"method": method, "n": n, "seconds": min(walls), "cpu_seconds": statistics.median(cpus),
-            "peak_mib": max(peak - before, 0.0)}
+    return {
+        "method": method,
+        "n": n,
+        "seconds": min(walls),
+        "cpu_seconds": statistics.median(cpus),
+        "peak_mib": max(peak - before, 0.0),
+    }
 
 
 def reversible_memory(n: int = 512, d: int = 64, layers=(1, 2, 4, 8)) -> list[dict]:
@@ -131,8 +137,11 @@ def plot(result: dict, path: Path = FIGURE) -> Path:
         ax.set_ylabel(lab)
         ax.legend()
     s = result["settings"]
-    fig.suptitle(f"measured: d={s['d']}, {s['threads']} thread(s), torch {s['torch']}, {s['machine']}, "
-                 f"load {s['load_average_1min']:.1f}", fontsize=9)
+    fig.suptitle(
+        f"measured: d={s['d']}, {s['threads']} thread(s), torch {s['torch']}, {s['machine']}, "
+        f"load {s['load_average_1min']:.1f}",
+        fontsize=9,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -152,29 +161,52 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot_only:
         print(f"wrote {plot(json.loads(OUT.read_text())).relative_to(ROOT)}")
         return 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
-           "MKL_NUM_THREADS": os.environ.get("BENCH_THREADS", "1")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
+        "MKL_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
+    }
     ns = [n for n in (256, 512, 1024, 2048, 4096, 8192) if n <= args.max_n]
     rows = []
     for method in METHODS:
         for n in ns:
-            res = subprocess.run([sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
-                                 capture_output=True, text=True, env=env, check=True)
+            res = subprocess.run(
+                [sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
             row = json.loads(res.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"{method:10s} n={n:5d}  wall {row['seconds'] * 1e3:9.2f} ms  cpu {row['cpu_seconds'] * 1e3:9.2f} ms  "
-                  f"{row['peak_mib']:8.1f} MiB", flush=True)
+            print(
+                f"{method:10s} n={n:5d}  wall {row['seconds'] * 1e3:9.2f} ms  cpu {row['cpu_seconds'] * 1e3:9.2f} ms  "
+                f"{row['peak_mib']:8.1f} MiB",
+                flush=True,
+            )
     rev = reversible_memory()
     for r in rev:
-        print(f"reversible layers={r['layers']}: plain {r['plain_mib']:.2f} MiB, reversible {r['reversible_mib']:.2f} MiB")
+        print(
+            f"reversible layers={r['layers']}: plain {r['plain_mib']:.2f} MiB, reversible {r['reversible_mib']:.2f} MiB"
+        )
     import torch
 
     result = {
-        "settings": {**SETTINGS, "batch": 1, "heads": 1, "dtype": "float32", "threads": int(env["OMP_NUM_THREADS"]),
-                     "repeats": args.repeats, "torch": torch.__version__, "machine": platform.machine(),
-                     "memory": "peak RSS during one call minus RSS before it, MiB",
-                     "seconds": "fastest wall time of the repeats", "cpu_seconds": "median process CPU time",
-                     "load_average_1min": os.getloadavg()[0]},
+        "settings": {
+            **SETTINGS,
+            "batch": 1,
+            "heads": 1,
+            "dtype": "float32",
+            "threads": int(env["OMP_NUM_THREADS"]),
+            "repeats": args.repeats,
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+            "memory": "peak RSS during one call minus RSS before it, MiB",
+            "seconds": "fastest wall time of the repeats",
+            "cpu_seconds": "median process CPU time",
+            "load_average_1min": os.getloadavg()[0],
+        },
         "attention": rows,
         "reversible": rev,
     }

@@ -20,6 +20,7 @@ The results go to ``benchmarks/results/core_attention.json`` with a machine
 description. Figures from a shared, loaded machine are noisy: compare the ratio
 of cases measured in the same run, not absolute times across runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,14 +61,17 @@ def _make(case: str, n: int):
     W = [(torch.randn(d, d, generator=g) / d**0.5).requires_grad_() for _ in range(4)]
 
     if case == "mha":
+
         def step():
             out, _ = multi_head_attention(X, X, X, *W, h, need_weights=False)
             out.sum().backward()
     else:  # the same projections around SDPA, by hand
+
         def step():
             q, k, v = (split_heads(X @ Wi.T, h) for Wi in W[:3])
             out = merge_heads(F_.scaled_dot_product_attention(q, k, v)) @ W[3].T
             out.sum().backward()
+
     return step
 
 
@@ -113,8 +117,13 @@ def measure_pair(case_a: str, case_b: str, n: int, repeats: int) -> dict:
 
 
 def _run(args: list[str], repeats: int, env: dict) -> dict:
-    res = subprocess.run([sys.executable, __file__, *args, "--repeats", str(repeats)],
-                         capture_output=True, text=True, env=env, check=True)
+    res = subprocess.run(
+        [sys.executable, __file__, *args, "--repeats", str(repeats)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -150,10 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     result = {
-        "settings": {"threads": int(threads), "repeats": args.repeats, "dtype": "float32", "torch": torch.__version__,
-                     "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                     "load_average": os.getloadavg(), "memory": "peak RSS during one call minus RSS before it, MiB (+1 in ratios)",
-                     "seconds": "fastest wall time of the repeats, the two cases of a pair alternating in one process"},
+        "settings": {
+            "threads": int(threads),
+            "repeats": args.repeats,
+            "dtype": "float32",
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(),
+            "memory": "peak RSS during one call minus RSS before it, MiB (+1 in ratios)",
+            "seconds": "fastest wall time of the repeats, the two cases of a pair alternating in one process",
+        },
         "rows": rows,
         "ratios": ratios,
     }

@@ -1,5 +1,6 @@
 """Tests for §3.2.2, attention alignment: Eq. (24)-(29), REINFORCE, reinforced alignment,
 sparsemax and entmax-1.5."""
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,9 @@ def test_eq24_context_hand_computed():
     # many queries per example, like general_model.context
     A = rand(3, 2, 4).softmax(-1)
     Vb = rand(3, 4, 5, seed=1)
-    loop = torch.stack([torch.stack([sum(A[b, i, l] * Vb[b, l] for l in range(4)) for i in range(2)]) for b in range(3)])
+    loop = torch.stack(
+        [torch.stack([sum(A[b, i, l] * Vb[b, l] for l in range(4)) for i in range(2)]) for b in range(3)]
+    )
     torch.testing.assert_close(al.context_vector(A, Vb), loop)
 
 
@@ -127,7 +130,9 @@ def test_eq26_masked_positions_never_sampled():
 def test_eq26_bad_inputs():
     with pytest.raises(ValueError, match="mode must be 'sample' or 'argmax'"):
         al.hard_align(torch.zeros(3), mode="max")
-    with pytest.raises(ValueError, match=r"hard attention \(Eq. 26\) needs n_f of e == n_f of V, got n_f of e=3, n_f of V=4"):
+    with pytest.raises(
+        ValueError, match=r"hard attention \(Eq. 26\) needs n_f of e == n_f of V, got n_f of e=3, n_f of V=4"
+    ):
         al.hard_attend(torch.zeros(3), torch.zeros(4, 2))
     with pytest.raises(ValueError, match="e is empty"):
         al.hard_align(torch.zeros(0))
@@ -260,7 +265,9 @@ def test_eq27_zero_outside_window(n_f, frac, D, seed):
 @pytest.mark.catalog("eq27")
 def test_eq27_empty_window_gives_zero_weights():
     e = torch.tensor([1e4, -1e4, 3.0, 0.0])
-    assert torch.equal(al.local_align(e, 1.5, 0.0, gaussian=False), torch.tensor([0.0, 0.0, 1.0, 0.0]))  # round(1.5) = 2
+    assert torch.equal(
+        al.local_align(e, 1.5, 0.0, gaussian=False), torch.tensor([0.0, 0.0, 1.0, 0.0])
+    )  # round(1.5) = 2
     mask = torch.tensor([True, False, False, True])
     a = al.local_align(e, 1.5, 0.5, mask=mask)  # window {2}, masked
     assert torch.equal(a, torch.zeros(4))
@@ -290,7 +297,9 @@ def test_eq27_bad_inputs():
         al.local_align(e, 6.5, 1)
     with pytest.raises(ValueError, match="position p must lie inside"):
         al.local_align(e, torch.tensor([1.0, -0.5]), 1)
-    with pytest.raises(ValueError, match=r"p of shape \(3,\) must broadcast to the scores' batch shape e.shape\[:-1\] = \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"p of shape \(3,\) must broadcast to the scores' batch shape e.shape\[:-1\] = \(2,\)"
+    ):
         al.local_align(e, torch.tensor([1.0, 2.0, 3.0]), 1)
     with pytest.raises(ValueError, match="e is empty: n_f=0"):
         al.local_align(torch.zeros(2, 0), 0.0, 1)
@@ -382,7 +391,9 @@ def test_bernoulli_subset_log_prob_and_frequencies():
     torch.testing.assert_close(lp, manual)
     z, lp = al.bernoulli_subset(torch.tensor([1e4, -1e4]), greedy=True)
     assert z.tolist() == [True, False] and torch.isfinite(lp).all()
-    z, _ = al.bernoulli_subset(torch.full((500, 3), 5.0), torch.Generator().manual_seed(0), torch.tensor([True, False, True]))
+    z, _ = al.bernoulli_subset(
+        torch.full((500, 3), 5.0), torch.Generator().manual_seed(0), torch.tensor([True, False, True])
+    )
     assert not z[:, 1].any()
 
 

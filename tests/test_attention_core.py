@@ -1,4 +1,5 @@
 """The one attention core (attnsurvey.attention): both paths, masks, bias, inert positions, registries."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,11 @@ D64 = torch.float64
 
 
 def qkv(B=2, h=3, n_q=4, n_f=5, d=6, seed=0, dtype=D64):
-    return rand(B, h, n_q, d, seed=seed, dtype=dtype), rand(B, h, n_f, d, seed=seed + 1, dtype=dtype), rand(B, h, n_f, d, seed=seed + 2, dtype=dtype)
+    return (
+        rand(B, h, n_q, d, seed=seed, dtype=dtype),
+        rand(B, h, n_f, d, seed=seed + 1, dtype=dtype),
+        rand(B, h, n_f, d, seed=seed + 2, dtype=dtype),
+    )
 
 
 def brute_force(Q, K, V, allowed=None, bias=None, scale=None):
@@ -37,7 +42,13 @@ def brute_force(Q, K, V, allowed=None, bias=None, scale=None):
                 ok = [l for l in range(n_f) if allowed is None or bool(allowed.expand(B, h, n_q, n_f)[b, j, i, l])]
                 if not ok:
                     continue
-                e = torch.stack([Q[b, j, i] @ K[b, j, l] * scale + (0 if bias is None else bias.expand(B, h, n_q, n_f)[b, j, i, l]) for l in ok])
+                e = torch.stack(
+                    [
+                        Q[b, j, i] @ K[b, j, l] * scale
+                        + (0 if bias is None else bias.expand(B, h, n_q, n_f)[b, j, i, l])
+                        for l in ok
+                    ]
+                )
                 w = torch.softmax(e, 0)
                 for t, l in enumerate(ok):
                     a[b, j, i, l] = w[t]
@@ -59,8 +70,12 @@ CASES = {
     "bias": {"bias": rand(3, 4, 5, seed=6, dtype=D64)},
     "causal": {"is_causal": True},
     "scale": {"scale": 0.3},
-    "all": {"mask": rand(4, 5, seed=5) > -0.5, "bias": rand(4, 5, seed=6, dtype=D64), "is_causal": True,
-            "key_padding_mask": torch.tensor([[True] * 5, [False, True, True, True, True]])[:, None, :]},
+    "all": {
+        "mask": rand(4, 5, seed=5) > -0.5,
+        "bias": rand(4, 5, seed=6, dtype=D64),
+        "is_causal": True,
+        "key_padding_mask": torch.tensor([[True] * 5, [False, True, True, True, True]])[:, None, :],
+    },
 }
 
 
@@ -70,7 +85,9 @@ def test_both_paths_agree_with_brute_force(case):
     Q, K, V = qkv()
     kw = CASES[case]
     c_slow, c_fast, a = both_paths(Q, K, V, **kw)
-    allowed = at.allowed_positions(torch.Size((2, 3, 4, 5)), kw.get("mask"), kw.get("key_padding_mask"), kw.get("is_causal", False))
+    allowed = at.allowed_positions(
+        torch.Size((2, 3, 4, 5)), kw.get("mask"), kw.get("key_padding_mask"), kw.get("is_causal", False)
+    )
     c_ref, a_ref = brute_force(Q, K, V, allowed, kw.get("bias"), kw.get("scale"))
     torch.testing.assert_close(c_slow, c_ref)
     torch.testing.assert_close(c_fast, c_ref)
@@ -183,8 +200,12 @@ def test_alignment_and_score_hooks_by_name_and_callable():
     hard = at.attend(Q, K, V, align="hard")[1]
     torch.testing.assert_close(hard, F_.one_hot(e.argmax(-1), 5).to(D64))
     torch.testing.assert_close(at.attend(Q, K, V, score="cosine")[1], torch.softmax(sc.cosine_score(Q, K), -1))
-    torch.testing.assert_close(at.attend(Q, K, V, score="multiplicative")[1], torch.softmax(Q @ K.transpose(-1, -2), -1))
-    torch.testing.assert_close(at.attend(Q, K, V, align=lambda e, m: torch.softmax(2 * e, -1))[1], torch.softmax(2 * e, -1))
+    torch.testing.assert_close(
+        at.attend(Q, K, V, score="multiplicative")[1], torch.softmax(Q @ K.transpose(-1, -2), -1)
+    )
+    torch.testing.assert_close(
+        at.attend(Q, K, V, align=lambda e, m: torch.softmax(2 * e, -1))[1], torch.softmax(2 * e, -1)
+    )
     with pytest.raises(ValueError, match=r"unknown alignment function 'softermax'; choose one of \['softmax'"):
         at.attend(Q, K, V, align="softermax")
     with pytest.raises(ValueError, match="has learned weights"):
@@ -253,14 +274,21 @@ def test_mask_builders_match_brute_force():
 def test_empty_inputs():
     for shape_q, shape_k in (((0, 3, 4), (0, 5, 4)), ((2, 0, 4), (2, 5, 4)), ((2, 3, 4), (2, 0, 4))):
         for need in (True, False):
-            c, a = at.attend(torch.zeros(shape_q), torch.zeros(shape_k), torch.zeros(*shape_k[:-1], 6), need_weights=need)
+            c, a = at.attend(
+                torch.zeros(shape_q), torch.zeros(shape_k), torch.zeros(*shape_k[:-1], 6), need_weights=need
+            )
             assert c.shape == (*shape_q[:-1], 6) and torch.all(c == 0)
 
 
 # ----------------------------------------------------------------------------- properties
 @st.composite
 def problems(draw):
-    B, n_q, n_f, d = (draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 6)), draw(st.integers(1, 4)))
+    B, n_q, n_f, d = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 5)),
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 4)),
+    )
     seed = draw(st.integers(0, 10_000))
     g = torch.Generator().manual_seed(seed)
     Q, K, V = (torch.randn(B, n, d, generator=g, dtype=D64) * 3 for n in (n_q, n_f, n_f))

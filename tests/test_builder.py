@@ -1,4 +1,5 @@
 """The builder: every Table III configuration builds, runs and describes itself; bad input raises."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,11 @@ def _one_thread():
 
 def _inputs(seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(BATCH, N_F, D, generator=g), torch.randn(BATCH, N_G, D, generator=g), torch.randint(0, N_CLS, (BATCH,), generator=g)
+    return (
+        torch.randn(BATCH, N_F, D, generator=g),
+        torch.randn(BATCH, N_G, D, generator=g),
+        torch.randint(0, N_CLS, (BATCH,), generator=g),
+    )
 
 
 def _build(p: tx.TaxonomyPoint, **kw):
@@ -111,7 +116,11 @@ def test_incompatible_sizes_inside_a_component_name_the_dimension():
 
 @pytest.mark.catalog("extra:taxonomy-builder")
 def test_describe_round_trip_and_plain_modules():
-    p = B.point(scoring="scaled-multiplicative", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
+    p = B.point(
+        scoring="scaled-multiplicative",
+        query_type="self-attention + basic",
+        query_multiplicity="multi-head + multi-hop",
+    )
     assert p == tx.table3_row("table3:row07").point
     assert B.describe(B.build_model(p, D, N_CLS)) == p
     ga = GeneralAttention(D, D, score="additive")

@@ -1,4 +1,5 @@
 """Issue-13 fixes in the core: infinities in the sparse maps, dtype-aware fills, memory length 0, int inputs."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,9 @@ def test_sparse_maps_define_infinite_scores_and_agree_with_the_mask_path(fn):
     e = torch.tensor([[0.5, INF, 0.1], [1.0, -INF, 2.0], [-INF, -INF, -INF], [INF, 3.0, INF]], requires_grad=True)
     a = fn(e)
     assert torch.equal(a[0], torch.tensor([0.0, 1.0, 0.0]))  # one-hot on +inf
-    torch.testing.assert_close(a[1], fn(torch.tensor([1.0, 0.0, 2.0]), torch.tensor([True, False, True])))  # -inf = masked
+    torch.testing.assert_close(
+        a[1], fn(torch.tensor([1.0, 0.0, 2.0]), torch.tensor([True, False, True]))
+    )  # -inf = masked
     assert torch.equal(a[2], torch.zeros(3))  # a row of -inf is a fully-masked row
     assert torch.equal(a[3], torch.tensor([0.5, 0.0, 0.5]))  # several +inf share the weight
     a.sum().backward()
@@ -35,7 +38,9 @@ def test_reformer_works_in_float16_and_rejects_integer_inputs():
     assert torch.isfinite(c).all() and torch.isfinite(a).all()
     assert reformer.self_score(torch.float16) > torch.finfo(torch.float16).min
     assert reformer.self_score(torch.float32) == reformer.SELF_SCORE
-    out, _ = reformer.lsh_attention(QK.float(), V.float(), 2, 4, R=reformer.random_rotations(4, 2, torch.Generator().manual_seed(0)))
+    out, _ = reformer.lsh_attention(
+        QK.float(), V.float(), 2, 4, R=reformer.random_rotations(4, 2, torch.Generator().manual_seed(0))
+    )
     assert torch.isfinite(out).all()
     with pytest.raises(TypeError, match="floating-point"):
         reformer.lsh_hash(torch.ones(2, 3, 4, dtype=torch.int64), torch.randn(4, 1), 2)
@@ -61,7 +66,9 @@ def test_pointer_log_probs_keep_allowed_positions_exact():
     s = torch.tensor([[0.0, -1000.0, 5.0]])
     mask = torch.tensor([[True, True, False]])
     lp = pointer_log_probs(s, mask)
-    torch.testing.assert_close(lp[0, :2], torch.log_softmax(torch.tensor([0.0, -1000.0]), -1))  # formerly -3.4e38 at -1000
+    torch.testing.assert_close(
+        lp[0, :2], torch.log_softmax(torch.tensor([0.0, -1000.0]), -1)
+    )  # formerly -3.4e38 at -1000
     assert lp[0, 2] == torch.finfo(torch.float32).min
     assert torch.all(pointer_log_probs(s, torch.zeros(1, 3, dtype=torch.bool)) == torch.finfo(torch.float32).min)
 

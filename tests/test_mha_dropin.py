@@ -1,4 +1,5 @@
 """MultiheadAttention as a drop-in for torch.nn.MultiheadAttention: one test per option, float64, 1e-10."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,11 @@ def pair(embed=8, heads=2, seed=0, **kw):
 
 def inputs(L=4, S=5, B=3, E=8, batch_first=False, kdim=None, vdim=None):
     shape = (lambda n, d: (B, n, d)) if batch_first else (lambda n, d: (n, B, d))
-    return rand(*shape(L, E), dtype=D64), rand(*shape(S, kdim or E), seed=1, dtype=D64), rand(*shape(S, vdim or E), seed=2, dtype=D64)
+    return (
+        rand(*shape(L, E), dtype=D64),
+        rand(*shape(S, kdim or E), seed=1, dtype=D64),
+        rand(*shape(S, vdim or E), seed=2, dtype=D64),
+    )
 
 
 def check(ours, ref, *args, **kw):
@@ -125,7 +130,16 @@ def test_load_state_dict_of_torch_module():
     check(ours, ref, *inputs())
     ref2, _ = pair(kdim=6, vdim=3, seed=1)
     mapped = mh.from_torch_state_dict(ref2.state_dict())
-    assert set(mapped) == {"W_Q.weight", "W_K.weight", "W_V.weight", "W_Q.bias", "W_K.bias", "W_V.bias", "W_O.weight", "W_O.bias"}
+    assert set(mapped) == {
+        "W_Q.weight",
+        "W_K.weight",
+        "W_V.weight",
+        "W_Q.bias",
+        "W_K.bias",
+        "W_V.bias",
+        "W_O.weight",
+        "W_O.bias",
+    }
     with pytest.raises(ValueError, match="not a torch.nn.MultiheadAttention state dict"):
         mh.from_torch_state_dict({"W_O.weight": torch.zeros(2, 2)})
 
@@ -138,7 +152,9 @@ def test_survey_form_has_every_option():
     q, k, v = inputs(batch_first=True)
     pad = torch.zeros(3, 5, dtype=torch.bool)
     pad[2, 2:] = True
-    out, a = m(q, k, ~torch.zeros(4, 5, dtype=torch.bool)[None], X_v=v, key_padding_mask=~pad, average_attn_weights=True)
+    out, a = m(
+        q, k, ~torch.zeros(4, 5, dtype=torch.bool)[None], X_v=v, key_padding_mask=~pad, average_attn_weights=True
+    )
     out_ref, a_ref = ref(q, k, v, key_padding_mask=pad)
     torch.testing.assert_close(out, out_ref, **TOL)
     torch.testing.assert_close(a, a_ref, **TOL)

@@ -1,4 +1,5 @@
 """Tests for §3.3.2 multi-head attention, Eq. (38)-(40), review eq. 10-11, disagreement."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,12 @@ from .helpers import rand
 
 
 def weights(d_model=8, h=2, seed=0):
-    return rand(d_model, d_model, seed=seed), rand(d_model, d_model, seed=seed + 1), rand(d_model, d_model, seed=seed + 2), rand(d_model, d_model, seed=seed + 3)
+    return (
+        rand(d_model, d_model, seed=seed),
+        rand(d_model, d_model, seed=seed + 1),
+        rand(d_model, d_model, seed=seed + 2),
+        rand(d_model, d_model, seed=seed + 3),
+    )
 
 
 def torch_mha(W_Q, W_K, W_V, W_O, h, bias=False):

@@ -1,4 +1,5 @@
 """Tests for §3.2.1 attention scoring: Eq. (23), Table II, concat, bilinear, and the 1/sqrt(d_k) scaling."""
+
 from __future__ import annotations
 
 import functools
@@ -90,7 +91,11 @@ def test_all_score_names_are_covered():
 )
 @pytest.mark.parametrize("name", sc.SCORE_NAMES)
 def test_every_score_matches_brute_force_loop(name):
-    p = weights() if name not in {"multiplicative", "scaled-multiplicative", "cosine", "euclidean"} else weights(d_q=D_K)
+    p = (
+        weights()
+        if name not in {"multiplicative", "scaled-multiplicative", "cosine", "euclidean"}
+        else weights(d_q=D_K)
+    )
     fn, pair, equal = matrix_forms(p)[name]
     d_q = D_K if equal else D_Q
     Q, K = rand(2, 3, d_q, seed=1), rand(2, 6, D_K, seed=2)
@@ -214,7 +219,9 @@ def test_similarity_against_scipy():
     np.testing.assert_allclose(sc.euclidean_score(Q, K).numpy(), euc, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sc.CosineScore(scale=2.0)(Q, K).numpy(), 2 * cos, rtol=1e-6)
     # a zero query has cosine 0 with every key (not NaN), and a query equal to a key is at distance 0
-    assert torch.equal(sc.cosine_score(torch.zeros(1, 6, dtype=torch.float64), K), torch.zeros(1, 7, dtype=torch.float64))
+    assert torch.equal(
+        sc.cosine_score(torch.zeros(1, 6, dtype=torch.float64), K), torch.zeros(1, 7, dtype=torch.float64)
+    )
     assert float(sc.euclidean_score(K[:1], K)[0, 0]) == pytest.approx(0.0, abs=1e-100)
 
 
@@ -235,8 +242,12 @@ def test_make_score_builds_every_name():
 @pytest.mark.parametrize("name", ["multiplicative", "scaled-multiplicative", "cosine", "euclidean"])
 def test_scores_that_need_equal_dims_reject_mismatch(name):
     fn = matrix_forms(weights())[name][0]
-    label = {"multiplicative": "multiplicative score", "scaled-multiplicative": "scaled multiplicative score",
-             "cosine": "cosine similarity score", "euclidean": "Euclidean similarity score"}[name]
+    label = {
+        "multiplicative": "multiplicative score",
+        "scaled-multiplicative": "scaled multiplicative score",
+        "cosine": "cosine similarity score",
+        "euclidean": "Euclidean similarity score",
+    }[name]
     with pytest.raises(ValueError, match=f"^{label} needs d_q == d_k, got d_q=16, d_k=32$"):
         fn(rand(2, 16), rand(3, 32))
     with pytest.raises(ValueError, match=f"{name} score needs d_q == d_k, got d_q=16, d_k=32"):

@@ -50,6 +50,7 @@ Layering: this module imports only :mod:`attnsurvey.masking`, the score
 functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
 (``general_model``, multi-head, the Transformer variants) imports it.
 """
+
 from __future__ import annotations
 
 import math
@@ -121,7 +122,9 @@ def _resolve_align(align: str | AlignFn) -> AlignFn:
     if isinstance(align, str):
         return ALIGNMENTS[align]
     if not callable(align):
-        raise TypeError(f"align must be a registered name {list(ALIGNMENTS)} or a callable (e, mask) -> a, got {type(align).__name__}")
+        raise TypeError(
+            f"align must be a registered name {list(ALIGNMENTS)} or a callable (e, mask) -> a, got {type(align).__name__}"
+        )
     return align
 
 
@@ -233,7 +236,9 @@ def align_scores(e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "
     return a
 
 
-def attend_scores(e: Tensor, V: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax") -> tuple[Tensor, Tensor]:
+def attend_scores(
+    e: Tensor, V: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax"
+) -> tuple[Tensor, Tensor]:
     """Eq. (3)-(4) for scores computed elsewhere: align ``e`` (:func:`align_scores`), then ``c = a V``.
 
     e: ``(..., n_f)`` (one query per example; then V is ``(..., n_f, d_v)`` with one
@@ -285,13 +290,17 @@ def allowed_positions(
 
 def _check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Tensor:
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
-        raise ValueError(f"bias must be a floating-point tensor added to the scores, got {getattr(bias, 'dtype', type(bias).__name__)}")
+        raise ValueError(
+            f"bias must be a floating-point tensor added to the scores, got {getattr(bias, 'dtype', type(bias).__name__)}"
+        )
     try:
         ok = torch.broadcast_shapes(bias.shape, scores_shape) == scores_shape
     except RuntimeError:
         ok = False
     if not ok:
-        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}")
+        raise ValueError(
+            f"bias of shape {tuple(bias.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}"
+        )
     return bias.to(dtype)
 
 
@@ -406,7 +415,9 @@ def attend(
     return c, (a if need_weights else None)
 
 
-def _sdpa(Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None, bias: Tensor | None, scale: float | None, dropout_p: float) -> Tensor:
+def _sdpa(
+    Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None, bias: Tensor | None, scale: float | None, dropout_p: float
+) -> Tensor:
     """``F.scaled_dot_product_attention`` with this package's mask semantics (fully-masked rows give 0).
 
     Q, K, V share their batch shape. Inputs of another rank are viewed as
@@ -427,7 +438,9 @@ def _sdpa(Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None, bias: Tensor 
     alive = allowed.any(-1, keepdim=True)
     if not bool(alive.all()):
         allowed = allowed | ~alive  # let dead rows attend anywhere (finite), then zero them below
-    attn_mask: Tensor = allowed if bias is None else torch.where(allowed, bias, torch.full((), float("-inf"), dtype=bias.dtype))
+    attn_mask: Tensor = (
+        allowed if bias is None else torch.where(allowed, bias, torch.full((), float("-inf"), dtype=bias.dtype))
+    )
     c = F_.scaled_dot_product_attention(Q, K, V, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     if not bool(alive.all()):
         c = torch.where(alive, c, torch.zeros((), dtype=c.dtype))

@@ -7,6 +7,7 @@ and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` r
 ``h`` such steps on projected queries (Eq. 38-40). :mod:`attnsurvey.builder`
 assembles them into a :class:`~attnsurvey.builder.TaxonomyModel`.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,15 @@ class AttentionStep(nn.Module):
     """
 
     def __init__(
-        self, d_q: int, d_f: int, d_k: int, scoring: str, alignment: str, dimensionality: str,
-        n_max: int, window: float = 2.0,
+        self,
+        d_q: int,
+        d_f: int,
+        d_k: int,
+        scoring: str,
+        alignment: str,
+        dimensionality: str,
+        n_max: int,
+        window: float = 2.0,
     ) -> None:
         super().__init__()
         self.alignment, self.dimensionality, self.window = alignment, dimensionality, window
@@ -59,9 +67,13 @@ class AttentionStep(nn.Module):
         self.W_V = nn.Linear(d_f, d_k, bias=False)
         if dimensionality == "multi-dimensional":
             if scoring != "additive":
-                raise _bad("dimensionality", dimensionality, f"Eq. (31) widens the additive score; got scoring={scoring!r}")
+                raise _bad(
+                    "dimensionality", dimensionality, f"Eq. (31) widens the additive score; got scoring={scoring!r}"
+                )
             if alignment not in _SOFT:
-                raise _bad("dimensionality", dimensionality, f"Eq. (32) is a softmax per feature; got alignment={alignment!r}")
+                raise _bad(
+                    "dimensionality", dimensionality, f"Eq. (32) is a softmax per feature; got alignment={alignment!r}"
+                )
             self._md = _dimensionality.multidimensional_attend
             self.W1 = nn.Linear(d_q, d_k, bias=False)
             self.W2 = nn.Linear(d_k, d_k, bias=True)
@@ -83,7 +95,9 @@ class AttentionStep(nn.Module):
         else:
             raise _bad("alignment", alignment, f"choose from {TAXONOMY['general']['alignment']}")
 
-    def forward(self, Q: Tensor, F: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+    def forward(
+        self, Q: Tensor, F: Tensor, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         K, V = keys_values(F, self.W_K.weight, self.W_V.weight)  # Eq. (1)
         if self.dimensionality == "multi-dimensional":  # Eq. (30)-(32)
             c, A = self._md(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias)

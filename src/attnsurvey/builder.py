@@ -65,6 +65,7 @@ Stochastic alignments (hard, reinforced) sample in training mode (with the
 policy parameters learn through the score-function (REINFORCE) surrogate that
 :meth:`TaxonomyModel.loss` adds to the cross-entropy.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,20 @@ from .training import train as _train
 
 #: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
 __all__ = [
-    "AttentionStep", "Heads", "MODULE_POINTS", "SCORE_POINTS", "LocationScore", "TaxonomyModel", "build_model",
-    "count_parameters", "describe", "fit_and_evaluate", "location_score", "point", "score_point", "summary",
+    "AttentionStep",
+    "Heads",
+    "MODULE_POINTS",
+    "SCORE_POINTS",
+    "LocationScore",
+    "TaxonomyModel",
+    "build_model",
+    "count_parameters",
+    "describe",
+    "fit_and_evaluate",
+    "location_score",
+    "point",
+    "score_point",
+    "summary",
 ]
 
 CHAPTER = "chapters/ch04_evaluation_taxonomy.ipynb"
@@ -137,8 +150,16 @@ class TaxonomyModel(nn.Module):
     """
 
     def __init__(
-        self, point: TaxonomyPoint, d_model: int, n_classes: int, n_max: int = 16,
-        heads: int = 2, hops: int = 2, chunk: int = 4, window: float = 2.0, hop_form: str = "memory",
+        self,
+        point: TaxonomyPoint,
+        d_model: int,
+        n_classes: int,
+        n_max: int = 16,
+        heads: int = 2,
+        hops: int = 2,
+        chunk: int = 4,
+        window: float = 2.0,
+        hop_form: str = "memory",
     ) -> None:
         super().__init__()
         if hop_form not in HOP_FORMS:
@@ -147,18 +168,22 @@ class TaxonomyModel(nn.Module):
         cfg = {d: getattr(point, d)[0] for d in DIMENSIONS}
         self.point, self.d, self.n_classes, self.n_max = point, d_model, n_classes, n_max
         self.chunk = chunk
-        fm, = cfg["feature_multiplicity"]
-        fl, = cfg["feature_levels"]
-        fr, = cfg["feature_representations"]
-        sc, = cfg["scoring"]
-        al, = cfg["alignment"]
-        dm, = cfg["dimensionality"]
+        (fm,) = cfg["feature_multiplicity"]
+        (fl,) = cfg["feature_levels"]
+        (fr,) = cfg["feature_representations"]
+        (sc,) = cfg["scoring"]
+        (al,) = cfg["alignment"]
+        (dm,) = cfg["dimensionality"]
         qt = set(cfg["query_type"])
         qm = set(cfg["query_multiplicity"])
         self.fm, self.fl, self.fr, self.qt, self.qm = fm, fl, fr, qt, qm
         step = dict(scoring=sc, alignment=al, dimensionality=dm, n_max=n_max, window=window)
         if {"capsule-based", "multi-head"} <= qm:
-            raise _bad("query_multiplicity", " + ".join(sorted(qm)), "capsule-based attention with several heads is not supported")
+            raise _bad(
+                "query_multiplicity",
+                " + ".join(sorted(qm)),
+                "capsule-based attention with several heads is not supported",
+            )
         if "singular" in qm and len(qm) > 1:
             raise _bad("query_multiplicity", "singular", "cannot be combined with another query multiplicity")
         h = heads if "multi-head" in qm else 1
@@ -198,9 +223,15 @@ class TaxonomyModel(nn.Module):
         # levels and the main attention
         if fl != "single-level":
             if qm != {"singular"}:
-                raise _bad("feature_levels", fl, f"its component takes one query; got query_multiplicity={' + '.join(sorted(qm))!r}")
+                raise _bad(
+                    "feature_levels",
+                    fl,
+                    f"its component takes one query; got query_multiplicity={' + '.join(sorted(qm))!r}",
+                )
             if al not in _SOFT or dm != "single-dimensional":
-                raise _bad("feature_levels", fl, f"its component uses the softmax; got alignment={al!r}, dimensionality={dm!r}")
+                raise _bad(
+                    "feature_levels", fl, f"its component uses the softmax; got alignment={al!r}, dimensionality={dm!r}"
+                )
             if sc == "location":
                 raise _bad("feature_levels", fl, "the location score needs one flat sequence of positions")
         if fl == "hierarchical":
@@ -283,14 +314,18 @@ class TaxonomyModel(nn.Module):
         parts = []
         if self.fl == "hierarchical":
             if n_f % self.chunk:
-                raise ValueError(f"feature_levels='hierarchical' cuts F into chunks of {self.chunk}; n_f={n_f} is not a multiple")
+                raise ValueError(
+                    f"feature_levels='hierarchical' cuts F into chunks of {self.chunk}; n_f={n_f} is not a multiple"
+                )
             Fc = F.reshape(F.shape[0], n_f // self.chunk, self.chunk, self.d)
             res = self._hier(q.squeeze(-2), self.W_K_h(Fc), self.W_V_h(Fc), score=self.score_h)
             parts.append(res.c)
             a = (res.a_word * res.a_chunk.unsqueeze(-1)).reshape(F.shape[0], 1, n_f)
         elif self.fl == "attention-via-attention":
             if n_f % self.chunk:
-                raise ValueError(f"feature_levels='attention-via-attention' groups F in chunks of {self.chunk}; n_f={n_f} is not a multiple")
+                raise ValueError(
+                    f"feature_levels='attention-via-attention' groups F in chunks of {self.chunk}; n_f={n_f} is not a multiple"
+                )
             coarse = F.reshape(F.shape[0], n_f // self.chunk, self.chunk, self.d).mean(-2)
             res = self.ava(q, coarse, F)
             parts.append(res.c.squeeze(-2))
@@ -325,7 +360,9 @@ class TaxonomyModel(nn.Module):
         return logits
 
     def main_needs_nmax(self) -> bool:
-        return isinstance(getattr(self, "main", None), Heads) and isinstance(getattr(self.main.steps[0], "score", None), LocationScore)
+        return isinstance(getattr(self, "main", None), Heads) and isinstance(
+            getattr(self.main.steps[0], "score", None), LocationScore
+        )
 
     def taxonomy_values(self) -> dict[str, tuple[str, ...]]:
         """The mechanisms of every dimension, read from this model's modules (used by :func:`describe`)."""
@@ -334,7 +371,13 @@ class TaxonomyModel(nn.Module):
             fm = next(name for name, cls in _CO_ATTENTION.items() if isinstance(self.co, cls))
         else:
             fm = "rotatory" if hasattr(self, "rot") else "singular"
-        fl = "hierarchical" if hasattr(self, "_hier") else "attention-via-attention" if hasattr(self, "ava") else "single-level"
+        fl = (
+            "hierarchical"
+            if hasattr(self, "_hier")
+            else "attention-via-attention"
+            if hasattr(self, "ava")
+            else "single-level"
+        )
         fr = "multi-representational" if hasattr(self, "meta") else "single-representational"
         if step is None:
             scorer = self.score_h if hasattr(self, "score_h") else self.ava.score_w
@@ -342,8 +385,17 @@ class TaxonomyModel(nn.Module):
         else:
             scorer = getattr(step, "score", None)
             dm = "multi-dimensional" if hasattr(step, "W_d") else "single-dimensional"
-            al = ("local" if hasattr(step, "position") else "reinforced" if hasattr(step, "policy")
-                  else "hard" if hasattr(step, "_hard") else self.point.alignment[0][0] if self.point.alignment[0][0] in _SOFT else "global")
+            al = (
+                "local"
+                if hasattr(step, "position")
+                else "reinforced"
+                if hasattr(step, "policy")
+                else "hard"
+                if hasattr(step, "_hard")
+                else self.point.alignment[0][0]
+                if self.point.alignment[0][0] in _SOFT
+                else "global"
+            )
         sc = "additive" if scorer is None else score_point(scorer)
         qt: tuple[str, ...] = ()
         if hasattr(self, "self_layer"):
@@ -358,8 +410,14 @@ class TaxonomyModel(nn.Module):
         if self.n_hops > 1:
             qm += ("multi-hop",)
         values = dict(
-            feature_multiplicity=(fm,), feature_levels=(fl,), feature_representations=(fr,), scoring=(sc,),
-            alignment=(al,), dimensionality=(dm,), query_type=qt, query_multiplicity=qm or ("singular",),
+            feature_multiplicity=(fm,),
+            feature_levels=(fl,),
+            feature_representations=(fr,),
+            scoring=(sc,),
+            alignment=(al,),
+            dimensionality=(dm,),
+            query_type=qt,
+            query_multiplicity=qm or ("singular",),
         )
         return values
 
@@ -389,8 +447,16 @@ HOP_FORMS = ("memory", "eq41")
 )
 @catalogued(*(row.id for row in TABLE3))
 def build_model(
-    point: TaxonomyPoint, d_model: int, n_classes: int, *, n_max: int = 16, heads: int = 2, hops: int = 2,
-    chunk: int = 4, window: float = 2.0, hop_form: str = "memory",
+    point: TaxonomyPoint,
+    d_model: int,
+    n_classes: int,
+    *,
+    n_max: int = 16,
+    heads: int = 2,
+    hops: int = 2,
+    chunk: int = 4,
+    window: float = 2.0,
+    hop_form: str = "memory",
 ) -> TaxonomyModel:
     """Assemble a working attention classifier for one configuration of the taxonomy (§3, Table III).
 
@@ -424,7 +490,9 @@ def build_model(
     for name, v in (("d_model", d_model), ("n_classes", n_classes), ("heads", heads), ("hops", hops), ("chunk", chunk)):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {name}={v}")
-    return TaxonomyModel(point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window, hop_form=hop_form)
+    return TaxonomyModel(
+        point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window, hop_form=hop_form
+    )
 
 
 declare("attnsurvey.builder.describe", "extra:taxonomy-builder")  # defined in attnsurvey.describe
@@ -445,8 +513,16 @@ def summary(model: TaxonomyModel) -> str:
 
 @catalogued("extra:combined-mechanisms")
 def fit_and_evaluate(
-    p: TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor], n_classes: int, *, epochs: int = 15,
-    batch_size: int = 64, lr: float = 0.02, seed: int = 0, **build_kw: Any,
+    p: TaxonomyPoint,
+    train: dict[str, Tensor],
+    test: dict[str, Tensor],
+    n_classes: int,
+    *,
+    epochs: int = 15,
+    batch_size: int = 64,
+    lr: float = 0.02,
+    seed: int = 0,
+    **build_kw: Any,
 ) -> dict[str, float]:
     """Build ``p``, train it on ``train`` (a dict with ``F``, ``G``, ``y``), score it on ``test``.
 

@@ -5,6 +5,7 @@ builds a point from keyword values. The scoring value of a score module comes fr
 score registry (:data:`attnsurvey.general_mechanisms.scoring.SCORES`), so a new score
 is described as soon as it is registered, and an unknown score type is an error.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -21,9 +22,14 @@ def point(**values: str) -> TaxonomyPoint:
     Raises ``ValueError`` for an unknown dimension or value.
     """
     base = dict(
-        feature_multiplicity="singular", feature_levels="single-level",
-        feature_representations="single-representational", scoring="additive", alignment="global",
-        dimensionality="single-dimensional", query_type="basic", query_multiplicity="singular",
+        feature_multiplicity="singular",
+        feature_levels="single-level",
+        feature_representations="single-representational",
+        scoring="additive",
+        alignment="global",
+        dimensionality="single-dimensional",
+        query_type="basic",
+        query_multiplicity="singular",
     )
     unknown = set(values) - set(base)
     if unknown:
@@ -34,13 +40,25 @@ def point(**values: str) -> TaxonomyPoint:
 def _module_points() -> dict[str, dict[str, str]]:
     """Module class name -> the dimension values it fixes (see :data:`MODULE_POINTS`)."""
     return {
-        "MultiHeadAttention": {"scoring": "scaled-multiplicative", "query_type": "self-attention", "query_multiplicity": "multi-head"},
+        "MultiHeadAttention": {
+            "scoring": "scaled-multiplicative",
+            "query_type": "self-attention",
+            "query_multiplicity": "multi-head",
+        },
         "MultiHopAttention": {"scoring": "general", "query_multiplicity": "multi-hop"},
-        "CapsuleAttention": {"scoring": "multiplicative", "query_type": "self-attention", "query_multiplicity": "capsule-based"},
+        "CapsuleAttention": {
+            "scoring": "multiplicative",
+            "query_type": "self-attention",
+            "query_multiplicity": "capsule-based",
+        },
         "MultiDimensionalAttention": {"dimensionality": "multi-dimensional"},
         "LocalAttention": {"alignment": "local"},
         "ReinforcedAlignment": {"alignment": "reinforced"},
-        "RotatoryAttention": {"feature_multiplicity": "rotatory", "scoring": "activated-general", "query_type": "specialized"},
+        "RotatoryAttention": {
+            "feature_multiplicity": "rotatory",
+            "scoring": "activated-general",
+            "query_type": "specialized",
+        },
         "AlternatingCoAttention": {"feature_multiplicity": "alternating-co-attention"},
         "InteractiveCoAttention": {"feature_multiplicity": "interactive-co-attention"},
         "ParallelCoAttention": {"feature_multiplicity": "parallel-co-attention"},
@@ -99,7 +117,12 @@ def describe(model: nn.Module) -> TaxonomyPoint:
         found = inspect()
         recorded = getattr(model, "point", None)
         cells = {
-            d: (_in_order(tuple(found[d]), getattr(recorded, d)[0] if recorded is not None and len(getattr(recorded, d)) == 1 else None),)
+            d: (
+                _in_order(
+                    tuple(found[d]),
+                    getattr(recorded, d)[0] if recorded is not None and len(getattr(recorded, d)) == 1 else None,
+                ),
+            )
             for d in DIMENSIONS
         }
         return TaxonomyPoint(**cells)
@@ -115,5 +138,3 @@ def describe(model: nn.Module) -> TaxonomyPoint:
     if values.get("query_multiplicity") == "multi-head" and getattr(model, "h", 2) == 1:
         values["query_multiplicity"] = "singular"
     return point(**values)
-
-

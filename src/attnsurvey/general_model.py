@@ -25,6 +25,7 @@ key-padding masks, additive bias, causality, dropout, grouped-query attention,
 ``need_weights`` and the dispatch to ``F.scaled_dot_product_attention``);
 ``attend``, ``attention_scores`` and ``context`` are re-exported here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -57,7 +58,12 @@ def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
 
 
 # Eq. (2) and (4) are computed by the core (attnsurvey.attention) and re-exported here, where the book teaches them.
-declare("attnsurvey.general_model.attention_scores", "eq2", title="Attention score per key, e_l = score(q, k_l)", chapter=CHAPTER)
+declare(
+    "attnsurvey.general_model.attention_scores",
+    "eq2",
+    title="Attention score per key, e_l = score(q, k_l)",
+    chapter=CHAPTER,
+)
 
 
 @catalogued("eq3", title="Alignment of the scores into weights, a = align(e) (softmax)", chapter=CHAPTER)
@@ -270,7 +276,15 @@ class TaskModel(nn.Module):
     Raises ``ValueError`` for an unknown ``pool``.
     """
 
-    def __init__(self, d_f: int, d_u: int, n_classes: int, d: int = 32, pool: str = "attention", score: str = "scaled-multiplicative"):
+    def __init__(
+        self,
+        d_f: int,
+        d_u: int,
+        n_classes: int,
+        d: int = 32,
+        pool: str = "attention",
+        score: str = "scaled-multiplicative",
+    ):
         super().__init__()
         if pool not in ("attention", "mean"):
             raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")

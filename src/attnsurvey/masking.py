@@ -24,6 +24,7 @@ Builders (registered in :data:`MASKS` by name): ``causal`` (:func:`causal_mask`)
 window, :func:`band_mask`), ``forward`` and ``backward`` (DiSAN's directional
 masks, :func:`forward_mask`, :func:`backward_mask`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -81,7 +82,12 @@ def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask"
     or add a leading axis, ``mask[None]``, for the former).
     """
     check_mask(mask, scores_shape, symbol)
-    if mask.dim() == 2 and len(scores_shape) >= 3 and mask.shape[0] > 1 and mask.shape[0] == scores_shape[0] == scores_shape[-2]:
+    if (
+        mask.dim() == 2
+        and len(scores_shape) >= 3
+        and mask.shape[0] > 1
+        and mask.shape[0] == scores_shape[0] == scores_shape[-2]
+    ):
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} is ambiguous for scores of shape {tuple(scores_shape)}: "
             f"the batch size B={scores_shape[0]} equals n_q={scores_shape[-2]}, so it could be a per-query "
@@ -99,7 +105,9 @@ def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = 
     guessed. Raises ``ValueError`` for a non-boolean mask or another rank/shape.
     """
     if not isinstance(kpm, Tensor) or kpm.dtype != torch.bool:
-        raise ValueError(f"{symbol} must be a boolean tensor (True = may attend), got {getattr(kpm, 'dtype', type(kpm).__name__)}")
+        raise ValueError(
+            f"{symbol} must be a boolean tensor (True = may attend), got {getattr(kpm, 'dtype', type(kpm).__name__)}"
+        )
     want = len(scores_shape) - 1
     if kpm.dim() != want:
         raise ValueError(
@@ -158,12 +166,16 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
             return X.sum(dim)
         return X.mean(dim)
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}")
+        raise ValueError(
+            f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}"
+        )
     m = mask.unsqueeze(-1) if dim == -2 and mask.dim() < X.dim() else mask  # (..., n) masks, 1-D shared ones too
     try:
         m = m.expand(X.shape)
     except RuntimeError:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit X of shape {tuple(X.shape)} (mean over dim {dim})") from None
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not fit X of shape {tuple(X.shape)} (mean over dim {dim})"
+        ) from None
     total = torch.where(m, X, torch.zeros((), dtype=X.dtype, device=X.device)).sum(dim)
     count = m.sum(dim).to(X.dtype)
     return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
@@ -182,7 +194,13 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     output row becomes finite). A mask that does not fit is returned unchanged
     for the caller's own check to report.
     """
-    if mask is None or not isinstance(mask, Tensor) or mask.dtype != torch.bool or not isinstance(X, Tensor) or X.dim() < 1:
+    if (
+        mask is None
+        or not isinstance(mask, Tensor)
+        or mask.dtype != torch.bool
+        or not isinstance(X, Tensor)
+        or X.dim() < 1
+    ):
         return X
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):

@@ -6,6 +6,7 @@ a score, an alignment or a mask builder is one definition plus one ``register`` 
 (usually as a decorator). Looking up an unknown name raises ``ValueError`` listing the
 known names. This module sits at the bottom of the package: it imports nothing from it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

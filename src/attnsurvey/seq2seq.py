@@ -18,6 +18,7 @@ decoder logits ``(B, n_y, vocab)``, attention weights ``(B, n_y, n_x)`` (one row
 per output token, one column per source position). Source padding is masked
 (mask ``True`` = may attend), so padded positions get weight exactly 0.
 """
+
 from __future__ import annotations
 
 import torch
@@ -186,8 +187,14 @@ class Seq2Seq(nn.Module):
 
     def _step(self, y_prev: Tensor, s: Tensor, H: Tensor, mask: Tensor, summary: Tensor):
         return decoder_step(
-            self.embed(y_prev), s, H, mask, self.cell, self.readout,
-            attention=self.attention, c_fixed=None if self.use_attention else summary,
+            self.embed(y_prev),
+            s,
+            H,
+            mask,
+            self.cell,
+            self.readout,
+            attention=self.attention,
+            c_fixed=None if self.use_attention else summary,
         )
 
     def forward(self, src: Tensor, tgt_in: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
@@ -211,7 +218,9 @@ class Seq2Seq(nn.Module):
         return torch.stack(logits, 1), (torch.stack(weights, 1) if self.use_attention else None)
 
     @torch.no_grad()
-    def greedy_decode(self, src: Tensor, n_steps: int, lengths: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+    def greedy_decode(
+        self, src: Tensor, n_steps: int, lengths: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Greedy decoding: step ``t`` reads the model's own previous arg-max token.
 
         Returns tokens ``(B, n_steps)``, logits ``(B, n_steps, vocab)`` and

@@ -18,6 +18,7 @@ replace the learned attention weights by a uniform average (:func:`uniform_weigh
 in a trained model (:class:`attnsurvey.experiments.evaluation.ProbeModel`, a small task model of Fig. 1 whose
 attention weights can be overridden) and measure the drop (:func:`uniform_attention_ablation`).
 """
+
 from __future__ import annotations
 
 import math
@@ -367,7 +368,9 @@ def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
 
 
 @catalogued("extra:ssim")
-def ssim_window(kind: str = "gaussian", win_size: int | None = None, sigma: float = 1.5, truncate: float = 3.5) -> Tensor:
+def ssim_window(
+    kind: str = "gaussian", win_size: int | None = None, sigma: float = 1.5, truncate: float = 3.5
+) -> Tensor:
     """The 2-D averaging window of SSIM, normalised to sum 1 (float64).
 
     ``"uniform"``: a ``win_size x win_size`` box (default 7, scikit-image's

@@ -17,6 +17,7 @@ Weights ``a`` have the survey's shape ``(..., n_q, n_f)`` (one row per query);
 alignment matrices are boolean ``(..., n_tgt, n_src)`` with one row per target
 (query) position and one column per source (feature) position.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -49,9 +50,13 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
     """
     as_tensor(a, "a")
     if not isinstance(G, Tensor) or G.dtype != torch.bool:
-        raise ValueError(f"G must be a boolean tensor (True = region in the ground truth), got {getattr(G, 'dtype', type(G))}")
+        raise ValueError(
+            f"G must be a boolean tensor (True = region in the ground truth), got {getattr(G, 'dtype', type(G))}"
+        )
     if a.shape != G.shape:
-        raise ValueError(f"attention correctness needs a and G of one shape (..., n_f), got a {tuple(a.shape)}, G {tuple(G.shape)}")
+        raise ValueError(
+            f"attention correctness needs a and G of one shape (..., n_f), got a {tuple(a.shape)}, G {tuple(G.shape)}"
+        )
     return (a * G).sum(-1)
 
 
@@ -321,7 +326,11 @@ def adversarial_attention(
     noise = torch.randn(a.shape, generator=generator, dtype=a.dtype)
     theta = (torch.log(a + 1e-6) + noise).requires_grad_(True)
     opt = torch.optim.Adam([theta], lr=lr)
-    best, best_js, best_tvd = a.clone(), torch.zeros(a.shape[:-1], dtype=a.dtype), torch.zeros(a.shape[:-1], dtype=a.dtype)
+    best, best_js, best_tvd = (
+        a.clone(),
+        torch.zeros(a.shape[:-1], dtype=a.dtype),
+        torch.zeros(a.shape[:-1], dtype=a.dtype),
+    )
     for _ in range(steps):
         cand = torch.softmax(theta, -1)
         js = js_divergence(cand, a)

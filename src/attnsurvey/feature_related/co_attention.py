@@ -34,6 +34,7 @@ Masks are per set: boolean ``(..., n_f^(i))``, ``True`` = this feature vector is
 real (may be attended), ``False`` = padding. A set that is fully masked gets
 all-zero weights and a zero context vector; its mean key (Eq. 10) is zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -122,7 +123,9 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
     if mask is None:
         return
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}")
+        raise ValueError(
+            f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}"
+        )
     if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
         raise ValueError(
             f"mask{i} must have shape (..., n_f^({i})) with n_f^({i})={K.shape[-2]}, got {tuple(mask.shape)}"
@@ -141,9 +144,7 @@ def _check_pair(K1: Tensor, K2: Tensor) -> None:
         raise ValueError(f"K^(1) and K^(2) must share a dtype, got {K1.dtype} and {K2.dtype}")
 
 
-def attend_vector(
-    q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
 
     q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask:

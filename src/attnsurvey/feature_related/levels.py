@@ -23,6 +23,7 @@ shape ``(..., n_S, n_w)``, ``True`` = a real word (may attend), ``False`` =
 padding. A sentence without any real word gets zero weight and a zero
 sentence vector; a document without any real word gets a zero document vector.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -195,8 +196,17 @@ class AttentionViaAttention(nn.Module):
             mask_w = None if mask_w is None else mask_w.unsqueeze(-2)
             mask_c = None if mask_c is None else mask_c.unsqueeze(-2)
         out = attention_via_attention(
-            q, F_w, F_c, self.W_K_w.weight, self.W_V_w.weight, self.W_K_c.weight, self.W_V_c.weight,
-            mask_w, mask_c, self.score_w, self.score_c,
+            q,
+            F_w,
+            F_c,
+            self.W_K_w.weight,
+            self.W_V_w.weight,
+            self.W_K_c.weight,
+            self.W_V_c.weight,
+            mask_w,
+            mask_c,
+            self.score_w,
+            self.score_c,
         )
         if single:
             return AttentionViaAttentionResult(*(t.squeeze(-2) for t in out))
@@ -441,6 +451,12 @@ class HierarchicalAttention(nn.Module):
         _check_document(F, "F", "d_f^(S)")
         check_dim_equal(F.shape[-1], self.d_f, "HierarchicalAttention", "d_f of F", "d_f of the module")
         return hierarchical_attention(
-            F, self.q_S, self.W_K_S.weight, self.W_V_S.weight, self.q_D, self.W_K_D.weight,
-            self.W_V_D.weight, word_mask,
+            F,
+            self.q_S,
+            self.W_K_S.weight,
+            self.W_V_S.weight,
+            self.q_D,
+            self.W_K_D.weight,
+            self.W_V_D.weight,
+            word_mask,
         )

@@ -18,6 +18,7 @@ cancel in the softmax, so there is none.
 Shapes are batch-first: each ``x^(e_i)`` is ``(..., d_{e_i})``; the stacked
 transformed representations ``X_t`` are ``(..., E, d_t)``; weights ``(..., E)``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,9 +43,7 @@ def _check_lists(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor
 
 
 @catalogued("eq21", title="Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}", chapter=CHAPTER)
-def transform_representations(
-    xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None
-) -> Tensor:
+def transform_representations(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None) -> Tensor:
     """Size-normalised representations, Eq. (21): ``x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}``.
 
     xs: ``E`` tensors ``(..., d_{e_i})`` with the same leading shape; Ws:
@@ -111,7 +110,9 @@ def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
     as_tensor(a, "a")
     check_min_rank(X_t, 2, "X_t", "(..., E, d_t)")
     if a.shape[-1] != X_t.shape[-2]:
-        raise ValueError(f"Eq. (22) needs one weight per representation: a has E={a.shape[-1]}, X_t has E={X_t.shape[-2]}")
+        raise ValueError(
+            f"Eq. (22) needs one weight per representation: a has E={a.shape[-1]}, X_t has E={X_t.shape[-2]}"
+        )
     return (a.unsqueeze(-1) * X_t).sum(-2)
 
 

@@ -34,6 +34,7 @@ Shapes are batch-first rows: ``F^t`` ``(..., n_f^t, d_t)``, ``F^l``
 ``(..., n_f^l, d_c)``, ``F^r`` ``(..., n_f^r, d_c)``; masks boolean
 ``(..., n_f^x)``, ``True`` = a real word.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -242,8 +243,17 @@ class RotatoryAttention(nn.Module):
         check_dim_equal(F_t.shape[-1], self.d_t, "RotatoryAttention", "d_t of F^t", "d_t of the module")
         check_dim_equal(F_l.shape[-1], self.d_c, "RotatoryAttention", "d_c of F^l", "d_c of the module")
         return rotatory_attention(
-            F_t, F_l, F_r, self.score_l, self.score_lt, self.score_r, self.score_rt,
-            self.hops if hops is None else hops, mask_t, mask_l, mask_r,
+            F_t,
+            F_l,
+            F_r,
+            self.score_l,
+            self.score_lt,
+            self.score_r,
+            self.score_rt,
+            self.hops if hops is None else hops,
+            mask_t,
+            mask_l,
+            mask_r,
         )
 
 

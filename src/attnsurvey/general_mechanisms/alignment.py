@@ -26,6 +26,7 @@ may attend (as in ``F.scaled_dot_product_attention``). A row with nothing to
 attend to (fully masked, or an empty local window) gets all-zero weights and a
 zero context vector, never NaN.
 """
+
 from __future__ import annotations
 
 import math

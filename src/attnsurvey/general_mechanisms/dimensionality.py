@@ -20,6 +20,7 @@ Masks are boolean ``(..., n_q, n_f)``, ``True`` = may attend; a masked position
 gets weight 0 for every feature, and a query with every position masked gets
 the zero context vector.
 """
+
 from __future__ import annotations
 
 import math

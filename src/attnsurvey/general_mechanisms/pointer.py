@@ -13,6 +13,7 @@ its size changes with the input. ``s_{m,n}`` is the additive score of Table II
 For outputs that are permutations (sorting), positions already pointed to
 are masked out (boolean mask, ``True`` = may point).
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ this is the efficient way). Weights keep the survey's shapes, which are also
 
 Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
 """
+
 from __future__ import annotations
 
 import math
@@ -173,9 +174,7 @@ def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
 
 
 @catalogued("table2:activated-general", title="Activated general score act(k_l^T W q + b)", chapter=CHAPTER)
-def activated_general_score(
-    Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh
-) -> Tensor:
+def activated_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh) -> Tensor:
     """Activated general score ``act(k_l^T W q + b)`` (Table II, row 6).
 
     W: ``(d_k, d_q)``; b: a scalar. Raises ``ValueError`` on shape mismatches.
@@ -484,7 +483,13 @@ for _name, _spec in (
     ("activated-general", ScoreSpec(lambda q, k, w, n: ActivatedGeneralScore(q, k), ActivatedGeneralScore)),
     (
         "cosine",
-        ScoreSpec(lambda q, k, w, n: CosineScore(scale=math.sqrt(k), learn_scale=True), CosineScore, cosine_score, True, "similarity"),
+        ScoreSpec(
+            lambda q, k, w, n: CosineScore(scale=math.sqrt(k), learn_scale=True),
+            CosineScore,
+            cosine_score,
+            True,
+            "similarity",
+        ),
     ),
     ("euclidean", ScoreSpec(lambda q, k, w, n: EuclideanScore(), EuclideanScore, euclidean_score, True, "similarity")),
     ("concat", ScoreSpec(lambda q, k, w, n: ConcatScore(q, k, w), ConcatScore, taxonomy="additive")),

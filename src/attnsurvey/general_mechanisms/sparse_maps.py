@@ -21,6 +21,7 @@ depends on ``k``; :func:`entmax_bisect` computes alpha-entmax for any
 :func:`entmax15_loss` and :func:`entmax_bisect_loss` are the Fenchel-Young
 losses whose gradient is ``a - onehot(y)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -236,9 +237,13 @@ def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim
 def _fenchel_young(e: Tensor, target: Tensor, a: Tensor, omega: Tensor) -> Tensor:
     """``(a - onehot(y)) . e + Omega(a)`` per row, with ``a`` detached so the gradient is ``a - onehot(y)``."""
     if target.dtype not in (torch.int64, torch.int32) or target.shape != e.shape[:-1]:
-        raise ValueError(f"target must be integer class indices of shape {tuple(e.shape[:-1])}, got {target.dtype} {tuple(target.shape)}")
+        raise ValueError(
+            f"target must be integer class indices of shape {tuple(e.shape[:-1])}, got {target.dtype} {tuple(target.shape)}"
+        )
     if bool(((target < 0) | (target >= e.shape[-1])).any()):
-        raise ValueError(f"target must lie in [0, n_f={e.shape[-1]}), got values in [{int(target.min())}, {int(target.max())}]")
+        raise ValueError(
+            f"target must lie in [0, n_f={e.shape[-1]}), got values in [{int(target.min())}, {int(target.max())}]"
+        )
     z = e.to(a.dtype)
     y = torch.nn.functional.one_hot(target.long(), e.shape[-1]).to(a.dtype)
     finite = torch.where(torch.isfinite(z), z, torch.zeros((), dtype=z.dtype))

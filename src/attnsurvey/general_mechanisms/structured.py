@@ -18,6 +18,7 @@ probabilities of *independent events*, so they do not sum to 1.
 Masks are boolean, ``True`` = may attend: a masked position is forced to
 ``z_l = 0`` and gets weight 0.
 """
+
 from __future__ import annotations
 
 import itertools

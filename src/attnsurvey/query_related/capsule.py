@@ -16,6 +16,7 @@ read off which feature vectors (words) each class relies on.
 
 Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -137,7 +138,9 @@ def capsule_loss(
     d_y = p.shape[-1]
     check_dim_equal(r.shape[-1], f_bar.shape[-1], "the reconstruction loss f_bar . r_c", "d_v", "d_f")
     if y.dtype not in (torch.int64, torch.int32) or y.shape != p.shape[:-1]:
-        raise ValueError(f"y must be integer class indices of shape {tuple(p.shape[:-1])}, got {y.dtype} {tuple(y.shape)}")
+        raise ValueError(
+            f"y must be integer class indices of shape {tuple(p.shape[:-1])}, got {y.dtype} {tuple(y.shape)}"
+        )
     if (y < 0).any() or (y >= d_y).any():
         raise ValueError(f"labels y must lie in [0, d_y={d_y}), got {y.tolist()}")
     sign = 1.0 - 2.0 * torch.nn.functional.one_hot(y, d_y).to(p.dtype)  # -1 for the true class, +1 otherwise

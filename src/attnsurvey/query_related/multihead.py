@@ -36,6 +36,7 @@ argument names, ``True`` = may attend), and :class:`MultiheadAttention` is a dro
 replacement for ``torch.nn.MultiheadAttention`` (torch's signature and mask
 polarity; :func:`from_torch_state_dict` maps torch's parameter names).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -79,7 +80,9 @@ def merge_heads(X: Tensor) -> Tensor:
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
 
-def head_mask(mask: Tensor | None, q_rank: int, n_q: int | None = None, n_f: int | None = None, batch: Sequence[int] = ()) -> Tensor | None:
+def head_mask(
+    mask: Tensor | None, q_rank: int, n_q: int | None = None, n_f: int | None = None, batch: Sequence[int] = ()
+) -> Tensor | None:
     """Give an attention mask or float bias a head axis: shared ``(..., n_q, n_f)`` -> ``(..., 1, n_q, n_f)``.
 
     q_rank: the rank of the (unsplit) queries ``(..., n_q, d_q)``; a mask of rank
@@ -92,7 +95,9 @@ def head_mask(mask: Tensor | None, q_rank: int, n_q: int | None = None, n_f: int
     if mask is None:
         return None
     if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
-        raise ValueError(f"mask must be a boolean tensor (True = may attend) or a float bias, got {getattr(mask, 'dtype', type(mask))}")
+        raise ValueError(
+            f"mask must be a boolean tensor (True = may attend) or a float bias, got {getattr(mask, 'dtype', type(mask))}"
+        )
     if mask.dim() < 2:
         raise ValueError(f"mask must have shape (..., n_q, n_f) or (..., h, n_q, n_f), got {tuple(mask.shape)}")
     if mask.dim() > q_rank:
@@ -219,11 +224,15 @@ def multi_head_attention(
     q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
     if kv_transform is not None:
         k, v = kv_transform(k, v)
-    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch)
+    mask = head_mask(
+        _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch
+    )
     bias = head_mask(_pad_keys(bias, extra, 0.0), Q.dim())
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
-            raise ValueError(f"key_padding_mask must be boolean (True = may attend), got {getattr(key_padding_mask, 'dtype', None)}")
+            raise ValueError(
+                f"key_padding_mask must be boolean (True = may attend), got {getattr(key_padding_mask, 'dtype', None)}"
+            )
         if key_padding_mask.dim() != Q.dim() - 1:
             raise ValueError(
                 f"key_padding_mask must have shape (..., n_f) with the batch axes of Q {tuple(Q.shape[:-2])}, "
@@ -231,8 +240,18 @@ def multi_head_attention(
             )
         key_padding_mask = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
     c, a = attend(
-        q, k, v, mask, score, key_padding_mask=key_padding_mask, bias=bias, is_causal=is_causal,
-        dropout_p=dropout_p, generator=generator, enable_gqa=h_kv != h, need_weights=need_weights or context_hook is not None,
+        q,
+        k,
+        v,
+        mask,
+        score,
+        key_padding_mask=key_padding_mask,
+        bias=bias,
+        is_causal=is_causal,
+        dropout_p=dropout_p,
+        generator=generator,
+        enable_gqa=h_kv != h,
+        need_weights=need_weights or context_hook is not None,
         align=align,
     )  # Eq. (39): one context per head
     if context_hook is not None:
@@ -340,13 +359,34 @@ class MultiHeadAttention(nn.Module):
             X_q, X_kv, X_v = (x.transpose(-2, -3) if x.dim() >= 3 else x for x in (X_q, X_kv, X_v))
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
         out, a = multi_head_attention(
-            X_q, X_kv, X_v, self.W_Q.weight, self.W_K.weight, self.W_V.weight, self.W_O.weight, self.h, mask,
-            b_Q=self.W_Q.bias, b_K=self.W_K.bias, b_V=self.W_V.bias, b_O=self.W_O.bias,
-            key_padding_mask=key_padding_mask, bias=bias, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, generator=generator,
-            need_weights=need_weights, average_attn_weights=avg,
-            bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn, memory=memory,
-            score=self.score_fn, align=self.align, kv_transform=self.kv_transform, context_hook=self.context_hook,
+            X_q,
+            X_kv,
+            X_v,
+            self.W_Q.weight,
+            self.W_K.weight,
+            self.W_V.weight,
+            self.W_O.weight,
+            self.h,
+            mask,
+            b_Q=self.W_Q.bias,
+            b_K=self.W_K.bias,
+            b_V=self.W_V.bias,
+            b_O=self.W_O.bias,
+            key_padding_mask=key_padding_mask,
+            bias=bias,
+            is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+            generator=generator,
+            need_weights=need_weights,
+            average_attn_weights=avg,
+            bias_k=self.bias_k,
+            bias_v=self.bias_v,
+            add_zero_attn=self.add_zero_attn,
+            memory=memory,
+            score=self.score_fn,
+            align=self.align,
+            kv_transform=self.kv_transform,
+            context_hook=self.context_hook,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
@@ -358,7 +398,9 @@ def _torch_mask(mask: Tensor | None, symbol: str) -> Tensor | None:
     if mask is None:
         return None
     if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
-        raise ValueError(f"{symbol} must be a boolean or floating tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+        raise ValueError(
+            f"{symbol} must be a boolean or floating tensor, got {getattr(mask, 'dtype', type(mask).__name__)}"
+        )
     return ~mask if mask.dtype == torch.bool else mask
 
 
@@ -394,8 +436,18 @@ class MultiheadAttention(MultiHeadAttention):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(
-            embed_dim, num_heads, bias=bias, dropout=dropout, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
-            kdim=kdim, vdim=vdim, batch_first=batch_first, average_attn_weights=True, device=device, dtype=dtype,
+            embed_dim,
+            num_heads,
+            bias=bias,
+            dropout=dropout,
+            add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn,
+            kdim=kdim,
+            vdim=vdim,
+            batch_first=batch_first,
+            average_attn_weights=True,
+            device=device,
+            dtype=dtype,
         )
         self.embed_dim, self.num_heads = embed_dim, num_heads
 
@@ -423,8 +475,15 @@ class MultiheadAttention(MultiHeadAttention):
         if kpm is not None and kpm.is_floating_point():
             bias, kpm = kpm[..., None, None, :], None  # float key padding: additive, per batch row
         out, a = super().forward(
-            query, key, mask, X_v=value, key_padding_mask=kpm, bias=bias, is_causal=is_causal and attn_mask is None,
-            need_weights=need_weights, average_attn_weights=average_attn_weights,
+            query,
+            key,
+            mask,
+            X_v=value,
+            key_padding_mask=kpm,
+            bias=bias,
+            is_causal=is_causal and attn_mask is None,
+            need_weights=need_weights,
+            average_attn_weights=average_attn_weights,
         )
         if unbatched:
             out = out.squeeze(1 if not self.batch_first else 0)
@@ -441,10 +500,17 @@ class MultiheadAttention(MultiHeadAttention):
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiheadAttention:
         """A copy of a ``torch.nn.MultiheadAttention``: same configuration, same weights, same mode."""
         ours = cls(
-            module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None,
-            add_bias_kv=module.bias_k is not None, add_zero_attn=module.add_zero_attn, kdim=module.kdim,
-            vdim=module.vdim, batch_first=module.batch_first,
-            device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype,
+            module.embed_dim,
+            module.num_heads,
+            dropout=module.dropout,
+            bias=module.in_proj_bias is not None,
+            add_bias_kv=module.bias_k is not None,
+            add_zero_attn=module.add_zero_attn,
+            kdim=module.kdim,
+            vdim=module.vdim,
+            batch_first=module.batch_first,
+            device=module.out_proj.weight.device,
+            dtype=module.out_proj.weight.dtype,
         )
         ours.load_state_dict(module.state_dict())
         return ours.train(module.training)

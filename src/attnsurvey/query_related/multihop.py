@@ -19,6 +19,7 @@ output embedding per hop ("adjacent" weight tying).
 
 Shapes are batch-first rows; masks are boolean with ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -85,9 +86,7 @@ def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
     as_tensor(K, "K")
     check_min_rank(K, 2, "K", "(..., n_f, d_k)")
     if q_next.shape[:-1] != c.shape[:-1]:
-        raise ValueError(
-            f"q^(s+1) {tuple(q_next.shape)} and c^(s) {tuple(c.shape)} must share their batch dimensions"
-        )
+        raise ValueError(f"q^(s+1) {tuple(q_next.shape)} and c^(s) {tuple(c.shape)} must share their batch dimensions")
     query = torch.cat([q_next, c], dim=-1).unsqueeze(-2)  # (..., 1, d_q + d_v)
     return score(query, K).squeeze(-2)
 
@@ -158,7 +157,9 @@ class MultiHopAttention(nn.Module):
     ``(c, q, A)``. Raises ``ValueError`` for an unknown transform.
     """
 
-    def __init__(self, d_q: int, d_f: int, n_hops: int, d_k: int | None = None, transform: str = "add", share: bool = True) -> None:
+    def __init__(
+        self, d_q: int, d_f: int, n_hops: int, d_k: int | None = None, transform: str = "add", share: bool = True
+    ) -> None:
         super().__init__()
         if transform not in ("add", "linear"):
             raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
@@ -175,9 +176,7 @@ class MultiHopAttention(nn.Module):
         return add_transform(q, c) if self.H is None else linear_transform(q, c, self.H.weight)
 
     def forward(self, q0: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        scores: list[ScoreModule] | ScoreModule = (
-            self.scores[0] if len(self.scores) == 1 else list(self.scores)
-        )
+        scores: list[ScoreModule] | ScoreModule = self.scores[0] if len(self.scores) == 1 else list(self.scores)
         return multi_hop_attention(q0, self.W_K(F), self.W_V(F), scores, self.n_hops, self._transform, mask=mask)
 
 

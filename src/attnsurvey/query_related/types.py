@@ -24,6 +24,7 @@ self-attention by the granularity of its queries.
 Shapes are batch-first rows: ``F`` is ``(..., n_f, d_f)``. Masks are boolean,
 ``True`` = may attend; a fully-masked row gives zero weights and a zero context.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -240,7 +241,9 @@ class SelfAttention(nn.Module):
     ``forward(F, mask=None)`` returns ``(C, A)``.
     """
 
-    def __init__(self, d_f: int, d_k: int | None = None, d_v: int | None = None, score: str = "scaled-multiplicative") -> None:
+    def __init__(
+        self, d_f: int, d_k: int | None = None, d_v: int | None = None, score: str = "scaled-multiplicative"
+    ) -> None:
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v

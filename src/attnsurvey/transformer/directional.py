@@ -9,6 +9,7 @@ and also handles the first (backward) or last (forward) token, whose row is
 empty: it gets zero weights and a zero context. The diagonal is excluded,
 as in DiSAN. A causal mask is the backward mask with the diagonal allowed.
 """
+
 from __future__ import annotations
 
 from ..catalog import declare

@@ -11,6 +11,7 @@ fixed ``k``. The projections fix a maximum length ``n_max``; shorter inputs
 use the first ``n`` columns. Causal masks are not possible (each projected
 key mixes all positions), so this is for encoders.
 """
+
 from __future__ import annotations
 
 import math

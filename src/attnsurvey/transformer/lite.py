@@ -7,6 +7,7 @@ of ``kernel_size`` neighbours (short range). The outputs are concatenated.
 Attention no longer has to spend heads on local patterns, so a smaller
 model does as well.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -45,7 +46,8 @@ def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor |
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape[-1:] != (n,):
             raise ValueError(
                 f"mask must be a boolean (..., n) tensor with n={n}, got {getattr(mask, 'dtype', type(mask).__name__)} "
-                f"of shape {tuple(getattr(mask, 'shape', ()))}")
+                f"of shape {tuple(getattr(mask, 'shape', ()))}"
+            )
         X = torch.where(mask[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
     if n == 0 or X.numel() == 0:
         return X.new_zeros(X.shape)
@@ -105,13 +107,20 @@ class LiteTransformerBlock(nn.Module):
         self.ffn = FeedForward(d_model, d_ff)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         box: list[Tensor] = []
         X = zero_masked(X, key_padding_mask)  # a padded token holding NaN is inert in the gradients too
 
         def lsra(Z: Tensor) -> Tensor:
             out, a = long_short_range_attention(
-                Z, lambda L: self.attn(L, L, mask, key_padding_mask=key_padding_mask), self.W_conv, self.b_conv, key_padding_mask)
+                Z,
+                lambda L: self.attn(L, L, mask, key_padding_mask=key_padding_mask),
+                self.W_conv,
+                self.b_conv,
+                key_padding_mask,
+            )
             box.append(a)
             return out
 

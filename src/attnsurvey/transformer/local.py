@@ -6,6 +6,7 @@ gathers each query's window of keys (``unfold``) instead of masking a full
 matrix; :func:`local_window_mask` gives the equivalent dense mask.
 Masks are boolean, ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 import torch

@@ -34,6 +34,7 @@ pre-norm; ``torch.nn.Transformer`` always has one). With copied weights
 (:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
 float64, eval mode, 1e-10).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -96,7 +97,9 @@ def position_wise_ffn(
     title="Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
     chapter="chapters/ch03_3_3_transformer.ipynb",
 )
-def residual_norm(X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool) -> Tensor:
+def residual_norm(
+    X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool
+) -> Tensor:
     """One residual sub-layer: post-norm ``norm(X + f(X))`` or pre-norm ``X + f(norm(X))``."""
     if norm_first:
         return X + sublayer(norm(X))
@@ -110,7 +113,15 @@ class FeedForward(nn.Module):
     activation (training mode only), as in torch; bias: False drops ``b_1``, ``b_2``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str | Activation = F_.relu, *, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str | Activation = F_.relu,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ) -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -123,8 +134,13 @@ class FeedForward(nn.Module):
 
 
 def _attention_sublayer(
-    attention: nn.Module, memory: Tensor | None, mask: Tensor | None, key_padding_mask: Tensor | None,
-    is_causal: bool, drop: nn.Module, box: list[Tensor],
+    attention: nn.Module,
+    memory: Tensor | None,
+    mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+    drop: nn.Module,
+    box: list[Tensor],
 ) -> Callable[[Tensor], Tensor]:
     """The attention sub-layer ``Z -> dropout(attention(Z, memory or Z, mask))``, its weights kept in ``box``.
 
@@ -175,18 +191,33 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, h: int, d_ff: int, norm_first: bool = False, self_attn: nn.Module | None = None, *,
-        activation: str | Activation = F_.relu, dropout: float = 0.0, bias: bool = True, layer_norm_eps: float = 1e-5,
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        norm_first: bool = False,
+        self_attn: nn.Module | None = None,
+        *,
+        activation: str | Activation = F_.relu,
+        dropout: float = 0.0,
+        bias: bool = True,
+        layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
+        self.self_attn = (
+            self_attn
+            if self_attn is not None
+            else MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
+        )
         self.ffn = FeedForward(d_model, d_ff, activation, dropout=dropout, bias=bias)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor]:
         _check_model_input(X, self.d_model, "X", "EncoderLayer")
         box: list[Tensor] = []
         attn = _attention_sublayer(self.self_attn, None, mask, key_padding_mask, is_causal, self.dropout1, box)
@@ -214,8 +245,16 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, h: int, d_ff: int, norm_first: bool = False, *,
-        activation: str | Activation = F_.relu, dropout: float = 0.0, bias: bool = True, layer_norm_eps: float = 1e-5,
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        norm_first: bool = False,
+        *,
+        activation: str | Activation = F_.relu,
+        dropout: float = 0.0,
+        bias: bool = True,
+        layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
@@ -226,15 +265,26 @@ class DecoderLayer(nn.Module):
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(
-        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None, *,
-        self_key_padding_mask: Tensor | None = None, memory_key_padding_mask: Tensor | None = None, self_is_causal: bool = False,
+        self,
+        Y: Tensor,
+        M: Tensor,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        *,
+        self_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        self_is_causal: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
         box: list[Tensor] = []
 
-        self_sub = _attention_sublayer(self.self_attn, None, self_mask, self_key_padding_mask, self_is_causal, self.dropout1, box)
-        cross_sub = _attention_sublayer(self.cross_attn, M, memory_mask, memory_key_padding_mask, False, self.dropout2, box)
+        self_sub = _attention_sublayer(
+            self.self_attn, None, self_mask, self_key_padding_mask, self_is_causal, self.dropout1, box
+        )
+        cross_sub = _attention_sublayer(
+            self.cross_attn, M, memory_mask, memory_key_padding_mask, False, self.dropout2, box
+        )
         Y = residual_norm(Y, self_sub, self.norm1, self.norm_first)
         Y = residual_norm(Y, cross_sub, self.norm2, self.norm_first)
         Y = residual_norm(Y, lambda Z: self.dropout3(self.ffn(Z)), self.norm3, self.norm_first)
@@ -268,12 +318,16 @@ class Encoder(nn.Module):
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options)  # type: ignore[arg-type]
+            EncoderLayer(
+                d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options
+            )  # type: ignore[arg-type]
             for _ in range(n_layers)
         )
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
-    def forward(self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def forward(
+        self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, list[Tensor]]:
         weights = []
         for layer in self.layers:
             X, a = layer(X, mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
@@ -288,17 +342,31 @@ class Decoder(nn.Module):
     layer], [cross weights per layer])``. ``final_norm`` and layer options as :class:`Encoder`."""
 
     def __init__(
-        self, n_layers: int, d_model: int, h: int, d_ff: int, norm_first: bool = False, *,
-        final_norm: bool | None = None, **layer_options: object,
+        self,
+        n_layers: int,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        norm_first: bool = False,
+        *,
+        final_norm: bool | None = None,
+        **layer_options: object,
     ) -> None:
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        self.layers = nn.ModuleList(DecoderLayer(d_model, h, d_ff, norm_first, **layer_options) for _ in range(n_layers))  # type: ignore[arg-type]
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, h, d_ff, norm_first, **layer_options) for _ in range(n_layers)
+        )  # type: ignore[arg-type]
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
     def forward(
-        self, Y: Tensor, M: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None, **options: object
+        self,
+        Y: Tensor,
+        M: Tensor,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        **options: object,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
@@ -312,7 +380,9 @@ def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, object]) ->
     """The LayerNorm after the last layer (same eps and bias as the layers'), or the identity."""
     if not wanted:
         return nn.Identity()
-    return nn.LayerNorm(d_model, eps=float(layer_options.get("layer_norm_eps", 1e-5)), bias=bool(layer_options.get("bias", True)))  # type: ignore[arg-type]
+    return nn.LayerNorm(
+        d_model, eps=float(layer_options.get("layer_norm_eps", 1e-5)), bias=bool(layer_options.get("bias", True))
+    )  # type: ignore[arg-type]
 
 
 _TORCH_NAMES = (("multihead_attn.", "cross_attn."), ("linear1.", "ffn.linear1."), ("linear2.", "ffn.linear2."))
@@ -339,7 +409,11 @@ def from_torch_transformer_state_dict(state_dict: Mapping[str, Tensor]) -> dict[
         for old, new in _TORCH_NAMES:
             key = key.replace(old, new)
         if key.startswith(("norm.", "encoder.norm.", "decoder.norm.")) or key == "norm":
-            key = key.replace("norm.", "final_norm.", 1) if key.startswith("norm.") else key.replace(".norm.", ".final_norm.", 1)
+            key = (
+                key.replace("norm.", "final_norm.", 1)
+                if key.startswith("norm.")
+                else key.replace(".norm.", ".final_norm.", 1)
+            )
         out[key] = value
     for prefix, block in blocks.items():
         prefix = prefix.replace("multihead_attn.", "cross_attn.")
@@ -416,7 +490,17 @@ class Seq2SeqTransformer(nn.Module):
     self-attention is causal. Returns logits ``(batch, n_y, vocab_tgt)``.
     """
 
-    def __init__(self, vocab_src: int, vocab_tgt: int, d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 2, max_len: int = 64, norm_first: bool = False) -> None:
+    def __init__(
+        self,
+        vocab_src: int,
+        vocab_tgt: int,
+        d_model: int = 32,
+        h: int = 2,
+        d_ff: int = 64,
+        n_layers: int = 2,
+        max_len: int = 64,
+        norm_first: bool = False,
+    ) -> None:
         super().__init__()
         self.src_embed = nn.Embedding(vocab_src, d_model)
         self.tgt_embed = nn.Embedding(vocab_tgt, d_model)

@@ -7,6 +7,7 @@ The original Transformer adds a fixed sinusoidal code to each position;
 a learned table (one trainable vector per position) is the alternative.
 Both are added to the token embeddings: ``X + P[:n]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,9 @@ from ..catalog import catalogued
     title="Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
     chapter="chapters/ch03_3_3_transformer.ipynb",
 )
-def sinusoidal_position_encoding(n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
+def sinusoidal_position_encoding(
+    n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """The sinusoidal table ``P`` of shape ``(n, d_model)`` (Vaswani et al., 2017).
 
     ``P[t, 2i] = sin(t / base^(2i/d_model))`` and ``P[t, 2i+1] = cos(t / base^(2i/d_model))``.

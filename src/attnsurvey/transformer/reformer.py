@@ -14,6 +14,7 @@ inverted exactly, ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``, so the
 backward pass recomputes each layer's input from its output instead of
 storing activations for every layer.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,7 +94,12 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
 
 @catalogued("extra:reformer-lsh")
 def lsh_attention(
-    QK: Tensor, V: Tensor, n_buckets: int, chunk_size: int, R: Tensor | None = None, generator: torch.Generator | None = None
+    QK: Tensor,
+    V: Tensor,
+    n_buckets: int,
+    chunk_size: int,
+    R: Tensor | None = None,
+    generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
     """LSH attention (one hash round): sort by bucket, chunk, attend within bucket to this and the previous chunk.
 

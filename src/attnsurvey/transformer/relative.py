@@ -18,6 +18,7 @@
 
 Masks are boolean, ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 import math
@@ -190,7 +191,9 @@ def gaussian_biased_attention(
     except RuntimeError:
         shape = None
     if shape != scores_shape:
-        raise ValueError(f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}")
+        raise ValueError(
+            f"G of shape {tuple(G.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}"
+        )
     return attend(Q, K, V, mask, bias=G)
 
 

@@ -9,6 +9,7 @@ In both, the output is ``Y = A G(X)`` with a value projection ``G``.
 That these compete with dot-product attention on some tasks questions how
 much the *pairwise* comparison matters. Masks are boolean, ``True`` = may attend.
 """
+
 from __future__ import annotations
 
 import torch

@@ -14,6 +14,7 @@ Computing ``(q_i + v)^T W_R r_{i-j}`` for every pair by a loop is slow; the
 the ``klen = n_m + n`` distances in descending order, then slides row ``i``
 left by ``n - 1 - i`` places (:func:`rel_shift`).
 """
+
 from __future__ import annotations
 
 import math
@@ -125,7 +126,16 @@ class TransformerXLAttention(nn.Module):
 
     def forward(self, X: Tensor, M: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         out, a = xl_attention(
-            X, M, self.W_Q.weight, self.W_K.weight, self.W_V.weight, self.W_O.weight, self.W_R.weight, self.u, self.v, self.h
+            X,
+            M,
+            self.W_Q.weight,
+            self.W_K.weight,
+            self.W_V.weight,
+            self.W_O.weight,
+            self.W_R.weight,
+            self.u,
+            self.v,
+            self.h,
         )
         full = X if M is None else torch.cat([M, X], dim=-2)
         return out, full[..., full.shape[-2] - min(self.mem_len, full.shape[-2]) :, :].detach(), a
