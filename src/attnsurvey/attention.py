@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, Literal, overload
 
 import torch
 import torch.nn.functional as F_
@@ -79,8 +80,8 @@ def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return masked_softmax(e, mask, dim=-1)
 
 
-ALIGNMENTS.register("sparsemax", lambda e, mask=None: sparsemax(e, mask))
-ALIGNMENTS.register("entmax15", lambda e, mask=None: entmax15(e, mask))
+ALIGNMENTS.register("sparsemax", sparsemax)  # (e, mask=None, ...) -> a: already an alignment
+ALIGNMENTS.register("entmax15", entmax15)
 
 
 def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
@@ -90,7 +91,11 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
     ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection. Raises
     ``ValueError`` (when called) unless ``alpha >= 1`` is finite.
     """
-    return lambda e, mask=None: entmax_bisect(e, alpha, mask, n_iter=n_iter)
+
+    def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
+        return entmax_bisect(e, alpha, mask, n_iter=n_iter)
+
+    return align
 
 
 ALIGNMENTS.register("alpha-entmax", alpha_entmax_align(1.5))
@@ -326,6 +331,43 @@ def _nonfinite_rows(X: Tensor) -> Tensor | None:
     return ~finite.all(-1)
 
 
+# The weights are a Tensor unless need_weights=False: callers that keep the default get (Tensor, Tensor).
+@overload
+def attend(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    score: str | ScoreFn | None = None,
+    *,
+    key_padding_mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    need_weights: Literal[True] = True,
+    align: str | AlignFn = "softmax",
+) -> tuple[Tensor, Tensor]: ...
+@overload
+def attend(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    score: str | ScoreFn | None = None,
+    *,
+    key_padding_mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    need_weights: bool,
+    align: str | AlignFn = "softmax",
+) -> tuple[Tensor, Tensor | None]: ...
 def attend(
     Q: Tensor,
     K: Tensor,
@@ -447,7 +489,7 @@ def _sdpa(
     return c
 
 
-def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: object) -> Tensor:
+def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: Any) -> Tensor:
     """The context of plain scaled dot-product attention, ``softmax(Q K^T / sqrt(d_k)) V``.
 
     A shorthand for ``attend(Q, K, V, need_weights=False, **options)[0]``
