@@ -154,6 +154,10 @@ def test_wer_bad_input():
         ex.wer(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="empty references"):
         ex.wer([""], ["a"])
+    # a single sentence paired with a list is refused in either order (was silently scored as one token)
+    for refs, hyps in (("a b c", ["a b c"]), (["a b c"], "a b c")):
+        with pytest.raises(ValueError, match="not a single string"):
+            ex.wer(refs, hyps)
 
 
 @pytest.mark.catalog("extra:precision-recall-f1")

@@ -69,7 +69,7 @@ policy parameters learn through the score-function (REINFORCE) surrogate that
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -286,7 +286,7 @@ class TaxonomyModel(nn.Module):
             g, _ = self.query_model(G)  # a query model that reads the question itself
             return self.W_q(g).unsqueeze(-2)
         if "basic" in self.qt:
-            return self.W_q(G.mean(-2)).unsqueeze(-2)
+            return self.W_q(cast(Tensor, G).mean(-2)).unsqueeze(-2)  # forward checked G is given (_needs_G)
         return self.u.expand(B, 1, self.d)
 
     def forward(self, F: Tensor, G: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
@@ -327,9 +327,9 @@ class TaxonomyModel(nn.Module):
                     f"feature_levels='attention-via-attention' groups F in chunks of {self.chunk}; n_f={n_f} is not a multiple"
                 )
             coarse = F.reshape(F.shape[0], n_f // self.chunk, self.chunk, self.d).mean(-2)
-            res = self.ava(q, coarse, F)
-            parts.append(res.c.squeeze(-2))
-            a = res.a_c
+            ava = self.ava(q, coarse, F)
+            parts.append(ava.c.squeeze(-2))
+            a = ava.a_c
         else:
             Q = q + self.Q_caps if "capsule-based" in self.qm else q  # (B, n_q, d)
             eq41 = self.n_hops > 1 and self.hop_form == "eq41"
@@ -347,8 +347,8 @@ class TaxonomyModel(nn.Module):
                 parts.append(c.squeeze(-2))
         self.last_weights = a
         if self.fm in _CO_ATTENTION:
-            res = self.co(F, G)
-            parts.append(res.c if self.fm == "multi-grained-co-attention" else torch.cat([res.c1, res.c2], -1))
+            co = self.co(F, G)
+            parts.append(co.c if self.fm == "multi-grained-co-attention" else torch.cat([co.c1, co.c2], -1))
         elif self.fm == "rotatory":
             half = n_f // 2
             parts.append(self.rot(G, F[:, :half], F[:, half:]).r)
@@ -357,7 +357,7 @@ class TaxonomyModel(nn.Module):
         if "capsule-based" in self.qm:  # Eq. (44): one probability per class capsule
             p = self._caps_p(c, self.W_p, self.b_p).clamp(1e-6, 1 - 1e-6)
             logits = logits + torch.log(p) - torch.log1p(-p)
-        return logits
+        return cast(Tensor, logits)  # out is None only for capsule models, whose term above is a Tensor
 
     def main_needs_nmax(self) -> bool:
         return isinstance(getattr(self, "main", None), Heads) and isinstance(
@@ -380,7 +380,7 @@ class TaxonomyModel(nn.Module):
         )
         fr = "multi-representational" if hasattr(self, "meta") else "single-representational"
         if step is None:
-            scorer = self.score_h if hasattr(self, "score_h") else self.ava.score_w
+            scorer: nn.Module | None = self.score_h if hasattr(self, "score_h") else self.ava.score_w
             al, dm = "global", "single-dimensional"
         else:
             scorer = getattr(step, "score", None)

@@ -179,7 +179,7 @@ class GeneralAttention(nn.Module):
 
     def keys_values(self, F: Tensor) -> tuple[Tensor, Tensor]:
         """Eq. (1) with this module's weights (identity when ``plain``)."""
-        if self.plain:
+        if self.W_K is None or self.W_V is None:  # plain (both None exactly then)
             return F, F
         return keys_values(F, self.W_K.weight, self.W_V.weight)
 
@@ -233,6 +233,9 @@ class KeyValueMemory(nn.Module):
     memory would return ``v`` of the single best address; the soft read is its
     differentiable relaxation.
     """
+
+    keys: Tensor  # buffers (register_buffer)
+    values: Tensor
 
     def __init__(self, keys: Tensor, values: Tensor, score: ScoreFn = scaled_dot_score) -> None:
         super().__init__()

@@ -217,8 +217,13 @@ def _tokens(x: str | Sequence[str]) -> list[str]:
     return x.split() if isinstance(x, str) else list(x)
 
 
-def _error_rate(references, hypotheses, what: str, unit: str) -> float:
-    if isinstance(references, str):
+def _error_rate(
+    references: str | Sequence[str | Sequence[str]],
+    hypotheses: str | Sequence[str | Sequence[str]],
+    what: str,
+    unit: str,
+) -> float:
+    if isinstance(references, str) and isinstance(hypotheses, str):  # one sentence pair (a str with a list: error)
         references, hypotheses = [references], [hypotheses]
     _check_corpus(hypotheses, references, what)
     errors = n_ref = 0
@@ -240,7 +245,8 @@ def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> flo
     strings split on whitespace (or token lists). Counts are summed over the
     corpus before dividing (so long sentences weigh more), as jiwer does.
     WER can exceed 1 when the hypothesis has many insertions. Raises
-    ``ValueError`` for an empty corpus, mismatched lengths, or references with no words.
+    ``ValueError`` for an empty corpus, mismatched lengths, a single string paired with
+    a list, or references with no words.
     """
     return _error_rate(references, hypotheses, "WER", "word")
 
@@ -280,7 +286,7 @@ def precision_recall_f1(
     if average not in {"binary", "micro", "macro"}:
         raise ValueError(f"average must be 'binary', 'micro' or 'macro', got {average!r}")
     p, t = predicted.reshape(-1).long(), target.reshape(-1).long()
-    C = num_classes or int(max(p.max(), t.max())) + 1
+    C = num_classes or max(int(p.max()), int(t.max())) + 1
     classes = [positive] if average == "binary" else list(range(C))
     tp = torch.tensor([float(((p == c) & (t == c)).sum()) for c in classes])
     fp = torch.tensor([float(((p == c) & (t != c)).sum()) for c in classes])

@@ -329,10 +329,8 @@ def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
 
 def _pair_mask(mask1: Tensor | None, mask2: Tensor | None) -> Tensor | None:
     """Boolean ``(..., n_f^(1), n_f^(2))`` mask of real pairs, or None."""
-    if mask1 is None and mask2 is None:
-        return None
     if mask1 is None:
-        return mask2.unsqueeze(-2)
+        return None if mask2 is None else mask2.unsqueeze(-2)
     if mask2 is None:
         return mask1.unsqueeze(-1)
     return mask1.unsqueeze(-1) & mask2.unsqueeze(-2)

@@ -22,7 +22,7 @@ transformed representations ``X_t`` are ``(..., E, d_t)``; weights ``(..., E)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
@@ -170,9 +170,10 @@ class MetaEmbedding(nn.Module):
     def forward(self, xs: Sequence[Tensor], mask: Tensor | None = None) -> MultiRepresentationResult:
         if len(xs) != len(self.proj):
             raise ValueError(f"MetaEmbedding was built for E={len(self.proj)} representations, got {len(xs)}")
-        Ws = [p.weight for p in self.proj]
-        bs = [p.bias for p in self.proj]
-        if self.combine == "attention":
+        proj = cast(list[nn.Linear], list(self.proj))  # ModuleList is not generic: these are the Linears of __init__
+        Ws = [p.weight for p in proj]
+        bs = [p.bias for p in proj]
+        if self.w is not None:  # combine == "attention"
             return multi_representational_attention(xs, Ws, bs, self.w, mask)
         X_t = transform_representations(xs, Ws, bs)
         a = align_scores(torch.zeros(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device), mask, "uniform")

@@ -30,7 +30,7 @@ zero context vector, never NaN.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
@@ -239,6 +239,9 @@ class MovingAverageBaseline(nn.Module):
     batch leaves ``b`` unchanged (it has no mean; before, one empty batch made
     ``b`` NaN for good).
     """
+
+    value: Tensor  # buffers (register_buffer): the running b, and whether it has a value yet
+    started: Tensor
 
     def __init__(self, momentum: float = 0.9) -> None:
         super().__init__()
@@ -490,7 +493,7 @@ class LocalAttention(nn.Module):
                 raise ValueError("monotonic local attention needs the output step t (p = t)")
             p = monotonic_position(t, n_f).to(q.dtype)
         else:
-            p = self.position(q, n_f)
+            p = cast(PredictivePosition, self.position)(q, n_f)  # built when mode == "predictive"
         e = self.score(q.unsqueeze(-2), K).squeeze(-2)
         a = local_align(e, p, self.D, mask, self.gaussian, None, self.renormalise)
         return context_vector(a, V), a, p
