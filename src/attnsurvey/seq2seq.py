@@ -21,6 +21,8 @@ per output token, one column per source position). Source padding is masked
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -185,7 +187,9 @@ class Seq2Seq(nn.Module):
         mask = torch.arange(src.shape[1])[None, :] < lengths[:, None]
         return H, mask, bidirectional_summary(H, lengths)
 
-    def _step(self, y_prev: Tensor, s: Tensor, H: Tensor, mask: Tensor, summary: Tensor):
+    def _step(
+        self, y_prev: Tensor, s: Tensor, H: Tensor, mask: Tensor, summary: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         return decoder_step(
             self.embed(y_prev),
             s,
@@ -215,7 +219,8 @@ class Seq2Seq(nn.Module):
             out, s, a = self._step(tgt_in[:, t], s, H, mask, summary)
             logits.append(out)
             weights.append(a)
-        return torch.stack(logits, 1), (torch.stack(weights, 1) if self.use_attention else None)
+        # with attention every step returns weights (a is None only without it)
+        return torch.stack(logits, 1), (torch.stack(cast(list[Tensor], weights), 1) if self.use_attention else None)
 
     @torch.no_grad()
     def greedy_decode(
@@ -239,7 +244,7 @@ class Seq2Seq(nn.Module):
             tokens.append(y)
             logits.append(out)
             weights.append(a)
-        w = torch.stack(weights, 1) if self.use_attention else None
+        w = torch.stack(cast(list[Tensor], weights), 1) if self.use_attention else None  # as in forward
         return torch.stack(tokens, 1), torch.stack(logits, 1), w
 
 

@@ -174,6 +174,8 @@ class CapsuleAttention(nn.Module):
         return capsule_attention(K, F, self.Q_caps, self.W_p, self.b_p, mask)
 
     @staticmethod
-    def loss(out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0):
+    def loss(
+        out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0
+    ) -> tuple[Tensor, Tensor, Tensor]:
         f_bar = masked_mean(F, mask)  # the mean feature vector over real positions (0 if none)
         return capsule_loss(out.p, out.r, f_bar, y, lam)

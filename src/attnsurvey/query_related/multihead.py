@@ -40,7 +40,7 @@ polarity; :func:`from_torch_state_dict` maps torch's parameter names).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast, overload
 
 import torch
 import torch.nn.functional as F_
@@ -107,6 +107,10 @@ def head_mask(
     return mask.unsqueeze(-3)
 
 
+@overload
+def _pad_keys(x: Tensor, extra: int, fill: float | bool) -> Tensor: ...
+@overload
+def _pad_keys(x: Tensor | None, extra: int, fill: float | bool) -> Tensor | None: ...
 def _pad_keys(x: Tensor | None, extra: int, fill: float | bool) -> Tensor | None:
     """Append ``extra`` key columns holding ``fill`` to a mask or bias (for bias_k/v and zero attention)."""
     if x is None or extra == 0:
@@ -213,7 +217,7 @@ def multi_head_attention(
     if (bias_k is None) != (bias_v is None):
         raise ValueError("bias_k and bias_v go together (add_bias_kv)")
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if bias_k is not None:
+    if bias_k is not None and bias_v is not None:  # both or neither (checked above)
         k = torch.cat([k.expand(*batch, *k.shape[-2:]), bias_k.reshape(1, -1).expand(*batch, 1, k.shape[-1])], dim=-2)
         v = torch.cat([v.expand(*batch, *v.shape[-2:]), bias_v.reshape(1, -1).expand(*batch, 1, v.shape[-1])], dim=-2)
         extra += 1
@@ -255,7 +259,7 @@ def multi_head_attention(
         align=align,
     )  # Eq. (39): one context per head
     if context_hook is not None:
-        c = context_hook(c, a)
+        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes attend compute the weights
         a = a if need_weights else None
     out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
     if a is not None and average_attn_weights:
@@ -329,8 +333,8 @@ class MultiHeadAttention(nn.Module):
         self.W_V = nn.Linear(self.vdim, h * d_v, bias=bias, **kw)
         self.W_O = nn.Linear(h * d_v, d_model, bias=bias, **kw)
         if add_bias_kv:
-            self.bias_k = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_k, **kw)))
-            self.bias_v = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_v, **kw)))
+            self.bias_k: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_k, **kw)))
+            self.bias_v: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_v, **kw)))
         else:
             self.bias_k = self.bias_v = None
 
@@ -490,7 +494,8 @@ class MultiheadAttention(MultiHeadAttention):
             a = None if a is None else a.squeeze(0)
         return out, a
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+    # -> Any as torch's own (it returns its private _IncompatibleKeys named tuple, unannotated)
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Load this module's own state dict, or torch's (``in_proj_weight``, ``out_proj.weight``, ...)."""
         if any(k in state_dict for k in ("in_proj_weight", "q_proj_weight", "out_proj.weight")):
             state_dict = from_torch_state_dict(state_dict)

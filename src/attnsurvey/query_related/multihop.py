@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..attention import attend_scores
 from ..catalog import catalogued
-from ..general_mechanisms.scoring import GeneralScore, ScoreModule
+from ..general_mechanisms.scoring import GeneralScore
 from ..masking import zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
@@ -101,7 +101,7 @@ def multi_hop_attention(
     q0: Tensor,
     K: Tensor,
     V: Tensor,
-    score: ScoreFn,
+    score: ScoreFn | list[ScoreFn],
     n_hops: int,
     transform: Transform | list[Transform] = add_transform,
     c0: Tensor | None = None,
@@ -176,7 +176,9 @@ class MultiHopAttention(nn.Module):
         return add_transform(q, c) if self.H is None else linear_transform(q, c, self.H.weight)
 
     def forward(self, q0: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        scores: list[ScoreModule] | ScoreModule = self.scores[0] if len(self.scores) == 1 else list(self.scores)
+        scores: ScoreFn | list[ScoreFn] = self.scores[0]  # shared by every hop
+        if len(self.scores) > 1:
+            scores = list(self.scores)  # one per hop
         return multi_hop_attention(q0, self.W_K(F), self.W_V(F), scores, self.n_hops, self._transform, mask=mask)
 
 
@@ -251,11 +253,12 @@ class EndToEndMemoryNetwork(nn.Module):
         if n_hops < 1:
             raise ValueError(f"the number of hops must be >= 1, got n_hops={n_hops}")
         self.n_hops = n_hops
-        self.embed = nn.ModuleList(nn.Embedding(vocab_size, d, padding_idx=0) for _ in range(n_hops + 1))
-        for e in self.embed:
+        tables = [nn.Embedding(vocab_size, d, padding_idx=0) for _ in range(n_hops + 1)]
+        for e in tables:
             nn.init.normal_(e.weight, std=0.1)
             with torch.no_grad():
                 e.weight[0].zero_()
+        self.embed = nn.ModuleList(tables)
         self.answer = nn.Linear(d, n_answers, bias=False)
 
     def forward(self, story: Tensor, question: Tensor) -> tuple[Tensor, Tensor]:
