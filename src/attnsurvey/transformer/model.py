@@ -38,6 +38,7 @@ float64, eval mode, 1e-10).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
@@ -312,7 +313,7 @@ class Encoder(nn.Module):
         self_attn_factory: Callable[[], nn.Module] | None = None,
         *,
         final_norm: bool | None = None,
-        **layer_options: object,
+        **layer_options: Any,
     ) -> None:
         super().__init__()
         if n_layers < 1:
@@ -320,7 +321,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(
                 d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options
-            )  # type: ignore[arg-type]
+            )
             for _ in range(n_layers)
         )
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
@@ -350,14 +351,14 @@ class Decoder(nn.Module):
         norm_first: bool = False,
         *,
         final_norm: bool | None = None,
-        **layer_options: object,
+        **layer_options: Any,
     ) -> None:
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.layers = nn.ModuleList(
             DecoderLayer(d_model, h, d_ff, norm_first, **layer_options) for _ in range(n_layers)
-        )  # type: ignore[arg-type]
+        )
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
     def forward(
@@ -376,13 +377,13 @@ class Decoder(nn.Module):
         return self.final_norm(Y), self_w, cross_w
 
 
-def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, object]) -> nn.Module:
+def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, Any]) -> nn.Module:
     """The LayerNorm after the last layer (same eps and bias as the layers'), or the identity."""
     if not wanted:
         return nn.Identity()
     return nn.LayerNorm(
         d_model, eps=float(layer_options.get("layer_norm_eps", 1e-5)), bias=bool(layer_options.get("bias", True))
-    )  # type: ignore[arg-type]
+    )
 
 
 _TORCH_NAMES = (("multihead_attn.", "cross_attn."), ("linear1.", "ffn.linear1."), ("linear2.", "ffn.linear2."))
@@ -463,7 +464,7 @@ class SequenceTagger(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.position = _position_module(position, d_model, max_len)
-        factory = None
+        factory: Callable[[], nn.Module] | None = None
         if position == "relative":
             factory = lambda: RelativeSelfAttention(d_model, h, b)  # noqa: E731
         elif position == "gaussian":

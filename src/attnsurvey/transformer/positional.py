@@ -65,6 +65,8 @@ class SinusoidalPositionEncoding(nn.Module):
     width is not ``d_model``.
     """
 
+    P: Tensor  # the (max_len, d_model) table, a buffer
+
     def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()
         self.d_model, self.max_len = d_model, max_len

@@ -18,7 +18,8 @@ storing activations for every layer.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -176,7 +177,7 @@ def reversible_inverse(y1: Tensor, y2: Tensor, f: nn.Module, g: nn.Module) -> tu
 
 class _ReversibleFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, blocks: Sequence[tuple[nn.Module, nn.Module]], *params: Tensor) -> Tensor:
+    def forward(ctx: Any, x: Tensor, blocks: Sequence[tuple[nn.Module, nn.Module]], *params: Tensor) -> Tensor:
         with torch.no_grad():
             x1, x2 = x.chunk(2, dim=-1)
             for f, g in blocks:
@@ -187,7 +188,8 @@ class _ReversibleFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    def backward(ctx, dy: Tensor):
+    def backward(ctx: Any, *grad_outputs: Tensor) -> tuple[Tensor | None, ...]:
+        (dy,) = grad_outputs  # one output, so one incoming gradient (variadic as torch declares it)
         (y,) = ctx.saved_tensors
         y1, y2 = y.chunk(2, dim=-1)
         dy1, dy2 = dy.chunk(2, dim=-1)
@@ -245,12 +247,12 @@ class ReversibleSequence(nn.Module):
         return torch.cat([y1, y2], dim=-1)
 
 
-def saved_activation_bytes(fn, *args) -> int:
+def saved_activation_bytes(fn: Callable[..., object], *args: object) -> int:
     """Bytes of tensors autograd saves for backward while running ``fn(*args)`` (parameters excluded)."""
-    params = set()
+    params: set[int] = set()  # data pointers of the parameters of the module arguments
     total = 0
 
-    def pack(t: Tensor):
+    def pack(t: Tensor) -> Tensor:
         nonlocal total
         if not isinstance(t, nn.Parameter) and t.data_ptr() not in params:
             total += t.numel() * t.element_size()
