@@ -445,7 +445,9 @@ def local_align(
         a = a * gaussian_emphasis(n_f, p, s).to(e.dtype)  # Eq. (29)
     if renormalise:
         total = a.sum(-1, keepdim=True)
-        a = torch.where(total > 0, a / total.clamp_min(torch.finfo(e.dtype).tiny), a)
+        # divide by the sum itself, even when it is subnormal (a Gaussian factor far out in its tail):
+        # clamping it to finfo.tiny would leave such a row summing to far less than 1
+        a = a / torch.where(total > 0, total, torch.ones_like(total))
     return a
 
 
