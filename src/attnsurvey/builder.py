@@ -75,7 +75,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor
-from .attention_step import _SOFT, AttentionStep, Heads, _bad, _Heads, _score
+from .attention_step import _SOFT, AttentionStep, Heads, _add_lp, _bad, _Heads, _score
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
 from .feature_related import co_attention as _co_attention
@@ -129,12 +129,6 @@ declare(
     chapter=CHAPTER,
 )
 declare("attnsurvey.builder.LocationScore", "extra:location-score")
-
-
-def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
-    if lp is None:
-        return total
-    return lp if total is None else total + lp
 
 
 # ----------------------------------------------------------------------------- the model
