@@ -3,8 +3,9 @@
 :class:`AttentionStep` is Eq. (1) keys and values, Eq. (2) scores (any registered
 score, :data:`attnsurvey.general_mechanisms.scoring.SCORES`), an alignment
 (soft/global, hard, local, reinforced; :mod:`attnsurvey.general_mechanisms.alignment`)
-and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` runs
-``h`` such steps on projected queries (Eq. 38-40). :mod:`attnsurvey.builder`
+and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` makes
+``h`` such steps the heads of :func:`attnsurvey.query_related.multihead.multi_head_attention`
+(Eq. 38-40), the package's one multi-head stack. :mod:`attnsurvey.builder`
 assembles them into a :class:`~attnsurvey.builder.TaxonomyModel`.
 """
 
@@ -204,7 +205,7 @@ class Heads(nn.Module):
             return self._multidimensional(Q, F, generator)
         hooks = _StepHooks(steps, generator)
         soft = first.alignment in _SOFT
-        shared_score = soft and not any(True for _ in first.score.parameters())
+        shared_score = soft and next(first.score.parameters(), None) is None  # one parameter-free score for all heads
         out, a = _multihead.multi_head_attention(
             Q,
             F,

@@ -40,8 +40,9 @@ alignment                  soft/global, hard, local, reinforced
                            (:mod:`~attnsurvey.general_mechanisms.alignment`)
 dimensionality             ``multi-dimensional``: a weight per feature, Eq. (30)-(32)
                            (:func:`~attnsurvey.general_mechanisms.dimensionality.multidimensional_attend`)
-query_multiplicity         ``multi-head``: ``h`` attention steps on projected queries, concatenated
-                           and mixed (Eq. 38-40); ``multi-hop``: ``q <- q + c`` between steps
+query_multiplicity         ``multi-head``: ``h`` attention steps as the heads of the one stack,
+                           :func:`~attnsurvey.query_related.multihead.multi_head_attention`
+                           (Eq. 38-40); ``multi-hop``: ``q <- q + c`` between steps
                            (Eq. 41, :func:`~attnsurvey.query_related.multihop.add_transform`);
                            ``capsule-based``: one learned query per class and the probability
                            module of Eq. (44) (:mod:`~attnsurvey.query_related.capsule`)
