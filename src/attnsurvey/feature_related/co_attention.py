@@ -44,7 +44,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from .._checks import (
+    as_tensor,
+    check_batch_broadcast,
+    check_dim_equal,
+    check_min_rank,
+    check_nonempty,
+    check_rank,
+    check_weight,
+)
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
@@ -177,9 +185,7 @@ def queryless_additive_score(
     """
     as_tensor(K, "K^(1)")
     check_min_rank(K, 2, "K^(1)", "(..., n_f^(1), d_k^(1))")
-    as_tensor(w, "w^(1)")
-    if w.dim() != 1:
-        raise ValueError(f"w^(1) must have shape (d_w,), got {tuple(w.shape)}")
+    check_rank(w, 1, "w^(1)", "(d_w,)")
     check_weight(W, (w.shape[0], K.shape[-1]), "W^(1)", "(d_w, d_k^(1))")
     if b is None:
         b = K.new_zeros(w.shape[0])
@@ -387,9 +393,7 @@ def parallel_co_attention_scores(
     _check_affinity(A, K1, K2)
     _check_set_mask(mask1, K1, "1")
     _check_set_mask(mask2, K2, "2")
-    as_tensor(w1, "w_1")
-    if w1.dim() != 1:
-        raise ValueError(f"w_1 must have shape (d_w,), got {tuple(w1.shape)}")
+    check_rank(w1, 1, "w_1", "(d_w,)")
     d_w = w1.shape[0]
     check_weight(w2, (d_w,), "w_2", "(d_w,)")
     check_weight(W1, (d_w, K1.shape[-1]), "W_1", "(d_w, d_k^(1))")
