@@ -89,6 +89,12 @@ def check_rank(x: Tensor, rank: int, symbol: str, layout: str) -> Tensor:
     return x
 
 
+def check_same_shape(a: Tensor, b: Tensor, name_a: str, name_b: str, what: str) -> None:
+    """Raise ``ValueError`` (``what``, then both shapes) unless ``a`` and ``b`` have one shape."""
+    if a.shape != b.shape:
+        raise ValueError(f"{what}, got {name_a} {tuple(a.shape)}, {name_b} {tuple(b.shape)}")
+
+
 def check_nonempty(x: Tensor, dim: int, symbol: str, size_name: str) -> None:
     """Raise if dimension ``dim`` of ``x`` (called ``size_name``) is zero."""
     if x.shape[dim] == 0:

@@ -37,6 +37,7 @@ from .._checks import (
     check_dim_equal,
     check_min_rank,
     check_rank,
+    check_same_shape,
     check_sizes,
     check_weight,
 )
@@ -296,11 +297,7 @@ def source2token(
 def _check_update(F_old: Tensor, C: Tensor) -> None:
     as_tensor(F_old, "f_old")
     as_tensor(C, "c")
-    if F_old.shape != C.shape:
-        raise ValueError(
-            f"feature update needs c with the shape of f_old (d_v == d_f), got f_old {tuple(F_old.shape)}, "
-            f"c {tuple(C.shape)}"
-        )
+    check_same_shape(F_old, C, "f_old", "c", "feature update needs c with the shape of f_old (d_v == d_f)")
 
 
 @catalogued("eq36", title="Feature update by replacement, f_new = c", chapter=CHAPTER)
