@@ -28,15 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import (
-    as_tensor,
-    check_batch_broadcast,
-    check_dim_equal,
-    check_min_rank,
-    check_nonempty,
-    check_rank,
-    check_weight,
-)
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..catalog import catalogued
 from ..masking import check_mask, masked_softmax, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
@@ -64,7 +56,9 @@ def multidimensional_scores(
     Raises ``ValueError`` on shape or dtype mismatches and empty inputs.
     """
     _check_qk(Q, K)
-    check_rank(W_d, 2, "W_d", "(d_w, d_v)")
+    as_tensor(W_d, "W_d")
+    if W_d.dim() != 2:
+        raise ValueError(f"W_d must have shape (d_w, d_v), got {tuple(W_d.shape)}")
     d_w = W_d.shape[0]
     check_weight(W1, (d_w, Q.shape[-1]), "W_1", "(d_w, d_q)")
     check_weight(W2, (d_w, K.shape[-1]), "W_2", "(d_w, d_k)")

@@ -24,7 +24,6 @@ from .._checks import (
     check_dim_equal,
     check_min_rank,
     check_nonempty,
-    check_rank,
     check_weight,
 )
 from ..catalog import catalogued
@@ -105,7 +104,9 @@ def additive_score(
     """
     _check_qk(Q, K)
     d_q, d_k = Q.shape[-1], K.shape[-1]
-    check_rank(w, 1, "w", "(d_w,)")
+    as_tensor(w, "w")
+    if w.dim() != 1:
+        raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
     d_w = w.shape[0]
     check_weight(W1, (d_w, d_q), "W_1", "(d_w, d_q)")
     check_weight(W2, (d_w, d_k), "W_2", "(d_w, d_k)")
@@ -132,7 +133,9 @@ def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = t
     """
     _check_qk(Q, K)
     d_q, d_k = Q.shape[-1], K.shape[-1]
-    check_rank(v, 1, "v", "(d_w,)")
+    as_tensor(v, "v")
+    if v.dim() != 1:
+        raise ValueError(f"v must have shape (d_w,), got {tuple(v.shape)}")
     check_weight(W, (v.shape[0], d_q + d_k), "W", "(d_w, d_q + d_k)")
     _check_param_dtype(Q, W=W, v=v)
     # Concatenating [q; k] for every pair and multiplying by W is the same as
