@@ -143,6 +143,34 @@ def test_reversible_layers_invert_and_match_plain_gradients():
         rev(rand(2, 7))
 
 
+class _IgnoresInput(nn.Module):
+    """A block whose output does not depend on its input (a learned constant)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b = nn.Parameter(torch.ones(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b.expand_as(x)
+
+
+def test_reversible_backward_with_a_block_that_ignores_its_input():
+    # no gradient reaches the input through such a block (autograd leaves .grad None); the
+    # memory-saving backward used to add None and raise TypeError
+    torch.manual_seed(0)
+    rev = reformer.ReversibleSequence([(_IgnoresInput(), nn.Linear(2, 2))], memory_saving=True)
+    x = rand(3, 4).requires_grad_(True)
+    (rev(x) ** 2).sum().backward()
+    g_x, g_p = x.grad.clone(), [p.grad.clone() for p in rev.parameters()]
+    rev.zero_grad()
+    x.grad = None
+    rev.memory_saving = False
+    (rev(x) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, g_x)
+    for p, g in zip(rev.parameters(), g_p):
+        torch.testing.assert_close(p.grad, g)
+
+
 # --- Linformer -----------------------------------------------------------------------
 
 

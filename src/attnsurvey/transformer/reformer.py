@@ -188,7 +188,8 @@ def _undo_residual(fn: nn.Module, inp: Tensor, out: Tensor, d_out: Tensor, d_inp
         fn_out = fn(inp_)
         torch.autograd.backward(fn_out, d_out)
     with torch.no_grad():
-        return out - fn_out, d_inp + inp_.grad
+        grad = inp_.grad  # None when fn ignores its input: then no gradient reaches inp through fn
+        return out - fn_out, d_inp if grad is None else d_inp + grad
 
 
 class _ReversibleFunction(torch.autograd.Function):
