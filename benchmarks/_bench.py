@@ -51,7 +51,21 @@ def bench_threads() -> int:
     threads = os.environ.get("BENCH_THREADS", "1")
     os.environ["OMP_NUM_THREADS"] = threads
     os.environ["MKL_NUM_THREADS"] = threads
+    import_torch_seconds()
     return int(threads)
+
+
+_IMPORT_S: list[float] = []
+
+
+def import_torch_seconds() -> float:
+    """Seconds this process took to import torch (timed on the first call); a fresh interpreter pays it again."""
+    if not _IMPORT_S:
+        t0 = time.perf_counter()
+        import torch  # noqa: F401
+
+        _IMPORT_S.append(time.perf_counter() - t0)
+    return _IMPORT_S[0]
 
 
 def out_dir(out: str | None, quick: bool) -> Path:

@@ -123,7 +123,7 @@ def estimate(points: list[tuple[str, int]], repeats: int, n_target: int, n_grad:
 
     per_repeat = sum(_bench.CHILD_OVERHEAD_S + t(m, n) + max(t(m, n), 0.1) for m, n in points)
     errs = 2 * (t("tiled", n_target) + t("sdpa", n_target)) + 12 * t("tiled", n_grad)
-    return repeats * (per_repeat + errs)
+    return _bench.import_torch_seconds() + repeats * (per_repeat + errs)  # + the fork server's start
 
 
 def plot(cost: list[dict], path: Path, title: str) -> None:
