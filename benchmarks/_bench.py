@@ -162,8 +162,17 @@ def median_ratio(a: dict, b: dict) -> float:
     return a["median"] / b["median"] if b["median"] else float("inf")
 
 
-def timed_calls(fn: Callable[[], Any], budget_s: float = 0.1, max_calls: int = 9) -> float:
-    """Median wall time of one to ``max_calls`` calls of ``fn``, as many as fit in about ``budget_s`` seconds."""
+#: A first call at least this long is its repeat's time: one more call would double the cost for a tiny gain.
+LONG_CALL_S = 0.5
+
+
+def timed_calls(fn: Callable[[], Any], budget_s: float = 0.1, max_calls: int = 9, first: float = 0.0) -> float:
+    """Median wall time of one to ``max_calls`` calls of ``fn``, as many as fit in about ``budget_s`` seconds.
+
+    If ``first`` (the time of a call already made) is at least ``LONG_CALL_S``, return it without calling.
+    """
+    if first >= LONG_CALL_S:
+        return first
     times: list[float] = []
     while len(times) < max_calls and (not times or sum(times) < budget_s):
         t0 = time.perf_counter()

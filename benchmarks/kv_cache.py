@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             "cache": cache,
             "tokens_per_second": _bench.summary(runs[(kind, cache)]),
             "cache_bytes": cache_bytes,
-            "cache_bytes_analytic": 2 * MODEL["n_layers"] * (PROMPT + tokens) * KV_HEADS[kind] * d_head * 4 if cache else 0,
+            "cache_bytes_analytic": 2 * MODEL["n_layers"] * (PROMPT + tokens) * KV_HEADS[kind] * d_head * 4
+            if cache
+            else 0,
             "parameters": sum(p.numel() for p in lm.parameters()),
         }
         rows.append(row)
@@ -163,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     for k, s in speedups.items():
         print(f"{k}: the cache is {_bench.show(s)} times faster (per-round ratios)")
     by_kind = {r["kind"]: r for r in rows if r["cache"]}
-    targets = [_bench.target(f"{k} tokens/s with cache / without", s["median"], 1.0, at_most=False) for k, s in speedups.items()]
+    targets = [
+        _bench.target(f"{k} tokens/s with cache / without", s["median"], 1.0, at_most=False)
+        for k, s in speedups.items()
+    ]
     for k in ("GQA", "MQA"):
         targets.append(
             _bench.target(

@@ -8,7 +8,9 @@ One head, batch 1, d = 64, float32, forward only, ``BENCH_THREADS`` threads (def
 Every (method, n, repeat) runs in a fresh process (see ``_bench.Fresh``): after a
 warm-up call on n = 256 it makes one call at n, whose peak resident memory minus
 the RSS just before it is the memory figure, then times further calls (as many as
-fit in 0.1 s, at least one; their median is the repeat's time). The figures are
+fit in 0.1 s, at least one; their median is the repeat's time), except where that
+first call took 0.5 s or more: then its time is the repeat's time (the kernels are
+loaded by the warm-up; one more call would double the cost of the largest sizes). The figures are
 the median over ``--repeats`` such processes, with min-max. Plain ``attend`` (it
 stores the n x n scores and weights) is measured up to ``--plain-max-n`` (16,384:
 at 32,768 it needs 8 GiB and about a minute per call) and skipped where its
@@ -72,7 +74,7 @@ def measure_one(method: str, n: int) -> dict:
     _fn(method, 256)()  # load the kernels on a small input
     fn = _fn(method, n)
     peak_mib, first = _bench.measure_call(fn)
-    return {"peak_mib": peak_mib, "first_seconds": first, "seconds": _bench.timed_calls(fn)}
+    return {"peak_mib": peak_mib, "first_seconds": first, "seconds": _bench.timed_calls(fn, first=first)}
 
 
 def errors(n_fwd: int, n_grad: int, seed: int) -> dict:
@@ -110,18 +112,21 @@ def plan(grid: tuple[int, ...], plain_max_n: int) -> list[tuple[str, int]]:
 
 
 def estimate(points: list[tuple[str, int]], repeats: int, n_target: int, n_grad: int) -> float:
-    """Seconds the run should take: a probe of each method at n = 1024 here, scaled as n^2."""
+    """Seconds the run should take: a probe of each method at n = 4096 here, scaled as n^2."""
     import torch
 
     torch.set_grad_enabled(False)
-    n0 = 1024
+    n0 = 4096
     t0 = {m: _bench.probe(_fn(m, n0)) for m in METHODS}
     torch.set_grad_enabled(True)
 
     def t(m: str, n: int) -> float:
         return t0[m] * (n / n0) ** 2
 
-    per_repeat = sum(_bench.CHILD_OVERHEAD_S + t(m, n) + max(t(m, n), 0.1) for m, n in points)
+    per_repeat = sum(
+        _bench.CHILD_OVERHEAD_S + t(m, n) + (0 if t(m, n) >= _bench.LONG_CALL_S else max(t(m, n), 0.1))
+        for m, n in points
+    )
     errs = 2 * (t("tiled", n_target) + t("sdpa", n_target)) + 12 * t("tiled", n_grad)
     return _bench.import_torch_seconds() + repeats * (per_repeat + errs)  # + the fork server's start
 
@@ -133,7 +138,11 @@ def plot(cost: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.9), constrained_layout=True)
-    labels = {"plain": "plain attend (scores stored)", "tiled": "tiled, online softmax", "sdpa": "torch SDPA (CPU flash)"}
+    labels = {
+        "plain": "plain attend (scores stored)",
+        "tiled": "tiled, online softmax",
+        "sdpa": "torch SDPA (CPU flash)",
+    }
     for m in METHODS:
         pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in cost if r["method"] == m)
         if not pts:
@@ -144,7 +153,9 @@ def plot(cost: list[dict], path: Path, title: str) -> None:
             lo = [m_ - max(p[k]["min"], 0.1 if k == 2 else 0.0) for m_, p in zip(med, pts)]
             hi = [max(p[k]["max"], 0.1 if k == 2 else 0.0) - m_ for m_, p in zip(med, pts)]
             ax.errorbar(ns, med, yerr=[lo, hi], fmt="o-", capsize=3, label=labels[m])
-    for ax, lab in zip(axes, ["time per forward call (s): median, min-max", "peak extra memory (MiB): median, min-max"]):
+    for ax, lab in zip(
+        axes, ["time per forward call (s): median, min-max", "peak extra memory (MiB): median, min-max"]
+    ):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n (one head, d = 64, float32)")
@@ -164,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plain-max-n", type=int, default=N_TARGET, help="largest n for plain attend")
     args = p.parse_args(argv)
     threads = _bench.bench_threads()
-    grid, n_target, n_grad = (QUICK["grid"], QUICK["n_target"], QUICK["n_grad"]) if args.quick else (GRID, N_TARGET, N_GRAD)
+    grid, n_target, n_grad = (
+        (QUICK["grid"], QUICK["n_target"], QUICK["n_grad"]) if args.quick else (GRID, N_TARGET, N_GRAD)
+    )
     grid = tuple(n for n in grid if n <= max(args.max_n, n_target))
     points = plan(grid, max(args.plain_max_n, n_target))
     import torch
@@ -196,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     errs = [errors(n_target, n_grad, seed) for seed in range(args.repeats)]
     err = {k: _bench.summary([e[k] for e in errs]) for k in errs[0]}
     print(f"\nlargest |tiled - SDPA| over {args.repeats} seeds:")
-    print(f"  forward, float32, n = {n_target}: {err['forward']['max']:.2e} (causal {err['forward_causal']['max']:.2e})")
+    print(
+        f"  forward, float32, n = {n_target}: {err['forward']['max']:.2e} (causal {err['forward_causal']['max']:.2e})"
+    )
     print(f"  gradients, float64, n = {n_grad}: {err['grad']['max']:.2e} (causal {err['grad_causal']['max']:.2e})")
     at = {r["method"]: r for r in cost if r["n"] == n_target}
     targets = [
@@ -230,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             "n_target": n_target,
             "n_grad": n_grad,
             "memory": "per repeat (a fresh process): peak RSS during the first call at n minus RSS before it, MiB",
-            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
+            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1); "
+            "the first call's time where it took >= 0.5 s",
             "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
             "errors": "max abs difference from SDPA, one value per seed",
             "estimated_seconds": round(est),
