@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS)
     parser.add_argument("--estimate", action="store_true", help="print the estimated run time and exit")
     parser.add_argument("--json", type=Path, default=OUT, help=f"where to save the figures (default {OUT.name})")
+    parser.add_argument("--out", help="folder for chapter_times.json (as the other scripts; overrides --json)")
     args = parser.parse_args(argv)
+    if args.out:
+        args.json = Path(args.out) / "chapter_times.json"
     paths = args.notebooks or sorted((_bench.ROOT / "chapters").glob("*.ipynb"))
     est = estimate(paths, args.repeats)
     _bench.print_estimate(est)
