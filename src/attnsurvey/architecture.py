@@ -7,6 +7,9 @@
 that point the wrong way between the layers of :data:`LAYERS`;
 :func:`architecture_figure` draws the layers and the imports between them
 (the figure of the book's architecture page).
+:func:`normaliser_calls` and :func:`weight_files` find the files that compute
+attention weights themselves instead of through the core
+:func:`attnsurvey.attention.attend` (issue #12; the rule is in their docstrings).
 
 Layers, lowest first (a module may import from its own layer and those below)::
 
@@ -23,9 +26,10 @@ Layers, lowest first (a module may import from its own layer and those below)::
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PACKAGE = "attnsurvey"
 ROOT = Path(__file__).resolve().parent
@@ -294,8 +298,206 @@ def report(graph: dict[str, set[str]] | None = None) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- who computes attention weights
+#: Names whose call turns scores into a distribution, matched as written: ``torch.softmax``,
+#: ``F.softmax``, ``x.softmax(...)``, ``nn.Softmax(...)``, the package's masked and sparse maps,
+#: the alignment registry's functions and the alignment functions of the survey (Eq. 3, 25-27).
+NORMALISERS = frozenset(
+    {
+        "softmax",
+        "log_softmax",
+        "softmin",
+        "gumbel_softmax",
+        "Softmax",
+        "LogSoftmax",
+        "Softmin",
+        "masked_softmax",
+        "masked_log_softmax",
+        "sparsemax",
+        "entmax15",
+        "entmax_bisect",
+        "softmax_align",
+        "uniform_align",
+        "argmax_align",
+        "align",
+        "soft_align",
+        "hard_align",
+        "local_align",
+        "reinforced_align",
+    }
+)
+#: Factories whose result is an alignment: ``alpha_entmax_align(1.5)(e, mask)`` is a normaliser call.
+_NORMALISER_FACTORIES = frozenset({"alpha_entmax_align"})
+#: The core's entry points. A normaliser written inside their ``align=`` argument is a hook that the
+#: core runs between its masking steps (masked scores filled before, masked weights zeroed after).
+CORE_ENTRY_POINTS = frozenset(
+    {"attend", "attend_scores", "align_scores", "multi_head_attention", "MultiHeadAttention", "MultiheadAttention"}
+)
+#: (a) The core and the modules that define the normalisers (paths below the package root).
+CORE_FILES = (
+    "attention.py",
+    "masking.py",
+    "general_mechanisms/alignment.py",
+    "general_mechanisms/sparse_maps.py",
+)
+#: (c) Output distributions over classes or a vocabulary, not attention: file -> {function: why}.
+#: Declared one function at a time (a function listed here must not also compute attention weights).
+OUTPUT_DISTRIBUTIONS: dict[str, dict[str, str]] = {
+    "general_model.py": {"output_model": "Eq. (5): y = softmax(W_c c + b_c) over the classes"},
+    "evaluation/extrinsic.py": {"perplexity": "log-probabilities of the vocabulary to score a language model"},
+    "experiments/trained_transformer.py": {
+        "step_function.step": "log-probabilities of the next token over the vocabulary (decoding)",
+    },
+}
+#: Categories of :func:`weight_files`, in report order; the first two compute attention weights.
+WEIGHT_CATEGORIES = ("core", "mechanism", "output", "exercise")
+
+
+class NormaliserCall(NamedTuple):
+    """One call site of a normaliser: file (below the package root), line, enclosing function, callee, category."""
+
+    file: str
+    line: int
+    function: str
+    call: str
+    category: str
+
+
+def _callee(func: ast.expr, aliases: dict[str, str]) -> str | None:
+    """The normaliser a call's ``func`` names, or None (import aliases resolved)."""
+    if isinstance(func, ast.Name):
+        return aliases.get(func.id, func.id)
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Subscript) and ast.unparse(func.value).split(".")[-1] == "ALIGNMENTS":
+        return "ALIGNMENTS[...]"
+    if isinstance(func, ast.Call) and _callee(func.func, aliases) in _NORMALISER_FACTORIES:
+        return f"{_callee(func.func, aliases)}(...)"
+    return None
+
+
+def _is_normaliser(name: str | None) -> bool:
+    return name is not None and (name in NORMALISERS or name.endswith("(...)") or name == "ALIGNMENTS[...]")
+
+
+def _hook_nodes(tree: ast.AST, aliases: dict[str, str]) -> set[int]:
+    """ids of the nodes inside the ``align=`` argument of a call to a core entry point."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _callee(node.func, aliases) in CORE_ENTRY_POINTS:
+            for kw in node.keywords:
+                if kw.arg == "align":
+                    inside.update(id(n) for n in ast.walk(kw.value))
+    return inside
+
+
+def _enclosing_functions(tree: ast.AST) -> dict[int, str]:
+    """id of every node -> the dotted name of its innermost enclosing function ('<module>' at top level)."""
+    where: dict[int, str] = {}
+
+    def visit(node: ast.AST, name: str, scope: str) -> None:
+        where[id(node)] = name
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{scope}.{child.name}" if scope else child.name
+                visit(child, inner if not isinstance(child, ast.ClassDef) else name, inner)
+            else:
+                visit(child, name, scope)
+
+    visit(tree, "<module>", "")
+    return where
+
+
+def _category(file: str, function: str) -> str:
+    if file in CORE_FILES:
+        return "core"
+    if function in OUTPUT_DISTRIBUTIONS.get(file, {}):
+        return "output"
+    if file.startswith("exercises/"):
+        return "exercise"
+    return "mechanism"
+
+
+def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
+    """Every call of a normaliser in the package's source, with its category (issue #12).
+
+    The rule. A *call site* is a call (read with :mod:`ast`, so docstrings and
+    comments never count) whose callee is written as a name of
+    :data:`NORMALISERS` -- ``softmax(...)``, ``torch.softmax``, ``F.log_softmax``,
+    ``x.softmax(...)``, ``nn.Softmax(...)``, the package's ``masked_softmax``,
+    ``sparsemax``, ``entmax15``, ``entmax_bisect``, the alignment registry's
+    functions (``softmax_align``, ``ALIGNMENTS[name](...)``,
+    ``alpha_entmax_align(alpha)(...)``), ``align`` (Eq. 3 of ``general_model``, or
+    an alignment hook called directly as ``self.align(e, mask)``) and the survey's
+    alignment functions (``soft_align``, ``hard_align``, ``local_align``, ...) --
+    with import aliases resolved. Not call sites: the core's entry points
+    (:data:`CORE_ENTRY_POINTS`: ``attend``, ``attend_scores``, ``align_scores``,
+    the multi-head module), and a normaliser written inside the ``align=``
+    argument of such an entry point (a hook the core runs between its masking
+    steps). Hand-written exponentials are not seen (the online softmax of
+    ``beyond/tiled.py``, the CRF marginals of ``general_mechanisms/structured.py``):
+    the rule counts calls, not arithmetic.
+
+    Categories, by a declared rule (no guessing): ``core``, the files of
+    :data:`CORE_FILES` (the core and the modules defining the normalisers; their
+    definitions are counted, not skipped); ``output``, a call inside a function
+    declared in :data:`OUTPUT_DISTRIBUTIONS` (a distribution over classes or a
+    vocabulary, not over feature vectors); ``exercise``, a file under
+    ``exercises/`` (self-checks are independent oracles, as tests are);
+    ``mechanism``, every other call site. Returns the call sites sorted by file and line.
+    """
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        file = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases = {
+            a.asname: a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for a in node.names
+            if a.asname
+        }
+        hooks = _hook_nodes(tree, aliases)
+        where = _enclosing_functions(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and id(node) not in hooks and _is_normaliser(_callee(node.func, aliases)):
+                function = where[id(node)]
+                found.append(
+                    NormaliserCall(file, node.lineno, function, ast.unparse(node.func), _category(file, function))
+                )
+    return sorted(found, key=lambda c: (c.file, c.line))
+
+
+def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
+    """Category -> the files with a normaliser call site of that category (:func:`normaliser_calls`).
+
+    A file with call sites of two categories is listed under both. The files
+    that compute attention weights themselves are those of ``core`` and
+    ``mechanism``; issue #12 asks for at most 6 of them.
+    """
+    files: dict[str, set[str]] = {category: set() for category in WEIGHT_CATEGORIES}
+    for call in normaliser_calls(root):
+        files[call.category].add(call.file)
+    return {category: sorted(names) for category, names in files.items()}
+
+
+def weights_report(root: Path = ROOT) -> str:
+    """A text list of the normaliser call sites per category (``python -m attnsurvey.architecture --weights``)."""
+    calls = normaliser_calls(root)
+    files = weight_files(root)
+    computing = sorted(set(files["core"]) | set(files["mechanism"]))
+    lines = [f"files computing attention weights themselves (core + mechanism): {len(computing)}"]
+    for category in WEIGHT_CATEGORIES:
+        lines.append(f"{category}: {len(files[category])} files")
+        for file in files[category]:
+            sites = [f"{c.line} {c.function}: {c.call}" for c in calls if c.file == file and c.category == category]
+            lines.append(f"  {file} ({len(sites)}): " + "; ".join(sites))
+    return "\n".join(lines)
+
+
 def _main(argv: Iterable[str] | None = None) -> int:
-    print(report())
+    args = list(sys.argv[1:] if argv is None else argv)
+    print(weights_report() if "--weights" in args else report())
     return 0
 
 
