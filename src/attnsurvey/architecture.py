@@ -299,18 +299,15 @@ def report(graph: dict[str, set[str]] | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- who computes attention weights
-#: Names whose call turns scores into a distribution, matched as written: ``torch.softmax``,
-#: ``F.softmax``, ``x.softmax(...)``, ``nn.Softmax(...)``, the package's masked and sparse maps,
-#: the alignment registry's functions and the alignment functions of the survey (Eq. 3, 25-27).
-NORMALISERS = frozenset(
+#: torch's normalisers, matched by the name called: ``torch.softmax``, ``F.softmax``, ``x.softmax(...)``,
+#: ``nn.Softmax(...)``, ``torch.special.log_softmax``, ...
+TORCH_NORMALISERS = frozenset(
+    {"softmax", "log_softmax", "softmin", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin"}
+)
+#: The package's normalisers: the masked and sparse maps, the alignment registry's functions, ``align``
+#: (Eq. 3) and the alignment functions of the survey (Eq. 25-27, reinforced alignment).
+PACKAGE_NORMALISERS = frozenset(
     {
-        "softmax",
-        "log_softmax",
-        "softmin",
-        "gumbel_softmax",
-        "Softmax",
-        "LogSoftmax",
-        "Softmin",
         "masked_softmax",
         "masked_log_softmax",
         "sparsemax",
@@ -326,6 +323,8 @@ NORMALISERS = frozenset(
         "reinforced_align",
     }
 )
+#: Every name whose call turns scores into a distribution.
+NORMALISERS = TORCH_NORMALISERS | PACKAGE_NORMALISERS
 #: Factories whose result is an alignment: ``alpha_entmax_align(1.5)(e, mask)`` is a normaliser call.
 _NORMALISER_FACTORIES = frozenset({"alpha_entmax_align"})
 #: The core's entry points. A normaliser written inside their ``align=`` argument is a hook that the
@@ -354,12 +353,14 @@ WEIGHT_CATEGORIES = ("core", "mechanism", "output", "exercise")
 
 
 class NormaliserCall(NamedTuple):
-    """One call site of a normaliser: file (below the package root), line, enclosing function, callee, category."""
+    """One call site of a normaliser: file (below the package root), line, enclosing function,
+    the callee as written, the normaliser's name (aliases resolved), category."""
 
     file: str
     line: int
     function: str
     call: str
+    name: str
     category: str
 
 
@@ -381,13 +382,28 @@ def _is_normaliser(name: str | None) -> bool:
 
 
 def _hook_nodes(tree: ast.AST, aliases: dict[str, str]) -> set[int]:
-    """ids of the nodes inside the ``align=`` argument of a call to a core entry point."""
+    """ids of the nodes of alignment hooks: inside the ``align=`` argument of a call to a core entry
+    point, or inside a lambda assigned to a name that a core entry point receives as ``align=name``
+    in the same function."""
     inside: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _callee(node.func, aliases) in CORE_ENTRY_POINTS:
-            for kw in node.keywords:
-                if kw.arg == "align":
-                    inside.update(id(n) for n in ast.walk(kw.value))
+    for scope in ast.walk(tree):
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        passed: set[str] = set()
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and _callee(node.func, aliases) in CORE_ENTRY_POINTS:
+                for kw in node.keywords:
+                    if kw.arg == "align":
+                        inside.update(id(n) for n in ast.walk(kw.value))
+                        if isinstance(kw.value, ast.Name):
+                            passed.add(kw.value.id)
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in passed for t in targets):
+                    for lam in ast.walk(node.value):
+                        if isinstance(lam, ast.Lambda):
+                            inside.update(id(n) for n in ast.walk(lam))
     return inside
 
 
@@ -432,9 +448,11 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     alignment functions (``soft_align``, ``hard_align``, ``local_align``, ...) --
     with import aliases resolved. Not call sites: the core's entry points
     (:data:`CORE_ENTRY_POINTS`: ``attend``, ``attend_scores``, ``align_scores``,
-    the multi-head module), and a normaliser written inside the ``align=``
-    argument of such an entry point (a hook the core runs between its masking
-    steps). Hand-written exponentials are not seen (the online softmax of
+    the multi-head module), and a normaliser inside an alignment hook: written
+    in the ``align=`` argument of such an entry point, or in a lambda assigned
+    to a name that an entry point receives as ``align=name`` in the same
+    function (the core runs hooks between its masking steps; a named function
+    used as a hook is counted). Hand-written exponentials are not seen (the online softmax of
     ``beyond/tiled.py``, the CRF marginals of ``general_mechanisms/structured.py``):
     the rule counts calls, not arithmetic.
 
@@ -444,9 +462,9 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     declared in :data:`OUTPUT_DISTRIBUTIONS` (a distribution over classes or a
     vocabulary, not over feature vectors); ``exercise``, a file under
     ``exercises/`` (self-checks are independent oracles, as tests are);
-    ``mechanism``, every other call site. Returns the call sites sorted by file and line.
+    ``mechanism``, every other call site. Returns the call sites sorted by file, line and column.
     """
-    found = []
+    found: list[tuple[str, int, int, NormaliserCall]] = []
     for path in sorted(root.rglob("*.py")):
         file = path.relative_to(root).as_posix()
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -460,12 +478,15 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
         hooks = _hook_nodes(tree, aliases)
         where = _enclosing_functions(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and id(node) not in hooks and _is_normaliser(_callee(node.func, aliases)):
+            if not isinstance(node, ast.Call) or id(node) in hooks:
+                continue
+            name = _callee(node.func, aliases)
+            if name is not None and _is_normaliser(name):
                 function = where[id(node)]
-                found.append(
-                    NormaliserCall(file, node.lineno, function, ast.unparse(node.func), _category(file, function))
-                )
-    return sorted(found, key=lambda c: (c.file, c.line))
+                category = _category(file, function)
+                call = NormaliserCall(file, node.lineno, function, ast.unparse(node.func), name, category)
+                found.append((file, node.lineno, node.col_offset, call))
+    return [call for *_, call in sorted(found)]
 
 
 def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
