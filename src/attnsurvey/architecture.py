@@ -327,8 +327,9 @@ PACKAGE_NORMALISERS = frozenset(
 NORMALISERS = TORCH_NORMALISERS | PACKAGE_NORMALISERS
 #: Factories whose result is an alignment: ``alpha_entmax_align(1.5)(e, mask)`` is a normaliser call.
 _NORMALISER_FACTORIES = frozenset({"alpha_entmax_align"})
-#: The core's entry points. A normaliser written inside their ``align=`` argument is a hook that the
-#: core runs between its masking steps (masked scores filled before, masked weights zeroed after).
+#: The core's entry points. A normaliser inside their ``align=`` argument (written there, or in a lambda
+#: assigned to the name passed as ``align=name``) is a hook that the core runs between its masking steps
+#: (masked scores filled before, masked weights zeroed after).
 CORE_ENTRY_POINTS = frozenset(
     {"attend", "attend_scores", "align_scores", "multi_head_attention", "MultiHeadAttention", "MultiheadAttention"}
 )
@@ -452,9 +453,9 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     in the ``align=`` argument of such an entry point, or in a lambda assigned
     to a name that an entry point receives as ``align=name`` in the same
     function (the core runs hooks between its masking steps; a named function
-    used as a hook is counted). Hand-written exponentials are not seen (the online softmax of
-    ``beyond/tiled.py``, the CRF marginals of ``general_mechanisms/structured.py``):
-    the rule counts calls, not arithmetic.
+    used as a hook is counted). Hand-written exponentials are not seen (the
+    online softmax of ``beyond/tiled.py``, the CRF marginals of
+    ``general_mechanisms/structured.py``): the rule counts calls, not arithmetic.
 
     Categories, by a declared rule (no guessing): ``core``, the files of
     :data:`CORE_FILES` (the core and the modules defining the normalisers; their
@@ -462,7 +463,8 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     declared in :data:`OUTPUT_DISTRIBUTIONS` (a distribution over classes or a
     vocabulary, not over feature vectors); ``exercise``, a file under
     ``exercises/`` (self-checks are independent oracles, as tests are);
-    ``mechanism``, every other call site. Returns the call sites sorted by file, line and column.
+    ``mechanism``, every other call site. Returns the call sites sorted by
+    file, line and column.
     """
     found: list[tuple[str, int, int, NormaliserCall]] = []
     for path in sorted(root.rglob("*.py")):
