@@ -127,8 +127,10 @@ def test_book_figure_data_matches_the_code():
 
 
 #: The files allowed to compute attention weights themselves (issue #12: at most 6): the core and the
-#: modules defining the normalisers, and scoring.py's softmax Jacobian/saturation teaching helpers
-#: (scoring.py cannot import the core: the core imports its score functions).
+#: modules defining the normalisers; scoring.py's softmax Jacobian/saturation teaching helpers
+#: (scoring.py cannot import the core: the core imports its score functions); attention_step.py
+#: (its alignments are called directly; to be routed through attend_scores with hooks, as
+#: experiments.general_mechanisms.AlignmentClassifier is, once the concurrent edits there have landed).
 WEIGHT_FILES = {
     "core": [
         "attention.py",
@@ -136,7 +138,7 @@ WEIGHT_FILES = {
         "general_mechanisms/sparse_maps.py",
         "masking.py",
     ],
-    "mechanism": ["general_mechanisms/scoring.py"],
+    "mechanism": ["attention_step.py", "general_mechanisms/scoring.py"],
 }
 
 
@@ -185,6 +187,11 @@ def test_normaliser_counter_sees_calls_and_the_declared_exceptions(tmp_path):
         "    return attend(e, e, e, align=lambda s, k: torch.softmax(s, -1)), a, b\n"
         "def output_model(c):\n"
         "    return torch.softmax(c, -1)\n"
+        "class Step:\n"
+        "    def __init__(self):\n"
+        "        self._norm = torch.softmax\n"
+        "    def forward(self, e):\n"
+        "        return self._norm(e, -1)\n"
     )
     (pkg / "exercises" / "ex.py").write_text("import torch\ndef check(x):\n    return torch.softmax(x, 0)\n")
     calls = arch.normaliser_calls(pkg)
@@ -195,6 +202,7 @@ def test_normaliser_counter_sees_calls_and_the_declared_exceptions(tmp_path):
         ("mech.py", 7, "log_softmax", "mechanism"),
         ("mech.py", 7, "ALIGNMENTS[...]", "mechanism"),
         ("mech.py", 12, "softmax", "mechanism"),  # not declared as an output distribution for pkg
+        ("mech.py", 17, "softmax", "mechanism"),  # self._norm = torch.softmax, then self._norm(e)
     ]
     assert arch.weight_files(pkg)["mechanism"] == ["mech.py"]
     assert "core + mechanism): 1" in arch.weights_report(pkg)

@@ -366,16 +366,35 @@ class NormaliserCall(NamedTuple):
 
 
 def _callee(func: ast.expr, aliases: dict[str, str]) -> str | None:
-    """The normaliser a call's ``func`` names, or None (import aliases resolved)."""
+    """The name a call's ``func`` calls, or None (aliases resolved: ``aliases`` maps a name, or an
+    attribute as ``".attr"``, to what it stands for)."""
     if isinstance(func, ast.Name):
         return aliases.get(func.id, func.id)
     if isinstance(func, ast.Attribute):
-        return func.attr
+        return aliases.get(f".{func.attr}", func.attr)
     if isinstance(func, ast.Subscript) and ast.unparse(func.value).split(".")[-1] == "ALIGNMENTS":
         return "ALIGNMENTS[...]"
     if isinstance(func, ast.Call) and _callee(func.func, aliases) in _NORMALISER_FACTORIES:
         return f"{_callee(func.func, aliases)}(...)"
     return None
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Other names of normalisers in a module: ``import ... as x`` of any name, and a name or an
+    attribute (``self._soft = align``, key ``"._soft"``) assigned a normaliser itself (not a call)."""
+    aliases = {
+        a.asname: a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for a in node.names if a.asname
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            name = _callee(node.value, aliases)
+            if _is_normaliser(name):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        aliases[t.id] = str(name)
+                    elif isinstance(t, ast.Attribute):
+                        aliases[f".{t.attr}"] = str(name)
+    return aliases
 
 
 def _is_normaliser(name: str | None) -> bool:
@@ -447,7 +466,8 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     ``alpha_entmax_align(alpha)(...)``), ``align`` (Eq. 3 of ``general_model``, or
     an alignment hook called directly as ``self.align(e, mask)``) and the survey's
     alignment functions (``soft_align``, ``hard_align``, ``local_align``, ...) --
-    with import aliases resolved. Not call sites: the core's entry points
+    with aliases resolved: ``import ... as x``, and a name or attribute assigned
+    a normaliser (``self._soft = align`` makes ``self._soft(e)`` a call site). Not call sites: the core's entry points
     (:data:`CORE_ENTRY_POINTS`: ``attend``, ``attend_scores``, ``align_scores``,
     the multi-head module), and a normaliser inside an alignment hook: written
     in the ``align=`` argument of such an entry point, or in a lambda assigned
@@ -470,13 +490,7 @@ def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
     for path in sorted(root.rglob("*.py")):
         file = path.relative_to(root).as_posix()
         tree = ast.parse(path.read_text(), filename=str(path))
-        aliases = {
-            a.asname: a.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom)
-            for a in node.names
-            if a.asname
-        }
+        aliases = _aliases(tree)
         hooks = _hook_nodes(tree, aliases)
         where = _enclosing_functions(tree)
         for node in ast.walk(tree):
