@@ -65,13 +65,13 @@ def run_once(lm, use_cache: bool, tokens: int) -> float:
 
 
 def estimate(configs: list[tuple[str, bool]], tokens: int, repeats: int) -> float:
-    """Seconds the run should take, from 16 generated tokens of each case here.
+    """Seconds the run should take, from 32 generated tokens of each case here.
 
     A step costs about ``a + b * length``: the cached run gives ``a`` (one token per
     step), the recomputing run then gives ``b``; a run of ``tokens`` costs
     ``tokens * a`` with the cache and ``tokens * a + b * (sum of the lengths)`` without.
     """
-    n0 = 16
+    n0 = 32
     lm = _model("MHA", n0)
     secs0 = {c: min(n0 / run_once(lm, c, n0) for _ in range(2)) for c in (False, True)}
 
