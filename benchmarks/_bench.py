@@ -250,6 +250,16 @@ class Fresh:
             raise RuntimeError(f"{getattr(fn, '__name__', fn)}{args} failed in its child process:\n{value}")
         return value
 
+    def rounds(self, fn: Callable[..., Any], points: Sequence[tuple], repeats: int) -> dict[tuple, list]:
+        """``fn(*point)`` in a fresh process for every point, ``repeats`` rounds (every point once per round,
+        so a change of load hits all points alike); the results per point, in round order."""
+        raw: dict[tuple, list] = {pt: [] for pt in points}
+        for r in range(repeats):
+            for pt in points:
+                raw[pt].append(self.run(fn, *pt))
+            print(f"round {r + 1}/{repeats} done", flush=True)
+        return raw
+
 
 # --- targets, estimates, output ----------------------------------------------------------------------
 
@@ -278,6 +288,20 @@ def print_targets(rows: list[dict], title: str = "targets (median of the repeats
 def print_estimate(seconds: float, what: str = "this run") -> None:
     """Print the estimated run time (from the probe) before measuring."""
     print(f"estimated time for {what}: about {seconds / 60:.1f} min ({seconds:.0f} s), from a probe on this machine")
+
+
+def begin(estimated_s: float, only_estimate: bool) -> dict | None:
+    """Print the estimate; then None if that was all that was asked, else the machine's record (:func:`machine`)."""
+    print_estimate(estimated_s)
+    return None if only_estimate else machine()
+
+
+def end(info: dict, targets: list[dict], repeats: int) -> dict:
+    """Close the machine's record (:func:`finish`), print the target table and the machine; return the record."""
+    info = finish(info)
+    print_targets(targets)
+    print(f"\nmachine: {describe(info)}; {repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    return info
 
 
 def probe(fn: Callable[[], Any], calls: int = 2) -> float:

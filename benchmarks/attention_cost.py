@@ -172,20 +172,15 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(threads)
     est = estimate(ns, args.repeats)
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     fresh = _bench.Fresh(
         ["attnsurvey.general_model", "attnsurvey.transformer.linformer", "attnsurvey.transformer.local",
          "attnsurvey.transformer.reformer"]
     )  # fmt: skip
     points = [(m, n) for m in METHODS for n in ns]
-    raw: dict[tuple[str, int], list[dict]] = {pt: [] for pt in points}
-    for r in range(args.repeats):  # rounds, so that a change of load hits every point alike
-        for m, n in points:
-            raw[(m, n)].append(fresh.run(measure_one, m, n))
-        print(f"round {r + 1}/{args.repeats} done", flush=True)
+    raw = fresh.rounds(measure_one, points, args.repeats)
     rows = []
     print(f"\n{'method':10s} {'n':>5s}  {'wall ms: median (min-max)':>27s}  {'cpu ms':>22s}  {'peak MiB':>22s}")
     for (m, n), runs in raw.items():
@@ -200,9 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"reversible layers={r['layers']}: plain {r['plain_mib']:.2f} MiB, reversible {r['reversible_mib']:.2f} MiB"
         )
-    info = _bench.finish(info)
-    _bench.print_targets([])
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, [], args.repeats)
     result = {
         "settings": {
             **SETTINGS,

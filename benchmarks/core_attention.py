@@ -127,10 +127,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(threads)
     est = estimate(pairs, args.repeats)
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     fresh = _bench.Fresh(["attnsurvey.attention", "attnsurvey.query_related.multihead"])
     rows, targets, ratios = [], [], {}
     print(f"{'case':18s} {'n':>6s}  {'ms: median (min-max)':>26s}  {'peak MiB: median (min-max)':>28s}")
@@ -158,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in ratios.items():
         if isinstance(v, dict):
             print(f"  {k:50s} {_bench.show(v)}")
-    info = _bench.finish(info)
-    _bench.print_targets(targets)
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             "threads": threads,

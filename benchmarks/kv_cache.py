@@ -127,10 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads)
     configs = [(k, False) for k in KV_HEADS if k in args.no_cache_kinds] + [(k, True) for k in KV_HEADS]
     est = estimate(configs, tokens, args.repeats)
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     models = {k: _model(k, tokens) for k in KV_HEADS}
     for kind, cache in configs:
         run_once(models[kind], cache, 8)  # warm-up
@@ -184,9 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             1.0,
         )
     )
-    info = _bench.finish(info)
-    _bench.print_targets(targets)
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             **MODEL,

@@ -62,10 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads)
     est = estimate(n, args.d, args.repeats, args.ps)
     ps = args.ps
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     full = [torch.cat([seeded_chunk(w, u, UNITS, n, args.d) for u in range(UNITS)], -2)[:, None] for w in "QKV"]
     with torch.no_grad():  # 4-D input: SDPA's fused kernel, so the parent stays small before it spawns the ranks
         ref = F.scaled_dot_product_attention(*full, is_causal=args.causal)[:, 0]
@@ -121,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         _bench.target(f"max error vs one process, P = {P}, float32", per_p[P]["max_abs_error"]["max"], 1e-5, unit="")
         for P in ps
     ]
-    info = _bench.finish(info)
-    _bench.print_targets(targets)
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             "n": n,

@@ -72,10 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     steps = {name: _step(name, Q, K, args.d_w) for name in SCORE_NAMES}
     probe = {name: _bench.probe(fn) for name, fn in steps.items()}  # also the two warm-up calls
     est = args.repeats * sum(max(t, 0.1) for t in probe.values())
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     raw: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, fn in steps.items():
@@ -102,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:24s} {_bench.show(row['seconds'], 1e3):>24s} {_bench.show(row['ratio_to_multiplicative']):>28s} "
             f"{mem / base_mem:20.0f}x"
         )
-    info = _bench.finish(info)
-    _bench.print_targets([])
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, [], args.repeats)
     result = {
         "settings": {
             "batch": args.batch,

@@ -184,16 +184,11 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(threads)
     est = estimate(points, args.repeats, n_target, n_grad)
-    _bench.print_estimate(est)
-    if args.estimate:
+    info = _bench.begin(est, args.estimate)
+    if info is None:
         return 0
-    info = _bench.machine()
     fresh = _bench.Fresh(["attnsurvey.beyond.tiled", "attnsurvey.general_model"])
-    raw: dict[tuple[str, int], list[dict]] = {pt: [] for pt in points}
-    for r in range(args.repeats):  # rounds: every point once per round, so load drifts hit all points alike
-        for method, n in points:
-            raw[(method, n)].append(fresh.run(measure_one, method, n))
-        print(f"round {r + 1}/{args.repeats} done", flush=True)
+    raw = fresh.rounds(measure_one, points, args.repeats)
     cost = []
     print(f"\n{'method':6s} {'n':>6s}  {'time s: median (min-max)':>32s}  {'peak MiB: median (min-max)':>30s}")
     for (method, n), runs in raw.items():
@@ -230,9 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             2.0,
         ),
     ]
-    info = _bench.finish(info)
-    _bench.print_targets(targets)
-    print(f"\nmachine: {_bench.describe(info)}; {args.repeats} repeats; elapsed {info['elapsed_s']:.0f} s")
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             "d": D,
