@@ -13,6 +13,7 @@ medians, but a loaded machine shifts all of them.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -28,6 +29,23 @@ def scripts(with_chapters: bool) -> list[Path]:
     """The benchmark scripts, in name order; chapter_times.py only if asked."""
     skip = {"run_all.py"} | (set() if with_chapters else {"chapter_times.py"})
     return sorted(p for p in HERE.glob("[!_]*.py") if p.name not in skip)
+
+
+def summarise(paths: list[Path], quick: bool, rest: list[str]) -> None:
+    """Print every script's target table again, together, from the JSON each one saved."""
+    sys.path.insert(0, str(HERE))
+    import _bench
+
+    out = _bench.out_dir(rest[rest.index("--out") + 1] if "--out" in rest else None, quick)
+    rows = []
+    for path in paths:
+        saved = out / f"{path.stem}.json"
+        if saved.exists():
+            rows += [
+                {**t, "target": f"{path.stem}: {t['target'].strip()}"}
+                for t in json.loads(saved.read_text()).get("targets", [])
+            ]
+    _bench.print_targets(rows, "== all targets (medians; each script's JSON names its machine and repeats)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -215,10 +215,14 @@ def main(argv: list[str] | None = None) -> int:
             _bench.median_ratio(at["tiled"]["peak_mib"], at["plain"]["peak_mib"]),
             1 / 20,
         ),
-        _bench.target(f"forward max error vs SDPA, float32, n = {n_target}", err["forward"]["max"], 1e-5, unit=""),
-        _bench.target("  same, causal", err["forward_causal"]["max"], 1e-5, unit=""),
-        _bench.target(f"gradient max error vs SDPA, float64, n = {n_grad}", err["grad"]["max"], 1e-4, unit=""),
-        _bench.target("  same, causal", err["grad_causal"]["max"], 1e-4, unit=""),
+        *(
+            _bench.target(f"{what} max error vs SDPA{c}, {dtype}, n = {n_}", err[key + k]["max"], limit, unit="")
+            for what, key, dtype, n_, limit in (
+                ("forward", "forward", "float32", n_target, 1e-5),
+                ("gradient", "grad", "float64", n_grad, 1e-4),
+            )
+            for k, c in (("", ""), ("_causal", ", causal"))
+        ),
         _bench.target(
             f"time tiled / SDPA, n = {n_target}",
             _bench.median_ratio(at["tiled"]["seconds"], at["sdpa"]["seconds"]),
