@@ -543,3 +543,24 @@ def test_entropy_and_concentration():
     assert c["max_weight"] == 0.75 and c["nonzero"] == 1.5 and c["on_target"] == 0.25
     with pytest.raises(ValueError, match="unknown alignment"):
         AlignmentClassifier(4, 8, 3, "softest")
+
+
+def test_hard_align_hook_through_the_core_picks_one_value_and_keeps_its_log_probability():
+    """Eq. (26) as an alignment hook of attend_scores: c is the chosen value row, log_prob = log a_m
+    by hand, masked positions are never chosen, and a fully-masked row gives a zero context."""
+    from attnsurvey.attention import attend_scores
+
+    e = torch.tensor([[1.0, 3.0, 2.0, 5.0], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    V = torch.arange(8, dtype=torch.float64).reshape(4, 2).expand(2, 4, 2)
+    mask = torch.tensor([[True, True, True, False], [False, False, False, False]])
+    hook = al.HardAlignHook("argmax")
+    c, a = attend_scores(e, V, mask, align=hook)
+    assert a.tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    assert c.tolist() == [[2.0, 3.0], [0.0, 0.0]]
+    assert hook.last is not None
+    by_hand = 3.0 - math.log(math.exp(1.0) + math.exp(3.0) + math.exp(2.0))
+    assert hook.last.log_prob[0].item() == pytest.approx(by_hand, abs=1e-12)
+    assert hook.last.m.tolist() == [1, -1]
+    sampler = al.HardAlignHook("sample", torch.Generator().manual_seed(0))
+    draws = torch.stack([attend_scores(e[:1], V[:1], mask[:1], align=sampler)[1] for _ in range(200)])
+    assert draws[..., 3].sum() == 0 and (draws.sum(-1) == 1).all()

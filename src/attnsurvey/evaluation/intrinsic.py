@@ -27,6 +27,7 @@ import torch.nn.functional as F_
 from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank, check_same_shape
+from ..attention import align_scores
 from ..catalog import catalogued
 from ..training import cross_entropy_mean
 
@@ -329,7 +330,7 @@ def adversarial_attention(
         torch.zeros(a.shape[:-1], dtype=a.dtype),
     )
     for _ in range(steps):
-        cand = torch.softmax(theta, -1)
+        cand = align_scores(theta)  # the core's softmax alignment of the logits theta
         js = js_divergence(cand, a)
         tvd = total_variation(output_fn(cand), y0)
         with torch.no_grad():

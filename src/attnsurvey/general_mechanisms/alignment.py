@@ -177,6 +177,25 @@ def hard_attend(
     return c, h
 
 
+class HardAlignHook:
+    """Eq. (26) as an alignment hook ``(e, mask) -> a`` for the core (``attend(..., align=hook)``).
+
+    Each call picks one position per row with :func:`hard_align` (``mode``
+    ``"sample"`` draws it with ``generator``, ``"argmax"`` takes the largest
+    weight) and returns the one-hot weights; the whole :class:`HardAlignment`
+    of the last call (its ``log_prob`` is what REINFORCE differentiates) stays
+    in ``last``. Raises ``ValueError`` (when called) as :func:`hard_align`.
+    """
+
+    def __init__(self, mode: str = "sample", generator: torch.Generator | None = None) -> None:
+        self.mode, self.generator = mode, generator
+        self.last: HardAlignment | None = None
+
+    def __call__(self, e: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.last = hard_align(e, self.mode, self.generator, mask)
+        return self.last.a
+
+
 # --------------------------------------------------------------------------- REINFORCE
 @catalogued(
     "extra:reinforce-estimator",
