@@ -27,8 +27,7 @@ env: $(STAMP) $(KERNEL)
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -r requirements.txt
-	$(PY) -m pip install --quiet -c constraints.txt --no-deps -e .
+	$(PY) scripts/install_env.py  # uv where it can be had (about 3x faster), else pip
 	touch $(STAMP)
 
 $(KERNEL): src/attnsurvey/numeric_env.py $(STAMP)
