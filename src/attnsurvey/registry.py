@@ -10,7 +10,7 @@ known names. This module sits at the bottom of the package: it imports nothing f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -28,6 +28,10 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
 
+    @overload
+    def register(self, name: str, obj: None = None) -> Callable[[T], T]: ...
+    @overload
+    def register(self, name: str, obj: T) -> T: ...
     def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
         """Register ``obj`` under ``name`` (or return a decorator that does).
 
