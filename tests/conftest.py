@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+from hypothesis import settings
 
 from attnsurvey import numeric_env
+
+# Property tests draw the same examples on every run and machine, so a run's verdict never depends on chance
+# (a failure seen once is seen again). HYPOTHESIS_PROFILE=explore draws fresh examples, for hunting.
+settings.register_profile("reproducible", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 # Tests that train run with the same in-process settings as the chapters.
 numeric_env.apply_torch()

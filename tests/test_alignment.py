@@ -9,7 +9,7 @@ import entmax
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
@@ -245,6 +245,7 @@ def test_eq27_matches_softmax_over_window_slice():
 @pytest.mark.catalog("eq27")
 @settings(max_examples=30, deadline=None)
 @given(n_f=st.integers(1, 12), frac=st.floats(0, 1), D=st.floats(0, 5), seed=st.integers(0, 1000))
+@example(n_f=8, frac=0.0625, D=0.0625, seed=0)  # the Gaussian's sum is subnormal (found by hypothesis)
 def test_eq27_zero_outside_window(n_f, frac, D, seed):
     p = frac * (n_f - 1)
     e = rand(n_f, seed=seed) * 10
@@ -260,6 +261,19 @@ def test_eq27_zero_outside_window(n_f, frac, D, seed):
         # fractional p) leaves nothing to renormalise
         underflow = gaussian and float(al.gaussian_emphasis(n_f, p, D / 2)[math.floor(p + 0.5)]) == 0.0
         assert math.isclose(total, 1.0, abs_tol=1e-5) or (underflow and total == 0.0)
+
+
+@pytest.mark.catalog("eq29")
+def test_eq29_renormalise_survives_a_subnormal_sum():
+    # p = 0.4375, sigma = D / 2 = 0.03125: the one position in the window gets exp(-98) ~ 2.7e-43 (subnormal
+    # in float32); renormalising must still give it weight 1 (dividing by finfo.tiny instead gave 2.3e-5)
+    e = rand(8, seed=0) * 10
+    r = al.local_align(e, 0.4375, 0.0625, gaussian=True, renormalise=True)
+    assert r[0] == 1.0 and torch.all(r[1:] == 0)
+    # window {1, 2, 3} around round(1.5) = 2; l = 1 and 2 get exp(-91.3) ~ 2e-40 each (subnormal), l = 3 gets 0
+    e2 = torch.zeros(4)
+    r2 = al.local_align(e2, 1.5, 1.0, gaussian=True, sigma=0.037, renormalise=True)
+    assert math.isclose(float(r2.sum()), 1.0, abs_tol=1e-6) and torch.allclose(r2[1:3], torch.tensor([0.5, 0.5]))
 
 
 @pytest.mark.catalog("eq27")
@@ -529,3 +543,24 @@ def test_entropy_and_concentration():
     assert c["max_weight"] == 0.75 and c["nonzero"] == 1.5 and c["on_target"] == 0.25
     with pytest.raises(ValueError, match="unknown alignment"):
         AlignmentClassifier(4, 8, 3, "softest")
+
+
+def test_hard_align_hook_through_the_core_picks_one_value_and_keeps_its_log_probability():
+    """Eq. (26) as an alignment hook of attend_scores: c is the chosen value row, log_prob = log a_m
+    by hand, masked positions are never chosen, and a fully-masked row gives a zero context."""
+    from attnsurvey.attention import attend_scores
+
+    e = torch.tensor([[1.0, 3.0, 2.0, 5.0], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    V = torch.arange(8, dtype=torch.float64).reshape(4, 2).expand(2, 4, 2)
+    mask = torch.tensor([[True, True, True, False], [False, False, False, False]])
+    hook = al.HardAlignHook("argmax")
+    c, a = attend_scores(e, V, mask, align=hook)
+    assert a.tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    assert c.tolist() == [[2.0, 3.0], [0.0, 0.0]]
+    assert hook.last is not None
+    by_hand = 3.0 - math.log(math.exp(1.0) + math.exp(3.0) + math.exp(2.0))
+    assert hook.last.log_prob[0].item() == pytest.approx(by_hand, abs=1e-12)
+    assert hook.last.m.tolist() == [1, -1]
+    sampler = al.HardAlignHook("sample", torch.Generator().manual_seed(0))
+    draws = torch.stack([attend_scores(e[:1], V[:1], mask[:1], align=sampler)[1] for _ in range(200)])
+    assert draws[..., 3].sum() == 0 and (draws.sum(-1) == 1).all()

@@ -124,3 +124,85 @@ def test_book_figure_data_matches_the_code():
 
     stored = json.loads((SRC.parents[1] / "book" / "_static" / "architecture.json").read_text())
     assert stored == json.loads(json.dumps(arch.summary_data(GRAPH))), "run scripts/draw_architecture.py"
+
+
+#: The files allowed to compute attention weights themselves (issue #12: at most 6): the core and the
+#: modules defining the normalisers; scoring.py's softmax Jacobian/saturation teaching helpers
+#: (scoring.py cannot import the core: the core imports its score functions); attention_step.py
+#: (its alignments are called directly; to be routed through attend_scores with hooks, as
+#: experiments.general_mechanisms.AlignmentClassifier is, once the concurrent edits there have landed).
+WEIGHT_FILES = {
+    "core": [
+        "attention.py",
+        "general_mechanisms/alignment.py",
+        "general_mechanisms/sparse_maps.py",
+        "masking.py",
+    ],
+    "mechanism": ["attention_step.py", "general_mechanisms/scoring.py"],
+}
+
+
+def test_only_the_pinned_files_compute_attention_weights_themselves():
+    files = arch.weight_files()
+    for category, allowed in WEIGHT_FILES.items():
+        new = sorted(set(files[category]) - set(allowed))
+        sites = [f"{c.file}:{c.line} {c.call}" for c in arch.normaliser_calls() if c.file in new]
+        assert not new, (
+            f"{new} compute attention weights themselves ({sites}): route them through "
+            "attnsurvey.attention.attend (or attend_scores / align_scores, with the score, align and "
+            "mask hooks), so masking, NaN handling and fully-masked rows are handled in one place; an "
+            "output distribution over classes goes in architecture.OUTPUT_DISTRIBUTIONS"
+        )
+        assert files[category] == allowed, f"{category}: update WEIGHT_FILES, these no longer compute weights"
+    assert len(WEIGHT_FILES["core"] + WEIGHT_FILES["mechanism"]) <= 6
+
+
+def test_declared_output_distributions_exist_and_are_used():
+    calls = arch.normaliser_calls()
+    for file, functions in arch.OUTPUT_DISTRIBUTIONS.items():
+        for function in functions:
+            assert any(c.file == file and c.function == function for c in calls), f"stale: {file} {function}"
+
+
+def test_exercise_checks_use_torch_not_the_package_as_their_oracle():
+    """Self-checks are independent oracles: reference weights come from torch, never from the package."""
+    own = [c for c in arch.normaliser_calls() if c.category == "exercise" and c.name not in arch.TORCH_NORMALISERS]
+    assert own == [], own
+
+
+def test_normaliser_counter_sees_calls_and_the_declared_exceptions(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "exercises").mkdir(parents=True)
+    (pkg / "attention.py").write_text("def attend(*a, **k):\n    return a\n")
+    (pkg / "mech.py").write_text(
+        '"""torch.softmax(e) in a docstring is not a call."""\n'
+        "import torch\n"
+        "from .masking import masked_softmax as ms\n"
+        "from .attention import attend, ALIGNMENTS\n"
+        "def weights(e, m):\n"
+        "    a = ms(e, m)  # torch.softmax(e) in a comment\n"
+        "    b = e.softmax(-1) + torch.nn.functional.log_softmax(e, -1) + ALIGNMENTS['sparsemax'](e, m)\n"
+        "    hook = lambda s, k: torch.softmax(s, -1)\n"
+        "    attend(e, e, e, align=hook)\n"
+        "    return attend(e, e, e, align=lambda s, k: torch.softmax(s, -1)), a, b\n"
+        "def output_model(c):\n"
+        "    return torch.softmax(c, -1)\n"
+        "class Step:\n"
+        "    def __init__(self):\n"
+        "        self._norm = torch.softmax\n"
+        "    def forward(self, e):\n"
+        "        return self._norm(e, -1)\n"
+    )
+    (pkg / "exercises" / "ex.py").write_text("import torch\ndef check(x):\n    return torch.softmax(x, 0)\n")
+    calls = arch.normaliser_calls(pkg)
+    assert [(c.file, c.line, c.name, c.category) for c in calls] == [
+        ("exercises/ex.py", 3, "softmax", "exercise"),
+        ("mech.py", 6, "masked_softmax", "mechanism"),
+        ("mech.py", 7, "softmax", "mechanism"),
+        ("mech.py", 7, "log_softmax", "mechanism"),
+        ("mech.py", 7, "ALIGNMENTS[...]", "mechanism"),
+        ("mech.py", 12, "softmax", "mechanism"),  # not declared as an output distribution for pkg
+        ("mech.py", 17, "softmax", "mechanism"),  # self._norm = torch.softmax, then self._norm(e)
+    ]
+    assert arch.weight_files(pkg)["mechanism"] == ["mech.py"]
+    assert "core + mechanism): 1" in arch.weights_report(pkg)

@@ -344,3 +344,55 @@ def test_sdpa_path_views_any_rank_as_four_d(batch):
     c_slow, _ = at.attend(Q, K, V, mask, bias=bias, key_padding_mask=kpm, need_weights=True)
     torch.testing.assert_close(c_fast, c_slow)
     assert c_fast.shape == (*batch, 5, 4)
+
+
+def _softmax_oracle(e: torch.Tensor, allowed: torch.Tensor, axis: int) -> torch.Tensor:
+    """Hand-computed masked softmax in float64 along ``axis`` (numpy exp/sum; a dead slice gives 0)."""
+    import numpy as np
+
+    x = e.double().numpy()
+    ok = allowed.expand(e.shape).numpy()
+    filled = np.where(ok, x, -np.inf)
+    with np.errstate(invalid="ignore"):  # a dead slice: -inf - (-inf)
+        ex = np.where(ok, np.exp(filled - filled.max(axis, keepdims=True)), 0.0)
+    total = ex.sum(axis, keepdims=True)
+    return torch.from_numpy(np.divide(ex, total, out=np.zeros_like(ex), where=total > 0))
+
+
+def test_alignment_axis_normalises_over_positions_for_every_feature():
+    """``dim=-2`` (multi-dimensional attention, Eq. 32) against a numpy oracle, a mask shared by the
+    features, a dead query row, and sparsemax along the axis against the ``entmax`` package."""
+    import entmax
+
+    g = torch.Generator().manual_seed(3)
+    e = torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64) * 3  # (B, n_q, n_f, d_v)
+    mask = torch.rand(2, 3, 5, 1, generator=g) > 0.3
+    mask[0, 1] = False  # query 1 of example 0 may attend to nothing
+    e = e.masked_fill(~mask, float("nan"))  # masked scores are inert
+    a = at.align_scores(e, mask, dim=-2)
+    torch.testing.assert_close(a, _softmax_oracle(e, mask, axis=-2), rtol=1e-12, atol=1e-12)
+    assert (a[0, 1] == 0).all()
+    plain = torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(at.align_scores(plain, None, "sparsemax", dim=2), entmax.sparsemax(plain, dim=2))
+    hook = lambda s, m: torch.softmax(s, -1)  # a callable hook sees the axis moved last
+    torch.testing.assert_close(
+        at.align_scores(plain, None, hook, dim=-2), _softmax_oracle(plain, torch.ones((), dtype=torch.bool), -2)
+    )
+    with pytest.raises(ValueError, match="dim=4 is out of range"):
+        at.align_scores(plain, None, dim=4)
+
+
+def test_log_weights_are_exact_and_masked_positions_get_the_dtype_minimum():
+    e = torch.tensor([[0.0, -1000.0, 2.0, float("nan")], [1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, True, False], [False, False, False, False]])
+    logp = at.align_scores(e, mask, log=True)
+    # hand computation: log softmax over the three allowed scores of row 0
+    lse = 2.0 + math.log(math.exp(-2.0) + math.exp(-1002.0) + 1.0)
+    torch.testing.assert_close(logp[0, :3], torch.tensor([0.0, -1000.0, 2.0], dtype=torch.float64) - lse)
+    low = torch.finfo(torch.float64).min
+    assert logp[0, 3] == low and (logp[1] == low).all()  # masked, and a fully-masked row
+    torch.testing.assert_close(
+        at.align_scores(e[1:], None, log=True).exp(), _softmax_oracle(e[1:], mask[1:] | True, -1)
+    )
+    with pytest.raises(ValueError, match="softmax alignment only"):
+        at.align_scores(e, mask, "sparsemax", log=True)

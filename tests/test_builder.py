@@ -273,3 +273,106 @@ def test_location_score_lives_in_the_score_registry():
 
     assert B.location_score is sc.location_score and B.LocationScore is sc.LocationScore
     assert isinstance(sc.make_score("location", D, D, n_max=4), sc.LocationScore)
+
+
+def _heads(h: int = 2, d: int = D, **step):
+    cfg = dict(scoring="scaled-multiplicative", alignment="global", dimensionality="single-dimensional", n_max=N_F)
+    torch.manual_seed(3)
+    return B.Heads(d, h, **{**cfg, **step})
+
+
+def _stacked(heads: B.Heads) -> tuple[torch.Tensor, ...]:
+    """The heads' weights in the stacked layout of multi_head_attention: W_Q, W_K, W_V, W_O."""
+    W_K = torch.cat([s.W_K.weight for s in heads.steps])
+    W_V = torch.cat([s.W_V.weight for s in heads.steps])
+    return heads.W_Q.weight, W_K, W_V, heads.W_O.weight
+
+
+@pytest.mark.parametrize("h", [2, 4])
+def test_builder_heads_equal_multi_head_attention_and_torch(h):
+    # the plain configuration: the builder's heads are multi_head_attention, which is nn.MultiheadAttention
+    from attnsurvey.query_related.multihead import multi_head_attention
+
+    heads = _heads(h)
+    F, G, _ = _inputs()
+    Q = torch.cat([G, F], dim=-2)  # several queries
+    out, a, log_prob = heads(Q, F, None)
+    assert log_prob is None
+    ref_out, ref_a = multi_head_attention(Q, F, F, *_stacked(heads), h, average_attn_weights=True)
+    torch.testing.assert_close(out, ref_out, rtol=0, atol=0)
+    torch.testing.assert_close(a, ref_a, rtol=0, atol=0)
+    W_Q, W_K, W_V, W_O = _stacked(heads)
+    mha = torch.nn.MultiheadAttention(D, h, bias=False, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([W_Q, W_K, W_V]))
+        mha.out_proj.weight.copy_(W_O)
+    torch_out, torch_a = mha.eval()(Q, F, F)
+    torch.testing.assert_close(out, torch_out)
+    torch.testing.assert_close(a, torch_a)  # torch averages the head weights too
+
+
+def _head_by_head(heads: B.Heads, Q: torch.Tensor, F: torch.Tensor, generator):
+    """The oracle: project the queries, run step j on head j's queries, concatenate, mix (Eq. 38-40 by hand)."""
+    h, d_k = heads.h, Q.shape[-1] // heads.h
+    q = Q @ heads.W_Q.weight.T
+    outs = [step(q[..., j * d_k : (j + 1) * d_k], F, generator) for j, step in enumerate(heads.steps)]
+    c = torch.cat([o[0] for o in outs], dim=-1) @ heads.W_O.weight.T
+    a = sum(o[1] for o in outs) / h
+    lps = [o[2] for o in outs if o[2] is not None]
+    return c, a, (sum(lps) if lps else None)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        dict(scoring="general"),
+        dict(scoring="additive"),
+        dict(scoring="similarity"),
+        dict(scoring="location"),
+        dict(scoring="additive", alignment="hard"),
+        dict(scoring="general", alignment="local"),
+        dict(scoring="additive", alignment="reinforced"),
+        dict(scoring="additive", dimensionality="multi-dimensional"),
+    ],
+    ids=lambda s: "-".join(s.values()),
+)
+@pytest.mark.parametrize("training", [True, False])
+def test_builder_heads_with_per_head_parameters_equal_a_loop_over_heads(step, training):
+    # every head keeps its own score weights, position predictor or policy; the stack hands head j to step j,
+    # and the sampled alignments draw from the generator head after head
+    heads = _heads(4, **step).train(training)
+    F, G, _ = _inputs()
+    Q = torch.cat([G, F], dim=-2)
+    out, a, lp = heads(Q, F, torch.Generator().manual_seed(5))
+    ref_out, ref_a, ref_lp = _head_by_head(heads, Q, F, torch.Generator().manual_seed(5))
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(a, ref_a)
+    assert (lp is None) == (ref_lp is None)
+    if lp is not None:
+        torch.testing.assert_close(lp, ref_lp)
+        assert lp.shape == (BATCH,)
+    if step.get("alignment") in ("hard", "reinforced") and training:  # the draws depend on the generator
+        _, a_other, _ = heads(Q, F, torch.Generator().manual_seed(6))
+        assert not torch.equal(a, a_other)
+
+
+def test_builder_heads_go_through_the_one_stack(monkeypatch):
+    # the multi-head path calls multi_head_attention (multi-dimensional heads are the documented exception)
+    from attnsurvey import attention_step
+    from attnsurvey.query_related import multihead
+
+    calls = []
+    real = multihead.multi_head_attention
+    monkeypatch.setattr(multihead, "multi_head_attention", lambda *a, **k: calls.append(k) or real(*a, **k))
+    F, G, _ = _inputs()
+    for step in (
+        dict(),
+        dict(scoring="general"),
+        dict(alignment="hard"),
+        dict(scoring="additive", dimensionality="multi-dimensional"),
+    ):
+        _heads(2, **step)(G, F, None)
+    assert len(calls) == 3
+    assert calls[0]["align"] == "softmax" and isinstance(calls[0]["score"], torch.nn.Module)  # no per-head hook
+    assert isinstance(calls[1]["score"].__self__, attention_step._StepHooks)
+    assert calls[2]["align"].__func__ is attention_step._StepHooks.align

@@ -181,6 +181,14 @@ def test_matrix_form_equals_stacked_form():
     out = mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K), per(W_V), W_O.T, mask)
     ref, _ = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, W_O, h, mask)
     torch.testing.assert_close(out, ref)
+    # review eq. 10-11 by hand: one softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V per head, concatenated, times W^O
+    heads = []
+    for Wq, Wk, Wv in zip(per(W_Q), per(W_K), per(W_V)):
+        e = (Q @ Wq) @ (F @ Wk).transpose(-1, -2) / math.sqrt(d)
+        heads.append(torch.softmax(e.masked_fill(~mask, -math.inf), -1) @ (F @ Wv))
+    torch.testing.assert_close(out, torch.cat(heads, -1) @ W_O.T)
+    with pytest.raises(ValueError, match=r"W_2\^K must have shape \(d_model, d_k\) = \(8, 4\)"):
+        mh.multi_head_matrix_form(Q, F, F, per(W_Q), [per(W_K)[0], rand(8, 3)], per(W_V), W_O.T)
     with pytest.raises(ValueError, match="one W_i"):
         mh.multi_head_matrix_form(Q, F, F, per(W_Q), per(W_K)[:1], per(W_V), W_O.T)
     with pytest.raises(ValueError, match=r"W\^O must have shape \(h\*d_v, d_model\)"):

@@ -77,6 +77,24 @@ def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
         raise ValueError(f"{symbol} must have shape {layout}, got shape {tuple(x.shape)}")
 
 
+def check_rank(x: Tensor, rank: int, symbol: str, layout: str) -> Tensor:
+    """Return ``x`` if it is a floating-point tensor with exactly ``rank`` dimensions (``layout`` names them).
+
+    Raises :class:`InputTypeError` for a non-tensor (see :func:`as_tensor`) and
+    ``ValueError`` naming ``symbol``, ``layout`` and the shape seen otherwise.
+    """
+    as_tensor(x, symbol)
+    if x.dim() != rank:
+        raise ValueError(f"{symbol} must have shape {layout}, got {tuple(x.shape)}")
+    return x
+
+
+def check_same_shape(a: Tensor, b: Tensor, name_a: str, name_b: str, what: str) -> None:
+    """Raise ``ValueError`` (``what``, then both shapes) unless ``a`` and ``b`` have one shape."""
+    if a.shape != b.shape:
+        raise ValueError(f"{what}, got {name_a} {tuple(a.shape)}, {name_b} {tuple(b.shape)}")
+
+
 def check_nonempty(x: Tensor, dim: int, symbol: str, size_name: str) -> None:
     """Raise if dimension ``dim`` of ``x`` (called ``size_name``) is zero."""
     if x.shape[dim] == 0:

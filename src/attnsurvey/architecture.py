@@ -7,6 +7,9 @@
 that point the wrong way between the layers of :data:`LAYERS`;
 :func:`architecture_figure` draws the layers and the imports between them
 (the figure of the book's architecture page).
+:func:`normaliser_calls` and :func:`weight_files` find the files that compute
+attention weights themselves instead of through the core
+:func:`attnsurvey.attention.attend` (issue #12; the rule is in their docstrings).
 
 Layers, lowest first (a module may import from its own layer and those below)::
 
@@ -23,9 +26,10 @@ Layers, lowest first (a module may import from its own layer and those below)::
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PACKAGE = "attnsurvey"
 ROOT = Path(__file__).resolve().parent
@@ -294,8 +298,243 @@ def report(graph: dict[str, set[str]] | None = None) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- who computes attention weights
+#: torch's normalisers, matched by the name called: ``torch.softmax``, ``F.softmax``, ``x.softmax(...)``,
+#: ``nn.Softmax(...)``, ``torch.special.log_softmax``, ...
+TORCH_NORMALISERS = frozenset(
+    {"softmax", "log_softmax", "softmin", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin"}
+)
+#: The package's normalisers: the masked and sparse maps, the alignment registry's functions, ``align``
+#: (Eq. 3) and the alignment functions of the survey (Eq. 25-27, reinforced alignment).
+PACKAGE_NORMALISERS = frozenset(
+    {
+        "masked_softmax",
+        "masked_log_softmax",
+        "sparsemax",
+        "entmax15",
+        "entmax_bisect",
+        "softmax_align",
+        "uniform_align",
+        "argmax_align",
+        "align",
+        "soft_align",
+        "hard_align",
+        "local_align",
+        "reinforced_align",
+    }
+)
+#: Every name whose call turns scores into a distribution.
+NORMALISERS = TORCH_NORMALISERS | PACKAGE_NORMALISERS
+#: Factories whose result is an alignment: ``alpha_entmax_align(1.5)(e, mask)`` is a normaliser call.
+_NORMALISER_FACTORIES = frozenset({"alpha_entmax_align"})
+#: The core's entry points. A normaliser inside their ``align=`` argument (written there, or in a lambda
+#: assigned to the name passed as ``align=name``) is a hook that the core runs between its masking steps
+#: (masked scores filled before, masked weights zeroed after).
+CORE_ENTRY_POINTS = frozenset(
+    {"attend", "attend_scores", "align_scores", "multi_head_attention", "MultiHeadAttention", "MultiheadAttention"}
+)
+#: (a) The core and the modules that define the normalisers (paths below the package root).
+CORE_FILES = (
+    "attention.py",
+    "masking.py",
+    "general_mechanisms/alignment.py",
+    "general_mechanisms/sparse_maps.py",
+)
+#: (c) Output distributions over classes or a vocabulary, not attention: file -> {function: why}.
+#: Declared one function at a time (a function listed here must not also compute attention weights).
+OUTPUT_DISTRIBUTIONS: dict[str, dict[str, str]] = {
+    "general_model.py": {"output_model": "Eq. (5): y = softmax(W_c c + b_c) over the classes"},
+    "evaluation/extrinsic.py": {"perplexity": "log-probabilities of the vocabulary to score a language model"},
+    "experiments/trained_transformer.py": {
+        "step_function.step": "log-probabilities of the next token over the vocabulary (decoding)",
+    },
+}
+#: Categories of :func:`weight_files`, in report order; the first two compute attention weights.
+WEIGHT_CATEGORIES = ("core", "mechanism", "output", "exercise")
+
+
+class NormaliserCall(NamedTuple):
+    """One call site of a normaliser: file (below the package root), line, enclosing function,
+    the callee as written, the normaliser's name (aliases resolved), category."""
+
+    file: str
+    line: int
+    function: str
+    call: str
+    name: str
+    category: str
+
+
+def _callee(func: ast.expr, aliases: dict[str, str]) -> str | None:
+    """The name a call's ``func`` calls, or None (aliases resolved: ``aliases`` maps a name, or an
+    attribute as ``".attr"``, to what it stands for)."""
+    if isinstance(func, ast.Name):
+        return aliases.get(func.id, func.id)
+    if isinstance(func, ast.Attribute):
+        return aliases.get(f".{func.attr}", func.attr)
+    if isinstance(func, ast.Subscript) and ast.unparse(func.value).split(".")[-1] == "ALIGNMENTS":
+        return "ALIGNMENTS[...]"
+    if isinstance(func, ast.Call) and _callee(func.func, aliases) in _NORMALISER_FACTORIES:
+        return f"{_callee(func.func, aliases)}(...)"
+    return None
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Other names of normalisers in a module: ``import ... as x`` of any name, and a name or an
+    attribute (``self._soft = align``, key ``"._soft"``) assigned a normaliser itself (not a call)."""
+    aliases = {
+        a.asname: a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for a in node.names if a.asname
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            name = _callee(node.value, aliases)
+            if _is_normaliser(name):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        aliases[t.id] = str(name)
+                    elif isinstance(t, ast.Attribute):
+                        aliases[f".{t.attr}"] = str(name)
+    return aliases
+
+
+def _is_normaliser(name: str | None) -> bool:
+    return name is not None and (name in NORMALISERS or name.endswith("(...)") or name == "ALIGNMENTS[...]")
+
+
+def _hook_nodes(tree: ast.AST, aliases: dict[str, str]) -> set[int]:
+    """ids of the nodes of alignment hooks: inside the ``align=`` argument of a call to a core entry
+    point, or inside a lambda assigned to a name that a core entry point receives as ``align=name``
+    in the same function."""
+    inside: set[int] = set()
+    for scope in ast.walk(tree):
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        passed: set[str] = set()
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and _callee(node.func, aliases) in CORE_ENTRY_POINTS:
+                for kw in node.keywords:
+                    if kw.arg == "align":
+                        inside.update(id(n) for n in ast.walk(kw.value))
+                        if isinstance(kw.value, ast.Name):
+                            passed.add(kw.value.id)
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in passed for t in targets):
+                    for lam in ast.walk(node.value):
+                        if isinstance(lam, ast.Lambda):
+                            inside.update(id(n) for n in ast.walk(lam))
+    return inside
+
+
+def _enclosing_functions(tree: ast.AST) -> dict[int, str]:
+    """id of every node -> the dotted name of its innermost enclosing function ('<module>' at top level)."""
+    where: dict[int, str] = {}
+
+    def visit(node: ast.AST, name: str, scope: str) -> None:
+        where[id(node)] = name
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{scope}.{child.name}" if scope else child.name
+                visit(child, inner if not isinstance(child, ast.ClassDef) else name, inner)
+            else:
+                visit(child, name, scope)
+
+    visit(tree, "<module>", "")
+    return where
+
+
+def _category(file: str, function: str) -> str:
+    if file in CORE_FILES:
+        return "core"
+    if function in OUTPUT_DISTRIBUTIONS.get(file, {}):
+        return "output"
+    if file.startswith("exercises/"):
+        return "exercise"
+    return "mechanism"
+
+
+def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
+    """Every call of a normaliser in the package's source, with its category (issue #12).
+
+    The rule. A *call site* is a call (read with :mod:`ast`, so docstrings and
+    comments never count) whose callee is written as a name of
+    :data:`NORMALISERS` -- ``softmax(...)``, ``torch.softmax``, ``F.log_softmax``,
+    ``x.softmax(...)``, ``nn.Softmax(...)``, the package's ``masked_softmax``,
+    ``sparsemax``, ``entmax15``, ``entmax_bisect``, the alignment registry's
+    functions (``softmax_align``, ``ALIGNMENTS[name](...)``,
+    ``alpha_entmax_align(alpha)(...)``), ``align`` (Eq. 3 of ``general_model``, or
+    an alignment hook called directly as ``self.align(e, mask)``) and the survey's
+    alignment functions (``soft_align``, ``hard_align``, ``local_align``, ...) --
+    with aliases resolved: ``import ... as x``, and a name or attribute assigned
+    a normaliser (``self._soft = align`` makes ``self._soft(e)`` a call site). Not call sites: the core's entry points
+    (:data:`CORE_ENTRY_POINTS`: ``attend``, ``attend_scores``, ``align_scores``,
+    the multi-head module), and a normaliser inside an alignment hook: written
+    in the ``align=`` argument of such an entry point, or in a lambda assigned
+    to a name that an entry point receives as ``align=name`` in the same
+    function (the core runs hooks between its masking steps; a named function
+    used as a hook is counted). Hand-written exponentials are not seen (the
+    online softmax of ``beyond/tiled.py``, the CRF marginals of
+    ``general_mechanisms/structured.py``): the rule counts calls, not arithmetic.
+
+    Categories, by a declared rule (no guessing): ``core``, the files of
+    :data:`CORE_FILES` (the core and the modules defining the normalisers; their
+    definitions are counted, not skipped); ``output``, a call inside a function
+    declared in :data:`OUTPUT_DISTRIBUTIONS` (a distribution over classes or a
+    vocabulary, not over feature vectors); ``exercise``, a file under
+    ``exercises/`` (self-checks are independent oracles, as tests are);
+    ``mechanism``, every other call site. Returns the call sites sorted by
+    file, line and column.
+    """
+    found: list[tuple[str, int, int, NormaliserCall]] = []
+    for path in sorted(root.rglob("*.py")):
+        file = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases = _aliases(tree)
+        hooks = _hook_nodes(tree, aliases)
+        where = _enclosing_functions(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or id(node) in hooks:
+                continue
+            name = _callee(node.func, aliases)
+            if name is not None and _is_normaliser(name):
+                function = where[id(node)]
+                category = _category(file, function)
+                call = NormaliserCall(file, node.lineno, function, ast.unparse(node.func), name, category)
+                found.append((file, node.lineno, node.col_offset, call))
+    return [call for *_, call in sorted(found)]
+
+
+def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
+    """Category -> the files with a normaliser call site of that category (:func:`normaliser_calls`).
+
+    A file with call sites of two categories is listed under both. The files
+    that compute attention weights themselves are those of ``core`` and
+    ``mechanism``; issue #12 asks for at most 6 of them.
+    """
+    files: dict[str, set[str]] = {category: set() for category in WEIGHT_CATEGORIES}
+    for call in normaliser_calls(root):
+        files[call.category].add(call.file)
+    return {category: sorted(names) for category, names in files.items()}
+
+
+def weights_report(root: Path = ROOT) -> str:
+    """A text list of the normaliser call sites per category (``python -m attnsurvey.architecture --weights``)."""
+    calls = normaliser_calls(root)
+    files = weight_files(root)
+    computing = sorted(set(files["core"]) | set(files["mechanism"]))
+    lines = [f"files computing attention weights themselves (core + mechanism): {len(computing)}"]
+    for category in WEIGHT_CATEGORIES:
+        lines.append(f"{category}: {len(files[category])} files")
+        for file in files[category]:
+            sites = [f"{c.line} {c.function}: {c.call}" for c in calls if c.file == file and c.category == category]
+            lines.append(f"  {file} ({len(sites)}): " + "; ".join(sites))
+    return "\n".join(lines)
+
+
 def _main(argv: Iterable[str] | None = None) -> int:
-    print(report())
+    args = list(sys.argv[1:] if argv is None else argv)
+    print(weights_report() if "--weights" in args else report())
     return 0
 
 

@@ -25,7 +25,7 @@ Signatures::
            is_causal=False, dropout_p=0.0, generator=None, scale=None,
            enable_gqa=False, need_weights=True, align="softmax") -> (c, a | None)
     attention_scores(Q, K, score=None, *, scale=None) -> e
-    align_scores(e, mask=None, align="softmax") -> a      # the alignment step, masks inert
+    align_scores(e, mask=None, align="softmax", *, dim=-1, log=False) -> a   # the alignment step, masks inert
     attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
     allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
     context(a, V) -> c
@@ -63,7 +63,14 @@ from torch import Tensor
 from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
-from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_softmax, minus_inf
+from .masking import (
+    check_attn_mask,
+    check_key_padding_mask,
+    check_mask,
+    masked_log_softmax,
+    masked_softmax,
+    minus_inf,
+)
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -216,7 +223,9 @@ def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = Non
     return torch.where(keep, a / (1.0 - p), zero)
 
 
-def align_scores(e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax") -> Tensor:
+def align_scores(
+    e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax", *, dim: int = -1, log: bool = False
+) -> Tensor:
     """The alignment step of :func:`attend`, Eq. (3): scores ``e`` ``(..., n_q, n_f)`` to weights.
 
     mask: boolean broadcastable to e, ``True`` = may attend; masked scores are
@@ -224,11 +233,33 @@ def align_scores(e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "
     and the weights there are set to exactly 0 afterwards (``torch.where``, so
     NaN/Inf at masked positions are inert); a fully-masked row is all zeros.
     align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
-    Raises ``ValueError`` for a bad mask or an unknown alignment name.
+    dim: the axis the weights are normalised over (default the last, ``n_f``;
+    multi-dimensional attention, Eq. 32, normalises over positions ``dim=-2``
+    for every feature). The softmax normalises along ``dim`` in place (the
+    kernel of ``torch.softmax(e, dim)``); any other alignment sees ``e`` (and
+    the mask) with ``dim`` moved last, and its weights are moved back.
+    log: return the log-weights ``log softmax(e)`` (a pointer network's output,
+    exact where the weight itself underflows); masked positions and
+    fully-masked rows get ``minus_inf`` (weight 0 after ``exp``), never NaN.
+    Raises ``ValueError`` for a bad mask, an unknown alignment name, a ``dim``
+    out of range, or ``log=True`` with an alignment other than the softmax.
     """
     align_fn = _resolve_align(align)
+    if not -e.dim() <= dim < e.dim():
+        raise ValueError(f"dim={dim} is out of range for the scores e of shape {tuple(e.shape)}")
+    dim %= e.dim()
     if mask is not None:
         check_mask(mask, e.shape)
+    if log:
+        if align_fn is not softmax_align:
+            raise ValueError("log-weights (log=True) exist for the softmax alignment only (log 0 = -inf elsewhere)")
+        return masked_log_softmax(e, mask, dim=dim)
+    if dim != e.dim() - 1:
+        if align_fn is softmax_align:
+            return masked_softmax(e, mask, dim=dim)
+        moved = None if mask is None else mask.expand(e.shape).movedim(dim, -1)
+        return align_scores(e.movedim(dim, -1), moved, align_fn).movedim(-1, dim)
+    if mask is not None:
         e = torch.where(mask, e, minus_inf(e.dtype))
     a = align_fn(e, mask)
     if mask is not None:

@@ -3,15 +3,17 @@
 :class:`AttentionStep` is Eq. (1) keys and values, Eq. (2) scores (any registered
 score, :data:`attnsurvey.general_mechanisms.scoring.SCORES`), an alignment
 (soft/global, hard, local, reinforced; :mod:`attnsurvey.general_mechanisms.alignment`)
-and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` runs
-``h`` such steps on projected queries (Eq. 38-40). :mod:`attnsurvey.builder`
+and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` makes
+``h`` such steps the heads of :func:`attnsurvey.query_related.multihead.multi_head_attention`
+(Eq. 38-40), the package's one multi-head stack. :mod:`attnsurvey.builder`
 assembles them into a :class:`~attnsurvey.builder.TaxonomyModel`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +30,13 @@ _SOFT = ("global", "soft")
 
 def _bad(dim: str, value: str, why: str) -> ValueError:
     return ValueError(f"{dim}={value!r}: {why}")
+
+
+def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
+    """Add a log-probability to a running total (None: nothing sampled yet)."""
+    if lp is None:
+        return total
+    return lp if total is None else total + lp
 
 
 def _score(name: str, d_q: int, d_k: int, n_max: int) -> ScoreModule:
@@ -103,24 +112,79 @@ class AttentionStep(nn.Module):
             c, A = self._md(Q, K, V, self.W1.weight, self.W2.weight, self.W_d, self.W2.bias)
             return c, A.mean(-1), None
         e = self.score(Q, K)  # Eq. (2)
-        log_prob = None
-        if self.alignment in _SOFT:  # Eq. (25)
-            a = self._soft(e)
-        elif self.alignment == "hard":  # Eq. (26)
-            h = self._hard(e, "sample" if self.training else "argmax", generator)
-            a, log_prob = h.a, h.log_prob.sum(-1)
-        elif self.alignment == "local":  # Eq. (27)-(29), predictive position
-            p = self.position(Q, K.shape[-2])
-            a = self._local(e, p, self.window)
-        else:  # reinforced: a Bernoulli policy picks a subset, soft alignment over it
-            logits = self.policy(Q, K) + self.policy_bias
-            z, lp = self._subset(logits, generator, greedy=not self.training)
-            a, log_prob = self._reinforced(e, z), lp.sum(-1)
+        a, log_prob = self.weights(e, Q, K, generator)
         return a @ V, a, log_prob  # Eq. (4)
+
+    def weights(
+        self, e: Tensor, Q: Tensor, K: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """The alignment of this step: scores e ``(B, n_q, n_f)`` to weights, and the log-probability ``(B,)``.
+
+        Q ``(B, n_q, d_q)`` and K ``(B, n_f, d_k)`` feed the local position and the
+        reinforced policy; mask: boolean like e, ``True`` = may attend (or None).
+        The log-probability of the sampled choice (hard, reinforced) is summed over
+        the queries; it is None for the deterministic alignments.
+        """
+        if self.alignment in _SOFT:  # Eq. (25)
+            return self._soft(e, mask), None
+        if self.alignment == "hard":  # Eq. (26)
+            h = self._hard(e, "sample" if self.training else "argmax", generator, mask)
+            return h.a, h.log_prob.sum(-1)
+        if self.alignment == "local":  # Eq. (27)-(29), predictive position
+            return self._local(e, self.position(Q, K.shape[-2]), self.window, mask), None
+        # reinforced: a Bernoulli policy picks a subset, soft alignment over it
+        z, lp = self._subset(self.policy(Q, K) + self.policy_bias, generator, mask, greedy=not self.training)
+        return self._reinforced(e, z, mask), lp.sum(-1)
+
+
+class _StepHooks:
+    """The score and alignment hooks of one multi-head call whose heads are attention steps.
+
+    Each head has its own step, hence its own score weights, local position
+    predictor or reinforced policy: the hooks give head ``j``'s slice (axis -3) of
+    the stack's per-head tensors to step ``j``. The score hook keeps the heads'
+    queries and keys for the alignment hook, which collects the log-probabilities
+    of sampled alignments (drawn head after head from ``generator``).
+    """
+
+    def __init__(self, steps: Sequence[AttentionStep], generator: torch.Generator | None) -> None:
+        self.steps, self.generator = steps, generator
+        self.q: Tensor | None = None
+        self.k: Tensor | None = None
+        self.log_prob: Tensor | None = None  # summed over the heads
+
+    def score(self, q: Tensor, k: Tensor) -> Tensor:
+        self.q, self.k = q, k
+        return torch.stack([step.score(q[..., j, :, :], k[..., j, :, :]) for j, step in enumerate(self.steps)], -3)
+
+    def align(self, e: Tensor, mask: Tensor | None) -> Tensor:
+        assert self.q is not None and self.k is not None, "the score hook runs first"
+        a = []
+        for j, step in enumerate(self.steps):
+            m = None if mask is None else mask.expand(e.shape)[..., j, :, :]
+            a_j, lp = step.weights(e[..., j, :, :], self.q[..., j, :, :], self.k[..., j, :, :], self.generator, m)
+            a.append(a_j)
+            self.log_prob = _add_lp(self.log_prob, lp)
+        return torch.stack(a, -3)
 
 
 class Heads(nn.Module):
-    """Multi-head attention (Eq. 38-40) made of ``h`` attention steps, or one step when ``h == 1``."""
+    """Multi-head attention (Eq. 38-40) whose heads are attention steps, or one step when ``h == 1``.
+
+    With ``h > 1`` it is :func:`attnsurvey.query_related.multihead.multi_head_attention`
+    (the one multi-head stack): ``W_Q`` projects the queries, the steps' key and
+    value matrices stacked row-wise are ``W_K`` and ``W_V``, ``W_O`` mixes the
+    concatenated contexts. A parameter-free score with the softmax goes to the
+    stack as it is; scores with per-head weights and the other alignments go
+    through per-head hooks (each head keeps its own parameters; :class:`_StepHooks`).
+    ``forward(Q, F, generator)`` returns ``(output, weights averaged over the heads,
+    log-probability summed over heads and queries or None)``.
+
+    The one exception is multi-dimensional attention (Eq. 30-32): its weights carry
+    a feature axis, so a head's context is not ``a V`` and cannot go through
+    :func:`attnsurvey.attention.attend`; those heads run their steps on the split
+    queries, and the contexts are merged and mixed by ``W_O`` in the same way.
+    """
 
     def __init__(self, d: int, h: int, **step: Any) -> None:
         super().__init__()
@@ -128,9 +192,6 @@ class Heads(nn.Module):
         if h == 1:
             self.steps = nn.ModuleList([AttentionStep(d, d, d, **step)])
             return
-        split = _multihead.split_heads
-        merge = _multihead.merge_heads
-        self._split, self._merge = split, merge
         self.W_Q = nn.Linear(d, d, bias=False)  # Eq. (38): h query projections, stacked
         self.steps = nn.ModuleList(AttentionStep(d // h, d, d // h, **step) for _ in range(h))  # Eq. (39)
         self.W_O = nn.Linear(d, d, bias=False)  # Eq. (40)
@@ -138,12 +199,37 @@ class Heads(nn.Module):
     def forward(self, Q: Tensor, F: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor | None]:
         if self.h == 1:
             return self.steps[0](Q, F, generator)
-        Qh = self._split(self.W_Q(Q), self.h)  # (B, h, n_q, d/h)
+        steps = cast("list[AttentionStep]", list(self.steps))
+        first = steps[0]
+        if first.dimensionality == "multi-dimensional":
+            return self._multidimensional(Q, F, generator)
+        hooks = _StepHooks(steps, generator)
+        soft = first.alignment in _SOFT
+        shared_score = soft and next(first.score.parameters(), None) is None  # one parameter-free score for all heads
+        out, a = _multihead.multi_head_attention(
+            Q,
+            F,
+            F,
+            self.W_Q.weight,
+            torch.cat([step.W_K.weight for step in steps]),
+            torch.cat([step.W_V.weight for step in steps]),
+            self.W_O.weight,
+            self.h,
+            score=first.score if shared_score else hooks.score,
+            align="softmax" if soft else hooks.align,
+            average_attn_weights=True,
+        )
+        assert a is not None
+        return out, a, hooks.log_prob
+
+    def _multidimensional(
+        self, Q: Tensor, F: Tensor, generator: torch.Generator | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Eq. (38)-(40) around multi-dimensional heads: split the projected queries, one step per head, merge, mix."""
+        Qh = _multihead.split_heads(self.W_Q(Q), self.h)  # (B, h, n_q, d/h)
         outs = [step(Qh[..., j, :, :], F, generator) for j, step in enumerate(self.steps)]
-        c = self._merge(torch.stack([o[0] for o in outs], dim=-3))
-        a = torch.stack([o[1] for o in outs], dim=-3).mean(-3)  # average of the head weights
-        lps = [o[2] for o in outs if o[2] is not None]
-        return self.W_O(c), a, (sum(lps) if lps else None)
+        c = _multihead.merge_heads(torch.stack([o[0] for o in outs], dim=-3))
+        return self.W_O(c), torch.stack([o[1] for o in outs], dim=-3).mean(-3), None
 
 
 _Heads = Heads  # the former private name

@@ -40,8 +40,9 @@ alignment                  soft/global, hard, local, reinforced
                            (:mod:`~attnsurvey.general_mechanisms.alignment`)
 dimensionality             ``multi-dimensional``: a weight per feature, Eq. (30)-(32)
                            (:func:`~attnsurvey.general_mechanisms.dimensionality.multidimensional_attend`)
-query_multiplicity         ``multi-head``: ``h`` attention steps on projected queries, concatenated
-                           and mixed (Eq. 38-40); ``multi-hop``: ``q <- q + c`` between steps
+query_multiplicity         ``multi-head``: ``h`` attention steps as the heads of the one stack,
+                           :func:`~attnsurvey.query_related.multihead.multi_head_attention`
+                           (Eq. 38-40); ``multi-hop``: ``q <- q + c`` between steps
                            (Eq. 41, :func:`~attnsurvey.query_related.multihop.add_transform`);
                            ``capsule-based``: one learned query per class and the probability
                            module of Eq. (44) (:mod:`~attnsurvey.query_related.capsule`)
@@ -69,13 +70,13 @@ policy parameters learn through the score-function (REINFORCE) surrogate that
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor
-from .attention_step import _SOFT, AttentionStep, Heads, _bad, _Heads, _score
+from .attention_step import _SOFT, AttentionStep, Heads, _add_lp, _bad, _Heads, _score
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
 from .feature_related import co_attention as _co_attention
@@ -94,6 +95,7 @@ from .training import train as _train
 #: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
 __all__ = [
     "AttentionStep",
+    "BuildOptions",
     "Heads",
     "MODULE_POINTS",
     "SCORE_POINTS",
@@ -131,13 +133,23 @@ declare(
 declare("attnsurvey.builder.LocationScore", "extra:location-score")
 
 
-def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
-    if lp is None:
-        return total
-    return lp if total is None else total + lp
+def _marked(module: nn.Module, markers: dict[str, str], default: str) -> str:
+    """The value of the first marker attribute that ``module`` has (in order), else ``default``."""
+    return next((value for attr, value in markers.items() if hasattr(module, attr)), default)
 
 
 # ----------------------------------------------------------------------------- the model
+class BuildOptions(TypedDict, total=False):
+    """The keyword options of :func:`build_model`, passed on to :class:`TaxonomyModel` (which holds the defaults)."""
+
+    n_max: int
+    heads: int
+    hops: int
+    chunk: int
+    window: float
+    hop_form: str
+
+
 @catalogued("extra:taxonomy-builder")
 class TaxonomyModel(nn.Module):
     """A classifier assembled from one configuration of the taxonomy (see the module notes).
@@ -146,7 +158,9 @@ class TaxonomyModel(nn.Module):
     input G ``(B, n_g, d_model)`` returns logits ``(B, n_classes)``; the last attention
     weights of the main attention, ``(B, n_q, n_f)``, are kept in ``last_weights`` and
     the log-probability of sampled alignments in ``last_log_prob``.
-    ``point`` is the configuration it was built from.
+    ``point`` is the configuration it was built from; the other arguments are
+    :func:`build_model`'s (its docstring explains them). Raises ``ValueError`` for
+    sizes below 1 and for configurations or sizes that no component supports.
     """
 
     def __init__(
@@ -162,6 +176,15 @@ class TaxonomyModel(nn.Module):
         hop_form: str = "memory",
     ) -> None:
         super().__init__()
+        for name, v in (
+            ("d_model", d_model),
+            ("n_classes", n_classes),
+            ("heads", heads),
+            ("hops", hops),
+            ("chunk", chunk),
+        ):
+            if v < 1:
+                raise ValueError(f"{name} must be >= 1, got {name}={v}")
         if hop_form not in HOP_FORMS:
             raise _bad("query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {hop_form!r}")
         self.hop_form = hop_form
@@ -370,14 +393,8 @@ class TaxonomyModel(nn.Module):
         if hasattr(self, "co"):
             fm = next(name for name, cls in _CO_ATTENTION.items() if isinstance(self.co, cls))
         else:
-            fm = "rotatory" if hasattr(self, "rot") else "singular"
-        fl = (
-            "hierarchical"
-            if hasattr(self, "_hier")
-            else "attention-via-attention"
-            if hasattr(self, "ava")
-            else "single-level"
-        )
+            fm = _marked(self, {"rot": "rotatory"}, "singular")
+        fl = _marked(self, {"_hier": "hierarchical", "ava": "attention-via-attention"}, "single-level")
         fr = "multi-representational" if hasattr(self, "meta") else "single-representational"
         if step is None:
             scorer = self.score_h if hasattr(self, "score_h") else self.ava.score_w
@@ -385,17 +402,9 @@ class TaxonomyModel(nn.Module):
         else:
             scorer = getattr(step, "score", None)
             dm = "multi-dimensional" if hasattr(step, "W_d") else "single-dimensional"
-            al = (
-                "local"
-                if hasattr(step, "position")
-                else "reinforced"
-                if hasattr(step, "policy")
-                else "hard"
-                if hasattr(step, "_hard")
-                else self.point.alignment[0][0]
-                if self.point.alignment[0][0] in _SOFT
-                else "global"
-            )
+            named = self.point.alignment[0][0]  # "soft" and "global" are one mechanism: keep the point's word
+            markers = {"position": "local", "policy": "reinforced", "_hard": "hard"}
+            al = _marked(step, markers, named if named in _SOFT else "global")
         sc = "additive" if scorer is None else score_point(scorer)
         qt: tuple[str, ...] = ()
         if hasattr(self, "self_layer"):
@@ -446,28 +455,18 @@ HOP_FORMS = ("memory", "eq41")
     chapter=CHAPTER,
 )
 @catalogued(*(row.id for row in TABLE3))
-def build_model(
-    point: TaxonomyPoint,
-    d_model: int,
-    n_classes: int,
-    *,
-    n_max: int = 16,
-    heads: int = 2,
-    hops: int = 2,
-    chunk: int = 4,
-    window: float = 2.0,
-    hop_form: str = "memory",
-) -> TaxonomyModel:
+def build_model(point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> TaxonomyModel:
     """Assemble a working attention classifier for one configuration of the taxonomy (§3, Table III).
 
     point: a :class:`~attnsurvey.taxonomy.TaxonomyPoint` with exactly one
     alternative per dimension (use ``point.configurations()`` to expand a Table III
     row whose cells list alternatives with ``","``); mechanisms combined with
     ``"+"`` go into one model. d_model: the feature and query size ``d_f = d_q``;
-    n_classes: ``d_y``. n_max: the longest ``n_f`` for the location score; heads,
-    hops: ``h`` and the number of hops; chunk: the chunk length of the two
-    feature-level mechanisms; window: the half-width ``D`` of local alignment;
-    hop_form (multi-hop): ``"memory"``, the memory-network form (attend with
+    n_classes: ``d_y``. Keyword-only options (:class:`BuildOptions`; the defaults are
+    :class:`TaxonomyModel`'s): n_max (16): the longest ``n_f`` for the location score; heads,
+    hops (2, 2): ``h`` and the number of hops; chunk (4): the chunk length of the two
+    feature-level mechanisms; window (2.0): the half-width ``D`` of local alignment;
+    hop_form (multi-hop, ``"memory"``): ``"memory"``, the memory-network form (attend with
     ``q^(s)``, then ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``, the survey's general
     form: Eq. (41) ``q^(s+1) = H q^(s) + c^(s)`` with a learned ``H`` and Eq. (42)
     scores of the concatenation ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a
@@ -487,12 +486,7 @@ def build_model(
                 f"{dim} lists {len(cell)} alternatives ({alts}); build one configuration at a time "
                 "(see TaxonomyPoint.configurations())"
             )
-    for name, v in (("d_model", d_model), ("n_classes", n_classes), ("heads", heads), ("hops", hops), ("chunk", chunk)):
-        if v < 1:
-            raise ValueError(f"{name} must be >= 1, got {name}={v}")
-    return TaxonomyModel(
-        point, d_model, n_classes, n_max=n_max, heads=heads, hops=hops, chunk=chunk, window=window, hop_form=hop_form
-    )
+    return TaxonomyModel(point, d_model, n_classes, **options)
 
 
 declare("attnsurvey.builder.describe", "extra:taxonomy-builder")  # defined in attnsurvey.describe

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from .attention import ScoreFn, attend, attention_scores, context, softmax_align
+from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 
@@ -76,7 +76,7 @@ def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     a mask of the wrong dtype or shape.
     """
     as_tensor(e, "e")
-    return softmax_align(e, mask)
+    return align_scores(e, mask)
 
 
 declare(
@@ -247,7 +247,7 @@ class KeyValueMemory(nn.Module):
 
     def normalise(self, e: Tensor, mask: Tensor | None = None) -> Tensor:
         """Soft address: the softmax of the scores (Eq. 3)."""
-        return align(e, mask)
+        return align_scores(e, mask)
 
     def read(self, Q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Returns ``(read vector, soft address)`` for queries ``Q`` ``(..., n_q, d_k)``."""
@@ -301,6 +301,6 @@ class TaskModel(nn.Module):
         else:
             _, V = self.attention.keys_values(feats)
             e = torch.zeros(V.shape[:-1], dtype=V.dtype)  # a constant score: every item alike
-            a = align(e, mask)
+            a = align_scores(e, mask)
             c = context(a.unsqueeze(-2), V).squeeze(-2)
         return self.output.logits(c), a

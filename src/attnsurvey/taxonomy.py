@@ -42,34 +42,6 @@ from .general_mechanisms.scoring import SCORES
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-#: Fig. 3: group -> dimension -> the mechanisms (values) of that dimension.
-TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
-    "feature-related": {
-        "feature_multiplicity": (
-            "singular",
-            "alternating-co-attention",
-            "interactive-co-attention",
-            "parallel-co-attention",
-            "multi-grained-co-attention",
-            "rotatory",
-        ),
-        "feature_levels": ("single-level", "attention-via-attention", "hierarchical"),
-        "feature_representations": ("single-representational", "multi-representational"),
-    },
-    "general": {
-        "scoring": tuple(dict.fromkeys(spec.taxonomy for _, spec in SCORES.items())),  # from the score registry
-        "alignment": ("global", "soft", "hard", "local", "reinforced"),
-        "dimensionality": ("single-dimensional", "multi-dimensional"),
-    },
-    "query-related": {
-        "query_type": ("basic", "specialized", "self-attention"),
-        "query_multiplicity": ("singular", "multi-head", "multi-hop", "capsule-based"),
-    },
-}
-declare(f"{__name__}.TAXONOMY", "extra:taxonomy-fig3")
-
-DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
-
 #: Fig. 3 of the survey, exactly: category -> sub-aspect -> the mechanisms named there.
 FIG3: dict[str, dict[str, tuple[str, ...]]] = {
     "feature-related": {
@@ -101,6 +73,34 @@ FIG3: dict[str, dict[str, tuple[str, ...]]] = {
         "multiplicity": ("singular query", "multi-head", "multi-hop", "capsule-based"),
     },
 }
+
+#: group -> dimension -> the values a TaxonomyPoint accepts (Fig. 3's own names taken from FIG3 where they agree).
+TAXONOMY: dict[str, dict[str, tuple[str, ...]]] = {
+    "feature-related": {
+        "feature_multiplicity": (
+            "singular",
+            "alternating-co-attention",
+            "interactive-co-attention",
+            "parallel-co-attention",
+            "multi-grained-co-attention",
+            "rotatory",
+        ),
+        "feature_levels": FIG3["feature-related"]["levels"],  # Fig. 3's own names
+        "feature_representations": FIG3["feature-related"]["representations"],
+    },
+    "general": {
+        "scoring": tuple(dict.fromkeys(spec.taxonomy for _, spec in SCORES.items())),  # from the score registry
+        "alignment": ("global", "soft", "hard", "local", "reinforced"),
+        "dimensionality": FIG3["general"]["dimensionality"],
+    },
+    "query-related": {
+        "query_type": ("basic", "specialized", "self-attention"),
+        "query_multiplicity": ("singular", "multi-head", "multi-hop", "capsule-based"),
+    },
+}
+declare(f"{__name__}.TAXONOMY", "extra:taxonomy-fig3")
+
+DIMENSIONS: tuple[str, ...] = tuple(d for group in TAXONOMY.values() for d in group)
 
 #: Each dimension of a :class:`TaxonomyPoint` -> its (category, sub-aspect) in Fig. 3.
 DIMENSION_IN_FIG3: dict[str, tuple[str, str]] = {

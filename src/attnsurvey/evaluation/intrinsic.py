@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor, check_min_rank
+from .._checks import as_tensor, check_min_rank, check_same_shape
+from ..attention import align_scores
 from ..catalog import catalogued
 from ..training import cross_entropy_mean
 
@@ -53,10 +54,7 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
         raise ValueError(
             f"G must be a boolean tensor (True = region in the ground truth), got {getattr(G, 'dtype', type(G))}"
         )
-    if a.shape != G.shape:
-        raise ValueError(
-            f"attention correctness needs a and G of one shape (..., n_f), got a {tuple(a.shape)}, G {tuple(G.shape)}"
-        )
+    check_same_shape(a, G, "a", "G", "attention correctness needs a and G of one shape (..., n_f)")
     return (a * G).sum(-1)
 
 
@@ -332,7 +330,7 @@ def adversarial_attention(
         torch.zeros(a.shape[:-1], dtype=a.dtype),
     )
     for _ in range(steps):
-        cand = torch.softmax(theta, -1)
+        cand = align_scores(theta)  # the core's softmax alignment of the logits theta
         js = js_divergence(cand, a)
         tvd = total_variation(output_fn(cand), y0)
         with torch.no_grad():

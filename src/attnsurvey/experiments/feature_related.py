@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ..attention import align_scores
 from ..catalog import catalogued
 from ..data.aspect import LABELS, AspectData
 from ..data.aspect import VOCAB as ASPECT_VOCAB
@@ -26,7 +27,6 @@ from ..feature_related.levels import HierarchicalAttention, flat_attention
 from ..feature_related.representations import MetaEmbedding
 from ..feature_related.rotatory import RotatoryAttention, RotatoryOutput, target_pooling
 from ..general_model import OutputModel, keys_values
-from ..masking import masked_softmax
 from ..training import accuracy, train
 
 #: The aspect-sentiment models compared in §3.1.1.
@@ -230,11 +230,11 @@ class VQAModel(nn.Module):
         F_q = self.question_features(data.question)
         mq = data.q_mask
         if self.variant in ("mean-pooling", "question-independent"):
-            a_q = masked_softmax(torch.zeros(mq.shape), mq)
+            a_q = align_scores(torch.zeros(mq.shape), mq, "uniform")
             if self.variant == "mean-pooling":
                 a_img = torch.full(F_img.shape[:-1], 1.0 / F_img.shape[-2])
             else:
-                a_img = torch.softmax(self.score0(F_img), -1)
+                a_img = align_scores(self.score0(F_img))
             c = torch.cat([(a_q.unsqueeze(-2) @ F_q).squeeze(-2), (a_img.unsqueeze(-2) @ F_img).squeeze(-2)], -1)
             return self.output.logits(c), a_img, a_q
         out = self.att(F_q, F_img, mask1=mq)

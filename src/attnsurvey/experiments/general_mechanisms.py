@@ -10,22 +10,19 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
     ALIGNMENTS,
+    HardAlignHook,
     MovingAverageBaseline,
     PredictivePosition,
     _check_D,
     bernoulli_subset,
-    context_vector,
-    entmax15,
-    hard_align,
     local_align,
     monotonic_position,
     reinforced_align,
     score_function_surrogate,
-    soft_align,
-    sparsemax,
 )
 from ..general_mechanisms.dimensionality import multidimensional_attend
 from ..general_mechanisms.scoring import ScoreModule, make_score
@@ -101,32 +98,29 @@ class AlignmentClassifier(nn.Module):
         e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
         log_prob = None
         kind = self.align
-        if kind == "uniform":
-            a = torch.full_like(e, 1.0 / n_f)
-        elif kind == "soft":
-            a = soft_align(e)
-        elif kind == "sparsemax":
-            a = sparsemax(e)
-        elif kind == "entmax15":
-            a = entmax15(e)
-        elif kind == "hard":
-            h = hard_align(e, "sample" if self.training else "argmax", generator)
-            a, log_prob = h.a, h.log_prob
-        elif kind == "local-m":
-            if t is None:
+        hard = HardAlignHook("sample" if self.training else "argmax", generator)
+        align: str | AlignFn = "softmax" if kind == "soft" else kind  # uniform, sparsemax, entmax15: the core's names
+        if kind == "hard":
+            align = hard
+        elif kind in ("local-m", "local-p"):
+            if kind == "local-p":
+                assert self.position is not None  # built for local-p in __init__
+                p = self.position(q, n_f)
+            elif t is None:
                 raise ValueError("local-m alignment needs the output steps t (B,) as monotonic positions")
-            a = local_align(e, monotonic_position(t, n_f).to(e.dtype), self.D)
-        elif kind == "local-p":
-            assert self.position is not None  # built for local-p in __init__
-            p = self.position(q, n_f)
-            a = local_align(e, p, self.D)
+            else:
+                p = monotonic_position(t, n_f).to(e.dtype)
+            align = lambda s, m: local_align(s, p, self.D, m)  # noqa: E731
         elif kind == "reinforced":
             logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
             z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)
-            a = reinforced_align(e, z)
-        else:  # structured
-            a = crf_marginals(e, self.transition)
-        c = context_vector(a, V)
+            align = lambda s, m: reinforced_align(s, z, m)  # noqa: E731
+        elif kind == "structured":
+            align = lambda s, m: crf_marginals(s, self.transition)  # noqa: E731
+        c, a = attend_scores(e, V, align=align)  # Eq. (3)-(4) (Eq. 24) through the core
+        if kind == "hard":
+            assert hard.last is not None  # set by the call above
+            log_prob = hard.last.log_prob
         return self.out(c), a, log_prob
 
 

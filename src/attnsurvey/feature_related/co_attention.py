@@ -44,7 +44,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from .._checks import (
+    as_tensor,
+    check_batch_broadcast,
+    check_dim_equal,
+    check_min_rank,
+    check_nonempty,
+    check_rank,
+    check_weight,
+)
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
@@ -144,6 +152,24 @@ def _check_pair(K1: Tensor, K2: Tensor) -> None:
         raise ValueError(f"K^(1) and K^(2) must share a dtype, got {K1.dtype} and {K2.dtype}")
 
 
+def _check_sets(
+    K1: Tensor,
+    V1: Tensor | None,
+    K2: Tensor,
+    V2: Tensor | None,
+    mask1: Tensor | None = None,
+    mask2: Tensor | None = None,
+    sets: tuple[str, str] = ("1", "2"),
+    masks: tuple[str, str] = ("1", "2"),
+) -> None:
+    """Validate both feature sets, that they pair up, and their masks (``sets``/``masks`` name them in errors)."""
+    _check_set(K1, V1, sets[0])
+    _check_set(K2, V2, sets[1])
+    _check_pair(K1, K2)
+    _check_set_mask(mask1, K1, masks[0])
+    _check_set_mask(mask2, K2, masks[1])
+
+
 def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
 
@@ -177,9 +203,7 @@ def queryless_additive_score(
     """
     as_tensor(K, "K^(1)")
     check_min_rank(K, 2, "K^(1)", "(..., n_f^(1), d_k^(1))")
-    as_tensor(w, "w^(1)")
-    if w.dim() != 1:
-        raise ValueError(f"w^(1) must have shape (d_w,), got {tuple(w.shape)}")
+    check_rank(w, 1, "w^(1)", "(d_w,)")
     check_weight(W, (w.shape[0], K.shape[-1]), "W^(1)", "(d_w, d_k^(1))")
     if b is None:
         b = K.new_zeros(w.shape[0])
@@ -225,11 +249,7 @@ def alternating_co_attention(
     needs the previous context vector. Raises ``ValueError`` on empty or
     mismatched feature sets.
     """
-    _check_set(K1, V1, "1")
-    _check_set(K2, V2, "2")
-    _check_pair(K1, K2)
-    _check_set_mask(mask1, K1, "1")
-    _check_set_mask(mask2, K2, "2")
+    _check_sets(K1, V1, K2, V2, mask1, mask2)
     e0 = score0(K1)
     if e0.shape[-1] != K1.shape[-2]:
         raise ValueError(f"score0 must return (..., n_f^(1)={K1.shape[-2]}), got {tuple(e0.shape)}")
@@ -272,11 +292,7 @@ def interactive_co_attention(
     and keys of size ``d_k^(1)``; score2 the reverse.
     Raises ``ValueError`` on empty or mismatched feature sets.
     """
-    _check_set(K1, V1, "1")
-    _check_set(K2, V2, "2")
-    _check_pair(K1, K2)
-    _check_set_mask(mask1, K1, "1")
-    _check_set_mask(mask2, K2, "2")
+    _check_sets(K1, V1, K2, V2, mask1, mask2)
     k1_bar, k2_bar = mean_key(K1, mask1), mean_key(K2, mask2)
     c1, a1 = attend_vector(k2_bar, K1, V1, score1, mask1)
     c2, a2 = attend_vector(k1_bar, K2, V2, score2, mask2)
@@ -298,9 +314,7 @@ def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch
     W_A: ``(d_k^(1), d_k^(2))``. Returns A ``(..., n_f^(1), n_f^(2))``.
     Raises ``ValueError`` on shape mismatches.
     """
-    _check_set(K1, None, "1")
-    _check_set(K2, None, "2")
-    _check_pair(K1, K2)
+    _check_sets(K1, None, K2, None)
     check_weight(W_A, (K1.shape[-1], K2.shape[-1]), "W_A", "(d_k^(1), d_k^(2))")
     return act(K1 @ W_A @ K2.transpose(-1, -2))
 
@@ -317,9 +331,7 @@ def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
     Returns A ``(..., n_f^(1), n_f^(2))``.
     Raises ``ValueError`` if ``d_k^(1) != d_k^(2)`` or w_A is not ``(3 d_k,)``.
     """
-    _check_set(K1, None, "1")
-    _check_set(K2, None, "2")
-    _check_pair(K1, K2)
+    _check_sets(K1, None, K2, None)
     check_dim_equal(K1.shape[-1], K2.shape[-1], "the concatenation affinity (Eq. 13)", "d_k^(1)", "d_k^(2)")
     d_k = K1.shape[-1]
     check_weight(w_A, (3 * d_k,), "w_A", "(3 d_k,)")
@@ -381,15 +393,9 @@ def parallel_co_attention_scores(
     products. Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
     Raises ``ValueError`` on shape mismatches.
     """
-    _check_set(K1, None, "1")
-    _check_set(K2, None, "2")
-    _check_pair(K1, K2)
+    _check_sets(K1, None, K2, None, mask1, mask2)
     _check_affinity(A, K1, K2)
-    _check_set_mask(mask1, K1, "1")
-    _check_set_mask(mask2, K2, "2")
-    as_tensor(w1, "w_1")
-    if w1.dim() != 1:
-        raise ValueError(f"w_1 must have shape (d_w,), got {tuple(w1.shape)}")
+    check_rank(w1, 1, "w_1", "(d_w,)")
     d_w = w1.shape[0]
     check_weight(w2, (d_w,), "w_2", "(d_w,)")
     check_weight(W1, (d_w, K1.shape[-1]), "W_1", "(d_w, d_k^(1))")
@@ -606,11 +612,7 @@ def bidirectional_attention(
         raise ValueError(f"order must be 'parallel' or 'alternating', got {order!r}")
     V_q = Q if V_q is None else V_q
     V_k = K if V_k is None else V_k
-    _check_set(Q, V_q, "Q")
-    _check_set(K, V_k, "K")
-    _check_pair(Q, K)
-    _check_set_mask(mask_q, Q, "_q")
-    _check_set_mask(mask_k, K, "_k")
+    _check_sets(Q, V_q, K, V_k, mask_q, mask_k, sets=("Q", "K"), masks=("_q", "_k"))
     score_q2k = score if score_q2k is None else score_q2k
     if granularity == "fine":
         if order != "parallel":

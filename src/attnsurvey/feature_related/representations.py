@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_weight
+from .._checks import as_tensor, check_min_rank, check_rank, check_weight
 from ..attention import align_scores
 from ..catalog import catalogued
 
@@ -58,9 +58,7 @@ def transform_representations(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Se
     for i, (x, W) in enumerate(zip(xs, Ws), start=1):
         as_tensor(x, f"x^(e_{i})")
         check_min_rank(x, 1, f"x^(e_{i})", f"(..., d_e{i})")
-        as_tensor(W, f"W_e{i}")
-        if W.dim() != 2:
-            raise ValueError(f"W_e{i} must have shape (d_t, d_e{i}), got {tuple(W.shape)}")
+        check_rank(W, 2, f"W_e{i}", f"(d_t, d_e{i})")
         d_t = W.shape[0] if d_t is None else d_t
         if W.shape[0] != d_t:
             raise ValueError(f"every W_e_i must map to the same d_t: W_e1 gives d_t={d_t}, W_e{i} gives {W.shape[0]}")

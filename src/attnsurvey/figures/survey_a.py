@@ -113,6 +113,21 @@ def _module(ax: Axes, xy: tuple[float, float], name: str, w: float = 1.9, h: flo
     draw_box(ax, xy, name, w=w, h=h, color=_ATT)
 
 
+def _co_attention_axes(k: int, name: str, set1: str, set2: str) -> tuple[Figure, Axes]:
+    """The frame of the co-attention figures (Figs. 4-6): titled axes, the two input sets on the left."""
+    fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), f"Figure {k} (survey Fig. {k}): {name}")
+    draw_box(ax, (1.0, 2.8), set1, w=1.0, color=_FEAT)
+    draw_box(ax, (1.0, 0.8), set2, w=1.0, color=_FEAT)
+    return fig, ax
+
+
+def _concat_output(ax: Axes, x: float, c1_from: tuple[float, float], c2_from: tuple[float, float]) -> None:
+    """The output model centred at ``x``, fed by the arrows of c^(1) (from ``c1_from``) and c^(2) (from ``c2_from``)."""
+    draw_box(ax, (x, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
+    draw_arrow(ax, c1_from, (x - 0.9, 2.0), "$c^{(1)}$")
+    draw_arrow(ax, c2_from, (x - 0.9, 1.6), "$c^{(2)}$")
+
+
 def alternating_co_attention_figure() -> Figure:
     """Fig. 4 (survey Fig. 4): alternating co-attention, Eq. (7)-(9).
 
@@ -120,20 +135,16 @@ def alternating_co_attention_figure() -> Figure:
     queries F^(2) in module [2] (Eq. 8) and gives c^(2); c^(2) queries F^(1)
     again in module [3] (Eq. 9) and gives c^(1). The output is [c^(1); c^(2)].
     """
-    fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), "Figure 4 (survey Fig. 4): alternating co-attention")
-    draw_box(ax, (1.0, 2.8), "$F^{(1)}$", w=1.0, color=_FEAT)
-    draw_box(ax, (1.0, 0.8), "$F^{(2)}$", w=1.0, color=_FEAT)
+    fig, ax = _co_attention_axes(4, "alternating co-attention", "$F^{(1)}$", "$F^{(2)}$")
     _module(ax, (3.4, 2.8), "module [1]\nno query, Eq. (7)")
     _module(ax, (6.2, 0.8), "module [2]\nEq. (8)")
     _module(ax, (8.8, 2.8), "module [3]\nEq. (9)")
-    draw_box(ax, (11.3, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, (1.5, 2.8), (2.45, 2.8))
     draw_arrow(ax, (4.35, 2.6), (5.3, 1.0), "$c^{(0)}$ as query")
     draw_arrow(ax, (1.5, 0.8), (5.25, 0.8))
     draw_arrow(ax, (7.15, 1.0), (7.9, 2.6), "$c^{(2)}$ as query")
     draw_arrow(ax, (1.5, 3.0), (7.85, 3.0), rad=-0.15)
-    draw_arrow(ax, (9.75, 2.8), (10.4, 2.0), "$c^{(1)}$")
-    draw_arrow(ax, (7.15, 0.8), (10.4, 1.6), "$c^{(2)}$")
+    _concat_output(ax, 11.3, (9.75, 2.8), (7.15, 0.8))
     return fig
 
 
@@ -143,22 +154,18 @@ def interactive_co_attention_figure() -> Figure:
     The mean key of each set (Eq. 10) queries the *other* set (Eq. 11); both
     modules run in parallel, and the two contexts are concatenated.
     """
-    fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), "Figure 5 (survey Fig. 5): interactive co-attention")
-    draw_box(ax, (1.0, 2.8), "$F^{(1)}$", w=1.0, color=_FEAT)
-    draw_box(ax, (1.0, 0.8), "$F^{(2)}$", w=1.0, color=_FEAT)
+    fig, ax = _co_attention_axes(5, "interactive co-attention", "$F^{(1)}$", "$F^{(2)}$")
     draw_box(ax, (3.5, 2.8), "mean key $\\bar{k}^{(1)}$\nEq. (10)", w=1.9, h=0.7, color="#ffffff")
     draw_box(ax, (3.5, 0.8), "mean key $\\bar{k}^{(2)}$\nEq. (10)", w=1.9, h=0.7, color="#ffffff")
     _module(ax, (7.2, 2.8), "module [1]\nEq. (11), keys $K^{(1)}$")
     _module(ax, (7.2, 0.8), "module [2]\nEq. (11), keys $K^{(2)}$")
-    draw_box(ax, (11.0, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, (1.5, 2.8), (2.55, 2.8))
     draw_arrow(ax, (1.5, 0.8), (2.55, 0.8))
     draw_arrow(ax, (4.45, 2.6), (6.25, 1.0), "query")
     draw_arrow(ax, (4.45, 1.0), (6.25, 2.6), "query")
     draw_arrow(ax, (1.5, 3.05), (6.25, 3.05), rad=-0.2)
     draw_arrow(ax, (1.5, 0.55), (6.25, 0.55), rad=0.2)
-    draw_arrow(ax, (8.15, 2.8), (10.1, 2.0), "$c^{(1)}$")
-    draw_arrow(ax, (8.15, 0.8), (10.1, 1.6), "$c^{(2)}$")
+    _concat_output(ax, 11.0, (8.15, 2.8), (8.15, 0.8))
     return fig
 
 
@@ -169,21 +176,17 @@ def parallel_co_attention_figure() -> Figure:
     each set's keys to the other set's positions, and both score vectors are
     computed at the same time (Eq. 14 and 15).
     """
-    fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), "Figure 6 (survey Fig. 6): parallel co-attention")
-    draw_box(ax, (1.0, 2.8), "$K^{(1)}$", w=1.0, color=_FEAT)
-    draw_box(ax, (1.0, 0.8), "$K^{(2)}$", w=1.0, color=_FEAT)
+    fig, ax = _co_attention_axes(6, "parallel co-attention", "$K^{(1)}$", "$K^{(2)}$")
     draw_box(ax, (3.8, 1.8), "affinity $A$\nEq. (12)", w=1.7, h=0.8, color="#ffffff")
     _module(ax, (7.2, 2.8), "scores $e^{(1)}$, Eq. (14)\nweights, $c^{(1)}$", w=2.4)
     _module(ax, (7.2, 0.8), "scores $e^{(2)}$, Eq. (15)\nweights, $c^{(2)}$", w=2.4)
-    draw_box(ax, (11.0, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, (1.5, 2.6), (2.95, 2.0))
     draw_arrow(ax, (1.5, 1.0), (2.95, 1.6))
     draw_arrow(ax, (4.65, 2.0), (6.0, 2.6), "$A^T$")
     draw_arrow(ax, (4.65, 1.6), (6.0, 1.0), "$A$")
     draw_arrow(ax, (1.5, 3.0), (6.0, 3.0), rad=-0.15)
     draw_arrow(ax, (1.5, 0.6), (6.0, 0.6), rad=0.15)
-    draw_arrow(ax, (8.4, 2.8), (10.1, 2.0), "$c^{(1)}$")
-    draw_arrow(ax, (8.4, 0.8), (10.1, 1.6), "$c^{(2)}$")
+    _concat_output(ax, 11.0, (8.4, 2.8), (8.4, 0.8))
     return fig
 
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, mean_or_zero
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_same_shape, mean_or_zero
 from ..attention import context as _context
 from ..catalog import catalogued, declare
 from ..masking import check_mask, masked_softmax
@@ -177,6 +177,25 @@ def hard_attend(
     return c, h
 
 
+class HardAlignHook:
+    """Eq. (26) as an alignment hook ``(e, mask) -> a`` for the core (``attend(..., align=hook)``).
+
+    Each call picks one position per row with :func:`hard_align` (``mode``
+    ``"sample"`` draws it with ``generator``, ``"argmax"`` takes the largest
+    weight) and returns the one-hot weights; the whole :class:`HardAlignment`
+    of the last call (its ``log_prob`` is what REINFORCE differentiates) stays
+    in ``last``. Raises ``ValueError`` (when called) as :func:`hard_align`.
+    """
+
+    def __init__(self, mode: str = "sample", generator: torch.Generator | None = None) -> None:
+        self.mode, self.generator = mode, generator
+        self.last: HardAlignment | None = None
+
+    def __call__(self, e: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.last = hard_align(e, self.mode, self.generator, mask)
+        return self.last.a
+
+
 # --------------------------------------------------------------------------- REINFORCE
 @catalogued(
     "extra:reinforce-estimator",
@@ -199,11 +218,7 @@ def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | 
     """
     as_tensor(log_prob, "log_prob")
     as_tensor(loss, "loss")
-    if log_prob.shape != loss.shape:
-        raise ValueError(
-            f"log_prob and loss need the same shape (one per sample), got "
-            f"log_prob={tuple(log_prob.shape)}, loss={tuple(loss.shape)}"
-        )
+    check_same_shape(log_prob, loss, "log_prob", "loss", "log_prob and loss need the same shape (one per sample)")
     b = torch.as_tensor(baseline, dtype=loss.dtype)
     advantage = (loss - b).detach()
     return mean_or_zero(advantage * log_prob)
@@ -445,7 +460,9 @@ def local_align(
         a = a * gaussian_emphasis(n_f, p, s).to(e.dtype)  # Eq. (29)
     if renormalise:
         total = a.sum(-1, keepdim=True)
-        a = torch.where(total > 0, a / total.clamp_min(torch.finfo(e.dtype).tiny), a)
+        # divide by the sum itself, even when it is subnormal (a Gaussian factor far out in its tail):
+        # clamping it to finfo.tiny would leave such a row summing to far less than 1
+        a = a / torch.where(total > 0, total, torch.ones_like(total))
     return a
 
 

@@ -29,8 +29,9 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import check_mask, masked_softmax, zero_masked
+from ..masking import check_mask, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
@@ -89,7 +90,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     if mask is not None:
         check_mask(mask, e.shape[:-1])
         mask = mask.unsqueeze(-1)  # the same mask for every feature
-    return masked_softmax(e, mask, dim=-2)
+    return align_scores(e, mask, dim=-2)  # the core's alignment step, over the positions
 
 
 @catalogued("eq30", title="Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)", chapter=CHAPTER)

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import masked_log_softmax
 from ..training import cross_entropy_mean
 from .scoring import additive_score
 
@@ -52,10 +52,11 @@ def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     scores: ``(..., M, N)``; mask: boolean broadcastable, ``True`` = may point.
     Masked positions get the most negative finite value (probability 0 after exp);
     allowed positions keep their exact log-probability even when it underflows
-    as a probability (see :func:`attnsurvey.masking.masked_log_softmax`).
+    as a probability: the core's alignment step with ``log=True``
+    (:func:`attnsurvey.attention.align_scores`).
     """
     as_tensor(scores, "s (pointer scores)")
-    return masked_log_softmax(scores, mask, dim=-1)
+    return align_scores(scores, mask, log=True)
 
 
 @catalogued("extra:pointer-network")

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, mean_or_zero
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_rank, check_weight, mean_or_zero
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..masking import masked_mean, zero_masked
@@ -55,9 +55,7 @@ def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     """
     as_tensor(K, "K")
     check_min_rank(K, 2, "K", "(..., n_f, d_k)")
-    as_tensor(Q_caps, "Q_caps")
-    if Q_caps.dim() != 2:
-        raise ValueError(f"Q_caps must have shape (d_y, d_k), got {tuple(Q_caps.shape)}")
+    check_rank(Q_caps, 2, "Q_caps", "(d_y, d_k)")
     check_weight(Q_caps, (Q_caps.shape[0], K.shape[-1]), "Q_caps", "(d_y, d_k)")
     return (K @ Q_caps.T).transpose(-1, -2)  # (..., n_f, d_y) -> (..., d_y, n_f)
 

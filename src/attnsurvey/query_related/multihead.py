@@ -11,7 +11,7 @@ exactly like ``torch.nn.MultiheadAttention``'s ``in_proj_weight`` chunks:
 belong to head ``j``.
 
 Also here: the review's matrix form of the same computation (review eq. 10-11,
-one right-multiplied matrix per head, written as a loop over heads) and the
+one right-multiplied matrix per head, spelled on top of the one stack) and the
 disagreement regularisation of Li et al. (2018), which rewards heads that differ.
 
 Masks are boolean, ``True`` = may attend. A mask without a head axis
@@ -35,6 +35,10 @@ and ``add_zero_attn``. :class:`MultiHeadAttention` is its module form (the surve
 argument names, ``True`` = may attend), and :class:`MultiheadAttention` is a drop-in
 replacement for ``torch.nn.MultiheadAttention`` (torch's signature and mask
 polarity; :func:`from_torch_state_dict` maps torch's parameter names).
+The review's matrix form (:func:`multi_head_matrix_form`) is a spelling of it, and
+the taxonomy builder's heads (:class:`attnsurvey.attention_step.Heads`) call it with
+per-head score and alignment hooks; their one exception, multi-dimensional
+attention (Eq. 30-32), has a weight per feature, so its context is not ``a V``.
 """
 
 from __future__ import annotations
@@ -49,7 +53,6 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import AlignFn, ScoreFn, attend
 from ..catalog import catalogued
-from ..general_mechanisms.scoring import scaled_dot_score
 from ..masking import check_attn_mask
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
@@ -566,23 +569,27 @@ def multi_head_matrix_form(
     review's right-multiplied matrices: ``W_i^Q``, ``W_i^K`` are ``(d_model, d_k)``,
     ``W_i^V`` is ``(d_model, d_v)`` and ``W^O`` is ``(h*d_v, d_model)``.
     Q ``(..., n_q, d_model)``; K, V ``(..., n_f, d_model)``; mask boolean
-    ``(..., n_q, n_f)``, ``True`` = may attend. Written as an explicit loop over
-    heads; it equals :func:`multi_head_attention` with ``W_Q = cat_i(W_i^Q)^T``.
-    Raises ``ValueError`` if the head lists differ in length or a shape is wrong.
+    ``(..., n_q, n_f)``, ``True`` = may attend.
+
+    A spelling of :func:`multi_head_attention`, not a second computation: the
+    per-head matrices, transposed and stacked, are its ``W_Q = [W_1^Q ... W_h^Q]^T``
+    (head ``i`` owns rows ``(i-1) d_k .. i d_k``), likewise ``W_K`` and ``W_V``,
+    and ``W_O = (W^O)^T``; concatenating the heads is :func:`merge_heads`.
+    Returns ``(..., n_q, d_model)``. Raises ``ValueError`` if the head lists differ
+    in length, the heads differ in ``d_k`` or ``d_v``, or a shape is wrong.
     """
     h = len(W_Q)
     if h == 0 or len(W_K) != h or len(W_V) != h:
         raise ValueError(f"need one W_i^Q, W_i^K, W_i^V per head, got {len(W_Q)}, {len(W_K)}, {len(W_V)}")
-    heads = []
-    for i in range(h):
-        check_weight(W_Q[i], (Q.shape[-1], W_Q[i].shape[-1]), f"W_{i + 1}^Q", "(d_model, d_k)")
-        check_weight(W_K[i], (K.shape[-1], W_Q[i].shape[-1]), f"W_{i + 1}^K", "(d_model, d_k)")
-        check_weight(W_V[i], (V.shape[-1], W_V[i].shape[-1]), f"W_{i + 1}^V", "(d_model, d_v)")
-        c, _ = attend(Q @ W_Q[i], K @ W_K[i], V @ W_V[i], mask, scaled_dot_score)  # eq. (10)
-        heads.append(c)
-    concat = torch.cat(heads, dim=-1)
-    check_weight(W_O, (concat.shape[-1], W_O.shape[-1]), "W^O", "(h*d_v, d_model)")
-    return concat @ W_O  # eq. (11)
+    d_k, d_v = as_tensor(W_Q[0], "W_1^Q").shape[-1], as_tensor(W_V[0], "W_1^V").shape[-1]
+    for i in range(h):  # shapes only: each head's matrices, named as in the review
+        check_weight(W_Q[i], (Q.shape[-1], d_k), f"W_{i + 1}^Q", "(d_model, d_k)")
+        check_weight(W_K[i], (K.shape[-1], d_k), f"W_{i + 1}^K", "(d_model, d_k)")
+        check_weight(W_V[i], (V.shape[-1], d_v), f"W_{i + 1}^V", "(d_model, d_v)")
+    check_weight(W_O, (h * d_v, as_tensor(W_O, "W^O").shape[-1]), "W^O", "(h*d_v, d_model)")
+    stack = lambda Ws: torch.cat(list(Ws), dim=-1).T  # noqa: E731  [W_1 ... W_h]^T: head i's rows
+    out, _ = multi_head_attention(Q, K, V, stack(W_Q), stack(W_K), stack(W_V), W_O.T, h, mask, need_weights=False)
+    return out  # eq. (10) per head, eq. (11) Concat(...) W^O
 
 
 def _pairwise_cosine(X: Tensor) -> Tensor:

@@ -32,7 +32,15 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
+from .._checks import (
+    as_tensor,
+    check_dim_equal,
+    check_min_rank,
+    check_rank,
+    check_same_shape,
+    check_sizes,
+    check_weight,
+)
 from ..attention import attend_scores
 from ..catalog import catalogued, declare
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
@@ -70,9 +78,7 @@ def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation 
     weight does not match ``d_k`` or ``d_w``.
     """
     _check_features(K, "K", "(..., n_f, d_k)")
-    as_tensor(w, "w")
-    if w.dim() != 1:
-        raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
+    check_rank(w, 1, "w", "(d_w,)")
     d_w, d_k = w.shape[0], K.shape[-1]
     check_weight(W, (d_w, d_k), "W", "(d_w, d_k)")
     check_weight(b, (d_w,), "b", "(d_w,)")
@@ -291,11 +297,7 @@ def source2token(
 def _check_update(F_old: Tensor, C: Tensor) -> None:
     as_tensor(F_old, "f_old")
     as_tensor(C, "c")
-    if F_old.shape != C.shape:
-        raise ValueError(
-            f"feature update needs c with the shape of f_old (d_v == d_f), got f_old {tuple(F_old.shape)}, "
-            f"c {tuple(C.shape)}"
-        )
+    check_same_shape(F_old, C, "f_old", "c", "feature update needs c with the shape of f_old (d_v == d_f)")
 
 
 @catalogued("eq36", title="Feature update by replacement, f_new = c", chapter=CHAPTER)

@@ -315,13 +315,11 @@ class Encoder(nn.Module):
         **layer_options: object,
     ) -> None:
         super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        self.layers = nn.ModuleList(
-            EncoderLayer(
+        self.layers = _layer_stack(
+            n_layers,
+            lambda: EncoderLayer(
                 d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options
-            )  # type: ignore[arg-type]
-            for _ in range(n_layers)
+            ),  # type: ignore[arg-type]
         )
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
@@ -353,11 +351,7 @@ class Decoder(nn.Module):
         **layer_options: object,
     ) -> None:
         super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, h, d_ff, norm_first, **layer_options) for _ in range(n_layers)
-        )  # type: ignore[arg-type]
+        self.layers = _layer_stack(n_layers, lambda: DecoderLayer(d_model, h, d_ff, norm_first, **layer_options))  # type: ignore[arg-type]
         self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
 
     def forward(
@@ -374,6 +368,13 @@ class Decoder(nn.Module):
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
+
+
+def _layer_stack(n_layers: int, make_layer: Callable[[], nn.Module]) -> nn.ModuleList:
+    """``n_layers`` fresh layers from ``make_layer``; raises ``ValueError`` unless ``n_layers >= 1``."""
+    if n_layers < 1:
+        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+    return nn.ModuleList(make_layer() for _ in range(n_layers))
 
 
 def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, object]) -> nn.Module:

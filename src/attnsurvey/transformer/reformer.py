@@ -174,6 +174,22 @@ def reversible_inverse(y1: Tensor, y2: Tensor, f: nn.Module, g: nn.Module) -> tu
     return y1 - f(x2), x2
 
 
+def _undo_residual(fn: nn.Module, inp: Tensor, out: Tensor, d_out: Tensor, d_inp: Tensor) -> tuple[Tensor, Tensor]:
+    """Invert one residual half-step ``out = other + fn(inp)`` inside the backward pass.
+
+    Recomputes ``fn(inp)`` with gradients on and back-propagates ``d_out`` through
+    it (which also accumulates the gradients of fn's parameters); returns the
+    recovered ``other = out - fn(inp)`` and ``d_inp`` plus the gradient that
+    reaches ``inp`` through ``fn``.
+    """
+    with torch.enable_grad():
+        inp_ = inp.detach().requires_grad_(True)
+        fn_out = fn(inp_)
+        torch.autograd.backward(fn_out, d_out)
+    with torch.no_grad():
+        return out - fn_out, d_inp + inp_.grad
+
+
 class _ReversibleFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, blocks: Sequence[tuple[nn.Module, nn.Module]], *params: Tensor) -> Tensor:
@@ -192,20 +208,8 @@ class _ReversibleFunction(torch.autograd.Function):
         y1, y2 = y.chunk(2, dim=-1)
         dy1, dy2 = dy.chunk(2, dim=-1)
         for f, g in reversed(ctx.blocks):
-            with torch.enable_grad():
-                y1_ = y1.detach().requires_grad_(True)
-                g_out = g(y1_)
-                torch.autograd.backward(g_out, dy2)
-            with torch.no_grad():
-                x2 = y2 - g_out
-                dy1 = dy1 + y1_.grad
-            with torch.enable_grad():
-                x2_ = x2.detach().requires_grad_(True)
-                f_out = f(x2_)
-                torch.autograd.backward(f_out, dy1)
-            with torch.no_grad():
-                x1 = y1 - f_out
-                dy2 = dy2 + x2_.grad
+            x2, dy1 = _undo_residual(g, y1, y2, dy2, dy1)  # y2 = x2 + G(y1)
+            x1, dy2 = _undo_residual(f, x2, y1, dy1, dy2)  # y1 = x1 + F(x2)
             y1, y2 = x1, x2
         return (torch.cat([dy1, dy2], dim=-1), None, *([None] * len(ctx.needs_input_grad[2:])))
 
