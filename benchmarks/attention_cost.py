@@ -10,40 +10,37 @@ only analytic costs, so nothing measured is compared by nbval).
     python benchmarks/attention_cost.py --max-n 2048 # quicker
     python benchmarks/attention_cost.py --plot-only  # redraw the figure from the JSON
 
-Every (method, n) runs in a fresh subprocess so that its peak resident memory
-(``ru_maxrss``) is its own: the figure reported is the peak RSS during the call
-minus the RSS just before it (inputs already allocated), in MiB. Times: the
-fastest wall-clock time of ``--repeats`` calls after one warm-up call, and the
-median process CPU time (more stable on a busy machine). Single head, batch 1,
+    python benchmarks/attention_cost.py --estimate   # only print how long a run would take
+    python benchmarks/attention_cost.py --quick --repeats 2
+
+Every (method, n) runs in ``--repeats`` fresh processes (default 5; see
+``_bench.Fresh``) so that each peak resident memory is its own: per process, the
+peak RSS during the first call minus the RSS just before it (inputs already
+allocated), in MiB, then the wall-clock and process CPU time of further calls
+(median of as many as fit in 0.1 s, at least one; the first call's time where
+it took 0.5 s or more). Reported: the median over the
+processes with min-max; every value in the JSON. Single head, batch 1,
 ``d = 64``, float32, on ``BENCH_THREADS`` threads (default 1: on a shared machine, a second
 thread mostly measures how long the OpenMP barrier waits for a descheduled core).
+The issues name no target for these figures; the reversible-layer figures are
+exact counts of the bytes autograd saves (not timed, not repeated).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-OUT = ROOT / "benchmarks" / "results" / "attention_cost.json"
-FIGURE = ROOT / "book" / "figures" / "attention_cost.png"
+import _bench
+
+OUT = _bench.RESULTS / "attention_cost.json"
+FIGURE = _bench.FIGURES / "attention_cost.png"
+GRID = (256, 512, 1024, 2048, 4096, 8192)
 METHODS = ("full", "local", "linformer", "lsh")
 SETTINGS = {"d": 64, "local_w": 32, "linformer_k": 128, "lsh_buckets": 16, "lsh_chunk": 64}
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _make(method: str, n: int):
@@ -71,30 +68,39 @@ def _make(method: str, n: int):
     raise ValueError(method)
 
 
-def measure_one(method: str, n: int, repeats: int) -> dict:
-    """Run in a child process: peak extra RSS of one call, then the median time."""
+def measure_one(method: str, n: int) -> dict:
+    """In a fresh child: peak extra RSS of the first call, then the median wall and CPU time of more calls."""
     import torch
 
     torch.set_grad_enabled(False)
     _make(method, 256)()  # load kernels on a small input
     fn = _make(method, n)
-    before = _rss_mib()
-    out = fn()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
-    del out
-    walls, cpus = [], []
-    for _ in range(repeats):
+    c0 = time.process_time()
+    peak_mib, first = _bench.measure_call(fn)
+    walls, cpus = [first], [time.process_time() - c0]
+    if first < _bench.LONG_CALL_S:  # else the first call is the repeat's time, as in _bench.timed_calls
+        walls, cpus = [], []
+    while len(walls) < 9 and (not walls or sum(walls) < 0.1):
         t0, c0 = time.perf_counter(), time.process_time()
         fn()
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-    return {
-        "method": method,
-        "n": n,
-        "seconds": min(walls),
-        "cpu_seconds": statistics.median(cpus),
-        "peak_mib": max(peak - before, 0.0),
-    }
+    return {"seconds": statistics.median(walls), "cpu_seconds": statistics.median(cpus), "peak_mib": peak_mib}
+
+
+def estimate(ns: list[int], repeats: int) -> float:
+    """Seconds a run should take: each method probed at n = 1024 here, full attention scaled as n^2, the rest as n."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    t0 = {m: _bench.probe(_make(m, 1024)) for m in METHODS}
+    torch.set_grad_enabled(True)
+    per_repeat = sum(
+        _bench.CHILD_OVERHEAD_S + 2 * max(t0[m] * (n / 1024) ** (2 if m == "full" else 1), 0.05)
+        for m in METHODS
+        for n in ns
+    )
+    return _bench.import_torch_seconds() + repeats * per_repeat
 
 
 def reversible_memory(n: int = 512, d: int = 64, layers=(1, 2, 4, 8)) -> list[dict]:
@@ -118,29 +124,32 @@ def reversible_memory(n: int = 512, d: int = 64, layers=(1, 2, 4, 8)) -> list[di
 
 
 def plot(result: dict, path: Path = FIGURE) -> Path:
-    """Draw the measured time and peak memory against n (log-log) and save it as a PNG at ``path``."""
+    """Draw the measured CPU time and peak memory against n (log-log; median, min-max) and save it as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = result["attention"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9), constrained_layout=True)
     for m in METHODS:
-        pts = sorted((r["n"], r["cpu_seconds"] * 1e3, r["peak_mib"]) for r in rows if r["method"] == m)
-        axes[0].plot([p[0] for p in pts], [max(p[1], 1e-2) for p in pts], "o-", label=m)
-        axes[1].plot([p[0] for p in pts], [max(p[2], 1e-2) for p in pts], "o-", label=m)
-    for ax, lab in zip(axes, ["CPU time per call (ms)", "peak extra memory (MiB)"]):
+        pts = sorted((r["n"], r["cpu_seconds"], r["peak_mib"]) for r in rows if r["method"] == m)
+        for ax, k, scale in ((axes[0], 1, 1e3), (axes[1], 2, 1.0)):
+            med = [max(p[k]["median"] * scale, 1e-2) for p in pts]
+            lo = [md - max(p[k]["min"] * scale, 1e-2) for md, p in zip(med, pts)]
+            hi = [max(p[k]["max"] * scale, 1e-2) - md for md, p in zip(med, pts)]
+            ax.errorbar([p[0] for p in pts], med, yerr=[lo, hi], fmt="o-", capsize=3, label=m)
+    for ax, lab in zip(axes, ["CPU time per call (ms): median, min-max", "peak extra memory (MiB): median, min-max"]):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(lab)
         ax.legend()
-    s = result["settings"]
+    s, mc = result["settings"], result["machine"]
     fig.suptitle(
-        f"measured: d={s['d']}, {s['threads']} thread(s), torch {s['torch']}, {s['machine']}, "
-        f"load {s['load_average_1min']:.1f}",
-        fontsize=9,
+        f"measured: d={s['d']}, {s['threads']} thread(s), {s['repeats']} fresh processes per point; {mc['cpu']}, "
+        f"torch {mc['torch']}, load {mc['load_average_start'][0]:.1f}-{mc['load_average_end'][0]:.1f}",
+        fontsize=8,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -150,69 +159,66 @@ def plot(result: dict, path: Path = FIGURE) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--max-n", type=int, default=8192)
-    p.add_argument("--repeats", type=int, default=7)
+    _bench.add_common_arguments(p)
+    p.add_argument("--max-n", type=int, default=max(GRID))
     p.add_argument("--plot-only", action="store_true", help="redraw the figure from the stored JSON, measure nothing")
-    p.add_argument("--child", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.repeats)))
-        return 0
     if args.plot_only:
-        print(f"wrote {plot(json.loads(OUT.read_text())).relative_to(ROOT)}")
+        print(f"wrote {plot(json.loads(OUT.read_text()))}")
         return 0
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "src"),
-        "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
-        "MKL_NUM_THREADS": os.environ.get("BENCH_THREADS", "1"),
-    }
-    ns = [n for n in (256, 512, 1024, 2048, 4096, 8192) if n <= args.max_n]
+    threads = _bench.bench_threads()
+    ns = [n for n in ((256, 512) if args.quick else GRID) if n <= args.max_n]
+    import torch
+
+    torch.set_num_threads(threads)
+    est = estimate(ns, args.repeats)
+    info = _bench.begin(est, args.estimate)
+    if info is None:
+        return 0
+    fresh = _bench.Fresh(
+        ["attnsurvey.general_model", "attnsurvey.transformer.linformer", "attnsurvey.transformer.local",
+         "attnsurvey.transformer.reformer"]
+    )  # fmt: skip
+    points = [(m, n) for m in METHODS for n in ns]
+    raw = fresh.rounds(measure_one, points, args.repeats)
     rows = []
-    for method in METHODS:
-        for n in ns:
-            res = subprocess.run(
-                [sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-            )
-            row = json.loads(res.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(
-                f"{method:10s} n={n:5d}  wall {row['seconds'] * 1e3:9.2f} ms  cpu {row['cpu_seconds'] * 1e3:9.2f} ms  "
-                f"{row['peak_mib']:8.1f} MiB",
-                flush=True,
-            )
+    print(f"\n{'method':10s} {'n':>5s}  {'wall ms: median (min-max)':>27s}  {'cpu ms':>22s}  {'peak MiB':>22s}")
+    for (m, n), runs in raw.items():
+        row = {"method": m, "n": n, **{k: _bench.summary([x[k] for x in runs]) for k in runs[0]}}
+        rows.append(row)
+        print(
+            f"{m:10s} {n:5d}  {_bench.show(row['seconds'], 1e3):>27s}  {_bench.show(row['cpu_seconds'], 1e3):>22s}  "
+            f"{_bench.show(row['peak_mib']):>22s}"
+        )
     rev = reversible_memory()
     for r in rev:
         print(
             f"reversible layers={r['layers']}: plain {r['plain_mib']:.2f} MiB, reversible {r['reversible_mib']:.2f} MiB"
         )
-    import torch
-
+    info = _bench.end(info, [], args.repeats)
     result = {
         "settings": {
             **SETTINGS,
             "batch": 1,
             "heads": 1,
             "dtype": "float32",
-            "threads": int(env["OMP_NUM_THREADS"]),
+            "threads": threads,
             "repeats": args.repeats,
-            "torch": torch.__version__,
-            "machine": platform.machine(),
-            "memory": "peak RSS during one call minus RSS before it, MiB",
-            "seconds": "fastest wall time of the repeats",
-            "cpu_seconds": "median process CPU time",
-            "load_average_1min": os.getloadavg()[0],
+            "quick": args.quick,
+            "memory": "per repeat (a fresh process): peak RSS during the first call minus RSS before it, MiB",
+            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
+            "cpu_seconds": "per repeat: median process CPU time of the same calls",
+            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
+            "reversible": "bytes autograd saves for backward (exact count, not timed)",
+            "estimated_seconds": round(est),
         },
+        "machine": info,
         "attention": rows,
         "reversible": rev,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} and {plot(result).relative_to(ROOT)}")
+    out = _bench.out_dir(args.out, args.quick)
+    _bench.save(out / "attention_cost.json", result)
+    print(f"wrote {plot(result, _bench.figure_path(out, 'attention_cost.png'))}")
     return 0
 
 

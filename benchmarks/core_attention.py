@@ -1,44 +1,38 @@
 """The one attention core against ``F.scaled_dot_product_attention`` (issue 12's speed targets).
 
-Two comparisons on ``BENCH_THREADS`` threads (default 1). Times: the two cases of a
-pair run alternately in one subprocess (fastest of ``--repeats`` each), so both see the
-same load; memory: each case alone in a fresh subprocess (peak RSS of one call).
+Two comparisons on ``BENCH_THREADS`` threads (default 1):
 
 * ``attend`` on one head, batch 1, ``n = 16384``, ``d = 64``, float32, weights not
   requested (``need_weights=False``), inputs ``(1, n, d)``, against
   ``F.scaled_dot_product_attention`` on the same tensors viewed as ``(1, 1, n, d)``
-  (its fused kernel): fastest wall time of ``--repeats`` calls after a warm-up,
-  and peak memory (peak RSS during one call minus the RSS before it, MiB).
+  (its fused kernel), forward only;
 * ``multi_head_attention`` forward + backward (weights not requested) against the
   same four projections written by hand around ``F.scaled_dot_product_attention``,
   batch 8, ``d_model = 256``, 8 heads, ``n = 512`` and ``2048``.
 
-    python benchmarks/core_attention.py            # prints the figures, saves JSON
-    python benchmarks/core_attention.py --quick    # small sizes, to check the script
+Time: the two cases of a pair run alternately in one fresh process, ``--repeats``
+rounds (default 5) after a warm-up, the order swapped every round, so both see the
+same load; the figure is the median per case and the median of the per-round
+ratios, with min-max. Memory: each case alone in a fresh process per repeat (peak
+RSS during one call minus the RSS before it); the ratio is that of the medians.
 
-The results go to ``benchmarks/results/core_attention.json`` with a machine
-description. Figures from a shared, loaded machine are noisy: compare the ratio
-of cases measured in the same run, not absolute times across runs.
+    python benchmarks/core_attention.py              # the targets, 5 repeats, saves JSON
+    python benchmarks/core_attention.py --estimate   # only print how long that would take
+    python benchmarks/core_attention.py --quick --repeats 2
+
+Results: ``benchmarks/results/core_attention.json`` with the machine and raw values.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import resource
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from attention_cost import _rss_mib  # noqa: E402  (the same RSS reading as the other benchmark)
+import _bench
 
-OUT = ROOT / "benchmarks" / "results" / "core_attention.json"
+TARGET = 1.2
+PAIRS = (("attend", "sdpa", 16384), ("mha", "projections+sdpa", 512), ("mha", "projections+sdpa", 2048))
+QUICK_PAIRS = (("attend", "sdpa", 1024), ("mha", "projections+sdpa", 128), ("mha", "projections+sdpa", 256))
 
 
 def _make(case: str, n: int):
@@ -75,109 +69,113 @@ def _make(case: str, n: int):
     return step
 
 
-def measure_one(case: str, n: int, repeats: int) -> dict:
-    """Run in a child process: peak extra RSS of one call, then the fastest of ``repeats`` calls."""
+def _grad(case: str) -> None:
     import torch
 
-    if case in ("attend", "sdpa"):
-        torch.set_grad_enabled(False)
+    torch.set_grad_enabled(case not in ("attend", "sdpa"))
+
+
+def measure_memory(case: str, n: int) -> dict:
+    """In a fresh child: peak extra RSS (MiB) and wall time of one call, after a warm-up on n = 64."""
+    _grad(case)
     _make(case, 64)()  # load kernels on a small input
-    fn = _make(case, n)
-    before = _rss_mib()
-    fn()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
-    walls = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - t0)
-    return {"case": case, "n": n, "seconds": min(walls), "peak_mib": max(peak - before, 0.0)}
+    peak_mib, seconds = _bench.measure_call(_make(case, n))
+    return {"peak_mib": peak_mib, "seconds": seconds}
 
 
 def measure_pair(case_a: str, case_b: str, n: int, repeats: int) -> dict:
-    """Run in a child process: the two cases alternately, ``repeats`` times each; the fastest of each.
-
-    Alternating in one process exposes both cases to the same load, so their ratio
-    is much steadier on a shared machine than times taken in separate processes.
-    """
-    import torch
-
-    if case_a in ("attend", "sdpa"):
-        torch.set_grad_enabled(False)
+    """In a fresh child: the two cases alternately, ``repeats`` rounds (order swapped each round); times per round."""
+    _grad(case_a)
     fns = {c: _make(c, n) for c in (case_a, case_b)}
     for fn in fns.values():
         fn()  # warm-up
     walls: dict[str, list[float]] = {c: [] for c in fns}
-    for _ in range(repeats):
-        for c, fn in fns.items():
+    for r in range(repeats):
+        for c in (case_a, case_b) if r % 2 == 0 else (case_b, case_a):
             t0 = time.perf_counter()
-            fn()
+            fns[c]()
             walls[c].append(time.perf_counter() - t0)
-    return {c: min(w) for c, w in walls.items()}
+    return walls
 
 
-def _run(args: list[str], repeats: int, env: dict) -> dict:
-    res = subprocess.run(
-        [sys.executable, __file__, *args, "--repeats", str(repeats)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return json.loads(res.stdout.strip().splitlines()[-1])
+def estimate(pairs: tuple[tuple[str, str, int], ...], repeats: int) -> float:
+    """Seconds the run should take, from probes here: attend/SDPA at n = 1024 scaled as n^2; the multi-head
+    cases at n = 128 and 256, fitted as a n + b n^2."""
+    total = _bench.import_torch_seconds()  # the fork server's start
+    for a, b, n in pairs:
+        t = 0.0
+        for case in (a, b):
+            _grad(case)
+            if case in ("attend", "sdpa"):
+                t += _bench.probe(_make(case, 1024)) * (n / 1024) ** 2
+            else:
+                t1, t2 = (_bench.probe(_make(case, m)) for m in (128, 256))
+                beta = max((t2 - 2 * t1) / (256**2 - 2 * 128**2), 0.0)
+                t += max(t1 / 128 - beta * 128, 0.0) * n + beta * n * n
+        total += (repeats + 1) * t + repeats * (2 * _bench.CHILD_OVERHEAD_S + t)
+    _grad("mha")
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="small sizes (checks the script, not the targets)")
-    p.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
-    p.add_argument("--pair", nargs=3, metavar=("CASE_A", "CASE_B", "N"), help=argparse.SUPPRESS)
+    _bench.add_common_arguments(p)
     args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.repeats)))
-        return 0
-    if args.pair:
-        print(json.dumps(measure_pair(args.pair[0], args.pair[1], int(args.pair[2]), args.repeats)))
-        return 0
-    threads = os.environ.get("BENCH_THREADS", "1")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    n_big, n_mha = (1024, (128, 256)) if args.quick else (16384, (512, 2048))
-    pairs = [("attend", "sdpa", n_big)] + [("mha", "projections+sdpa", n) for n in n_mha]
-    rows, ratios = [], {}
-    for a, b, n in pairs:
-        mem = {c: _run(["--child", c, str(n)], 1, env)["peak_mib"] for c in (a, b)}
-        secs = _run(["--pair", a, b, str(n)], args.repeats, env)
-        for c in (a, b):
-            rows.append({"case": c, "n": n, "seconds": secs[c], "peak_mib": mem[c]})
-            print(f"{c:18s} n={n:6d}  {secs[c] * 1e3:10.1f} ms  {mem[c]:8.1f} MiB", flush=True)
-        what = "fwd+bwd " if a == "mha" else ""
-        ratios[f"{a}/{b} {what}time n={n}"] = secs[a] / secs[b]
-        ratios[f"{a}/{b} memory n={n}"] = (mem[a] + 1) / (mem[b] + 1)
-    for k, v in ratios.items():
-        print(f"{k:45s} {v:6.2f}x")
+    threads = _bench.bench_threads()
+    pairs = QUICK_PAIRS if args.quick else PAIRS
     import torch
 
+    torch.set_num_threads(threads)
+    est = estimate(pairs, args.repeats)
+    info = _bench.begin(est, args.estimate)
+    if info is None:
+        return 0
+    fresh = _bench.Fresh(["attnsurvey.attention", "attnsurvey.query_related.multihead"])
+    rows, targets, ratios = [], [], {}
+    print(f"{'case':18s} {'n':>6s}  {'ms: median (min-max)':>26s}  {'peak MiB: median (min-max)':>28s}")
+    for a, b, n in pairs:
+        mem = {c: [] for c in (a, b)}
+        for _ in range(args.repeats):
+            for c in (a, b):
+                mem[c].append(fresh.run(measure_memory, c, n)["peak_mib"])
+        walls = fresh.run(measure_pair, a, b, n, args.repeats)
+        summ = {c: {"seconds": _bench.summary(walls[c]), "peak_mib": _bench.summary(mem[c])} for c in (a, b)}
+        for c in (a, b):
+            rows.append({"case": c, "n": n, **summ[c]})
+            print(
+                f"{c:18s} {n:6d}  {_bench.show(summ[c]['seconds'], 1e3):>26s}  {_bench.show(summ[c]['peak_mib']):>28s}",
+                flush=True,
+            )
+        what = "forward+backward time" if a == "mha" else "forward time"
+        t_ratio = _bench.ratio_of(walls[a], walls[b])
+        m_ratio = _bench.median_ratio(summ[a]["peak_mib"], summ[b]["peak_mib"])
+        ratios[f"{a}/{b} {what} n={n}"] = t_ratio
+        ratios[f"{a}/{b} peak memory n={n}"] = m_ratio
+        targets.append(_bench.target(f"{a} / {b}, {what}, n = {n}", t_ratio["median"], TARGET))
+        targets.append(_bench.target(f"{a} / {b}, peak memory, n = {n}", m_ratio, TARGET))
+    print("\nper-round time ratios (paired): median (min-max)")
+    for k, v in ratios.items():
+        if isinstance(v, dict):
+            print(f"  {k:50s} {_bench.show(v)}")
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
-            "threads": int(threads),
+            "threads": threads,
             "repeats": args.repeats,
+            "quick": args.quick,
             "dtype": "float32",
-            "torch": torch.__version__,
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "cpus": os.cpu_count(),
-            "load_average": os.getloadavg(),
-            "memory": "peak RSS during one call minus RSS before it, MiB (+1 in ratios)",
-            "seconds": "fastest wall time of the repeats, the two cases of a pair alternating in one process",
+            "memory": "per repeat (a fresh process): peak RSS during one call minus RSS before it, MiB",
+            "seconds": "per round: wall time of one call, the two cases of a pair alternating in one process",
+            "ratios": "time: summary of the per-round ratios; memory: ratio of the medians",
+            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
+            "estimated_seconds": round(est),
         },
+        "machine": info,
         "rows": rows,
         "ratios": ratios,
+        "targets": targets,
     }
-    if not args.quick:
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"saved {OUT.relative_to(ROOT)}")
+    _bench.save(_bench.out_dir(args.out, args.quick) / "core_attention.json", result)
     return 0
 
 

@@ -1,141 +1,215 @@
-"""Tokens per second of greedy generation with and without a KV cache, for MHA, GQA and MQA.
+"""Tokens per second of greedy generation with and without a KV cache; cache memory of MHA, GQA and MQA.
 
 A :class:`attnsurvey.beyond.decoding.TinyDecoderLM` (untrained: speed does not
-depend on the weights) generates ``--tokens`` tokens (default 512) after a
-16-token prompt, batch 1, float32, on ``BENCH_THREADS`` threads (default 1).
-Without the cache every step reruns the model on the whole sequence; with it,
-each step feeds one token. Reported: the median over ``--repeats`` runs of
-generated tokens per second (wall clock), and the allocated cache bytes.
+depend on the weights; 4 layers, width 256, 8 query heads) generates ``--tokens``
+tokens (default 512) after a 16-token prompt, batch 1, float32, without autograd,
+on ``BENCH_THREADS`` threads (default 1). Without the cache every step reruns the
+model on the whole sequence; with it, each step feeds one token. Measured: generated
+tokens per second (wall clock), ``--repeats`` runs per configuration (default 5)
+taken in rounds (every configuration once per round, so a change of load hits all
+alike); reported: the median with min-max, and every run in the JSON. The cache
+memory (bytes the caches allocate for prompt + tokens) is exact, not measured.
 
-    python benchmarks/kv_cache.py                 # 512 tokens, 3 repeats
-    python benchmarks/kv_cache.py --tokens 128    # quicker
+Without the cache the time hardly depends on the number of K/V heads (the
+projections are a small part of the work) and it is the slow case, so it is
+measured for MHA only unless ``--no-cache-kinds MHA GQA MQA``.
 
-Writes ``benchmarks/results/kv_cache.json`` (with a machine description) and
-the figure ``book/figures/kv_cache_tokens_per_second.png`` that chapter 6.1
-shows. Nothing here asserts: the figures are measurements, not tests.
+    python benchmarks/kv_cache.py                   # 512 tokens, 5 repeats
+    python benchmarks/kv_cache.py --estimate        # only print how long that would take
+    python benchmarks/kv_cache.py --quick --repeats 2
+
+Writes ``benchmarks/results/kv_cache.json`` (with the machine) and the figure
+``book/figures/kv_cache_tokens_per_second.png`` that chapter 6.1 shows.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import statistics
-import sys
 import time
 from pathlib import Path
 
-threads = os.environ.get("BENCH_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", threads)
-os.environ.setdefault("MKL_NUM_THREADS", threads)
+import _bench
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-OUT = ROOT / "benchmarks" / "results" / "kv_cache.json"
-FIG = ROOT / "book" / "figures" / "kv_cache_tokens_per_second.png"
 MODEL = {"vocab": 64, "d_model": 256, "n_heads": 8, "d_ff": 512, "n_layers": 4}
 KV_HEADS = {"MHA": 8, "GQA": 2, "MQA": 1}
 PROMPT = 16
+TOKENS = 512
 
 
-def measure(kind: str, use_cache: bool, tokens: int, repeats: int) -> dict:
+def _model(kind: str, tokens: int):
     import torch
 
-    from attnsurvey.beyond.decoding import TinyDecoderLM, generate
+    from attnsurvey.beyond.decoding import TinyDecoderLM
 
     torch.manual_seed(0)
-    lm = TinyDecoderLM(**MODEL, n_kv_heads=KV_HEADS[kind], max_len=PROMPT + tokens).eval()
-    prompt = torch.randint(0, MODEL["vocab"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
-    generate(lm, prompt, 8, use_cache)  # warm-up
-    rates = []
-    for _ in range(repeats):
+    return TinyDecoderLM(**MODEL, n_kv_heads=KV_HEADS[kind], max_len=PROMPT + tokens).eval()
+
+
+def _prompt():
+    import torch
+
+    return torch.randint(0, MODEL["vocab"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
+
+
+def run_once(lm, use_cache: bool, tokens: int) -> float:
+    """Generated tokens per second of one greedy generation of ``tokens`` tokens."""
+    import torch
+
+    from attnsurvey.beyond.decoding import generate
+
+    prompt = _prompt()
+    with torch.no_grad():
         start = time.perf_counter()
         generate(lm, prompt, tokens, use_cache)
-        rates.append(tokens / (time.perf_counter() - start))
-    cache_bytes = sum(c.nbytes for c in lm.new_caches(1, PROMPT + tokens)) if use_cache else 0
-    return {
-        "kind": kind,
-        "cache": use_cache,
-        "tokens_per_second": statistics.median(rates),
-        "runs": rates,
-        "cache_bytes": cache_bytes,
-    }
+        return tokens / (time.perf_counter() - start)
 
 
-def plot(rows: list[dict], tokens: int) -> None:
+def estimate(configs: list[tuple[str, bool]], tokens: int, repeats: int) -> float:
+    """Seconds the run should take, from 32 generated tokens of each case here.
+
+    A step costs about ``a + b * length``: the cached run gives ``a`` (one token per
+    step), the recomputing run then gives ``b``; a run of ``tokens`` costs
+    ``tokens * a`` with the cache and ``tokens * a + b * (sum of the lengths)`` without.
+    """
+    n0 = 32
+    lm = _model("MHA", n0)
+    secs0 = {c: min(n0 / run_once(lm, c, n0) for _ in range(2)) for c in (False, True)}
+
+    def length_sum(n: int) -> int:
+        return n * PROMPT + n * (n - 1) // 2
+
+    a = secs0[True] / n0
+    b = max(secs0[False] - n0 * a, 0.0) / length_sum(n0)
+    secs = {True: tokens * a, False: tokens * a + b * length_sum(tokens)}
+    return sum(secs[c] for _, c in configs) * (repeats + 0.1)
+
+
+def plot(rows: list[dict], tokens: int, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.2), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), constrained_layout=True)
     kinds = list(KV_HEADS)
     width = 0.38
     for j, cache in enumerate((False, True)):
-        vals = [next(r["tokens_per_second"] for r in rows if r["kind"] == k and r["cache"] == cache) for k in kinds]
-        ax.bar(
-            [i + (j - 0.5) * width for i in range(len(kinds))],
-            vals,
-            width,
-            label="with KV cache" if cache else "no cache (recompute)",
-        )
+        xs, med, lo, hi = [], [], [], []
+        for i, k in enumerate(kinds):
+            row = next((r for r in rows if r["kind"] == k and r["cache"] == cache), None)
+            if row:
+                s = row["tokens_per_second"]
+                xs.append(i + (j - 0.5) * width)
+                med.append(s["median"])
+                lo.append(s["median"] - s["min"])
+                hi.append(s["max"] - s["median"])
+        ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, label="with KV cache" if cache else "no cache (recompute)")
     ax.set_xticks(range(len(kinds)), [f"{k}\n({KV_HEADS[k]} K/V heads)" for k in kinds])
-    ax.set_ylabel("generated tokens / s")
-    ax.set_title(f"Greedy generation of {tokens} tokens, 1 CPU thread (median of runs)", fontsize=9)
+    ax.set_yscale("log")
+    ax.set_ylabel("generated tokens / s (median, min-max)")
+    ax.set_title(f"Greedy generation of {tokens} tokens, batch 1\n{title}", fontsize=8)
     ax.legend(fontsize=8)
-    FIG.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(FIG, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tokens", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=3)
+    _bench.add_common_arguments(parser)
+    parser.add_argument("--tokens", type=int, default=TOKENS)
+    parser.add_argument("--no-cache-kinds", nargs="+", default=["MHA"], choices=list(KV_HEADS))
     args = parser.parse_args(argv)
+    threads = _bench.bench_threads()
+    tokens = 32 if args.quick else args.tokens
     import torch
 
-    torch.set_num_threads(int(threads))
+    torch.set_num_threads(threads)
+    configs = [(k, False) for k in KV_HEADS if k in args.no_cache_kinds] + [(k, True) for k in KV_HEADS]
+    est = estimate(configs, tokens, args.repeats)
+    info = _bench.begin(est, args.estimate)
+    if info is None:
+        return 0
+    models = {k: _model(k, tokens) for k in KV_HEADS}
+    for kind, cache in configs:
+        run_once(models[kind], cache, 8)  # warm-up
+    runs: dict[tuple[str, bool], list[float]] = {c: [] for c in configs}
+    for r in range(args.repeats):
+        for kind, cache in configs:
+            runs[(kind, cache)].append(run_once(models[kind], cache, tokens))
+        print(f"round {r + 1}/{args.repeats} done", flush=True)
+    d_head = MODEL["d_model"] // MODEL["n_heads"]
     rows = []
-    for kind in KV_HEADS:
-        for cache in (False, True):
-            row = measure(kind, cache, args.tokens, args.repeats)
-            rows.append(row)
-            print(
-                f"{kind}  cache={'yes' if cache else 'no ':3s}  {row['tokens_per_second']:8.1f} tokens/s  "
-                f"cache {row['cache_bytes'] / 2**20:6.2f} MiB",
-                flush=True,
-            )
-    for kind in KV_HEADS:
-        no, yes = (
-            next(r["tokens_per_second"] for r in rows if r["kind"] == kind and r["cache"] == c) for c in (False, True)
+    print(f"\n{'kind':4s} {'cache':>5s}  {'tokens/s: median (min-max)':>28s}  {'cache MiB':>9s}  {'parameters':>10s}")
+    for kind, cache in configs:
+        lm = models[kind]
+        cache_bytes = sum(c.nbytes for c in lm.new_caches(1, PROMPT + tokens)) if cache else 0
+        row = {
+            "kind": kind,
+            "kv_heads": KV_HEADS[kind],
+            "cache": cache,
+            "tokens_per_second": _bench.summary(runs[(kind, cache)]),
+            "cache_bytes": cache_bytes,
+            "cache_bytes_analytic": 2 * MODEL["n_layers"] * (PROMPT + tokens) * KV_HEADS[kind] * d_head * 4
+            if cache
+            else 0,
+            "parameters": sum(p.numel() for p in lm.parameters()),
+        }
+        rows.append(row)
+        print(
+            f"{kind:4s} {'yes' if cache else 'no':>5s}  {_bench.show(row['tokens_per_second'], fmt='.4g'):>28s}  "
+            f"{cache_bytes / 2**20:9.3f}  {row['parameters']:10d}"
         )
-        print(f"{kind}: the cache is {yes / no:.1f}x faster")
+    speedups = {k: _bench.ratio_of(runs[(k, True)], runs[(k, False)]) for k in args.no_cache_kinds}
+    for k, s in speedups.items():
+        print(f"{k}: the cache is {_bench.show(s)} times faster (per-round ratios)")
+    by_kind = {r["kind"]: r for r in rows if r["cache"]}
+    targets = [
+        _bench.target(f"{k} tokens/s with cache / without", s["median"], 1.0, at_most=False)
+        for k, s in speedups.items()
+    ]
+    for k in ("GQA", "MQA"):
+        targets.append(
+            _bench.target(
+                f"cache bytes {k} / MHA (= K/V heads / query heads = {KV_HEADS[k]}/8)",
+                by_kind[k]["cache_bytes"] / by_kind["MHA"]["cache_bytes"],
+                KV_HEADS[k] / MODEL["n_heads"],
+            )
+        )
+    targets.append(
+        _bench.target(
+            "cache bytes / analytic 2 L n g d_h * 4 (all kinds)",
+            max(r["cache_bytes"] / r["cache_bytes_analytic"] for r in by_kind.values()),
+            1.0,
+        )
+    )
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             **MODEL,
             "kv_heads": KV_HEADS,
             "prompt": PROMPT,
-            "tokens": args.tokens,
+            "tokens": tokens,
             "repeats": args.repeats,
+            "quick": args.quick,
             "batch": 1,
             "dtype": "float32",
-            "threads": int(threads),
-            "torch": torch.__version__,
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "load_average_1min": os.getloadavg()[0],
-            "tokens_per_second": "generated tokens / wall seconds, median of the repeats",
+            "threads": threads,
+            "tokens_per_second": "generated tokens / wall seconds of one generation (no autograd); one value per repeat",
+            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
+            "cache_bytes": "bytes of the per-layer K and V caches for prompt + tokens (exact, not measured)",
+            "estimated_seconds": round(est),
         },
+        "machine": info,
         "rows": rows,
+        "speedup_with_cache": speedups,
+        "targets": targets,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
-    plot(rows, args.tokens)
-    print(f"wrote {OUT.relative_to(ROOT)} and {FIG.relative_to(ROOT)}")
+    out = _bench.out_dir(args.out, args.quick)
+    _bench.save(out / "kv_cache.json", result)
+    fig = _bench.figure_path(out, "kv_cache_tokens_per_second.png")
+    plot(rows, tokens, fig, f"{args.repeats} runs each; {info['cpu']}, {threads} thread(s), torch {info['torch']}")
+    print(f"wrote {fig}")
     return 0
 
 

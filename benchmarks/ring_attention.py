@@ -1,113 +1,146 @@
 """Ring attention on P = 1, 2, 4 local processes: per-rank peak memory, time, error and bytes sent.
 
-    python benchmarks/ring_attention.py              # n = 16384, d = 64
-    python benchmarks/ring_attention.py -n 4096      # quicker
+    python benchmarks/ring_attention.py              # n = 16384, d = 64, 5 repeats
+    python benchmarks/ring_attention.py --estimate   # only print how long that would take
+    python benchmarks/ring_attention.py --quick --repeats 2
 
-Each P runs in freshly spawned processes (gloo on 127.0.0.1, one thread each).
-The sequence is the same seeded ``(1, n, d)`` Q, K, V for every P. Per rank:
-the peak RSS (``VmHWM``) during the first ring pass minus the RSS just before it, and the
-median wall-clock time of ``--repeats`` further passes (each started after a
-barrier). The error is the largest difference of the gathered context from
-single-process SDPA. On a machine with fewer cores than P the processes share
-cores, so the time shows the overhead of the ring, not its speed-up.
+Each repeat of each P starts P fresh processes (gloo on 127.0.0.1, one thread
+each) with :func:`attnsurvey.beyond.ring.launch`. The sequence is the same seeded
+``(1, n, d)`` Q, K, V for every P. Per rank and repeat: the peak RSS (``VmHWM``)
+during the first ring pass minus the RSS just before it, and the wall-clock time
+of one more pass (started after a barrier). Reported: the median over the
+``--repeats`` launches with min-max, every value in the JSON. The error is the
+largest difference of the gathered context from single-process SDPA, over the
+repeats. On a machine with fewer cores than P the processes share cores, so the
+time shows the overhead of the ring, not its speed-up.
 Results: ``benchmarks/results/ring_attention.json``, with the machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-OUT = ROOT / "benchmarks" / "results" / "ring_attention.json"
+import _bench
+
+PS = (1, 2, 4)
+
+
+def estimate(n: int, d: int, repeats: int, ps: list[int]) -> float:
+    """Seconds the run should take: start-up of P interpreters, then two passes of about the work of tiled attention."""
+    import torch
+
+    from attnsurvey.beyond.tiled import tiled_attend
+
+    n0 = 1024
+    x = torch.randn(1, n0, d)
+    with torch.no_grad():
+        t_pass = _bench.probe(lambda: tiled_attend(x, x, x)) * (n / n0) ** 2
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    per_launch = {P: 1.0 + _bench.import_torch_seconds() * -(-P // cores) + 2 * t_pass / min(P, cores) for P in ps}
+    return repeats * sum(per_launch.values())
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    _bench.add_common_arguments(p)
     p.add_argument("-n", type=int, default=16384)
     p.add_argument("-d", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one launch may take")
+    p.add_argument("--ps", type=int, nargs="+", default=list(PS), help="numbers of ranks (default 1 2 4)")
     args = p.parse_args(argv)
-    os.environ["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
+    n = 256 if args.quick else args.n
+    threads = _bench.bench_threads()
+    os.environ["PYTHONPATH"] = str(_bench.SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")
     import torch
     import torch.nn.functional as F
 
     from attnsurvey.beyond.ring import UNITS, launch, ring_step_bytes, seeded_chunk
 
-    torch.set_num_threads(1)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-    info = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads_per_rank": 1,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "load_average_1min_start": os.getloadavg()[0],
-    }
-    full = [torch.cat([seeded_chunk(w, u, UNITS, args.n, args.d) for u in range(UNITS)], -2)[:, None] for w in "QKV"]
+    torch.set_num_threads(threads)
+    est = estimate(n, args.d, args.repeats, args.ps)
+    ps = args.ps
+    info = _bench.begin(est, args.estimate)
+    if info is None:
+        return 0
+    full = [torch.cat([seeded_chunk(w, u, UNITS, n, args.d) for u in range(UNITS)], -2)[:, None] for w in "QKV"]
     with torch.no_grad():  # 4-D input: SDPA's fused kernel, so the parent stays small before it spawns the ranks
         ref = F.scaled_dot_product_attention(*full, is_causal=args.causal)[:, 0]
     del full
+    job = {"source": "seeded", "n": n, "d": args.d, "seed": 0, "is_causal": args.causal, "repeats": 1}
+    raw: dict[int, list[list[dict]]] = {P: [] for P in ps}  # raw[P][repeat][rank]
+    errors: dict[int, list[float]] = {P: [] for P in ps}
+    for r in range(args.repeats):
+        for P in ps:
+            with tempfile.TemporaryDirectory() as tmp:
+                results = launch(P, {**job, "threads": threads}, tmp, timeout=args.timeout)
+            errors[P].append(float((torch.cat([x["out"] for x in results], -2) - ref).abs().max()))
+            raw[P].append([{"peak_mib": max(x["peak_bytes"], 0) / 2**20, "seconds": x["seconds"]} for x in results])
+        print(f"round {r + 1}/{args.repeats} done", flush=True)
     rows = []
-    print(f"n = {args.n}, d = {args.d}, float32, causal = {args.causal}")
+    print(f"\nn = {n}, d = {args.d}, float32, causal = {args.causal}, {args.repeats} launches per P")
     print(
-        f"{'P':>2} {'rank':>4} {'peak MiB':>9} {'median s':>9} {'sent/step MiB':>14} {'sent total MiB':>15} {'max error':>10}"
+        f"{'P':>2} {'rank':>4} {'peak MiB: median (min-max)':>28} {'s per pass: median (min-max)':>30} "
+        f"{'sent/step MiB':>14} {'sent total MiB':>15}"
     )
-    for P in (1, 2, 4):
-        job = {
-            "source": "seeded",
-            "n": args.n,
-            "d": args.d,
-            "seed": 0,
-            "is_causal": args.causal,
-            "repeats": args.repeats,
-        }
-        with tempfile.TemporaryDirectory() as tmp:
-            results = launch(P, job, tmp, timeout=args.timeout)
-        err = float((torch.cat([r["out"] for r in results], -2) - ref).abs().max())
-        vol = ring_step_bytes(args.n, args.d, args.d, P)
-        for rank, r in enumerate(results):
+    for P in ps:
+        vol = ring_step_bytes(n, args.d, args.d, P)
+        for rank in range(P):
             row = {
                 "P": P,
                 "rank": rank,
-                "peak_mib": max(r["peak_bytes"], 0) / 2**20,
-                "seconds": r["seconds"],
+                "peak_mib": _bench.summary([rep[rank]["peak_mib"] for rep in raw[P]]),
+                "seconds": _bench.summary([rep[rank]["seconds"] for rep in raw[P]]),
                 "sent_per_step_mib": vol["per_step"] / 2**20 if P > 1 else 0.0,
                 "sent_per_rank_mib": vol["per_rank"] / 2**20,
-                "max_abs_error": err,
             }
             rows.append(row)
             print(
-                f"{P:>2} {rank:>4} {row['peak_mib']:>9.1f} {row['seconds']:>9.3f} {row['sent_per_step_mib']:>14.2f} "
-                f"{row['sent_per_rank_mib']:>15.2f} {err:>10.1e}",
+                f"{P:>2} {rank:>4} {_bench.show(row['peak_mib']):>28} {_bench.show(row['seconds']):>30} "
+                f"{row['sent_per_step_mib']:>14.2f} {row['sent_per_rank_mib']:>15.2f}",
                 flush=True,
             )
-    info["load_average_1min_end"] = os.getloadavg()[0]
-    print("machine:", json.dumps(info))
+    per_p = {}
+    for P in ps:
+        # the ring is as fast as its slowest rank and a machine must hold its largest rank: max over ranks per repeat
+        per_p[P] = {
+            "peak_mib_largest_rank": _bench.summary([max(x["peak_mib"] for x in rep) for rep in raw[P]]),
+            "seconds_slowest_rank": _bench.summary([max(x["seconds"] for x in rep) for rep in raw[P]]),
+            "max_abs_error": _bench.summary(errors[P]),
+        }
+    print(f"\n{'P':>2} {'largest rank peak MiB':>26} {'slowest rank s/pass':>26} {'max error':>10}")
+    for P, s in per_p.items():
+        print(
+            f"{P:>2} {_bench.show(s['peak_mib_largest_rank']):>26} {_bench.show(s['seconds_slowest_rank']):>26} "
+            f"{s['max_abs_error']['max']:>10.1e}"
+        )
+    targets = [
+        _bench.target(f"max error vs one process, P = {P}, float32", per_p[P]["max_abs_error"]["max"], 1e-5, unit="")
+        for P in ps
+    ]
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
-            "n": args.n,
+            "n": n,
             "d": args.d,
             "dtype": "float32",
             "causal": args.causal,
             "repeats": args.repeats,
-            "memory": "per rank: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
-            "seconds": "per rank: median wall time of the repeats",
+            "quick": args.quick,
+            "threads_per_rank": threads,
+            "memory": "per rank and launch: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
+            "seconds": "per rank and launch: wall time of one more pass, after a barrier",
+            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the launches",
+            "estimated_seconds": round(est),
         },
         "machine": info,
         "ranks": rows,
+        "per_P": {str(P): s for P, s in per_p.items()},
+        "targets": targets,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    _bench.save(_bench.out_dir(args.out, args.quick) / "ring_attention.json", result)
     return 0
 
 

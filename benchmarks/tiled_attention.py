@@ -1,51 +1,46 @@
 """Exact attention in linear memory: plain `attend` vs tiled attention vs SDPA, time, memory and error.
 
-    python benchmarks/tiled_attention.py              # the issue's targets and the cost curves, 512 ... 32768
-    python benchmarks/tiled_attention.py --max-n 4096 # quicker
+    python benchmarks/tiled_attention.py              # issue 15.1's targets and the cost curves (5 repeats)
+    python benchmarks/tiled_attention.py --estimate   # only print how long that would take
+    python benchmarks/tiled_attention.py --quick --repeats 2   # tiny sizes: checks the script runs
 
-One head, batch 1, d = 64, float32, forward only, one thread (``BENCH_THREADS``).
-Every (method, n) runs in a fresh subprocess so that its peak resident memory
-is its own: the figure is the peak RSS (``ru_maxrss``) during the first call
-minus the RSS just before it (inputs already allocated). Time: the median
-wall-clock time of ``--repeats`` further calls. The plain core is skipped at
-sizes whose ``2 n^2`` floats would not fit in the memory available.
+One head, batch 1, d = 64, float32, forward only, ``BENCH_THREADS`` threads (default 1).
+Every (method, n, repeat) runs in a fresh process (see ``_bench.Fresh``): after a
+warm-up call on n = 256 it makes one call at n, whose peak resident memory minus
+the RSS just before it is the memory figure, then times further calls (as many as
+fit in 0.1 s, at least one; their median is the repeat's time), except where that
+first call took 0.5 s or more: then its time is the repeat's time (the kernels are
+loaded by the warm-up; one more call would double the cost of the largest sizes). The figures are
+the median over ``--repeats`` such processes, with min-max. Plain ``attend`` (it
+stores the n x n scores and weights) is measured up to ``--plain-max-n`` (16,384:
+at 32,768 it needs 8 GiB and about a minute per call) and skipped where its
+``2 n^2`` floats would not fit in the available memory; tiled attention and SDPA
+go to 32,768.
 
 SDPA gets ``(1, 1, n, d)`` inputs: PyTorch's fused CPU (flash) kernel needs
 four dimensions and silently falls back to the n^2 math path for three.
 
-Also: the largest forward error of tiled attention against
-``F.scaled_dot_product_attention`` at n = 16384 (float32), and the largest
-gradient error (dQ, dK, dV) against SDPA's autograd at n = 2048 (float64).
-Results: ``benchmarks/results/tiled_attention.json`` (with the machine) and
+Also, on ``--repeats`` seeds: the largest forward error of tiled attention
+against ``F.scaled_dot_product_attention`` at n = 16,384 (float32, causal and
+not), and the largest gradient error (dQ, dK, dV) against SDPA's autograd at
+n = 2,048 (float64); the target table uses the largest over the seeds.
+Results: ``benchmarks/results/tiled_attention.json`` (raw values, machine) and
 the figure ``book/figures/tiled_attention_cost.png`` shown in chapter 6.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import resource
-import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-OUT = ROOT / "benchmarks" / "results" / "tiled_attention.json"
-FIGURE = ROOT / "book" / "figures" / "tiled_attention_cost.png"
+import _bench
+
 METHODS = ("plain", "tiled", "sdpa")
 D = 64
+GRID = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 N_TARGET = 16384
 N_GRAD = 2048
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+QUICK = {"grid": (256, 512, 1024), "n_target": 1024, "n_grad": 256}
 
 
 def _available_bytes() -> int:
@@ -71,179 +66,202 @@ def _fn(method: str, n: int):
     }[method]
 
 
-def measure_one(method: str, n: int, repeats: int) -> dict:
-    """In a child process: the peak extra RSS of the first call, then the median time of ``repeats`` calls."""
+def measure_one(method: str, n: int) -> dict:
+    """In a fresh child: peak extra RSS (MiB) and time of the first call at n, then the median time of more calls."""
     import torch
 
     torch.set_grad_enabled(False)
-    _fn(method, 256)()  # load kernels on a small input
+    _fn(method, 256)()  # load the kernels on a small input
     fn = _fn(method, n)
-    before = _rss_bytes()
-    out = fn()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
-    del out
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return {"method": method, "n": n, "seconds": statistics.median(times), "peak_mib": max(peak, 0) / 2**20}
+    peak_mib, first = _bench.measure_call(fn)
+    return {"peak_mib": peak_mib, "first_seconds": first, "seconds": _bench.timed_calls(fn, first=first)}
 
 
-def errors() -> dict:
-    """Forward error in float32 at N_TARGET and gradient error in float64 at N_GRAD, both against SDPA."""
+def errors(n_fwd: int, n_grad: int, seed: int) -> dict:
+    """Forward error in float32 at n_fwd and gradient error in float64 at n_grad, both against SDPA."""
     import torch
     import torch.nn.functional as F
 
     from attnsurvey.beyond.tiled import tiled_attend
 
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(1000 + seed)
+    out = {}
     with torch.no_grad():
-        Q, K, V = (torch.randn(1, 1, N_TARGET, D, generator=g) for _ in range(3))
-        fwd = {
-            c: float(
-                (tiled_attend(Q, K, V, is_causal=c) - F.scaled_dot_product_attention(Q, K, V, is_causal=c)).abs().max()
-            )
-            for c in (False, True)
-        }
-    Q, K, V = (torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    dO = torch.randn(1, 1, N_GRAD, D, generator=g, dtype=torch.float64)
-    grad = {}
+        Q, K, V = (torch.randn(1, 1, n_fwd, D, generator=g) for _ in range(3))
+        for c in (False, True):
+            diff = tiled_attend(Q, K, V, is_causal=c) - F.scaled_dot_product_attention(Q, K, V, is_causal=c)
+            out["forward_causal" if c else "forward"] = float(diff.abs().max())
+    Q, K, V = (torch.randn(1, 1, n_grad, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dO = torch.randn(1, 1, n_grad, D, generator=g, dtype=torch.float64)
     for c in (False, True):
         mine = torch.autograd.grad(tiled_attend(Q, K, V, is_causal=c), (Q, K, V), dO)
         ref = torch.autograd.grad(F.scaled_dot_product_attention(Q, K, V, is_causal=c), (Q, K, V), dO)
-        grad[c] = max(float((a - b).abs().max()) for a, b in zip(mine, ref))
-    return {
-        "forward_float32_n": N_TARGET,
-        "forward_max_abs_error": fwd[False],
-        "forward_causal_max_abs_error": fwd[True],
-        "grad_float64_n": N_GRAD,
-        "grad_max_abs_error": grad[False],
-        "grad_causal_max_abs_error": grad[True],
-    }
+        out["grad_causal" if c else "grad"] = max(float((a - b).abs().max()) for a, b in zip(mine, ref))
+    return out
 
 
-def machine(threads: int) -> dict:
+def plan(grid: tuple[int, ...], plain_max_n: int) -> list[tuple[str, int]]:
+    """The (method, n) points measured, plain only where it fits in memory."""
+    points = []
+    for n in grid:
+        for method in METHODS:
+            if method == "plain" and (n > plain_max_n or 1.5 * 2 * n * n * 4 > _available_bytes()):
+                continue
+            points.append((method, n))
+    return points
+
+
+def estimate(points: list[tuple[str, int]], repeats: int, n_target: int, n_grad: int) -> float:
+    """Seconds the run should take: a probe of each method at n = 4096 here, scaled as n^2."""
     import torch
 
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-        platform.processor(),
+    torch.set_grad_enabled(False)
+    n0 = 4096
+    t0 = {m: _bench.probe(_fn(m, n0)) for m in METHODS}
+    torch.set_grad_enabled(True)
+
+    def t(m: str, n: int) -> float:
+        return t0[m] * (n / n0) ** 2
+
+    per_repeat = sum(
+        _bench.CHILD_OVERHEAD_S + t(m, n) + (0 if t(m, n) >= _bench.LONG_CALL_S else max(t(m, n), 0.1))
+        for m, n in points
     )
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "threads": threads,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "load_average_1min_start": os.getloadavg()[0],
-    }
+    errs = 2 * (t("tiled", n_target) + t("sdpa", n_target)) + 12 * t("tiled", n_grad)
+    return _bench.import_torch_seconds() + repeats * (per_repeat + errs)  # + the fork server's start
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(cost: list[dict], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9), constrained_layout=True)
     labels = {
         "plain": "plain attend (scores stored)",
         "tiled": "tiled, online softmax",
         "sdpa": "torch SDPA (CPU flash)",
     }
     for m in METHODS:
-        pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in rows if r["method"] == m)
-        axes[0].plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=labels[m])
-        axes[1].plot([p[0] for p in pts], [max(p[2], 0.1) for p in pts], "o-", label=labels[m])
-    for ax, lab in zip(axes, ["median time per forward call (s)", "peak extra memory (MiB)"]):
+        pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in cost if r["method"] == m)
+        if not pts:
+            continue
+        ns = [p[0] for p in pts]
+        for ax, k in zip(axes, (1, 2)):
+            med = [max(p[k]["median"], 0.1 if k == 2 else 0.0) for p in pts]
+            lo = [m_ - max(p[k]["min"], 0.1 if k == 2 else 0.0) for m_, p in zip(med, pts)]
+            hi = [max(p[k]["max"], 0.1 if k == 2 else 0.0) - m_ for m_, p in zip(med, pts)]
+            ax.errorbar(ns, med, yerr=[lo, hi], fmt="o-", capsize=3, label=labels[m])
+    for ax, lab in zip(
+        axes, ["time per forward call (s): median, min-max", "peak extra memory (MiB): median, min-max"]
+    ):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("sequence length n (one head, d = 64, float32, one thread)")
+        ax.set_xlabel("sequence length n (one head, d = 64, float32)")
         ax.set_ylabel(lab)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--max-n", type=int, default=32768)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--child", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
+    _bench.add_common_arguments(p)
+    p.add_argument("--max-n", type=int, default=max(GRID), help="largest n of the curves (never below the target n)")
+    p.add_argument("--plain-max-n", type=int, default=N_TARGET, help="largest n for plain attend")
     args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.repeats)))
-        return 0
-    threads = os.environ.get("BENCH_THREADS", "1")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    threads = _bench.bench_threads()
+    grid, n_target, n_grad = (
+        (QUICK["grid"], QUICK["n_target"], QUICK["n_grad"]) if args.quick else (GRID, N_TARGET, N_GRAD)
+    )
+    grid = tuple(n for n in grid if n <= max(args.max_n, n_target))
+    points = plan(grid, max(args.plain_max_n, n_target))
     import torch
 
-    torch.set_num_threads(int(threads))
-    info = machine(int(threads))
-    ns = [n for n in (512, 1024, 2048, 4096, 8192, 16384, 32768) if n <= args.max_n]
-    rows = []
-    for n in ns:
-        for method in METHODS:
-            if method == "plain" and 1.5 * 2 * n * n * 4 > _available_bytes():
-                print(f"{method:6s} n={n:6d}  skipped: 2 n^2 floats do not fit in the available memory", flush=True)
-                continue
-            res = subprocess.run(
-                [sys.executable, __file__, "--child", method, str(n), "--repeats", str(args.repeats)],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-            )
-            row = json.loads(res.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(f"{method:6s} n={n:6d}  median {row['seconds']:9.4f} s  peak +{row['peak_mib']:9.1f} MiB", flush=True)
-    err = errors()
-    info["load_average_1min_end"] = os.getloadavg()[0]
-    at = {r["method"]: r for r in rows if r["n"] == N_TARGET}
-    targets = {}
-    if {"plain", "tiled", "sdpa"} <= at.keys():
-        targets = {
-            "n": N_TARGET,
-            "memory_ratio_plain_over_tiled": at["plain"]["peak_mib"] / max(at["tiled"]["peak_mib"], 1e-9),
-            "time_ratio_tiled_over_sdpa": at["tiled"]["seconds"] / at["sdpa"]["seconds"],
+    torch.set_num_threads(threads)
+    est = estimate(points, args.repeats, n_target, n_grad)
+    info = _bench.begin(est, args.estimate)
+    if info is None:
+        return 0
+    fresh = _bench.Fresh(["attnsurvey.beyond.tiled", "attnsurvey.general_model"])
+    raw = fresh.rounds(measure_one, points, args.repeats)
+    cost = []
+    print(f"\n{'method':6s} {'n':>6s}  {'time s: median (min-max)':>32s}  {'peak MiB: median (min-max)':>30s}")
+    for (method, n), runs in raw.items():
+        row = {
+            "method": method,
+            "n": n,
+            "seconds": _bench.summary([x["seconds"] for x in runs]),
+            "first_call_seconds": _bench.summary([x["first_seconds"] for x in runs]),
+            "peak_mib": _bench.summary([x["peak_mib"] for x in runs]),
         }
+        cost.append(row)
+        print(f"{method:6s} {n:6d}  {_bench.show(row['seconds']):>32s}  {_bench.show(row['peak_mib']):>30s}")
+    errs = [errors(n_target, n_grad, seed) for seed in range(args.repeats)]
+    err = {k: _bench.summary([e[k] for e in errs]) for k in errs[0]}
+    print(f"\nlargest |tiled - SDPA| over {args.repeats} seeds:")
     print(
-        f"forward max |tiled - SDPA|, float32, n = {N_TARGET}: {err['forward_max_abs_error']:.2e} "
-        f"(causal {err['forward_causal_max_abs_error']:.2e}); target <= 1e-5"
+        f"  forward, float32, n = {n_target}: {err['forward']['max']:.2e} (causal {err['forward_causal']['max']:.2e})"
     )
-    print(
-        f"gradient max |tiled - SDPA|, float64, n = {N_GRAD}: {err['grad_max_abs_error']:.2e} "
-        f"(causal {err['grad_causal_max_abs_error']:.2e}); target <= 1e-4"
-    )
-    if targets:
-        print(
-            f"n = {N_TARGET}: plain peak / tiled peak = {targets['memory_ratio_plain_over_tiled']:.0f} (target >= 20); "
-            f"tiled time / SDPA time = {targets['time_ratio_tiled_over_sdpa']:.2f} (target <= 2)"
-        )
-    print("machine:", json.dumps(info))
+    print(f"  gradients, float64, n = {n_grad}: {err['grad']['max']:.2e} (causal {err['grad_causal']['max']:.2e})")
+    at = {r["method"]: r for r in cost if r["n"] == n_target}
+    targets = [
+        _bench.target(
+            f"peak memory tiled / plain, n = {n_target}",
+            _bench.median_ratio(at["tiled"]["peak_mib"], at["plain"]["peak_mib"]),
+            1 / 20,
+        ),
+        *(
+            _bench.target(f"{what} max error vs SDPA{c}, {dtype}, n = {n_}", err[key + k]["max"], limit, unit="")
+            for what, key, dtype, n_, limit in (
+                ("forward", "forward", "float32", n_target, 1e-5),
+                ("gradient", "grad", "float64", n_grad, 1e-4),
+            )
+            for k, c in (("", ""), ("_causal", ", causal"))
+        ),
+        _bench.target(
+            f"time tiled / SDPA, n = {n_target}",
+            _bench.median_ratio(at["tiled"]["seconds"], at["sdpa"]["seconds"]),
+            2.0,
+        ),
+    ]
+    info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
             "d": D,
             "batch": 1,
             "heads": 1,
             "dtype": "float32",
+            "threads": threads,
             "repeats": args.repeats,
-            "memory": "peak RSS during the first call minus RSS before it, MiB",
-            "seconds": "median wall time of the repeats after the first call",
+            "quick": args.quick,
+            "n_target": n_target,
+            "n_grad": n_grad,
+            "memory": "per repeat (a fresh process): peak RSS during the first call at n minus RSS before it, MiB",
+            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1); "
+            "the first call's time where it took >= 0.5 s",
+            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
+            "errors": "max abs difference from SDPA, one value per seed",
+            "estimated_seconds": round(est),
         },
         "machine": info,
-        "cost": rows,
+        "cost": cost,
         "errors": err,
         "targets": targets,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
-    plot(rows, FIGURE)
-    print(f"wrote {OUT.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
+    out = _bench.out_dir(args.out, args.quick)
+    _bench.save(out / "tiled_attention.json", result)
+    fig = _bench.figure_path(out, "tiled_attention_cost.png")
+    title = (
+        f"median and min-max of {args.repeats} fresh processes each; {info['cpu']}, {threads} thread(s), "
+        f"torch {info['torch']}, load {info['load_average_start'][0]:.1f}-{info['load_average_end'][0]:.1f}"
+    )
+    plot(cost, fig, title)
+    print(f"wrote {fig}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnsurvey.beyond.search import beam_search, greedy_search
 from attnsurvey.data.sequences import BOS, PAD
 from attnsurvey.experiments import trained_transformer as tt
 
@@ -26,6 +27,27 @@ def test_step_function_matches_full_decode():
         )
     torch.testing.assert_close(lp[:, 0], full, atol=1e-5, rtol=1e-5)
     assert torch.all(lp[..., [PAD, BOS]] == -torch.inf)
+    # once an example has its lengths[b] tokens, PAD is certain
+    done = data.tgt_in[:, : int(data.lengths.min()) + 1]
+    lp_done = step(done[:, None])[data.lengths == data.lengths.min(), 0]
+    assert torch.all(lp_done[:, PAD] == 0) and torch.all(lp_done[:, torch.arange(tt.VOCAB) != PAD] == -torch.inf)
+
+
+@pytest.mark.catalog("extra:trained-transformer")
+@pytest.mark.parametrize("width", [1, 3])
+def test_one_pass_decode_equals_decoding_each_example_alone(width):
+    torch.manual_seed(4)
+    model = tt.make_model().eval()
+    data = tt.reversal_data(12, torch.Generator().manual_seed(5))
+    assert len(data.lengths.unique()) > 3  # mixed lengths, so the one-pass end of each example matters
+    got = tt.decode(model, data, width)
+    for b in range(len(data.lengths)):
+        n = int(data.lengths[b])
+        step = tt.step_function(model, data.src[b : b + 1, :n], data.lengths[b : b + 1])
+        with torch.no_grad():
+            alone = greedy_search(step, BOS, 1, n)[0] if width == 1 else beam_search(step, BOS, 1, n, width)[0]
+        assert torch.equal(got[b, :n], alone[0])
+        assert torch.all(got[b, n:] == PAD)
 
 
 @pytest.mark.catalog("extra:trained-transformer")
