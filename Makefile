@@ -27,8 +27,7 @@ env: $(STAMP) $(KERNEL)
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -r requirements.txt
-	$(PY) -m pip install --quiet -c constraints.txt --no-deps -e .
+	$(PY) scripts/install_env.py  # uv where it can be had (about 3x faster), else pip
 	touch $(STAMP)
 
 $(KERNEL): src/attnsurvey/numeric_env.py $(STAMP)
@@ -50,7 +49,7 @@ endif
 
 test: env assets
 	$(JB) build . --all -W -n --keep-going
-	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile tests chapters book/*.ipynb $(NBVAL)
+	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests chapters book/*.ipynb $(NBVAL)
 
 test-unit: env
 	$(PINNED) $(PY) -m pytest -n 2 tests --ignore=tests/browser

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,3 +37,38 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+#: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
+#: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding.
+SLOW_TEST_FILES = {"tests/browser/test_site.py": 80.0, "tests/test_pdf.py": 70.0, "tests/test_grading.py": 50.0}
+KERNEL_START_S = 3.0
+
+
+def stored_execution_seconds(notebook: Path) -> float:
+    """Seconds a notebook's cells took when it was last executed (nbclient's ``execution`` metadata)."""
+    total = 0.0
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        t = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in t and "shell.execute_reply" in t:
+            start, end = (datetime.fromisoformat(t[k]) for k in ("iopub.execute_input", "shell.execute_reply"))
+            total += (end - start).total_seconds()
+    return total
+
+
+def _file_cost(nodeid: str, path: Path) -> float:
+    if path.suffix == ".ipynb":
+        return KERNEL_START_S + stored_execution_seconds(path)
+    return SLOW_TEST_FILES.get(nodeid.split("::")[0], 0.0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first (notebooks by their stored execution times), so that the two xdist
+    workers of ``make test`` (``--dist loadfile --no-loadscope-reorder``: one file to one worker,
+    in this order) finish together instead of one running the slowest chapter alone at the end.
+    The sort is stable: a file's tests keep their order and stay together."""
+    cost: dict[Path, float] = {}
+    for item in items:
+        if item.path not in cost:
+            cost[item.path] = _file_cost(item.nodeid, item.path)
+    items.sort(key=lambda item: -cost[item.path])

@@ -9,7 +9,11 @@ server, no console error beyond ALLOWED_CONSOLE_ERRORS.
 
 Pages are opened one after the other, and every wait is on an event or a DOM
 condition with a generous timeout (a loaded CI machine once needed more than
-30 s for MathJax; issue 10), never a fixed sleep.
+30 s for MathJax; issue 10), never a fixed sleep. Nor on playwright's
+``networkidle`` (no request for 500 ms, a timing heuristic): on a loaded machine
+it never came for three pages whose every request had been answered, each
+failing after 120 s. Requests are counted from their own events instead
+(:class:`Requests`), and the page is done when none is in flight.
 
 Needs ``_build/html`` (``make book``) and ``/usr/bin/chromium``. Outside CI a
 missing browser or site skips these tests; with ``CI=true`` it fails them.
@@ -18,6 +22,7 @@ missing browser or site skips these tests; with ``CI=true`` it fails them.
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import urlparse
 
 import pytest
@@ -39,6 +44,42 @@ def server():
     need(SITE.joinpath("index.html").is_file(), f"no built site at {SITE} (run `make book`)")
     with serve(SITE) as url:
         yield url
+
+
+class Requests:
+    """Every request of a page, from its events: started, failed (no answer, or HTTP >= 400), in flight."""
+
+    def __init__(self, page):
+        self.urls: list[str] = []
+        self.failed: list[str] = []
+        self.in_flight: dict[object, str] = {}
+        page.on("request", self._started)
+        page.on("requestfinished", lambda r: self.in_flight.pop(r, None))
+        page.on("requestfailed", self._failed)
+        page.on("response", lambda r: self.failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+
+    def _started(self, request) -> None:
+        self.urls.append(request.url)
+        self.in_flight[request] = request.url
+
+    def _failed(self, request) -> None:
+        self.in_flight.pop(request, None)
+        self.failed.append(f"{request.url} ({request.failure})")
+
+    def wait_until_none_in_flight(self, page, timeout_ms: int) -> None:
+        """Return once every request started so far has finished or failed (each wait is on a
+        ``requestfinished`` event; a failure ends the wait at the timeout, and the test reports it)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while self.in_flight and not self.failed and time.monotonic() < deadline:
+            try:
+                page.wait_for_event("requestfinished", timeout=max(1.0, (deadline - time.monotonic()) * 1000))
+            except Exception:  # playwright TimeoutError: reported below
+                break
+        if self.failed:
+            return  # the test reports the failed requests
+        assert (
+            not self.in_flight
+        ), f"requests unanswered after {timeout_ms / 1000:.0f} s: {list(self.in_flight.values())}"
 
 
 def _has_widget_state(page_path: str) -> bool:
@@ -63,14 +104,11 @@ def test_page_renders_offline(server, browser, page_path):
     assert (SITE / page_path).is_file(), f"{page_path} missing from the built site"
     page = browser.new_page()
     page.set_default_timeout(WAIT_MS)
-    requests, failed, errors = [], [], []
-    page.on("request", lambda r: requests.append(r.url))
-    page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
-    page.on("response", lambda r: failed.append(f"{r.url} (HTTP {r.status})") if r.status >= 400 else None)
+    requests = Requests(page)
+    errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
-    page.wait_for_load_state("networkidle", timeout=MATHJAX_MS)
 
     # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements.
     n_math = page.locator(".math").count()
@@ -108,10 +146,12 @@ def test_page_renders_offline(server, browser, page_path):
 
     _check_solutions_hidden(page)
 
+    # Every request the page made (fonts MathJax fetched, those the controls caused) was answered.
+    requests.wait_until_none_in_flight(page, MATHJAX_MS)
     host = urlparse(server).netloc
-    foreign = [u for u in requests if urlparse(u).scheme in {"http", "https"} and urlparse(u).netloc != host]
+    foreign = [u for u in requests.urls if urlparse(u).scheme in {"http", "https"} and urlparse(u).netloc != host]
     assert not foreign, f"requests to other hosts: {foreign}"
-    assert not failed, f"failed requests: {failed}"
+    assert not requests.failed, f"failed requests: {requests.failed}"
     unexpected = [e for e in errors if not any(p.search(e) for p in ALLOWED_CONSOLE_ERRORS)]
     assert not unexpected, f"console errors: {unexpected}"
     page.close()
