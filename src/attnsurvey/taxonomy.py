@@ -34,9 +34,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import SCORES
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Fig. 3 of the survey, exactly: category -> sub-aspect -> the mechanisms named there.
 FIG3: dict[str, dict[str, tuple[str, ...]]] = {
@@ -338,7 +342,7 @@ def table3_row(entry_id: str) -> Table3Row:
 
 
 @catalogued("extra:taxonomy-fig3")
-def taxonomy_figure(highlight: TaxonomyPoint | None = None):
+def taxonomy_figure(highlight: TaxonomyPoint | None = None) -> Figure:
     """Draw Fig. 3 (:data:`FIG3`) as a tree: root -> 3 categories -> 8 sub-aspects -> mechanisms.
 
     With ``highlight``, the mechanisms a model uses (through :data:`FIG3_LEAF`)

@@ -24,6 +24,8 @@ each K/V head to the query heads of its group.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -83,7 +85,9 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
             f"the number of K/V heads g={g} must divide the number of query heads h={h} (q {tuple(q.shape)}, k {tuple(k.shape)})"
         )
     # every K/V head serves h / g consecutive query heads: the core's enable_gqa expands them
-    return attend(q, k, v, mask, enable_gqa=True)
+    c, a = attend(q, k, v, mask, enable_gqa=True)
+    assert a is not None  # need_weights is left at True: attend returns the weights
+    return c, a
 
 
 @catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)", chapter=CHAPTER)
@@ -236,6 +240,8 @@ class TinyDecoderLM(nn.Module):
     Raises ``ValueError`` if the sequence would exceed ``max_len``.
     """
 
+    P: Tensor  # a buffer (registered in __init__)
+
     def __init__(
         self,
         vocab: int,
@@ -257,7 +263,8 @@ class TinyDecoderLM(nn.Module):
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
         """One empty :class:`KVCache` per layer."""
         n = self.P.shape[0] if max_len is None else max_len
-        return [b.attn.new_cache(batch, n, self.embed.weight.dtype) for b in self.blocks]
+        # cast: nn.ModuleList is not generic; __init__ fills self.blocks with DecoderBlocks only
+        return [cast(DecoderBlock, b).attn.new_cache(batch, n, self.embed.weight.dtype) for b in self.blocks]
 
     def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         start = 0 if caches is None else caches[0].length

@@ -80,7 +80,9 @@ def rope_attention(
     Returns ``(c, a)`` as :func:`attnsurvey.general_model.attend`.
     Raises ``ValueError`` on shape problems.
     """
-    return attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
+    c, a = attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
+    assert a is not None  # need_weights is left at True: attend returns the weights
+    return c, a
 
 
 @catalogued(
@@ -134,7 +136,9 @@ def alibi_attention(
     check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
     check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")
     B = alibi_bias(slopes, Q.shape[-2], K.shape[-2]).to(Q.dtype).to(Q.device)
-    return attend(Q, K, V, mask, bias=B)
+    c, a = attend(Q, K, V, mask, bias=B)
+    assert a is not None  # need_weights is left at True: attend returns the weights
+    return c, a
 
 
 class _PositionalSelfAttention(nn.Module):
@@ -186,6 +190,8 @@ class ALiBiSelfAttention(_PositionalSelfAttention):
 
     ``forward(X, X_kv=None, mask=None)`` as :class:`RotarySelfAttention`.
     """
+
+    slopes: Tensor  # a buffer (registered in __init__)
 
     def __init__(self, d_model: int, h: int) -> None:
         super().__init__(d_model, h)

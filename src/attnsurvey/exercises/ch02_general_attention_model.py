@@ -59,9 +59,7 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
     return "correct: matches attend, also for very large scores"
 
 
-def check_ex3(
-    model_mean: torch.nn.Module, model_attention: torch.nn.Module, acc_mean: float, acc_attention: float
-) -> str:
+def check_ex3(model_mean: gm.TaskModel, model_attention: gm.TaskModel, acc_mean: float, acc_attention: float) -> str:
     """Ex. 3: two trained task models on 32 items, and the accuracies you measured for them.
 
     The check evaluates both models itself on the 32-item task (``EX3_TASK``,

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..feature_related import co_attention as ca
 from ..general_mechanisms.scoring import dot_score
+
+if TYPE_CHECKING:
+    from ..data.aspect import AspectData
+    from ..experiments.feature_related import AspectModel
 
 
 def _rand(*shape: int, seed: int) -> Tensor:
@@ -45,9 +50,9 @@ def check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> 
 
 
 def check_ex3(
-    model_rotatory: torch.nn.Module,
-    model_target_only: torch.nn.Module,
-    data,
+    model_rotatory: AspectModel,
+    model_target_only: AspectModel,
+    data: AspectData,
     acc_rotatory: float,
     acc_target_only: float,
 ) -> str:

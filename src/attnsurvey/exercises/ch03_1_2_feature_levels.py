@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..feature_related import levels as lv
+
+if TYPE_CHECKING:
+    from ..data.documents import Documents
 
 
 def check_ex1(first_word_weight: float) -> str:
@@ -47,7 +51,7 @@ def check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> 
 
 
 def check_ex3(
-    model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs, flat_acc: float, hier_acc: float
+    model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs: Documents, flat_acc: float, hier_acc: float
 ) -> str:
     """Ex. 3: flat and hierarchical models trained and tested on two-sentence documents.
 

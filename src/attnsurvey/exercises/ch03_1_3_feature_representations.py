@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..feature_related import representations as rp
+
+if TYPE_CHECKING:
+    from ..data.embeddings import EmbeddingTables
 
 
 def check_ex1(a1: float) -> str:
@@ -45,7 +49,7 @@ def check_ex2(a_masked: Tensor, known: Tensor) -> str:
 def check_ex3(
     model_attention: torch.nn.Module,
     model_average: torch.nn.Module,
-    tables,
+    tables: EmbeddingTables,
     test_words: Tensor,
     acc_attention: float,
     acc_average: float,

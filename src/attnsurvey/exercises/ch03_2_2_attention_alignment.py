@@ -28,6 +28,7 @@ def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
         e = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
         L = torch.randn(n, generator=gen, dtype=torch.float64) + 2.0
         (torch.softmax(e, -1) * L).sum().backward()
+        assert e.grad is not None  # e is a leaf with requires_grad: backward() filled its grad
         a = torch.softmax(e.detach(), -1)
         for b in (0.0, 3.0):
             got = torch.as_tensor(grad_fn(a, L, b), dtype=torch.float64)

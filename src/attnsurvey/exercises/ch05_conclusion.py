@@ -7,12 +7,14 @@ models themselves; they never trust a number the reader reports.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from .. import builder as B
 
 
-def _md_mh(d: int, heads: int) -> torch.nn.Module:
+def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
     torch.manual_seed(0)
     return B.build_model(
         B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), d, 4, heads=heads
@@ -21,7 +23,8 @@ def _md_mh(d: int, heads: int) -> torch.nn.Module:
 
 def check_ex1(answer: int) -> str:
     """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 16``, ``h = 2``."""
-    total = sum(s.W_d.numel() for s in _md_mh(16, 2).main.steps)
+    # cast: nn.ModuleList is not generic; Heads fills .steps with AttentionSteps only
+    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(16, 2).main.steps)
     assert int(answer) == total, (
         f"got {answer}: there are h heads and each W_d is (d/h) x (d/h), so the total is h (d/h)^2 = d^2 / h "
         "(not d^2, which a single head of width d would need)"

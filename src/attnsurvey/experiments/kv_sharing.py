@@ -9,6 +9,8 @@ how many K/V heads they keep (and hence in cache size and in the size of
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..beyond.decoding import TinyDecoderLM
 from ..training import seed_everything
 from .long_positions import copy_back_accuracy, fit_copy_back
@@ -34,7 +36,7 @@ def train_kv_variant(
     return fit_copy_back(model, g, n_train, k, vocab, steps=steps)
 
 
-def kv_sharing_table(seeds: tuple[int, ...] = (0, 1, 2, 3, 4), **kw) -> dict[str, list[float]]:
+def kv_sharing_table(seeds: tuple[int, ...] = (0, 1, 2, 3, 4), **kw: Any) -> dict[str, list[float]]:
     """Copy-back accuracy at the training length, ``{variant: [accuracy per seed]}``."""
     n, k, vocab = kw.get("n_train", 64), kw.get("k", 3), kw.get("vocab", 8)
     return {

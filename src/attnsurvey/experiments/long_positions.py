@@ -16,6 +16,7 @@ a linear read-out per position). Only the position information changes:
 from __future__ import annotations
 
 import math
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F_
@@ -31,6 +32,7 @@ from ..transformer.relative import RelativeSelfAttention
 
 ENCODINGS = ("none", "sinusoidal", "learned", "relative", "rope", "alibi")
 SINUSOIDAL_TABLE = 4096
+_Tagger = TypeVar("_Tagger", bound=nn.Module)
 
 
 class PositionTagger(nn.Module):
@@ -84,7 +86,7 @@ def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
 
 
 def fit_copy_back(
-    model: nn.Module,
+    model: _Tagger,
     generator: torch.Generator,
     n_train: int = 64,
     k: int = 3,
@@ -92,7 +94,7 @@ def fit_copy_back(
     steps: int = 80,
     batch: int = 16,
     lr: float = 1e-2,
-) -> nn.Module:
+) -> _Tagger:
     """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
 
     Batches of length ``n_train`` are drawn from ``generator``. Returns the model in eval mode.
@@ -101,7 +103,9 @@ def fit_copy_back(
     return model
 
 
-def train_copy_back(encoding: str, seed: int, n_train: int = 64, k: int = 3, vocab: int = 8, **kw) -> PositionTagger:
+def train_copy_back(
+    encoding: str, seed: int, n_train: int = 64, k: int = 3, vocab: int = 8, **kw: Any
+) -> PositionTagger:
     """Train a :class:`PositionTagger` with :func:`fit_copy_back` at length ``n_train``.
 
     ``seed`` fixes the initial weights and the data; ``kw`` goes to the model
@@ -123,7 +127,12 @@ def copy_back_accuracy(
     Returns ``nan`` when the model cannot represent length ``n`` at all (a
     learned table shorter than ``n``).
     """
-    if getattr(model, "encoding", None) == "learned" and n > model.position.max_len:
+    position = getattr(model, "position", None)
+    if (
+        getattr(model, "encoding", None) == "learned"
+        and isinstance(position, LearnedPositionEncoding)
+        and n > position.max_len
+    ):
         return math.nan
     x, y = copy_back_batch(batch, n, vocab, k, torch.Generator().manual_seed(seed))
     keep = y != IGNORE
@@ -135,7 +144,7 @@ def extrapolation_table(
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
     lengths: tuple[int, ...] = (64, 128, 256),
     models: dict[str, PositionTagger] | None = None,
-    **train_kw,
+    **train_kw: Any,
 ) -> dict[str, list[list[float]]]:
     """Accuracy per encoding, per seed, per test length: ``{encoding: [[acc at each length] per seed]}``.
 

@@ -17,12 +17,13 @@ Metrics: exact match (whole sequence right) and the book's corpus BLEU
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from ..beyond.search import beam_search, greedy_search
+from ..beyond.search import StepFn, beam_search, greedy_search
 from ..catalog import catalogued, declare
 from ..data.sequences import BOS, PAD, SeqBatch, target_positions, transduction_batch
 from ..evaluation.extrinsic import bleu
@@ -69,7 +70,7 @@ def _loss(model: Seq2SeqTransformer, batch: SeqBatch) -> Tensor:
     chapter=CHAPTER,
 )
 def train_reversal(
-    seed: int, steps: int = 250, batch: int = 32, lr: float = 1e-2, **model_kw
+    seed: int, steps: int = 250, batch: int = 32, lr: float = 1e-2, **model_kw: Any
 ) -> tuple[Seq2SeqTransformer, list[float]]:
     """Train with teacher forcing for ``steps`` Adam steps; ``seed`` fixes weights and data.
 
@@ -81,7 +82,7 @@ def train_reversal(
     return model, hist.losses
 
 
-def step_function(model: Seq2SeqTransformer, src: Tensor, lengths: Tensor):
+def step_function(model: Seq2SeqTransformer, src: Tensor, lengths: Tensor) -> StepFn:
     """The ``step_log_probs`` callable of :mod:`attnsurvey.beyond.search` for this model and source batch.
 
     Encodes ``src`` ``(B, n_x)`` once; the callable takes prefixes ``(B, k, t)``
@@ -167,7 +168,7 @@ class SeedResult:
     mirrored: list[list[float]]
 
 
-def run_seed(seed: int, test: SeqBatch, beam_width: int = 4, **train_kw) -> tuple[Seq2SeqTransformer, SeedResult]:
+def run_seed(seed: int, test: SeqBatch, beam_width: int = 4, **train_kw: Any) -> tuple[Seq2SeqTransformer, SeedResult]:
     """Train one seed and score it on ``test`` (the same test set for every seed)."""
     model, _ = train_reversal(seed, **train_kw)
     mirrored = [mirrored_weight(a, test).tolist() for a in cross_attention(model, test)]

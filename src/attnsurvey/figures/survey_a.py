@@ -9,6 +9,9 @@ as every diagram of the book. Where a figure depicts a structure of the package
 
 from __future__ import annotations
 
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
 from ..plotting import ATTENTION_FILL as _ATT
 from ..plotting import FEATURE_FILL as _FEAT
 from ..plotting import IO_FILL as _IO
@@ -18,7 +21,7 @@ from ..plotting import diagram_axes as _axes
 from ..plotting import draw_arrow, draw_box
 
 
-def encoder_decoder_figure(n: int = 5, steps: int = 3):
+def encoder_decoder_figure(n: int = 5, steps: int = 3) -> Figure:
     """Chapter 1: an encoder-decoder without attention (one fixed vector) and with attention.
 
     The right panel draws, for output step ``t``, lines to every encoder state
@@ -67,7 +70,7 @@ def encoder_decoder_figure(n: int = 5, steps: int = 3):
     return fig
 
 
-def task_model_figure():
+def task_model_figure() -> Figure:
     """Fig. 1 (survey Fig. 1): the task model, feature model + query model + attention model + output model."""
     fig, ax = _axes(10, 2.6, (0, 12.4), (0, 3), "Figure 1 (survey Fig. 1): the task model")
     draw_box(ax, (0.8, 1.5), "input\n$X$", w=1.1, color=_IO)
@@ -85,7 +88,7 @@ def task_model_figure():
     return fig
 
 
-def attention_module_figure():
+def attention_module_figure() -> Figure:
     """Fig. 2 (survey Fig. 2): inside the general attention module, with the equation of each arrow."""
     fig, ax = _axes(10, 3.0, (0, 12.4), (0, 3.4), "Figure 2 (survey Fig. 2): inside the general attention module")
     draw_box(ax, (0.9, 2.6), "features $F$", w=1.4, color=_FEAT)
@@ -106,11 +109,11 @@ def attention_module_figure():
     return fig
 
 
-def _module(ax, xy, name: str, w: float = 1.9, h: float = 0.7) -> None:
+def _module(ax: Axes, xy: tuple[float, float], name: str, w: float = 1.9, h: float = 0.7) -> None:
     draw_box(ax, xy, name, w=w, h=h, color=_ATT)
 
 
-def _co_attention_axes(k: int, name: str, set1: str, set2: str):
+def _co_attention_axes(k: int, name: str, set1: str, set2: str) -> tuple[Figure, Axes]:
     """The frame of the co-attention figures (Figs. 4-6): titled axes, the two input sets on the left."""
     fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), f"Figure {k} (survey Fig. {k}): {name}")
     draw_box(ax, (1.0, 2.8), set1, w=1.0, color=_FEAT)
@@ -118,14 +121,14 @@ def _co_attention_axes(k: int, name: str, set1: str, set2: str):
     return fig, ax
 
 
-def _concat_output(ax, x: float, c1_from: tuple[float, float], c2_from: tuple[float, float]) -> None:
+def _concat_output(ax: Axes, x: float, c1_from: tuple[float, float], c2_from: tuple[float, float]) -> None:
     """The output model centred at ``x``, fed by the arrows of c^(1) (from ``c1_from``) and c^(2) (from ``c2_from``)."""
     draw_box(ax, (x, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, c1_from, (x - 0.9, 2.0), "$c^{(1)}$")
     draw_arrow(ax, c2_from, (x - 0.9, 1.6), "$c^{(2)}$")
 
 
-def alternating_co_attention_figure():
+def alternating_co_attention_figure() -> Figure:
     """Fig. 4 (survey Fig. 4): alternating co-attention, Eq. (7)-(9).
 
     Module [1] attends to F^(1) with no query (Eq. 7) and gives c^(0); c^(0)
@@ -145,7 +148,7 @@ def alternating_co_attention_figure():
     return fig
 
 
-def interactive_co_attention_figure():
+def interactive_co_attention_figure() -> Figure:
     """Fig. 5 (survey Fig. 5): interactive co-attention, Eq. (10)-(11).
 
     The mean key of each set (Eq. 10) queries the *other* set (Eq. 11); both
@@ -166,7 +169,7 @@ def interactive_co_attention_figure():
     return fig
 
 
-def parallel_co_attention_figure():
+def parallel_co_attention_figure() -> Figure:
     """Fig. 6 (survey Fig. 6): parallel co-attention, Eq. (12), (14)-(15).
 
     The keys of both sets meet in the affinity matrix A (Eq. 12); A carries
@@ -187,7 +190,7 @@ def parallel_co_attention_figure():
     return fig
 
 
-def attention_via_attention_figure():
+def attention_via_attention_figure() -> Figure:
     """Fig. 7 (survey Fig. 7): attention-via-attention over words and characters.
 
     The character-level query q^(c) attends to the word-level features F^(w)
@@ -213,7 +216,7 @@ def attention_via_attention_figure():
     return fig
 
 
-def hierarchical_attention_figure(n_sentences: int = 3):
+def hierarchical_attention_figure(n_sentences: int = 3) -> Figure:
     """Fig. 8 (survey Fig. 8): hierarchical attention, words -> sentences -> document.
 
     Each sentence's word features F^(s) go through the sentence-level module

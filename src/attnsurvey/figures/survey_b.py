@@ -11,6 +11,8 @@ catalogues them.
 
 from __future__ import annotations
 
+from matplotlib.figure import Figure
+
 from ..plotting import ATTENTION_FILL as _ATT
 from ..plotting import FEATURE_FILL as _FEAT
 from ..plotting import IO_FILL as _IO
@@ -20,7 +22,7 @@ from ..plotting import diagram_axes as _axes
 from ..plotting import draw_arrow, draw_box
 
 
-def multi_head_figure(h: int = 3):
+def multi_head_figure(h: int = 3) -> Figure:
     """Fig. 9: multi-head attention with ``h`` heads, Eq. (38)-(40).
 
     The query q and the feature matrix F enter every head; head j projects
@@ -68,7 +70,7 @@ def multi_head_figure(h: int = 3):
     return fig
 
 
-def multi_hop_figure(n_hops: int = 3):
+def multi_hop_figure(n_hops: int = 3) -> Figure:
     """Fig. 10: multi-hop attention over ``n_hops`` steps, Eq. (41)-(42).
 
     Solid arrows: the basic structure (transform the query with the current
@@ -112,7 +114,7 @@ def multi_hop_figure(n_hops: int = 3):
     return fig
 
 
-def capsule_figure(d_y: int = 2, class_names: tuple[str, ...] | None = None):
+def capsule_figure(d_y: int = 2, class_names: tuple[str, ...] | None = None) -> Figure:
     """Fig. 11: capsule-based attention with one capsule per class, Eq. (43)-(45).
 
     Every capsule reads the same feature vectors with its own learned query

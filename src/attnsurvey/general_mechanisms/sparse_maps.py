@@ -25,6 +25,8 @@ losses whose gradient is ``a - onehot(y)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -68,7 +70,9 @@ def _check_k(k: int | None, n: int) -> int | None:
     return k if k < n else None
 
 
-def _partial(threshold, z: Tensor, valid: Tensor, k: int | None) -> Tensor:
+def _partial(
+    threshold: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]], z: Tensor, valid: Tensor, k: int | None
+) -> Tensor:
     """``tau`` from the ``k`` largest scores; rows whose support may exceed ``k`` redo the full sort."""
     if k is None:
         return threshold(*_sorted_valid(z, valid))[0]
@@ -176,7 +180,7 @@ class _EntmaxBisect(torch.autograd.Function):
     """alpha-entmax of ``X = (alpha - 1) z`` by bisection, with its closed-form backward."""
 
     @staticmethod
-    def forward(ctx, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:
         power = 1.0 / (alpha - 1.0)
         n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
         top = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
@@ -197,7 +201,8 @@ class _EntmaxBisect(torch.autograd.Function):
         return p
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
+    # ignore: torch declares backward(ctx, *grad_outputs); this Function has one output, hence one grad
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
         (p,) = ctx.saved_tensors
         g = torch.where(p > 0, p ** (2.0 - ctx.alpha), torch.zeros((), dtype=p.dtype))
         gY = g * grad
