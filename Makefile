@@ -25,7 +25,7 @@ KERNEL := $(VENV)/share/jupyter/kernels/attnsurvey/kernel.json
 
 env: $(STAMP) $(KERNEL)
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/install_env.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) scripts/install_env.py  # uv where it can be had (about 3x faster), else pip
 	touch $(STAMP)
