@@ -163,16 +163,23 @@ def test_flop_check_covers_the_main_mechanisms():
 
 
 def test_cost_curves_figure_plots_every_method():
+    def summary(median):
+        return {"median": median, "min": median / 2, "max": median * 2}
+
     results = {
-        "settings": {"d": 8, "machine": "x", "torch": "t", "threads": 1},
+        "settings": {"d": 8, "threads": 1, "repeats": 3},
+        "machine": {"cpu": "x", "cores": 2, "torch": "t"},
         "attention": [
-            {"method": m, "n": n, "seconds": n * k * 1e-6, "peak_mib": n * k * 1e-3}
+            {"method": m, "n": n, "seconds": summary(n * k * 1e-6), "peak_mib": summary(n * k * 1e-3)}
             for k, m in enumerate(["full", "local"], start=1)
             for n in (64, 128)
         ],
     }
     fig = A.cost_curves_figure(results)
-    assert [line.get_label() for line in fig.axes[0].lines] == ["full", "local"]
-    assert len(fig.axes[1].lines) == 2
+    assert [c.get_label() for c in fig.axes[0].containers] == ["full", "local"]
+    assert len(fig.axes[1].containers) == 2
+    line = fig.axes[0].containers[1].lines[0]  # "local": the medians, not the min or max
+    assert line.get_ydata().tolist() == [128e-6, 256e-6]
+    assert "x (2 cores)" in fig._suptitle.get_text()
     with pytest.raises(KeyError):
         A.cost_curves_figure({"settings": {}})

@@ -316,29 +316,34 @@ def complexity_markdown(rows: list[Cost] = COMPLEXITY) -> str:
 def cost_curves_figure(results: dict) -> Figure:
     """Measured time and memory against n, per method, from ``benchmarks/attention_cost.py``'s JSON.
 
-    results: the saved JSON (``{"settings": {...}, "attention": [{"method", "n",
-    "seconds", "peak_mib"}, ...]}``). Log-log axes; the settings are in the title.
-    Raises ``KeyError`` if the JSON lacks those fields.
+    results: the saved JSON (``{"settings": {...}, "machine": {...}, "attention": [{"method", "n",
+    "seconds", "peak_mib"}, ...]}``) where ``seconds`` and ``peak_mib`` are summaries over the repeats
+    (``{"median", "min", "max", ...}``). Each point is the median, its bar the min-max range. Log-log
+    axes; the machine and settings are in the title. Raises ``KeyError`` if the JSON lacks those fields.
     """
     rows = results["attention"]
     methods = sorted({r["method"] for r in rows}, key=[r["method"] for r in rows].index)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
     for m in methods:
         pts = sorted((r["n"], r["seconds"], r["peak_mib"]) for r in rows if r["method"] == m)
-        n = [p[0] for p in pts]
-        axes[0].loglog(n, [p[1] for p in pts], "o-", label=m)
-        mem = [(x, p[2]) for x, p in zip(n, pts) if p[2] > 0]
-        if mem:
-            axes[1].loglog([x for x, _ in mem], [y for _, y in mem], "o-", label=m)
-    axes[0].set(xlabel="sequence length n", ylabel="seconds per call (fastest)", title="time")
+        for ax, k in ((axes[0], 1), (axes[1], 2)):
+            kept = [(p[0], p[k]) for p in pts if p[k]["median"] > 0]  # log axes: a zero cannot be drawn
+            if kept:
+                med = [q["median"] for _, q in kept]
+                err = [[y - q["min"] for y, (_, q) in zip(med, kept)], [q["max"] - y for y, (_, q) in zip(med, kept)]]
+                ax.errorbar([x for x, _ in kept], med, yerr=err, fmt="o-", capsize=2, label=m)
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    axes[0].set(xlabel="sequence length n", ylabel="seconds per call (median, min-max)", title="time")
     axes[1].set(xlabel="sequence length n", ylabel="peak extra memory (MiB)", title="memory")
     for ax in axes:
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    s = results.get("settings", {})
+    s, mach = results.get("settings", {}), results.get("machine", {})
     fig.suptitle(
-        f"measured on {s.get('machine', '?')}, torch {s.get('torch', '?')}, "
-        f"{s.get('threads', '?')} thread(s), d = {s.get('d', '?')}",
+        f"measured on {mach.get('cpu', '?')} ({mach.get('cores', '?')} cores), torch {mach.get('torch', '?')}, "
+        f"{s.get('threads', '?')} thread(s), d = {s.get('d', '?')}, {s.get('repeats', '?')} repeats",
         fontsize=9,
     )
     return fig
