@@ -82,6 +82,16 @@ def figure_path(out: Path, name: str) -> Path:
     return (FIGURES if out == RESULTS else out) / name
 
 
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Write a matplotlib figure to ``path`` (creating its folder) and close it."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 # --- machine -------------------------------------------------------------------------------------
 
 

@@ -151,10 +151,7 @@ def plot(result: dict, path: Path = FIGURE) -> Path:
         f"torch {mc['torch']}, load {mc['load_average_start'][0]:.1f}-{mc['load_average_end'][0]:.1f}",
         fontsize=8,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _bench.save_figure(fig, path, dpi=90)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,9 +109,7 @@ def plot(rows: list[dict], tokens: int, path: Path, title: str) -> None:
     ax.set_ylabel("generated tokens / s (median, min-max)")
     ax.set_title(f"Greedy generation of {tokens} tokens, batch 1\n{title}", fontsize=8)
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _bench.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

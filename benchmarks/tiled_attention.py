@@ -163,9 +163,7 @@ def plot(cost: list[dict], path: Path, title: str) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _bench.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -344,7 +344,6 @@ CORE_FILES = (
 #: Declared one function at a time (a function listed here must not also compute attention weights).
 OUTPUT_DISTRIBUTIONS: dict[str, dict[str, str]] = {
     "general_model.py": {"output_model": "Eq. (5): y = softmax(W_c c + b_c) over the classes"},
-    "evaluation/extrinsic.py": {"perplexity": "log-probabilities of the vocabulary to score a language model"},
     "experiments/trained_transformer.py": {
         "step_function.step": "log-probabilities of the next token over the vocabulary (decoding)",
     },

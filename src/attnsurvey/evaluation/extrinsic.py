@@ -166,8 +166,7 @@ def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None)
     t = targets[keep]
     if (t < 0).any() or (t >= V).any():
         raise ValueError(f"targets must lie in [0, V={V}), got values in [{int(t.min())}, {int(t.max())}]")
-    log_p = torch.log_softmax(logits[keep].double(), dim=-1)
-    nll = -log_p.gather(-1, t[:, None]).mean()
+    nll = F_.cross_entropy(logits[keep].double(), t)  # mean negative log-likelihood of the targets
     return float(torch.exp(nll))
 
 
