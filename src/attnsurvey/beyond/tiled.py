@@ -31,6 +31,7 @@ in :func:`attnsurvey.masking.masked_softmax`; its log-sum-exp is ``-inf``.
 from __future__ import annotations
 
 import math
+from typing import TypedDict, Unpack
 
 import torch
 from torch import Tensor
@@ -47,6 +48,44 @@ BLOCK_Q = 256
 BLOCK_K = 1024
 
 Stats = tuple[Tensor, Tensor, Tensor]
+
+
+class TileOptions(TypedDict, total=False):
+    """The keyword options of :func:`tiled_attend` and :func:`attention_stats` (defaults in :func:`tile_settings`).
+
+    is_causal (False): query ``i`` may attend only to keys ``j <= i``;
+    block_q, block_k (:data:`BLOCK_Q`, :data:`BLOCK_K`): the tile sizes;
+    scale (None: ``1 / sqrt(d_k)``): the factor of the scores ``Q K^T``.
+    """
+
+    is_causal: bool
+    block_q: int
+    block_k: int
+    scale: float | None
+
+
+def tile_settings(d_k: int, options: TileOptions) -> tuple[bool, int, int, float]:
+    """``(is_causal, block_q, block_k, scale)`` of ``options`` with the defaults filled in (the one place they are set).
+
+    Defaults: ``is_causal=False``, ``block_q=BLOCK_Q``, ``block_k=BLOCK_K``,
+    ``scale=1/sqrt(d_k)``. Raises ``TypeError`` for a block size that is not an
+    int and ``ValueError`` for one below 1.
+    """
+    scale = options.get("scale")
+    return (
+        bool(options.get("is_causal", False)),
+        _check_block(options.get("block_q", BLOCK_Q), "block_q"),
+        _check_block(options.get("block_k", BLOCK_K), "block_k"),
+        1.0 / math.sqrt(d_k) if scale is None else float(scale),
+    )
+
+
+def _check_block(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
 
 
 @catalogued("extra:tiled-attention")
@@ -126,23 +165,17 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None) 
 
 @catalogued("extra:tiled-attention")
 def attention_stats(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    mask: Tensor | None = None,
-    is_causal: bool = False,
-    block_q: int = BLOCK_Q,
-    block_k: int = BLOCK_K,
-    scale: float | None = None,
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **options: Unpack[TileOptions]
 ) -> Stats:
     """Online-softmax statistics ``(m, l, acc)`` of every query over all keys, tile by tile.
 
     Arguments as :func:`tiled_attend`, whose context is ``finalize(m, l, acc)[0]``;
     ring attention merges such statistics across processes. Returns m, l
     ``(..., n_q)`` and acc ``(..., n_q, d_v)``. Memory: ``O(block_q * block_k)``
-    beyond the inputs and outputs. Inputs are not validated here.
+    beyond the inputs and outputs. Q, K, V and the mask are not validated here
+    (the options are, by :func:`tile_settings`).
     """
-    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    is_causal, block_q, block_k, scale = tile_settings(Q.shape[-1], options)
     Qs = Q * scale
     batch, n_q, n_f = Qs.shape[:-2], Qs.shape[-2], K.shape[-2]
     m = Qs.new_full((*batch, n_q), -math.inf)
@@ -180,7 +213,9 @@ class TiledAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Q, K, V, mask, is_causal, block_q, block_k, scale):
-        O, L = finalize(*attention_stats(Q, K, V, mask, is_causal, block_q, block_k, scale))
+        O, L = finalize(
+            *attention_stats(Q, K, V, mask, is_causal=is_causal, block_q=block_q, block_k=block_k, scale=scale)
+        )
         ctx.save_for_backward(Q, K, V, O, L, mask)
         ctx.settings = (is_causal, block_q, block_k, scale)
         return O
@@ -233,29 +268,12 @@ def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f:
     check_dim_equal(K.shape[-2], V.shape[-2], what, f"{n_f} of K", f"{n_f} of V")
 
 
-def _check_block(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
-
-
 @catalogued(
     "extra:tiled-attention",
     title="Exact attention in linear memory: tiles, online softmax and a recomputing backward (FlashAttention)",
     chapter=CHAPTER,
 )
-def tiled_attend(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    mask: Tensor | None = None,
-    is_causal: bool = False,
-    block_q: int = BLOCK_Q,
-    block_k: int = BLOCK_K,
-    scale: float | None = None,
-) -> Tensor:
+def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **options: Unpack[TileOptions]) -> Tensor:
     """Exact scaled dot-product attention (Eq. 2-4) computed tile by tile in linear memory.
 
     Q: ``(..., n_q, d_k)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``
@@ -263,7 +281,9 @@ def tiled_attend(
     ``(..., n_q, n_f)``, ``True`` = may attend; ``is_causal``: query ``i`` may
     attend only to keys ``j <= i`` (combined with ``mask`` by AND when both are
     given); ``block_q``, ``block_k``: tile sizes (any positive ints; ``n`` need
-    not be a multiple); ``scale``: default ``1 / sqrt(d_k)``.
+    not be a multiple); ``scale``: default ``1 / sqrt(d_k)``. These four are
+    keyword-only (:class:`TileOptions`; defaults ``False``, :data:`BLOCK_Q`,
+    :data:`BLOCK_K`, ``None``, filled in by :func:`tile_settings`).
     Returns the context ``c`` ``(..., n_q, d_v)``, equal to
     ``attend(Q, K, V, mask)[0]`` up to rounding; differentiable in Q, K and V
     (:class:`TiledAttentionFunction`). Fully-masked query rows and ``n_f = 0``
@@ -273,16 +293,15 @@ def tiled_attend(
     check_qkv(Q, K, V, "tiled attention")
     check_batch_broadcast(Q, K, "Q", "K")
     check_batch_broadcast(K, V, "K", "V")
-    block_q, block_k = _check_block(block_q, "block_q"), _check_block(block_k, "block_k")
+    is_causal, block_q, block_k, scale = tile_settings(Q.shape[-1], options)
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     n_q, n_f = Q.shape[-2], K.shape[-2]
     if mask is not None:
         check_mask(mask, torch.Size((*batch, n_q, n_f)))
     if n_f == 0 or n_q == 0:
         return V.new_zeros((*batch, n_q, V.shape[-1]))
-    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else float(scale)
     Q, K, V = Q.expand(*batch, *Q.shape[-2:]), K.expand(*batch, *K.shape[-2:]), V.expand(*batch, *V.shape[-2:])
-    return TiledAttentionFunction.apply(Q, K, V, mask, bool(is_causal), block_q, block_k, scale)
+    return TiledAttentionFunction.apply(Q, K, V, mask, is_causal, block_q, block_k, scale)
 
 
 def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: int, itemsize: int = 4) -> dict:
