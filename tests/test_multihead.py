@@ -139,6 +139,20 @@ def test_module_with_bias_equals_torch():
     torch.testing.assert_close(a, a_ref)
 
 
+@pytest.mark.catalog("eq40")
+def test_linear_projections_and_scale_option_vs_torch():
+    # nn.Linear projections bring their biases; scale= goes through to attend (SDPA's scale)
+    torch.manual_seed(0)
+    W_Q, W_K, W_V, W_O = (nn.Linear(8, 8) for _ in range(4))
+    X, Y = rand(3, 5, 8), rand(3, 6, 8, seed=2)
+    out, _ = mh.multi_head_attention(X, Y, Y, W_Q, W_K, W_V, W_O, 2, scale=0.3, need_weights=False)
+    q, k, v = (mh.split_heads(W(Z), 2) for W, Z in ((W_Q, X), (W_K, Y), (W_V, Y)))
+    ref = W_O(mh.merge_heads(F_.scaled_dot_product_attention(q, k, v, scale=0.3)))
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    plain, _ = mh.multi_head_attention(X, Y, Y, W_Q.weight, W_K.weight, W_V.weight, W_O.weight, 2, scale=0.3)
+    assert not torch.allclose(out, plain)  # the biases were used
+
+
 @pytest.mark.catalog("eq39")
 def test_fully_masked_rows_and_large_scores():
     W = weights()

@@ -24,6 +24,7 @@ Signatures::
     attend(Q, K, V, mask=None, score=None, *, key_padding_mask=None, bias=None,
            is_causal=False, dropout_p=0.0, generator=None, scale=None,
            enable_gqa=False, need_weights=True, align="softmax") -> (c, a | None)
+    AttendOptions: TypedDict  # the pass-through keyword options (all but need_weights, enable_gqa)
     attention_scores(Q, K, score=None, *, scale=None) -> e
     align_scores(e, mask=None, align="softmax", *, dim=-1, log=False) -> a   # the alignment step, masks inert
     attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
@@ -34,10 +35,10 @@ Signatures::
     dropout_weights(a, p, generator=None) -> a
 
     # attnsurvey.query_related.multihead: the one multi-head stack
-    multi_head_attention(Q, F_k, F_v, W_Q, W_K, W_V, W_O, h, mask=None, *, b_Q/b_K/b_V/b_O,
-        key_padding_mask, bias, is_causal, dropout_p, generator, need_weights=True,
+    multi_head_attention(Q, F_k, F_v, W_Q, W_K, W_V, W_O, h, mask=None, *, need_weights=True,
         average_attn_weights=False, bias_k, bias_v, add_zero_attn, memory, kv_transform,
-        score, align, h_kv, context_hook) -> (out, a | None)
+        score, h_kv, context_hook, **options: AttendOptions) -> (out, a | None)
+        # W_Q, ..., W_O: weight matrices or nn.Linear modules (weight and bias)
     MultiHeadAttention(d_model, h, d_k=None, d_v=None, bias=False, *, dropout, add_bias_kv,
         add_zero_attn, kdim, vdim, batch_first=True, ...)   # hooks: score_fn, align, kv_transform, context_hook
     MultiheadAttention(...)  # drop-in for torch.nn.MultiheadAttention (torch's mask polarity), .from_torch(m)
@@ -55,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 import torch
 import torch.nn.functional as F_
@@ -362,6 +363,27 @@ def _nonfinite_rows(X: Tensor) -> Tensor | None:
     return ~finite.all(-1)
 
 
+class AttendOptions(TypedDict, total=False):
+    """The keyword options of :func:`attend` that a caller passes through unchanged.
+
+    :func:`attnsurvey.query_related.multihead.multi_head_attention` (and its
+    modules) take them as ``**options`` and hand them to :func:`attend` for every
+    head; :func:`attend` itself also takes ``need_weights`` and ``enable_gqa``
+    (which multi-head attention sets from its own arguments). Defaults and
+    meanings are :func:`attend`'s: key_padding_mask (None), bias (None),
+    is_causal (False), dropout_p (0.0), generator (None), scale (None:
+    ``1/sqrt(d_k)``), align (``"softmax"``).
+    """
+
+    key_padding_mask: Tensor | None
+    bias: Tensor | None
+    is_causal: bool
+    dropout_p: float
+    generator: torch.Generator | None
+    scale: float | None
+    align: str | AlignFn
+
+
 # The weights are a Tensor unless need_weights=False: callers that keep the default get (Tensor, Tensor).
 @overload
 def attend(
@@ -371,15 +393,9 @@ def attend(
     mask: Tensor | None = None,
     score: str | ScoreFn | None = None,
     *,
-    key_padding_mask: Tensor | None = None,
-    bias: Tensor | None = None,
-    is_causal: bool = False,
-    dropout_p: float = 0.0,
-    generator: torch.Generator | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
     need_weights: Literal[True] = True,
-    align: str | AlignFn = "softmax",
+    enable_gqa: bool = False,
+    **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor]: ...
 @overload
 def attend(
@@ -389,15 +405,9 @@ def attend(
     mask: Tensor | None = None,
     score: str | ScoreFn | None = None,
     *,
-    key_padding_mask: Tensor | None = None,
-    bias: Tensor | None = None,
-    is_causal: bool = False,
-    dropout_p: float = 0.0,
-    generator: torch.Generator | None = None,
-    scale: float | None = None,
-    enable_gqa: bool = False,
     need_weights: bool,
-    align: str | AlignFn = "softmax",
+    enable_gqa: bool = False,
+    **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor | None]: ...
 def attend(
     Q: Tensor,
@@ -431,6 +441,8 @@ def attend(
     enable_gqa: K and V may have fewer heads (axis -3) than Q, each shared by a
     group of query heads. need_weights: return the weights (after dropout) or
     None. align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+    The keyword options other than need_weights and enable_gqa are the ones
+    callers pass through (:class:`AttendOptions`).
 
     Returns ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)``
     (``a`` is None when ``need_weights=False``). Masked positions are inert:
@@ -532,6 +544,7 @@ def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: Any) -> Tenso
 
 __all__ = [
     "ALIGNMENTS",
+    "AttendOptions",
     "align_scores",
     "allowed_positions",
     "alpha_entmax_align",

@@ -44,20 +44,22 @@ attention (Eq. 30-32), has a weight per feature, so its context is not ``a V``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast, overload
+from typing import Any, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import AlignFn, ScoreFn, attend
+from ..attention import AlignFn, AttendOptions, ScoreFn, attend
 from ..catalog import catalogued
 from ..masking import check_attn_mask
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
 KVTransform = Callable[[Tensor, Tensor], "tuple[Tensor, Tensor]"]
+#: A projection of multi-head attention: a stacked weight matrix, or an ``nn.Linear`` (its weight and bias).
+Projection = Tensor | nn.Linear
 
 
 @catalogued("eq38")
@@ -122,6 +124,10 @@ def _pad_keys(x: Tensor | None, extra: int, fill: float | bool) -> Tensor | None
     return torch.cat([x, pad], dim=-1)
 
 
+def _weight_and_bias(W: Projection) -> tuple[Tensor, Tensor | None]:
+    return (W.weight, W.bias) if isinstance(W, nn.Linear) else (W, None)
+
+
 def _project(X: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
     return X @ W.T if b is None else F_.linear(X, W, b)
 
@@ -137,22 +143,13 @@ def multi_head_attention(
     Q: Tensor,
     F_k: Tensor,
     F_v: Tensor,
-    W_Q: Tensor,
-    W_K: Tensor,
-    W_V: Tensor,
-    W_O: Tensor,
+    W_Q: Projection,
+    W_K: Projection,
+    W_V: Projection,
+    W_O: Projection,
     h: int,
     mask: Tensor | None = None,
     *,
-    b_Q: Tensor | None = None,
-    b_K: Tensor | None = None,
-    b_V: Tensor | None = None,
-    b_O: Tensor | None = None,
-    key_padding_mask: Tensor | None = None,
-    bias: Tensor | None = None,
-    is_causal: bool = False,
-    dropout_p: float = 0.0,
-    generator: torch.Generator | None = None,
     need_weights: bool = True,
     average_attn_weights: bool = False,
     bias_k: Tensor | None = None,
@@ -161,24 +158,28 @@ def multi_head_attention(
     memory: Tensor | None = None,
     kv_transform: KVTransform | None = None,
     score: ScoreFn | None = None,
-    align: str | AlignFn = "softmax",
     h_kv: int | None = None,
     context_hook: Callable[[Tensor, Tensor], Tensor] | None = None,
+    **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, Eq. (38)-(40): ``h`` heads attend in parallel, then concatenate and mix.
 
     Q: ``(..., n_q, d_q)`` queries; F_k: ``(..., n_f, d_f)`` features for keys;
     F_v: ``(..., n_f, d_f)`` features for values (usually the same tensor).
     W_Q ``(h*d_k, d_q)``, W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``,
-    W_O ``(d_o, h*d_v)``; b_Q, b_K, b_V, b_O: optional projection biases.
+    W_O ``(d_o, h*d_v)``: weight matrices, or ``nn.Linear`` modules holding
+    them (their biases are then added to the projections).
     mask: boolean (``True`` = may attend) or float additive; shared by the heads,
     ``(..., n_q, n_f)`` with rank at most ``Q``'s (a head axis is inserted), or
     per head, ``(..., h, n_q, n_f)`` with rank ``Q.dim() + 1``.
-    key_padding_mask: boolean ``(..., n_f)`` (``Q``'s batch axes), ``True`` = may attend.
-    bias: float additive scores, shaped like ``mask``. is_causal, dropout_p,
-    generator, score (per-head ``(q, k) -> e``), align: as
-    :func:`attnsurvey.attention.attend`. need_weights: return the weights;
-    average_attn_weights: average them over the heads.
+    need_weights: return the weights; average_attn_weights: average them over
+    the heads. score: a per-head ``(q, k) -> e``, as the ``score`` of
+    :func:`attnsurvey.attention.attend`.
+    ``**options`` (:class:`attnsurvey.attention.AttendOptions`) go to
+    :func:`~attnsurvey.attention.attend` for every head, with its defaults:
+    is_causal, dropout_p, generator, scale, align as there, and
+    key_padding_mask: boolean ``(..., n_f)`` (``Q``'s batch axes), ``True`` =
+    may attend; bias: float additive scores, shaped like ``mask``.
     bias_k, bias_v ``(h*d_k,)``/``(h*d_v,)``: one extra learned key/value
     appended to the sequence; add_zero_attn: append a zero key and value (both
     as in ``torch.nn.MultiheadAttention``; masks get an allowed column).
@@ -203,6 +204,7 @@ def multi_head_attention(
     h_kv = h if h_kv is None else h_kv
     if h_kv < 1 or h % h_kv:
         raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
+    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = map(_weight_and_bias, (W_Q, W_K, W_V, W_O))
     hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
     if hdk % h or hdv % h:
         raise ValueError(f"h={h} must divide h*d_k={hdk} and h*d_v={hdv}")
@@ -234,7 +236,8 @@ def multi_head_attention(
     mask = head_mask(
         _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch
     )
-    bias = head_mask(_pad_keys(bias, extra, 0.0), Q.dim())
+    options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), Q.dim())
+    key_padding_mask = options.get("key_padding_mask")
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
             raise ValueError(
@@ -245,21 +248,9 @@ def multi_head_attention(
                 f"key_padding_mask must have shape (..., n_f) with the batch axes of Q {tuple(Q.shape[:-2])}, "
                 f"got {tuple(key_padding_mask.shape)}"
             )
-        key_padding_mask = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
+        options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
     c, a = attend(
-        q,
-        k,
-        v,
-        mask,
-        score,
-        key_padding_mask=key_padding_mask,
-        bias=bias,
-        is_causal=is_causal,
-        dropout_p=dropout_p,
-        generator=generator,
-        enable_gqa=h_kv != h,
-        need_weights=need_weights or context_hook is not None,
-        align=align,
+        q, k, v, mask, score, need_weights=need_weights or context_hook is not None, enable_gqa=h_kv != h, **options
     )  # Eq. (39): one context per head
     if context_hook is not None:
         c = context_hook(c, cast(Tensor, a))  # not None: a hook makes attend compute the weights
@@ -285,11 +276,14 @@ class MultiHeadAttention(nn.Module):
     Raises ``ValueError`` if ``h < 1`` or ``h`` does not divide ``d_model`` when
     d_k/d_v are not given, or ``dropout`` is outside ``[0, 1]``.
 
-    ``forward(X_q, X_kv=None, mask=None, *, X_v=None, key_padding_mask=None,
-    bias=None, is_causal=False, need_weights=True, average_attn_weights=None,
-    memory=None, generator=None)`` returns ``(output, weights)`` with masks
-    ``True`` = may attend; ``X_kv=None`` is self-attention, ``X_v`` (default
-    ``X_kv``) gives separate value features.
+    ``forward(X_q, X_kv=None, mask=None, *, X_v=None, need_weights=True,
+    average_attn_weights=None, memory=None, **options)`` returns ``(output, weights)``
+    with masks ``True`` = may attend; ``X_kv=None`` is self-attention, ``X_v``
+    (default ``X_kv``) gives separate value features; ``options``
+    (:class:`attnsurvey.attention.AttendOptions`: key_padding_mask, bias,
+    is_causal, generator, ...) go to :func:`multi_head_attention`, with
+    ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval mode) and
+    ``align`` to the module's ``align`` hook.
     """
 
     #: Hooks a variant overrides (see the module notes): a per-head score
@@ -348,13 +342,10 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         *,
         X_v: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-        bias: Tensor | None = None,
-        is_causal: bool = False,
         need_weights: bool = True,
         average_attn_weights: bool | None = None,
         memory: Tensor | None = None,
-        generator: torch.Generator | None = None,
+        **options: Unpack[AttendOptions],
     ) -> tuple[Tensor, Tensor | None]:
         X_kv = X_q if X_kv is None else X_kv
         X_v = X_kv if X_v is None else X_v
@@ -365,25 +356,18 @@ class MultiHeadAttention(nn.Module):
         if not self.batch_first:
             X_q, X_kv, X_v = (x.transpose(-2, -3) if x.dim() >= 3 else x for x in (X_q, X_kv, X_v))
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
+        options.setdefault("dropout_p", self.dropout if self.training else 0.0)
+        options.setdefault("align", self.align)
         out, a = multi_head_attention(
             X_q,
             X_kv,
             X_v,
-            self.W_Q.weight,
-            self.W_K.weight,
-            self.W_V.weight,
-            self.W_O.weight,
+            self.W_Q,
+            self.W_K,
+            self.W_V,
+            self.W_O,
             self.h,
             mask,
-            b_Q=self.W_Q.bias,
-            b_K=self.W_K.bias,
-            b_V=self.W_V.bias,
-            b_O=self.W_O.bias,
-            key_padding_mask=key_padding_mask,
-            bias=bias,
-            is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0,
-            generator=generator,
             need_weights=need_weights,
             average_attn_weights=avg,
             bias_k=self.bias_k,
@@ -391,9 +375,9 @@ class MultiHeadAttention(nn.Module):
             add_zero_attn=self.add_zero_attn,
             memory=memory,
             score=self.score_fn,
-            align=self.align,
             kv_transform=self.kv_transform,
             context_hook=self.context_hook,
+            **options,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
