@@ -139,7 +139,6 @@ def test_module_with_bias_equals_torch():
     torch.testing.assert_close(a, a_ref)
 
 
-@pytest.mark.catalog("eq40")
 def test_linear_projections_and_scale_option_vs_torch():
     # nn.Linear projections bring their biases; scale= goes through to attend (SDPA's scale)
     torch.manual_seed(0)
