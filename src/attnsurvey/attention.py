@@ -366,10 +366,11 @@ def _nonfinite_rows(X: Tensor) -> Tensor | None:
 class AttendOptions(TypedDict, total=False):
     """The keyword options of :func:`attend` that a caller passes through unchanged.
 
-    :func:`attnsurvey.query_related.multihead.multi_head_attention` (and its
-    modules) take them as ``**options`` and hand them to :func:`attend` for every
-    head; :func:`attend` itself also takes ``need_weights`` and ``enable_gqa``
-    (which multi-head attention sets from its own arguments). Defaults and
+    :func:`attnsurvey.query_related.multihead.multi_head_attention` and
+    ``MultiHeadAttention.forward`` take them as ``**options`` and hand them to
+    :func:`attend` for every head; :func:`attend` itself also takes
+    ``need_weights`` and ``enable_gqa`` (which multi-head attention sets from
+    its own arguments). Defaults and
     meanings are :func:`attend`'s: key_padding_mask (None), bias (None),
     is_causal (False), dropout_p (0.0), generator (None), scale (None:
     ``1/sqrt(d_k)``), align (``"softmax"``).
