@@ -183,7 +183,9 @@ def test_size_and_layer_options_default_from_one_mapping_and_reject_unknown_name
     assert by_default.encoder.layers[0].ffn.linear1.out_features == tm.TRANSFORMER_SIZE["d_ff"]
     layer = tm.DecoderLayer(8, 2, 16)
     assert layer.norm3.eps == tm.LAYER_OPTIONS["layer_norm_eps"] and layer.dropout3.p == tm.LAYER_OPTIONS["dropout"]
-    with pytest.raises(TypeError, match=r"unknown size option\(s\) \['dmodel'\]"):
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['dmodel'\]"):
         tm.SequenceTagger(5, 5, dmodel=16)
-    with pytest.raises(TypeError, match=r"unknown layer option\(s\) \['eps'\]"):
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['eps'\]"):
         tm.Encoder(1, 8, 2, 16, eps=1e-6)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['is_causal'\]; DecoderMasks declares"):
+        tm.Decoder(1, 8, 2, 16)(rand(1, 3, 8), rand(1, 4, 8), is_causal=True)

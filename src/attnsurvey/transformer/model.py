@@ -38,7 +38,7 @@ float64, eval mode, 1e-10).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Final, TypedDict, Unpack
+from typing import ClassVar, Final, TypedDict, TypeVar, Unpack, cast
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
@@ -89,11 +89,17 @@ class LayerOptions(TypedDict, total=False):
 LAYER_OPTIONS: Final[LayerOptions] = {"activation": F_.relu, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5}
 
 
-def _layer_options(options: LayerOptions) -> LayerOptions:
-    """``options`` over :data:`LAYER_OPTIONS`; raises ``TypeError`` for a name it does not declare."""
-    if unknown := sorted(options.keys() - LAYER_OPTIONS.keys()):
-        raise TypeError(f"unknown layer option(s) {unknown}; LayerOptions declares {list(LAYER_OPTIONS)}")
-    return {**LAYER_OPTIONS, **options}
+_Options = TypeVar("_Options", bound=Mapping[str, object])
+
+
+def _with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Options:
+    """Every option: ``given`` over ``defaults`` (which holds all that ``declared_by`` declares).
+
+    Raises ``TypeError`` for a name that ``declared_by`` does not declare (as a call with an unknown keyword would).
+    """
+    if unknown := sorted(given.keys() - defaults.keys()):
+        raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
+    return cast(_Options, {**defaults, **given})
 
 
 @catalogued("extra:transformer-encoder")
@@ -194,6 +200,28 @@ def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
     check_dim_equal(X.shape[-1], d_model, who, f"d_model of {sym}", "d_model of the layer")
 
 
+class DecoderMasks(TypedDict, total=False):
+    """The keyword-only mask options of :meth:`DecoderLayer.forward`, passed unchanged to every layer by :class:`Decoder`.
+
+    self_key_padding_mask: boolean ``(..., n_y)``, ``True`` = real decoder token;
+    memory_key_padding_mask: boolean ``(..., n_x)``, ``True`` = real encoder token;
+    self_is_causal: adds the causal mask to the self-attention. Defaults in
+    :data:`DECODER_MASKS` (no padding masks, not causal).
+    """
+
+    self_key_padding_mask: Tensor | None
+    memory_key_padding_mask: Tensor | None
+    self_is_causal: bool
+
+
+#: The defaults of :class:`DecoderMasks`.
+DECODER_MASKS: Final[DecoderMasks] = {
+    "self_key_padding_mask": None,
+    "memory_key_padding_mask": None,
+    "self_is_causal": False,
+}
+
+
 class _Layer(nn.Module):
     """What an encoder and a decoder layer share: the attention modules, the FFN, one LayerNorm and one dropout per sub-layer.
 
@@ -223,7 +251,7 @@ class _Layer(nn.Module):
         **options: Unpack[LayerOptions],
     ) -> None:
         super().__init__()
-        o = _layer_options(options)
+        o = _with_defaults(options, LAYER_OPTIONS, "LayerOptions")
         bias, dropout = o["bias"], _check_dropout(o["dropout"])
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = (
@@ -281,16 +309,17 @@ class DecoderLayer(_Layer):
     """One Transformer decoder layer: causal self-attention, cross-attention, FFN.
 
     Args: ``(d_model, h, d_ff, norm_first=False, self_attn=None, **options)`` as
-    :class:`EncoderLayer` (see :class:`_Layer`).
+    :class:`EncoderLayer` (see :class:`_Layer`; options: :class:`LayerOptions`, as
+    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias, layer_norm_eps).
 
-    ``forward(Y, M, self_mask=None, memory_mask=None)``: Y ``(..., n_y, d_model)``
+    ``forward(Y, M, self_mask=None, memory_mask=None, **masks)``: Y ``(..., n_y, d_model)``
     decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
     ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
-    memory_mask ``(..., n_y or 1, n_x)``. Keyword options as
-    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias,
-    layer_norm_eps; forward also takes ``self_key_padding_mask`` ``(..., n_y)``,
-    ``memory_key_padding_mask`` ``(..., n_x)`` and ``self_is_causal``.
-    Returns ``(Y', self weights, cross weights)``.
+    memory_mask ``(..., n_y or 1, n_x)``; keyword-only masks: :class:`DecoderMasks`
+    (``self_key_padding_mask`` ``(..., n_y)``, ``memory_key_padding_mask`` ``(..., n_x)``,
+    ``self_is_causal``). Returns ``(Y', self weights, cross weights)``.
+    Raises ``ValueError`` if Y or M has the wrong width, ``TypeError`` for an
+    unknown mask option.
     """
 
     has_cross_attention = True
@@ -304,20 +333,18 @@ class DecoderLayer(_Layer):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        *,
-        self_key_padding_mask: Tensor | None = None,
-        memory_key_padding_mask: Tensor | None = None,
-        self_is_causal: bool = False,
+        **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
+        m = _with_defaults(masks, DECODER_MASKS, "DecoderMasks")
         box: list[Tensor] = []
 
         self_sub = _attention_sublayer(
-            self.self_attn, None, self_mask, self_key_padding_mask, self_is_causal, self.dropout1, box
+            self.self_attn, None, self_mask, m["self_key_padding_mask"], m["self_is_causal"], self.dropout1, box
         )
         cross_sub = _attention_sublayer(
-            self.cross_attn, M, memory_mask, memory_key_padding_mask, False, self.dropout2, box
+            self.cross_attn, M, memory_mask, m["memory_key_padding_mask"], False, self.dropout2, box
         )
         Y = residual_norm(Y, self_sub, self.norm1, self.norm_first)
         Y = residual_norm(Y, cross_sub, self.norm2, self.norm_first)
@@ -361,7 +388,7 @@ class _Stack(nn.Module):
         )
         self.final_norm: nn.Module = nn.Identity()
         if norm_first if final_norm is None else final_norm:
-            o = _layer_options(layer_options)
+            o = _with_defaults(layer_options, LAYER_OPTIONS, "LayerOptions")
             self.final_norm = nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=o["bias"])
 
 
@@ -389,8 +416,8 @@ class Encoder(_Stack):
 
 @catalogued("extra:transformer-decoder")
 class Decoder(_Stack):
-    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **options)``
-    (options as :meth:`DecoderLayer.forward`) returns ``(Y', [self weights per
+    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **masks)``
+    (masks: :class:`DecoderMasks`, the same for every layer) returns ``(Y', [self weights per
     layer], [cross weights per layer])``. Constructor arguments as :class:`Encoder` (see :class:`_Stack`)."""
 
     layer_type = DecoderLayer
@@ -401,11 +428,11 @@ class Decoder(_Stack):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        **options: object,
+        **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
-            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **options)
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **masks)
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
@@ -475,13 +502,6 @@ TRANSFORMER_SIZE: Final[TransformerSize] = {
 }
 
 
-def _full_size(size: TransformerSize) -> TransformerSize:
-    """``size`` over the defaults of :data:`TRANSFORMER_SIZE`; raises ``TypeError`` for a name it does not declare."""
-    if unknown := sorted(size.keys() - TRANSFORMER_SIZE.keys()):
-        raise TypeError(f"unknown size option(s) {unknown}; TransformerSize declares {list(TRANSFORMER_SIZE)}")
-    return {**TRANSFORMER_SIZE, **size}
-
-
 def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
     if position == "sinusoidal":
         return SinusoidalPositionEncoding(d_model, max_len)
@@ -520,7 +540,7 @@ class SequenceTagger(nn.Module):
         **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
-        full = _full_size(size)
+        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model, h = full["d_model"], full["h"]
         self.embed = nn.Embedding(vocab, d_model)
         self.position = _position_module(position, d_model, full["max_len"])
@@ -560,7 +580,7 @@ class Seq2SeqTransformer(nn.Module):
         **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
-        full = _full_size(size)
+        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model = full["d_model"]
         self.src_embed = nn.Embedding(vocab_src, d_model)
         self.tgt_embed = nn.Embedding(vocab_tgt, d_model)
