@@ -109,7 +109,6 @@ def test_combined_mechanisms_build(kw):
     _forward_backward(B.point(**kw))
 
 
-@pytest.mark.catalog("extra:taxonomy-builder")
 def test_options_default_from_build_defaults_and_unknown_names_raise():
     p = B.point(query_multiplicity="multi-head + multi-hop")
     torch.manual_seed(0)

@@ -172,7 +172,6 @@ def test_large_inputs_and_bfloat16_stay_finite():
     assert out16.dtype == torch.bfloat16 and torch.isfinite(out16).all()
 
 
-@pytest.mark.catalog("extra:transformer-encoder")
 def test_size_and_layer_options_default_from_one_mapping_and_reject_unknown_names():
     torch.manual_seed(0)
     by_default = tm.Seq2SeqTransformer(11, 13)
