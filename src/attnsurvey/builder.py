@@ -95,6 +95,7 @@ from .training import train as _train
 #: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
 __all__ = [
     "AttentionStep",
+    "BUILD_DEFAULTS",
     "BuildOptions",
     "Heads",
     "MODULE_POINTS",

@@ -23,14 +23,18 @@ the first hop, and each layer refines the feature matrix for the next.
 Masks are boolean, ``True`` = may attend.
 
 The layers take the options of ``torch.nn.TransformerEncoderLayer`` /
-``DecoderLayer`` (keyword-only; the defaults reproduce the layers the chapters
-use): ``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
+``DecoderLayer``, declared once in :class:`LayerOptions` (keyword-only; the
+defaults, :data:`LAYER_OPTIONS`, reproduce the layers the chapters use): ``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
 attention weights, inside the FFN and on each sub-layer's output, as torch
 places it; 0 by default, since the book's experiments are tiny and
 deterministic), ``bias=False`` (no bias in any projection or LayerNorm),
-``layer_norm_eps``; ``forward`` takes ``key_padding_mask`` and ``is_causal``;
-:class:`Encoder` and :class:`Decoder` take ``final_norm`` (default: only with
-pre-norm; ``torch.nn.Transformer`` always has one). With copied weights
+``layer_norm_eps``; ``forward`` takes ``key_padding_mask`` and ``is_causal``
+(the decoder: :class:`DecoderMasks`); :class:`Encoder` and :class:`Decoder`
+take ``final_norm`` (default: only with pre-norm; ``torch.nn.Transformer``
+always has one). The models built from these stacks (:class:`SequenceTagger`,
+:class:`Seq2SeqTransformer`) take their sizes as :class:`TransformerSize`
+(defaults :data:`TRANSFORMER_SIZE`). An option name that a declaration does
+not hold raises ``TypeError``. With copied weights
 (:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
 float64, eval mode, 1e-10).
 """
