@@ -105,7 +105,7 @@ COPY_BACK: Final[CopyBackTask] = {"n_train": 64, "k": 3, "vocab": 8, "steps": 80
 
 
 def copy_back_task(task: CopyBackTask) -> CopyBackTask:
-    """Every option of ``task``, the missing ones from :data:`COPY_BACK`; ``TypeError`` for a name it does not declare."""
+    """Every option of ``task``, the missing ones from :data:`COPY_BACK`; ``TypeError`` for an undeclared name."""
     if unknown := sorted(task.keys() - COPY_BACK.keys()):
         raise TypeError(f"unknown option(s) {unknown}; CopyBackTask declares {list(COPY_BACK)}")
     return {**COPY_BACK, **task}

@@ -41,7 +41,7 @@ def reversal_data(batch: int, generator: torch.Generator) -> SeqBatch:
     return transduction_batch(batch, LENGTHS, vocab_size=VOCAB, task="reverse", generator=generator)
 
 
-#: How the chapter's model differs from :data:`~attnsurvey.transformer.model.TRANSFORMER_SIZE` (width 32, 2 heads, FFN 64).
+#: How the chapter's model differs from :data:`~attnsurvey.transformer.model.TRANSFORMER_SIZE` (width 32, 2 heads).
 CHAPTER_SIZE: Final[TransformerSize] = {"n_layers": 1, "max_len": 32, "norm_first": True}
 
 

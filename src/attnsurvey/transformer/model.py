@@ -24,7 +24,8 @@ Masks are boolean, ``True`` = may attend.
 
 The layers take the options of ``torch.nn.TransformerEncoderLayer`` /
 ``DecoderLayer``, declared once in :class:`LayerOptions` (keyword-only; the
-defaults, :data:`LAYER_OPTIONS`, reproduce the layers the chapters use): ``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
+defaults, :data:`LAYER_OPTIONS`, reproduce the layers the chapters use):
+``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
 attention weights, inside the FFN and on each sub-layer's output, as torch
 places it; 0 by default, since the book's experiments are tiny and
 deterministic), ``bias=False`` (no bias in any projection or LayerNorm),
@@ -205,7 +206,7 @@ def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
 
 
 class DecoderMasks(TypedDict, total=False):
-    """The keyword-only mask options of :meth:`DecoderLayer.forward`, passed unchanged to every layer by :class:`Decoder`.
+    """The keyword-only masks of :meth:`DecoderLayer.forward`; :class:`Decoder` passes them to every layer.
 
     self_key_padding_mask: boolean ``(..., n_y)``, ``True`` = real decoder token;
     memory_key_padding_mask: boolean ``(..., n_x)``, ``True`` = real encoder token;
@@ -227,7 +228,7 @@ DECODER_MASKS: Final[DecoderMasks] = {
 
 
 class _Layer(nn.Module):
-    """What an encoder and a decoder layer share: the attention modules, the FFN, one LayerNorm and one dropout per sub-layer.
+    """What encoder and decoder layers share: attention, the FFN, one LayerNorm and one dropout per sub-layer.
 
     Args: d_model, h (heads), d_ff (FFN width), norm_first (False: post-norm as
     in the original; True: pre-norm), self_attn (optional replacement attention
