@@ -138,3 +138,5 @@ def test_kv_sharing_variants_train_and_differ_only_in_kv_heads():
         assert m.blocks[0].attn.g == g and not m.training
     # W_K and W_V shrink with the number of K/V heads: 2 * 32 * 8 parameters per K/V head
     assert sizes["MHA"] - sizes["MQA"] == 2 * 32 * 8 * 3
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['step'\]"):
+        ks.train_kv_variant(1, 0, step=3)

@@ -109,6 +109,18 @@ def test_combined_mechanisms_build(kw):
     _forward_backward(B.point(**kw))
 
 
+def test_options_default_from_build_defaults_and_unknown_names_raise():
+    p = B.point(query_multiplicity="multi-head + multi-hop")
+    torch.manual_seed(0)
+    by_default = B.build_model(p, 8, 2)
+    torch.manual_seed(0)
+    spelled_out = B.build_model(p, 8, 2, **B.BUILD_DEFAULTS)
+    assert all(torch.equal(a, b) for a, b in zip(by_default.state_dict().values(), spelled_out.state_dict().values()))
+    assert (by_default.main.h, by_default.n_hops, by_default.hop_form) == (2, 2, "memory")
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['head'\]"):
+        B.build_model(p, 8, 2, head=4)
+
+
 def test_incompatible_sizes_inside_a_component_name_the_dimension():
     with pytest.raises(ValueError, match="scoring='multiplicative'.*attention-via-attention.*d_"):
         _build(B.point(scoring="multiplicative", feature_levels="attention-via-attention"))

@@ -170,3 +170,21 @@ def test_large_inputs_and_bfloat16_stay_finite():
     assert torch.isfinite(out).all()
     out16, _ = enc.to(torch.bfloat16)(rand(2, 5, 8).to(torch.bfloat16))
     assert out16.dtype == torch.bfloat16 and torch.isfinite(out16).all()
+
+
+def test_size_and_layer_options_default_from_one_mapping_and_reject_unknown_names():
+    torch.manual_seed(0)
+    by_default = tm.Seq2SeqTransformer(11, 13)
+    torch.manual_seed(0)
+    spelled_out = tm.Seq2SeqTransformer(11, 13, **tm.TRANSFORMER_SIZE)
+    assert all(torch.equal(a, b) for a, b in zip(by_default.state_dict().values(), spelled_out.state_dict().values()))
+    assert len(by_default.encoder.layers) == tm.TRANSFORMER_SIZE["n_layers"]
+    assert by_default.encoder.layers[0].ffn.linear1.out_features == tm.TRANSFORMER_SIZE["d_ff"]
+    layer = tm.DecoderLayer(8, 2, 16)
+    assert layer.norm3.eps == tm.LAYER_OPTIONS["layer_norm_eps"] and layer.dropout3.p == tm.LAYER_OPTIONS["dropout"]
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['dmodel'\]"):
+        tm.SequenceTagger(5, 5, dmodel=16)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['eps'\]"):
+        tm.Encoder(1, 8, 2, 16, eps=1e-6)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['is_causal'\]; DecoderMasks declares"):
+        tm.Decoder(1, 8, 2, 16)(rand(1, 3, 8), rand(1, 4, 8), is_causal=True)

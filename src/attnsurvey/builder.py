@@ -70,7 +70,7 @@ policy parameters learn through the score-function (REINFORCE) surrogate that
 from __future__ import annotations
 
 import math
-from typing import Any, TypedDict, Unpack, cast
+from typing import Any, Final, TypedDict, Unpack, cast
 
 import torch
 from torch import Tensor, nn
@@ -95,6 +95,7 @@ from .training import train as _train
 #: Re-exported: the attention step, the describer, Luong's location score (now in the score registry).
 __all__ = [
     "AttentionStep",
+    "BUILD_DEFAULTS",
     "BuildOptions",
     "Heads",
     "MODULE_POINTS",
@@ -140,7 +141,10 @@ def _marked(module: nn.Module, markers: dict[str, str], default: str) -> str:
 
 # ----------------------------------------------------------------------------- the model
 class BuildOptions(TypedDict, total=False):
-    """The keyword options of :func:`build_model`, passed on to :class:`TaxonomyModel` (which holds the defaults)."""
+    """The keyword options of :func:`build_model` and :class:`TaxonomyModel` (defaults: :data:`BUILD_DEFAULTS`).
+
+    :func:`build_model`'s docstring explains each of them.
+    """
 
     n_max: int
     heads: int
@@ -148,6 +152,17 @@ class BuildOptions(TypedDict, total=False):
     chunk: int
     window: float
     hop_form: str
+
+
+#: The value of every :class:`BuildOptions` option that a call leaves out.
+BUILD_DEFAULTS: Final[BuildOptions] = {
+    "n_max": 16,
+    "heads": 2,
+    "hops": 2,
+    "chunk": 4,
+    "window": 2.0,
+    "hop_form": "memory",
+}
 
 
 @catalogued("extra:taxonomy-builder")
@@ -159,23 +174,19 @@ class TaxonomyModel(nn.Module):
     weights of the main attention, ``(B, n_q, n_f)``, are kept in ``last_weights`` and
     the log-probability of sampled alignments in ``last_log_prob``.
     ``point`` is the configuration it was built from; the other arguments are
-    :func:`build_model`'s (its docstring explains them). Raises ``ValueError`` for
-    sizes below 1 and for configurations or sizes that no component supports.
+    :func:`build_model`'s (its docstring explains them; the keyword options are
+    :class:`BuildOptions`, defaults in :data:`BUILD_DEFAULTS`). Raises ``ValueError`` for
+    sizes below 1 and for configurations or sizes that no component supports,
+    ``TypeError`` for an option that :class:`BuildOptions` does not declare.
     """
 
-    def __init__(
-        self,
-        point: TaxonomyPoint,
-        d_model: int,
-        n_classes: int,
-        n_max: int = 16,
-        heads: int = 2,
-        hops: int = 2,
-        chunk: int = 4,
-        window: float = 2.0,
-        hop_form: str = "memory",
-    ) -> None:
+    def __init__(self, point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> None:
         super().__init__()
+        if unknown := sorted(options.keys() - BUILD_DEFAULTS.keys()):
+            raise TypeError(f"unknown option(s) {unknown}; BuildOptions declares {list(BUILD_DEFAULTS)}")
+        full: BuildOptions = {**BUILD_DEFAULTS, **options}
+        n_max, heads, hops, chunk = full["n_max"], full["heads"], full["hops"], full["chunk"]
+        window, hop_form = full["window"], full["hop_form"]
         for name, v in (
             ("d_model", d_model),
             ("n_classes", n_classes),
@@ -463,7 +474,7 @@ def build_model(point: TaxonomyPoint, d_model: int, n_classes: int, **options: U
     row whose cells list alternatives with ``","``); mechanisms combined with
     ``"+"`` go into one model. d_model: the feature and query size ``d_f = d_q``;
     n_classes: ``d_y``. Keyword-only options (:class:`BuildOptions`; the defaults are
-    :class:`TaxonomyModel`'s): n_max (16): the longest ``n_f`` for the location score; heads,
+    :data:`BUILD_DEFAULTS`): n_max (16): the longest ``n_f`` for the location score; heads,
     hops (2, 2): ``h`` and the number of hops; chunk (4): the chunk length of the two
     feature-level mechanisms; window (2.0): the half-width ``D`` of local alignment;
     hop_form (multi-hop, ``"memory"``): ``"memory"``, the memory-network form (attend with

@@ -9,37 +9,56 @@ how many K/V heads they keep (and hence in cache size and in the size of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Final, Unpack
 
 from ..beyond.decoding import TinyDecoderLM
 from ..training import seed_everything
-from .long_positions import copy_back_accuracy, fit_copy_back
+from .long_positions import COPY_BACK, CopyBackTask, copy_back_accuracy, copy_back_task, fit_copy_back
 
 KV_VARIANTS = {"MHA": 4, "GQA": 2, "MQA": 1}
 
 
-def train_kv_variant(
-    n_kv_heads: int,
-    seed: int,
-    n_train: int = 64,
-    k: int = 3,
-    vocab: int = 8,
-    steps: int = 120,
-    d_model: int = 32,
-    n_heads: int = 4,
-) -> TinyDecoderLM:
-    """Train one variant; ``seed`` fixes weights and data. Returns the model in eval mode."""
+class KVVariantOptions(CopyBackTask, total=False):
+    """The options of :func:`train_kv_variant` and :func:`kv_sharing_table`: the task's
+    (:class:`~attnsurvey.experiments.long_positions.CopyBackTask`), the model width
+    ``d_model`` and the number of query heads ``n_heads`` (defaults: :data:`KV_VARIANT`)."""
+
+    d_model: int
+    n_heads: int
+
+
+#: The defaults of :class:`KVVariantOptions`: the task's (:data:`~attnsurvey.experiments.long_positions.COPY_BACK`)
+#: with 120 steps, width 32 and 4 query heads.
+KV_VARIANT: Final[KVVariantOptions] = {**COPY_BACK, "steps": 120, "d_model": 32, "n_heads": 4}
+
+
+def train_kv_variant(n_kv_heads: int, seed: int, **options: Unpack[KVVariantOptions]) -> TinyDecoderLM:
+    """Train one variant; ``seed`` fixes weights and data. Returns the model in eval mode.
+
+    Keyword options: :class:`KVVariantOptions` (defaults in :data:`KV_VARIANT`).
+    Raises ``TypeError`` for an option it does not declare.
+    """
+    o: KVVariantOptions = {**KV_VARIANT, **options}
+    d_model, n_heads = o.pop("d_model"), o.pop("n_heads")
+    task = copy_back_task(o)  # raises TypeError for an unknown name
     g = seed_everything(seed)
+    vocab, n_train = task["vocab"], task["n_train"]
     model = TinyDecoderLM(
         vocab, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, d_ff=2 * d_model, n_layers=1, max_len=n_train
     )
-    return fit_copy_back(model, g, n_train, k, vocab, steps=steps)
+    return fit_copy_back(model, g, **task)
 
 
-def kv_sharing_table(seeds: tuple[int, ...] = (0, 1, 2, 3, 4), **kw: Any) -> dict[str, list[float]]:
-    """Copy-back accuracy at the training length, ``{variant: [accuracy per seed]}``."""
-    n, k, vocab = kw.get("n_train", 64), kw.get("k", 3), kw.get("vocab", 8)
+def kv_sharing_table(
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4), **options: Unpack[KVVariantOptions]
+) -> dict[str, list[float]]:
+    """Copy-back accuracy at the training length, ``{variant: [accuracy per seed]}``.
+
+    Keyword options: :class:`KVVariantOptions`, for every variant (defaults in :data:`KV_VARIANT`).
+    """
+    task: KVVariantOptions = {**KV_VARIANT, **options}
+    n, k, vocab = task["n_train"], task["k"], task["vocab"]
     return {
-        name: [copy_back_accuracy(train_kv_variant(g, s, **kw), n, k, vocab) for s in seeds]
+        name: [copy_back_accuracy(train_kv_variant(g, s, **options), n, k, vocab) for s in seeds]
         for name, g in KV_VARIANTS.items()
     }

@@ -16,7 +16,7 @@ a linear read-out per position). Only the position information changes:
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any, Final, TypedDict, TypeVar, Unpack, cast
 
 import torch
 import torch.nn.functional as F_
@@ -85,44 +85,68 @@ def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
     return F_.cross_entropy(_logits(model, x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
 
 
-def fit_copy_back(
-    model: _Tagger,
-    generator: torch.Generator,
-    n_train: int = 64,
-    k: int = 3,
-    vocab: int = 8,
-    steps: int = 80,
-    batch: int = 16,
-    lr: float = 1e-2,
-) -> _Tagger:
+class CopyBackTask(TypedDict, total=False):
+    """The options of training on copy-``k``-back (:func:`fit_copy_back`; defaults: :data:`COPY_BACK`).
+
+    n_train: the training length; k: the offset of the copied token; vocab: the
+    number of symbols; steps, batch, lr: Adam steps, sequences per batch, learning rate.
+    """
+
+    n_train: int
+    k: int
+    vocab: int
+    steps: int
+    batch: int
+    lr: float
+
+
+#: The value of every :class:`CopyBackTask` option that a call leaves out.
+COPY_BACK: Final[CopyBackTask] = {"n_train": 64, "k": 3, "vocab": 8, "steps": 80, "batch": 16, "lr": 1e-2}
+
+
+def copy_back_task(task: CopyBackTask) -> CopyBackTask:
+    """Every option of ``task``, the missing ones from :data:`COPY_BACK`; ``TypeError`` for an undeclared name."""
+    if unknown := sorted(task.keys() - COPY_BACK.keys()):
+        raise TypeError(f"unknown option(s) {unknown}; CopyBackTask declares {list(COPY_BACK)}")
+    return {**COPY_BACK, **task}
+
+
+def fit_copy_back(model: _Tagger, generator: torch.Generator, **task: Unpack[CopyBackTask]) -> _Tagger:
     """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
 
+    Keyword options: :class:`CopyBackTask` (defaults in :data:`COPY_BACK`).
     Batches of length ``n_train`` are drawn from ``generator``. Returns the model in eval mode.
     """
-    train(model, _loss, (copy_back_batch(batch, n_train, vocab, k, generator) for _ in range(steps)), lr=lr)
+    t = copy_back_task(task)
+    data = (copy_back_batch(t["batch"], t["n_train"], t["vocab"], t["k"], generator) for _ in range(t["steps"]))
+    train(model, _loss, data, lr=t["lr"])
     return model
 
 
-def train_copy_back(
-    encoding: str, seed: int, n_train: int = 64, k: int = 3, vocab: int = 8, **kw: Any
-) -> PositionTagger:
+def train_copy_back(encoding: str, seed: int, **kw: Any) -> PositionTagger:
     """Train a :class:`PositionTagger` with :func:`fit_copy_back` at length ``n_train``.
 
-    ``seed`` fixes the initial weights and the data; ``kw`` goes to the model
-    (``d_model``, ``h``, ``d_ff``, ``b``) or to :func:`fit_copy_back` (``steps``,
-    ``batch``, ``lr``). Returns the model in eval mode.
+    ``seed`` fixes the initial weights and the data; ``kw`` holds the options of
+    :class:`CopyBackTask` (defaults in :data:`COPY_BACK`: ``n_train=64``, ``k=3``,
+    ``vocab=8``, ...) and the model's (``d_model``, ``h``, ``d_ff``, ``b``).
+    Returns the model in eval mode.
     """
-    fit_kw = {key: kw.pop(key) for key in ("steps", "batch", "lr") if key in kw}
+    task = copy_back_task(cast(CopyBackTask, {key: kw.pop(key) for key in COPY_BACK if key in kw}))
     g = seed_everything(seed)
-    model = PositionTagger(vocab, encoding, max_len=n_train, **kw)
-    return fit_copy_back(model, g, n_train, k, vocab, **fit_kw)
+    model = PositionTagger(task["vocab"], encoding, max_len=task["n_train"], **kw)
+    return fit_copy_back(model, g, **task)
 
 
 @torch.no_grad()
 def copy_back_accuracy(
-    model: nn.Module, n: int, k: int = 3, vocab: int = 8, batch: int = 32, seed: int = 1000
+    model: nn.Module,
+    n: int,
+    k: int = COPY_BACK["k"],
+    vocab: int = COPY_BACK["vocab"],
+    batch: int = 32,
+    seed: int = 1000,
 ) -> float:
-    """Token accuracy on fresh sequences of length ``n`` (positions with a target only).
+    """Token accuracy on fresh sequences of length ``n`` (positions with a target only; ``k``, ``vocab`` as trained).
 
     Returns ``nan`` when the model cannot represent length ``n`` at all (a
     learned table shorter than ``n``).
@@ -152,8 +176,7 @@ def extrapolation_table(
     (the same batches). If ``models`` is a dict, the model of the first seed of
     each encoding is stored in it (to look at its attention).
     """
-    k = train_kw.get("k", 3)
-    vocab = train_kw.get("vocab", 8)
+    k, vocab = train_kw.get("k", COPY_BACK["k"]), train_kw.get("vocab", COPY_BACK["vocab"])
     out: dict[str, list[list[float]]] = {}
     for enc in encodings:
         out[enc] = []

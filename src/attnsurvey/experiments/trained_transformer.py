@@ -17,7 +17,7 @@ Metrics: exact match (whole sequence right) and the book's corpus BLEU
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Unpack
 
 import torch
 import torch.nn.functional as F_
@@ -29,7 +29,7 @@ from ..data.sequences import BOS, PAD, SeqBatch, target_positions, transduction_
 from ..evaluation.extrinsic import bleu
 from ..masking import causal_mask
 from ..training import seed_everything, train
-from ..transformer.model import Seq2SeqTransformer
+from ..transformer.model import Seq2SeqTransformer, TransformerSize
 
 CHAPTER = "chapters/ch06_4_trained_transformer.ipynb"
 VOCAB = 22  #: 20 symbols + PAD + BOS
@@ -41,19 +41,23 @@ def reversal_data(batch: int, generator: torch.Generator) -> SeqBatch:
     return transduction_batch(batch, LENGTHS, vocab_size=VOCAB, task="reverse", generator=generator)
 
 
-def make_model(
-    d_model: int = 32, h: int = 2, d_ff: int = 64, n_layers: int = 1, norm_first: bool = True, embed_scale: float = 1.0
-) -> Seq2SeqTransformer:
-    """The chapter's model: 1 + 1 layers of width 32 with 2 heads, pre-norm.
+#: How the chapter's model differs from :data:`~attnsurvey.transformer.model.TRANSFORMER_SIZE` (width 32, 2 heads).
+CHAPTER_SIZE: Final[TransformerSize] = {"n_layers": 1, "max_len": 32, "norm_first": True}
+
+
+def make_model(embed_scale: float = 1.0, **size: Unpack[TransformerSize]) -> Seq2SeqTransformer:
+    """The chapter's model: 1 + 1 layers of width 32 with 2 heads, pre-norm (:data:`CHAPTER_SIZE`).
+
+    ``size`` (the options of :class:`~attnsurvey.transformer.model.TransformerSize`)
+    overrides :data:`CHAPTER_SIZE`.
 
     ``embed_scale`` replaces the paper's ``sqrt(d_model)`` factor on the
     embeddings: ``nn.Embedding`` starts at N(0, 1), already as large as the
     sinusoidal code, and multiplying by ``sqrt(32)`` drowns the positions, which
     a reversal model needs most (with it, 250 steps learn nothing).
     """
-    model = Seq2SeqTransformer(
-        VOCAB, VOCAB, d_model=d_model, h=h, d_ff=d_ff, n_layers=n_layers, max_len=32, norm_first=norm_first
-    )
+    full: TransformerSize = {**CHAPTER_SIZE, **size}
+    model = Seq2SeqTransformer(VOCAB, VOCAB, **full)
     model.scale = embed_scale
     return model
 

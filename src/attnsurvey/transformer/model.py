@@ -23,14 +23,19 @@ the first hop, and each layer refines the feature matrix for the next.
 Masks are boolean, ``True`` = may attend.
 
 The layers take the options of ``torch.nn.TransformerEncoderLayer`` /
-``DecoderLayer`` (keyword-only; the defaults reproduce the layers the chapters
-use): ``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
+``DecoderLayer``, declared once in :class:`LayerOptions` (keyword-only; the
+defaults, :data:`LAYER_OPTIONS`, reproduce the layers the chapters use):
+``activation`` (``"relu"``, ``"gelu"`` or a callable), ``dropout`` (on the
 attention weights, inside the FFN and on each sub-layer's output, as torch
 places it; 0 by default, since the book's experiments are tiny and
 deterministic), ``bias=False`` (no bias in any projection or LayerNorm),
-``layer_norm_eps``; ``forward`` takes ``key_padding_mask`` and ``is_causal``;
-:class:`Encoder` and :class:`Decoder` take ``final_norm`` (default: only with
-pre-norm; ``torch.nn.Transformer`` always has one). With copied weights
+``layer_norm_eps``; ``forward`` takes ``key_padding_mask`` and ``is_causal``
+(the decoder: :class:`DecoderMasks`); :class:`Encoder` and :class:`Decoder`
+take ``final_norm`` (default: only with pre-norm; ``torch.nn.Transformer``
+always has one). The models built from these stacks (:class:`SequenceTagger`,
+:class:`Seq2SeqTransformer`) take their sizes as :class:`TransformerSize`
+(defaults :data:`TRANSFORMER_SIZE`). An option name that a declaration does
+not hold raises ``TypeError``. With copied weights
 (:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
 float64, eval mode, 1e-10).
 """
@@ -38,7 +43,7 @@ float64, eval mode, 1e-10).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import ClassVar, Final, TypedDict, TypeVar, Unpack, cast
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
@@ -68,6 +73,38 @@ def _check_dropout(p: float) -> float:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must lie in [0, 1], got dropout={p}")
     return p
+
+
+class LayerOptions(TypedDict, total=False):
+    """The options of ``torch.nn.TransformerEncoderLayer`` / ``DecoderLayer`` that the layers and stacks here take.
+
+    Keyword-only; an option left out takes its value in :data:`LAYER_OPTIONS`.
+    activation: ``"relu"``, ``"gelu"`` or a callable; dropout: the probability
+    (attention weights, FFN, each sub-layer's output); bias: False drops the
+    bias of every projection and LayerNorm; layer_norm_eps: the LayerNorms' epsilon.
+    """
+
+    activation: str | Activation
+    dropout: float
+    bias: bool
+    layer_norm_eps: float
+
+
+#: The defaults of :class:`LayerOptions` (torch's, except dropout 0: the book's experiments are tiny and deterministic).
+LAYER_OPTIONS: Final[LayerOptions] = {"activation": F_.relu, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5}
+
+
+_Options = TypeVar("_Options", bound=Mapping[str, object])
+
+
+def _with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Options:
+    """Every option: ``given`` over ``defaults`` (which holds all that ``declared_by`` declares).
+
+    Raises ``TypeError`` for a name that ``declared_by`` does not declare (as a call with an unknown keyword would).
+    """
+    if unknown := sorted(given.keys() - defaults.keys()):
+        raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
+    return cast(_Options, {**defaults, **given})
 
 
 @catalogued("extra:transformer-encoder")
@@ -168,28 +205,46 @@ def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
     check_dim_equal(X.shape[-1], d_model, who, f"d_model of {sym}", "d_model of the layer")
 
 
-@catalogued(
-    "extra:transformer-encoder",
-    title="Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
-)
-@catalogued("extra:pre-post-norm")
-class EncoderLayer(nn.Module):
-    """One Transformer encoder layer: self-attention and FFN, each with residual + LayerNorm.
+class DecoderMasks(TypedDict, total=False):
+    """The keyword-only masks of :meth:`DecoderLayer.forward`; :class:`Decoder` passes them to every layer.
+
+    self_key_padding_mask: boolean ``(..., n_y)``, ``True`` = real decoder token;
+    memory_key_padding_mask: boolean ``(..., n_x)``, ``True`` = real encoder token;
+    self_is_causal: adds the causal mask to the self-attention. Defaults in
+    :data:`DECODER_MASKS` (no padding masks, not causal).
+    """
+
+    self_key_padding_mask: Tensor | None
+    memory_key_padding_mask: Tensor | None
+    self_is_causal: bool
+
+
+#: The defaults of :class:`DecoderMasks`.
+DECODER_MASKS: Final[DecoderMasks] = {
+    "self_key_padding_mask": None,
+    "memory_key_padding_mask": None,
+    "self_is_causal": False,
+}
+
+
+class _Layer(nn.Module):
+    """What encoder and decoder layers share: attention, the FFN, one LayerNorm and one dropout per sub-layer.
 
     Args: d_model, h (heads), d_ff (FFN width), norm_first (False: post-norm as
     in the original; True: pre-norm), self_attn (optional replacement attention
     module with signature ``(X_q, X_kv, mask) -> (out, weights)``, e.g.
-    :class:`~attnsurvey.transformer.relative.RelativeSelfAttention`).
-    Keyword options as ``torch.nn.TransformerEncoderLayer`` (see the module notes):
-    activation, dropout, bias, layer_norm_eps.
-    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
-    ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
-    padding, key_padding_mask boolean ``(..., n)`` (``True`` = real token),
-    is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
-    Raises ``ValueError`` if ``h`` does not divide ``d_model``, X has the wrong
-    width, or dropout lies outside ``[0, 1]``.
+    :class:`~attnsurvey.transformer.relative.RelativeSelfAttention`), and the
+    keyword options of :class:`LayerOptions` (defaults in :data:`LAYER_OPTIONS`).
+    A decoder layer (``has_cross_attention``) adds ``cross_attn`` and a third norm
+    and dropout. Raises ``ValueError`` if ``h`` does not divide ``d_model`` or
+    dropout lies outside ``[0, 1]``, ``TypeError`` for an unknown option.
     """
+
+    has_cross_attention: ClassVar[bool]
+    norm1: nn.LayerNorm
+    norm2: nn.LayerNorm
+    dropout1: nn.Dropout
+    dropout2: nn.Dropout
 
     def __init__(
         self,
@@ -198,23 +253,46 @@ class EncoderLayer(nn.Module):
         d_ff: int,
         norm_first: bool = False,
         self_attn: nn.Module | None = None,
-        *,
-        activation: str | Activation = F_.relu,
-        dropout: float = 0.0,
-        bias: bool = True,
-        layer_norm_eps: float = 1e-5,
+        **options: Unpack[LayerOptions],
     ) -> None:
         super().__init__()
+        o = _with_defaults(options, LAYER_OPTIONS, "LayerOptions")
+        bias, dropout = o["bias"], _check_dropout(o["dropout"])
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = (
-            self_attn
-            if self_attn is not None
-            else MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
+            self_attn if self_attn is not None else MultiHeadAttention(d_model, h, bias=bias, dropout=dropout)
         )
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout=dropout, bias=bias)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        if self.has_cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, h, bias=bias, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, o["activation"], dropout=dropout, bias=bias)
+        n_sublayers = 3 if self.has_cross_attention else 2
+        for i in range(1, n_sublayers + 1):  # registered in this order: norm1, norm2, ..., then dropout1, ...
+            self.add_module(f"norm{i}", nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=bias))
+        for i in range(1, n_sublayers + 1):
+            self.add_module(f"dropout{i}", nn.Dropout(dropout))
+
+
+@catalogued(
+    "extra:transformer-encoder",
+    title="Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
+    chapter="chapters/ch03_3_3_transformer.ipynb",
+)
+@catalogued("extra:pre-post-norm")
+class EncoderLayer(_Layer):
+    """One Transformer encoder layer: self-attention and FFN, each with residual + LayerNorm.
+
+    Args: ``(d_model, h, d_ff, norm_first=False, self_attn=None, **options)``:
+    see :class:`_Layer` (``options``: :class:`LayerOptions`, as
+    ``torch.nn.TransformerEncoderLayer``: activation, dropout, bias, layer_norm_eps).
+    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
+    ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
+    padding, key_padding_mask boolean ``(..., n)`` (``True`` = real token),
+    is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
+    Raises ``ValueError`` if ``h`` does not divide ``d_model``, X has the wrong
+    width, or dropout lies outside ``[0, 1]``.
+    """
+
+    has_cross_attention = False
 
     def forward(
         self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
@@ -232,38 +310,27 @@ class EncoderLayer(nn.Module):
     title="Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
     chapter="chapters/ch03_3_3_transformer.ipynb",
 )
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """One Transformer decoder layer: causal self-attention, cross-attention, FFN.
 
-    ``forward(Y, M, self_mask=None, memory_mask=None)``: Y ``(..., n_y, d_model)``
+    Args: ``(d_model, h, d_ff, norm_first=False, self_attn=None, **options)`` as
+    :class:`EncoderLayer` (see :class:`_Layer`; options: :class:`LayerOptions`, as
+    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias, layer_norm_eps).
+
+    ``forward(Y, M, self_mask=None, memory_mask=None, **masks)``: Y ``(..., n_y, d_model)``
     decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
     ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
-    memory_mask ``(..., n_y or 1, n_x)``. Keyword options as
-    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias,
-    layer_norm_eps; forward also takes ``self_key_padding_mask`` ``(..., n_y)``,
-    ``memory_key_padding_mask`` ``(..., n_x)`` and ``self_is_causal``.
-    Returns ``(Y', self weights, cross weights)``.
+    memory_mask ``(..., n_y or 1, n_x)``; keyword-only masks: :class:`DecoderMasks`
+    (``self_key_padding_mask`` ``(..., n_y)``, ``memory_key_padding_mask`` ``(..., n_x)``,
+    ``self_is_causal``). Returns ``(Y', self weights, cross weights)``.
+    Raises ``ValueError`` if Y or M has the wrong width, ``TypeError`` for an
+    unknown mask option.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        norm_first: bool = False,
-        *,
-        activation: str | Activation = F_.relu,
-        dropout: float = 0.0,
-        bias: bool = True,
-        layer_norm_eps: float = 1e-5,
-    ) -> None:
-        super().__init__()
-        self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, bias=bias, dropout=_check_dropout(dropout))
-        self.cross_attn = MultiHeadAttention(d_model, h, bias=bias, dropout=dropout)
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout=dropout, bias=bias)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias) for _ in range(3))
-        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+    has_cross_attention = True
+    cross_attn: MultiHeadAttention
+    norm3: nn.LayerNorm
+    dropout3: nn.Dropout
 
     def forward(
         self,
@@ -271,20 +338,18 @@ class DecoderLayer(nn.Module):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        *,
-        self_key_padding_mask: Tensor | None = None,
-        memory_key_padding_mask: Tensor | None = None,
-        self_is_causal: bool = False,
+        **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
+        m = _with_defaults(masks, DECODER_MASKS, "DecoderMasks")
         box: list[Tensor] = []
 
         self_sub = _attention_sublayer(
-            self.self_attn, None, self_mask, self_key_padding_mask, self_is_causal, self.dropout1, box
+            self.self_attn, None, self_mask, m["self_key_padding_mask"], m["self_is_causal"], self.dropout1, box
         )
         cross_sub = _attention_sublayer(
-            self.cross_attn, M, memory_mask, memory_key_padding_mask, False, self.dropout2, box
+            self.cross_attn, M, memory_mask, m["memory_key_padding_mask"], False, self.dropout2, box
         )
         Y = residual_norm(Y, self_sub, self.norm1, self.norm_first)
         Y = residual_norm(Y, cross_sub, self.norm2, self.norm_first)
@@ -292,16 +357,18 @@ class DecoderLayer(nn.Module):
         return Y, box[0], box[1]
 
 
-@catalogued("extra:transformer-encoder")
-class Encoder(nn.Module):
-    """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
+class _Stack(nn.Module):
+    """A stack of ``n_layers`` layers of type ``layer_type`` (plus a final LayerNorm when pre-norm).
 
-    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)`` returns
-    ``(X', [weights per layer])``. ``self_attn_factory`` (optional) builds the
-    attention module of each layer; ``final_norm`` (default: ``norm_first``) adds
-    a LayerNorm after the last layer; other keyword options go to every
-    :class:`EncoderLayer`.
+    Args: n_layers, d_model, h, d_ff, norm_first as the layer's;
+    ``self_attn_factory`` (optional) builds the self-attention module of each
+    layer; ``final_norm`` (default: ``norm_first``) adds a LayerNorm after the
+    last layer (same eps and bias as the layers'); the keyword options of
+    :class:`LayerOptions` go to every layer. Raises ``ValueError`` unless
+    ``n_layers >= 1``, and what the layer raises.
     """
+
+    layer_type: ClassVar[type[_Layer]]
 
     def __init__(
         self,
@@ -313,16 +380,34 @@ class Encoder(nn.Module):
         self_attn_factory: Callable[[], nn.Module] | None = None,
         *,
         final_norm: bool | None = None,
-        **layer_options: Any,
+        **layer_options: Unpack[LayerOptions],
     ) -> None:
         super().__init__()
-        self.layers = _layer_stack(
-            n_layers,
-            lambda: EncoderLayer(
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.layers = nn.ModuleList(
+            self.layer_type(
                 d_model, h, d_ff, norm_first, self_attn_factory() if self_attn_factory else None, **layer_options
-            ),
+            )
+            for _ in range(n_layers)
         )
-        self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
+        self.final_norm: nn.Module = nn.Identity()
+        if norm_first if final_norm is None else final_norm:
+            o = _with_defaults(layer_options, LAYER_OPTIONS, "LayerOptions")
+            self.final_norm = nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=o["bias"])
+
+
+@catalogued("extra:transformer-encoder")
+class Encoder(_Stack):
+    """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
+
+    ``Encoder(n_layers, d_model, h, d_ff, norm_first=False, self_attn_factory=None, *, final_norm=None, **options)``
+    (see :class:`_Stack`; options: :class:`LayerOptions`).
+    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)`` returns
+    ``(X', [weights per layer])``.
+    """
+
+    layer_type = EncoderLayer
 
     def forward(
         self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
@@ -335,25 +420,12 @@ class Encoder(nn.Module):
 
 
 @catalogued("extra:transformer-decoder")
-class Decoder(nn.Module):
-    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **options)``
-    (options as :meth:`DecoderLayer.forward`) returns ``(Y', [self weights per
-    layer], [cross weights per layer])``. ``final_norm`` and layer options as :class:`Encoder`."""
+class Decoder(_Stack):
+    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **masks)``
+    (masks: :class:`DecoderMasks`, the same for every layer) returns ``(Y', [self weights per
+    layer], [cross weights per layer])``. Constructor arguments as :class:`Encoder` (see :class:`_Stack`)."""
 
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        norm_first: bool = False,
-        *,
-        final_norm: bool | None = None,
-        **layer_options: Any,
-    ) -> None:
-        super().__init__()
-        self.layers = _layer_stack(n_layers, lambda: DecoderLayer(d_model, h, d_ff, norm_first, **layer_options))
-        self.final_norm = _final_norm(d_model, norm_first if final_norm is None else final_norm, layer_options)
+    layer_type = DecoderLayer
 
     def forward(
         self,
@@ -361,30 +433,14 @@ class Decoder(nn.Module):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        **options: object,
+        **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
-            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **options)
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **masks)
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
-
-
-def _layer_stack(n_layers: int, make_layer: Callable[[], nn.Module]) -> nn.ModuleList:
-    """``n_layers`` fresh layers from ``make_layer``; raises ``ValueError`` unless ``n_layers >= 1``."""
-    if n_layers < 1:
-        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-    return nn.ModuleList(make_layer() for _ in range(n_layers))
-
-
-def _final_norm(d_model: int, wanted: bool, layer_options: dict[str, Any]) -> nn.Module:
-    """The LayerNorm after the last layer (same eps and bias as the layers'), or the identity."""
-    if not wanted:
-        return nn.Identity()
-    return nn.LayerNorm(
-        d_model, eps=float(layer_options.get("layer_norm_eps", 1e-5)), bias=bool(layer_options.get("bias", True))
-    )
 
 
 _TORCH_NAMES = (("multihead_attn.", "cross_attn."), ("linear1.", "ffn.linear1."), ("linear2.", "ffn.linear2."))
@@ -423,6 +479,34 @@ def from_torch_transformer_state_dict(state_dict: Mapping[str, Tensor]) -> dict[
     return out
 
 
+class TransformerSize(TypedDict, total=False):
+    """The size options of :class:`SequenceTagger` and :class:`Seq2SeqTransformer` (keyword-only).
+
+    d_model: the model width; h: the number of heads (must divide d_model); d_ff:
+    the FFN width; n_layers: layers per stack; max_len: the longest sequence the
+    position code covers; norm_first: pre-norm (True) or post-norm (False).
+    An option left out takes its value in :data:`TRANSFORMER_SIZE`.
+    """
+
+    d_model: int
+    h: int
+    d_ff: int
+    n_layers: int
+    max_len: int
+    norm_first: bool
+
+
+#: The defaults of every :class:`TransformerSize` option: a post-norm model small enough to train in seconds on a CPU.
+TRANSFORMER_SIZE: Final[TransformerSize] = {
+    "d_model": 32,
+    "h": 2,
+    "d_ff": 64,
+    "n_layers": 2,
+    "max_len": 64,
+    "norm_first": False,
+}
+
+
 def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
     if position == "sinusoidal":
         return SinusoidalPositionEncoding(d_model, max_len)
@@ -444,6 +528,8 @@ class SequenceTagger(nn.Module):
     :class:`~attnsurvey.transformer.relative.GaussianLocalSelfAttention`) or
     ``"none"`` (position-blind: permutation-equivariant).
     ``embed_scale`` multiplies the embeddings (the paper uses ``sqrt(d_model)``).
+    The other keyword options are the sizes of :class:`TransformerSize` (defaults
+    in :data:`TRANSFORMER_SIZE`); ``b`` is the clipping distance of ``"relative"``.
     ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; returns
     ``(logits (batch, n, n_out), [weights per layer])``.
     """
@@ -452,25 +538,23 @@ class SequenceTagger(nn.Module):
         self,
         vocab: int,
         n_out: int,
-        d_model: int = 32,
-        h: int = 2,
-        d_ff: int = 64,
-        n_layers: int = 2,
-        max_len: int = 64,
+        *,
         position: str = "sinusoidal",
-        norm_first: bool = False,
         b: int = 8,
         embed_scale: float = 1.0,
+        **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
+        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
+        d_model, h = full["d_model"], full["h"]
         self.embed = nn.Embedding(vocab, d_model)
-        self.position = _position_module(position, d_model, max_len)
+        self.position = _position_module(position, d_model, full["max_len"])
         factory: Callable[[], nn.Module] | None = None
         if position == "relative":
             factory = lambda: RelativeSelfAttention(d_model, h, b)  # noqa: E731
         elif position == "gaussian":
             factory = lambda: GaussianLocalSelfAttention(d_model, h)  # noqa: E731
-        self.encoder = Encoder(n_layers, d_model, h, d_ff, norm_first, factory)
+        self.encoder = Encoder(full["n_layers"], d_model, h, full["d_ff"], full["norm_first"], factory)
         self.readout = nn.Linear(d_model, n_out)
         # nn.Embedding starts at N(0, 1), already the size of the position code;
         # the paper's sqrt(d_model) factor would drown the code in small models.
@@ -490,25 +574,25 @@ class Seq2SeqTransformer(nn.Module):
     ``(batch, n_y)`` integer tokens (tgt_in is the target shifted right);
     src_lengths ``(batch,)`` masks padded source positions. The decoder's
     self-attention is causal. Returns logits ``(batch, n_y, vocab_tgt)``.
+    Keyword options: the sizes of :class:`TransformerSize` (defaults in
+    :data:`TRANSFORMER_SIZE`), the same for the encoder and the decoder stack.
     """
 
     def __init__(
         self,
         vocab_src: int,
         vocab_tgt: int,
-        d_model: int = 32,
-        h: int = 2,
-        d_ff: int = 64,
-        n_layers: int = 2,
-        max_len: int = 64,
-        norm_first: bool = False,
+        **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
+        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
+        d_model = full["d_model"]
         self.src_embed = nn.Embedding(vocab_src, d_model)
         self.tgt_embed = nn.Embedding(vocab_tgt, d_model)
-        self.position = SinusoidalPositionEncoding(d_model, max_len)
-        self.encoder = Encoder(n_layers, d_model, h, d_ff, norm_first)
-        self.decoder = Decoder(n_layers, d_model, h, d_ff, norm_first)
+        self.position = SinusoidalPositionEncoding(d_model, full["max_len"])
+        stack = (full["n_layers"], d_model, full["h"], full["d_ff"], full["norm_first"])
+        self.encoder = Encoder(*stack)
+        self.decoder = Decoder(*stack)
         self.generator = nn.Linear(d_model, vocab_tgt)
         self.scale = d_model**0.5
 
