@@ -474,8 +474,10 @@ def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **mask
     Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
     """
     mask1, mask2 = _masks(masks)
-    check_dim_equal(e1.shape[-1], V1.shape[-2], "co-attention context", "n_f^(1) of e^(1)", "n_f^(1) of V^(1)")
-    check_dim_equal(e2.shape[-1], V2.shape[-2], "co-attention context", "n_f^(2) of e^(2)", "n_f^(2) of V^(2)")
+    for e, V, i in ((e1, V1, 1), (e2, V2, 2)):
+        check_dim_equal(
+            e.shape[-1], V.shape[-2], "co-attention context", f"n_f^({i}) of e^({i})", f"n_f^({i}) of V^({i})"
+        )
     (c1, a1), (c2, a2) = attend_scores(e1, V1, mask1), attend_scores(e2, V2, mask2)
     return CoAttention(c1, c2, a1, a2)
 
@@ -714,12 +716,11 @@ class _TwoSets(nn.Module):
         self.d_f1, self.d_f2 = d_f1, d_f2
 
     def kv(self, F1: Tensor, F2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        as_tensor(F1, "F^(1)")
-        as_tensor(F2, "F^(2)")
-        check_min_rank(F1, 2, "F^(1)", "(..., n_f^(1), d_f^(1))")
-        check_min_rank(F2, 2, "F^(2)", "(..., n_f^(2), d_f^(2))")
-        check_dim_equal(F1.shape[-1], self.d_f1, "co-attention", "d_f^(1) of F^(1)", "d_f^(1) of the module")
-        check_dim_equal(F2.shape[-1], self.d_f2, "co-attention", "d_f^(2) of F^(2)", "d_f^(2) of the module")
+        """Eq. (1) for both sets: ``(K1, V1, K2, V2)``; raises ``ValueError`` for a bad ``F^(i)``."""
+        for F, d_f, i in ((F1, self.d_f1, 1), (F2, self.d_f2, 2)):
+            as_tensor(F, f"F^({i})")
+            check_min_rank(F, 2, f"F^({i})", f"(..., n_f^({i}), d_f^({i}))")
+            check_dim_equal(F.shape[-1], d_f, "co-attention", f"d_f^({i}) of F^({i})", f"d_f^({i}) of the module")
         if self.plain:
             return F1, F1, F2, F2
         K1, V1 = keys_values(F1, self.W_K1.weight, self.W_V1.weight)
