@@ -219,10 +219,10 @@ def _mechanisms() -> dict[str, Callable[..., Any]]:
         ),
         "memory_hop": lambda Q, K, V, m: mo.memory_hop(Q[:, 0], K, V, kv_mask(m)),
         "max_pooled_co_attention": lambda Q, K, V, m: co.max_pooled_co_attention(
-            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, kv_mask(m)
+            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), mask2=kv_mask(m)
         ),
         "max_pooled_co_attention/1-D masks": lambda Q, K, V, m: co.max_pooled_co_attention(
-            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), None, None if m is None else kv_mask(m)[0]
+            Q, K, co.affinity_matrix(Q, K, W(D, D, **t(dt(Q)))), mask2=None if m is None else kv_mask(m)[0]
         ),
         "mean_key": lambda Q, K, V, m: co.mean_key(K, kv_mask(m)),
         "target_pooling": lambda Q, K, V, m: ro.target_pooling(K, kv_mask(m)),
@@ -514,7 +514,9 @@ def build_empty_and_loss_cases() -> None:
         "mask",
         "1-D shared mask",
         "max_pooled_affinity_scores",
-        lambda: co.max_pooled_affinity_scores(A, torch.ones(3, dtype=torch.bool), torch.tensor([True] * 4 + [False])),
+        lambda: co.max_pooled_affinity_scores(
+            A, mask1=torch.ones(3, dtype=torch.bool), mask2=torch.tensor([True] * 4 + [False])
+        ),
     )
     from attnsurvey.feature_related import rotatory as ro
     from attnsurvey.query_related import types as ty

@@ -419,3 +419,20 @@ def test_co_attention_rejects_empty_sets():
         ca.interactive_co_attention(torch.zeros(0, 3), torch.zeros(0, 3), rand(4, 3), rand(4, 3), s, s)
     with pytest.raises(ValueError, match="must share a dtype"):
         ca.affinity_matrix(rand(4, 3), rand(4, 3, dtype=torch.float64), rand(3, 3))
+
+
+def test_masks_are_keywords_and_other_keywords_are_rejected():
+    """The masks travel as the keywords mask1/mask2 (CoMasks); a misspelt one is an error, not ignored."""
+    s, _ = additive_fn(3, 3)
+    K1, K2 = rand(4, 3), rand(5, 3, seed=1)
+    mask2 = torch.tensor([True, True, False, True, False])
+    out = ca.interactive_co_attention(K1, K1, K2, K2, s, s, mask2=mask2)
+    assert torch.equal(out.a2[~mask2], torch.zeros(2))
+    with pytest.raises(TypeError, match=r"mask1 and mask2 only, got \['mask_2'\]"):
+        ca.interactive_co_attention(K1, K1, K2, K2, s, s, mask_2=mask2)
+    with pytest.raises(TypeError, match=r"got \['mask'\]"):
+        ca.max_pooled_co_attention(K1, K2, ca.affinity_matrix(K1, K2, torch.eye(3)), mask=mask2)
+    with pytest.raises(TypeError, match=r"got \['mask_2'\]"):
+        ca.InteractiveCoAttention(3, 3, d_w=4)(K1, K2, mask_2=mask2)
+    with pytest.raises(TypeError, match="d_k3"):
+        ca.ParallelCoAttention(3, 3, d_w=4, d_k3=2)

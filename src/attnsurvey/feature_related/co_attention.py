@@ -33,13 +33,15 @@ the survey's ``A`` (its rows index set 1). Weights keep the survey's shapes.
 Masks are per set: boolean ``(..., n_f^(i))``, ``True`` = this feature vector is
 real (may be attended), ``False`` = padding. A set that is fully masked gets
 all-zero weights and a zero context vector; its mean key (Eq. 10) is zero.
+Every co-attention function and module takes the two masks as the keywords
+``mask1`` and ``mask2`` (:class:`CoMasks`) and hands them on unchanged.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict, Unpack
 
 import torch
 from torch import Tensor, nn
@@ -108,6 +110,33 @@ class MultiGrainedOutput(NamedTuple):
     fine: CoAttention
 
 
+class CoMasks(TypedDict, total=False):
+    """The per-set masks, keywords of every co-attention function and module (``**masks``).
+
+    ``mask1``: boolean ``(..., n_f^(1))``; ``mask2``: boolean ``(..., n_f^(2))``;
+    ``True`` = the feature vector is real (may be attended), ``False`` = padding.
+    Each defaults to None (no padding). A module hands them to its function, and
+    a function to its steps, unchanged; any other keyword raises ``TypeError``.
+    """
+
+    mask1: Tensor | None
+    mask2: Tensor | None
+
+
+class TwoSetOptions(TypedDict, total=False):
+    """Options of the two feature sets, keywords of every co-attention module (``**sets``).
+
+    ``d_k1``, ``d_k2``: key sizes ``d_k^(i)`` (the value sizes are the same),
+    default ``d_f^(i)``; ``plain``: if True, ``K^(i) = V^(i) = F^(i)`` with no
+    projections (then ``d_k^(i)`` must be ``d_f^(i)``), default False. Every module
+    hands them to the shared base that builds the projections of Eq. (1).
+    """
+
+    d_k1: int | None
+    d_k2: int | None
+    plain: bool
+
+
 # --------------------------------------------------------------------------
 # validation helpers
 # --------------------------------------------------------------------------
@@ -144,6 +173,14 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
         raise ValueError(
             f"batch dimensions of mask{i} {tuple(mask.shape)} and K^({i}) {tuple(K.shape)} do not broadcast"
         ) from None
+
+
+def _masks(masks: CoMasks) -> tuple[Tensor | None, Tensor | None]:
+    """``(mask1, mask2)`` from the keyword masks; ``TypeError`` for any other keyword."""
+    unknown = sorted(set(masks) - {"mask1", "mask2"})
+    if unknown:
+        raise TypeError(f"co-attention takes the keyword masks mask1 and mask2 only, got {unknown}")
+    return masks.get("mask1"), masks.get("mask2")
 
 
 def _check_pair(K1: Tensor, K2: Tensor) -> None:
@@ -232,8 +269,7 @@ def alternating_co_attention(
     score0: QuerylessScoreFn,
     score2: ScoreFn,
     score1: ScoreFn,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
+    **masks: Unpack[CoMasks],
 ) -> AlternatingCoAttentionOutput:
     """Alternating co-attention (Fig. 4), Eq. (7)-(9).
 
@@ -245,10 +281,11 @@ def alternating_co_attention(
     score0 maps ``K^(1)`` to ``(..., n_f^(1))``; score2 takes queries of size
     ``d_v^(1)`` and keys of size ``d_k^(2)``; score1 queries of size ``d_v^(2)``
     and keys of size ``d_k^(1)`` (both in the ``score(Q, K)`` form of Table II).
-    mask1, mask2: boolean ``(..., n_f^(i))``. The steps are sequential: each
-    needs the previous context vector. Raises ``ValueError`` on empty or
+    masks: ``mask1``, ``mask2`` (:class:`CoMasks`). The steps are sequential:
+    each needs the previous context vector. Raises ``ValueError`` on empty or
     mismatched feature sets.
     """
+    mask1, mask2 = _masks(masks)
     _check_sets(K1, V1, K2, V2, mask1, mask2)
     e0 = score0(K1)
     if e0.shape[-1] != K1.shape[-2]:
@@ -274,14 +311,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
 
 @catalogued("eq11", title="Interactive co-attention: each mean key queries the other feature set", chapter=CHAPTER)
 def interactive_co_attention(
-    K1: Tensor,
-    V1: Tensor,
-    K2: Tensor,
-    V2: Tensor,
-    score1: ScoreFn,
-    score2: ScoreFn,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
+    K1: Tensor, V1: Tensor, K2: Tensor, V2: Tensor, score1: ScoreFn, score2: ScoreFn, **masks: Unpack[CoMasks]
 ) -> CoAttention:
     """Interactive co-attention (Fig. 5), Eq. (10)-(11).
 
@@ -292,6 +322,7 @@ def interactive_co_attention(
     and keys of size ``d_k^(1)``; score2 the reverse.
     Raises ``ValueError`` on empty or mismatched feature sets.
     """
+    mask1, mask2 = _masks(masks)
     _check_sets(K1, V1, K2, V2, mask1, mask2)
     k1_bar, k2_bar = mean_key(K1, mask1), mean_key(K2, mask2)
     c1, a1 = attend_vector(k2_bar, K1, V1, score1, mask1)
@@ -376,8 +407,7 @@ def parallel_co_attention_scores(
     w1: Tensor,
     w2: Tensor,
     act: Activation = torch.tanh,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
+    **masks: Unpack[CoMasks],
 ) -> tuple[Tensor, Tensor]:
     """Aggregated additive scores of parallel co-attention, Eq. (14) and (15).
 
@@ -387,10 +417,12 @@ def parallel_co_attention_scores(
     2's projected keys into set 1's positions (and ``A^T`` the reverse).
     K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``; A:
     ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
-    w1, w2: ``(d_w,)``. Padding (mask False) is removed from ``A`` before the
-    products. Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
+    w1, w2: ``(d_w,)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`); padding
+    (mask False) is removed from ``A`` before the products. Returns ``e^(1)``
+    ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
     Raises ``ValueError`` on shape mismatches.
     """
+    mask1, mask2 = _masks(masks)
     _check_sets(K1, None, K2, None, mask1, mask2)
     _check_affinity(A, K1, K2)
     check_rank(w1, 1, "w_1", "(d_w,)")
@@ -408,18 +440,17 @@ def parallel_co_attention_scores(
 
 
 @catalogued("eq16", title="Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij", chapter=CHAPTER)
-def max_pooled_affinity_scores(
-    A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+def max_pooled_affinity_scores(A: Tensor, **masks: Unpack[CoMasks]) -> tuple[Tensor, Tensor]:
     """Scores as the best match in the affinity matrix, Eq. (16).
 
     ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column
-    maxima). A: ``(..., n_f^(1), n_f^(2))``; mask1 ``(..., n_f^(1))`` and mask2
-    ``(..., n_f^(2))`` exclude padding from the maxima (a row with no real
-    partner, or an empty other set, gets the lowest finite score). Returns
-    ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``. Raises
-    ``ValueError`` for a bad A or mask.
+    maxima). A: ``(..., n_f^(1), n_f^(2))``; the masks ``mask1`` ``(..., n_f^(1))``
+    and ``mask2`` ``(..., n_f^(2))`` (:class:`CoMasks`) exclude padding from the
+    maxima (a row with no real partner, or an empty other set, gets the lowest
+    finite score). Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)``
+    ``(..., n_f^(2))``. Raises ``ValueError`` for a bad A or mask.
     """
+    mask1, mask2 = _masks(masks)
     as_tensor(A, "A")
     check_min_rank(A, 2, "A", "(..., n_f^(1), n_f^(2))")
     fake1 = A.new_empty(*A.shape[:-1], 0)  # shape carrier (..., n_f^(1), 0)
@@ -435,22 +466,18 @@ def max_pooled_affinity_scores(
     return e1, e2
 
 
-def co_attention_contexts(
-    e1: Tensor,
-    e2: Tensor,
-    V1: Tensor,
-    V2: Tensor,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
-) -> CoAttention:
+def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
     """Align both score vectors (softmax, Eq. 3) and form both context vectors (Eq. 4).
 
     e1: ``(..., n_f^(1))``; e2: ``(..., n_f^(2))``; V1: ``(..., n_f^(1), d_v^(1))``;
-    V2: ``(..., n_f^(2), d_v^(2))``; masks boolean ``(..., n_f^(i))``.
+    V2: ``(..., n_f^(2), d_v^(2))``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`).
     Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
     """
-    check_dim_equal(e1.shape[-1], V1.shape[-2], "co-attention context", "n_f^(1) of e^(1)", "n_f^(1) of V^(1)")
-    check_dim_equal(e2.shape[-1], V2.shape[-2], "co-attention context", "n_f^(2) of e^(2)", "n_f^(2) of V^(2)")
+    mask1, mask2 = _masks(masks)
+    for e, V, i in ((e1, V1, 1), (e2, V2, 2)):
+        check_dim_equal(
+            e.shape[-1], V.shape[-2], "co-attention context", f"n_f^({i}) of e^({i})", f"n_f^({i}) of V^({i})"
+        )
     (c1, a1), (c2, a2) = attend_scores(e1, V1, mask1), attend_scores(e2, V2, mask2)
     return CoAttention(c1, c2, a1, a2)
 
@@ -467,8 +494,7 @@ def parallel_co_attention(
     w1: Tensor,
     w2: Tensor,
     act: Activation = torch.tanh,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
+    **masks: Unpack[CoMasks],
 ) -> CoAttention:
     """Parallel co-attention (Fig. 6): Eq. (14)-(15) scores, softmax, two contexts.
 
@@ -478,24 +504,23 @@ def parallel_co_attention(
     """
     _check_set(K1, V1, "1")
     _check_set(K2, V2, "2")
-    e1, e2 = parallel_co_attention_scores(K1, K2, A, W1, W2, w1, w2, act, mask1, mask2)
-    return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
+    e1, e2 = parallel_co_attention_scores(K1, K2, A, W1, W2, w1, w2, act, **masks)
+    return co_attention_contexts(e1, e2, V1, V2, **masks)
 
 
 @catalogued("eq16")
-def max_pooled_co_attention(
-    V1: Tensor, V2: Tensor, A: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
-) -> CoAttention:
+def max_pooled_co_attention(V1: Tensor, V2: Tensor, A: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
     """Co-attention with the max-pooled affinity scores of Eq. (16), then softmax and contexts.
 
     V1: ``(..., n_f^(1), d_v^(1))``; V2: ``(..., n_f^(2), d_v^(2))``;
-    A: ``(..., n_f^(1), n_f^(2))``. Returns :class:`CoAttention`.
+    A: ``(..., n_f^(1), n_f^(2))``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`).
+    Returns :class:`CoAttention`.
     """
     _check_set(V1, None, "1")
     _check_set(V2, None, "2")
     _check_affinity(A, V1, V2)
-    e1, e2 = max_pooled_affinity_scores(A, mask1, mask2)
-    return co_attention_contexts(e1, e2, V1, V2, mask1, mask2)
+    e1, e2 = max_pooled_affinity_scores(A, **masks)
+    return co_attention_contexts(e1, e2, V1, V2, **masks)
 
 
 @catalogued(
@@ -511,8 +536,7 @@ def multi_grained_co_attention(
     score1: ScoreFn,
     score2: ScoreFn,
     A: Tensor,
-    mask1: Tensor | None = None,
-    mask2: Tensor | None = None,
+    **masks: Unpack[CoMasks],
 ) -> MultiGrainedOutput:
     """Multi-grained co-attention: coarse (Eq. 10-11) and fine (Eq. 16) together.
 
@@ -520,11 +544,12 @@ def multi_grained_co_attention(
     the fine part is :func:`max_pooled_co_attention` on the affinity matrix A
     ``(..., n_f^(1), n_f^(2))``. The four context vectors are concatenated:
     ``c = concat(c1_coarse, c2_coarse, c1_fine, c2_fine)`` of size
-    ``2 d_v^(1) + 2 d_v^(2)``. Returns :class:`MultiGrainedOutput`.
+    ``2 d_v^(1) + 2 d_v^(2)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`),
+    shared by both parts. Returns :class:`MultiGrainedOutput`.
     """
-    coarse = interactive_co_attention(K1, V1, K2, V2, score1, score2, mask1, mask2)
+    coarse = interactive_co_attention(K1, V1, K2, V2, score1, score2, **masks)
     _check_affinity(A, K1, K2)
-    fine = max_pooled_co_attention(V1, V2, A, mask1, mask2)
+    fine = max_pooled_co_attention(V1, V2, A, **masks)
     c = torch.cat([coarse.c1, coarse.c2, fine.c1, fine.c2], dim=-1)
     return MultiGrainedOutput(c, coarse, fine)
 
@@ -620,12 +645,12 @@ def bidirectional_attention(
         S = score(Q, K)
         _check_affinity(S, Q, K)
         if pool == "max":
-            e_q, e_k = max_pooled_affinity_scores(S, mask_q, mask_k)
+            e_q, e_k = max_pooled_affinity_scores(S, mask1=mask_q, mask2=mask_k)
         else:
             pm = _pair_mask(mask_q, mask_k)
             w = torch.ones_like(S, dtype=torch.bool) if pm is None else pm.expand(S.shape)
             e_q, e_k = masked_mean(S, w, dim=-1), masked_mean(S, w, dim=-2)
-        out = co_attention_contexts(e_q, e_k, V_q, V_k, mask_q, mask_k)
+        out = co_attention_contexts(e_q, e_k, V_q, V_k, mask1=mask_q, mask2=mask_k)
         return BidirectionalOutput(out.c2, out.c1, out.a2, out.a1)
     compress_q = _default_compress if compress_q is None else compress_q
     q_bar = compress_q(Q, mask_q)
@@ -662,9 +687,15 @@ class QuerylessAdditiveScore(nn.Module):
 
 
 class _TwoSets(nn.Module):
-    """Keys and values of two feature sets, Eq. (1), with ``plain=True`` meaning ``K = V = F``."""
+    """Keys and values of two feature sets, Eq. (1): the base of every co-attention module.
 
-    def __init__(self, d_f1: int, d_f2: int, d_k1: int | None, d_k2: int | None, plain: bool) -> None:
+    It owns the :class:`TwoSetOptions` and their defaults (``d_k^(i) = d_f^(i)``,
+    ``plain=False``; ``plain=True`` means ``K = V = F``).
+    """
+
+    def __init__(
+        self, d_f1: int, d_f2: int, d_k1: int | None = None, d_k2: int | None = None, plain: bool = False
+    ) -> None:
         super().__init__()
         self.plain = plain
         if plain:
@@ -685,12 +716,11 @@ class _TwoSets(nn.Module):
         self.d_f1, self.d_f2 = d_f1, d_f2
 
     def kv(self, F1: Tensor, F2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        as_tensor(F1, "F^(1)")
-        as_tensor(F2, "F^(2)")
-        check_min_rank(F1, 2, "F^(1)", "(..., n_f^(1), d_f^(1))")
-        check_min_rank(F2, 2, "F^(2)", "(..., n_f^(2), d_f^(2))")
-        check_dim_equal(F1.shape[-1], self.d_f1, "co-attention", "d_f^(1) of F^(1)", "d_f^(1) of the module")
-        check_dim_equal(F2.shape[-1], self.d_f2, "co-attention", "d_f^(2) of F^(2)", "d_f^(2) of the module")
+        """Eq. (1) for both sets: ``(K1, V1, K2, V2)``; raises ``ValueError`` for a bad ``F^(i)``."""
+        for F, d_f, i in ((F1, self.d_f1, 1), (F2, self.d_f2, 2)):
+            as_tensor(F, f"F^({i})")
+            check_min_rank(F, 2, f"F^({i})", f"(..., n_f^({i}), d_f^({i}))")
+            check_dim_equal(F.shape[-1], d_f, "co-attention", f"d_f^({i}) of F^({i})", f"d_f^({i}) of the module")
         if self.plain:
             return F1, F1, F2, F2
         K1, V1 = keys_values(F1, self.W_K1.weight, self.W_V1.weight)
@@ -705,14 +735,13 @@ class AlternatingCoAttention(_TwoSets):
     Eq. (7) owns ``W^(1)``, ``b^(1)``, ``w^(1)``; Eq. (9) reuses them and adds a
     query weight ``W_q^(1)`` ``(d_w, d_v^(2))``, which makes it the general
     additive score of Eq. (6) (as in the survey). Eq. (8) is an additive score
-    with its own weights. ``forward(F1, F2, mask1=None, mask2=None)`` returns
+    with its own weights. Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
+    ``forward(F1, F2, mask1=None, mask2=None)`` returns
     :class:`AlternatingCoAttentionOutput`.
     """
 
-    def __init__(
-        self, d_f1: int, d_f2: int, d_w: int, d_k1: int | None = None, d_k2: int | None = None, plain: bool = False
-    ) -> None:
-        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+    def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
+        super().__init__(d_f1, d_f2, **sets)
         self.score0 = QuerylessAdditiveScore(self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_v1, self.d_k2, d_w)
         self.W_q1 = nn.Linear(self.d_v2, d_w, bias=False)
@@ -723,30 +752,27 @@ class AlternatingCoAttention(_TwoSets):
         s0 = self.score0
         return additive_score(Q, K, self.W_q1.weight, s0.W.weight, s0.w, s0.W.bias, s0.act)
 
-    def forward(
-        self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
-    ) -> AlternatingCoAttentionOutput:
+    def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> AlternatingCoAttentionOutput:
         K1, V1, K2, V2 = self.kv(F1, F2)
-        return alternating_co_attention(K1, V1, K2, V2, self.score0, self.score2, self.score1, mask1, mask2)
+        return alternating_co_attention(K1, V1, K2, V2, self.score0, self.score2, self.score1, **masks)
 
 
 @catalogued("eq11")
 class InteractiveCoAttention(_TwoSets):
     """Interactive co-attention (Fig. 5, Eq. 10-11) with two learned additive scores.
 
+    Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
     ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`CoAttention`.
     """
 
-    def __init__(
-        self, d_f1: int, d_f2: int, d_w: int, d_k1: int | None = None, d_k2: int | None = None, plain: bool = False
-    ) -> None:
-        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+    def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
+        super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
 
-    def forward(self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None) -> CoAttention:
+    def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
         K1, V1, K2, V2 = self.kv(F1, F2)
-        return interactive_co_attention(K1, V1, K2, V2, self.score1, self.score2, mask1, mask2)
+        return interactive_co_attention(K1, V1, K2, V2, self.score1, self.score2, **masks)
 
 
 @catalogued("eq12", "eq13")
@@ -780,9 +806,9 @@ class ParallelCoAttention(_TwoSets):
 
     ``affinity``: ``"bilinear"`` (Eq. 12) or ``"concat"`` (Eq. 13).
     ``scores``: ``"additive"`` (Eq. 14-15, own ``W_1, W_2, w_1, w_2``) or
-    ``"max"`` (Eq. 16, no extra weights).
-    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`CoAttention`;
-    the last affinity matrix is kept in ``self.last_A`` for plotting.
+    ``"max"`` (Eq. 16, no extra weights). Keywords ``d_k1``, ``d_k2``, ``plain``:
+    :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` returns
+    :class:`CoAttention`; the last affinity matrix is kept in ``self.last_A`` for plotting.
     """
 
     def __init__(
@@ -790,13 +816,11 @@ class ParallelCoAttention(_TwoSets):
         d_f1: int,
         d_f2: int,
         d_w: int,
-        d_k1: int | None = None,
-        d_k2: int | None = None,
         affinity: str = "bilinear",
         scores: str = "additive",
-        plain: bool = False,
+        **sets: Unpack[TwoSetOptions],
     ) -> None:
-        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        super().__init__(d_f1, d_f2, **sets)
         if scores not in ("additive", "max"):
             raise ValueError(f"scores must be 'additive' (Eq. 14-15) or 'max' (Eq. 16), got {scores!r}")
         self.affinity = Affinity(self.d_k1, self.d_k2, affinity)
@@ -808,46 +832,36 @@ class ParallelCoAttention(_TwoSets):
             self.w2 = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
         self.last_A: Tensor | None = None
 
-    def forward(self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None) -> CoAttention:
+    def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
         K1, V1, K2, V2 = self.kv(F1, F2)
         A = self.affinity(K1, K2)
         self.last_A = A.detach()
         if self.scores == "max":
-            return max_pooled_co_attention(V1, V2, A, mask1, mask2)
-        return parallel_co_attention(
-            K1, V1, K2, V2, A, self.W1.weight, self.W2.weight, self.w1, self.w2, torch.tanh, mask1, mask2
-        )
+            return max_pooled_co_attention(V1, V2, A, **masks)
+        return parallel_co_attention(K1, V1, K2, V2, A, self.W1.weight, self.W2.weight, self.w1, self.w2, **masks)
 
 
 @catalogued("extra:multi-grained-co-attention")
 class MultiGrainedCoAttention(_TwoSets):
     """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine).
 
-    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`MultiGrainedOutput`
-    whose ``c`` has size ``2 d_v^(1) + 2 d_v^(2)``.
+    ``affinity``: as in :class:`ParallelCoAttention`. Keywords ``d_k1``, ``d_k2``,
+    ``plain``: :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)``
+    returns :class:`MultiGrainedOutput` whose ``c`` has size ``2 d_v^(1) + 2 d_v^(2)``.
     """
 
     def __init__(
-        self,
-        d_f1: int,
-        d_f2: int,
-        d_w: int,
-        d_k1: int | None = None,
-        d_k2: int | None = None,
-        affinity: str = "bilinear",
-        plain: bool = False,
+        self, d_f1: int, d_f2: int, d_w: int, affinity: str = "bilinear", **sets: Unpack[TwoSetOptions]
     ) -> None:
-        super().__init__(d_f1, d_f2, d_k1, d_k2, plain)
+        super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
         self.affinity = Affinity(self.d_k1, self.d_k2, affinity)
 
-    def forward(
-        self, F1: Tensor, F2: Tensor, mask1: Tensor | None = None, mask2: Tensor | None = None
-    ) -> MultiGrainedOutput:
+    def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> MultiGrainedOutput:
         K1, V1, K2, V2 = self.kv(F1, F2)
         A = self.affinity(K1, K2)
-        return multi_grained_co_attention(K1, V1, K2, V2, self.score1, self.score2, A, mask1, mask2)
+        return multi_grained_co_attention(K1, V1, K2, V2, self.score1, self.score2, A, **masks)
 
 
 _M = "attnsurvey.feature_related.co_attention."

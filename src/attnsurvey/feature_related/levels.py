@@ -81,6 +81,15 @@ def _check_query(q: Tensor, symbol: str) -> None:
     check_min_rank(q, 1, symbol, "(..., d_q)")
 
 
+def _check_documents(q: Tensor, K: Tensor, V: Tensor, word_mask: Tensor | None) -> Tensor:
+    """Check a query and the keys and values of the same documents; return the word mask (all True when None)."""
+    _check_query(q, "q")
+    _check_document(K, "K", "d_k")
+    _check_document(V, "V", "d_v")
+    _check_same_layout(K, V)
+    return _check_word_mask(word_mask, K, "K")
+
+
 # --------------------------------------------------------------------------
 # Attention-via-attention (Fig. 7)
 # --------------------------------------------------------------------------
@@ -258,11 +267,7 @@ def chunk_contexts(
     Raises ``ValueError`` if K and V describe different documents or the mask
     does not match them.
     """
-    _check_query(q, "q")
-    _check_document(K, "K", "d_k")
-    _check_document(V, "V", "d_v")
-    _check_same_layout(K, V)
-    word_mask = _check_word_mask(word_mask, K, "K")
+    word_mask = _check_documents(q, K, V, word_mask)
     Q = q.unsqueeze(-2).unsqueeze(-3)  # (..., 1, 1, d_q): the same query for every sentence
     C, a = attend(Q, K, V, word_mask.unsqueeze(-2), score)  # (..., n_S, 1, d_v), (..., n_S, 1, n_w)
     return C.squeeze(-2), a.squeeze(-2)
@@ -409,11 +414,7 @@ def flat_attention(
     ``(c, a)``: ``(..., d_v)`` and word weights ``(..., n_S, n_w)`` that sum to 1
     over the whole document. Raises ``ValueError`` on shape mismatches.
     """
-    _check_query(q, "q")
-    _check_document(K, "K", "d_k")
-    _check_document(V, "V", "d_v")
-    _check_same_layout(K, V)
-    word_mask = _check_word_mask(word_mask, K, "K")
+    word_mask = _check_documents(q, K, V, word_mask)
     n_S, n_w = K.shape[-3], K.shape[-2]
     Kf = K.reshape(*K.shape[:-3], n_S * n_w, K.shape[-1])
     Vf = V.reshape(*V.shape[:-3], n_S * n_w, V.shape[-1])
