@@ -28,11 +28,11 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..attention import align_scores
 from ..catalog import catalogued
 from ..masking import check_mask, zero_masked
-from .scoring import Activation, _additive_hidden, _check_param_dtype, _check_qk
+from .scoring import Activation, _check_param_dtype, _check_qk
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 
@@ -60,8 +60,17 @@ def multidimensional_scores(
     as_tensor(W_d, "W_d")
     if W_d.dim() != 2:
         raise ValueError(f"W_d must have shape (d_w, d_v), got {tuple(W_d.shape)}")
-    _check_param_dtype(Q, W_d=W_d)
-    h = _additive_hidden(Q, K, W1, W2, b, act, W_d.shape[0])  # the additive score's hidden layer
+    d_w = W_d.shape[0]
+    check_weight(W1, (d_w, Q.shape[-1]), "W_1", "(d_w, d_q)")
+    check_weight(W2, (d_w, K.shape[-1]), "W_2", "(d_w, d_k)")
+    if b is not None:
+        check_weight(b, (d_w,), "b", "(d_w,)")
+    _check_param_dtype(Q, W_1=W1, W_2=W2, W_d=W_d, b=b)
+    k_part = K @ W2.T  # (..., n_f, d_w)
+    if b is not None:
+        k_part = k_part + b
+    # every (query, key) pair: (..., n_q, 1, d_w) + (..., 1, n_f, d_w)
+    h = act((Q @ W1.T).unsqueeze(-2) + k_part.unsqueeze(-3))
     return h @ W_d  # (..., n_q, n_f, d_v): row l is W_d^T h_l
 
 

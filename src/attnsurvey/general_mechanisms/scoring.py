@@ -104,32 +104,21 @@ def additive_score(
     Memory is ``O(n_q * n_f * d_w)`` because the activation is not bilinear.
     """
     _check_qk(Q, K)
+    d_q, d_k = Q.shape[-1], K.shape[-1]
     as_tensor(w, "w")
     if w.dim() != 1:
         raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
-    _check_param_dtype(Q, w=w)
-    return _additive_hidden(Q, K, W1, W2, b, act, w.shape[0]) @ w
-
-
-def _additive_hidden(
-    Q: Tensor, K: Tensor, W1: Tensor, W2: Tensor, b: Tensor | None, act: Activation, d_w: int
-) -> Tensor:
-    """The hidden layer ``act(W_1 q + W_2 k_l + b)`` of every query and key, ``(..., n_q, n_f, d_w)``.
-
-    The additive score (Table II) projects it with a vector ``w``, the
-    multi-dimensional score (Eq. 31) with a matrix ``W_d``. Q and K must have
-    passed the checks of the score; W1: ``(d_w, d_q)``; W2: ``(d_w, d_k)``;
-    b: ``(d_w,)`` or None. Raises ``ValueError`` on shape or dtype mismatches.
-    """
-    check_weight(W1, (d_w, Q.shape[-1]), "W_1", "(d_w, d_q)")
-    check_weight(W2, (d_w, K.shape[-1]), "W_2", "(d_w, d_k)")
-    if b is not None:
-        check_weight(b, (d_w,), "b", "(d_w,)")
-    _check_param_dtype(Q, W_1=W1, W_2=W2, b=b)
+    d_w = w.shape[0]
+    check_weight(W1, (d_w, d_q), "W_1", "(d_w, d_q)")
+    check_weight(W2, (d_w, d_k), "W_2", "(d_w, d_k)")
+    _check_param_dtype(Q, W_1=W1, W_2=W2, w=w, b=b)
+    q_part = Q @ W1.T  # (..., n_q, d_w)
     k_part = K @ W2.T  # (..., n_f, d_w)
     if b is not None:
+        check_weight(b, (d_w,), "b", "(d_w,)")
         k_part = k_part + b
-    return act((Q @ W1.T).unsqueeze(-2) + k_part.unsqueeze(-3))  # every pair: (..., n_q, 1, d_w) + (..., 1, n_f, d_w)
+    h = act(q_part.unsqueeze(-2) + k_part.unsqueeze(-3))  # (..., n_q, n_f, d_w)
+    return h @ w
 
 
 @catalogued(
