@@ -141,7 +141,8 @@ def _branch_arrows(
     ``x = 1.5`` straight to its module (which starts where ``out`` ends).
     """
     bypass = (1.5, bypass_y), (out[1][0], bypass_y)
-    for (a, b), (first, second), bend in ((feed, (None, None), 0.0), (out, texts, 0.0), (bypass, (None, None), rad)):
+    no_text = None, None
+    for (a, b), (first, second), bend in ((feed, no_text, 0.0), (out, texts, 0.0), (bypass, no_text, rad)):
         draw_arrow(ax, a, b, first, rad=bend)
         draw_arrow(ax, _mirror(a), _mirror(b), second, rad=-bend)
 
@@ -151,7 +152,7 @@ def _mirror(p: _Point) -> _Point:
     return p[0], round(3.6 - p[1], 6)
 
 
-def _concat_output(ax: Axes, x: float, c1_from: tuple[float, float], c2_from: tuple[float, float]) -> None:
+def _concat_output(ax: Axes, x: float, c1_from: _Point, c2_from: _Point) -> None:
     """The output model centred at ``x``, fed by the arrows of c^(1) (from ``c1_from``) and c^(2) (from ``c2_from``)."""
     draw_box(ax, (x, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, c1_from, (x - 0.9, 2.0), "$c^{(1)}$")
