@@ -237,6 +237,23 @@ def test_describe_inspects_the_model_not_its_build_configuration():
     assert B.describe(MultiHeadAttention(D, 1)).query_multiplicity == (("singular",),)
 
 
+def test_module_points_name_each_value_with_its_dimension():
+    from attnsurvey import describe as ds
+
+    # hand-written: what the one-row-per-class table must expand to
+    assert ds.MODULE_POINTS["RotatoryAttention"] == {
+        "feature_multiplicity": "rotatory",
+        "scoring": "activated-general",
+        "query_type": "specialized",
+    }
+    assert ds.MODULE_POINTS["MultiHopAttention"] == {"scoring": "general", "query_multiplicity": "multi-hop"}
+    assert ds.MODULE_POINTS["GeneralAttention"] == {}
+    with pytest.raises(ValueError, match="'singular' must be a value of exactly one dimension"):
+        ds._dimension_of("singular")  # feature and query multiplicity both have it
+    with pytest.raises(ValueError, match="found in \\[\\]"):
+        ds._dimension_of("no-such-mechanism")
+
+
 def test_describe_rejects_unknown_score_modules():
     class OddScore(torch.nn.Module):
         def forward(self, Q, K):

@@ -167,6 +167,19 @@ def test_general_with_identity_is_multiplicative():
     torch.testing.assert_close(m(Q, K), sc.DotScore()(Q, K))
 
 
+def test_function_score_modules_call_their_functional_form_with_their_weights():
+    Q, K = rand(3, D_Q), rand(5, D_K, seed=1)
+    biased = sc.BiasedGeneralScore(D_Q, D_K).double()
+    assert biased.W.bias is not None and sc.GeneralScore(D_Q, D_K).W.bias is None
+    torch.testing.assert_close(biased(Q, K), sc.biased_general_score(Q, K, biased.W.weight, biased.W.bias))
+    general = sc.GeneralScore(D_Q, D_K).double()
+    torch.testing.assert_close(general(Q, K), (Q @ general.W.weight.T) @ K.T)  # k_l^T W q by hand
+    K4 = rand(5, D_Q, seed=2)
+    torch.testing.assert_close(sc.EuclideanScore()(Q, K4), -torch.cdist(Q, K4))
+    assert list(sc.DotScore().parameters()) == [] and repr(sc.ScaledDotScore()) == "ScaledDotScore()"
+    assert isinstance(sc.DotScore(), sc.ScoreModule) and not isinstance(biased, sc.DotScore)
+
+
 @pytest.mark.catalog("extra:bilinear-score")
 def test_bilinear_is_general_transposed():
     Q, K, W = rand(3, D_Q), rand(5, D_K, seed=1), rand(D_Q, D_K, seed=2)

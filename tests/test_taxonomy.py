@@ -64,6 +64,15 @@ def test_table3_spot_checks_against_the_survey():
     assert tx.table3_row("table3:row17").point.query_multiplicity == (("capsule-based",),)
 
 
+def test_table3_row_needs_one_cell_per_dimension():
+    cells = ["singular", "single-level", "single-representational", "additive", "global", "single-dimensional"]
+    row = tx._row(99, "Test", 1, *cells, "basic", "multi-head")  # in the order of tx.DIMENSIONS
+    assert row.id == "table3:row99" and row.point.query_multiplicity == (("multi-head",),)
+    assert row.point.query_type == (("basic",),) and row.point.scoring == (("additive",),)
+    with pytest.raises(ValueError, match="a Table III row has 8 cells"):
+        tx._row(99, "Test", 1, *cells)
+
+
 def test_configurations_expand_alternatives_only():
     luong = tx.table3_row("table3:row02").point
     configs = luong.configurations()

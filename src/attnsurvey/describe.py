@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from .general_mechanisms.scoring import SCORES
-from .taxonomy import DIMENSIONS, TaxonomyPoint
+from .taxonomy import DIMENSIONS, TAXONOMY, TaxonomyPoint
 
 
 def point(**values: str) -> TaxonomyPoint:
@@ -37,43 +37,45 @@ def point(**values: str) -> TaxonomyPoint:
     return TaxonomyPoint.from_strings(**{**base, **values})
 
 
-def _module_points() -> dict[str, dict[str, str]]:
-    """Module class name -> the dimension values it fixes (see :data:`MODULE_POINTS`)."""
-    return {
-        "MultiHeadAttention": {
-            "scoring": "scaled-multiplicative",
-            "query_type": "self-attention",
-            "query_multiplicity": "multi-head",
-        },
-        "MultiHopAttention": {"scoring": "general", "query_multiplicity": "multi-hop"},
-        "CapsuleAttention": {
-            "scoring": "multiplicative",
-            "query_type": "self-attention",
-            "query_multiplicity": "capsule-based",
-        },
-        "MultiDimensionalAttention": {"dimensionality": "multi-dimensional"},
-        "LocalAttention": {"alignment": "local"},
-        "ReinforcedAlignment": {"alignment": "reinforced"},
-        "RotatoryAttention": {
-            "feature_multiplicity": "rotatory",
-            "scoring": "activated-general",
-            "query_type": "specialized",
-        },
-        "AlternatingCoAttention": {"feature_multiplicity": "alternating-co-attention"},
-        "InteractiveCoAttention": {"feature_multiplicity": "interactive-co-attention"},
-        "ParallelCoAttention": {"feature_multiplicity": "parallel-co-attention"},
-        "MultiGrainedCoAttention": {"feature_multiplicity": "multi-grained-co-attention"},
-        "HierarchicalAttention": {"feature_levels": "hierarchical", "query_type": "self-attention"},
-        "AttentionViaAttention": {"feature_levels": "attention-via-attention"},
-        "MetaEmbedding": {"feature_representations": "multi-representational", "query_type": "self-attention"},
-        "LearnedQueryAttention": {"scoring": "multiplicative", "query_type": "self-attention"},
-        "SelfAttention": {"scoring": "scaled-multiplicative", "query_type": "self-attention"},
-        "GeneralAttention": {},
-    }
+#: Module class name -> the Table III values its type fixes, one row per class. Every value
+#: other than "singular" belongs to exactly one dimension of :data:`~attnsurvey.taxonomy.TAXONOMY`,
+#: so a row names values only, as a row of Table III does; :data:`MODULE_POINTS` adds the dimensions.
+_FIXED_VALUES: dict[str, tuple[str, ...]] = {
+    "MultiHeadAttention": ("scaled-multiplicative", "self-attention", "multi-head"),
+    "MultiHopAttention": ("general", "multi-hop"),
+    "CapsuleAttention": ("multiplicative", "self-attention", "capsule-based"),
+    "MultiDimensionalAttention": ("multi-dimensional",),
+    "LocalAttention": ("local",),
+    "ReinforcedAlignment": ("reinforced",),
+    "RotatoryAttention": ("rotatory", "activated-general", "specialized"),
+    "AlternatingCoAttention": ("alternating-co-attention",),
+    "InteractiveCoAttention": ("interactive-co-attention",),
+    "ParallelCoAttention": ("parallel-co-attention",),
+    "MultiGrainedCoAttention": ("multi-grained-co-attention",),
+    "HierarchicalAttention": ("hierarchical", "self-attention"),
+    "AttentionViaAttention": ("attention-via-attention",),
+    "MetaEmbedding": ("multi-representational", "self-attention"),
+    "LearnedQueryAttention": ("multiplicative", "self-attention"),
+    "SelfAttention": ("scaled-multiplicative", "self-attention"),
+    "GeneralAttention": (),
+}
+
+
+def _dimension_of(value: str) -> str:
+    """The one dimension of :data:`~attnsurvey.taxonomy.TAXONOMY` that has ``value``.
+
+    Raises ``ValueError`` for a value of no dimension or of several (``"singular"``).
+    """
+    dims = [d for group in TAXONOMY.values() for d, values in group.items() if value in values]
+    if len(dims) != 1:
+        raise ValueError(f"{value!r} must be a value of exactly one dimension to stand alone, found in {dims}")
+    return dims[0]
 
 
 #: Module class name -> dimension values, for :func:`describe` of plain ``src`` modules.
-MODULE_POINTS: dict[str, dict[str, str]] = _module_points()
+MODULE_POINTS: dict[str, dict[str, str]] = {
+    name: {_dimension_of(v): v for v in values} for name, values in _FIXED_VALUES.items()
+}
 
 #: Score module class name -> Table III scoring value (read from the score registry).
 SCORE_POINTS: dict[str, str] = {spec.module.__name__: spec.taxonomy for _, spec in SCORES.items()}

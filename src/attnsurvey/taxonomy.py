@@ -253,23 +253,15 @@ class Table3Row:
     point: TaxonomyPoint
 
 
-def _row(
-    i: int, model: str, ref: int, fm: str, fl: str, fr: str, sc: str, al: str, dim: str, qt: str, qm: str
-) -> Table3Row:
+def _row(i: int, model: str, ref: int, *cells: str) -> Table3Row:
+    """Row ``i`` of Table III; ``cells`` are its eight Table III strings, in the order of :data:`DIMENSIONS`."""
+    if len(cells) != len(DIMENSIONS):
+        raise ValueError(f"a Table III row has {len(DIMENSIONS)} cells ({DIMENSIONS}), got {len(cells)}")
     return Table3Row(
         id=f"table3:row{i:02d}",
         model=model,
         reference=ref,
-        point=TaxonomyPoint.from_strings(
-            feature_multiplicity=fm,
-            feature_levels=fl,
-            feature_representations=fr,
-            scoring=sc,
-            alignment=al,
-            dimensionality=dim,
-            query_type=qt,
-            query_multiplicity=qm,
-        ),
+        point=TaxonomyPoint.from_strings(**dict(zip(DIMENSIONS, cells))),
     )
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from ..stats import Difference, paired_difference
 
 NOT_RESOLVED = "not resolved"
+#: The fewest seeds a trained result may rest on (the project's rule for trained results).
+MIN_SEEDS = 5
 
 
 def expected_verdict(a_name: str, a: Sequence[float], b_name: str, b: Sequence[float]) -> tuple[str, Difference]:
@@ -26,27 +28,22 @@ def expected_verdict(a_name: str, a: Sequence[float], b_name: str, b: Sequence[f
 
 
 def check_results_and_verdict(
-    results: Mapping[str, Sequence[float]],
-    a_name: str,
-    b_name: str,
-    verdict: str,
-    min_seeds: int = 5,
-    low: float = 0.0,
-    high: float = 1.0,
+    results: Mapping[str, Sequence[float]], a_name: str, b_name: str, verdict: str
 ) -> Difference:
-    """Assert that ``results`` hold both methods over ``min_seeds`` paired seeds and that ``verdict`` is supported.
+    """Assert that ``results`` hold both methods' accuracies over paired seeds and that ``verdict`` is supported.
 
-    results: ``{name: [value per seed]}`` with the same seeds in the same order
-    for ``a_name`` and ``b_name``; every value must lie in ``[low, high]``.
+    results: ``{name: [accuracy per seed]}`` with the same seeds in the same order
+    for ``a_name`` and ``b_name``, at least :data:`MIN_SEEDS` of them; every value
+    must be an accuracy, a finite number in ``[0, 1]``.
     verdict: ``a_name``, ``b_name`` or ``"not resolved"``.
     Returns the paired difference ``a - b``. Raises ``AssertionError`` with a hint otherwise.
     """
     for name in (a_name, b_name):
         assert name in results, f"results need the key {name!r}, got {sorted(results)}"
         vals = list(results[name])
-        assert len(vals) >= min_seeds, f"{name}: {len(vals)} values; run at least {min_seeds} seeds"
-        bad = [v for v in vals if not (math.isfinite(float(v)) and low <= float(v) <= high)]
-        assert not bad, f"{name}: values outside [{low}, {high}]: {bad}"
+        assert len(vals) >= MIN_SEEDS, f"{name}: {len(vals)} values; run at least {MIN_SEEDS} seeds"
+        bad = [v for v in vals if not (math.isfinite(float(v)) and 0.0 <= float(v) <= 1.0)]
+        assert not bad, f"{name}: values outside [0.0, 1.0]: {bad}"
     assert len(results[a_name]) == len(results[b_name]), "run both methods on the same seeds (same number of values)"
     want, d = expected_verdict(a_name, list(results[a_name]), b_name, list(results[b_name]))
     assert (

@@ -20,6 +20,8 @@ from ..plotting import QUERY_FILL as _QUERY
 from ..plotting import diagram_axes as _axes
 from ..plotting import draw_arrow, draw_box
 
+_Point = tuple[float, float]
+
 
 def encoder_decoder_figure(n: int = 5, steps: int = 3) -> Figure:
     """Chapter 1: an encoder-decoder without attention (one fixed vector) and with attention.
@@ -121,7 +123,36 @@ def _co_attention_axes(k: int, name: str, set1: str, set2: str) -> tuple[Figure,
     return fig, ax
 
 
-def _concat_output(ax: Axes, x: float, c1_from: tuple[float, float], c2_from: tuple[float, float]) -> None:
+def _branch_arrows(
+    ax: Axes,
+    feed: tuple[_Point, _Point],
+    out: tuple[_Point, _Point],
+    texts: tuple[str, str],
+    bypass_y: float,
+    rad: float,
+) -> None:
+    """The arrows of Figs. 5 and 6, where the two sets are treated alike.
+
+    Each is drawn for set 1 and mirrored for set 2 in the line ``y = 1.8``
+    between the sets (a curve bends the other way): ``feed`` takes set 1 into
+    the middle stage (the mean key, the affinity matrix), ``out`` leads from
+    that stage to a module, labelled ``texts[0]`` (its mirror ``texts[1]``),
+    and a curve with bend ``rad`` along ``y = bypass_y`` takes set 1 from
+    ``x = 1.5`` straight to its module (which starts where ``out`` ends).
+    """
+    bypass = (1.5, bypass_y), (out[1][0], bypass_y)
+    no_text = None, None
+    for (a, b), (first, second), bend in ((feed, no_text, 0.0), (out, texts, 0.0), (bypass, no_text, rad)):
+        draw_arrow(ax, a, b, first, rad=bend)
+        draw_arrow(ax, _mirror(a), _mirror(b), second, rad=-bend)
+
+
+def _mirror(p: _Point) -> _Point:
+    """``p`` reflected in ``y = 1.8``, rounded so that the image of ``2.8`` is ``0.8`` exactly."""
+    return p[0], round(3.6 - p[1], 6)
+
+
+def _concat_output(ax: Axes, x: float, c1_from: _Point, c2_from: _Point) -> None:
     """The output model centred at ``x``, fed by the arrows of c^(1) (from ``c1_from``) and c^(2) (from ``c2_from``)."""
     draw_box(ax, (x, 1.8), "output model\n$[c^{(1)}; c^{(2)}]$", w=1.8, h=0.8, color=_OUT)
     draw_arrow(ax, c1_from, (x - 0.9, 2.0), "$c^{(1)}$")
@@ -159,12 +190,7 @@ def interactive_co_attention_figure() -> Figure:
     draw_box(ax, (3.5, 0.8), "mean key $\\bar{k}^{(2)}$\nEq. (10)", w=1.9, h=0.7, color="#ffffff")
     _module(ax, (7.2, 2.8), "module [1]\nEq. (11), keys $K^{(1)}$")
     _module(ax, (7.2, 0.8), "module [2]\nEq. (11), keys $K^{(2)}$")
-    draw_arrow(ax, (1.5, 2.8), (2.55, 2.8))
-    draw_arrow(ax, (1.5, 0.8), (2.55, 0.8))
-    draw_arrow(ax, (4.45, 2.6), (6.25, 1.0), "query")
-    draw_arrow(ax, (4.45, 1.0), (6.25, 2.6), "query")
-    draw_arrow(ax, (1.5, 3.05), (6.25, 3.05), rad=-0.2)
-    draw_arrow(ax, (1.5, 0.55), (6.25, 0.55), rad=0.2)
+    _branch_arrows(ax, ((1.5, 2.8), (2.55, 2.8)), ((4.45, 2.6), (6.25, 1.0)), ("query", "query"), 3.05, -0.2)
     _concat_output(ax, 11.0, (8.15, 2.8), (8.15, 0.8))
     return fig
 
@@ -180,12 +206,7 @@ def parallel_co_attention_figure() -> Figure:
     draw_box(ax, (3.8, 1.8), "affinity $A$\nEq. (12)", w=1.7, h=0.8, color="#ffffff")
     _module(ax, (7.2, 2.8), "scores $e^{(1)}$, Eq. (14)\nweights, $c^{(1)}$", w=2.4)
     _module(ax, (7.2, 0.8), "scores $e^{(2)}$, Eq. (15)\nweights, $c^{(2)}$", w=2.4)
-    draw_arrow(ax, (1.5, 2.6), (2.95, 2.0))
-    draw_arrow(ax, (1.5, 1.0), (2.95, 1.6))
-    draw_arrow(ax, (4.65, 2.0), (6.0, 2.6), "$A^T$")
-    draw_arrow(ax, (4.65, 1.6), (6.0, 1.0), "$A$")
-    draw_arrow(ax, (1.5, 3.0), (6.0, 3.0), rad=-0.15)
-    draw_arrow(ax, (1.5, 0.6), (6.0, 0.6), rad=0.15)
+    _branch_arrows(ax, ((1.5, 2.6), (2.95, 2.0)), ((4.65, 2.0), (6.0, 2.6)), ("$A^T$", "$A$"), 3.0, -0.15)
     _concat_output(ax, 11.0, (8.4, 2.8), (8.4, 0.8))
     return fig
 

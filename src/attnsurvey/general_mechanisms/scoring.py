@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -297,20 +298,60 @@ class ScoreModule(nn.Module):
         raise NotImplementedError
 
 
-@catalogued("table2:multiplicative")
-class DotScore(ScoreModule):
-    """Module form of :func:`dot_score` (no parameters)."""
+class FunctionScore(ScoreModule):
+    """Base class of the score modules that only call their functional form: ``function(Q, K, *weights())``.
+
+    A subclass names the function in its class statement,
+    ``class DotScore(FunctionScore, function=dot_score)``, and, if it learns
+    weights, returns them from :meth:`weights` in the function's argument
+    order (none by default); shapes, masks and errors are the function's.
+    """
+
+    function: staticmethod[..., Tensor]
+
+    def __init_subclass__(cls, function: Callable[..., Tensor] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if function is not None:
+            cls.function = staticmethod(function)
+
+    def weights(self) -> tuple[Tensor, ...]:
+        """The learned weights passed to ``function`` after ``Q`` and ``K`` (none here)."""
+        return ()
 
     def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return dot_score(Q, K)
+        return self.function(Q, K, *self.weights())
+
+
+class LinearMapScore(FunctionScore):
+    """A :class:`FunctionScore` learning one map ``W`` ``(d_k, d_q)``, and its bias ``b`` ``(d_k,)`` if ``bias``.
+
+    ``W`` is ``nn.Linear(d_q, d_k)``: its weight is the survey's ``W``, its bias
+    (a subclass declared with ``bias=True``) the survey's ``b``.
+    """
+
+    bias = False
+
+    def __init_subclass__(cls, bias: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.bias = bias
+
+    def __init__(self, d_q: int, d_k: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_q, d_k, bias=self.bias)
+
+    def weights(self) -> tuple[Tensor, ...]:
+        """``(W,)``, or ``(W, b)`` with a bias."""
+        return (self.W.weight,) if self.W.bias is None else (self.W.weight, self.W.bias)
+
+
+@catalogued("table2:multiplicative")
+class DotScore(FunctionScore, function=dot_score):
+    """Module form of :func:`dot_score` (no parameters)."""
 
 
 @catalogued("table2:scaled-multiplicative")
-class ScaledDotScore(ScoreModule):
+class ScaledDotScore(FunctionScore, function=scaled_dot_score):
     """Module form of :func:`scaled_dot_score` (no parameters)."""
-
-    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return scaled_dot_score(Q, K)
 
 
 @catalogued("table2:additive")
@@ -342,27 +383,13 @@ class ConcatScore(ScoreModule):
 
 
 @catalogued("table2:general")
-class GeneralScore(ScoreModule):
+class GeneralScore(LinearMapScore, function=general_score):
     """Module form of :func:`general_score` with learned ``W`` of shape ``(d_k, d_q)``."""
-
-    def __init__(self, d_q: int, d_k: int) -> None:
-        super().__init__()
-        self.W = nn.Linear(d_q, d_k, bias=False)
-
-    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return general_score(Q, K, self.W.weight)
 
 
 @catalogued("table2:biased-general")
-class BiasedGeneralScore(ScoreModule):
+class BiasedGeneralScore(LinearMapScore, function=biased_general_score, bias=True):
     """Module form of :func:`biased_general_score` with learned ``W`` and ``b``."""
-
-    def __init__(self, d_q: int, d_k: int) -> None:
-        super().__init__()
-        self.W = nn.Linear(d_q, d_k, bias=True)
-
-    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return biased_general_score(Q, K, self.W.weight, self.W.bias)
 
 
 @catalogued("table2:activated-general")
@@ -401,11 +428,8 @@ class CosineScore(ScoreModule):
 
 
 @catalogued("table2:similarity")
-class EuclideanScore(ScoreModule):
+class EuclideanScore(FunctionScore, function=euclidean_score):
     """Module form of :func:`euclidean_score` (no parameters)."""
-
-    def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return euclidean_score(Q, K)
 
 
 @catalogued("extra:bilinear-score")
@@ -566,14 +590,23 @@ def dot_product_variance(
     Theory (§3.2.1): ``Var(q^T k) = d_k`` and ``Var(q^T k / sqrt(d_k)) = 1``.
     Raises ``ValueError`` if ``d_k < 1`` or ``n_samples < 2``.
     """
-    if d_k < 1:
-        raise ValueError(f"d_k must be >= 1, got d_k={d_k}")
     if n_samples < 2:
         raise ValueError(f"n_samples must be >= 2 to estimate a variance, got {n_samples}")
+    return float(_random_dot_scores(d_k, n_samples, 1, scaled, generator).var())
+
+
+def _random_dot_scores(d_k: int, n_samples: int, n_f: int, scaled: bool, generator: torch.Generator | None) -> Tensor:
+    """Scores ``(n_samples, n_f)`` of random queries, each against its own ``n_f`` random keys.
+
+    Queries and keys have i.i.d. ``N(0, 1)`` entries in ``R^{d_k}`` (float64, the
+    queries drawn first); the score is the multiplicative one, scaled if ``scaled``.
+    Raises ``ValueError`` if ``d_k < 1``.
+    """
+    if d_k < 1:
+        raise ValueError(f"d_k must be >= 1, got d_k={d_k}")
     q = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
-    k = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
-    e = (scaled_dot_score if scaled else dot_score)(q, k)
-    return float(e.flatten().var())
+    K = torch.randn(n_samples, n_f, d_k, generator=generator, dtype=torch.float64)
+    return (scaled_dot_score if scaled else dot_score)(q, K)[:, 0]
 
 
 @catalogued("extra:scaling-variance")
@@ -607,13 +640,9 @@ def softmax_saturation(
     (:func:`softmax_jacobian`), i.e. how much gradient reaches the scores.
     Raises ``ValueError`` if ``d_k < 1`` or ``n_f < 2``.
     """
-    if d_k < 1:
-        raise ValueError(f"d_k must be >= 1, got d_k={d_k}")
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
-    q = torch.randn(n_samples, 1, d_k, generator=generator, dtype=torch.float64)
-    K = torch.randn(n_samples, n_f, d_k, generator=generator, dtype=torch.float64)
-    e = (scaled_dot_score if scaled else dot_score)(q, K)[:, 0]  # (n_samples, n_f)
+    e = _random_dot_scores(d_k, n_samples, n_f, scaled, generator)
     a = torch.softmax(e, dim=-1)
     J = softmax_jacobian(e)
     return float(a.max(-1).values.mean()), float(torch.linalg.matrix_norm(J).mean())
