@@ -7,6 +7,7 @@ import importlib
 import json
 import subprocess
 import sys
+import types
 from functools import cache
 from pathlib import Path
 
@@ -119,6 +120,26 @@ def test_duplicate_ids_are_rejected(monkeypatch):
         catalog.catalogued("eq1", "eq2", title="t", chapter="c")
     with pytest.raises(ValueError, match="names no id"):
         catalog.catalogued()(first)
+
+
+def test_chapter_defaults_to_the_modules_chapter(monkeypatch):
+    """A title without ``chapter=`` takes the defining module's ``CHAPTER``; no ``CHAPTER`` is an error."""
+    monkeypatch.setattr(catalog, "_DECLARED", dict(catalog._DECLARED))
+    monkeypatch.setattr(catalog, "_IMPLEMENTED", {k: list(v) for k, v in catalog._IMPLEMENTED.items()})
+    module = types.ModuleType("attnsurvey_fake_chapter_module")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def defined_here():
+        pass
+
+    defined_here.__module__ = module.__name__
+    with pytest.raises(ValueError, match="define CHAPTER in attnsurvey_fake_chapter_module"):
+        catalog.catalogued("extra:fake", title="t")(defined_here)
+    module.CHAPTER = "chapters/fake.ipynb"  # type: ignore[attr-defined]
+    catalog.catalogued("extra:fake", title="t")(defined_here)
+    assert catalog._DECLARED["extra:fake"].chapter == "chapters/fake.ipynb"
+    catalog.catalogued("extra:other", title="t", chapter="chapters/other.ipynb")(defined_here)
+    assert catalog._DECLARED["extra:other"].chapter == "chapters/other.ipynb"  # an explicit chapter wins
 
 
 def test_implemented_but_untitled_ids_are_rejected(monkeypatch):

@@ -129,7 +129,6 @@ declare(
     "attnsurvey.builder.location_score",
     "extra:location-score",
     title="Location-based score e = W_a q (Luong et al.), from the query alone, for n_f <= n_max",
-    chapter=CHAPTER,
 )
 declare("attnsurvey.builder.LocationScore", "extra:location-score")
 
@@ -463,7 +462,6 @@ HOP_FORMS = ("memory", "eq41")
 @catalogued(
     "extra:taxonomy-builder",
     title="Build a working attention model from a point of the taxonomy, and describe a model by its point",
-    chapter=CHAPTER,
 )
 @catalogued(*(row.id for row in TABLE3))
 def build_model(point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> TaxonomyModel:

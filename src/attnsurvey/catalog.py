@@ -4,12 +4,14 @@ The catalog is declared where the code is, never in a separate table:
 
 * **Code** carries a decorator naming the survey items it implements. The
   object that *defines* an item also gives its title and the chapter that
-  teaches it; every other object implementing the same item names the id only::
+  teaches it (by default the ``CHAPTER`` constant of its module; ``chapter=``
+  overrides it); every other object implementing the same item names the id only::
 
       from ..catalog import catalogued
 
-      @catalogued("table2:additive", title="Additive score w^T act(W_1 q + W_2 k_l + b)",
-                  chapter="chapters/ch03_2_1_attention_scoring.ipynb")
+      CHAPTER = "chapters/ch03_2_1_attention_scoring.ipynb"  # once per module
+
+      @catalogued("table2:additive", title="Additive score w^T act(W_1 q + W_2 k_l + b)")
       def additive_score(...): ...
 
       @catalogued("table2:additive")
@@ -88,22 +90,38 @@ _IMPLEMENTED: dict[str, list[str]] = {}
 def _check_arguments(target: str, ids: tuple[str, ...], title: str | None, chapter: str | None) -> None:
     if not ids:
         raise ValueError(f"catalog declaration for {target} names no id")
-    if (title is not None or chapter is not None) and (len(ids) != 1 or not title or not chapter):
+    if (title is not None or chapter is not None) and (len(ids) != 1 or not title or chapter == ""):
         raise ValueError(f"{target}: a title and a chapter go with exactly one id, got ids={ids}")
+
+
+def _module_chapter(target: str) -> str:
+    """The ``CHAPTER`` constant of the module that defines the dotted path ``target``."""
+    module = target
+    while "." in module:
+        module = module.rpartition(".")[0]
+        if module in sys.modules:
+            chapter = getattr(sys.modules[module], "CHAPTER", None)
+            if isinstance(chapter, str) and chapter:
+                return chapter
+            raise ValueError(f"{target}: a title needs a chapter; pass chapter= or define CHAPTER in {module}")
+    raise ValueError(f"{target}: a title needs a chapter, and no imported module defines it")
 
 
 def declare(target: str, *ids: str, title: str | None = None, chapter: str | None = None) -> None:
     """Record that the object at dotted path ``target`` implements the catalog items ``ids``.
 
-    With ``title`` (and then ``chapter``, a notebook path) exactly one id is
-    allowed and ``target`` becomes the item's defining object. Declaring the
+    With ``title`` exactly one id is allowed and ``target`` becomes the item's
+    defining object; its ``chapter`` (a notebook path) defaults to the
+    ``CHAPTER`` constant of the module that defines ``target``. Declaring the
     same pair again (a module reloaded) is a no-op.
 
-    Raises ``ValueError`` for no ids, a title with several ids or without a
-    chapter, and an id given a title by two different objects.
+    Raises ``ValueError`` for no ids, a title or chapter with several ids, a
+    title with no chapter (none given and the module has no ``CHAPTER``), and
+    an id given a title by two different objects.
     """
     _check_arguments(target, ids, title, chapter)
-    if title is not None and chapter is not None:
+    if title is not None:
+        chapter = _module_chapter(target) if chapter is None else chapter
         previous = _DECLARED.get(ids[0])
         if previous is not None and previous.target != target:
             raise ValueError(f"catalog id {ids[0]!r} defined twice: by {previous.target} and by {target}")
@@ -117,7 +135,8 @@ def declare(target: str, *ids: str, title: str | None = None, chapter: str | Non
 def catalogued(*ids: str, title: str | None = None, chapter: str | None = None) -> Callable[[T], T]:
     """Decorator: the decorated function or class implements the catalog items ``ids``.
 
-    See :func:`declare` for ``title``/``chapter``. Returns the object unchanged.
+    See :func:`declare` for ``title`` and ``chapter`` (by default the ``CHAPTER``
+    of the object's module). Returns the object unchanged.
     """
     _check_arguments("@catalogued", ids, title, chapter)
 

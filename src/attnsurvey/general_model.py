@@ -39,7 +39,7 @@ from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_scor
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
 
-@catalogued("eq1", title="Keys and values from the feature matrix, K = W_K F, V = W_V F", chapter=CHAPTER)
+@catalogued("eq1", title="Keys and values from the feature matrix, K = W_K F, V = W_V F")
 def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
     """Keys and values from the feature vectors, Eq. (1): ``K = W_K F``, ``V = W_V F``.
 
@@ -58,15 +58,10 @@ def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
 
 
 # Eq. (2) and (4) are computed by the core (attnsurvey.attention) and re-exported here, where the book teaches them.
-declare(
-    "attnsurvey.general_model.attention_scores",
-    "eq2",
-    title="Attention score per key, e_l = score(q, k_l)",
-    chapter=CHAPTER,
-)
+declare("attnsurvey.general_model.attention_scores", "eq2", title="Attention score per key, e_l = score(q, k_l)")
 
 
-@catalogued("eq3", title="Alignment of the scores into weights, a = align(e) (softmax)", chapter=CHAPTER)
+@catalogued("eq3", title="Alignment of the scores into weights, a = align(e) (softmax)")
 def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Attention weights, Eq. (3), with the softmax alignment: ``a = softmax(e)``.
 
@@ -83,12 +78,11 @@ declare(
     "attnsurvey.general_model.context",
     "eq4",
     title="Context vector as the weighted average of values, c = sum_l a_l v_l",
-    chapter=CHAPTER,
 )
 declare("attnsurvey.general_model.context", "eq24")
 
 
-@catalogued("eq5", title="Output model y = softmax(W_c c + b_c)", chapter=CHAPTER)
+@catalogued("eq5", title="Output model y = softmax(W_c c + b_c)")
 def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     """Output model, Eq. (5): ``y_hat = softmax(W_c c + b_c)``.
 
@@ -104,7 +98,7 @@ def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
 declare("attnsurvey.general_model.attend", "eq4")
 
 
-@catalogued("extra:key-value-vs-plain", title="Key-value attention vs plain attention (K = V = F)", chapter=CHAPTER)
+@catalogued("extra:key-value-vs-plain", title="Key-value attention vs plain attention (K = V = F)")
 def plain_attend(
     Q: Tensor, F: Tensor, mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
 ) -> tuple[Tensor, Tensor]:
@@ -118,7 +112,6 @@ def plain_attend(
 @catalogued(
     "extra:attention-as-expectation",
     title="Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.1)",
-    chapter=CHAPTER,
 )
 def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
     """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.1).
@@ -137,11 +130,7 @@ def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | N
     return idx.reshape(*a.shape[:-1], num_samples)
 
 
-@catalogued(
-    "extra:data-organisation",
-    title="One module over a sequence, an image grid and graph nodes (§2.3)",
-    chapter=CHAPTER,
-)
+@catalogued("extra:data-organisation", title="One module over a sequence, an image grid and graph nodes (§2.3)")
 @catalogued("eq1", "extra:key-value-vs-plain")
 class GeneralAttention(nn.Module):
     """The general attention module of Fig. 2 with learned ``W_K`` and ``W_V``, Eq. (1)-(4).
@@ -220,9 +209,7 @@ class OutputModel(nn.Module):
 
 
 @catalogued(
-    "extra:memory-addressing",
-    title="Attention as soft memory addressing: address, normalise, read (article 4.3)",
-    chapter=CHAPTER,
+    "extra:memory-addressing", title="Attention as soft memory addressing: address, normalise, read (article 4.3)"
 )
 class KeyValueMemory(nn.Module):
     """Attention as memory addressing (address, normalise, read).
@@ -261,11 +248,7 @@ class KeyValueMemory(nn.Module):
         return self.read(Q, mask)
 
 
-@catalogued(
-    "extra:task-model",
-    title="The task model of Fig. 1: feature, query, attention and output models composed",
-    chapter=CHAPTER,
-)
+@catalogued("extra:task-model", title="The task model of Fig. 1: feature, query, attention and output models composed")
 class TaskModel(nn.Module):
     """The task model of Fig. 1: feature model -> (query model, attention model) -> output model.
 

@@ -63,7 +63,6 @@ def _lengths_or_full(lengths: Tensor | None, B: int, n_x: int) -> Tensor:
 @catalogued(
     "extra:encoder-decoder-bottleneck",
     title="Encoder-decoder without attention: the whole source squeezed into one fixed-length vector",
-    chapter=CHAPTER,
 )
 def final_state(H: Tensor, lengths: Tensor) -> Tensor:
     """The fixed-length summary of the source, ``c = h_{n_x}``: each example's last valid state.
@@ -99,7 +98,6 @@ def bidirectional_summary(H: Tensor, lengths: Tensor) -> Tensor:
 @catalogued(
     "extra:bahdanau-decoder",
     title="Bahdanau decoder: previous state as query, additive score over encoder states (K = V = H)",
-    chapter=CHAPTER,
 )
 def decoder_step(
     y_prev: Tensor,

@@ -56,9 +56,7 @@ def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -
 
 
 @catalogued(
-    "extra:gqa",
-    title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)",
-    chapter=CHAPTER,
+    "extra:gqa", title="Grouped-query and multi-query attention: query heads share K/V heads (beyond the survey)"
 )
 def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Grouped-query attention: query head ``j`` attends with K/V head ``j // (h / g)``.
@@ -90,7 +88,7 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
     return c, a
 
 
-@catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)", chapter=CHAPTER)
+@catalogued("extra:kv-cache", title="Incremental decoding with a key/value cache (beyond the survey)")
 class KVCache:
     """A preallocated key/value cache for one attention layer.
 

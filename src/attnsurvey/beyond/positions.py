@@ -39,9 +39,7 @@ CHAPTER = "chapters/ch06_2_positions.ipynb"
 
 
 @catalogued(
-    "extra:rope",
-    title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)",
-    chapter=CHAPTER,
+    "extra:rope", title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)"
 )
 def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     """Rotary position embedding of the rows of ``X`` (Su et al.).
@@ -85,9 +83,7 @@ def rope_attention(
     return c, a
 
 
-@catalogued(
-    "extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)", chapter=CHAPTER
-)
+@catalogued("extra:alibi", title="ALiBi: a per-head linear distance penalty on the scores (beyond the survey)")
 def alibi_slopes(h: int) -> Tensor:
     """The ALiBi head slopes of Press et al. (2022), a ``(h,)`` float64 tensor.
 

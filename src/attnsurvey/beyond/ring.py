@@ -81,7 +81,6 @@ def _check_same_shape_on_all_ranks(x: Tensor, group: Any) -> None:
 @catalogued(
     "extra:ring-attention",
     title="Ring attention: the sequence split across processes, K/V chunks passed around a ring, merged online",
-    chapter=CHAPTER,
 )
 def ring_attention(
     Q: Tensor,

@@ -271,7 +271,6 @@ def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f:
 @catalogued(
     "extra:tiled-attention",
     title="Exact attention in linear memory: tiles, online softmax and a recomputing backward (FlashAttention)",
-    chapter=CHAPTER,
 )
 def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **options: Unpack[TileOptions]) -> Tensor:
     """Exact scaled dot-product attention (Eq. 2-4) computed tile by tile in linear memory.

@@ -59,11 +59,7 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
-@catalogued(
-    "extra:bleu",
-    title="Corpus BLEU with clipped n-gram precisions, brevity penalty and sacrebleu's smoothing",
-    chapter=CHAPTER,
-)
+@catalogued("extra:bleu", title="Corpus BLEU with clipped n-gram precisions, brevity penalty and sacrebleu's smoothing")
 def bleu(
     hypotheses: Sequence[str],
     references: Sequence[str] | Sequence[Sequence[str]],
@@ -143,7 +139,7 @@ def bleu(
 # --------------------------------------------------------------------------- perplexity
 
 
-@catalogued("extra:perplexity", title="Perplexity, exp of the mean negative log-likelihood", chapter=CHAPTER)
+@catalogued("extra:perplexity", title="Perplexity, exp of the mean negative log-likelihood")
 def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
     """Perplexity ``exp(-(1/N) sum_t log p(y_t | ...))`` of a language model.
 
@@ -236,7 +232,7 @@ def _error_rate(
     return errors / n_ref
 
 
-@catalogued("extra:wer", title="Word error rate (S + D + I) / N from a Levenshtein alignment", chapter=CHAPTER)
+@catalogued("extra:wer", title="Word error rate (S + D + I) / N from a Levenshtein alignment")
 def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> float:
     """Word error rate ``(S + D + I) / N`` over a corpus, ``N`` = number of reference words.
 
@@ -250,7 +246,7 @@ def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> flo
     return _error_rate(references, hypotheses, "WER", "word")
 
 
-@catalogued("extra:per", title="Phoneme error rate: the edit-distance rate on phoneme sequences", chapter=CHAPTER)
+@catalogued("extra:per", title="Phoneme error rate: the edit-distance rate on phoneme sequences")
 def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Sequence[str]]) -> float:
     """Phoneme error rate: the WER computation on phoneme sequences.
 
@@ -263,7 +259,7 @@ def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Se
 # --------------------------------------------------------------------------- classification
 
 
-@catalogued("extra:precision-recall-f1", title="Precision, recall and F1 (binary, micro, macro)", chapter=CHAPTER)
+@catalogued("extra:precision-recall-f1", title="Precision, recall and F1 (binary, micro, macro)")
 def precision_recall_f1(
     predicted: Tensor, target: Tensor, average: str = "binary", num_classes: int | None = None, positive: int = 1
 ) -> tuple[float, float, float]:
@@ -304,7 +300,7 @@ def precision_recall_f1(
 # --------------------------------------------------------------------------- IoU
 
 
-@catalogued("extra:iou", title="Intersection over union of boxes and masks", chapter=CHAPTER)
+@catalogued("extra:iou", title="Intersection over union of boxes and masks")
 def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
     """Intersection over union of axis-aligned boxes ``(x1, y1, x2, y2)``.
 
@@ -356,7 +352,7 @@ def _check_images(x: Tensor, y: Tensor, data_range: float) -> None:
         raise ValueError(f"data_range must be positive (e.g. 1.0 or 255), got {data_range}")
 
 
-@catalogued("extra:psnr", title="Peak signal-to-noise ratio, with identical images giving inf", chapter=CHAPTER)
+@catalogued("extra:psnr", title="Peak signal-to-noise ratio, with identical images giving inf")
 def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
     """Peak signal-to-noise ratio ``10 log10(R^2 / MSE)`` in decibels.
 
@@ -397,11 +393,7 @@ def ssim_window(
     raise ValueError(f"window must be 'gaussian' or 'uniform', got {kind!r}")
 
 
-@catalogued(
-    "extra:ssim",
-    title="Structural similarity with a Gaussian or uniform window (Wang et al. 2004)",
-    chapter=CHAPTER,
-)
+@catalogued("extra:ssim", title="Structural similarity with a Gaussian or uniform window (Wang et al. 2004)")
 def ssim(
     x: Tensor,
     y: Tensor,
@@ -457,7 +449,6 @@ def ssim(
 @catalogued(
     "extra:uniform-attention-ablation",
     title="Ablation: replace learned attention weights by a uniform average and measure the drop",
-    chapter=CHAPTER,
 )
 def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
     """Uniform attention weights of ``a``'s shape ``(..., n_q, n_f)``: ``1 / n_f`` each.

@@ -39,7 +39,7 @@ Head = Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]]
 # --------------------------------------------------------------------------- Eq. (46)
 
 
-@catalogued("eq46", title="Attention correctness AC = sum of the weights on ground-truth regions", chapter=CHAPTER)
+@catalogued("eq46", title="Attention correctness AC = sum of the weights on ground-truth regions")
 def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
     """Attention correctness, Eq. (46): ``AC = sum_{i : R_i in G} a_i``.
 
@@ -96,7 +96,7 @@ def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
     return F_.one_hot(a.argmax(-1), a.shape[-1]).bool()
 
 
-@catalogued("extra:aer", title="Alignment error rate with sure and possible links (Och & Ney 2003)", chapter=CHAPTER)
+@catalogued("extra:aer", title="Alignment error rate with sure and possible links (Och & Ney 2003)")
 def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float:
     """Alignment error rate (Och & Ney 2003) of hypothesis links ``A``.
 
@@ -150,7 +150,6 @@ def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
 @catalogued(
     "extra:supervised-attention",
     title="Supervised attention: task loss + lambda * alignment loss against gold alignments",
-    chapter=CHAPTER,
 )
 def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor, lam: float) -> Tensor:
     """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
@@ -198,9 +197,7 @@ def rankdata(x: Tensor) -> Tensor:
 
 
 @catalogued(
-    "extra:rank-correlation",
-    title="Rank correlation (Spearman, Kendall tau-b) between model and human attention",
-    chapter=CHAPTER,
+    "extra:rank-correlation", title="Rank correlation (Spearman, Kendall tau-b) between model and human attention"
 )
 def spearman(x: Tensor, y: Tensor) -> float:
     """Spearman's rank correlation: the Pearson correlation of the (average) ranks.
@@ -238,11 +235,7 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
 # --------------------------------------------------------------------------- attention as explanation
 
 
-@catalogued(
-    "extra:gradient-importance",
-    title="Gradient x input feature importance compared with attention weights",
-    chapter=CHAPTER,
-)
+@catalogued("extra:gradient-importance", title="Gradient x input feature importance compared with attention weights")
 def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, detach_attention: bool = True) -> Tensor:
     """Gradient x input importance of every feature vector for the predicted logit.
 
@@ -292,9 +285,7 @@ def total_variation(p: Tensor, q: Tensor) -> Tensor:
 
 
 @catalogued(
-    "extra:adversarial-attention",
-    title="Adversarial attention: maximal JS divergence with the output change bounded",
-    chapter=CHAPTER,
+    "extra:adversarial-attention", title="Adversarial attention: maximal JS divergence with the output change bounded"
 )
 def adversarial_attention(
     output_fn: Callable[[Tensor], Tensor],
@@ -345,11 +336,7 @@ def adversarial_attention(
     return best.detach(), best_js.detach(), best_tvd.detach()
 
 
-@catalogued(
-    "extra:permuted-attention",
-    title="Permuted attention weights and the resulting output change",
-    chapter=CHAPTER,
-)
+@catalogued("extra:permuted-attention", title="Permuted attention weights and the resulting output change")
 def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
 

@@ -71,7 +71,6 @@ def _loss(model: Seq2SeqTransformer, batch: SeqBatch) -> Tensor:
 @catalogued(
     "extra:trained-transformer",
     title="The encoder-decoder Transformer trained end to end on reversal; greedy and beam search, exact match and BLEU (beyond the survey)",
-    chapter=CHAPTER,
 )
 def train_reversal(
     seed: int, steps: int = 250, batch: int = 32, lr: float = 1e-2, **model_kw: Any

@@ -226,7 +226,7 @@ def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor 
 # --------------------------------------------------------------------------
 
 
-@catalogued("eq7", title="Query-less additive score e^(0)_l = w^(1)T act(W^(1) k^(1)_l + b^(1))", chapter=CHAPTER)
+@catalogued("eq7", title="Query-less additive score e^(0)_l = w^(1)T act(W^(1) k^(1)_l + b^(1))")
 def queryless_additive_score(
     K: Tensor, W: Tensor, w: Tensor, b: Tensor | None = None, act: Activation = torch.tanh
 ) -> Tensor:
@@ -259,8 +259,8 @@ def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
     return W1 @ q + b
 
 
-@catalogued("eq8", title="Alternating co-attention, step 2: c^(0) queries the second feature set", chapter=CHAPTER)
-@catalogued("eq9", title="Alternating co-attention, step 3: c^(2) queries the first feature set again", chapter=CHAPTER)
+@catalogued("eq8", title="Alternating co-attention, step 2: c^(0) queries the second feature set")
+@catalogued("eq9", title="Alternating co-attention, step 3: c^(2) queries the first feature set again")
 def alternating_co_attention(
     K1: Tensor,
     V1: Tensor,
@@ -296,7 +296,7 @@ def alternating_co_attention(
     return AlternatingCoAttentionOutput(c1, c2, a1, a2, c0, a0)
 
 
-@catalogued("eq10", title="Unweighted mean key of each feature set (interactive co-attention)", chapter=CHAPTER)
+@catalogued("eq10", title="Unweighted mean key of each feature set (interactive co-attention)")
 def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted average key, Eq. (10): ``k_bar = (1/n_f) sum_l k_l``.
 
@@ -309,7 +309,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     return masked_mean(K, mask)
 
 
-@catalogued("eq11", title="Interactive co-attention: each mean key queries the other feature set", chapter=CHAPTER)
+@catalogued("eq11", title="Interactive co-attention: each mean key queries the other feature set")
 def interactive_co_attention(
     K1: Tensor, V1: Tensor, K2: Tensor, V2: Tensor, score1: ScoreFn, score2: ScoreFn, **masks: Unpack[CoMasks]
 ) -> CoAttention:
@@ -335,7 +335,7 @@ def interactive_co_attention(
 # --------------------------------------------------------------------------
 
 
-@catalogued("eq12", title="Bilinear affinity matrix A = act(K^(1)T W_A K^(2))", chapter=CHAPTER)
+@catalogued("eq12", title="Bilinear affinity matrix A = act(K^(1)T W_A K^(2))")
 def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Bilinear affinity matrix, Eq. (12): ``A = act(K^(1)T W_A K^(2))``.
 
@@ -350,7 +350,7 @@ def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch
     return act(K1 @ W_A @ K2.transpose(-1, -2))
 
 
-@catalogued("eq13", title="Concatenation affinity A_ij = w_A^T concat(k_i, k_j, k_i o k_j)", chapter=CHAPTER)
+@catalogued("eq13", title="Concatenation affinity A_ij = w_A^T concat(k_i, k_j, k_i o k_j)")
 def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
     """Concatenation affinity matrix, Eq. (13): ``A_ij = w_A^T concat(k_i^(1), k_j^(2), k_i^(1) o k_j^(2))``.
 
@@ -388,16 +388,8 @@ def _check_affinity(A: Tensor, K1: Tensor, K2: Tensor) -> None:
         )
 
 
-@catalogued(
-    "eq14",
-    title="Parallel co-attention scores of set 1, e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))",
-    chapter=CHAPTER,
-)
-@catalogued(
-    "eq15",
-    title="Parallel co-attention scores of set 2, e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))",
-    chapter=CHAPTER,
-)
+@catalogued("eq14", title="Parallel co-attention scores of set 1, e^(1) = w_1 act(W_2 K^(2) A^T + W_1 K^(1))")
+@catalogued("eq15", title="Parallel co-attention scores of set 2, e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))")
 def parallel_co_attention_scores(
     K1: Tensor,
     K2: Tensor,
@@ -439,7 +431,7 @@ def parallel_co_attention_scores(
     return e1, e2
 
 
-@catalogued("eq16", title="Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij", chapter=CHAPTER)
+@catalogued("eq16", title="Max-pooled affinity scores e^(1)_i = max_j A_ij, e^(2)_j = max_i A_ij")
 def max_pooled_affinity_scores(A: Tensor, **masks: Unpack[CoMasks]) -> tuple[Tensor, Tensor]:
     """Scores as the best match in the affinity matrix, Eq. (16).
 
@@ -526,7 +518,6 @@ def max_pooled_co_attention(V1: Tensor, V2: Tensor, A: Tensor, **masks: Unpack[C
 @catalogued(
     "extra:multi-grained-co-attention",
     title="Multi-grained co-attention: coarse and fine co-attention, four context vectors",
-    chapter=CHAPTER,
 )
 def multi_grained_co_attention(
     K1: Tensor,
@@ -583,7 +574,6 @@ def _default_compress(X: Tensor, mask: Tensor | None) -> Tensor:
 @catalogued(
     "extra:bidirectional-attention",
     title="Bi-directional attention (K2Q + Q2K; coarse/fine; parallel/alternating), NLP review 4.2",
-    chapter=CHAPTER,
 )
 def bidirectional_attention(
     Q: Tensor,

@@ -113,7 +113,6 @@ class AttentionViaAttentionResult(NamedTuple):
 @catalogued(
     "extra:attention-via-attention",
     title="Attention-via-attention: word-level context, then character attention with [q; c^(w)] (Fig. 7)",
-    chapter=CHAPTER,
 )
 def attention_via_attention(
     q: Tensor,
@@ -250,7 +249,6 @@ def sentence_mask(word_mask: Tensor) -> Tensor:
 @catalogued(
     "extra:hierarchical-chunk-contexts",
     title="Chunk contexts as keys and values of a document-level attention (review eq. 8-9)",
-    chapter=CHAPTER,
 )
 def chunk_contexts(
     q: Tensor, K: Tensor, V: Tensor, word_mask: Tensor | None = None, score: ScoreFn = scaled_dot_score
@@ -276,7 +274,6 @@ def chunk_contexts(
 @catalogued(
     "extra:hierarchical-attention",
     title="Hierarchical attention: self-attention over words -> sentence vectors -> document vector (Fig. 8)",
-    chapter=CHAPTER,
 )
 def hierarchical_attention(
     F: Tensor,
@@ -349,9 +346,7 @@ def hierarchical_chunk_attention(
 
 
 @catalogued(
-    "extra:hierarchical-scaled-weights",
-    title="Word weights scaled by chunk weights and renormalised (review eq. 7)",
-    chapter=CHAPTER,
+    "extra:hierarchical-scaled-weights", title="Word weights scaled by chunk weights and renormalised (review eq. 7)"
 )
 def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | None = None) -> Tensor:
     """Word weights scaled by chunk weights, review eq. 7.

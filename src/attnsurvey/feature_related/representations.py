@@ -42,7 +42,7 @@ def _check_lists(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor
         raise ValueError(f"need one W_e_i and b_e_i per representation: E={len(xs)}, got {len(Ws)} W and {nb} b")
 
 
-@catalogued("eq21", title="Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}", chapter=CHAPTER)
+@catalogued("eq21", title="Size-normalised representations x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}")
 def transform_representations(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None) -> Tensor:
     """Size-normalised representations, Eq. (21): ``x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}``.
 
@@ -93,11 +93,7 @@ def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
     return X_t @ w
 
 
-@catalogued(
-    "eq22",
-    title="Meta-embedding as attention-weighted sum x^(e) = sum_i a_i x^(t_i) (self-attention scores)",
-    chapter=CHAPTER,
-)
+@catalogued("eq22", title="Meta-embedding as attention-weighted sum x^(e) = sum_i a_i x^(t_i) (self-attention scores)")
 def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
     """The meta-embedding, Eq. (22): ``x^(e) = sum_i a_i x^(t_i)``.
 

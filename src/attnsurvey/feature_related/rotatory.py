@@ -82,7 +82,7 @@ def _check_words(F: Tensor, x: str, allow_empty: bool) -> None:
         check_nonempty(F, -2, f"F^{x}", f"n_f^{x}")
 
 
-@catalogued("eq17", title="Mean-pooled target phrase r^t (rotatory attention)", chapter=CHAPTER)
+@catalogued("eq17", title="Mean-pooled target phrase r^t (rotatory attention)")
 def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     """Mean-pooled target phrase, Eq. (17): ``r^t = (1/n_f^t) sum_i f^t_i``.
 
@@ -95,7 +95,7 @@ def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     return masked_mean(F_t, mask_t)
 
 
-@catalogued("eq18", title="Target-to-context scores e^l_i = score(r^t, k^l_i), giving r^l and r^r", chapter=CHAPTER)
+@catalogued("eq18", title="Target-to-context scores e^l_i = score(r^t, k^l_i), giving r^l and r^r")
 def context_representation(
     r_t: Tensor, F_c: Tensor, score: ScoreFn, mask_c: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -113,11 +113,7 @@ def context_representation(
     return attend_vector(r_t, F_c, F_c, score, mask_c)
 
 
-@catalogued(
-    "eq19",
-    title="Context-to-target scores e^{l_t}_i = score(r^l, k^t_i), giving r^{l_t} and r^{r_t}",
-    chapter=CHAPTER,
-)
+@catalogued("eq19", title="Context-to-target scores e^{l_t}_i = score(r^l, k^t_i), giving r^{l_t} and r^{r_t}")
 def target_representation(
     r_c: Tensor, F_t: Tensor, score: ScoreFn, mask_t: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -134,7 +130,7 @@ def target_representation(
     return attend_vector(r_c, F_t, F_t, score, mask_t)
 
 
-@catalogued("eq20", title="Final representation r = concat(r^l, r^r, r^{l_t}, r^{r_t})", chapter=CHAPTER)
+@catalogued("eq20", title="Final representation r = concat(r^l, r^r, r^{l_t}, r^{r_t})")
 def rotatory_representation(r_l: Tensor, r_r: Tensor, r_lt: Tensor, r_rt: Tensor) -> Tensor:
     """The final representation, Eq. (20): ``r = concat(r^l, r^r, r^{l_t}, r^{r_t})``.
 
@@ -154,7 +150,6 @@ def rotatory_representation(r_l: Tensor, r_r: Tensor, r_lt: Tensor, r_rt: Tensor
 @catalogued(
     "extra:rotatory-multi-hop",
     title="Repeated (multi-hop) rotatory attention: r^{l_t}, r^{r_t} query the contexts again",
-    chapter=CHAPTER,
 )
 @catalogued("eq20")
 def rotatory_attention(

@@ -57,7 +57,7 @@ def _check_scores(e: Tensor, symbol: str = "e") -> None:
 
 
 # --------------------------------------------------------------------------- Eq. (24), (25)
-@catalogued("eq24", title="Context vector as the weighted sum of value vectors, c = sum_l a_l v_l", chapter=CHAPTER)
+@catalogued("eq24", title="Context vector as the weighted sum of value vectors, c = sum_l a_l v_l")
 def context_vector(a: Tensor, V: Tensor) -> Tensor:
     """Context vector, Eq. (24): ``c = sum_{l=1}^{n_f} a_l v_l``.
 
@@ -77,7 +77,7 @@ def context_vector(a: Tensor, V: Tensor) -> Tensor:
     return _context(a, V)
 
 
-@catalogued("eq25", title="Soft / global alignment, a_l = exp(e_l) / sum_j exp(e_j)", chapter=CHAPTER)
+@catalogued("eq25", title="Soft / global alignment, a_l = exp(e_l) / sum_j exp(e_j)")
 def soft_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Soft (global) alignment, Eq. (25): ``a_l = exp(e_l) / sum_j exp(e_j)``.
 
@@ -106,7 +106,7 @@ class HardAlignment(NamedTuple):
     probs: Tensor
 
 
-@catalogued("eq26", title="Hard alignment c = v_m, m the arg-max or drawn from Multinomial(a)", chapter=CHAPTER)
+@catalogued("eq26", title="Hard alignment c = v_m, m the arg-max or drawn from Multinomial(a)")
 def hard_align(
     e: Tensor,
     mode: str = "sample",
@@ -197,11 +197,7 @@ class HardAlignHook:
 
 
 # --------------------------------------------------------------------------- REINFORCE
-@catalogued(
-    "extra:reinforce-estimator",
-    title="Score-function (REINFORCE) gradient estimator with a baseline",
-    chapter=CHAPTER,
-)
+@catalogued("extra:reinforce-estimator", title="Score-function (REINFORCE) gradient estimator with a baseline")
 def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | float = 0.0) -> Tensor:
     """Surrogate whose gradient is the score-function (REINFORCE) estimator.
 
@@ -349,7 +345,7 @@ def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
     return _as_position(t.to(torch.get_default_dtype()), n_f, torch.get_default_dtype(), "p = t")
 
 
-@catalogued("eq28", title="Predictive position p = S sigmoid(w_p^T tanh(W_p q))", chapter=CHAPTER)
+@catalogued("eq28", title="Predictive position p = S sigmoid(w_p^T tanh(W_p q))")
 def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor:
     """Predictive alignment, Eq. (28): ``p = S * sigmoid(w_p^T tanh(W_p q))``.
 
@@ -388,11 +384,7 @@ class PredictivePosition(nn.Module):
         return predictive_position(q, self.W_p.weight, self.w_p, float(n_f - 1))
 
 
-@catalogued(
-    "eq29",
-    title="Gaussian emphasis around p, exp(-(l - p)^2 / (2 sigma^2)), sigma = D/2 (not renormalised)",
-    chapter=CHAPTER,
-)
+@catalogued("eq29", title="Gaussian emphasis around p, exp(-(l - p)^2 / (2 sigma^2)), sigma = D/2 (not renormalised)")
 def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     """The Gaussian factor of Eq. (29): ``exp(-(l - p)^2 / (2 sigma^2))`` for ``l = 0..n_f-1``.
 
@@ -412,7 +404,7 @@ def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     return torch.exp(-(diff**2) * coef)
 
 
-@catalogued("eq27", title="Local alignment: softmax restricted to the window [p - D, p + D]", chapter=CHAPTER)
+@catalogued("eq27", title="Local alignment: softmax restricted to the window [p - D, p + D]")
 @catalogued("eq29")
 def local_align(
     e: Tensor,
@@ -520,7 +512,6 @@ class LocalAttention(nn.Module):
 @catalogued(
     "extra:reinforced-alignment",
     title="Reinforced alignment: a Bernoulli policy picks a subset, soft alignment over it",
-    chapter=CHAPTER,
 )
 def bernoulli_subset(
     logits: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None, greedy: bool = False
@@ -598,13 +589,11 @@ declare(
     "attnsurvey.general_mechanisms.alignment.sparsemax",
     "extra:sparsemax",
     title="Sparsemax, the Euclidean projection onto the simplex (NLP review eq. 6)",
-    chapter=CHAPTER,
 )
 declare(
     "attnsurvey.general_mechanisms.alignment.entmax15",
     "extra:entmax15",
     title="1.5-entmax, between softmax and sparsemax",
-    chapter=CHAPTER,
 )
 
 

@@ -37,7 +37,7 @@ from .scoring import Activation, _check_param_dtype, _check_qk
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
 
 
-@catalogued("eq31", title="Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)", chapter=CHAPTER)
+@catalogued("eq31", title="Multi-dimensional score vector, e_l = W_d^T act(W_1 q + W_2 k_l + b)")
 def multidimensional_scores(
     Q: Tensor,
     K: Tensor,
@@ -74,7 +74,7 @@ def multidimensional_scores(
     return h @ W_d  # (..., n_q, n_f, d_v): row l is W_d^T h_l
 
 
-@catalogued("eq32", title="Multi-dimensional alignment: a softmax over positions for every feature", chapter=CHAPTER)
+@catalogued("eq32", title="Multi-dimensional alignment: a softmax over positions for every feature")
 def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Multi-dimensional attention weights, Eq. (32): a softmax over positions for every feature.
 
@@ -93,7 +93,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return align_scores(e, mask, dim=-2)  # the core's alignment step, over the positions
 
 
-@catalogued("eq30", title="Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)", chapter=CHAPTER)
+@catalogued("eq30", title="Multi-dimensional context, c = sum_l a_l o v_l (element-wise weights)")
 def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 

@@ -33,7 +33,6 @@ CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 @catalogued(
     "extra:pointer-network",
     title="Pointer network: the attention distribution over inputs is the output (nndl 8.2.1.5)",
-    chapter=CHAPTER,
 )
 def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) -> Tensor:
     """Pointer scores ``s_{m,n} = v^T tanh(W h_n + U h_m)`` (nndl Eq. 8.15).

@@ -58,7 +58,7 @@ def _check_param_dtype(Q: Tensor, **params: Tensor | None) -> None:
             raise ValueError(f"{name} must have the dtype of Q ({Q.dtype}), got {p.dtype}")
 
 
-@catalogued("table2:multiplicative", title="Multiplicative score q^T k_l", chapter=CHAPTER)
+@catalogued("table2:multiplicative", title="Multiplicative score q^T k_l")
 def dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Multiplicative (dot-product) score ``q^T k_l`` (Table II, row 2).
 
@@ -70,7 +70,7 @@ def dot_score(Q: Tensor, K: Tensor) -> Tensor:
     return Q @ K.transpose(-1, -2)
 
 
-@catalogued("table2:scaled-multiplicative", title="Scaled multiplicative score q^T k_l / sqrt(d_k)", chapter=CHAPTER)
+@catalogued("table2:scaled-multiplicative", title="Scaled multiplicative score q^T k_l / sqrt(d_k)")
 def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Scaled multiplicative score ``q^T k_l / sqrt(d_k)`` (Table II, row 3).
 
@@ -86,7 +86,7 @@ def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
     title="General additive score w^T act(W_1 q + W_2 k_l + b), the score of alternating co-attention",
     chapter="chapters/ch03_1_1_feature_multiplicity.ipynb",
 )
-@catalogued("table2:additive", title="Additive score w^T act(W_1 q + W_2 k_l + b)", chapter=CHAPTER)
+@catalogued("table2:additive", title="Additive score w^T act(W_1 q + W_2 k_l + b)")
 def additive_score(
     Q: Tensor,
     K: Tensor,
@@ -124,7 +124,6 @@ def additive_score(
 @catalogued(
     "extra:concat-score",
     title="Concat score v^T tanh(W [q; k_l]) (NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
-    chapter=CHAPTER,
 )
 def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Concat score ``v^T tanh(W [q; k_l])`` (NLP review eq. 1).
@@ -149,7 +148,7 @@ def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = t
     return act(qk @ W.T) @ v
 
 
-@catalogued("table2:general", title="General score k_l^T W q", chapter=CHAPTER)
+@catalogued("table2:general", title="General score k_l^T W q")
 def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """General score ``k_l^T W q`` (Table II, row 4). W: ``(d_k, d_q)``.
 
@@ -161,7 +160,7 @@ def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     return (Q @ W.T) @ K.transpose(-1, -2)
 
 
-@catalogued("table2:biased-general", title="Biased general score k_l^T (W q + b)", chapter=CHAPTER)
+@catalogued("table2:biased-general", title="Biased general score k_l^T (W q + b)")
 def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     """Biased general score ``k_l^T (W q + b)`` (Table II, row 5).
 
@@ -174,7 +173,7 @@ def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     return (Q @ W.T + b) @ K.transpose(-1, -2)
 
 
-@catalogued("table2:activated-general", title="Activated general score act(k_l^T W q + b)", chapter=CHAPTER)
+@catalogued("table2:activated-general", title="Activated general score act(k_l^T W q + b)")
 def activated_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh) -> Tensor:
     """Activated general score ``act(k_l^T W q + b)`` (Table II, row 6).
 
@@ -187,11 +186,7 @@ def activated_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, 
     return act(general_score(Q, K, W) + b)
 
 
-@catalogued(
-    "table2:similarity",
-    title="Similarity score: cosine similarity and negative Euclidean distance",
-    chapter=CHAPTER,
-)
+@catalogued("table2:similarity", title="Similarity score: cosine similarity and negative Euclidean distance")
 def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     """Similarity score: cosine similarity of ``q`` and ``k_l`` (Table II, row 7).
 
@@ -245,11 +240,7 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     return -dist
 
 
-@catalogued(
-    "extra:bilinear-score",
-    title="Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed",
-    chapter=CHAPTER,
-)
+@catalogued("extra:bilinear-score", title="Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed")
 def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
     """Bilinear score ``q^T W k_l`` (nndl eq. 8.5). W: ``(d_q, d_k)``.
 
@@ -531,11 +522,7 @@ def score_spec(name: str) -> ScoreSpec:
     return SCORES[SCORE_ALIASES.get(name, name)]
 
 
-@catalogued(
-    "eq23",
-    title="Attention score of one key, e_l = score(q, k_l), for all queries and keys at once",
-    chapter=CHAPTER,
-)
+@catalogued("eq23", title="Attention score of one key, e_l = score(q, k_l), for all queries and keys at once")
 def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None, n_max: int | None = None) -> ScoreModule:
     """Build a score module by its registered name (:data:`SCORES`).
 
@@ -577,7 +564,6 @@ def score_function(name: str) -> Callable[[Tensor, Tensor], Tensor]:
 @catalogued(
     "extra:scaling-variance",
     title="Var(q^T k) = d_k for unit-variance entries; softmax saturation and vanishing gradients without 1/sqrt(d_k)",
-    chapter=CHAPTER,
 )
 def dot_product_variance(
     d_k: int, n_samples: int = 20_000, scaled: bool = False, generator: torch.Generator | None = None

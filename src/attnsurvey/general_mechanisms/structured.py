@@ -86,7 +86,6 @@ def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tenso
 @catalogued(
     "extra:structured-attention",
     title="Structured attention: marginals of a binary linear-chain CRF (forward-backward)",
-    chapter=CHAPTER,
 )
 def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """Structured attention weights ``a_l = p(z_l = 1)`` by forward-backward in log space.

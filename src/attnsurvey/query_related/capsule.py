@@ -41,11 +41,7 @@ class CapsuleOutput(NamedTuple):
     a: Tensor
 
 
-@catalogued(
-    "eq43",
-    title="Capsule attention score with a per-class learned query, e_{c,l} = q_c^T k_l",
-    chapter=CHAPTER,
-)
+@catalogued("eq43", title="Capsule attention score with a per-class learned query, e_{c,l} = q_c^T k_l")
 def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     """Scores of every capsule for every key, Eq. (43): ``e_{c,l} = q_c^T k_l``.
 
@@ -60,7 +56,7 @@ def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     return (K @ Q_caps.T).transpose(-1, -2)  # (..., n_f, d_y) -> (..., d_y, n_f)
 
 
-@catalogued("eq44", title="Capsule probability module, p_c = sigmoid(w_c^T c_c + b_c)", chapter=CHAPTER)
+@catalogued("eq44", title="Capsule probability module, p_c = sigmoid(w_c^T c_c + b_c)")
 def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
     """Probability module, Eq. (44): ``p_c = sigmoid(w_c^T c_c + b_c)`` for every capsule.
 
@@ -76,7 +72,7 @@ def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
     return torch.sigmoid((c * W_p).sum(-1) + b_p)
 
 
-@catalogued("eq45", title="Capsule reconstruction module, r_c = p_c c_c", chapter=CHAPTER)
+@catalogued("eq45", title="Capsule reconstruction module, r_c = p_c c_c")
 def capsule_reconstruction(p: Tensor, c: Tensor) -> Tensor:
     """Reconstruction module, Eq. (45): ``r_c = p_c c_c``.
 
@@ -115,7 +111,6 @@ def capsule_attention(
 @catalogued(
     "extra:capsule-joint-loss",
     title="Capsule joint loss: probability hinge + reconstruction hinge against the mean feature vector",
-    chapter=CHAPTER,
 )
 def capsule_loss(
     p: Tensor, r: Tensor, f_bar: Tensor, y: Tensor, lam: float = 1.0, margin: float = 1.0

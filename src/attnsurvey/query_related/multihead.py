@@ -135,10 +135,9 @@ def _project(X: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
 @catalogued(
     "eq38",
     title="Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
-    chapter=CHAPTER,
 )
-@catalogued("eq39", title="One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)", chapter=CHAPTER)
-@catalogued("eq40", title="Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))", chapter=CHAPTER)
+@catalogued("eq39", title="One context vector per head, c^(j) = sum_l a_l^(j) v_l^(j)")
+@catalogued("eq40", title="Concatenate the head contexts and mix, c = W_O concat(c^(1), ..., c^(h))")
 def multi_head_attention(
     Q: Tensor,
     F_k: Tensor,
@@ -539,7 +538,6 @@ def from_torch_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]
 @catalogued(
     "extra:multihead-matrix-form",
     title="Review eq. 10-11: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), MultiHead = Concat(heads) W^O",
-    chapter=CHAPTER,
 )
 def multi_head_matrix_form(
     Q: Tensor,
@@ -590,7 +588,6 @@ def _pairwise_cosine(X: Tensor) -> Tensor:
 @catalogued(
     "extra:disagreement-regularisation",
     title="Disagreement regularisation between heads (subspace, position, output; Li et al. 2018)",
-    chapter=CHAPTER,
 )
 def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     """Disagreement between attention heads (Li et al., 2018; review §(3)), to be *maximised*.

@@ -42,7 +42,7 @@ Transform = Callable[[Tensor, Tensor], Tensor]
 # ----------------------------------------------------------------------------------
 # Eq. (41): query transforms
 # ----------------------------------------------------------------------------------
-@catalogued("eq41", title="Multi-hop query update q^(s+1) = transform(q^(s), c^(s))", chapter=CHAPTER)
+@catalogued("eq41", title="Multi-hop query update q^(s+1) = transform(q^(s), c^(s))")
 def add_transform(q: Tensor, c: Tensor) -> Tensor:
     """Eq. (41) with ``transform(q, c) = q + c`` (the memory-network update).
 
@@ -69,11 +69,7 @@ def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------------
 # Eq. (42): the score of a hop, and the general multi-hop loop
 # ----------------------------------------------------------------------------------
-@catalogued(
-    "eq42",
-    title="Hop score on the concatenated query and context, score(concat(q^(s+1), c^(s)), k_l)",
-    chapter=CHAPTER,
-)
+@catalogued("eq42", title="Hop score on the concatenated query and context, score(concat(q^(s+1), c^(s)), k_l)")
 def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
     """Scores of one hop, Eq. (42): ``e_l = score(concat(q^(s+1), c^(s)), k_l)``.
 
@@ -185,11 +181,7 @@ class MultiHopAttention(nn.Module):
 # ----------------------------------------------------------------------------------
 # End-to-end memory networks: q_{s+1} = q_s + c_s
 # ----------------------------------------------------------------------------------
-@catalogued(
-    "extra:memory-network-hops",
-    title="End-to-end memory network hops, q_{s+1} = q_s + c_s (article 4.3)",
-    chapter=CHAPTER,
-)
+@catalogued("extra:memory-network-hops", title="End-to-end memory network hops, q_{s+1} = q_s + c_s (article 4.3)")
 def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One memory-network hop: address with ``p = softmax(M u)``, read ``o = sum_i p_i c_i``.
 

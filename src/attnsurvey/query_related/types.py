@@ -68,7 +68,7 @@ def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
 # ----------------------------------------------------------------------------------
 # Eq. (33): self-attention without a query
 # ----------------------------------------------------------------------------------
-@catalogued("eq33", title="Self-attention score without a query, w^T act(W k_l + b)", chapter=CHAPTER)
+@catalogued("eq33", title="Self-attention score without a query, w^T act(W k_l + b)")
 def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Query-free score, Eq. (33): ``e_l = w^T act(W k_l + b)``.
 
@@ -128,7 +128,7 @@ class QuerylessAttention(nn.Module):
 # ----------------------------------------------------------------------------------
 # Eq. (34): a learned query
 # ----------------------------------------------------------------------------------
-@catalogued("eq34", title="Self-attention with a learned query vector, q^T k_l", chapter=CHAPTER)
+@catalogued("eq34", title="Self-attention with a learned query vector, q^T k_l")
 def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
     """Score with a trainable constant query, Eq. (34): ``e_l = q^T k_l``.
 
@@ -190,7 +190,7 @@ def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
 # ----------------------------------------------------------------------------------
 # Eq. (35): queries from the features; the QKV self-attention layer (Token2Token)
 # ----------------------------------------------------------------------------------
-@catalogued("eq35", title="Queries from the feature vectors, Q = W_Q F", chapter=CHAPTER)
+@catalogued("eq35", title="Queries from the feature vectors, Q = W_Q F")
 def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     """Queries from the feature vectors, Eq. (35): ``Q = W_Q F``.
 
@@ -205,7 +205,6 @@ def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
 @catalogued(
     "extra:qkv-self-attention",
     title="QKV self-attention layer; without positions it is permutation-equivariant (nndl 8.3)",
-    chapter=CHAPTER,
 )
 @catalogued("eq35")
 def self_attention(
@@ -266,7 +265,6 @@ class SelfAttention(nn.Module):
 @catalogued(
     "extra:token2token-source2token",
     title="Token2Token (matrix out) vs Source2Token (vector out) self-attention (review, DiSAN)",
-    chapter=CHAPTER,
 )
 def source2token(
     F: Tensor,
@@ -300,7 +298,7 @@ def _check_update(F_old: Tensor, C: Tensor) -> None:
     check_same_shape(F_old, C, "f_old", "c", "feature update needs c with the shape of f_old (d_v == d_f)")
 
 
-@catalogued("eq36", title="Feature update by replacement, f_new = c", chapter=CHAPTER)
+@catalogued("eq36", title="Feature update by replacement, f_new = c")
 def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     """Feature update by replacement, Eq. (36): ``f_new = c``.
 
@@ -311,7 +309,7 @@ def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     return C
 
 
-@catalogued("eq37", title="Feature update by residual and normalisation, f_new = Normalize(f_old + c)", chapter=CHAPTER)
+@catalogued("eq37", title="Feature update by residual and normalisation, f_new = Normalize(f_old + c)")
 def update_residual_norm(
     F_old: Tensor, C: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -369,7 +367,6 @@ class SelfAttentionUpdate(nn.Module):
 @catalogued(
     "extra:structured-self-attention",
     title="Structured self-attentive sentence embedding A = softmax(W_s2 tanh(W_s1 H^T)), M = AH, penalty ||AA^T - I||_F^2 (review eq. 12)",
-    chapter=CHAPTER,
 )
 def structured_self_attention(
     H: Tensor, W_s1: Tensor, W_s2: Tensor, mask: Tensor | None = None

@@ -15,13 +15,14 @@ from __future__ import annotations
 from ..catalog import declare
 from ..masking import additive_mask, backward_mask, forward_mask
 
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+
 __all__ = ["additive_mask", "backward_mask", "forward_mask"]  # defined in attnsurvey.masking, the one masking module
 
 declare(
     "attnsurvey.transformer.directional.forward_mask",
     "extra:directional-masks",
     title="Forward and backward directional self-attention masks (DiSAN, Shen et al. 2018)",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
 )
 declare("attnsurvey.transformer.directional.backward_mask", "extra:directional-masks")
 declare("attnsurvey.transformer.directional.additive_mask", "extra:directional-masks")

@@ -24,6 +24,8 @@ from ..attention import attend
 from ..catalog import catalogued
 from ..query_related.multihead import MultiHeadAttention
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 
 def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer's length projections of the keys and values: ``(E K, F V)``.
@@ -48,9 +50,7 @@ def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Te
 
 
 @catalogued(
-    "extra:linformer",
-    title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+    "extra:linformer", title="Linformer: keys and values projected to length k, softmax(Q (E K)^T / sqrt(d_k)) (F V)"
 )
 def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``: :func:`attend` on projected keys.

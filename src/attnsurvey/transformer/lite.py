@@ -22,6 +22,8 @@ from ..masking import zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 
 @catalogued("extra:lite-transformer")
 def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
@@ -59,7 +61,6 @@ def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor |
 @catalogued(
     "extra:lite-transformer",
     title="Lite Transformer long-short range attention: attention branch + depthwise convolution branch",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
 )
 def long_short_range_attention(
     X: Tensor,

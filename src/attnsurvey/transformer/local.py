@@ -18,6 +18,8 @@ from ..attention import attend
 from ..catalog import catalogued
 from ..masking import band_mask
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 
 @catalogued("extra:local-window-attention")
 def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Tensor:
@@ -29,9 +31,7 @@ def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Ten
 
 
 @catalogued(
-    "extra:local-window-attention",
-    title="Local (sliding-window) self-attention, |i - j| <= w, in O(n w) memory",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+    "extra:local-window-attention", title="Local (sliding-window) self-attention, |i - j| <= w, in O(n w) memory"
 )
 def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Tensor, Tensor]:
     """Sliding-window attention in ``O(n w)`` memory.

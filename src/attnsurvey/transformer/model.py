@@ -55,6 +55,8 @@ from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
 
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+
 Activation = Callable[[Tensor], Tensor]
 ACTIVATIONS: dict[str, Activation] = {"relu": F_.relu, "gelu": F_.gelu}
 
@@ -133,7 +135,6 @@ def position_wise_ffn(
 @catalogued(
     "extra:pre-post-norm",
     title="Residual + normalisation: post-norm LayerNorm(x + f(x)) vs pre-norm x + f(LayerNorm(x))",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
 )
 def residual_norm(
     X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool
@@ -275,7 +276,6 @@ class _Layer(nn.Module):
 @catalogued(
     "extra:transformer-encoder",
     title="Transformer encoder: multi-head self-attention + position-wise FFN, residual + LayerNorm, padding masks",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
 )
 @catalogued("extra:pre-post-norm")
 class EncoderLayer(_Layer):
@@ -306,9 +306,7 @@ class EncoderLayer(_Layer):
 
 
 @catalogued(
-    "extra:transformer-decoder",
-    title="Transformer decoder: causal self-attention, cross-attention to the encoder, FFN",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
+    "extra:transformer-decoder", title="Transformer decoder: causal self-attention, cross-attention to the encoder, FFN"
 )
 class DecoderLayer(_Layer):
     """One Transformer decoder layer: causal self-attention, cross-attention, FFN.

@@ -18,11 +18,12 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_min_rank
 from ..catalog import catalogued
 
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
+
 
 @catalogued(
     "extra:sinusoidal-position",
     title="Sinusoidal absolute position encoding added to the inputs of self-attention (review eq. 13)",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
 )
 def sinusoidal_position_encoding(
     n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
@@ -79,11 +80,7 @@ class SinusoidalPositionEncoding(nn.Module):
         return X + self.P[: X.shape[-2]].to(X.dtype)
 
 
-@catalogued(
-    "extra:learned-position",
-    title="Learned absolute position embeddings (one trainable vector per position)",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
-)
+@catalogued("extra:learned-position", title="Learned absolute position embeddings (one trainable vector per position)")
 class LearnedPositionEncoding(nn.Module):
     """Adds a learned vector per position: ``forward(X) = X + P[:n]``, ``P`` ``(max_len, d_model)``.
 

@@ -29,6 +29,8 @@ from ..attention import attend
 from ..catalog import catalogued
 from ..masking import zero_masked
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 SELF_SCORE = -1e5
 
 
@@ -48,7 +50,6 @@ def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None =
 @catalogued(
     "extra:reformer-lsh",
     title="Reformer LSH attention: angular hashing, sort, chunk, attend within buckets (shared QK)",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
 )
 def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
     """Angular LSH buckets ``argmax([x R; -x R])`` for rows of X ``(..., n, d)``; returns ``(..., n)`` ints.
@@ -160,7 +161,6 @@ def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tenso
 @catalogued(
     "extra:reversible-layers",
     title="Reversible residual layers: y1 = x1 + F(x2), y2 = x2 + G(y1), inverted in the backward pass",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
 )
 def reversible_forward(x1: Tensor, x2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
     """A reversible residual block: ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)``."""

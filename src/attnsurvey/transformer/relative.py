@@ -32,12 +32,10 @@ from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..query_related.multihead import MultiHeadAttention
 
+CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
 
-@catalogued(
-    "extra:relative-position",
-    title="Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
-)
+
+@catalogued("extra:relative-position", title="Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)")
 def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device | None = None) -> Tensor:
     """Offsets ``clip(j - i, b)`` of review eq. 15 as a ``(n_q, n_f)`` integer tensor in ``[-b, b]``.
 
@@ -150,7 +148,6 @@ class RelativeSelfAttention(MultiHeadAttention):
 @catalogued(
     "extra:gaussian-local-bias",
     title="Learnable Gaussian local bias added to the scores, softmax(e_ij + G_ij) (review eq. 16; Yang et al. 2018)",
-    chapter="chapters/ch03_3_3_transformer.ipynb",
 )
 def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
     """The Gaussian bias ``G_ij = -(j - P_i)^2 / (2 sigma_i^2)``, ``sigma_i = D_i / 2`` (review eq. 16).

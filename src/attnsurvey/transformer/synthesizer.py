@@ -20,17 +20,15 @@ from ..attention import align_scores
 from ..catalog import catalogued
 from ..masking import zero_masked
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 
 def _check_len(n: int, max_len: int, what: str) -> None:
     if n > max_len:
         raise ValueError(f"{what} synthesizes weights for max_len l={max_len} positions, got n={n}")
 
 
-@catalogued(
-    "extra:synthesizer-dense",
-    title="Dense Synthesizer: each token predicts its own row of attention weights",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
-)
+@catalogued("extra:synthesizer-dense", title="Dense Synthesizer: each token predicts its own row of attention weights")
 def dense_synthesizer_weights(
     X: Tensor, W_1: Tensor, b_1: Tensor, W_2: Tensor, b_2: Tensor, mask: Tensor | None = None
 ) -> Tensor:
@@ -55,9 +53,7 @@ def dense_synthesizer_weights(
 
 
 @catalogued(
-    "extra:synthesizer-random",
-    title="Random Synthesizer: input-independent (learned or fixed) attention weights",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
+    "extra:synthesizer-random", title="Random Synthesizer: input-independent (learned or fixed) attention weights"
 )
 def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) -> Tensor:
     """Random Synthesizer weights ``A = softmax(R[:n, :n])``, the same for every input.

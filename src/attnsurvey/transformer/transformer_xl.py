@@ -29,11 +29,12 @@ from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention, split_heads
 from .positional import sinusoidal_position_encoding
 
+CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
 
 @catalogued(
     "extra:transformer-xl",
     title="Transformer-XL: segment-level recurrence with relative positional scores and the relative shift",
-    chapter="chapters/ch03_3_4_transformer_variants.ipynb",
 )
 def rel_shift(BD: Tensor) -> Tensor:
     """The relative shift: ``out[..., i, j] = BD[..., i, n - 1 - i + j]`` wherever ``j <= n_m + i``.
