@@ -6,7 +6,8 @@ reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -130,3 +131,18 @@ def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: 
         raise ValueError(
             f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} " "do not broadcast"
         ) from None
+
+
+_Options = TypeVar("_Options", bound=Mapping[str, object])
+
+
+def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Options:
+    """Every option: ``given`` over ``defaults`` (which holds all that the TypedDict ``declared_by`` declares).
+
+    The one place where a function that takes ``**options: Unpack[SomeOptions]``
+    fills in its defaults. Raises ``TypeError`` for a name that ``declared_by``
+    does not declare, as a call with an unknown keyword would.
+    """
+    if unknown := sorted(given.keys() - defaults.keys()):
+        raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
+    return cast(_Options, {**defaults, **given})

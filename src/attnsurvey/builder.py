@@ -75,7 +75,7 @@ from typing import Any, Final, TypedDict, Unpack, cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor
+from ._checks import as_tensor, with_defaults
 from .attention_step import _SOFT, AttentionStep, Heads, _add_lp, _bad, _Heads, _score
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
@@ -181,9 +181,7 @@ class TaxonomyModel(nn.Module):
 
     def __init__(self, point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> None:
         super().__init__()
-        if unknown := sorted(options.keys() - BUILD_DEFAULTS.keys()):
-            raise TypeError(f"unknown option(s) {unknown}; BuildOptions declares {list(BUILD_DEFAULTS)}")
-        full: BuildOptions = {**BUILD_DEFAULTS, **options}
+        full = with_defaults(options, BUILD_DEFAULTS, "BuildOptions")
         n_max, heads, hops, chunk = full["n_max"], full["heads"], full["hops"], full["chunk"]
         window, hop_form = full["window"], full["hop_form"]
         for name, v in (

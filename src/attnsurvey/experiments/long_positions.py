@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
+from .._checks import with_defaults
 from ..beyond.positions import ALiBiSelfAttention, RotarySelfAttention
 from ..data.sequences import IGNORE, copy_back_batch
 from ..masking import causal_mask
@@ -106,9 +107,7 @@ COPY_BACK: Final[CopyBackTask] = {"n_train": 64, "k": 3, "vocab": 8, "steps": 80
 
 def copy_back_task(task: CopyBackTask) -> CopyBackTask:
     """Every option of ``task``, the missing ones from :data:`COPY_BACK`; ``TypeError`` for an undeclared name."""
-    if unknown := sorted(task.keys() - COPY_BACK.keys()):
-        raise TypeError(f"unknown option(s) {unknown}; CopyBackTask declares {list(COPY_BACK)}")
-    return {**COPY_BACK, **task}
+    return with_defaults(task, COPY_BACK, "CopyBackTask")
 
 
 def fit_copy_back(model: _Tagger, generator: torch.Generator, **task: Unpack[CopyBackTask]) -> _Tagger:

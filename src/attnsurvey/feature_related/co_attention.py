@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple, TypedDict, Unpack
+from typing import Final, NamedTuple, TypedDict, Unpack
 
 import torch
 from torch import Tensor, nn
@@ -54,6 +54,7 @@ from .._checks import (
     check_nonempty,
     check_rank,
     check_weight,
+    with_defaults,
 )
 from ..attention import attend_scores
 from ..catalog import catalogued
@@ -175,12 +176,14 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
         ) from None
 
 
+#: No padding in either set: the value of every :class:`CoMasks` mask a call leaves out.
+_NO_MASKS: Final[CoMasks] = {"mask1": None, "mask2": None}
+
+
 def _masks(masks: CoMasks) -> tuple[Tensor | None, Tensor | None]:
     """``(mask1, mask2)`` from the keyword masks; ``TypeError`` for any other keyword."""
-    unknown = sorted(set(masks) - {"mask1", "mask2"})
-    if unknown:
-        raise TypeError(f"co-attention takes the keyword masks mask1 and mask2 only, got {unknown}")
-    return masks.get("mask1"), masks.get("mask2")
+    full = with_defaults(masks, _NO_MASKS, "CoMasks")
+    return full["mask1"], full["mask2"]
 
 
 def _check_pair(K1: Tensor, K2: Tensor) -> None:

@@ -43,12 +43,12 @@ float64, eval mode, 1e-10).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Final, TypedDict, TypeVar, Unpack, cast
+from typing import ClassVar, Final, TypedDict, Unpack
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, with_defaults
 from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
@@ -94,19 +94,6 @@ class LayerOptions(TypedDict, total=False):
 
 #: The defaults of :class:`LayerOptions` (torch's, except dropout 0: the book's experiments are tiny and deterministic).
 LAYER_OPTIONS: Final[LayerOptions] = {"activation": F_.relu, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5}
-
-
-_Options = TypeVar("_Options", bound=Mapping[str, object])
-
-
-def _with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Options:
-    """Every option: ``given`` over ``defaults`` (which holds all that ``declared_by`` declares).
-
-    Raises ``TypeError`` for a name that ``declared_by`` does not declare (as a call with an unknown keyword would).
-    """
-    if unknown := sorted(given.keys() - defaults.keys()):
-        raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
-    return cast(_Options, {**defaults, **given})
 
 
 @catalogued("extra:transformer-encoder")
@@ -257,7 +244,7 @@ class _Layer(nn.Module):
         **options: Unpack[LayerOptions],
     ) -> None:
         super().__init__()
-        o = _with_defaults(options, LAYER_OPTIONS, "LayerOptions")
+        o = with_defaults(options, LAYER_OPTIONS, "LayerOptions")
         bias, dropout = o["bias"], _check_dropout(o["dropout"])
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = (
@@ -340,7 +327,7 @@ class DecoderLayer(_Layer):
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
-        m = _with_defaults(masks, DECODER_MASKS, "DecoderMasks")
+        m = with_defaults(masks, DECODER_MASKS, "DecoderMasks")
         box: list[Tensor] = []
 
         self_sub = _attention_sublayer(
@@ -391,7 +378,7 @@ class _Stack(nn.Module):
         )
         self.final_norm: nn.Module = nn.Identity()
         if norm_first if final_norm is None else final_norm:
-            o = _with_defaults(layer_options, LAYER_OPTIONS, "LayerOptions")
+            o = with_defaults(layer_options, LAYER_OPTIONS, "LayerOptions")
             self.final_norm = nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=o["bias"])
 
 
@@ -543,7 +530,7 @@ class SequenceTagger(nn.Module):
         **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
-        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
+        full = with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model, h = full["d_model"], full["h"]
         self.embed = nn.Embedding(vocab, d_model)
         self.position = _position_module(position, d_model, full["max_len"])
@@ -583,7 +570,7 @@ class Seq2SeqTransformer(nn.Module):
         **size: Unpack[TransformerSize],
     ) -> None:
         super().__init__()
-        full = _with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
+        full = with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model = full["d_model"]
         self.src_embed = nn.Embedding(vocab_src, d_model)
         self.tgt_embed = nn.Embedding(vocab_tgt, d_model)
