@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,13 +79,11 @@ def test_a_kernel_started_from_a_hostile_environment_is_pinned(tmp_path):
 
 
 def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
-    """``numeric_env fingerprint`` prints one 12-digit digest per family, the same on every run; unpinned, it refuses."""
+    """scripts/numeric_fingerprint.py prints one 12-digit digest per family, the same on every run; unpinned, it refuses."""
     env = {**os.environ, **HOSTILE}
-    cmd = [sys.executable, "-m", "attnsurvey.numeric_env", "exec", "--", sys.executable, "-m", "attnsurvey.numeric_env"]
-    runs = [
-        subprocess.run([*cmd, "fingerprint"], env=env, capture_output=True, text=True, check=True).stdout
-        for _ in range(2)
-    ]
+    script = str(Path(__file__).resolve().parents[1] / "scripts" / "numeric_fingerprint.py")
+    pinned = [sys.executable, "-m", "attnsurvey.numeric_env", "exec", "--", sys.executable, script]
+    runs = [subprocess.run(pinned, env=env, capture_output=True, text=True, check=True).stdout for _ in range(2)]
     assert runs[0] == runs[1]
     header, *rows = runs[0].strip().splitlines()
     assert header.startswith("numeric fingerprint (cpu: ")
@@ -92,7 +91,5 @@ def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
     assert list(digests) == ["gemm", "gemv", "bmm", "libm32", "libm64", "random", "aten", "sdpa", "rnn", "train"]
     assert all(len(d) == 12 and int(d, 16) >= 0 for d in digests.values())
     assert len(set(digests.values())) == len(digests)  # each family digests different results
-    refused = subprocess.run(
-        [sys.executable, "-m", "attnsurvey.numeric_env", "fingerprint"], env=env, capture_output=True, text=True
-    )
+    refused = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True)
     assert refused.returncode != 0 and "does not run in the pinned numeric environment" in refused.stderr
