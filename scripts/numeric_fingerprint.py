@@ -35,10 +35,8 @@ def fingerprint() -> dict[str, str]:
     sigmoid), ``sdpa`` (``F.scaled_dot_product_attention`` forward and
     backward), ``rnn`` (GRU and LSTM forward and backward), ``train`` (200 Adam
     steps of a tiny softmax-attention model, whose chaotic dynamics magnify any
-    last-bit difference). Two machines whose stored chapter outputs disagree
-    can compare the output of this script: the first
-    family that differs names the kernel to look at. Raises ``RuntimeError``
-    (as ``numeric_env.check``) outside the pinned environment.
+    last-bit difference). Raises ``RuntimeError`` (as ``numeric_env.check``)
+    outside the pinned environment.
     """
     numeric_env.apply_torch()
     numeric_env.check()
