@@ -30,11 +30,14 @@ def fingerprint() -> dict[str, str]:
     family of results, computed from fixed seeds: ``gemm``, ``gemv`` (with
     dot) and ``bmm`` (MKL's sgemm, sgemv/sdot and sgemm_batch, on aligned and
     offset operands), ``libm32`` and ``libm64`` (exp, tanh, sin, erf, log, pow
-    in float32 and float64), ``random`` (randn, rand, randint,
+    in float32 and float64), ``vml`` (``torch.sqrt``, ``log2``, ``atan``, ``tan``: MKL
+    VML kernels that use the approximate ``rcpps``/``rsqrtps`` instructions, whose bits
+    differ between Intel and AMD; the package routes around them, see
+    ``numeric_env``), ``random`` (randn, rand, randint,
     multinomial), ``aten`` (softmax, log_softmax, layer_norm, cumsum, sum,
     sigmoid), ``sdpa`` (``F.scaled_dot_product_attention`` forward and
-    backward), ``rnn`` (GRU and LSTM forward and backward), ``train`` (200 Adam
-    steps of a tiny softmax-attention model, whose chaotic dynamics magnify any
+    backward), ``rnn`` (GRU and LSTM forward and backward), ``train`` (200 steps of the package's
+    fused Adam on a tiny softmax-attention model, whose chaotic dynamics magnify any
     last-bit difference). Raises ``RuntimeError`` (as ``numeric_env.check``)
     outside the pinned environment.
     """
@@ -61,6 +64,8 @@ def fingerprint() -> dict[str, str]:
         out[name] = digest(
             *(f(x) for f in (torch.exp, torch.tanh, torch.sin, torch.erf)), torch.log(x.abs() + 1e-3), x.abs() ** 0.37
         )
+    # the MKL VML kernels whose code holds rcpps/rsqrtps (vendor-specific bits): the package avoids them
+    out["vml"] = digest(torch.sqrt(x32.abs()), torch.log2(x32.abs() + 1e-3), torch.atan(x32), torch.tan(x32))
     out["random"] = digest(
         torch.randn(1000, generator=g),
         torch.rand(1000, generator=g),
@@ -90,7 +95,7 @@ def fingerprint() -> dict[str, str]:
     torch.manual_seed(0)
     W_q, W_k, W_o = (torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))
     params = [p for m in (W_q, W_k, W_o) for p in m.parameters()]
-    opt = torch.optim.Adam(params, lr=0.05)
+    opt = numeric_env.portable_adam(params, lr=0.05)
     X = torch.randn(32, 10, 8, generator=g)
     y = X[:, :, :4].sum(1).argmax(-1)
     for _ in range(200):

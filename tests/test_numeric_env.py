@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from attnsurvey import numeric_env
 
@@ -88,8 +91,113 @@ def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
     header, *rows = runs[0].strip().splitlines()
     assert header.startswith("numeric fingerprint (cpu: ")
     digests = dict(row.split() for row in rows)
-    assert list(digests) == ["gemm", "gemv", "bmm", "libm32", "libm64", "random", "aten", "sdpa", "rnn", "train"]
+    assert list(digests) == ["gemm", "gemv", "bmm", "libm32", "libm64", "vml", "random", "aten", "sdpa", "rnn", "train"]
     assert all(len(d) == 12 and int(d, 16) >= 0 for d in digests.values())
     assert len(set(digests.values())) == len(digests)  # each family digests different results
     refused = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True)
     assert refused.returncode != 0 and "does not run in the pinned numeric environment" in refused.stderr
+
+
+# ------------------------------------------------------------------ routes around vendor-dependent kernels
+def _ieee_sqrt_sweep() -> np.ndarray:
+    """Every float32 in [1, 4) (all mantissas of two binades), the float32 subnormals in a stride, and edge values."""
+    every = np.arange(0x3F800000, 0x40800000, dtype=np.uint32).view(np.float32)
+    subnormal = np.arange(1, 0x00800000, 4099, dtype=np.uint32).view(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, np.finfo(np.float32).max, np.finfo(np.float32).tiny, 1e-30, 3e30], np.float32)
+    return np.concatenate([every, subnormal, edges])
+
+
+def test_sqrt_is_the_correctly_rounded_square_root():
+    """portable_sqrt equals NumPy's square root (the IEEE instruction) bit for bit, in float32 and float16."""
+    x = _ieee_sqrt_sweep()
+    got = numeric_env.portable_sqrt(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(got.view(np.uint32), np.sqrt(x).view(np.uint32))
+    half = np.arange(0, 0x7C01, dtype=np.uint16).view(np.float16)  # every non-negative float16, up to inf
+    np.testing.assert_array_equal(
+        numeric_env.portable_sqrt(torch.from_numpy(half)).numpy().view(np.uint16), np.sqrt(half).view(np.uint16)
+    )
+    neg = numeric_env.portable_sqrt(torch.tensor([-1.0, float("nan")]))
+    assert torch.isnan(neg).all()
+    assert numeric_env.portable_sqrt(torch.tensor([2.0], dtype=torch.float64)).dtype == torch.float64
+
+
+def test_torch_sqrt_is_not_correctly_rounded_in_the_pinned_build():
+    """Why portable_sqrt exists: torch.sqrt (MKL VML under the pin) is one ulp off on part of the sweep.
+
+    If this fails, the pinned torch build computes torch.sqrt exactly and the route can be retired.
+    """
+    x = _ieee_sqrt_sweep()
+    off = torch.sqrt(torch.from_numpy(x)).numpy().view(np.uint32) != np.sqrt(x).view(np.uint32)
+    assert off.mean() > 0.01, f"torch.sqrt disagreed with IEEE sqrt on only {off.sum()} of {x.size} inputs"
+
+
+def test_sqrt_gradient_and_errors():
+    x = torch.tensor([0.25, 2.0, 9.0], requires_grad=True)
+    numeric_env.portable_sqrt(x).sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad, 0.5 / torch.tensor([0.5, 2.0**0.5, 3.0]))
+    with pytest.raises(TypeError, match=r"floating tensor, got dtype torch.int64 of shape \(3,\)"):
+        numeric_env.portable_sqrt(torch.arange(3))
+
+
+def test_adam_is_torch_adam_with_the_fused_kernel():
+    """Fused, and the same algorithm: 20 steps agree with torch's default Adam to float32 rounding."""
+    g = torch.Generator().manual_seed(0)
+    start, grads = torch.randn(50, generator=g), torch.randn(20, 50, generator=g)
+    results = []
+    for make in (lambda p: numeric_env.portable_adam(p, lr=0.05), lambda p: torch.optim.Adam(p, lr=0.05)):
+        w = torch.nn.Parameter(start.clone())
+        opt = make([w])
+        for grad in grads:
+            w.grad = grad * (1 + w.detach() ** 2)
+            opt.step()
+        results.append(w.detach())
+    assert numeric_env.portable_adam([torch.nn.Parameter(start)]).defaults["fused"] is True
+    torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(results[0], start)
+
+
+#: torch functions whose CPU kernel under the pin is MKL VML code containing rcpps/rsqrtps (vendor-specific bits).
+VENDOR_DEPENDENT = {"sqrt", "cdist", "log2", "log10", "atan", "asin", "acos", "tan", "arctan", "arcsin", "arccos"}
+
+
+def _vendor_dependent_calls(source: str) -> list[str]:
+    """``torch.sqrt(...)``, ``x.sqrt()``, ``torch.optim.Adam(...)`` and the like found in ``source``."""
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = ast.unparse(node.func)
+            if node.func.attr in VENDOR_DEPENDENT and not name.startswith(("math.", "np.", "numeric_env.")):
+                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
+            if name in ("torch.optim.Adam", "optim.Adam", "torch.optim.AdamW"):
+                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
+    return [text for *_, text in sorted(found)]
+
+
+def test_package_and_chapters_avoid_vendor_dependent_kernels():
+    """Square roots and Adam go through numeric_env (see its docstring), in src/ and in every chapter's code."""
+    root = Path(__file__).resolve().parents[1]
+    found = {}
+    for path in sorted((root / "src" / "attnsurvey").rglob("*.py")):
+        if path.name != "numeric_env.py":
+            found[str(path.relative_to(root))] = _vendor_dependent_calls(path.read_text())
+    for path in sorted((root / "chapters").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        found[str(path.relative_to(root))] = _vendor_dependent_calls(
+            "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+        )
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"use numeric_env.portable_sqrt / numeric_env.portable_adam instead: {found}"
+
+
+def test_the_source_scan_catches_each_route():
+    assert _vendor_dependent_calls("y = torch.sqrt(x) + x.sqrt()\nopt = torch.optim.Adam(p)") == [
+        "line 1: torch.sqrt(...)",
+        "line 1: x.sqrt(...)",
+        "line 2: torch.optim.Adam(...)",
+    ]
+    assert (
+        _vendor_dependent_calls("y = numeric_env.portable_sqrt(x) + math.sqrt(2)\nopt = numeric_env.portable_adam(p)")
+        == []
+    )

@@ -40,11 +40,21 @@ trains takes about 1.4x as long as with AVX-512 kernels on the machine where
 this was measured), which is why benchmarks are exempt: ``benchmarks/`` scripts
 measure native speed and do not use this module.
 
-Measured limits: the stored outputs come from Intel Xeon machines; on an AMD
-EPYC machine nine cells with trained results differ (the book's
-Reproducibility page lists them), for a reason not yet located.
+Two kernels need more than environment variables, because under the pin they
+still run an instruction whose bits differ between CPU vendors: MKL's vector
+math (VML), which ``torch.sqrt`` calls on CPU, seeds the square root with the
+approximate ``rsqrtps`` instruction, and Intel and AMD implement it
+differently; the result is not correctly rounded (about one float32 in six is
+one ulp off on the AMD EPYC where this was measured), so its last bit depends
+on the vendor. Every trained result used to take that square root inside Adam,
+thousands of times per run. The package therefore computes square roots with
+:func:`portable_sqrt` (correctly rounded, from IEEE operations only) and trains with
+:func:`portable_adam` (PyTorch's fused CPU Adam, whose square root is the IEEE
+instruction). ``tests/test_numeric_env.py`` keeps ``torch.sqrt`` and
+``torch.optim.Adam`` out of the package's source.
+
 ``scripts/numeric_fingerprint.py`` prints digests of primitive results under
-the pin, so that two machines can find the kernel family that differs.
+the pin, so that two machines can find a kernel family that differs.
 
 This module imports nothing heavy at import time, so it can run before torch loads.
 """
@@ -55,7 +65,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.optim import Optimizer
 
 #: Environment variables that fix the numerics of every stored output.
 PINNED_ENV: dict[str, str] = {
@@ -95,6 +111,44 @@ def apply_torch() -> None:
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+
+
+def portable_sqrt(x: Tensor) -> Tensor:
+    """Element-wise, differentiable square root with the same bits on every x86-64 CPU.
+
+    ``x``: a floating tensor of any shape. A float32, float16 or bfloat16 input
+    is rooted in float64 and rounded back to its dtype; the float64 root is
+    within one float64 ulp (VML's documented accuracy), and the square root of
+    a float32 never lies closer than four float64 ulps to a float32 rounding
+    boundary, so the result is the correctly rounded (IEEE 754) square root
+    whatever the CPU. A float64 input goes through ``torch.sqrt`` itself (its
+    last bit may depend on the vendor, far below any printed digit). Negative
+    entries give NaN, as ``torch.sqrt``. Raises ``TypeError`` for a
+    non-floating tensor.
+    """
+    import torch
+
+    if not x.is_floating_point():
+        raise TypeError(f"portable_sqrt needs a floating tensor, got dtype {x.dtype} of shape {tuple(x.shape)}")
+    if x.dtype == torch.float64:
+        return torch.sqrt(x)
+    return torch.sqrt(x.double()).to(x.dtype)
+
+
+def portable_adam(params: Iterable[Tensor], lr: float = 1e-3) -> Optimizer:
+    """The optimizer of every trained result: ``torch.optim.Adam(params, lr=lr, fused=True)``.
+
+    ``params``: floating tensors that require gradients (as for any fused
+    optimizer); ``lr``: the learning rate; betas and eps are Adam's defaults.
+    The fused CPU kernel takes the square root of the second-moment estimate
+    with the IEEE instruction; the default implementation calls
+    ``torch.sqrt`` (MKL VML, see the module docstring), whose last bit differs
+    between Intel and AMD CPUs, and training magnifies such a bit into
+    different printed results.
+    """
+    import torch
+
+    return torch.optim.Adam(params, lr=lr, fused=True)
 
 
 def problems() -> list[str]:

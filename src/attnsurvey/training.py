@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_scored
+from .numeric_env import portable_adam
 
 M = TypeVar("M", bound=nn.Module)
 B = TypeVar("B")
@@ -51,10 +52,13 @@ def train(
 ) -> History:
     """Train ``model`` with Adam on ``batches``; ``loss_fn(model, batch)`` returns a scalar.
 
+    The default optimizer is :func:`attnsurvey.numeric_env.portable_adam` (fused Adam, the
+    same bits on every CPU) with learning rate ``lr``; ``optimizer`` replaces it.
+
     Gradients are clipped to norm ``clip`` (None disables). Returns a
     :class:`History`. Deterministic given the seeds of the model and data.
     """
-    opt = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    opt = optimizer or portable_adam(model.parameters(), lr=lr)
     hist = History()
     model.train()
     start = time.perf_counter()

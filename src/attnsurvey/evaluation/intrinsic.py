@@ -29,6 +29,7 @@ from torch import Tensor
 from .._checks import as_tensor, check_min_rank, check_same_shape
 from ..attention import align_scores
 from ..catalog import catalogued
+from ..numeric_env import portable_adam, portable_sqrt
 from ..training import cross_entropy_mean
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
@@ -208,7 +209,7 @@ def spearman(x: Tensor, y: Tensor) -> float:
     x, y = _check_pair(x, y, "Spearman correlation")
     rx, ry = rankdata(x), rankdata(y)
     rx, ry = rx - rx.mean(), ry - ry.mean()
-    den = torch.sqrt((rx**2).sum() * (ry**2).sum())
+    den = portable_sqrt((rx**2).sum() * (ry**2).sum())
     return float("nan") if den == 0 else float((rx * ry).sum() / den)
 
 
@@ -314,7 +315,7 @@ def adversarial_attention(
         y0 = output_fn(a)
     noise = torch.randn(a.shape, generator=generator, dtype=a.dtype)
     theta = (torch.log(a + 1e-6) + noise).requires_grad_(True)
-    opt = torch.optim.Adam([theta], lr=lr)
+    opt = portable_adam([theta], lr=lr)
     best, best_js, best_tvd = (
         a.clone(),
         torch.zeros(a.shape[:-1], dtype=a.dtype),

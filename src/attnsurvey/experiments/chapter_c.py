@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..numeric_env import portable_adam
 from ..transformer.linformer import linformer_attention
 
 FLOAT32_BYTES = 4
@@ -119,7 +120,7 @@ def fit_linformer_projections(
     n = K.shape[-2]
     E = (torch.randn(k, n, generator=generator) / k**0.5).requires_grad_(True)
     F = (torch.randn(k, n, generator=generator) / k**0.5).requires_grad_(True)
-    opt = torch.optim.Adam([E, F], lr=lr)
+    opt = portable_adam([E, F], lr=lr)
     for _ in range(steps):
         opt.zero_grad()
         c, _ = linformer_attention(Q, K, V, E, F)

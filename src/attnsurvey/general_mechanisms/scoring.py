@@ -29,6 +29,7 @@ from .._checks import (
 )
 from ..catalog import catalogued
 from ..masking import masked_softmax
+from ..numeric_env import portable_sqrt
 from ..registry import Registry
 
 Activation = Callable[[Tensor], Tensor]
@@ -233,7 +234,7 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     diff = Q.unsqueeze(-2) - K.unsqueeze(-3)  # (..., n_q, n_f, d)
     # sqrt of a sum of squares has an infinite gradient at 0; adding a tiny
     # epsilon keeps gradients finite when a query equals a key.
-    dist = torch.sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
+    dist = portable_sqrt((diff * diff).sum(-1) + torch.finfo(Q.dtype).tiny)
     over = torch.isinf(dist) & torch.isfinite(diff).all(-1)
     if bool(over.any()):  # the squares overflow (inputs ~1e20 in float32): rescale those pairs
         dist = torch.where(over, _overflow_safe_norm(diff), dist)

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank, check_nonempty
 from ..masking import check_mask, masked_softmax
+from ..numeric_env import portable_sqrt
 
 
 def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
@@ -129,10 +130,10 @@ def _entmax15_threshold(zs: Tensor, vs: Tensor) -> tuple[Tensor, Tensor]:
     mean_sq = (zs**2).cumsum(-1) / rho
     delta = (1 - rho * (mean_sq - mean**2)) / rho
     with torch.no_grad():
-        tau_all = mean - torch.sqrt(delta.clamp_min(0))
+        tau_all = mean - portable_sqrt(delta.clamp_min(0))
         k_star = (vs & (tau_all <= zs)).sum(-1, keepdim=True).clamp_min(1)
     # gather before the square root, so no gradient flows through sqrt(0) elsewhere
-    return mean.gather(-1, k_star - 1) - torch.sqrt(delta.gather(-1, k_star - 1).clamp_min(0)), k_star
+    return mean.gather(-1, k_star - 1) - portable_sqrt(delta.gather(-1, k_star - 1).clamp_min(0)), k_star
 
 
 def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None = None) -> Tensor:

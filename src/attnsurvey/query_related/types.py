@@ -46,6 +46,7 @@ from ..catalog import catalogued, declare
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
 from ..masking import zero_masked
+from ..numeric_env import portable_sqrt
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
 
@@ -325,7 +326,7 @@ def update_residual_norm(
     x = F_old + C
     mu = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
-    y = (x - mu) / torch.sqrt(var + eps)
+    y = (x - mu) / portable_sqrt(var + eps)
     if gamma is not None:
         check_weight(gamma, (d_f,), "gamma", "(d_f,)")
         y = y * gamma
