@@ -114,17 +114,17 @@ def apply_torch() -> None:
 
 
 def portable_sqrt(x: Tensor) -> Tensor:
-    """Element-wise, differentiable square root with the same bits on every x86-64 CPU.
+    """Element-wise, differentiable square root; for float32 and narrower, the same bits on every x86-64 CPU.
 
     ``x``: a floating tensor of any shape. A float32, float16 or bfloat16 input
-    is rooted in float64 and rounded back to its dtype; the float64 root is
-    within one float64 ulp (VML's documented accuracy), and the square root of
-    a float32 never lies closer than four float64 ulps to a float32 rounding
-    boundary, so the result is the correctly rounded (IEEE 754) square root
-    whatever the CPU. A float64 input goes through ``torch.sqrt`` itself (its
-    last bit may depend on the vendor, far below any printed digit). Negative
-    entries give NaN, as ``torch.sqrt``. Raises ``TypeError`` for a
-    non-floating tensor.
+    is rooted in float64 and rounded back to its dtype. The square root of a
+    float32 never lies closer than four float64 ulps to a float32 rounding
+    boundary, and the float64 root (VML's high-accuracy mode) is off by less
+    than one, so rounding gives the correctly rounded (IEEE 754) square root
+    whatever the CPU did in the last float64 bit. A float64 input goes through
+    ``torch.sqrt`` itself (its last bit may depend on the vendor). Negative
+    entries give NaN and the gradient at 0 is infinite, as with
+    ``torch.sqrt``. Raises ``TypeError`` for a non-floating tensor.
     """
     import torch
 
