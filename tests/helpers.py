@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
 
@@ -24,3 +26,25 @@ def toc_files(root=None) -> list[str]:
             files.append(ch["file"])
             files.extend(s["file"] for s in ch.get("sections", []))
     return [f.removesuffix(".ipynb").removesuffix(".md") for f in files]
+
+
+#: torch functions whose CPU kernel under the pin is MKL VML code containing rcpps/rsqrtps (vendor-specific bits).
+VENDOR_DEPENDENT = {"sqrt", "cdist", "log2", "log10", "atan", "asin", "acos", "tan", "arctan", "arcsin", "arccos"}
+
+
+def vendor_dependent_calls(source: str) -> list[str]:
+    """``torch.sqrt(...)``, ``x.sqrt()``, ``torch.optim.Adam(...)`` and the like found in ``source``.
+
+    Lines starting with ``%`` or ``!`` (notebook magics) are read as blank lines. The package
+    routes these through ``numeric_env.portable_sqrt`` and ``numeric_env.portable_adam``.
+    """
+    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = ast.unparse(node.func)
+            if node.func.attr in VENDOR_DEPENDENT and not name.startswith(("math.", "np.", "numeric_env.")):
+                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
+            if name in ("torch.optim.Adam", "optim.Adam", "torch.optim.AdamW"):
+                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
+    return [text for *_, text in sorted(found)]

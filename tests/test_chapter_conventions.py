@@ -11,6 +11,8 @@ import yaml
 
 from attnsurvey.numeric_env import KERNEL_NAME
 
+from .helpers import vendor_dependent_calls
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -33,6 +35,14 @@ def test_chapter_runs_in_the_pinned_kernel_and_checks_it_first(path):
     assert nb.metadata.get("kernelspec", {}).get("name") == KERNEL_NAME, "execute it with `make execute`"
     first = _code(nb)[0].source
     assert "numeric_env.check()" in first, "the first code cell must print numeric_env.check()"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_chapter_avoids_vendor_dependent_kernels(path):
+    """Square roots and Adam go through numeric_env, as in the package (tests/test_numeric_env.py)."""
+    nb = nbformat.read(ROOT / path, as_version=4)
+    found = vendor_dependent_calls("\n".join(cell.source for cell in _code(nb)))
+    assert not found, f"use numeric_env.portable_sqrt / numeric_env.portable_adam instead: {found}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -14,6 +13,8 @@ import pytest
 import torch
 
 from attnsurvey import numeric_env
+
+from .helpers import vendor_dependent_calls
 
 HOSTILE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "2", "PYTHONHASHSEED": "7"}
 PROBE = (
@@ -157,47 +158,24 @@ def test_adam_is_torch_adam_with_the_fused_kernel():
     assert not torch.equal(results[0], start)
 
 
-#: torch functions whose CPU kernel under the pin is MKL VML code containing rcpps/rsqrtps (vendor-specific bits).
-VENDOR_DEPENDENT = {"sqrt", "cdist", "log2", "log10", "atan", "asin", "acos", "tan", "arctan", "arcsin", "arccos"}
-
-
-def _vendor_dependent_calls(source: str) -> list[str]:
-    """``torch.sqrt(...)``, ``x.sqrt()``, ``torch.optim.Adam(...)`` and the like found in ``source``."""
-    found: list[tuple[int, int, str]] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            name = ast.unparse(node.func)
-            if node.func.attr in VENDOR_DEPENDENT and not name.startswith(("math.", "np.", "numeric_env.")):
-                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
-            if name in ("torch.optim.Adam", "optim.Adam", "torch.optim.AdamW"):
-                found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
-    return [text for *_, text in sorted(found)]
-
-
-def test_package_and_chapters_avoid_vendor_dependent_kernels():
-    """Square roots and Adam go through numeric_env (see its docstring), in src/ and in every chapter's code."""
+def test_package_avoids_vendor_dependent_kernels():
+    """Square roots and Adam go through numeric_env (see its docstring); the chapters: test_chapter_conventions."""
     root = Path(__file__).resolve().parents[1]
-    found = {}
-    for path in sorted((root / "src" / "attnsurvey").rglob("*.py")):
-        if path.name != "numeric_env.py":
-            found[str(path.relative_to(root))] = _vendor_dependent_calls(path.read_text())
-    for path in sorted((root / "chapters").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        found[str(path.relative_to(root))] = _vendor_dependent_calls(
-            "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
-        )
-    found = {k: v for k, v in found.items() if v}
+    found = {
+        str(path.relative_to(root)): calls
+        for path in sorted((root / "src" / "attnsurvey").rglob("*.py"))
+        if path.name != "numeric_env.py" and (calls := vendor_dependent_calls(path.read_text()))
+    }
     assert not found, f"use numeric_env.portable_sqrt / numeric_env.portable_adam instead: {found}"
 
 
 def test_the_source_scan_catches_each_route():
-    assert _vendor_dependent_calls("y = torch.sqrt(x) + x.sqrt()\nopt = torch.optim.Adam(p)") == [
-        "line 1: torch.sqrt(...)",
-        "line 1: x.sqrt(...)",
-        "line 2: torch.optim.Adam(...)",
+    assert vendor_dependent_calls("%matplotlib inline\ny = torch.sqrt(x) + x.sqrt()\nopt = torch.optim.Adam(p)") == [
+        "line 2: torch.sqrt(...)",
+        "line 2: x.sqrt(...)",
+        "line 3: torch.optim.Adam(...)",
     ]
     assert (
-        _vendor_dependent_calls("y = numeric_env.portable_sqrt(x) + math.sqrt(2)\nopt = numeric_env.portable_adam(p)")
+        vendor_dependent_calls("y = numeric_env.portable_sqrt(x) + math.sqrt(2)\nopt = numeric_env.portable_adam(p)")
         == []
     )
