@@ -325,6 +325,24 @@ def probe(fn: Callable[[], Any], calls: int = 2) -> float:
     return best
 
 
+def settings(args: Any, threads: int, estimated_s: float, over: str = "repeats", **own: Any) -> dict:
+    """A script's ``settings`` record: its own entries (``own``), then those every script keeps.
+
+    The common ones: the thread count (under ``threads``, or under ``own["threads_key"]``),
+    ``repeats`` and ``quick`` from the command line, how ``summaries`` are made (over the
+    ``over``) and ``estimated_seconds``.
+    """
+    threads_key = own.pop("threads_key", "threads")
+    return {
+        **own,
+        threads_key: threads,
+        "repeats": args.repeats,
+        "quick": args.quick,
+        "summaries": f"median, min, max, quartiles q1/q3 and the raw values over the {over}",
+        "estimated_seconds": round(estimated_s),
+    }
+
+
 def save(path: Path, result: dict) -> None:
     """Write ``result`` as indented JSON (creating the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)

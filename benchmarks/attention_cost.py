@@ -194,21 +194,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = _bench.end(info, [], args.repeats)
     result = {
-        "settings": {
+        "settings": _bench.settings(
+            args,
+            threads,
+            est,
             **SETTINGS,
-            "batch": 1,
-            "heads": 1,
-            "dtype": "float32",
-            "threads": threads,
-            "repeats": args.repeats,
-            "quick": args.quick,
-            "memory": "per repeat (a fresh process): peak RSS during the first call minus RSS before it, MiB",
-            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
-            "cpu_seconds": "per repeat: median process CPU time of the same calls",
-            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
-            "reversible": "bytes autograd saves for backward (exact count, not timed)",
-            "estimated_seconds": round(est),
-        },
+            batch=1,
+            heads=1,
+            dtype="float32",
+            memory="per repeat (a fresh process): peak RSS during the first call minus RSS before it, MiB",
+            seconds="per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
+            cpu_seconds="per repeat: median process CPU time of the same calls",
+            reversible="bytes autograd saves for backward (exact count, not timed)",
+        ),
         "machine": info,
         "attention": rows,
         "reversible": rev,

@@ -183,21 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     info = _bench.end(info, targets, args.repeats)
     result = {
-        "settings": {
+        "settings": _bench.settings(
+            args,
+            threads,
+            est,
             **MODEL,
-            "kv_heads": KV_HEADS,
-            "prompt": PROMPT,
-            "tokens": tokens,
-            "repeats": args.repeats,
-            "quick": args.quick,
-            "batch": 1,
-            "dtype": "float32",
-            "threads": threads,
-            "tokens_per_second": "generated tokens / wall seconds of one generation (no autograd); one value per repeat",
-            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the repeats",
-            "cache_bytes": "bytes of the per-layer K and V caches for prompt + tokens (exact, not measured)",
-            "estimated_seconds": round(est),
-        },
+            kv_heads=KV_HEADS,
+            prompt=PROMPT,
+            tokens=tokens,
+            batch=1,
+            dtype="float32",
+            tokens_per_second="generated tokens / wall seconds of one generation (no autograd); one value per repeat",
+            cache_bytes="bytes of the per-layer K and V caches for prompt + tokens (exact, not measured)",
+        ),
         "machine": info,
         "rows": rows,
         "speedup_with_cache": speedups,

@@ -103,18 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = _bench.end(info, [], args.repeats)
     result = {
-        "settings": {
-            "batch": args.batch,
-            "n": n,
-            "d": args.d,
-            "d_w": args.d_w,
-            "threads": threads,
-            "repeats": args.repeats,
-            "quick": args.quick,
-            "seconds": "per round: median wall time of forward + backward calls (as many as fit in 0.1 s, >= 1)",
-            "summaries": "median, min, max, quartiles q1/q3 and the raw values over the rounds",
-            "estimated_seconds": round(est),
-        },
+        "settings": _bench.settings(
+            args,
+            threads,
+            est,
+            over="rounds",
+            batch=args.batch,
+            n=n,
+            d=args.d,
+            d_w=args.d_w,
+            seconds="per round: median wall time of forward + backward calls (as many as fit in 0.1 s, >= 1)",
+        ),
         "machine": info,
         "scores": rows,
     }
