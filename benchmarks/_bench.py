@@ -325,16 +325,13 @@ def probe(fn: Callable[[], Any], calls: int = 2) -> float:
     return best
 
 
-def settings(args: Any, threads: int, estimated_s: float, over: str = "repeats", **own: Any) -> dict:
-    """A script's ``settings`` record: its own entries (``own``), then those every script keeps.
+def settings(args: Any, threads: int, estimated_s: float, over: str = "repeats", threads_key: str = "threads") -> dict:
+    """The entries every script's ``settings`` record keeps, after its own.
 
-    The common ones: the thread count (under ``threads``, or under ``own["threads_key"]``),
-    ``repeats`` and ``quick`` from the command line, how ``summaries`` are made (over the
-    ``over``) and ``estimated_seconds``.
+    The thread count (under ``threads_key``), ``repeats`` and ``quick`` from the command line,
+    how ``summaries`` are made (over the ``over``) and ``estimated_seconds``.
     """
-    threads_key = own.pop("threads_key", "threads")
     return {
-        **own,
         threads_key: threads,
         "repeats": args.repeats,
         "quick": args.quick,

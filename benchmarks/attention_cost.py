@@ -194,19 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = _bench.end(info, [], args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
+        "settings": {
             **SETTINGS,
-            batch=1,
-            heads=1,
-            dtype="float32",
-            memory="per repeat (a fresh process): peak RSS during the first call minus RSS before it, MiB",
-            seconds="per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
-            cpu_seconds="per repeat: median process CPU time of the same calls",
-            reversible="bytes autograd saves for backward (exact count, not timed)",
-        ),
+            "batch": 1,
+            "heads": 1,
+            "dtype": "float32",
+            "memory": "per repeat (a fresh process): peak RSS during the first call minus RSS before it, MiB",
+            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1)",
+            "cpu_seconds": "per repeat: median process CPU time of the same calls",
+            "reversible": "bytes autograd saves for backward (exact count, not timed)",
+            **_bench.settings(args, threads, est),
+        },
         "machine": info,
         "attention": rows,
         "reversible": rev,

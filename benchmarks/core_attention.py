@@ -159,15 +159,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {k:50s} {_bench.show(v)}")
     info = _bench.end(info, targets, args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
-            dtype="float32",
-            memory="per repeat (a fresh process): peak RSS during one call minus RSS before it, MiB",
-            seconds="per round: wall time of one call, the two cases of a pair alternating in one process",
-            ratios="time: summary of the per-round ratios; memory: ratio of the medians",
-        ),
+        "settings": {
+            "dtype": "float32",
+            "memory": "per repeat (a fresh process): peak RSS during one call minus RSS before it, MiB",
+            "seconds": "per round: wall time of one call, the two cases of a pair alternating in one process",
+            "ratios": "time: summary of the per-round ratios; memory: ratio of the medians",
+            **_bench.settings(args, threads, est),
+        },
         "machine": info,
         "rows": rows,
         "ratios": ratios,

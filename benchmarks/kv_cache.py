@@ -183,19 +183,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     info = _bench.end(info, targets, args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
+        "settings": {
             **MODEL,
-            kv_heads=KV_HEADS,
-            prompt=PROMPT,
-            tokens=tokens,
-            batch=1,
-            dtype="float32",
-            tokens_per_second="generated tokens / wall seconds of one generation (no autograd); one value per repeat",
-            cache_bytes="bytes of the per-layer K and V caches for prompt + tokens (exact, not measured)",
-        ),
+            "kv_heads": KV_HEADS,
+            "prompt": PROMPT,
+            "tokens": tokens,
+            "batch": 1,
+            "dtype": "float32",
+            "tokens_per_second": "generated tokens / wall seconds of one generation (no autograd); one value per repeat",
+            "cache_bytes": "bytes of the per-layer K and V caches for prompt + tokens (exact, not measured)",
+            **_bench.settings(args, threads, est),
+        },
         "machine": info,
         "rows": rows,
         "speedup_with_cache": speedups,

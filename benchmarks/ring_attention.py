@@ -122,19 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     info = _bench.end(info, targets, args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
-            over="launches",
-            threads_key="threads_per_rank",
-            n=n,
-            d=args.d,
-            dtype="float32",
-            causal=args.causal,
-            memory="per rank and launch: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
-            seconds="per rank and launch: wall time of one more pass, after a barrier",
-        ),
+        "settings": {
+            "n": n,
+            "d": args.d,
+            "dtype": "float32",
+            "causal": args.causal,
+            "memory": "per rank and launch: peak RSS (VmHWM) during the first pass minus RSS before it, MiB",
+            "seconds": "per rank and launch: wall time of one more pass, after a barrier",
+            **_bench.settings(args, threads, est, over="launches", threads_key="threads_per_rank"),
+        },
         "machine": info,
         "ranks": rows,
         "per_P": {str(P): s for P, s in per_p.items()},

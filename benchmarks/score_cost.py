@@ -103,17 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = _bench.end(info, [], args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
-            over="rounds",
-            batch=args.batch,
-            n=n,
-            d=args.d,
-            d_w=args.d_w,
-            seconds="per round: median wall time of forward + backward calls (as many as fit in 0.1 s, >= 1)",
-        ),
+        "settings": {
+            "batch": args.batch,
+            "n": n,
+            "d": args.d,
+            "d_w": args.d_w,
+            "seconds": "per round: median wall time of forward + backward calls (as many as fit in 0.1 s, >= 1)",
+            **_bench.settings(args, threads, est, over="rounds"),
+        },
         "machine": info,
         "scores": rows,
     }

@@ -229,21 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     ]
     info = _bench.end(info, targets, args.repeats)
     result = {
-        "settings": _bench.settings(
-            args,
-            threads,
-            est,
-            d=D,
-            batch=1,
-            heads=1,
-            dtype="float32",
-            n_target=n_target,
-            n_grad=n_grad,
-            memory="per repeat (a fresh process): peak RSS during the first call at n minus RSS before it, MiB",
-            seconds="per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1); "
+        "settings": {
+            "d": D,
+            "batch": 1,
+            "heads": 1,
+            "dtype": "float32",
+            "n_target": n_target,
+            "n_grad": n_grad,
+            "memory": "per repeat (a fresh process): peak RSS during the first call at n minus RSS before it, MiB",
+            "seconds": "per repeat: median wall time of the calls after the first (as many as fit in 0.1 s, >= 1); "
             "the first call's time where it took >= 0.5 s",
-            errors="max abs difference from SDPA, one value per seed",
-        ),
+            "errors": "max abs difference from SDPA, one value per seed",
+            **_bench.settings(args, threads, est),
+        },
         "machine": info,
         "cost": cost,
         "errors": err,
