@@ -179,3 +179,22 @@ def test_the_source_scan_catches_each_route():
         vendor_dependent_calls("y = numeric_env.portable_sqrt(x) + math.sqrt(2)\nopt = numeric_env.portable_adam(p)")
         == []
     )
+
+
+def _pinned_table(page: str) -> str:
+    return page.split("## What is pinned", 1)[1].split("\n## ", 1)[0]
+
+
+def test_reproducibility_page_lists_every_pinned_setting():
+    """The book's table of pinned settings names every variable of PINNED_ENV with its value."""
+    table = _pinned_table((Path(__file__).parents[1] / "book" / "reproducibility.md").read_text())
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    missing = [
+        f"{key}={value}"
+        for key, value in numeric_env.PINNED_ENV.items()
+        if not any(f"`{key}`" in row and f"`{value}`" in row for row in rows)
+    ]
+    assert not missing, f"book/reproducibility.md 'What is pinned' lacks {missing}"
+    # the check can fail: a table without the matplotlib row is caught
+    without = "\n".join(row for row in rows if "MPLBACKEND" not in row)
+    assert not all(f"`{k}`" in without for k in numeric_env.PINNED_ENV)
