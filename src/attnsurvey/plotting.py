@@ -37,12 +37,14 @@ def attention_heatmap(
     cmap: str = "viridis",
     figsize: tuple[float, float] | None = None,
     suptitle: str | None = None,
+    colorbar_label: str = "attention weight",
 ) -> Figure:
     """Heat maps of attention weights (queries x keys) with ONE shared colour bar.
 
     ``weights`` is ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
     on a common colour scale (``vmax`` defaults to the largest weight), so panels
-    are comparable. Returns the matplotlib figure.
+    are comparable. ``colorbar_label`` names what the colours show when the
+    matrix is not a weight (scores, counts, a code). Returns the matplotlib figure.
     """
     w = _to_numpy(weights)
     if w.ndim == 2:
@@ -73,7 +75,7 @@ def attention_heatmap(
             ax.set_ylabel(ylabel)
         if titles is not None:
             ax.set_title(titles[i], fontsize=10)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.9, label="attention weight")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.9, label=colorbar_label)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
