@@ -396,3 +396,34 @@ def test_log_weights_are_exact_and_masked_positions_get_the_dtype_minimum():
     )
     with pytest.raises(ValueError, match="softmax alignment only"):
         at.align_scores(e, mask, "sparsemax", log=True)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.0, -2.0, 3.0], True),
+        ([], True),  # nothing non-finite in an empty tensor
+        ([1.0, math.nan], False),
+        ([math.inf, 1.0], False),
+        ([-math.inf, 1.0], False),
+        ([math.inf, -math.inf], False),  # sums to NaN
+        ([3.0e38, 3.0e38, -1.0], True),  # finite entries whose float32 sum overflows: the exact test decides
+    ],
+)
+def test_all_finite_against_elementwise_isfinite(values, expected):
+    X = torch.tensor(values, dtype=torch.float32)
+    assert bool(torch.isfinite(X).all()) is expected  # the oracle agrees with the table
+    assert mk.all_finite(X) is expected
+    assert mk.all_finite(X.to(torch.float16)) is bool(torch.isfinite(X.to(torch.float16)).all())
+
+
+def test_all_finite_and_nonfinite_rows_on_an_overlapping_view():
+    """Local attention's unfolded windows: the test runs on the view, and finds a NaN in it."""
+    K = torch.randn(64, 8)
+    windows = torch.nn.functional.pad(K, (0, 0, 4, 4)).unfold(-2, 9, 1)  # (64, 8, 9), overlapping
+    assert mk.all_finite(windows)
+    K[10, 3] = math.nan
+    windows = torch.nn.functional.pad(K, (0, 0, 4, 4)).unfold(-2, 9, 1)
+    assert not mk.all_finite(windows)
+    bad = at._nonfinite_rows(windows.transpose(-1, -2))  # rows (key slots) holding the NaN: the windows that see key 10
+    assert bad is not None and bad.sum() == 9 and bool(bad[10, 4]) and bool(bad[6, 8]) and bool(bad[14, 0])

@@ -181,6 +181,23 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
 
 
+def all_finite(X: Tensor) -> bool:
+    """True when every entry of ``X`` is finite (no NaN, no +-Inf); an empty tensor counts as finite.
+
+    One reduction, without a temporary of X's size: a NaN or an infinity makes the
+    sum NaN or infinite, so a finite sum proves every entry finite. Only a sum that
+    overflows (entries near the dtype's largest value) or a real NaN/Inf falls
+    through to the exact element-wise test. This matters for overlapping views
+    such as the unfolded key windows of local attention, where an element-wise
+    test would allocate the whole window tensor. Not differentiable (a test, not
+    a value).
+    """
+    with torch.no_grad():
+        if bool(torch.isfinite(X.sum())):
+            return True
+        return bool(torch.isfinite(X).all())
+
+
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     """``X`` ``(..., n_f, d)`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
 
@@ -205,9 +222,9 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
-    finite = torch.isfinite(X).all(-1)
-    if bool(finite.all()):
+    if all_finite(X):
         return X
+    finite = torch.isfinite(X).all(-1)
     return torch.where((km | finite)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
