@@ -36,9 +36,10 @@ three ways, all from this module:
   (``tests/conftest.py`` and the chapters' first cell check it).
 
 Cost: the portable kernels are slower than the native ones (a chapter that
-trains takes about 1.4x as long as with AVX-512 kernels on the machine where
-this was measured), which is why benchmarks are exempt: ``benchmarks/`` scripts
-measure native speed and do not use this module.
+trains took about 1.4x as long as with the native AVX2 kernels in the one
+measurement the book's Reproducibility page reports), which is why benchmarks
+are exempt: ``benchmarks/`` scripts measure native speed and do not use this
+module.
 
 Two kernels need more than environment variables, because under the pin they
 still run an instruction whose bits differ between CPU vendors: MKL's vector
