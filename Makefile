@@ -63,8 +63,8 @@ test-browser: env
 bench: env  # native speed: deliberately not pinned
 	$(PY) benchmarks/run_all.py
 
-# Lint: ruff (rules and format in pyproject.toml) and mypy (config in pyproject.toml)
-# over the package, tests, benchmarks, scripts and the book's Sphinx extensions.
+# Lint: ruff (rules and format in pyproject.toml) over the package, tests, benchmarks,
+# scripts and the book's Sphinx extensions; mypy (config in pyproject.toml) over the package.
 LINT_PATHS := src tests benchmarks scripts book/_ext
 lint: env
 	$(VENV)/bin/ruff check $(LINT_PATHS)
