@@ -46,3 +46,18 @@ def test_colorbar_label_names_what_the_colours_show():
 def test_wrong_rank_is_an_error_naming_the_shape(shape):
     with pytest.raises(ValueError, match=r"\(n_q, n_f\) or \(m, n_q, n_f\), got shape"):
         attention_heatmap(torch.zeros(shape))
+
+
+def test_position_ticks_are_integers_that_do_not_crowd_a_narrow_panel():
+    """Six panels of 48 keys: a round integer step, not one tick per cell (labels would overlap)."""
+    fig = attention_heatmap(torch.rand(6, 24, 48))
+    try:
+        panels, _ = _panels(fig)
+        fig.canvas.draw()
+        x = [t for t in panels[0].get_xticks() if -0.5 <= t <= 47.5]
+        y = [t for t in panels[0].get_yticks() if -0.5 <= t <= 23.5]
+        assert all(float(t).is_integer() for t in x + y)
+        assert 2 <= len(x) <= 10 and 2 <= len(y) <= 12, (x, y)
+        assert list(panels[1].get_yticks()) == []  # only the first panel carries the query axis
+    finally:
+        plt.close(fig)

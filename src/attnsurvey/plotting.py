@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
 
@@ -57,19 +58,18 @@ def attention_heatmap(
     fig, axes = plt.subplots(1, m, figsize=figsize, squeeze=False, constrained_layout=True)
     for i, ax in enumerate(axes[0]):
         im = ax.imshow(w[i], vmin=vmin, vmax=vmax, cmap=cmap, aspect="auto")
-        # Ticks sit on the cells: labels when given, otherwise integer positions.
-        step_x = max(1, n_f // 16)
-        step_y = max(1, n_q // 16)
+        # Ticks sit on the cells: every label when labels are given, otherwise integer
+        # positions at a round step chosen from the panel's size, so numbers never overlap.
         if x_labels is not None:
             ax.set_xticks(range(n_f), list(x_labels), rotation=90 if n_f > 8 else 0, fontsize=8)
         else:
-            ax.set_xticks(range(0, n_f, step_x))
+            ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True))
         if i > 0:
             ax.set_yticks([])
         elif y_labels is not None:
             ax.set_yticks(range(n_q), list(y_labels), fontsize=8)
         else:
-            ax.set_yticks(range(0, n_q, step_y))
+            ax.yaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True))
         ax.set_xlabel(xlabel)
         if i == 0:
             ax.set_ylabel(ylabel)
