@@ -85,6 +85,36 @@ def test_alibi_attention_equals_sdpa_with_float_bias():
         pos.alibi_attention(q, k, v, slopes[:3])
 
 
+def _rotate(X: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoPE written independently: pair (x_2i, x_2i+1) of row t as a complex number times exp(i t theta_i)."""
+    n, d = X.shape[-2], X.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    z = torch.view_as_complex(X.double().reshape(*X.shape[:-1], d // 2, 2).contiguous())
+    z = z * torch.polar(torch.ones(n, d // 2, dtype=torch.float64), torch.arange(n)[:, None] * theta)
+    return torch.view_as_real(z).reshape(X.shape).to(X.dtype)
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rope_attention_is_sdpa_on_rotated_queries_and_keys():
+    q, k, v = rand(2, 3, 7, 8, seed=1), rand(2, 3, 7, 8, seed=2), rand(2, 3, 7, 5, seed=3)
+    c, a = pos.rope_attention(q, k, v, causal_mask(7))
+    ref = F_.scaled_dot_product_attention(_rotate(q), _rotate(k), v, is_causal=True)  # V is not rotated
+    torch.testing.assert_close(c, ref, atol=1e-6, rtol=1e-5)
+    e = _rotate(q) @ _rotate(k).transpose(-1, -2) / math.sqrt(8)
+    torch.testing.assert_close(a, torch.softmax(e.masked_fill(~causal_mask(7), -math.inf), -1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.catalog("extra:rope")
+def test_rotary_module_equals_sdpa_per_head_with_its_own_weights():
+    torch.manual_seed(0)
+    m = pos.RotarySelfAttention(16, 4)
+    X = rand(3, 6, 16)
+    out, _ = m(X, mask=causal_mask(6))
+    q, k, v = (lin(X).view(3, 6, 4, 4).transpose(1, 2) for lin in (m.W_Q, m.W_K, m.W_V))
+    ref = F_.scaled_dot_product_attention(_rotate(q), _rotate(k), v, is_causal=True)
+    torch.testing.assert_close(out, m.W_O(ref.transpose(1, 2).reshape(3, 6, 16)), atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.catalog("extra:rope", "extra:alibi")
 @pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention])
 def test_position_modules_accept_any_length(cls):

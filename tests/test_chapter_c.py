@@ -28,7 +28,7 @@ def test_macs_by_hand_and_lsh_is_n_log_n():
     lsh = cc.analytic_attention_cost("lsh", 1024, 4, m=8, n_buckets=2)
     assert lsh["macs"] == 1024 * 4 * 1 + 1024 * 10 + 2 * 1024 * 16 * 4
     assert "log" in lsh["order"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="method must be 'full', 'local', 'linformer' or 'lsh', got 'sparse'"):
         cc.analytic_attention_cost("sparse", 8, 2)
 
 
@@ -39,7 +39,7 @@ def test_segment_average_linformer_is_exact_without_noise():
     c, _ = linformer.linformer_attention(Q, K, V, S, S)
     assert cc.relative_error(c, attend(Q, K, V)[0]) < 1e-5
     assert cc.relative_error(torch.zeros_like(c), c) == 1.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="r=4 must divide n=30"):
         cc.low_rank_sequences(1, 30, 4, 4, 0.0, g)
 
 

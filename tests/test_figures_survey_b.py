@@ -39,14 +39,14 @@ def test_capsule_draws_three_modules_per_class():
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("call", "message"),
     [
-        lambda: survey_b.multi_head_figure(0),
-        lambda: survey_b.multi_hop_figure(6),
-        lambda: survey_b.capsule_figure(5),
-        lambda: survey_b.capsule_figure(2, ("only one",)),
+        (lambda: survey_b.multi_head_figure(0), "between 1 and 6 heads, got h=0"),
+        (lambda: survey_b.multi_hop_figure(6), "between 1 and 5 hops, got n_hops=6"),
+        (lambda: survey_b.capsule_figure(5), "between 1 and 4 capsules, got d_y=5"),
+        (lambda: survey_b.capsule_figure(2, ("only one",)), "1 class names for d_y=2 capsules"),
     ],
 )
-def test_bad_sizes_raise(call):
-    with pytest.raises(ValueError):
+def test_bad_sizes_raise(call, message):
+    with pytest.raises(ValueError, match=message):
         call()

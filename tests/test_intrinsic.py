@@ -166,9 +166,18 @@ def test_gradient_importance_matches_finite_differences():
             Fm[b, l] *= 1 - h
             fd = (model.head(Fp, None)[0][b, 0, y[b]] - model.head(Fm, None)[0][b, 0, y[b]]) / (2 * h)
             assert float(imp[b, l]) == pytest.approx(abs(float(fd.detach())), rel=1e-5, abs=1e-8)
-    # with the weights held fixed the importance of a position is a_l * |y-logit of v_l|
+    # default (Jain & Wallace): the weights are held fixed at their values for F, so the same
+    # central differences run with those weights passed in, not recomputed from the moved F
     imp_fixed = it.gradient_importance(model.head, F)
-    assert imp_fixed.shape == (2, 5) and not torch.allclose(imp_fixed, imp)
+    a = model.head(F, None)[1].detach()
+    for b in range(2):
+        for l in range(5):
+            Fp, Fm = F.clone(), F.clone()
+            Fp[b, l] *= 1 + h
+            Fm[b, l] *= 1 - h
+            fd = (model.head(Fp, a)[0][b, 0, y[b]] - model.head(Fm, a)[0][b, 0, y[b]]) / (2 * h)
+            assert float(imp_fixed[b, l]) == pytest.approx(abs(float(fd.detach())), rel=1e-5, abs=1e-8)
+    assert not torch.allclose(imp_fixed, imp)  # holding the weights fixed changes the answer here
 
 
 @pytest.mark.catalog("extra:adversarial-attention")

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
 
+from attnsurvey.attention import align_scores
 from attnsurvey.experiments.general_mechanisms import ScoreComparisonModel
 from attnsurvey.general_mechanisms import scoring as sc
 from attnsurvey.masking import masked_softmax
@@ -327,13 +328,19 @@ def test_huge_scores_give_finite_weights(name):
     scale=st.floats(1e-3, 1e2),
     seed=st.integers(0, 1000),
 )
-def test_softmax_of_any_score_is_on_the_simplex(name, n_q, n_f, scale, seed):
+def test_every_score_stays_finite_and_aligns_onto_the_simplex(name, n_q, n_f, scale, seed):
+    """Each Table II score is finite over six decades of input scale, and the core's alignment of it
+    (align_scores) is a distribution per query, unchanged by a common shift of that query's scores."""
     fn = matrix_forms(weights(d_q=4, d_k=4))[name][0]
     e = fn(rand(n_q, 4, seed=seed) * scale, rand(n_f, 4, seed=seed + 1) * scale)
-    a = torch.softmax(e, -1)
-    assert e.shape == (n_q, n_f)
+    assert e.shape == (n_q, n_f) and torch.isfinite(e).all()
+    a = align_scores(e)
     assert torch.all(a >= 0)
     torch.testing.assert_close(a.sum(-1), torch.ones(n_q, dtype=torch.float64))
+    shift = torch.arange(n_q, dtype=torch.float64)[:, None] * 7.0 - 3.0
+    torch.testing.assert_close(align_scores(e + shift), a)
+    # the weights order the keys as the scores do (softmax is monotone)
+    assert torch.equal(a.argmax(-1), e.argmax(-1))
 
 
 @pytest.mark.parametrize("name", sc.SCORE_NAMES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F_
@@ -100,6 +101,14 @@ def test_lsh_equals_same_bucket_oracle_and_stays_in_bucket():
     QK, V = rand(1, 16, 4), rand(1, 16, 5, seed=1)
     R = reformer.random_rotations(4, 4, g)
     out, buckets = reformer.lsh_attention(QK, V, n_buckets=4, chunk_size=16, R=R)
+    # the buckets are the angular hash argmax([x R; -x R]), computed here row by row in NumPy
+    x, r = QK[0].double().numpy(), R.double().numpy()
+    expected = [
+        int(np.argmax([float(x[i] @ r[:, j]) for j in range(2)] + [-float(x[i] @ r[:, j]) for j in range(2)]))
+        for i in range(16)
+    ]
+    assert buckets[0].tolist() == expected
+    assert len(set(expected)) > 1  # so the isolation check below is not empty
     ref, _ = reformer.same_bucket_attention(QK, V, buckets)
     torch.testing.assert_close(out, ref)
     # with chunks, a changed value outside a token's bucket never reaches it
@@ -114,6 +123,16 @@ def test_lsh_equals_same_bucket_oracle_and_stays_in_bucket():
         reformer.lsh_attention(QK, V, 4, 5, R=R)
     with pytest.raises(ValueError, match="n_buckets must be 1 or an even number"):
         reformer.random_rotations(4, 3)
+
+
+@pytest.mark.catalog("extra:reformer-lsh")
+def test_lsh_hash_by_hand():
+    """Two buckets, R = (1, 0)^T: the sign of the first coordinate decides, [x R; -x R] = [x_1, -x_1]."""
+    X = torch.tensor([[2.0, 5.0], [-1.0, 3.0], [0.5, -9.0], [-0.1, 0.0]])
+    assert reformer.lsh_hash(X, torch.tensor([[1.0], [0.0]]), 2).tolist() == [0, 1, 0, 1]
+    # four buckets, R = I: bucket j < 2 when coordinate j is the largest of (x, -x), j + 2 when -x_j is
+    X4 = torch.tensor([[3.0, 1.0], [1.0, 3.0], [-3.0, 1.0], [1.0, -3.0]])
+    assert reformer.lsh_hash(X4, torch.eye(2), 4).tolist() == [0, 1, 2, 3]
 
 
 @pytest.mark.catalog("extra:reversible-layers")
