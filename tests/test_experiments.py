@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from attnsurvey.data.aspect import make_aspect
+from attnsurvey.data.sets import match_query_batch
 from attnsurvey.data.vqa import make_vqa
 from attnsurvey.experiments import feature_related as xf
 from attnsurvey.experiments.general_model import evaluate_match_query, fit_match_query
@@ -35,6 +36,13 @@ def test_match_query_loop_trains_and_evaluates():
     assert len(history.losses) == 3 and all(math.isfinite(v) for v in history.losses)
     r = evaluate_match_query(model, 20, torch.Generator().manual_seed(1), layout="sequence")
     assert set(r) == {"accuracy", "hit"} and all(_is_rate(v) for v in r.values())
+    # the figures are the model's, counted here example by example on the same batch
+    b = match_query_batch(20, generator=torch.Generator().manual_seed(1), layout="sequence")
+    with torch.no_grad():
+        logits, a = model(b.flat_F(), b.q, b.mask)
+    right = sum(int(logits[i].argmax()) == int(b.y[i]) for i in range(20))
+    hits = sum(int(a[i].argmax()) == int(b.target[i]) for i in range(20))
+    assert r == {"accuracy": pytest.approx(right / 20), "hit": pytest.approx(hits / 20)}
 
 
 def test_transduction_loop_trains_and_evaluates():

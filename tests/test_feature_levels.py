@@ -408,3 +408,24 @@ def test_hierarchical_beats_flat_on_deciding_sentence_task(one_thread):
         torch.testing.assert_close(out.a_chunk.sum(-1), torch.ones(len(te)))
     assert accs["hierarchical"] > 0.9 > accs["flat"], accs
     assert mass["hierarchical"] > 0.6 > mass["flat"], mass
+
+
+@pytest.mark.catalog("extra:hierarchical-attention")
+def test_flat_attention_is_one_softmax_over_every_word_of_the_document():
+    """The baseline against a hand loop: scaled dot scores of every unmasked word, one softmax per document."""
+    f64 = torch.float64
+    q, K, V = rand(3, 4, seed=3, dtype=f64), rand(3, 4, 5, 4, seed=4, dtype=f64), rand(3, 4, 5, 2, seed=5, dtype=f64)
+    mask = torch.ones(3, 4, 5, dtype=torch.bool)
+    mask[0, 1] = False  # an empty sentence
+    mask[2, :, 3:] = False  # short sentences
+    c, a = lv.flat_attention(q, K, V, mask)
+    for b in range(3):
+        words = [(s, w) for s in range(4) for w in range(5) if mask[b, s, w]]
+        e = torch.tensor([float(q[b] @ K[b, s, w]) / math.sqrt(4) for s, w in words], dtype=torch.float64)
+        p = torch.exp(e - e.max())
+        p = p / p.sum()
+        want_a = torch.zeros(4, 5, dtype=torch.float64)
+        for (s, w), pw in zip(words, p, strict=True):
+            want_a[s, w] = pw
+        torch.testing.assert_close(a[b], want_a)
+        torch.testing.assert_close(c[b], sum(pw * V[b, s, w] for (s, w), pw in zip(words, p, strict=True)))

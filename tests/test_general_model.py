@@ -56,10 +56,22 @@ def test_eq2_rejects_mismatched_dims():
 @settings(max_examples=40, deadline=None)
 @given(n_q=st.integers(1, 4), n_f=st.integers(1, 7), scale=st.floats(0.01, 1e4), seed=st.integers(0, 10_000))
 def test_eq3_weights_on_simplex(n_q, n_f, scale, seed):
-    e = rand(n_q, n_f, seed=seed) * scale
+    e = rand(n_q, n_f, seed=seed, dtype=torch.float64) * scale
     a = gm.align(e)
     assert torch.all(a >= 0)
-    torch.testing.assert_close(a.sum(-1), torch.ones(n_q))
+    torch.testing.assert_close(a.sum(-1), torch.ones(n_q, dtype=torch.float64))
+    # Eq. (3) written out: exp(e_l) / sum_j exp(e_j), shifted by the row maximum
+    p = torch.exp(e - e.max(-1, keepdim=True).values)
+    torch.testing.assert_close(a, p / p.sum(-1, keepdim=True))
+
+
+@pytest.mark.catalog("eq3")
+def test_eq3_by_hand():
+    # scores log 1, log 2, log 3: weights proportional to 1, 2, 3
+    e = torch.tensor([[0.0, math.log(2.0), math.log(3.0)]], dtype=torch.float64)
+    torch.testing.assert_close(gm.align(e), torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64) / 6)
+    mask = torch.tensor([[True, False, True]])  # the masked score leaves the sum: 1 and 3 of 4
+    torch.testing.assert_close(gm.align(e, mask), torch.tensor([[0.25, 0.0, 0.75]], dtype=torch.float64))
 
 
 @pytest.mark.catalog("eq3")

@@ -51,6 +51,42 @@ def test_table3_has_seventeen_rows_in_survey_order():
     "table3:row17",
 )
 def test_table3_spot_checks_against_the_survey():
+    # every cell, typed by hand from the survey's Table III (columns in the order of tx.DIMENSIONS:
+    # feature multiplicity, levels, representations, scoring, alignment, dimensionality, query type,
+    # query multiplicity; "+" combines mechanisms in one model, "," lists alternatives)
+    sg, sl, sr, sd = "singular", "single-level", "single-representational", "single-dimensional"
+    pca, sa = "parallel-co-attention", "self-attention"
+    survey = [
+        (sg, sl, sr, "additive", "global", sd, "basic", sg),  # Bahdanau et al. [3]
+        (sg, sl, sr, "multiplicative, location", "global, local", sd, "basic", sg),  # Luong et al. [4]
+        (sg, sl, sr, "additive", "soft, hard", sd, "basic", sg),  # Xu et al. [8]
+        (pca, "hierarchical", sr, "additive", "global", sd, "specialized", sg),  # Lu et al. [32]
+        (sg, "hierarchical", sr, "additive", "global", sd, sa, sg),  # Yang et al. [5]
+        (sg, "hierarchical", sr, "additive", "global", sd, sa, sg),  # Li et al. [47]
+        (sg, sl, sr, "scaled-multiplicative", "global", sd, "self-attention + basic", "multi-head + multi-hop"),  # [13]
+        ("rotatory", sl, sr, "activated-general", "global", sd, "specialized", "multi-hop"),  # Wallaart, Frasincar [43]
+        (sg, sl, "multi-representational", "additive", "global", sd, sa, sg),  # Kiela et al. [50]
+        (sg, sl, sr, "additive", "global", "multi-dimensional", sa, sg),  # Shen et al. [64]
+        (sg, sl, sr, "multiplicative", "global", sd, sa, sg),  # Zhang et al. [74]
+        (pca, sl, sr, "scaled-multiplicative", "global", sd, "self-attention + specialized", sg),  # Li et al. [105]
+        (pca, sl, sr, "multiplicative", "global", sd, "self-attention + specialized", "multi-head"),  # Yu et al. [106]
+        (pca, sl, sr, "additive", "reinforced", sd, "specialized", sg),  # Wang et al. [62]
+        (
+            sg,
+            sl,
+            sr,
+            "additive",
+            "global",
+            "multi-dimensional",
+            "self-attention + specialized",
+            sg,
+        ),  # Oktay et al. [67]
+        (sg, sl, "multi-representational", "additive", "global", sd, sa, "multi-head"),  # Winata et al. [52]
+        (sg, sl, sr, "multiplicative", "global", sd, sa, "capsule-based"),  # Wang et al. [89]
+    ]
+    ours = [tuple(tx.format_cell(getattr(r.point, d)) for d in tx.DIMENSIONS) for r in tx.TABLE3]
+    for i, (want, got) in enumerate(zip(survey, ours, strict=True)):
+        assert got == want, f"row {i + 1:02d}: {got} != {want}"
     vaswani = tx.table3_row("table3:row07").point
     assert vaswani.scoring == (("scaled-multiplicative",),)
     assert vaswani.query_type == (("self-attention", "basic"),)  # "+": one model
