@@ -41,7 +41,12 @@ def one_thread():
 
 #: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
 #: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding.
-SLOW_TEST_FILES = {"tests/browser/test_site.py": 80.0, "tests/test_pdf.py": 70.0, "tests/test_grading.py": 50.0}
+SLOW_TEST_FILES = {
+    "tests/browser/test_site.py": 80.0,
+    "tests/test_pdf.py": 70.0,
+    "tests/test_grading.py": 50.0,
+    "tests/test_contributing.py": 60.0,
+}
 KERNEL_START_S = 3.0
 
 

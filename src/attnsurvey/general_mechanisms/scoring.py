@@ -527,10 +527,9 @@ def score_spec(name: str) -> ScoreSpec:
 def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None, n_max: int | None = None) -> ScoreModule:
     """Build a score module by its registered name (:data:`SCORES`).
 
-    Names: ``additive``, ``multiplicative``, ``scaled-multiplicative``,
-    ``general``, ``biased-general``, ``activated-general``, ``cosine``,
-    ``euclidean``, ``concat``, ``bilinear``, ``location`` (needs ``n_max``), and
-    the alias ``similarity`` (cosine). ``d_w`` defaults to ``d_k``.
+    Names: those registered in :data:`SCORES` (the content-based ones are
+    :data:`SCORE_NAMES`; ``location`` needs ``n_max``) and the aliases of
+    :data:`SCORE_ALIASES` (``similarity`` is the cosine). ``d_w`` defaults to ``d_k``.
     Raises ``ValueError`` for an unknown name (listing the known ones) or for
     ``d_q != d_k`` where the score needs equality.
     """
