@@ -1,5 +1,6 @@
 """The package's shape: no import cycles (not even inside functions), layers point down,
-every module imports on its own in a fresh interpreter, data/ only generates data."""
+every module imports on its own in a fresh interpreter, data/ only generates data, and every
+``# type: ignore`` says why."""
 
 from __future__ import annotations
 
@@ -206,3 +207,26 @@ def test_normaliser_counter_sees_calls_and_the_declared_exceptions(tmp_path):
     ]
     assert arch.weight_files(pkg)["mechanism"] == ["mech.py"]
     assert "core + mechanism): 1" in arch.weights_report(pkg)
+
+
+def unexplained_ignores(lines: list[str]) -> list[int]:
+    """1-based numbers of the lines whose ``# type: ignore[...]`` has no reason: neither a comment after it
+    nor a ``# ignore: ...`` comment on the line above (CONTRIBUTING, "Lint and types")."""
+    bad = []
+    for i, line in enumerate(lines):
+        _, found, rest = line.partition("# type: ignore")
+        if found and "#" not in rest and not (i and lines[i - 1].strip().startswith("# ignore:")):
+            bad.append(i + 1)
+    return bad
+
+
+def test_every_type_ignore_says_why():
+    bad = {
+        str(path.relative_to(SRC)): found
+        for path in sorted(SRC.rglob("*.py"))
+        if (found := unexplained_ignores(path.read_text(encoding="utf-8").splitlines()))
+    }
+    assert bad == {}
+    lines = ["x = f()  # type: ignore[arg-type]", "# ignore: torch's stub", "y = g()  # type: ignore[misc]"]
+    lines += ["z = h()  # type: ignore[misc]  # torch's stub", "w = k()  # type: ignore"]
+    assert unexplained_ignores(lines) == [1, 5]  # the checker itself flags what it should

@@ -441,6 +441,7 @@ class MultiheadAttention(MultiHeadAttention):
         )
         self.embed_dim, self.num_heads = embed_dim, num_heads
 
+    # ignore: a drop-in for torch.nn.MultiheadAttention takes torch's arguments, not MultiHeadAttention's
     def forward(  # type: ignore[override]
         self,
         query: Tensor,

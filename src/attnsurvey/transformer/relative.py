@@ -132,12 +132,15 @@ class RelativeSelfAttention(MultiHeadAttention):
         self.A_K = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
         self.A_V = nn.Parameter(torch.randn(2 * b + 1, d_k) * d_k**-0.5)
 
+    # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
         return _relative_scores(q, k, _relative_tables(self.A_K, self.A_V, q.shape[-2], k.shape[-2])[0])
 
+    # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def context_hook(self, c: Tensor, a: Tensor) -> Tensor:  # type: ignore[override]
         return c + _relative_values(a, _relative_tables(self.A_K, self.A_V, a.shape[-2], a.shape[-1])[1])
 
+    # ignore: self-attention only (X_kv must be None or X), no options, and the weights always come back
     def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         _check_self_attention(self, X, X_kv)
         out, a = super().forward(X, None, mask)
@@ -233,10 +236,12 @@ class GaussianLocalSelfAttention(MultiHeadAttention):
         D = self.log_D.exp()[:, None].to(q.dtype).expand(*q.shape[:-1])
         return P, D
 
+    # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
         P, D = self.centres_and_windows(q)
         return scaled_dot_score(q, k) + gaussian_local_bias(P, D, k.shape[-2])  # review eq. 16
 
+    # ignore: self-attention only (X_kv must be None or X), no options, and the weights always come back
     def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         _check_self_attention(self, X, X_kv)
         out, a = super().forward(X, None, mask)
