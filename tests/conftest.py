@@ -46,6 +46,7 @@ SLOW_TEST_FILES = {
     "tests/test_pdf.py": 70.0,
     "tests/test_grading.py": 50.0,
     "tests/test_contributing.py": 60.0,
+    "tests/test_benchmarks.py": 70.0,
 }
 KERNEL_START_S = 3.0
 

@@ -24,6 +24,7 @@ SCRIPTS = {
     "core_attention": [],
     "attention_cost": [],
     "score_cost": [],
+    "pin_cost": [],
 }
 
 
