@@ -40,7 +40,8 @@ def one_thread():
 
 
 #: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
-#: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding.
+#: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding, the benchmark
+#: scripts in quick mode, CONTRIBUTING's worked examples (mypy from a cold cache).
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
     "tests/test_pdf.py": 70.0,
