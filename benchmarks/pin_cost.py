@@ -86,7 +86,8 @@ def child(name: str, pinned: bool, threads: int, quick: bool) -> None:
     fn(**({"steps": 2} if name == "seq2seq" else {}))  # warm-up: first-call set-up (kernels, allocations)
     t0 = time.perf_counter()
     fn()
-    print(json.dumps({"seconds": time.perf_counter() - t0, "threads": torch.get_num_threads()}))
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability()}))
 
 
 def environments() -> dict[str, tuple[dict[str, str], int]]:
@@ -103,12 +104,13 @@ def environments() -> dict[str, tuple[dict[str, str], int]]:
     }
 
 
-def measure(name: str, env_name: str, env: dict[str, str], threads: int, quick: bool) -> float:
+def measure(name: str, env_name: str, env: dict[str, str], threads: int, quick: bool) -> dict:
+    """The child's record: ``seconds`` and the ATen kernel path it ran (``capability``)."""
     args = [sys.executable, __file__, "--child", name, "--threads", str(threads)]
     args += ["--pinned"] if env_name == "pinned" else []
     args += ["--quick"] if quick else []
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,15 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     if info is None:
         return 0
     raw: dict[str, dict[str, list[float]]] = {w: {e: [] for e in envs} for w in WORKLOADS}
+    capability: dict[str, str] = {}
     for r in range(args.repeats):
         for w in WORKLOADS:
             for e, (env, threads) in envs.items():  # the environments interleaved: they see the same load
-                raw[w][e].append(measure(w, e, env, threads, args.quick))
+                record = measure(w, e, env, threads, args.quick)
+                raw[w][e].append(record["seconds"])
+                capability[e] = record["capability"]
         print(f"round {r + 1}/{args.repeats} done", flush=True)
 
     rows = {w: {e: _bench.summary(v) for e, v in by_env.items()} for w, by_env in raw.items()}
     names = list(envs)
     print(f"\nseconds per run, median (min-max) of {args.repeats} fresh interpreters")
+    print("ATen kernel path: " + ", ".join(f"{e}: {c}" for e, c in capability.items()))
     print(f"{'workload':<10}" + "".join(f"{e:>30}" for e in names) + f"{'pinned / native 1 thread':>28}")
     for w, by_env in rows.items():
         ratio = _bench.median_ratio(by_env["pinned"], by_env["native, 1 thread"])
@@ -145,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w:<10}{cells}{ratio:>27.2f}x")
     out = _bench.out_dir(args.out, args.quick)
     info = _bench.end(info, [], args.repeats)
-    settings = {"environments": {e: {"threads": t or "default"} for e, (_, t) in envs.items()}}
+    settings = {
+        "environments": {e: {"threads": t or "default", "cpu_capability": capability[e]} for e, (_, t) in envs.items()}
+    }
     settings |= _bench.settings(args, 1, estimated, over="repeats (one fresh interpreter each)")
     result = {
         "settings": settings,
