@@ -69,6 +69,14 @@ def test_worked_examples_apply_and_pass(tmp_path):
         files += touched(patch)
 
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    # the copy, not the installed checkout, is what runs; and the core takes the new score by its name
+    probe = (
+        "import attnsurvey, pathlib, torch; from attnsurvey.attention import attend\n"
+        "X = torch.ones(1, 4, 3); attend(X, X, X, score='manhattan')\n"
+        "print(pathlib.Path(attnsurvey.__file__).resolve())"
+    )
+    where = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, text=True, capture_output=True)
+    assert where.stdout.strip().startswith(str(tmp_path.resolve())), where.stdout + where.stderr
     for command in (
         [BIN / "ruff", "check", *files],
         [BIN / "ruff", "format", "--check", *files],
@@ -78,11 +86,3 @@ def test_worked_examples_apply_and_pass(tmp_path):
     ):
         done = subprocess.run(command, cwd=tmp_path, env=env, text=True, capture_output=True)
         assert done.returncode == 0, f"{' '.join(map(str, command[:3]))} failed:\n{done.stdout[-3000:]}"
-    # the copy, not the installed checkout, was tested; and the core takes the new score by its name
-    probe = (
-        "import attnsurvey, pathlib, torch; from attnsurvey.attention import attend\n"
-        "X = torch.ones(1, 4, 3); attend(X, X, X, score='manhattan')\n"
-        "print(pathlib.Path(attnsurvey.__file__).resolve())"
-    )
-    where = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, text=True, capture_output=True)
-    assert where.stdout.strip().startswith(str(tmp_path.resolve())), where.stdout + where.stderr
