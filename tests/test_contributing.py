@@ -1,4 +1,4 @@
-"""CONTRIBUTING's worked examples are patches that apply to today's code and pass its checks.
+"""CONTRIBUTING matches the code: its worked examples apply and pass, its layer table lists every module.
 
 Each ``### Worked example`` section of CONTRIBUTING.md shows its change as ``diff`` blocks. The test copies
 ``src/`` and ``tests/`` into a temporary tree, applies each section's patch with ``git apply``, then runs, in a
@@ -18,8 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from attnsurvey import architecture as arch
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+CONTRIBUTING = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
 
 
 def worked_examples(text: str) -> dict[str, str]:
@@ -32,7 +35,7 @@ def worked_examples(text: str) -> dict[str, str]:
     return examples
 
 
-EXAMPLES = worked_examples((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+EXAMPLES = worked_examples(CONTRIBUTING)
 
 
 def touched(patch: str) -> list[str]:
@@ -86,3 +89,39 @@ def test_worked_examples_apply_and_pass(tmp_path):
     ):
         done = subprocess.run(command, cwd=tmp_path, env=env, text=True, capture_output=True)
         assert done.returncode == 0, f"{' '.join(map(str, command[:3]))} failed:\n{done.stdout[-3000:]}"
+
+
+def layer_table(text: str) -> dict[str, str]:
+    """Dotted module or package name (below ``attnsurvey``) -> layer, from the layer table of ``text``.
+
+    Cells name modules in backticks: ``name``, ``pkg/*`` (every module of ``pkg``) or ``pkg/{a,b}``;
+    other backticked words in a cell (function names) map to nothing that exists and are harmless.
+    """
+    table = {}
+    for layer, cell in re.findall(r"^\| (foundations|data|mechanisms|chapter support) \| (.*?) \|", text, flags=re.M):
+        for token in re.findall(r"`([^`]+)`", cell):
+            braces = re.fullmatch(r"([\w/]*)\{([\w,]+)\}", token)
+            names = [braces.group(1) + n for n in braces.group(2).split(",")] if braces else [token]
+            table.update({n.removesuffix("/*").replace("/", "."): layer for n in names})
+    return table
+
+
+def test_layer_table_places_every_module_in_its_layer():
+    table = layer_table(CONTRIBUTING)
+    assert set(table.values()) == {"foundations", "data", "mechanisms", "chapter support"}
+    for module in arch.module_names():
+        rel = module.partition(".")[2]
+        if not rel or rel == "architecture" or (arch.ROOT / rel.replace(".", "/")).is_dir():
+            continue  # the package itself, the tooling module (named in the text) and package __init__s
+        parts = rel.split(".")
+        covering = next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in table), None)
+        assert covering is not None, f"CONTRIBUTING's layer table does not list {module}"
+        assert table[covering] == arch.layer_of(module), module
+
+
+def test_layer_table_parser():
+    text = "| data | `data/*` | x |\n| mechanisms | `attention` (`attend`), `fr/{a,b}` | y |\n"
+    assert layer_table(text) == {"data": "data", "attention": "mechanisms", "attend": "mechanisms"} | {
+        "fr.a": "mechanisms",
+        "fr.b": "mechanisms",
+    }
