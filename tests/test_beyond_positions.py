@@ -115,6 +115,21 @@ def test_rotary_module_equals_sdpa_per_head_with_its_own_weights():
     torch.testing.assert_close(out, m.W_O(ref.transpose(1, 2).reshape(3, 6, 16)), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.catalog("extra:alibi")
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
+def test_alibi_module_equals_sdpa_with_the_bias_as_float_mask(batch):
+    """The per-head bias reaches every head with X's batch axes, unbatched, batched and with two batch axes."""
+    torch.manual_seed(0)
+    m = pos.ALiBiSelfAttention(16, 4)
+    X = rand(*batch, 6, 16)
+    out, a = m(X)
+    q, k, v = (lin(X).unflatten(-1, (4, 4)).transpose(-2, -3) for lin in (m.W_Q, m.W_K, m.W_V))
+    B = pos.alibi_bias(pos.alibi_slopes(4), 6, 6).float()  # (h, n, n), broadcast over the batch axes
+    ref = F_.scaled_dot_product_attention(q, k, v, attn_mask=B)
+    torch.testing.assert_close(out, m.W_O(ref.transpose(-2, -3).flatten(-2)), atol=1e-6, rtol=1e-5)
+    assert a.shape == (*batch, 4, 6, 6)
+
+
 @pytest.mark.catalog("extra:rope", "extra:alibi")
 @pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention])
 def test_position_modules_accept_any_length(cls):

@@ -27,12 +27,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank
+from ..attention import AttendOptions
 from ..catalog import catalogued
+from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
-from ..query_related.multihead import head_mask, merge_heads, split_heads
+from ..query_related.multihead import SelfAttentionVariant
 from ..transformer.positional import sinusoidal_position_encoding
 
 CHAPTER = "chapters/ch06_2_positions.ipynb"
@@ -137,61 +139,45 @@ def alibi_attention(
     return c, a
 
 
-class _PositionalSelfAttention(nn.Module):
-    """Multi-head self-attention whose per-head core is supplied by a subclass."""
-
-    def __init__(self, d_model: int, h: int) -> None:
-        super().__init__()
-        if h < 1 or d_model % h:
-            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
-        self.d_model, self.h = d_model, h
-        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model) for _ in range(4))
-
-    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
-
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if X_kv is not None and X_kv is not X:
-            raise ValueError(f"{type(self).__name__} is self-attention: X_kv must be None or X")
-        as_tensor(X, "X")
-        check_min_rank(X, 2, "X", "(..., n, d_model)")
-        check_dim_equal(X.shape[-1], self.d_model, type(self).__name__, "d_model of X", "d_model of the module")
-        q, k, v = (split_heads(lin(X), self.h) for lin in (self.W_Q, self.W_K, self.W_V))
-        c, a = self.core(q, k, v, head_mask(mask, X.dim()))
-        return self.W_O(merge_heads(c)), a
-
-
 @catalogued("extra:rope")
-class RotarySelfAttention(_PositionalSelfAttention):
+class RotarySelfAttention(SelfAttentionVariant):
     """Multi-head self-attention with RoPE on every head's queries and keys.
 
-    Args: d_model, h (heads; ``d_model / h`` must be even), base. ``forward(X,
-    X_kv=None, mask=None)``: X ``(..., n, d_model)``; returns ``(output,
-    weights (..., h, n, n))``. Accepts any sequence length.
+    Args: d_model, h (heads; ``d_model / h`` must be even), base. A
+    :class:`~attnsurvey.query_related.multihead.SelfAttentionVariant` (projections
+    with biases) whose ``score_fn`` rotates the per-head queries and keys, as
+    :func:`rope_attention`. ``forward(X, X_kv=None, mask=None)``: X
+    ``(..., n, d_model)``; returns ``(output, weights (..., h, n, n))``. Accepts
+    any sequence length.
     """
 
     def __init__(self, d_model: int, h: int, base: float = 10000.0) -> None:
-        super().__init__(d_model, h)
-        if (d_model // h) % 2:
+        if h >= 1 and d_model % h == 0 and (d_model // h) % 2:
             raise ValueError(f"RoPE needs an even head size, got d_model/h = {d_model // h}")
+        super().__init__(d_model, h, bias=True)
         self.base = base
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        return rope_attention(q, k, v, mask, self.base)
+    # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
+    def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
+        return scaled_dot_score(apply_rope(q, base=self.base), apply_rope(k, base=self.base))
 
 
 @catalogued("extra:alibi")
-class ALiBiSelfAttention(_PositionalSelfAttention):
+class ALiBiSelfAttention(SelfAttentionVariant):
     """Multi-head self-attention with the ALiBi bias (fixed slopes, :func:`alibi_slopes`).
 
-    ``forward(X, X_kv=None, mask=None)`` as :class:`RotarySelfAttention`.
+    A :class:`~attnsurvey.query_related.multihead.SelfAttentionVariant`
+    (projections with biases) that passes :func:`alibi_bias` to the core as a
+    per-head ``bias``. ``forward(X, X_kv=None, mask=None)`` as :class:`RotarySelfAttention`.
     """
 
     slopes: Tensor  # a buffer (registered in __init__)
 
     def __init__(self, d_model: int, h: int) -> None:
-        super().__init__(d_model, h)
+        super().__init__(d_model, h, bias=True)
         self.register_buffer("slopes", alibi_slopes(h).float(), persistent=False)
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        return alibi_attention(q, k, v, self.slopes, mask)
+    def attend_options(self, X: Tensor) -> AttendOptions:
+        n = X.shape[-2]
+        B = alibi_bias(self.slopes, n, n).to(X.dtype).to(X.device)  # (h, n, n)
+        return {"bias": B.reshape((1,) * (X.dim() - 2) + B.shape)}  # per head, with X's batch axes

@@ -32,7 +32,8 @@ score terms, e.g. a Gaussian or ALiBi bias), ``mask``/``key_padding_mask``/
 ``is_causal`` (windows, buckets, causality), ``align`` (sparse or hard
 alignments), ``h_kv`` (grouped-query attention), and torch's ``bias_k``/``bias_v``
 and ``add_zero_attn``. :class:`MultiHeadAttention` is its module form (the survey's
-argument names, ``True`` = may attend), and :class:`MultiheadAttention` is a drop-in
+argument names, ``True`` = may attend), :class:`SelfAttentionVariant` its self-attention
+form that the positional and Linformer variants subclass, and :class:`MultiheadAttention` is a drop-in
 replacement for ``torch.nn.MultiheadAttention`` (torch's signature and mask
 polarity; :func:`from_torch_state_dict` maps torch's parameter names).
 The review's matrix form (:func:`multi_head_matrix_form`) is a spelling of it, and
@@ -380,6 +381,39 @@ class MultiHeadAttention(nn.Module):
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
+        return out, a
+
+
+class SelfAttentionVariant(MultiHeadAttention):
+    """Base of the self-attention variants: :class:`MultiHeadAttention` on one input, weights always returned.
+
+    The variants with positions or projections inside the attention (relative
+    positions, the Gaussian local bias, Linformer, RoPE, ALiBi) subclass it and
+    set a hook of :class:`MultiHeadAttention` (``score_fn``, ``context_hook``,
+    ``kv_transform``) or override :meth:`attend_options` for per-call options
+    such as a ``bias`` that depends on the length. Constructor as
+    :class:`MultiHeadAttention`.
+
+    ``forward(X, X_kv=None, mask=None)``: X ``(..., n, d_model)``; ``X_kv`` must be
+    None or X itself; mask as for :class:`MultiHeadAttention`. Returns
+    ``(output (..., n, d_model), weights (..., h, n, n_f))``. Raises ``ValueError``
+    if ``X_kv`` is another tensor or X has the wrong width.
+    """
+
+    def attend_options(self, X: Tensor) -> AttendOptions:
+        """Options for :func:`~attnsurvey.attention.attend` computed from the input ``X`` (none here)."""
+        return {}
+
+    # ignore: self-attention on X alone, the weights always returned: narrower than MultiHeadAttention.forward
+    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        name = type(self).__name__
+        if X_kv is not None and X_kv is not X:
+            raise ValueError(f"{name} is self-attention: X_kv must be None or X")
+        as_tensor(X, "X")
+        check_min_rank(X, 2, "X", "(..., n, d_model)")
+        check_dim_equal(X.shape[-1], self.d_model, name, "d_model of X", "d_model of the module")
+        out, a = super().forward(X, None, mask, **self.attend_options(X))
+        assert a is not None  # need_weights is left at True
         return out, a
 
 

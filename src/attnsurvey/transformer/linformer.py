@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
-from ..query_related.multihead import MultiHeadAttention
+from ..query_related.multihead import SelfAttentionVariant
 
 CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 
@@ -68,7 +68,7 @@ def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -
 
 
 @catalogued("extra:linformer")
-class LinformerSelfAttention(MultiHeadAttention):
+class LinformerSelfAttention(SelfAttentionVariant):
     """Multi-head Linformer self-attention: :class:`MultiHeadAttention` whose ``kv_transform``
     projects the keys and values to length ``k``; ``E`` and ``F`` are shared by the heads.
 
@@ -87,9 +87,3 @@ class LinformerSelfAttention(MultiHeadAttention):
     # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def kv_transform(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         return linformer_projection(k, v, self.E, self.F)
-
-    # ignore: self-attention on X alone (no X_kv, mask or options), and the weights always come back
-    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        out, a = super().forward(X)
-        assert a is not None
-        return out, a

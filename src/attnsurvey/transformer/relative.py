@@ -30,7 +30,7 @@ from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
-from ..query_related.multihead import MultiHeadAttention
+from ..query_related.multihead import SelfAttentionVariant
 
 CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
 
@@ -99,17 +99,8 @@ def _relative_values(alpha: Tensor, aV: Tensor) -> Tensor:
     return torch.einsum("...ij,ijd->...id", alpha, aV)
 
 
-def _check_self_attention(module: MultiHeadAttention, X: Tensor, X_kv: Tensor | None) -> None:
-    name = type(module).__name__
-    if X_kv is not None and X_kv is not X:
-        raise ValueError(f"{name} is self-attention: X_kv must be None or X")
-    as_tensor(X, "X")
-    check_min_rank(X, 2, "X", "(..., n, d_model)")
-    check_dim_equal(X.shape[-1], module.d_model, name, "d_model of X", "d_model of the module")
-
-
 @catalogued("extra:relative-position")
-class RelativeSelfAttention(MultiHeadAttention):
+class RelativeSelfAttention(SelfAttentionVariant):
     """Multi-head self-attention with relative positions (review eq. 14-15).
 
     Args: d_model, h (heads), b (clipping distance). The offset tables
@@ -139,13 +130,6 @@ class RelativeSelfAttention(MultiHeadAttention):
     # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def context_hook(self, c: Tensor, a: Tensor) -> Tensor:  # type: ignore[override]
         return c + _relative_values(a, _relative_tables(self.A_K, self.A_V, a.shape[-2], a.shape[-1])[1])
-
-    # ignore: self-attention only (X_kv must be None or X), no options, and the weights always come back
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        _check_self_attention(self, X, X_kv)
-        out, a = super().forward(X, None, mask)
-        assert a is not None
-        return out, a
 
 
 @catalogued(
@@ -198,7 +182,7 @@ def gaussian_biased_attention(
 
 
 @catalogued("extra:gaussian-local-bias")
-class GaussianLocalSelfAttention(MultiHeadAttention):
+class GaussianLocalSelfAttention(SelfAttentionVariant):
     """Multi-head self-attention with a learnable Gaussian local bias (review eq. 16).
 
     ``centre="predicted"`` (Yang et al., 2018): from each query,
@@ -240,10 +224,3 @@ class GaussianLocalSelfAttention(MultiHeadAttention):
     def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
         P, D = self.centres_and_windows(q)
         return scaled_dot_score(q, k) + gaussian_local_bias(P, D, k.shape[-2])  # review eq. 16
-
-    # ignore: self-attention only (X_kv must be None or X), no options, and the weights always come back
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        _check_self_attention(self, X, X_kv)
-        out, a = super().forward(X, None, mask)
-        assert a is not None
-        return out, a
