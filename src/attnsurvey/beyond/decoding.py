@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
 from ..general_model import attend
-from ..query_related.multihead import merge_heads, split_heads
+from ..query_related.multihead import multi_head_attention
 from ..transformer.model import FeedForward, residual_norm
 from ..transformer.positional import sinusoidal_position_encoding
 
@@ -200,16 +200,24 @@ class GroupedQueryAttention(nn.Module):
         as_tensor(X, "X")
         check_min_rank(X, 3, "X", "(B, n, d_model)")
         check_dim_equal(X.shape[-1], self.d_model, "GroupedQueryAttention", "d_model of X", "d_model of the module")
-        q = split_heads(self.W_Q(X), self.h)
-        k = split_heads(self.W_K(X), self.g)
-        v = split_heads(self.W_V(X), self.g)
-        if cache is not None:
-            k, v = cache.append(k, v)
-        mask = offset_causal_mask(q.shape[-2], k.shape[-2], X.device)[
-            None, None
-        ]  # (1, 1, n_q, n_f): shared by batch and heads
-        c, a = grouped_query_attention(q, k, v, mask)
-        return self.W_O(merge_heads(c)), a
+        n = X.shape[-2]
+        n_f = n + (0 if cache is None else cache.length)  # the keys once the new ones are cached
+        mask = offset_causal_mask(n, n_f, X.device)[None]  # (1, n_q, n_f): shared by batch and heads
+        out, a = multi_head_attention(
+            X,
+            X,
+            X,
+            self.W_Q,
+            self.W_K,
+            self.W_V,
+            self.W_O,
+            self.h,
+            mask,
+            h_kv=self.g,  # every K/V head serves h / g query heads, as in grouped_query_attention
+            kv_transform=None if cache is None else cache.append,  # the per-head keys and values of X go in the cache
+        )
+        assert a is not None  # need_weights is left at True
+        return out, a
 
 
 class DecoderBlock(nn.Module):
