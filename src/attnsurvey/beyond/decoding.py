@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
 from ..general_model import attend
-from ..query_related.multihead import multi_head_attention
+from ..query_related.multihead import MultiHeadAttention
 from ..transformer.model import FeedForward, residual_norm
 from ..transformer.positional import sinusoidal_position_encoding
 
@@ -164,13 +164,15 @@ def kv_cache_bytes(
 
 
 @catalogued("extra:gqa", "extra:kv-cache")
-class GroupedQueryAttention(nn.Module):
+class GroupedQueryAttention(MultiHeadAttention):
     """Causal self-attention with ``n_heads`` query heads sharing ``n_kv_heads`` K/V heads.
 
     Args: d_model, n_heads (h), n_kv_heads (g, must divide h; default h = MHA;
     1 = MQA). ``W_Q`` is ``(d_model, d_model)``, ``W_K`` and ``W_V`` are
     ``(g * d_head, d_model)`` with ``d_head = d_model / h``, ``W_O`` is
-    ``(d_model, d_model)``.
+    ``(d_model, d_model)``. A configuration of
+    :class:`~attnsurvey.query_related.multihead.MultiHeadAttention` (``h_kv = g``,
+    no biases) whose cache's ``append`` is the per-call ``kv_transform``.
 
     ``forward(X, cache=None)``: X ``(B, n, d_model)``. Without a cache, causal
     self-attention over X. With a :class:`KVCache`, X holds the ``n`` *new*
@@ -180,42 +182,26 @@ class GroupedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
-        super().__init__()
         g = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads < 1 or d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={n_heads}")
-        if g < 1 or n_heads % g:
+        if n_heads >= 1 and (g < 1 or n_heads % g):
             raise ValueError(f"n_kv_heads g={g} must divide n_heads h={n_heads}")
-        self.d_model, self.h, self.g, self.d_head = d_model, n_heads, g, d_model // n_heads
-        self.W_Q = nn.Linear(d_model, d_model, bias=False)
-        self.W_K = nn.Linear(d_model, g * self.d_head, bias=False)
-        self.W_V = nn.Linear(d_model, g * self.d_head, bias=False)
-        self.W_O = nn.Linear(d_model, d_model, bias=False)
+        super().__init__(d_model, n_heads, h_kv=g)  # no biases, as in decoder-only models
+        self.g, self.d_head = g, self.d_k
 
     def new_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
         """An empty cache sized for this layer."""
         return KVCache(batch, self.g, max_len, self.d_head, dtype or self.W_K.weight.dtype)
 
-    def forward(self, X: Tensor, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
+    # ignore: causal self-attention on X with an optional cache, weights always returned: narrower than the base
+    def forward(self, X: Tensor, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         as_tensor(X, "X")
         check_min_rank(X, 3, "X", "(B, n, d_model)")
         check_dim_equal(X.shape[-1], self.d_model, "GroupedQueryAttention", "d_model of X", "d_model of the module")
         n = X.shape[-2]
         n_f = n + (0 if cache is None else cache.length)  # the keys once the new ones are cached
         mask = offset_causal_mask(n, n_f, X.device)[None]  # (1, n_q, n_f): shared by batch and heads
-        out, a = multi_head_attention(
-            X,
-            X,
-            X,
-            self.W_Q,
-            self.W_K,
-            self.W_V,
-            self.W_O,
-            self.h,
-            mask,
-            h_kv=self.g,  # every K/V head serves h / g query heads, as in grouped_query_attention
-            kv_transform=None if cache is None else cache.append,  # the per-head keys and values of X go in the cache
-        )
+        # the per-head keys and values of X go into the cache, and attention reads all of it
+        out, a = super().forward(X, None, mask, kv_transform=None if cache is None else cache.append)
         assert a is not None  # need_weights is left at True
         return out, a
 

@@ -272,14 +272,18 @@ class MultiHeadAttention(nn.Module):
     (on the weights, training mode only), add_bias_kv, add_zero_attn, kdim/vdim
     (key and value feature sizes, default d_model), batch_first (default True:
     ``(B, n, d)``; False: ``(n, B, d)``), average_attn_weights (default False:
-    per-head weights), device, dtype.
+    per-head weights), h_kv (key/value heads, default h; fewer heads, each shared
+    by a group of query heads, give grouped-query attention), device, dtype.
     Raises ``ValueError`` if ``h < 1`` or ``h`` does not divide ``d_model`` when
-    d_k/d_v are not given, or ``dropout`` is outside ``[0, 1]``.
+    d_k/d_v are not given, ``h_kv`` does not divide ``h``, or ``dropout`` is
+    outside ``[0, 1]``.
 
     ``forward(X_q, X_kv=None, mask=None, *, X_v=None, need_weights=True,
-    average_attn_weights=None, memory=None, **options)`` returns ``(output, weights)``
-    with masks ``True`` = may attend; ``X_kv=None`` is self-attention, ``X_v``
-    (default ``X_kv``) gives separate value features; ``options``
+    average_attn_weights=None, memory=None, kv_transform=None, **options)`` returns
+    ``(output, weights)`` with masks ``True`` = may attend; ``X_kv=None`` is
+    self-attention, ``X_v`` (default ``X_kv``) gives separate value features;
+    ``kv_transform`` replaces the module's hook for this call (e.g. a KV cache's
+    ``append``); ``options``
     (:class:`attnsurvey.attention.AttendOptions`: key_padding_mask, bias,
     is_causal, generator, ...) go to :func:`multi_head_attention`, with
     ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval mode) and
@@ -308,6 +312,7 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         batch_first: bool = True,
         average_attn_weights: bool = False,
+        h_kv: int | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -318,20 +323,23 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout must lie in [0, 1], got {dropout}")
+        h_kv = h if h_kv is None else h_kv
+        if h_kv < 1 or h % h_kv:
+            raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
         d_k = d_model // h if d_k is None else d_k
         d_v = d_model // h if d_v is None else d_v
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.h, self.d_k, self.d_v, self.d_model = h, d_k, d_v, d_model
+        self.h, self.h_kv, self.d_k, self.d_v, self.d_model = h, h_kv, d_k, d_v, d_model
         self.kdim, self.vdim = kdim or d_model, vdim or d_model
         self.dropout, self.add_zero_attn, self.batch_first = dropout, add_zero_attn, batch_first
         self.average_attn_weights = average_attn_weights
         self.W_Q = nn.Linear(d_model, h * d_k, bias=bias, **kw)
-        self.W_K = nn.Linear(self.kdim, h * d_k, bias=bias, **kw)
-        self.W_V = nn.Linear(self.vdim, h * d_v, bias=bias, **kw)
+        self.W_K = nn.Linear(self.kdim, h_kv * d_k, bias=bias, **kw)
+        self.W_V = nn.Linear(self.vdim, h_kv * d_v, bias=bias, **kw)
         self.W_O = nn.Linear(h * d_v, d_model, bias=bias, **kw)
         if add_bias_kv:
-            self.bias_k: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_k, **kw)))
-            self.bias_v: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h * d_v, **kw)))
+            self.bias_k: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h_kv * d_k, **kw)))
+            self.bias_v: nn.Parameter | None = nn.Parameter(nn.init.xavier_normal_(torch.empty(1, 1, h_kv * d_v, **kw)))
         else:
             self.bias_k = self.bias_v = None
 
@@ -345,6 +353,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
         average_attn_weights: bool | None = None,
         memory: Tensor | None = None,
+        kv_transform: KVTransform | None = None,
         **options: Unpack[AttendOptions],
     ) -> tuple[Tensor, Tensor | None]:
         X_kv = X_q if X_kv is None else X_kv
@@ -375,7 +384,8 @@ class MultiHeadAttention(nn.Module):
             add_zero_attn=self.add_zero_attn,
             memory=memory,
             score=self.score_fn,
-            kv_transform=self.kv_transform,
+            kv_transform=self.kv_transform if kv_transform is None else kv_transform,
+            h_kv=self.h_kv,
             context_hook=self.context_hook,
             **options,
         )
