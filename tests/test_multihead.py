@@ -242,3 +242,20 @@ def test_disagreement_gradient_pushes_heads_apart():
         (-mh.disagreement_regularisation(O)).backward()
         opt.step()
     assert float(mh.disagreement_regularisation(O.detach())) > before + 0.3
+
+
+@pytest.mark.catalog("eq40")
+def test_module_with_fewer_kv_heads_equals_sdpa_enable_gqa():
+    """MultiHeadAttention(h_kv=g): K/V projections of g heads, each shared by h/g query heads (grouped-query)."""
+    torch.manual_seed(0)
+    m = mh.MultiHeadAttention(16, 4, h_kv=2, bias=True).double()
+    assert m.W_K.weight.shape == (8, 16) and m.W_V.weight.shape == (8, 16)
+    X = rand(3, 5, 16, dtype=torch.float64)
+    out, a = m(X)
+    q = m.W_Q(X).unflatten(-1, (4, 4)).transpose(1, 2)
+    k, v = (lin(X).unflatten(-1, (2, 4)).transpose(1, 2) for lin in (m.W_K, m.W_V))
+    ref = F_.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    torch.testing.assert_close(out, m.W_O(ref.transpose(1, 2).flatten(-2)))
+    assert a is not None and a.shape == (3, 4, 5, 5)
+    with pytest.raises(ValueError, match="h_kv=3 must divide h=4"):
+        mh.MultiHeadAttention(16, 4, h_kv=3)
