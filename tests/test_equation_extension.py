@@ -74,6 +74,9 @@ import sys
 sys.path.insert(0, {str(ROOT / "book" / "_ext")!r})
 extensions = ["myst_parser", "sphinx.ext.mathjax", "equation_numbers"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
+# explicit: an in-process myst-nb build earlier in the same worker (tests/browser/test_widgets_static.py)
+# leaves Sphinx's default suffix map pointing .md at "myst-nb", which this project does not load
+source_suffix = {{".md": "markdown"}}
 numfig = True
 mathjax3_config = {{"tex": {{"tags": "none"}}}}
 master_doc = "index"
