@@ -425,5 +425,5 @@ def test_all_finite_and_nonfinite_rows_on_an_overlapping_view():
     K[10, 3] = math.nan
     windows = torch.nn.functional.pad(K, (0, 0, 4, 4)).unfold(-2, 9, 1)
     assert not mk.all_finite(windows)
-    bad = at._nonfinite_rows(windows.transpose(-1, -2))  # rows (key slots) holding the NaN: the windows that see key 10
+    bad = mk.nonfinite_rows(windows.transpose(-1, -2))  # rows (key slots) holding the NaN: the windows that see key 10
     assert bad is not None and bad.sum() == 9 and bool(bad[10, 4]) and bool(bad[6, 8]) and bool(bad[14, 0])

@@ -66,13 +66,13 @@ from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_mi
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
 from .masking import (
-    all_finite,
     check_attn_mask,
     check_key_padding_mask,
     check_mask,
     masked_log_softmax,
     masked_softmax,
     minus_inf,
+    nonfinite_rows,
 )
 from .registry import Registry
 
@@ -205,7 +205,7 @@ def _inert_product(a: Tensor, V: Tensor, bad_v: Tensor | None = None) -> Tensor:
     inert, and a query that gives a non-finite value row a non-zero weight gets NaN.
     bad_v: the rows of V to treat as non-finite (default: found here).
     """
-    bad_v = _nonfinite_rows(V) if bad_v is None else bad_v
+    bad_v = nonfinite_rows(V) if bad_v is None else bad_v
     if bad_v is None:
         return a @ V
     V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
@@ -356,17 +356,6 @@ def _expand_gqa(Q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     return K.repeat_interleave(r, dim=-3), V.repeat_interleave(r, dim=-3)
 
 
-def _nonfinite_rows(X: Tensor) -> Tensor | None:
-    """``(..., n)`` True where a row of X holds NaN/Inf; None when every entry is finite.
-
-    The all-finite case (the usual one) costs one reduction and no temporary of X's size
-    (:func:`attnsurvey.masking.all_finite`).
-    """
-    if all_finite(X):
-        return None
-    return ~torch.isfinite(X).all(-1)
-
-
 class AttendOptions(TypedDict, total=False):
     """The keyword options of :func:`attend` that a caller passes through unchanged.
 
@@ -487,7 +476,7 @@ def attend(
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
     bad_k = bad_v = None
     if allowed is not None:  # masked positions may hold NaN/Inf: find them so they stay inert
-        bad_k, bad_v = _nonfinite_rows(K), _nonfinite_rows(V)
+        bad_k, bad_v = nonfinite_rows(K), nonfinite_rows(V)
     plain = fn is None and align_fn is softmax_align
     if plain and not need_weights and bad_k is None and bad_v is None and (generator is None or dropout_p == 0.0):
         check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")

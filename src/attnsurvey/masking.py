@@ -198,6 +198,17 @@ def all_finite(X: Tensor) -> bool:
         return bool(torch.isfinite(X).all())
 
 
+def nonfinite_rows(X: Tensor) -> Tensor | None:
+    """``(..., n)`` True where a row of X ``(..., n, d)`` holds NaN/Inf; None when every entry is finite.
+
+    The all-finite case (the usual one) costs one reduction and no temporary of X's size
+    (:func:`all_finite`).
+    """
+    if all_finite(X):
+        return None
+    return ~torch.isfinite(X).all(-1)
+
+
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     """``X`` ``(..., n_f, d)`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
 
@@ -222,10 +233,10 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
-    if all_finite(X):
+    bad = nonfinite_rows(X)
+    if bad is None:
         return X
-    finite = torch.isfinite(X).all(-1)
-    return torch.where((km | finite)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    return torch.where((km | ~bad)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:

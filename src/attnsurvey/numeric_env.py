@@ -35,11 +35,11 @@ three ways, all from this module:
 * :func:`problems` lists every way the running process differs from the pin
   (``tests/conftest.py`` and the chapters' first cell check it).
 
-Cost: the portable kernels are slower than the native ones (a chapter that
-trains took about 1.4x as long as with the native AVX2 kernels in the one
-measurement the book's Reproducibility page reports), which is why benchmarks
-are exempt: ``benchmarks/`` scripts measure native speed and do not use this
-module.
+Cost: the portable kernels are slower than the native ones, by how much
+depends on the work (``benchmarks/pin_cost.py``; the book's Reproducibility
+page quotes its figures: little for the book's small models, about 2.7 times
+for large matrix products), which is why benchmarks are exempt:
+``benchmarks/`` scripts measure native speed and do not use this module.
 
 Two kernels need more than environment variables, because under the pin they
 still run an instruction whose bits differ between CPU vendors: MKL's vector
