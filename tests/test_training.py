@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnsurvey.training import accuracy, fmt, minibatches, seed_everything, train
+from attnsurvey.training import accuracy, fmt, minibatches, seed_everything, tie_split_accuracy, train
 
 
 def test_minibatches_cover_every_example_once_per_epoch_reproducibly():
@@ -35,3 +35,17 @@ def test_train_reduces_loss_and_accuracy_ignores_label():
     logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]])
     assert accuracy(logits, torch.tensor([0, 0, -1]), ignore_index=-1) == 0.5
     assert fmt(0.123456) == "0.123" and fmt(1234.5, 2) == "1.2e+03"
+
+
+def test_tie_split_accuracy_by_hand():
+    counts = torch.tensor([[3, 1, 0], [2, 2, 0], [1, 1, 1], [0, 5, 5]])
+    y = torch.tensor([0, 1, 2, 0])
+    # 1 (sole max), 1/2 (two-way tie), 1/3 (three-way tie), 0 (target not among the maxima)
+    assert tie_split_accuracy(counts, y) == pytest.approx((1 + 1 / 2 + 1 / 3 + 0) / 4)
+    assert tie_split_accuracy(counts.float(), torch.tensor([1, 0, 0, 2])) == pytest.approx(
+        (0 + 1 / 2 + 1 / 3 + 1 / 2) / 4
+    )
+    with pytest.raises(ValueError, match="counts must be"):
+        tie_split_accuracy(counts[0], y[:1])
+    with pytest.raises(ValueError):
+        tie_split_accuracy(counts[:0], y[:0])

@@ -88,6 +88,24 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
     return float((pred[keep] == targets[keep]).float().mean())
 
 
+def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
+    """Expected accuracy of guessing the class with the largest count, ties broken uniformly at random.
+
+    counts: ``(N, C)`` a score per class (e.g. how often each label occurs in what a
+    rule may look at); targets: ``(N,)`` integer labels. An example scores ``1/k``
+    when its target is one of the ``k`` classes tied for the largest count, else 0.
+    The chapters' count-based baselines use it. Raises ``ValueError`` for an empty
+    batch or shapes other than ``(N, C)`` and ``(N,)``.
+    """
+    if counts.dim() != 2 or targets.shape != counts.shape[:1]:
+        raise ValueError(
+            f"counts must be (N, C) and targets (N,), got counts {tuple(counts.shape)}, targets {tuple(targets.shape)}"
+        )
+    check_scored(len(targets), "tie-split accuracy", "targets")
+    top = counts == counts.max(-1, keepdim=True).values
+    return float((top[torch.arange(len(targets)), targets].float() / top.sum(-1)).mean())
+
+
 def cross_entropy_mean(
     logits: Tensor, targets: Tensor, ignore_index: int | None = None, log_probs: bool = False
 ) -> Tensor:
