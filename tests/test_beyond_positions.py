@@ -130,6 +130,29 @@ def test_alibi_module_equals_sdpa_with_the_bias_as_float_mask(batch):
     assert a.shape == (*batch, 4, 6, 6)
 
 
+@pytest.mark.catalog("extra:rope", "extra:alibi", by_param=True)
+@pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention], ids=["extra:rope", "extra:alibi"])
+def test_position_modules_take_causal_and_padding_masks_as_sdpa(cls):
+    """is_causal and key_padding_mask reach the core: SDPA with the rotated queries and keys (RoPE) or the
+    ALiBi bias, under the causal mask combined with the padding mask, gives the same output."""
+    torch.manual_seed(0)
+    m = cls(16, 4)
+    X = rand(2, 6, 16)
+    real = torch.arange(6) < torch.tensor([[6], [4]])  # (2, 6): the second example has 4 real tokens
+    out, a = m(X, is_causal=True, key_padding_mask=real)
+    q, k, v = (lin(X).unflatten(-1, (4, 4)).transpose(-2, -3) for lin in (m.W_Q, m.W_K, m.W_V))
+    allowed = causal_mask(6) & real[:, None, None, :]  # (2, 1, 6, 6)
+    if cls is pos.RotarySelfAttention:
+        ref = F_.scaled_dot_product_attention(_rotate(q), _rotate(k), v, attn_mask=allowed)
+    else:
+        B = pos.alibi_bias(pos.alibi_slopes(4), 6, 6).float()
+        ref = F_.scaled_dot_product_attention(q, k, v, attn_mask=B.masked_fill(~allowed, -math.inf))
+        with pytest.raises(ValueError, match="sets bias itself"):
+            m(X, bias=torch.zeros(4, 6, 6))
+    torch.testing.assert_close(out, m.W_O(ref.transpose(-2, -3).flatten(-2)), atol=1e-6, rtol=1e-5)
+    assert bool((a[1, ..., 4:] == 0).all()) and bool((a.triu(1) == 0).all())
+
+
 @pytest.mark.catalog("extra:rope", "extra:alibi")
 @pytest.mark.parametrize("cls", [pos.RotarySelfAttention, pos.ALiBiSelfAttention])
 def test_position_modules_accept_any_length(cls):

@@ -169,6 +169,30 @@ def test_fully_masked_rows_and_large_scores():
     assert torch.isnan(out_ref[:, 1]).all()
 
 
+@pytest.mark.catalog("eq39")
+def test_positional_masks_refused_where_keys_are_not_input_positions():
+    """is_causal and key_padding_mask name input positions: refused after memory (is_causal) or a kv_transform."""
+    W = weights()
+    X, M = rand(2, 4, 8), rand(2, 3, 8, seed=1)
+    real = torch.ones(2, 4, dtype=torch.bool)
+    same_length = lambda k, v: (k, v)  # moves nothing, but the core cannot know that
+    calls = [
+        ({"memory": M, "is_causal": True}, "is_causal refers to input positions, which memory moves.*7 keys"),
+        ({"kv_transform": same_length, "is_causal": True}, "is_causal .* a kv_transform moves"),
+        ({"kv_transform": same_length, "key_padding_mask": real}, "key_padding_mask .* a kv_transform moves"),
+    ]
+    for kwargs, message in calls:
+        with pytest.raises(ValueError, match=message):
+            mh.multi_head_attention(X, X, X, *W, h=2, **kwargs)
+    # what stays allowed: a padding mask over memory and input (n_m + n keys), and an explicit causal mask
+    both = torch.ones(2, 7, dtype=torch.bool)
+    both[1, 5:] = False
+    out, a = mh.multi_head_attention(X, X, X, *W, h=2, memory=M, key_padding_mask=both)
+    ref, _ = mh.multi_head_attention(X, X, X, *W, h=2, mask=both[:, None, :].expand(2, 4, 7), memory=M)
+    torch.testing.assert_close(out, ref)
+    assert a is not None and bool((a[1, ..., 5:] == 0).all())
+
+
 @pytest.mark.catalog("eq40")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_dtypes(dtype):

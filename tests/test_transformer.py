@@ -6,8 +6,10 @@ import pytest
 import torch
 from torch import nn
 
+from attnsurvey.beyond.positions import ALiBiSelfAttention, RotarySelfAttention
 from attnsurvey.masking import causal_mask, padding_mask
 from attnsurvey.transformer import model as tm
+from attnsurvey.transformer.relative import GaussianLocalSelfAttention, RelativeSelfAttention
 
 from .helpers import rand
 
@@ -188,3 +190,30 @@ def test_size_and_layer_options_default_from_one_mapping_and_reject_unknown_name
         tm.Encoder(1, 8, 2, 16, eps=1e-6)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['is_causal'\]; DecoderMasks declares"):
         tm.Decoder(1, 8, 2, 16)(rand(1, 3, 8), rand(1, 4, 8), is_causal=True)
+
+
+@pytest.mark.catalog("extra:relative-position", "extra:gaussian-local-bias", "extra:rope", "extra:alibi", by_param=True)
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: RelativeSelfAttention(16, 4, b=2),
+        lambda: GaussianLocalSelfAttention(16, 4, centre="token"),
+        lambda: RotarySelfAttention(16, 4),
+        lambda: ALiBiSelfAttention(16, 4),
+    ],
+    ids=["extra:relative-position", "extra:gaussian-local-bias", "extra:rope", "extra:alibi"],
+)
+def test_offset_variants_in_an_encoder_take_padding_and_causal_masks(factory):
+    """These variants see only offsets j - i, so the oracle is a shorter input: a padded example's real
+    tokens come out as the example alone (its padding holds NaN), and causal outputs of a prefix as the
+    prefix alone."""
+    torch.manual_seed(0)
+    enc = tm.Encoder(2, 16, 4, 32, self_attn_factory=factory).eval()
+    X = rand(2, 7, 16)
+    X[1, 4:] = float("nan")
+    real = torch.arange(7) < torch.tensor([[7], [4]])
+    out, weights = enc(X, key_padding_mask=real)
+    torch.testing.assert_close(out[1, :4], enc(X[1:, :4])[0][0], atol=1e-5, rtol=1e-5)
+    assert all(bool((a[1, ..., 4:] == 0).all()) for a in weights)
+    causal, _ = enc(X[:1], is_causal=True)
+    torch.testing.assert_close(causal[0, :5], enc(X[:1, :5], is_causal=True)[0][0], atol=1e-5, rtol=1e-5)

@@ -220,6 +220,21 @@ def test_linformer_rejects_input_longer_than_projection():
 # --- local window ----------------------------------------------------------------------
 
 
+@pytest.mark.catalog("extra:linformer")
+def test_linformer_refuses_masks_that_name_input_positions():
+    """With k = n the projected keys have the input's length, but key j is not position j: refused, not applied."""
+    torch.manual_seed(0)
+    m = linformer.LinformerSelfAttention(8, 2, n_max=10, k=5)
+    X = rand(2, 5, 8)
+    with pytest.raises(ValueError, match="is_causal refers to input positions"):
+        m(X, is_causal=True)
+    with pytest.raises(ValueError, match="key_padding_mask refers to input positions"):
+        m(X, key_padding_mask=torch.ones(2, 5, dtype=torch.bool))
+    allowed = torch.ones(5, 5, dtype=torch.bool)
+    allowed[:, 3:] = False  # a mask over the 5 projected keys is what it takes
+    assert bool((m(X, mask=allowed)[1][..., 3:] == 0).all())
+
+
 @pytest.mark.catalog("extra:local-window-attention")
 def test_local_window_equals_banded_sdpa():
     Q, K, V = rand(2, 9, 4), rand(2, 9, 4, seed=1), rand(2, 9, 3, seed=2)

@@ -146,7 +146,7 @@ class RotarySelfAttention(SelfAttentionVariant):
     Args: d_model, h (heads; ``d_model / h`` must be even), base. A
     :class:`~attnsurvey.query_related.multihead.SelfAttentionVariant` (projections
     with biases) whose ``score_fn`` rotates the per-head queries and keys, as
-    :func:`rope_attention`. ``forward(X, X_kv=None, mask=None)``: X
+    :func:`rope_attention`. ``forward(X, X_kv=None, mask=None, **options)``: X
     ``(..., n, d_model)``; returns ``(output, weights (..., h, n, n))``. Accepts
     any sequence length.
     """
@@ -168,7 +168,8 @@ class ALiBiSelfAttention(SelfAttentionVariant):
 
     A :class:`~attnsurvey.query_related.multihead.SelfAttentionVariant`
     (projections with biases) that passes :func:`alibi_bias` to the core as a
-    per-head ``bias``. ``forward(X, X_kv=None, mask=None)`` as :class:`RotarySelfAttention`.
+    per-head ``bias``. ``forward(X, X_kv=None, mask=None, **options)`` as :class:`RotarySelfAttention`;
+    ``options`` may not include ``bias`` (the module sets it).
     """
 
     slopes: Tensor  # a buffer (registered in __init__)

@@ -133,6 +133,18 @@ def _project(X: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
     return X @ W.T if b is None else F_.linear(X, W, b)
 
 
+def _refuse_positional_options(options: AttendOptions, transformed: bool, has_memory: bool, n_keys: int) -> None:
+    """``is_causal`` and ``key_padding_mask`` name input positions: refuse them where key ``j`` is no longer
+    input position ``j`` (after a kv_transform; ``is_causal`` also after memory is prepended)."""
+    for option, moved in (("is_causal", transformed or has_memory), ("key_padding_mask", transformed)):
+        value = options.get(option)
+        if moved and value is not None and value is not False:
+            raise ValueError(
+                f"{option} refers to input positions, which {'a kv_transform' if transformed else 'memory'} "
+                f"moves: pass an explicit mask over the {n_keys} keys instead, shape (..., n_q, {n_keys})"
+            )
+
+
 @catalogued(
     "eq38",
     title="Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
@@ -186,7 +198,9 @@ def multi_head_attention(
     memory: ``(..., n_m, d_f)`` states prepended to both F_k and F_v (masks
     must then cover ``n_m + n_f`` keys). kv_transform: ``(k, v) -> (k, v)`` on the
     per-head keys and values ``(..., h, n, d)`` before attending (masks must
-    match the transformed length). h_kv: number of key/value heads (default h;
+    match the transformed length). ``is_causal`` is refused with memory or a
+    kv_transform, and ``key_padding_mask`` with a kv_transform: both name input
+    positions, and key ``j`` is then no longer input position ``j``. h_kv: number of key/value heads (default h;
     fewer heads give grouped-query attention). context_hook: ``(c, a) -> c`` on the
     per-head contexts and weights before the heads are merged (e.g. the value-side
     relative-position term of Shaw et al.); it makes the weights be computed.
@@ -194,7 +208,8 @@ def multi_head_attention(
     Returns the output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')``
     (or ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``).
     Raises ``ValueError`` if ``h`` does not divide the projection widths, a
-    weight has the wrong shape, or a mask is bad.
+    weight has the wrong shape, a mask is bad, or ``is_causal`` or
+    ``key_padding_mask`` meets memory or a kv_transform as described above.
     """
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
@@ -233,6 +248,7 @@ def multi_head_attention(
     q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
     if kv_transform is not None:
         k, v = kv_transform(k, v)
+    _refuse_positional_options(options, kv_transform is not None, memory is not None, k.shape[-2])
     mask = head_mask(
         _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch
     )
@@ -404,10 +420,14 @@ class SelfAttentionVariant(MultiHeadAttention):
     such as a ``bias`` that depends on the length. Constructor as
     :class:`MultiHeadAttention`.
 
-    ``forward(X, X_kv=None, mask=None)``: X ``(..., n, d_model)``; ``X_kv`` must be
-    None or X itself; mask as for :class:`MultiHeadAttention`. Returns
-    ``(output (..., n, d_model), weights (..., h, n, n_f))``. Raises ``ValueError``
-    if ``X_kv`` is another tensor or X has the wrong width.
+    ``forward(X, X_kv=None, mask=None, **options)``: X ``(..., n, d_model)``;
+    ``X_kv`` must be None or X itself; mask and ``options``
+    (:class:`~attnsurvey.attention.AttendOptions`: key_padding_mask, is_causal,
+    bias, ...) as for :class:`MultiHeadAttention`, so a variant also serves as
+    the ``self_attn`` of a Transformer layer with padding or causal masks.
+    Returns ``(output (..., n, d_model), weights (..., h, n, n_f))``. Raises
+    ``ValueError`` if ``X_kv`` is another tensor, X has the wrong width, or an
+    option is one the variant sets itself (see :meth:`attend_options`).
     """
 
     def attend_options(self, X: Tensor) -> AttendOptions:
@@ -415,14 +435,20 @@ class SelfAttentionVariant(MultiHeadAttention):
         return {}
 
     # ignore: self-attention on X alone, the weights always returned: narrower than MultiHeadAttention.forward
-    def forward(self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        self, X: Tensor, X_kv: Tensor | None = None, mask: Tensor | None = None, **options: Unpack[AttendOptions]
+    ) -> tuple[Tensor, Tensor]:
         name = type(self).__name__
         if X_kv is not None and X_kv is not X:
             raise ValueError(f"{name} is self-attention: X_kv must be None or X")
         as_tensor(X, "X")
         check_min_rank(X, 2, "X", "(..., n, d_model)")
         check_dim_equal(X.shape[-1], self.d_model, name, "d_model of X", "d_model of the module")
-        out, a = super().forward(X, None, mask, **self.attend_options(X))
+        own = self.attend_options(X)
+        if clash := sorted(own.keys() & options.keys()):
+            raise ValueError(f"{name} sets {', '.join(clash)} itself; it cannot also be passed to forward")
+        options.update(own)
+        out, a = super().forward(X, None, mask, **options)
         assert a is not None  # need_weights is left at True
         return out, a
 

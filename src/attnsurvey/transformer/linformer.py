@@ -73,7 +73,9 @@ class LinformerSelfAttention(SelfAttentionVariant):
     projects the keys and values to length ``k``; ``E`` and ``F`` are shared by the heads.
 
     Args: d_model, h, n_max (longest input), k (projected length).
-    ``forward(X)`` returns ``(output (..., n, d_model), weights (..., h, n, k))``.
+    ``forward(X, mask=None, **options)`` returns ``(output (..., n, d_model), weights (..., h, n, k))``;
+    a mask or bias covers the ``k`` projected keys, and ``key_padding_mask`` and
+    ``is_causal`` (which refer to input positions) are refused.
     Raises ``ValueError`` if ``h`` does not divide ``d_model``.
     """
 

@@ -105,7 +105,7 @@ class RelativeSelfAttention(SelfAttentionVariant):
 
     Args: d_model, h (heads), b (clipping distance). The offset tables
     ``A_K``, ``A_V`` (``(2b+1, d_model/h)``) are shared by the heads, as in
-    Shaw et al. ``forward(X, X_kv=None, mask=None)`` takes ``X`` ``(..., n, d_model)``
+    Shaw et al. ``forward(X, X_kv=None, mask=None, **options)`` takes ``X`` ``(..., n, d_model)``
     and returns ``(output, weights (..., h, n, n))``; it is self-attention only,
     so ``X_kv`` must be ``None`` or ``X`` itself. Raises ``ValueError`` if ``h``
     does not divide ``d_model``. A configuration of :class:`MultiHeadAttention`:
@@ -188,7 +188,7 @@ class GaussianLocalSelfAttention(SelfAttentionVariant):
     ``centre="predicted"`` (Yang et al., 2018): from each query,
     ``P_i = n * sigmoid(v_P^T tanh(W_P q_i))`` and ``D_i = n * sigmoid(v_D^T tanh(W_P q_i))``.
     ``centre="token"``: ``P_i = i`` and one learned window ``D`` per head
-    (initialised to ``window``). ``forward(X, X_kv=None, mask=None)`` returns
+    (initialised to ``window``). ``forward(X, X_kv=None, mask=None, **options)`` returns
     ``(output, weights (..., h, n, n))``; self-attention only. A configuration of
     :class:`MultiHeadAttention` whose ``score_fn`` adds the Gaussian bias.
     """
