@@ -113,6 +113,26 @@ def test_fully_masked_rows_give_zero_context_on_both_paths_with_finite_gradients
         assert all(torch.isfinite(t.grad).all() for t in (Q, K, V))
 
 
+@pytest.mark.catalog("eq3", "eq4")
+@pytest.mark.parametrize("need", [True, False])
+def test_non_finite_query_of_a_fully_masked_row_reaches_no_gradient(need):
+    """A padded query that may attend nothing holds NaN: context 0, and dK, dV as with a finite query there."""
+    Q, K, V = qkv()
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[3] = False
+    grads = []
+    for fill in (float("nan"), 0.7):
+        Qf = Q.clone()
+        Qf[..., 3, :] = fill
+        Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Qf, K, V))
+        c, _ = at.attend(Qg, Kg, Vg, mask, need_weights=need)
+        assert torch.all(c[..., 3, :] == 0)
+        c.sum().backward()
+        grads.append((Kg.grad, Vg.grad, Qg.grad[..., :3, :]))
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want)  # a dead row's query contributes nothing, NaN or not
+
+
 @pytest.mark.catalog("eq4")
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("need", [True, False])

@@ -76,6 +76,8 @@ def test_attn_mask_bool_float_and_per_head():
     per_head = rand(3 * 2, 4, 5, seed=9) > 0.5
     per_head[..., 1] = False
     check(ours, ref, *inputs(), attn_mask=per_head)
+    # torch reads a 2-D attn_mask as (L, S) whatever the batch size, B == L included
+    check(ours, ref, *inputs(B=4), attn_mask=blocked)
 
 
 def test_is_causal_with_its_mask():

@@ -193,6 +193,49 @@ def test_positional_masks_refused_where_keys_are_not_input_positions():
     assert a is not None and bool((a[1, ..., 5:] == 0).all())
 
 
+@pytest.mark.catalog("eq39")
+def test_shared_queries_with_a_batched_mask_equal_one_call_per_example():
+    """Learned queries (n_q, d) shared by a batch of features: a (B, n_q, n_f) mask is per example even when B == h."""
+    W = weights()
+    Q, F = rand(3, 8), rand(2, 4, 8, seed=1)  # B = h = 2
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[1, :, 2:] = False
+    real = mask[:, 0, :]
+    out, a = mh.multi_head_attention(Q, F, F, *W, h=2, mask=mask)
+    out_k, _ = mh.multi_head_attention(Q, F, F, *W, h=2, key_padding_mask=real)
+    for b in range(2):
+        ref, a_ref = mh.multi_head_attention(Q, F[b], F[b], *W, h=2, mask=mask[b])
+        torch.testing.assert_close(out[b], ref)
+        torch.testing.assert_close(out_k[b], ref)
+        torch.testing.assert_close(a[b], a_ref)
+
+
+@pytest.mark.catalog("eq39")
+@pytest.mark.parametrize("self_attention", [False, True])
+def test_nan_in_padded_features_reaches_no_parameter_gradient(self_attention):
+    """The module projects the features before attending: a padded slot holding NaN must not reach dW (0 * NaN)."""
+    torch.manual_seed(0)
+    m = mh.MultiHeadAttention(8, 2, bias=True)
+    X, F = rand(2, 3, 8), rand(2, 5, 8, seed=1)
+    real = torch.tensor([[True] * 5, [True, True, True, False, False]])  # example 1: 3 real tokens
+    runs = []
+    for fill in (float("nan"), 3.0):  # NaN, or any finite value: the padded slots must not matter
+        Fp = F.clone()
+        Fp[1, 3:] = fill
+        m.zero_grad()
+        if self_attention:  # the padded slots are queries too; their output rows are padding
+            out, _ = m(Fp, key_padding_mask=real)
+            out = out[real]
+        else:
+            out, _ = m(X, Fp, key_padding_mask=real)
+        out.sum().backward()
+        runs.append((out.detach(), {k: p.grad.clone() for k, p in m.named_parameters()}))
+    (out_nan, g_nan), (out_fin, g_fin) = runs
+    torch.testing.assert_close(out_nan, out_fin)
+    for k in g_fin:
+        torch.testing.assert_close(g_nan[k], g_fin[k], msg=k)
+
+
 @pytest.mark.catalog("eq40")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_dtypes(dtype):

@@ -48,6 +48,9 @@ def test_encoder_layer_equals_torch(norm_first):
     out_ref = ref(X, src_key_padding_mask=~keep[:, 0])
     torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
     assert a.shape == (3, 4, 7, 7) and torch.all(a[2, :, :, 1:] == 0)
+    # a (n, n) mask is one mask for every example, also when the batch size equals n
+    X7 = rand(7, 7, 16, seed=2)
+    torch.testing.assert_close(ours(X7, causal_mask(7))[0], ref(X7, src_mask=~causal_mask(7)), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.catalog("extra:transformer-decoder")
@@ -65,6 +68,8 @@ def test_decoder_layer_equals_torch(norm_first):
     out_ref = ref(Y, M, tgt_mask=~causal)
     torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
     assert torch.all(a_self.triu(1) == 0)
+    Y5, M5 = rand(5, 5, 16, seed=2), rand(5, 6, 16, seed=3)  # batch size = n_y: the causal mask is still (n_y, n_y)
+    torch.testing.assert_close(ours(Y5, M5, causal)[0], ref(Y5, M5, tgt_mask=~causal), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.catalog("extra:pre-post-norm")
@@ -132,6 +137,32 @@ def test_encoder_padding_mask_isolates_padding():
     out2, _ = enc(X2, keep)
     torch.testing.assert_close(out[:, :4], out2[:, :4], rtol=0, atol=0)
     assert all(torch.all(a[..., 4:] == 0) for a in ws)
+
+
+@pytest.mark.catalog("extra:transformer-encoder", "extra:transformer-decoder")
+def test_nan_in_padding_reaches_no_parameter_gradient():
+    """Padded tokens holding NaN or a finite value give the same real outputs and the same gradients of every weight."""
+    torch.manual_seed(0)
+    enc, dec = tm.EncoderLayer(8, 2, 16).eval(), tm.DecoderLayer(8, 2, 16).eval()
+    X, Y = rand(2, 5, 8), rand(2, 4, 8, seed=1)
+    real_x = padding_mask(torch.tensor([5, 3]), 5)[:, 0]  # (B, n_x), True = real token
+    real_y = padding_mask(torch.tensor([4, 2]), 4)[:, 0]
+    runs = []
+    for fill in (float("nan"), 3.0):
+        Xp, Yp = X.clone(), Y.clone()
+        Xp[~real_x], Yp[~real_y] = fill, fill
+        enc.zero_grad()
+        dec.zero_grad()
+        M, _ = enc(Xp, key_padding_mask=real_x)
+        out, _, _ = dec(Yp, M, self_key_padding_mask=real_y, memory_key_padding_mask=real_x, self_is_causal=True)
+        out = out[real_y]
+        out.sum().backward()
+        grads = {k: p.grad.clone() for mod in (enc, dec) for k, p in mod.named_parameters()}
+        runs.append((out.detach(), grads))
+    (out_nan, g_nan), (out_fin, g_fin) = runs
+    torch.testing.assert_close(out_nan, out_fin)
+    for k in g_fin:
+        torch.testing.assert_close(g_nan[k], g_fin[k], msg=k)
 
 
 @pytest.mark.catalog("extra:transformer-encoder")

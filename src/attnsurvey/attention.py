@@ -443,7 +443,8 @@ def attend(
     NaN/Inf in a masked key or value reaches neither the outputs nor the
     gradients (a query that may attend a non-finite key or value gets NaN).
     A fully-masked row, and an empty feature set (``n_f = 0``), give all-zero
-    weights and a zero context. The plain configuration (scaled dot product,
+    weights and a zero context; NaN/Inf in the query of a fully-masked row
+    reaches no gradient either. The plain configuration (scaled dot product,
     softmax, ``need_weights=False``, no generator) runs
     ``F.scaled_dot_product_attention``.
     Raises ``ValueError`` for shape, dtype or mask problems (an ambiguous
@@ -476,7 +477,9 @@ def attend(
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
     bad_k = bad_v = None
     if allowed is not None:  # masked positions may hold NaN/Inf: find them so they stay inert
-        bad_k, bad_v = nonfinite_rows(K), nonfinite_rows(V)
+        bad_k, bad_v, bad_q = nonfinite_rows(K), nonfinite_rows(V), nonfinite_rows(Q)
+        if bad_q is not None:  # a query that may attend nothing: its NaN would reach dK and dV as 0 * NaN
+            Q = torch.where((bad_q & ~allowed.any(-1))[..., None], torch.zeros((), dtype=Q.dtype), Q)
     plain = fn is None and align_fn is softmax_align
     if plain and not need_weights and bad_k is None and bad_v is None and (generator is None or dropout_p == 0.0):
         check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")

@@ -239,6 +239,21 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     return torch.where((km | ~bad)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
+def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = None) -> Tensor:
+    """:func:`zero_masked` with the masks a layer or multi-head call holds, used only where they line up with X.
+
+    X: ``(..., n_f, d)`` features (keys, values, or a self-attention input).
+    key_padding_mask: boolean ``(..., n_f)`` of rank ``X.dim() - 1``; mask: a
+    boolean attention mask of X's rank (rows no query may attend are zeroed).
+    Any other mask (a shared ``(n_q, n_f)`` mask against batched X, a per-head
+    mask, a float bias) is not used: its key axis cannot be matched to X's rows
+    for certain. Finite rows are left as they are (bit-identical results).
+    """
+    if isinstance(key_padding_mask, Tensor) and key_padding_mask.dim() == X.dim() - 1:
+        X = zero_masked(X, key_padding_mask)
+    return zero_masked(X, mask) if isinstance(mask, Tensor) and mask.dim() == X.dim() else X
+
+
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """The additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not.
 

@@ -54,7 +54,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import AlignFn, AttendOptions, ScoreFn, attend
 from ..catalog import catalogued
-from ..masking import check_attn_mask
+from ..masking import check_attn_mask, zero_unattended
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -182,16 +182,22 @@ def multi_head_attention(
     W_O ``(d_o, h*d_v)``: weight matrices, or ``nn.Linear`` modules holding
     them (their biases are then added to the projections).
     mask: boolean (``True`` = may attend) or float additive; shared by the heads,
-    ``(..., n_q, n_f)`` with rank at most ``Q``'s (a head axis is inserted), or
-    per head, ``(..., h, n_q, n_f)`` with rank ``Q.dim() + 1``.
+    ``(..., n_q, n_f)`` with rank at most ``r`` (a head axis is inserted), or
+    per head, ``(..., h, n_q, n_f)`` with rank ``r + 1``, where ``r`` is 2 plus
+    the number of batch axes of Q and F_k broadcast (learned queries ``(n_q, d_q)``
+    shared by features ``(B, n_f, d_f)`` take a ``(B, n_q, n_f)`` mask per example).
     need_weights: return the weights; average_attn_weights: average them over
     the heads. score: a per-head ``(q, k) -> e``, as the ``score`` of
     :func:`attnsurvey.attention.attend`.
     ``**options`` (:class:`attnsurvey.attention.AttendOptions`) go to
     :func:`~attnsurvey.attention.attend` for every head, with its defaults:
     is_causal, dropout_p, generator, scale, align as there, and
-    key_padding_mask: boolean ``(..., n_f)`` (``Q``'s batch axes), ``True`` =
-    may attend; bias: float additive scores, shaped like ``mask``.
+    key_padding_mask: boolean ``(..., n_f)`` (the same batch axes), ``True`` =
+    may attend; bias: float additive scores, shaped like ``mask``. Feature rows
+    that the key_padding_mask, or a boolean mask of their rank, leaves unattended
+    and that hold NaN/Inf are set to 0 before they are projected, so they reach
+    neither the outputs nor any weight's gradient (in self-attention, where Q is
+    F_k, the padded queries too).
     bias_k, bias_v ``(h*d_k,)``/``(h*d_v,)``: one extra learned key/value
     appended to the sequence; add_zero_attn: append a zero key and value (both
     as in ``torch.nn.MultiheadAttention``; masks get an allowed column).
@@ -227,9 +233,12 @@ def multi_head_attention(
     check_weight(W_K, (hdk // h * h_kv, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
     check_weight(W_V, (hdv // h * h_kv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
+    self_attention = Q is F_k and memory is None
     if memory is not None:
         as_tensor(memory, "memory")
         F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
+    F_k, F_v = (zero_unattended(F, options.get("key_padding_mask"), mask) for F in (F_k, F_v))
+    Q = F_k if self_attention else Q  # a padded position is a query too
     q = _project(Q, W_Q, b_Q)  # Eq. (38): one query per head (stacked)
     k = _project(F_k, W_K, b_K)
     v = _project(F_v, W_V, b_V)
@@ -249,19 +258,20 @@ def multi_head_attention(
     if kv_transform is not None:
         k, v = kv_transform(k, v)
     _refuse_positional_options(options, kv_transform is not None, memory is not None, k.shape[-2])
+    rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
     mask = head_mask(
-        _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), Q.dim(), Q.shape[-2], k.shape[-2], batch
+        _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, Q.shape[-2], k.shape[-2], batch
     )
-    options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), Q.dim())
+    options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), rank)
     key_padding_mask = options.get("key_padding_mask")
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
             raise ValueError(
                 f"key_padding_mask must be boolean (True = may attend), got {getattr(key_padding_mask, 'dtype', None)}"
             )
-        if key_padding_mask.dim() != Q.dim() - 1:
+        if key_padding_mask.dim() != rank - 1:
             raise ValueError(
-                f"key_padding_mask must have shape (..., n_f) with the batch axes of Q {tuple(Q.shape[:-2])}, "
+                f"key_padding_mask must have shape (..., n_f) with the batch axes {tuple(batch)} of Q and F_k, "
                 f"got {tuple(key_padding_mask.shape)}"
             )
         options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
@@ -531,6 +541,8 @@ class MultiheadAttention(MultiHeadAttention):
         mask = _torch_mask(attn_mask, "attn_mask")
         if mask is not None and mask.dim() == 3:  # torch: (B * num_heads, L, S)
             mask = mask.reshape(-1, self.h, *mask.shape[-2:])
+        elif mask is not None and mask.dim() == 2:  # torch: (L, S), shared by the batch whatever its size
+            mask = mask[None]
         kpm = _torch_mask(key_padding_mask, "key_padding_mask")
         bias = None
         if kpm is not None and kpm.is_floating_point():

@@ -50,7 +50,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, with_defaults
 from ..catalog import catalogued
-from ..masking import causal_mask, padding_mask
+from ..masking import causal_mask, padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
@@ -179,8 +179,11 @@ def _attention_sublayer(
     if is_causal:
         options["is_causal"] = True
 
+    # a rank-2 mask is (n_q, n_f), one for every example: an explicit batch axis keeps it so when B == n_q
+    batched_mask = mask[None] if mask is not None and mask.dim() == 2 else mask
+
     def run(Z: Tensor) -> Tensor:
-        out, a = attention(Z, Z if memory is None else memory, mask, **options)
+        out, a = attention(Z, Z if memory is None else memory, batched_mask if Z.dim() > 2 else mask, **options)
         box.append(a)
         return drop(out)
 
@@ -273,8 +276,11 @@ class EncoderLayer(_Layer):
     ``torch.nn.TransformerEncoderLayer``: activation, dropout, bias, layer_norm_eps).
     ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
     ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
-    padding, key_padding_mask boolean ``(..., n)`` (``True`` = real token),
+    padding (a rank-2 ``(n, n)`` mask serves every example, whatever the batch
+    size), key_padding_mask boolean ``(..., n)`` (``True`` = real token),
     is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
+    A padded token (by key_padding_mask or a mask of X's rank) holding NaN/Inf
+    is set to 0 first, so it reaches no real output and no weight's gradient.
     Raises ``ValueError`` if ``h`` does not divide ``d_model``, X has the wrong
     width, or dropout lies outside ``[0, 1]``.
     """
@@ -285,6 +291,7 @@ class EncoderLayer(_Layer):
         self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
     ) -> tuple[Tensor, Tensor]:
         _check_model_input(X, self.d_model, "X", "EncoderLayer")
+        X = zero_unattended(X, key_padding_mask, mask)  # NaN in a padded token reaches no weight's gradient
         box: list[Tensor] = []
         attn = _attention_sublayer(self.self_attn, None, mask, key_padding_mask, is_causal, self.dropout1, box)
         X = residual_norm(X, attn, self.norm1, self.norm_first)
@@ -307,7 +314,9 @@ class DecoderLayer(_Layer):
     ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
     memory_mask ``(..., n_y or 1, n_x)``; keyword-only masks: :class:`DecoderMasks`
     (``self_key_padding_mask`` ``(..., n_y)``, ``memory_key_padding_mask`` ``(..., n_x)``,
-    ``self_is_causal``). Returns ``(Y', self weights, cross weights)``.
+    ``self_is_causal``). Returns ``(Y', self weights, cross weights)``. As in
+    :class:`EncoderLayer`, a rank-2 mask serves every example and padded tokens
+    of Y and M holding NaN/Inf reach no real output and no gradient.
     Raises ``ValueError`` if Y or M has the wrong width, ``TypeError`` for an
     unknown mask option.
     """
@@ -328,6 +337,7 @@ class DecoderLayer(_Layer):
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
         m = with_defaults(masks, DECODER_MASKS, "DecoderMasks")
+        Y = zero_unattended(Y, m["self_key_padding_mask"], self_mask)  # as in EncoderLayer
         box: list[Tensor] = []
 
         self_sub = _attention_sublayer(
