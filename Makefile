@@ -19,7 +19,7 @@ NBVAL := --nbval --nbval-kernel-name attnsurvey --nbval-sanitize-with tests/nbva
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export MPLBACKEND := Agg
 
-.PHONY: env assets book book-fast execute test test-unit test-notebooks test-browser bench catalog lint clean
+.PHONY: env assets book execute test test-unit test-notebooks test-browser bench catalog lint clean
 
 KERNEL := $(VENV)/share/jupyter/kernels/attnsurvey/kernel.json
 

@@ -20,6 +20,6 @@ whose only varying part is the alignment, a VQA model around co-attention,
   the encoder-decoder trained end to end.
 
 Dependencies point one way: experiments import mechanisms, data and
-:mod:`attnsurvey.training`; nothing outside this package imports it
-(``tests/test_architecture.py`` checks this).
+:mod:`attnsurvey.training`; only the chapter-support layer (this package and
+:mod:`attnsurvey.exercises`) imports it (``tests/test_architecture.py`` checks this).
 """
