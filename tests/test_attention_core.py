@@ -133,6 +133,25 @@ def test_non_finite_query_of_a_fully_masked_row_reaches_no_gradient(need):
         torch.testing.assert_close(got, want)  # a dead row's query contributes nothing, NaN or not
 
 
+@pytest.mark.catalog("eq3", "eq4")
+@pytest.mark.parametrize("need", [True, False])
+def test_minus_infinity_in_a_float_mask_masks_as_false_does(need):
+    """torch's float attn_mask: -inf entries are masked positions (zero context for a full row, NaN there inert)."""
+    Q, K, V = qkv()
+    allowed = torch.ones(4, 5, dtype=torch.bool).tril()
+    allowed[0] = False  # query 0 may attend nothing
+    K, V = K.clone(), V.clone()
+    K[..., 4, :], V[..., 4, 1] = float("nan"), float("nan")  # key 4 is masked for every query
+    shift = rand(4, 5, seed=9, dtype=D64)  # a finite additive part
+    float_mask = shift.masked_fill(~allowed, float("-inf"))
+    c, a = at.attend(Q, K, V, float_mask, need_weights=need)
+    c_ref, a_ref = at.attend(Q, K, V, allowed, bias=shift)
+    torch.testing.assert_close(c, c_ref)
+    assert torch.all(c[..., 0, :] == 0)
+    if need:
+        torch.testing.assert_close(a, a_ref)
+
+
 @pytest.mark.catalog("eq4")
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("need", [True, False])

@@ -424,7 +424,8 @@ def attend(
 
     Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
     mask: attention mask broadcastable to ``(..., n_q, n_f)``, boolean with
-    ``True`` = may attend (a float mask is added to the scores, as in torch).
+    ``True`` = may attend (a float mask is added to the scores, as in torch;
+    its ``-inf`` entries count as masked, so a row of them gives a zero context).
     score: a Table II callable ``(Q, K) -> e`` or a parameter-free registered
     name; default the scaled multiplicative score (``scale`` replaces its
     ``1/sqrt(d_k)``). key_padding_mask: boolean ``(..., n_f)``, one axis per
@@ -466,12 +467,21 @@ def attend(
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     n_q, n_f = Q.shape[-2], K.shape[-2]
     scores_shape = torch.Size((*batch, n_q, n_f))
+    blocked = None
     if mask is not None and isinstance(mask, Tensor) and mask.is_floating_point():
-        bias = mask if bias is None else bias + mask  # torch's float attn_mask is an additive bias
+        # torch's float attn_mask is an additive bias; its -inf entries mask, as a boolean False does
+        blocked = mask == float("-inf")
+        if bool(blocked.any()):
+            mask = mask.masked_fill(blocked, 0.0)
+        else:
+            blocked = None
+        bias = mask if bias is None else bias + mask
         mask = None
     allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, Q.device)
     if bias is not None:
-        bias = _check_bias(bias, scores_shape, Q.dtype)
+        bias = _check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
+    if blocked is not None:
+        allowed = ~blocked if allowed is None else allowed & ~blocked
     if n_f == 0 or Q.numel() == 0:
         a = Q.new_zeros(scores_shape)
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
