@@ -55,3 +55,53 @@ def test_ex3_rejects_rates_measured_against_the_wrong_task():
 
 def test_ex3_accepts_a_diagonal_alignment():
     assert "correct" in ex.check_ex3(0.95, 0.25)
+
+
+def test_ex2_rejects_the_arg_max_over_the_output_axis():
+    def wrong_axis(weights, src, lengths, task, tolerance=0):
+        ideal = target_positions(task, src, lengths)
+        valid = ideal >= 0
+        return float(((weights.argmax(-2) - ideal).abs() <= tolerance)[valid].float().mean())
+
+    with pytest.raises(AssertionError, match="last axis"):
+        ex.check_ex2(wrong_axis)
+
+
+def test_ex2_rejects_transposed_weights():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda w, s, n, task, tolerance=0: hit_rate(w.transpose(-1, -2), s, n, task, tolerance))
+
+
+def test_ex2_rejects_the_unfilled_stub_with_a_message():
+    with pytest.raises(AssertionError, match="None"):
+        ex.check_ex2(lambda w, s, n, task, tolerance=0: None)
+
+
+def test_ex2_accepts_a_tensor_result_and_its_own_ground_truth():
+    import torch
+
+    def from_lengths(weights, src, lengths, task, tolerance=0):
+        B, T, _ = weights.shape
+        t = torch.arange(T)
+        ideal = (lengths[:, None] - 1 - t) if task == "reverse" else t.expand(B, T)
+        valid = t[None] < lengths[:, None]
+        return ((weights.argmax(-1) - ideal).abs() <= tolerance)[valid].float().mean()
+
+    assert "correct" in ex.check_ex2(from_lengths)
+
+
+def test_ex3_rejects_the_unfilled_stub_with_a_message():
+    with pytest.raises(AssertionError, match="None"):
+        ex.check_ex3(None, None)
+
+
+def test_ex3_points_at_the_tolerance_for_a_rate_measured_at_tolerance_0():
+    # the notebook's copying model (seed 1) scores 0.411 on the diagonal at tolerance 0, 0.873 at tolerance 1
+    with pytest.raises(AssertionError, match="tolerance=1"):
+        ex.check_ex3(0.411, 0.10)
+
+
+def test_ex3_accepts_tensor_rates():
+    import torch
+
+    assert "correct" in ex.check_ex3(torch.tensor(0.873), torch.tensor(0.228))

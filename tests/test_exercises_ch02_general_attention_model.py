@@ -96,3 +96,68 @@ def test_ex3_rejects_an_untrained_attention_model(ex3_models):
 def test_ex3_accepts_the_solution(ex3_models):
     models, acc = ex3_models
     assert "correct" in ex.check_ex3(models["mean"], models["attention"], acc["mean"], acc["attention"])
+
+
+@pytest.mark.parametrize("no", [False, 0, torch.tensor(False), pytest.param("np", id="numpy-bool")])
+def test_ex1_accepts_false_of_any_type(no):
+    if isinstance(no, str):
+        import numpy as np
+
+        no = np.False_
+    assert "correct" in ex.check_ex1([0.25] * 4, no)
+
+
+@pytest.mark.parametrize("stub", [None, "False"])
+def test_ex1_rejects_the_stub_and_a_string(stub):
+    with pytest.raises(AssertionError, match="True or False"):
+        ex.check_ex1([0.25] * 4, stub)
+
+
+def test_ex2_names_a_missing_normalisation_not_the_scale():
+    def unnormalised(q, K, V):
+        e = K @ q / math.sqrt(K.shape[1])
+        return torch.exp(e - e.max()) @ V
+
+    with pytest.raises(AssertionError, match="sum to one"):
+        ex.check_ex2(unnormalised)
+
+
+def test_ex2_names_the_scale_for_a_missing_scale():
+    with pytest.raises(AssertionError, match="sqrt"):
+        ex.check_ex2(lambda q, K, V: loop_attend(q, K, V, scaled=False))
+
+
+def test_ex2_accepts_a_vectorised_numpy_answer():
+    import numpy as np
+
+    def vec(q, K, V):
+        q, K, V = (np.asarray(x) for x in (q, K, V))
+        e = K @ q / np.sqrt(K.shape[1])
+        a = np.exp(e - e.max())
+        return (a / a.sum()) @ V
+
+    assert "correct" in ex.check_ex2(vec)
+
+
+def test_ex3_does_not_blame_n_items_for_a_wrong_evaluation_seed(ex3_models):
+    models, acc = ex3_models
+    other = {
+        p: evaluate_match_query(m, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED + 1), **ex.EX3_TASK)[
+            "accuracy"
+        ]
+        for p, m in models.items()
+    }
+    with pytest.raises(AssertionError, match="EX3_EVAL_SEED") as err:
+        ex.check_ex3(models["mean"], models["attention"], other["mean"], other["attention"])
+    assert "n_items" not in str(err.value)
+
+
+def test_ex3_names_n_items_for_accuracies_on_16_items(ex3_models):
+    models, acc = ex3_models
+    task16 = dict(ex.EX3_TASK, n_items=16)
+    wrong = {
+        p: evaluate_match_query(m, ex.EX3_EVAL_N, torch.Generator().manual_seed(ex.EX3_EVAL_SEED), **task16)["accuracy"]
+        for p, m in models.items()
+    }
+    with pytest.raises(AssertionError, match="n_items=32"):
+        ex.check_ex3(models["mean"], models["attention"], wrong["mean"], wrong["attention"])

@@ -16,6 +16,16 @@ def test_ex1_rejects_a_score_with_the_wrong_activation():
         ex.check_ex1(lambda K1, W1, w1: (K1 @ W1.T) @ w1)  # forgot the activation
 
 
+@pytest.mark.parametrize("act", [torch.relu, torch.sigmoid], ids=["relu", "sigmoid"])
+def test_ex1_names_the_activation_for_another_activation(act):
+    with pytest.raises(AssertionError, match="tanh"):
+        ex.check_ex1(lambda K1, W1, w1: act(K1 @ W1.T) @ w1)
+
+
+def test_ex1_accepts_the_column_form_in_float64():
+    assert "correct" in ex.check_ex1(lambda K1, W1, w1: (w1.double() @ torch.tanh(W1.double() @ K1.double().T)))
+
+
 def test_ex1_accepts_the_solution():
     assert "correct" in ex.check_ex1(lambda K1, W1, w1: ca.queryless_additive_score(K1, W1, w1, None))
 

@@ -25,13 +25,34 @@ def test_ex1_rejects_the_product_before_renormalising():
         ex.check_ex1(0.05)
 
 
-def test_ex1_accepts_the_solution():
-    assert "correct" in ex.check_ex1(0.1)
+def test_ex1_rejects_the_word_weight_without_rescaling():
+    with pytest.raises(AssertionError, match="chunk's weight"):
+        ex.check_ex1(0.1)  # alpha_11 alone: eq. 7 was not applied
+
+
+def test_ex1_rejects_the_new_product_before_renormalising():
+    with pytest.raises(AssertionError, match="before renormalising"):
+        ex.check_ex1(0.025)
+
+
+def test_ex1_rejects_a_two_figure_rounding():
+    with pytest.raises(AssertionError, match="significant"):
+        ex.check_ex1(0.038)
+
+
+@pytest.mark.parametrize("answer", [0.025 / 0.65, 1 / 26, 0.0385, torch.tensor(0.0385)])
+def test_ex1_accepts_the_solution(answer):
+    assert "correct" in ex.check_ex1(answer)
 
 
 def test_ex2_rejects_unmasked_empty_sentences():
     with pytest.raises(AssertionError, match="empty sentence"):
         ex.check_ex2(lambda q, K, V, m: two_level(q, K, V, m, mask_empty=False))
+
+
+def test_ex2_rejects_keys_and_values_swapped():
+    with pytest.raises(AssertionError, match="K scores the words"):
+        ex.check_ex2(lambda q, K, V, m: two_level(q, V, K, m))
 
 
 def test_ex2_accepts_the_solution():

@@ -22,31 +22,83 @@ def test_ex1_rejects_using_both_coordinates():
         ex.check_ex1(1 / (1 + math.exp(-9)))
 
 
+def test_ex1_names_the_sign_for_a_swapped_difference():
+    with pytest.raises(AssertionError, match="sign"):
+        ex.check_ex1(1 / (1 + math.exp(1)))  # sigma(-1) = a_2
+
+
 def test_ex1_accepts_the_solution():
     assert "correct" in ex.check_ex1(1 / (1 + math.exp(-1)))
 
 
-def _weights(mask_e34: bool):
+def _setup():
     tables = make_embedding_tables(100, 4, PARTIAL, generator=torch.Generator().manual_seed(0), offset=1.0)
     torch.manual_seed(0)
     meta = rp.MetaEmbedding(tables.dims, 8, "attention")
-    words = torch.arange(100)
+    with torch.no_grad():
+        meta.w.normal_()  # a model whose weights are not all equal, as a trained one
+    return tables, meta, torch.arange(100)
+
+
+def _weights(mask_e34: bool, meta=None):
+    tables, own, words = _setup()
+    meta = own if meta is None else meta
     cov = tables.known[words].clone()
     cov[:, 2:] = not mask_e34
     with torch.no_grad():
         a = rp.multi_representational_attention(
             tables.lookup(words), [p.weight for p in meta.proj], [p.bias for p in meta.proj], meta.w, mask=cov
         ).a
-    return a, tables.known[words]
+    return a
 
 
 def test_ex2_rejects_weights_that_keep_e3_and_e4():
+    tables, meta, words = _setup()
     with pytest.raises(AssertionError, match="e3, e4"):
-        ex.check_ex2(*_weights(mask_e34=False))
+        ex.check_ex2(_weights(mask_e34=False), meta, tables, words)
+
+
+def test_ex2_rejects_uniform_weights_over_the_known_tables():
+    tables, meta, words = _setup()
+    k2 = tables.known[words][:, :2].float()
+    uniform = torch.cat([k2 / k2.sum(-1, keepdim=True).clamp(min=1), torch.zeros(len(words), 2)], -1)
+    with pytest.raises(AssertionError, match="trained model"):
+        ex.check_ex2(uniform, meta, tables, words)
+
+
+def test_ex2_rejects_rows_that_do_not_sum_to_one():
+    tables, meta, words = _setup()
+    a = _weights(mask_e34=True)
+    both = tables.known[words][:, :2].all(-1)
+    a[both, 0], a[both, 1] = 0.9, 0.3
+    with pytest.raises(AssertionError, match="sum to 1"):
+        ex.check_ex2(a, meta, tables, words)
+
+
+def test_ex2_rejects_weights_of_another_model():
+    tables, meta, words = _setup()
+    torch.manual_seed(1)
+    other = rp.MetaEmbedding(tables.dims, 8, "attention")
+    with torch.no_grad():
+        other.w.normal_()
+    with pytest.raises(AssertionError, match="trained model"):
+        ex.check_ex2(_weights(mask_e34=True, meta=other), meta, tables, words)
 
 
 def test_ex2_accepts_the_solution():
-    assert "correct" in ex.check_ex2(*_weights(mask_e34=True))
+    tables, meta, words = _setup()
+    assert "correct" in ex.check_ex2(_weights(mask_e34=True), meta, tables, words)
+
+
+def test_ex2_accepts_the_module_call_in_float64():
+    tables, meta, words = _setup()
+    known = tables.known[words]
+    cov = torch.cat([known[:, :2], torch.zeros(len(words), 2, dtype=torch.bool)], -1)
+    with torch.no_grad():
+        a = meta(tables.lookup(words), mask=cov).a.double()
+    holder = torch.nn.Module()
+    holder.meta = meta  # the whole model may be passed as well
+    assert "correct" in ex.check_ex2(a, holder, tables, words)
 
 
 def _models(specs):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 
 import pytest
 
 from attnsurvey.data.lookup import key_lookup
+from attnsurvey.exercises import _verdict as verdict_module
 from attnsurvey.exercises import ch03_2_1_attention_scoring as ex
 from attnsurvey.general_mechanisms import scoring as sc
 
@@ -35,6 +38,8 @@ def test_ex2_scaling_by_query_size_fails():
 
 
 RESULTS = {"scaled-multiplicative": [0.61, 0.63, 0.60, 0.64, 0.62], "additive": [0.41, 0.45, 0.40, 0.47, 0.43]}
+# the chapter's first experiment, on the default task (made-up numbers of the same kind)
+FIRST = {"scaled-multiplicative": [0.88, 0.87, 0.89, 0.88, 0.87], "additive": [0.6, 0.55, 0.66, 0.62, 0.58]}
 
 
 def _harder(n, g):
@@ -42,30 +47,65 @@ def _harder(n, g):
 
 
 def test_ex3_solution_passes():
-    assert "correct" in ex.check_ex3(_harder, RESULTS, "scaled-multiplicative")
+    assert "correct" in ex.check_ex3(_harder, RESULTS, "scaled-multiplicative", FIRST)
 
 
 def test_ex3_default_task_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(lambda n, g: key_lookup(n, generator=g), RESULTS, "scaled-multiplicative")
+        ex.check_ex3(lambda n, g: key_lookup(n, generator=g), RESULTS, "scaled-multiplicative", FIRST)
 
 
 def test_ex3_wrong_noise_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(lambda n, g: key_lookup(n, n_f=16, generator=g), RESULTS, "scaled-multiplicative")
+        ex.check_ex3(lambda n, g: key_lookup(n, n_f=16, generator=g), RESULTS, "scaled-multiplicative", FIRST)
 
 
 def test_ex3_unsupported_verdict_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(_harder, RESULTS, "not resolved")
+        ex.check_ex3(_harder, RESULTS, "not resolved", FIRST)
 
 
 def test_ex3_claiming_a_winner_on_noise_fails():
     tied = {"scaled-multiplicative": [0.6, 0.5, 0.7, 0.55, 0.62], "additive": [0.58, 0.6, 0.61, 0.57, 0.6]}
     with pytest.raises(AssertionError):
-        ex.check_ex3(_harder, tied, "scaled-multiplicative")
+        ex.check_ex3(_harder, tied, "scaled-multiplicative", FIRST)
 
 
 def test_ex3_one_seed_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(_harder, {k: v[:1] for k, v in RESULTS.items()}, "scaled-multiplicative")
+        ex.check_ex3(_harder, {k: v[:1] for k, v in RESULTS.items()}, "scaled-multiplicative", FIRST)
+
+
+def test_ex3_results_of_the_first_experiment_fail():
+    with pytest.raises(AssertionError, match="task=harder_task"):
+        ex.check_ex3(_harder, FIRST, "scaled-multiplicative", FIRST)
+
+
+def test_ex3_a_misspelt_verdict_fails_without_naming_the_supported_one():
+    with pytest.raises(AssertionError, match="must be one of") as err:
+        ex.check_ex3(_harder, RESULTS, "scaled multiplicative", FIRST)
+    assert "supports" not in str(err.value)
+
+
+def test_ex3_an_unsupported_verdict_fails_without_naming_the_supported_one():
+    with pytest.raises(AssertionError, match="does not follow") as err:
+        ex.check_ex3(_harder, RESULTS, "additive", FIRST)
+    assert "[+0.1" in str(err.value)  # the interval is reported
+    assert "verdict it supports" not in str(err.value)
+
+
+def test_ex2_transposed_weight_matrix_fails_with_a_hint():
+    with pytest.raises(AssertionError, match="order of the factors"):
+        ex.check_ex2(lambda Q, K, W: Q @ W @ K.T / math.sqrt(K.shape[1]))
+
+
+def test_ex2_numpy_and_transposed_forms_pass():
+    assert "correct" in ex.check_ex2(lambda Q, K, W: (Q @ W.T @ K.T / math.sqrt(K.shape[1])).numpy())
+
+
+@pytest.mark.parametrize("module", [ex, verdict_module], ids=["ch03_2_1", "_verdict"])
+def test_checks_raise_explicitly_and_survive_python_o(module):
+    # a bare assert disappears under python -O (PYTHONOPTIMIZE), and every check would then pass anything
+    tree = ast.parse(inspect.getsource(module))
+    asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    assert not asserts, f"bare assert on lines {asserts}"

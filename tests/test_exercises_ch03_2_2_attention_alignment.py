@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import pytest
 import torch
 
@@ -74,3 +77,25 @@ def test_ex3_d2_from_another_run_fails():
 def test_ex3_one_seed_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3({"D=4": D4[:1], "D=2": D2[:1]}, "D=4", D2[:1])
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [lambda w: w.double(), lambda w: w.numpy(), lambda w: w.tolist()],
+    ids=["float64", "numpy", "list"],
+)
+def test_ex2_solution_of_another_type_passes(convert):
+    assert "correct" in ex.check_ex2(lambda e, p, D: convert(_shifted(e, p, D)))
+
+
+def test_ex3_misspelt_verdict_fails_without_naming_the_supported_one():
+    with pytest.raises(AssertionError, match="must be one of") as err:
+        ex.check_ex3({"D=4": D4, "D=2": D2}, "D4", D2)
+    assert "supports" not in str(err.value)
+
+
+def test_checks_raise_explicitly_and_survive_python_o():
+    # a bare assert disappears under python -O (PYTHONOPTIMIZE), and every check would then pass anything
+    tree = ast.parse(inspect.getsource(ex))
+    asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    assert not asserts, f"bare assert on lines {asserts}"

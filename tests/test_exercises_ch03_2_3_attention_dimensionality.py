@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import pytest
 
 from attnsurvey.exercises import ch03_2_3_attention_dimensionality as ex
@@ -51,6 +54,8 @@ def test_ex2_softmax_over_features_fails():
 
 
 RESULTS = {"multi-dimensional": [0.95, 0.93, 0.96, 0.94, 0.95], "single-dimensional": [0.74, 0.75, 0.73, 0.76, 0.74]}
+# the chapter's run with the default d_w = 32 (made-up numbers of the same kind)
+DEFAULT = {"multi-dimensional": [1.0, 1.0, 1.0, 1.0, 1.0], "single-dimensional": [0.77, 0.76, 0.78, 0.77, 0.76]}
 
 
 def _make(multi, d_w=8):
@@ -58,20 +63,50 @@ def _make(multi, d_w=8):
 
 
 def test_ex3_solution_passes():
-    assert "correct" in ex.check_ex3(_make, RESULTS, "multi-dimensional")
+    assert "correct" in ex.check_ex3(_make, RESULTS, "multi-dimensional", DEFAULT)
 
 
 def test_ex3_wrong_hidden_size_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(lambda m: _make(m, d_w=32), RESULTS, "multi-dimensional")
+        ex.check_ex3(lambda m: _make(m, d_w=32), RESULTS, "multi-dimensional", DEFAULT)
 
 
 def test_ex3_unsupported_verdict_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(_make, RESULTS, "not resolved")
+        ex.check_ex3(_make, RESULTS, "not resolved", DEFAULT)
 
 
 def test_ex3_claim_on_a_tie_fails():
     tie = {"multi-dimensional": [0.9, 0.8, 0.85, 0.7, 0.95], "single-dimensional": [0.85, 0.86, 0.8, 0.8, 0.88]}
     with pytest.raises(AssertionError):
-        ex.check_ex3(_make, tie, "multi-dimensional")
+        ex.check_ex3(_make, tie, "multi-dimensional", DEFAULT)
+
+
+def test_ex3_results_of_the_default_run_fail():
+    with pytest.raises(AssertionError, match="d_w = 8"):
+        ex.check_ex3(_make, DEFAULT, "multi-dimensional", DEFAULT)
+
+
+def test_ex3_misspelt_verdict_fails_without_naming_the_supported_one():
+    with pytest.raises(AssertionError, match="must be one of") as err:
+        ex.check_ex3(_make, RESULTS, "multi dimensional", DEFAULT)
+    assert "supports" not in str(err.value)
+
+
+def test_ex2_numpy_and_float64_results_pass():
+    from attnsurvey.general_mechanisms import dimensionality as md
+
+    def ew(Q, K, V):
+        return md.multidimensional_context(
+            md.multidimensional_align(Q.unsqueeze(-2) * K.unsqueeze(-3) / K.shape[-1] ** 0.5), V
+        )
+
+    assert "correct" in ex.check_ex2(lambda Q, K, V: ew(Q, K, V).numpy())
+    assert "correct" in ex.check_ex2(lambda Q, K, V: ew(Q, K, V).double())
+
+
+def test_checks_raise_explicitly_and_survive_python_o():
+    # a bare assert disappears under python -O (PYTHONOPTIMIZE), and every check would then pass anything
+    tree = ast.parse(inspect.getsource(ex))
+    asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    assert not asserts, f"bare assert on lines {asserts}"

@@ -43,9 +43,11 @@ class SeqBatch:
 
 
 def target_positions(task: str, src: Tensor, lengths: Tensor) -> Tensor:
-    """The source position each output token is copied from, ``(B, n_x)`` (-1 on padding).
+    """The source position each output token is copied from, ``(B, n_y)`` (-1 on padding).
 
-    For ``reverse`` this is the anti-diagonal ``n - 1 - t``; for ``copy`` the
+    Entry ``[b, t]`` belongs to output step ``t`` and holds a source position;
+    these tasks have ``n_y = n_x``, so the shape is also that of ``src``. For
+    ``reverse`` this is the anti-diagonal ``n - 1 - t``; for ``copy`` the
     diagonal ``t``; for ``sort`` the (stable) arg-sort of the valid tokens.
     It is the ground-truth alignment of the task. Raises ``ValueError`` for an
     unknown task.

@@ -28,7 +28,12 @@ def expected_verdict(a_name: str, a: Sequence[float], b_name: str, b: Sequence[f
 
 
 def check_results_and_verdict(
-    results: Mapping[str, Sequence[float]], a_name: str, b_name: str, verdict: str
+    results: Mapping[str, Sequence[float]],
+    a_name: str,
+    b_name: str,
+    verdict: str,
+    not_from: Mapping[str, Sequence[float]] | None = None,
+    not_from_hint: str = "",
 ) -> Difference:
     """Assert that ``results`` hold both methods' accuracies over paired seeds and that ``verdict`` is supported.
 
@@ -36,17 +41,41 @@ def check_results_and_verdict(
     for ``a_name`` and ``b_name``, at least :data:`MIN_SEEDS` of them; every value
     must be an accuracy, a finite number in ``[0, 1]``.
     verdict: ``a_name``, ``b_name`` or ``"not resolved"``.
-    Returns the paired difference ``a - b``. Raises ``AssertionError`` with a hint otherwise.
+    not_from: optional results of another experiment (the chapter's own run, say)
+    that ``results`` must not repeat: a row of ``results`` equal to the row of
+    the same name there (to 6 decimals) fails with ``not_from_hint``. It catches
+    an exercise run that forgot the setting the exercise changes.
+    Returns the paired difference ``a - b``. Raises ``AssertionError`` with a hint
+    otherwise; the hint reports the interval but never names the supported verdict.
     """
+    if not isinstance(results, Mapping):
+        raise AssertionError(f"results must map each method's name to its accuracies, got {type(results).__name__}")
     for name in (a_name, b_name):
-        assert name in results, f"results need the key {name!r}, got {sorted(results)}"
+        if name not in results:
+            raise AssertionError(f"results need the key {name!r}, got {sorted(results)}")
         vals = list(results[name])
-        assert len(vals) >= MIN_SEEDS, f"{name}: {len(vals)} values; run at least {MIN_SEEDS} seeds"
+        if len(vals) < MIN_SEEDS:
+            raise AssertionError(f"{name}: {len(vals)} values; run at least {MIN_SEEDS} seeds")
         bad = [v for v in vals if not (math.isfinite(float(v)) and 0.0 <= float(v) <= 1.0)]
-        assert not bad, f"{name}: values outside [0.0, 1.0]: {bad}"
-    assert len(results[a_name]) == len(results[b_name]), "run both methods on the same seeds (same number of values)"
+        if bad:
+            raise AssertionError(f"{name}: values outside [0.0, 1.0]: {bad}")
+    if len(results[a_name]) != len(results[b_name]):
+        raise AssertionError("run both methods on the same seeds (same number of values)")
+    if not_from is not None:
+        for name in (a_name, b_name):
+            if name in not_from and _same(results[name], not_from[name]):
+                raise AssertionError(f"results[{name!r}] repeats the chapter's own run: {not_from_hint}")
+    allowed = (a_name, b_name, NOT_RESOLVED)
+    if verdict not in allowed:
+        raise AssertionError(f"the verdict must be one of {', '.join(repr(x) for x in allowed)}; got {verdict!r}")
     want, d = expected_verdict(a_name, list(results[a_name]), b_name, list(results[b_name]))
-    assert (
-        verdict == want
-    ), f"the paired difference {a_name} - {b_name} is {d}; the verdict it supports is {want!r}, not {verdict!r}"
+    if verdict != want:
+        raise AssertionError(
+            f"the paired difference {a_name} - {b_name} is {d}; the verdict {verdict!r} does not follow from it "
+            "(a winner needs an interval that excludes 0, and its sign says which)"
+        )
     return d
+
+
+def _same(a: Sequence[float], b: Sequence[float]) -> bool:
+    return len(a) == len(b) and all(round(float(x), 6) == round(float(y), 6) for x, y in zip(a, b))

@@ -23,7 +23,9 @@ def check_ex2(fn: Callable[..., float]) -> str:
     """Ex. 2: ``fn(weights, src, lengths, task, tolerance=0)`` is the alignment hit rate.
 
     It is applied to a perfect anti-diagonal, the same shifted by one position,
-    the identity, and a padded batch (padded steps must not count).
+    the identity, a collapsed alignment that is not symmetric (so that the
+    arg-max over the wrong axis shows), and a padded batch (padded steps must
+    not count).
     """
     src = torch.full((2, 6), 3)
     full = torch.tensor([6, 6])
@@ -37,6 +39,22 @@ def check_ex2(fn: Callable[..., float]) -> str:
         ((eye, src, full, "reverse"), {}, 0.0, "the diagonal on reversal"),
         ((eye, src, full, "copy"), {}, 1.0, "the diagonal on copying"),
     ]
+    # a collapsed alignment: every output step puts its largest weight on the first token,
+    # and its runner-up on the diagonal; read along the wrong axis it looks like a perfect copy
+    collapsed = torch.full((2, 6, 6), 0.05)
+    collapsed[:, 0, 1:] = 0.1
+    for t in range(6):
+        collapsed[:, t, 0] = 0.5 - 0.01 * t
+        if t > 0:
+            collapsed[:, t, t] = 0.3
+    cases.append(
+        (
+            (collapsed, src, full, "copy"),
+            {"tolerance": 1},
+            2 / 6,
+            "a collapsed alignment (every output step's largest weight on the first source token), tolerance 1",
+        )
+    )
     # a padded batch: the second example has length 3; its steps 3-5 are padding and must be ignored
     lens = torch.tensor([6, 3])
     w = torch.zeros(2, 6, 6)
@@ -45,20 +63,31 @@ def check_ex2(fn: Callable[..., float]) -> str:
     w[1, 3:, 0] = 1.0  # padded rows point anywhere
     cases.append(((w, src, lens, "reverse"), {}, 1.0, "a padded batch (padded steps do not count)"))
     for args, kwargs, want, what in cases:
-        got = float(fn(*args, **kwargs))
+        got = fn(*args, **kwargs)
+        if got is None:
+            raise AssertionError("your function returned None: return the hit rate, a number in [0, 1]")
+        got = float(got)
         if abs(got - want) > 1e-6:
-            raise AssertionError(f"for {what} the hit rate is {want:.3f}, your function gave {got:.3f}")
-    return "correct: hit rates match on all six alignments"
+            hint = ""
+            if "collapsed" in what:
+                hint = " (weights is (B, n_y, n_x): take the arg-max over the source positions, the last axis)"
+            raise AssertionError(f"for {what} the hit rate is {want:.3f}, your function gave {got:.3f}{hint}")
+    return "correct: hit rates match on all seven alignments"
 
 
 def check_ex3(diagonal_rate: float, anti_diagonal_rate: float) -> str:
     """Ex. 3: a model trained to copy attends along the diagonal (hit rates at tolerance 1)."""
     for name, r in (("diagonal_rate", diagonal_rate), ("anti_diagonal_rate", anti_diagonal_rate)):
+        if r is None:
+            raise AssertionError(f"{name} is still None: set it to the hit rate you measured")
         if not 0.0 <= float(r) <= 1.0:
             raise AssertionError(f"{name} is a fraction of output steps, in [0, 1]; got {r}")
+    diagonal_rate, anti_diagonal_rate = float(diagonal_rate), float(anti_diagonal_rate)
     if diagonal_rate < 0.8:
         raise AssertionError(
-            f"diagonal hit rate {diagonal_rate:.2f} is low: did you train on task='copy' and measure against 'copy'?"
+            f"diagonal hit rate {diagonal_rate:.2f} is low for a copying model: did you measure with tolerance=1 "
+            "(the weight is often split between neighbouring positions), against the 'copy' alignment, "
+            "for a model trained with task='copy'?"
         )
     if diagonal_rate <= 2 * anti_diagonal_rate:
         raise AssertionError("a copying model should look along the diagonal far more often than the anti-diagonal")

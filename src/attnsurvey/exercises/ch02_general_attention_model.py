@@ -22,7 +22,9 @@ def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool
     want = torch.full((4,), 0.25, dtype=torch.float64)  # exp(7) / (4 exp(7)), by hand
     if not torch.allclose(w, want, atol=1e-6):
         raise AssertionError(f"equal scores give equal weights that sum to one; got {w.tolist()}")
-    if shift_changes_weights is not False:
+    if shift_changes_weights is None or isinstance(shift_changes_weights, str):
+        raise AssertionError(f"answer (b) with True or False, not {shift_changes_weights!r}")
+    if bool(shift_changes_weights):
         raise AssertionError(
             "exp(e_l + b) / sum_j exp(e_j + b): the factor exp(b) cancels, so the weights do not change"
         )
@@ -34,7 +36,23 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
 
     Compared with :func:`attnsurvey.general_model.attend` on random inputs, including
     scores near ±10^4 (a softmax that does not subtract the maximum overflows).
+    A wrong context is compared with the usual slips (another scale, no
+    normalisation) so that the hint names the one it matches.
     """
+
+    def slips(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> dict[str, torch.Tensor]:
+        d_k, d_v = K.shape[1], V.shape[1]
+        out = {}
+        for hint, div in (
+            ("the scores are not divided by sqrt(d_k)", 1.0),
+            ("the scores are divided by d_k; the scale is sqrt(d_k)", float(d_k)),
+            ("the scores are divided by sqrt(d_v); the scale uses the size of the keys and query", math.sqrt(d_v)),
+        ):
+            out[hint] = torch.softmax(K @ q / div, -1) @ V
+        e = K @ q / math.sqrt(d_k)
+        out["the weights do not sum to one: divide the exponentials by their sum"] = torch.exp(e - e.max()) @ V
+        return out
+
     gg = torch.Generator().manual_seed(5)
     for scale in (1.0, 1e4):
         qx, Kx, Vx = (
@@ -50,12 +68,26 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
                 f"overflow with scores of size {scale:g}: subtract the largest score first ({err})"
             ) from err
         c_mine = torch.as_tensor(got, dtype=torch.float64)
-        if c_mine.shape != c_ref[0].shape or not torch.isfinite(c_mine).all():
-            raise AssertionError(f"expected a finite context of shape {tuple(c_ref[0].shape)}, got {c_mine.tolist()}")
-        if not torch.allclose(c_mine, c_ref[0], atol=1e-6, rtol=1e-6):
+        if c_mine.shape != c_ref[0].shape:
             raise AssertionError(
-                f"context differs from attend at score scale {scale:g}: did you divide the scores by sqrt(d_k)?"
+                f"expected a context of shape {tuple(c_ref[0].shape)} (one number per value dimension), "
+                f"got shape {tuple(c_mine.shape)}"
             )
+        if not torch.isfinite(c_mine).all():
+            raise AssertionError(
+                f"the context is not finite with scores of size {scale:g} ({c_mine.tolist()}): "
+                "subtract the largest score before exponentiating"
+            )
+        if not torch.allclose(c_mine, c_ref[0], atol=1e-6, rtol=1e-6):
+            q64, K64, V64 = qx.double(), Kx.double(), Vx.double()
+            matched = [h for h, c in slips(q64, K64, V64).items() if torch.allclose(c_mine, c, atol=1e-6, rtol=1e-6)]
+            hint = (
+                matched[0]
+                if matched
+                else "check the scores (q . k_l / sqrt(d_k)), the softmax over the n_f keys "
+                "and the weighted sum of the values"
+            )
+            raise AssertionError(f"context differs from attend at score scale {scale:g}: {hint}")
     return "correct: matches attend, also for very large scores"
 
 
@@ -76,10 +108,23 @@ def check_ex3(model_mean: gm.TaskModel, model_attention: gm.TaskModel, acc_mean:
                 model, EX3_EVAL_N, torch.Generator().manual_seed(EX3_EVAL_SEED), **EX3_TASK
             )["accuracy"]
     for name, given in (("mean", acc_mean), ("attention", acc_attention)):
+        if given is None:
+            raise AssertionError(f"the {name} accuracy is still None: give the accuracy you measured")
         if not math.isclose(float(given), measured[name], abs_tol=1e-6):
+            model = model_mean if name == "mean" else model_attention
+            with torch.no_grad():
+                on16 = evaluate_match_query(
+                    model, EX3_EVAL_N, torch.Generator().manual_seed(EX3_EVAL_SEED), **dict(EX3_TASK, n_items=16)
+                )["accuracy"]
+            cause = (
+                "it is the accuracy on 16 items: evaluate with n_items=32"
+                if math.isclose(float(given), on16, abs_tol=1e-6)
+                else f"evaluate on EX3_TASK with EX3_EVAL_N = {EX3_EVAL_N} examples drawn from a generator "
+                f"seeded with EX3_EVAL_SEED = {EX3_EVAL_SEED}"
+            )
             raise AssertionError(
-                f"your {name} accuracy {float(given):.3f} is not what the model scores on the 32-item task "
-                f"({measured[name]:.3f}): evaluate with n_items=32"
+                f"your {name} accuracy {float(given):.3f} is not what this model scores on the 32-item task "
+                f"({measured[name]:.3f}): {cause}"
             )
     if measured["attention"] - measured["mean"] < 0.2:
         raise AssertionError(

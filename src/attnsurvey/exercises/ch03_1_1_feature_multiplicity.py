@@ -21,20 +21,25 @@ def _rand(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _close(got: object, want: Tensor, what: str) -> None:
+def _close(got: object, want: Tensor, what: str, hint: str = "") -> None:
     got_t = torch.as_tensor(got)
     if got_t.shape != want.shape:
         raise AssertionError(f"{what}: expected shape {tuple(want.shape)}, got {tuple(got_t.shape)}")
     if not torch.allclose(got_t.to(want.dtype), want, atol=1e-6):
-        raise AssertionError(f"{what}: values differ")
+        raise AssertionError(f"{what}: values differ{hint}")
 
 
 def check_ex1(e1_from_eq7: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
-    """Ex. 1: ``e1_from_eq7(K1, W1, w1)`` equals Eq. (14) with a zero affinity matrix."""
+    """Ex. 1: ``e1_from_eq7(K1, W1, w1)`` equals Eq. (14) with a zero affinity matrix and ``act = tanh``."""
     K1, K2 = _rand(4, 3, seed=31), _rand(5, 2, seed=32)
     W1, W2, w1, w2 = _rand(6, 3, seed=33), _rand(6, 2, seed=34), _rand(6, seed=35), _rand(6, seed=36)
     e1, _ = ca.parallel_co_attention_scores(K1, K2, torch.zeros(4, 5), W1, W2, w1, w2)
-    _close(e1_from_eq7(K1, W1, w1), e1, "Eq. (14) with A = 0")
+    _close(
+        e1_from_eq7(K1, W1, w1),
+        e1,
+        "Eq. (14) with A = 0",
+        " (the check uses act = tanh, as the chapter's code does, and no bias; keys are rows of K1)",
+    )
     return "correct: with A = 0, Eq. (14) is the query-less score of Eq. (7) without bias"
 
 

@@ -18,31 +18,51 @@ def check_ex1(a1: float) -> str:
     """Ex. 1: a_1 for w = (1, 0), x^(t_1) = (2, 5), x^(t_2) = (1, -3)."""
     X_t = torch.tensor([[2.0, 5.0], [1.0, -3.0]])
     expected = float(torch.softmax(rp.representation_scores(X_t, torch.tensor([1.0, 0.0])), -1)[0])
+    if a1 is None:
+        raise AssertionError("a1 is still None: give the number you computed")
     if math.isclose(float(a1), 1 / (1 + math.exp(-9)), abs_tol=1e-4):
         raise AssertionError("that uses both coordinates; w = (1, 0) keeps only the first")
+    if math.isclose(float(a1), 1 - expected, abs_tol=1e-4):
+        raise AssertionError("that is a_2, the weight of the second representation: check the sign of the difference")
     if not math.isclose(float(a1), expected, abs_tol=1e-4):
         raise AssertionError("not yet: a_1 = sigma(w^T (x^(t_1) - x^(t_2))); only the first coordinate counts")
     return f"correct: a_1 = sigma(1) = {expected:.4f}"
 
 
-def check_ex2(a_masked: Tensor, known: Tensor) -> str:
+def check_ex2(a_masked: Tensor, meta: torch.nn.Module, tables: EmbeddingTables, test_words: Tensor) -> str:
     """Ex. 2: the weights over the 4 tables with the true coverage of e1, e2 as the mask (e3, e4 masked out).
 
-    ``known`` is ``tables.known`` for the same words ``(n, 4)``.
+    ``meta`` is the trained model's :class:`~attnsurvey.feature_related.representations.MetaEmbedding`
+    (or the model that holds it as ``.meta``); ``tables`` and ``test_words`` are
+    the tables and the words the weights were computed for. The check recomputes
+    the masked weights with ``meta``'s parameters and compares.
     """
+    meta = getattr(meta, "meta", meta)
+    if getattr(meta, "combine", None) != "attention":
+        raise AssertionError("pass the trained meta-embedding (first['model'].meta), whose weights are learned")
+    known = tables.known[test_words]
     a = torch.as_tensor(a_masked)
     if a.shape != known.shape:
         raise AssertionError(
             f"expected one weight per word and table, shape {tuple(known.shape)}, got {tuple(a.shape)}"
         )
+    a = a.to(torch.float64)
     if not bool((a[:, 2:] == 0).all()):
         raise AssertionError("the shuffled and noise tables (e3, e4) must be masked out: they cover no word")
     k = known[:, :2]
     if not bool((a[:, :2][~k] == 0).all()):
         raise AssertionError("a table that does not know a word must get weight 0 for it")
-    one = k.sum(-1) == 1
-    if not torch.allclose(a[one][:, :2].sum(-1), torch.ones(int(one.sum()))):
-        raise AssertionError("a word known by exactly one table must put all its weight on that table")
+    some = k.any(-1)
+    if not torch.allclose(a[some].sum(-1), torch.ones(int(some.sum()), dtype=a.dtype), atol=1e-5):
+        raise AssertionError("the weights of a word known by at least one table must sum to 1 over those tables")
+    coverage = torch.cat([k, torch.zeros_like(k)], -1)
+    with torch.no_grad():
+        want = meta(tables.lookup(test_words), mask=coverage).a.to(torch.float64)
+    if not torch.allclose(a, want, atol=1e-5):
+        raise AssertionError(
+            "the weights of words known by both tables differ from the trained model's: "
+            "score the tables with first['model'].meta's projections and score vector"
+        )
     return "correct: with the coverage as mask, each word reads only the tables that know it"
 
 

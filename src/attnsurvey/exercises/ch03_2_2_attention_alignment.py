@@ -28,15 +28,20 @@ def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
         e = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
         L = torch.randn(n, generator=gen, dtype=torch.float64) + 2.0
         (torch.softmax(e, -1) * L).sum().backward()
-        assert e.grad is not None  # e is a leaf with requires_grad: backward() filled its grad
+        grad = e.grad
+        if grad is None:  # cannot happen: e is a leaf with requires_grad, so backward() filled its grad
+            raise RuntimeError("autograd gave no gradient for the scores")
         a = torch.softmax(e.detach(), -1)
         for b in (0.0, 3.0):
             got = torch.as_tensor(grad_fn(a, L, b), dtype=torch.float64)
-            assert got.shape == e.shape, f"n={n}: expected a gradient of shape {tuple(e.shape)}, got {tuple(got.shape)}"
-            assert torch.allclose(got, e.grad, atol=1e-9), (
-                f"n={n}, b={b}: expected {[round(x, 4) for x in e.grad.tolist()]}, got {[round(x, 4) for x in got.tolist()]} "
-                "(take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel)"
-            )
+            if got.shape != e.shape:
+                raise AssertionError(f"n={n}: expected a gradient of shape {tuple(e.shape)}, got {tuple(got.shape)}")
+            if not torch.allclose(got, grad, atol=1e-9):
+                raise AssertionError(
+                    f"n={n}, b={b}: expected {[round(x, 4) for x in grad.tolist()]}, "
+                    f"got {[round(x, 4) for x in got.tolist()]} "
+                    "(take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel)"
+                )
     return "correct: E[(L_m - b) grad log a_m] = a_l (L_l - sum_m a_m L_m), whatever b"
 
 
@@ -53,12 +58,15 @@ def check_ex2(fn: Callable[[Tensor, int, int], Tensor]) -> str:
         start = min(max(p - D, 0), n - width)
         want = torch.zeros(n)
         want[start : start + width] = torch.softmax(e[:n][start : start + width], -1)
-        got = fn(e[:n], p, D)
-        assert tuple(got.shape) == (n,), f"n_f={n}: expected {n} weights, got shape {tuple(got.shape)}"
-        assert torch.allclose(got, want, atol=1e-6), (
-            f"n_f={n}, p={p}, D={D}: expected {[round(x, 3) for x in want.tolist()]}, got {[round(x, 3) for x in got.tolist()]} "
-            "(shift the window inwards so that it keeps min(2D + 1, n_f) positions; no Gaussian)"
-        )
+        got = torch.as_tensor(fn(e[:n], p, D), dtype=want.dtype)
+        if tuple(got.shape) != (n,):
+            raise AssertionError(f"n_f={n}: expected {n} weights, got shape {tuple(got.shape)}")
+        if not torch.allclose(got, want, atol=1e-6):
+            raise AssertionError(
+                f"n_f={n}, p={p}, D={D}: expected {[round(x, 3) for x in want.tolist()]}, "
+                f"got {[round(x, 3) for x in got.tolist()]} "
+                "(shift the window inwards so that it keeps min(2D + 1, n_f) positions; no Gaussian)"
+            )
     return "correct: the shifted window always holds min(2D + 1, n_f) positions"
 
 
@@ -70,9 +78,11 @@ def check_ex3(results: Mapping[str, Sequence[float]], verdict: str, table_d2: Se
     (``table_d2``: same seeds, same recipe). ``verdict`` is ``"D=4"``, ``"D=2"``
     or ``"not resolved"``, as the paired difference decides.
     """
-    assert "D=2" in results, "results need the key 'D=2'"
-    assert [round(float(x), 6) for x in results["D=2"]] == [
-        round(float(x), 6) for x in table_d2
-    ], "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
+    if "D=2" not in results:
+        raise AssertionError(f"results need the key 'D=2', got {sorted(results)}")
+    if [round(float(x), 6) for x in results["D=2"]] != [round(float(x), 6) for x in table_d2]:
+        raise AssertionError(
+            "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
+        )
     d = check_results_and_verdict(results, "D=4", "D=2", verdict)
     return f"correct: D=4 - D=2 = {d}"
