@@ -25,6 +25,9 @@ def test_expand_kv():
     exd.check_expand_kv(lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1))
     with pytest.raises(AssertionError, match="tiled"):
         exd.check_expand_kv(lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
+    for axis in (0, 2):  # the group size taken from B or from n, which the old single case (B = n = h/g = 2) let pass
+        with pytest.raises(AssertionError):
+            exd.check_expand_kv(lambda k, h, axis=axis: k.repeat_interleave(k.shape[axis], dim=1))
 
 
 def test_score_counts():
