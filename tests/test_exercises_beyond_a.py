@@ -18,8 +18,12 @@ def test_rescale_check():
         et.check_rescale(lambda m_old, m_new: math.exp(m_new - m_old))  # the sign flipped
 
 
-def _stream(scores, rescale=True):
-    m, l = -math.inf, 0.0
+def test_rescale_float32_tensor_passes():
+    et.check_rescale(lambda m_old, m_new: torch.exp(torch.tensor(m_old - m_new)))
+
+
+def _stream(scores, rescale=True, m0=-math.inf):
+    m, l = m0, 0.0
     for e in scores:
         m_new = max(m, e)
         l = (l * math.exp(m - m_new) if rescale else l) + math.exp(e - m_new)
@@ -31,6 +35,15 @@ def test_streaming_check():
     et.check_streaming_logsumexp(_stream)
     with pytest.raises(AssertionError):
         et.check_streaming_logsumexp(lambda s: _stream(s, rescale=False))  # forgets to rescale l
+
+
+def test_streaming_check_float32_tensors_pass():
+    et.check_streaming_logsumexp(lambda s: tuple(torch.tensor(v) for v in _stream(s)))
+
+
+def test_streaming_check_maximum_started_at_zero_fails():
+    with pytest.raises(AssertionError, match="largest score"):
+        et.check_streaming_logsumexp(lambda s: _stream(s, m0=0.0))
 
 
 def test_causal_tiles_check():

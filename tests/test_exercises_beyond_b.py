@@ -25,6 +25,9 @@ def test_expand_kv():
     exd.check_expand_kv(lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1))
     with pytest.raises(AssertionError, match="tiled"):
         exd.check_expand_kv(lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
+    for axis in (0, 2):  # the group size taken from B or from n, which the old single case (B = n = h/g = 2) let pass
+        with pytest.raises(AssertionError):
+            exd.check_expand_kv(lambda k, h, axis=axis: k.repeat_interleave(k.shape[axis], dim=1))
 
 
 def test_score_counts():
@@ -86,8 +89,22 @@ def test_length_exact():
     pred = data.tgt_out.clone()
     pred[data.lengths == 12, 0] = PAD  # every length-12 example wrong, the others right
     n_right = float((data.lengths != 12).float().mean())
-    ext.check_length_exact(0.0, pred, data, 12)
+    ext.check_length_exact_of(0.0, pred, data, 12)
     with pytest.raises(AssertionError, match="all lengths"):
-        ext.check_length_exact(n_right, pred, data, 12)
+        ext.check_length_exact_of(n_right, pred, data, 12)
     with pytest.raises(ValueError, match="no example"):
-        ext.check_length_exact(0.0, pred, data, 99)
+        ext.check_length_exact_of(0.0, pred, data, 99)
+
+
+def test_length_exact_decodes_the_model_itself():
+    # the check decodes with the model it is given: the targets passed as "predictions" with an
+    # answer of 1.0 used to pass (the reference was computed from the reader's pred)
+    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    model = tt.make_model().eval()  # untrained: a few or no length-12 rows right
+    with torch.no_grad():
+        pred = tt.decode(model, data, 1)
+    right = float(((pred == data.tgt_out) | (data.tgt_out == PAD)).all(1)[data.lengths == 12].float().mean())
+    ext.check_length_exact(right, model, data, 12)
+    with pytest.raises(AssertionError):
+        ext.check_length_exact(1.0, model, data, 12)

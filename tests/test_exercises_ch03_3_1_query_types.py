@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attnsurvey.data.sentiment import keyword_features
 from attnsurvey.exercises import ch03_3_1_query_types as ex
@@ -11,6 +12,17 @@ from attnsurvey.query_related import types as qt
 
 def test_ex1_solution_passes():
     assert "correct" in ex.check_ex1(lambda r, n: r * (1 - 1 / n) ** 2 + r * (r - 1) / n**2)
+
+
+@pytest.mark.parametrize(
+    "penalty",
+    [
+        lambda r, n: torch.tensor(r * (1 - 1 / n) ** 2 + r * (r - 1) / n**2),  # a float32 tensor
+        lambda r, n: qt.redundancy_penalty(torch.full((r, n), 1.0 / n)),  # computed numerically in float32
+    ],
+)
+def test_ex1_float32_answers_pass(penalty):
+    assert "correct" in ex.check_ex1(penalty)
 
 
 def test_ex1_forgotten_off_diagonal_fails():

@@ -27,6 +27,15 @@ def test_ex1_rotation_in_the_wrong_direction_fails():
         ex.check_ex1(lambda P, t, k, i: _rotate(P, t, k, i, sign=-1.0))
 
 
+def test_ex1_reading_row_t_plus_k_fails():
+    with pytest.raises(AssertionError, match="row t \\+ k"):
+        ex.check_ex1(lambda P, t, k, i: P[t + k, 2 * i : 2 * i + 2])
+
+
+def test_ex1_float32_rotation_passes():
+    assert "correct" in ex.check_ex1(lambda P, t, k, i: _rotate(P.float(), t, k, i))
+
+
 def _copy_mha(ours, ref):
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([ours.W_Q.weight, ours.W_K.weight, ours.W_V.weight]))
@@ -34,14 +43,14 @@ def _copy_mha(ours, ref):
         ref.out_proj.load_state_dict(ours.W_O.state_dict())
 
 
-def _to_torch(dec, norm_first=True):
+def _to_torch(dec, norm_first=True, norms=("norm1", "norm2", "norm3")):
     ref = torch.nn.TransformerDecoderLayer(16, 2, 24, dropout=0.0, batch_first=True, norm_first=norm_first)
     _copy_mha(dec.self_attn, ref.self_attn)
     _copy_mha(dec.cross_attn, ref.multihead_attn)
     for name in ("linear1", "linear2"):
         getattr(ref, name).load_state_dict(getattr(dec.ffn, name).state_dict())
-    for name in ("norm1", "norm2", "norm3"):
-        getattr(ref, name).load_state_dict(getattr(dec, name).state_dict())
+    for name, ours in zip(("norm1", "norm2", "norm3"), norms):
+        getattr(ref, name).load_state_dict(getattr(dec, ours).state_dict())
     return ref
 
 
@@ -52,6 +61,13 @@ def test_ex2_solution_passes():
 def test_ex2_post_norm_twin_fails():
     with pytest.raises(AssertionError):
         ex.check_ex2(lambda dec: _to_torch(dec, norm_first=False))
+
+
+@pytest.mark.parametrize("norms", [(), ("norm3", "norm1", "norm2"), ("norm1", "norm3", "norm2")])
+def test_ex2_norms_not_copied_or_misplaced_fail(norms):
+    # a fresh LayerNorm is weight 1, bias 0 in both libraries: only a check with trained-looking norms sees these
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda dec: _to_torch(dec, norms=norms))
 
 
 def _evaluate(tagger, x, y):
@@ -77,6 +93,12 @@ def test_ex3_solution_passes(tagger):
 def test_ex3_sequence_accuracy_fails(tagger):
     with pytest.raises(AssertionError):
         ex.check_ex3(_sequence_accuracy, tagger, False)
+
+
+def test_ex3_wrong_verdict_fails_without_giving_the_answer(tagger):
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex3(_evaluate, tagger, True)
+    assert "answer" not in str(err.value) and "False" not in str(err.value)
 
 
 def test_ex3_wrong_verdict_fails(tagger):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from attnsurvey.evaluation import extrinsic as ex
 from attnsurvey.exercises import ch04_1_extrinsic_evaluation as checks
@@ -19,6 +20,15 @@ def test_ex1_swapped_lengths_fail():
         checks.check_ex1(math.exp(1 - 30 / 40))
 
 
+def test_ex1_value_rounded_as_in_the_solution_passes():
+    assert "correct" in checks.check_ex1(0.7165)  # the Solution box prints "approx. 0.7165"
+
+
+def test_ex1_too_coarse_rounding_fails_with_a_rounding_hint():
+    with pytest.raises(AssertionError, match="four decimals"):
+        checks.check_ex1(0.72)
+
+
 def _cer(references, hypotheses, by_hypothesis=False):
     errors = sum(sum(ex.edit_counts(list(r), list(h))[:3]) for r, h in zip(references, hypotheses))
     return errors / sum(len(t) for t in (hypotheses if by_hypothesis else references))
@@ -26,6 +36,10 @@ def _cer(references, hypotheses, by_hypothesis=False):
 
 def test_ex2_solution_passes():
     assert "correct" in checks.check_ex2(_cer)
+
+
+def test_ex2_float32_answer_passes():
+    assert "correct" in checks.check_ex2(lambda r, h: torch.tensor(_cer(r, h), dtype=torch.float32))
 
 
 def test_ex2_dividing_by_hypothesis_length_fails():

@@ -27,9 +27,16 @@ def test_ex2_solution_passes():
     assert "correct" in ex.check_ex2(_pr)
 
 
-def test_ex2_possible_without_sure_fails():
+def test_ex2_formula_as_stated_passes():
+    # the chapter defines P as containing S, so |A & P| / |A| needs no P | S
+    assert "correct" in ex.check_ex2(lambda A, S, P: _pr(A, S, P, union=False))
+
+
+def test_ex2_swapped_or_sure_only_precision_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex2(lambda A, S, P: _pr(A, S, P, union=False))
+        ex.check_ex2(lambda A, S, P: _pr(A, S, P)[::-1])
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda A, S, P: (float((A & S).sum() / A.sum()), float((A & S).sum() / S.sum())))
 
 
 def _corpus_aer(model, x, S, P):
@@ -49,3 +56,14 @@ def test_ex3_solution_passes():
 def test_ex3_ignoring_possible_links_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3(_aer_without_possible_links)
+
+
+def _mean_of_sentence_aers(model, x, S, P):
+    with torch.no_grad():
+        A = it.hard_alignment(model(x)[1])
+    return sum(it.alignment_error_rate(A[b], S[b], P[b]) for b in range(len(x))) / len(x)
+
+
+def test_ex3_mean_of_sentence_aers_fails():
+    with pytest.raises(AssertionError, match="per-sentence"):
+        ex.check_ex3(_mean_of_sentence_aers)

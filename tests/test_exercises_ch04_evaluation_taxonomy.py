@@ -17,6 +17,12 @@ def test_ex1_adding_instead_of_multiplying_fails():
         ex.check_ex1(2 + 4)
 
 
+def test_ex1_not_a_whole_number_fails():
+    assert "correct" in ex.check_ex1(8.0)
+    with pytest.raises(AssertionError):
+        ex.check_ex1(8.9)  # int() would truncate it to the right count
+
+
 def _combined_rows():
     return [r.id for r in tx.TABLE3 if any(len(alt) > 1 for alt in r.point.query_type)]
 

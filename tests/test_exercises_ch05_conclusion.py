@@ -17,12 +17,26 @@ def test_ex1_single_head_count_fails():
         ex.check_ex1(16 * 16)
 
 
+def test_ex1_not_a_whole_number_fails():
+    assert "correct" in ex.check_ex1(128.0)
+    with pytest.raises(AssertionError):
+        ex.check_ex1(128.9)  # int() would truncate it to the right count
+
+
 def test_ex2_solution_passes():
     m = B.build_model(
         B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop"),
         16,
         4,
     )
+    assert "correct" in ex.check_ex2(m)
+
+
+@pytest.mark.parametrize("qm", ["multi-head + multi-hop", "multi-hop + multi-head"])
+@pytest.mark.parametrize("qt", ["self-attention + basic", "basic + self-attention"])
+def test_ex2_either_spelling_of_a_combined_cell_passes(qm, qt):
+    # the builder takes a "+" cell as a set: both spellings build the same model
+    m = B.build_model(B.point(alignment="hard", query_type=qt, query_multiplicity=qm), 16, 4)
     assert "correct" in ex.check_ex2(m)
 
 
@@ -45,3 +59,8 @@ def test_ex3_solution_passes():
 def test_ex3_default_two_heads_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3(_md_mh())
+
+
+def test_ex3_four_heads_without_multi_dimensional_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4))

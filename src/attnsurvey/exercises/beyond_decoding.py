@@ -26,24 +26,34 @@ def check_cache_gib(answer: float) -> None:
         raise AssertionError("half the right size: a cache stores keys AND values")
     if math.isclose(answer, right * EX1["n_heads"] / EX1["n_kv_heads"], rel_tol=0.01):
         raise AssertionError("that is the MHA cache: with GQA only the n_kv_heads K/V heads are cached")
-    assert math.isclose(
-        answer, right, rel_tol=0.01
-    ), f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes"
+    if not math.isclose(answer, right, rel_tol=0.01):
+        raise AssertionError(f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes")
     print(f"correct: {right:.3g} GiB")
 
 
 def check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
-    """Exercise 2: ``expand_kv(k, h)`` turns ``(B, g, n, d)`` into ``(B, h, n, d)``, query head j reading K/V head j // (h/g)."""
-    k = torch.arange(2 * 3 * 2 * 1, dtype=torch.float32).reshape(2, 3, 2, 1)
-    out = expand_kv(k, 6)
-    assert tuple(out.shape) == (2, 6, 2, 1), f"expected shape (2, 6, 2, 1), got {tuple(out.shape)}"
-    if torch.equal(out, k.repeat(1, 2, 1, 1)):
-        raise AssertionError(
-            "the groups are tiled (head 1 reads K/V head 1); consecutive query heads must share one K/V head"
-        )
-    assert torch.equal(
-        out, k.repeat_interleave(2, dim=1)
-    ), "query heads 0, 1 must read K/V head 0; heads 2, 3 head 1; ..."
+    """Exercise 2: ``expand_kv(k, h)`` turns ``(B, g, n, d)`` into ``(B, h, n, d)``, query head j reading K/V head j // (h/g).
+
+    Two cases with different ``B``, ``g``, ``h / g``, ``n`` and ``d``, so an
+    answer that takes the group size from the wrong axis fails.
+    """
+    for shape, h in [((2, 3, 2, 1), 6), ((1, 2, 3, 5), 8)]:
+        B, g, n, d = shape
+        k = torch.arange(B * g * n * d, dtype=torch.float32).reshape(shape)
+        out = expand_kv(k, h)
+        if tuple(out.shape) != (B, h, n, d):
+            raise AssertionError(
+                f"k of shape {shape}, h = {h}: expected shape {(B, h, n, d)}, got {tuple(out.shape)} "
+                "(each K/V head serves h // g query heads)"
+            )
+        if torch.equal(out, k.repeat(1, h // g, 1, 1)):
+            raise AssertionError(
+                "the groups are tiled (head 1 reads K/V head 1); consecutive query heads must share one K/V head"
+            )
+        if not torch.equal(out, k.repeat_interleave(h // g, dim=1)):
+            raise AssertionError(
+                f"k of shape {shape}, h = {h}: query heads 0 .. h/g - 1 must read K/V head 0, the next h/g head 1, ..."
+            )
     print("correct: consecutive query heads share a K/V head")
 
 
@@ -59,8 +69,6 @@ def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> Non
         raise AssertionError("swapped: the cache makes generation cheaper")
     if without_cache == T * T:
         raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
-    assert (
-        with_cache,
-        without_cache,
-    ) == right, "not right; step t attends with 1 query (cache) or t queries (no cache) to t keys"
+    if (with_cache, without_cache) != right:
+        raise AssertionError("not right; step t attends with 1 query (cache) or t queries (no cache) to t keys")
     print(f"correct: {right[0]:,} vs {right[1]:,} scores, a ratio of {right[1] / right[0]:.0f}")

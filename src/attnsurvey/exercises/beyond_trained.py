@@ -13,7 +13,8 @@ import torch
 from torch import Tensor
 
 from ..data.sequences import PAD, SeqBatch
-from ..experiments.trained_transformer import LENGTHS, reversal_data, scores
+from ..experiments.trained_transformer import LENGTHS, decode, reversal_data, scores
+from ..transformer.model import Seq2SeqTransformer
 
 
 def uniform_mirrored_weight(lo: int = LENGTHS[0], hi: int = LENGTHS[1]) -> float:
@@ -30,9 +31,8 @@ def check_uniform_mirrored(answer: float) -> None:
         raise AssertionError(
             "that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more"
         )
-    assert math.isclose(
-        answer, right, abs_tol=1e-3
-    ), "not right: sum over lengths of n * (1/n), divided by the number of tokens"
+    if not math.isclose(answer, right, abs_tol=1e-3):
+        raise AssertionError("not right: sum over lengths of n * (1/n), divided by the number of tokens")
     print(f"correct: {right:.4f}")
 
 
@@ -50,12 +50,24 @@ def check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -> None:
     token_acc = float((pred == data.tgt_out)[data.tgt_out != PAD].float().mean())
     if math.isclose(got, token_acc):
         raise AssertionError("that is token accuracy; exact match asks for the whole sequence")
-    assert math.isclose(got, right), f"{got} != {right}"
+    if not math.isclose(got, right):
+        raise AssertionError(f"{got} != {right}")
     print(f"correct: {right:.3f}")
 
 
-def check_length_exact(answer: float, pred: Tensor, data: SeqBatch, n: int) -> None:
-    """Exercise 3: greedy exact match restricted to the examples of length ``n``."""
+def check_length_exact(answer: float, model: Seq2SeqTransformer, data: SeqBatch, n: int) -> None:
+    """Exercise 3: greedy exact match of ``model`` restricted to the examples of ``data`` of length ``n``.
+
+    The check decodes ``data`` greedily with ``model`` itself (no training), so
+    the reference does not rest on predictions the reader passes.
+    """
+    with torch.no_grad():
+        pred = decode(model, data, 1)
+    check_length_exact_of(answer, pred, data, n)
+
+
+def check_length_exact_of(answer: float, pred: Tensor, data: SeqBatch, n: int) -> None:
+    """The comparison behind :func:`check_length_exact`, for given predictions ``pred``."""
     rows = data.lengths == n
     if not bool(rows.any()):
         raise ValueError(f"no example of length {n} in data")
@@ -64,5 +76,9 @@ def check_length_exact(answer: float, pred: Tensor, data: SeqBatch, n: int) -> N
     overall = scores(pred, data)["exact"]
     if math.isclose(answer, overall) and not math.isclose(answer, right):
         raise AssertionError("that is the exact match over all lengths; keep only the rows with lengths == n")
-    assert math.isclose(answer, right, abs_tol=1e-6), f"{answer} is not right"
+    if not math.isclose(answer, right, abs_tol=1e-6):
+        raise AssertionError(
+            f"{answer} is not right: decode greedily (beam width 1) and count the length-{n} rows whose "
+            "tokens all match"
+        )
     print(f"correct: {right:.3f} on {int(rows.sum())} sequences of length {n}")

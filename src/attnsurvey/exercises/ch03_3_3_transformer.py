@@ -23,17 +23,28 @@ def check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> str:
     """Ex. 1: ``rotate(P, t, k, i)`` maps pair ``i`` of ``P[t]`` to pair ``i`` of ``P[t + k]``.
 
     The check feeds a float64 sinusoidal table with ``d = 16`` and compares the
-    rotated pair with ``P[t + k, 2i : 2i + 2]`` for several ``(t, k, i)``.
+    rotated pair with ``P[t + k, 2i : 2i + 2]`` for several ``(t, k, i)``. The
+    table handed to ``rotate`` has row ``t + k`` replaced by NaN, so an answer
+    that reads that row instead of rotating row ``t`` fails.
     """
     P = positional.sinusoidal_position_encoding(40, 16, dtype=torch.float64)
     for t, k, i in _ROTATION_CASES:
-        got = torch.as_tensor(rotate(P, t, k, i), dtype=torch.float64)
+        hidden = P.clone()
+        hidden[t + k] = float("nan")
+        got = torch.as_tensor(rotate(hidden, t, k, i), dtype=torch.float64)
         want = P[t + k, 2 * i : 2 * i + 2]
-        assert got.shape == (2,), f"rotate must return the pair (sin, cos) as 2 numbers, got shape {tuple(got.shape)}"
-        assert torch.allclose(got, want, atol=1e-9), (
-            f"(t, k, i) = {(t, k, i)}: got {got.tolist()}, P[t+k] has {want.tolist()} "
-            "(check the angle k * 10000^(-2i/d) and the sign of the sines in R)"
-        )
+        if got.shape != (2,):
+            raise AssertionError(f"rotate must return the pair (sin, cos) as 2 numbers, got shape {tuple(got.shape)}")
+        if bool(got.isnan().any()):
+            raise AssertionError(
+                f"(t, k, i) = {(t, k, i)}: got {got.tolist()}; the check hides row t + k (NaN) from rotate: "
+                "compute the pair from row t alone"
+            )
+        if not torch.allclose(got, want, atol=1e-9):
+            raise AssertionError(
+                f"(t, k, i) = {(t, k, i)}: got {got.tolist()}, P[t+k] has {want.tolist()} "
+                "(check the angle k * 10000^(-2i/d) and the sign of the sines in R)"
+            )
     return "correct: the pair at t + k is a rotation of the pair at t by k * omega_i"
 
 
@@ -41,16 +52,22 @@ def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecod
     """Ex. 2: ``to_torch(dec)`` returns a ``torch.nn.TransformerDecoderLayer`` equal to ``dec``.
 
     The check builds a pre-norm ``DecoderLayer(16, 2, 24, norm_first=True)``,
-    asks for its torch twin, and compares both on random inputs with a causal
-    mask (torch's mask convention: True = blocked). A twin that is post-norm,
-    misses a copied weight or ignores the mask fails.
+    gives its three layer norms random scales and shifts (a fresh norm has
+    weight 1 and bias 0, like torch's, and would hide a norm that is not
+    copied or copied to the wrong place), asks for its torch twin, and compares
+    both on random inputs with a causal mask (torch's mask convention: True =
+    blocked). A twin that is post-norm, misses a copied weight or ignores the
+    mask fails.
     """
     torch.manual_seed(0)
     dec = model.DecoderLayer(16, 2, 24, norm_first=True)
+    with torch.no_grad():
+        for norm in (dec.norm1, dec.norm2, dec.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.5)
     ref = to_torch(dec)
-    assert isinstance(
-        ref, torch.nn.TransformerDecoderLayer
-    ), f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}"
+    if not isinstance(ref, torch.nn.TransformerDecoderLayer):
+        raise AssertionError(f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}")
     g = torch.Generator().manual_seed(1)
     Y, M = torch.randn(2, 5, 16, generator=g), torch.randn(2, 6, 16, generator=g)
     ref.eval()
@@ -58,10 +75,12 @@ def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecod
         ours = dec(Y, M, causal_mask(5))[0]
         theirs = ref(Y, M, tgt_mask=~causal_mask(5))
     diff = float((ours - theirs).abs().max())
-    assert diff < 1e-5, (
-        f"max |ours - torch| = {diff:.3g}: copy W_Q, W_K, W_V into in_proj, W_O into out_proj for both attentions, "
-        "the feed-forward and all three norms, and build torch's layer with norm_first=True, dropout=0, batch_first=True"
-    )
+    if not diff < 1e-5:
+        raise AssertionError(
+            f"max |ours - torch| = {diff:.3g}: copy W_Q, W_K, W_V into in_proj, W_O into out_proj for both attentions, "
+            "the feed-forward and all three norms (norm1 before self-attention, norm2 before cross-attention, norm3 "
+            "before the feed-forward), and build torch's layer with norm_first=True, dropout=0, batch_first=True"
+        )
     return "correct: max |ours - torch| < 1e-5 with a causal mask"
 
 
@@ -88,14 +107,16 @@ def check_ex3(
         x, y = reversal_batch(300, n, 10, torch.Generator().manual_seed(50 + n))
         want = _token_accuracy(tagger, x, y)
         got = float(evaluate(tagger, x, y))
-        assert abs(got - want) < 1e-6, (
-            f"length {n}: evaluate gave {got:.4f}, the token accuracy is {want:.4f} "
-            "(count correct positions over all positions, not whole sequences)"
-        )
+        if not abs(got - want) < 1e-6:
+            raise AssertionError(
+                f"length {n}: evaluate gave {got:.4f}, the token accuracy is {want:.4f} "
+                "(count correct positions over all positions, not whole sequences)"
+            )
         accs[n] = want
     truth = accs[12] > 0.9
-    assert bool(generalises) == truth, (
-        f"the model's token accuracy is {accs[8]:.3f} at length 8 and {accs[12]:.3f} at length 12: "
-        f"does it generalise? (answer {truth})"
-    )
+    if bool(generalises) != truth:
+        raise AssertionError(
+            f"the model's token accuracy is {accs[8]:.3f} at length 8 and {accs[12]:.3f} at length 12: "
+            "compare the length-12 accuracy with 0.9 again"
+        )
     return f"correct: token accuracy {accs[8]:.3f} at length 8, {accs[12]:.3f} at length 12"

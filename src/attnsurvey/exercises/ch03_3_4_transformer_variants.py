@@ -24,12 +24,15 @@ def check_ex1(flops: Callable[[int, int, int], tuple[int, int]]) -> str:
     for n, k, d in [(1024, 128, 64), (300, 7, 5), (16, 16, 1)]:
         got = tuple(int(v) for v in flops(n, k, d))
         want = (2 * n * n * d, 4 * n * k * d)
-        assert (
-            got[0] == want[0]
-        ), f"n, k, d = {(n, k, d)}: full attention needs {want[0]} multiply-adds (Q K^T and A V), got {got[0]}"
-        assert (
-            got[1] == want[1]
-        ), f"n, k, d = {(n, k, d)}: Linformer needs {want[1]}, got {got[1]} (did you count the projections E K and F V?)"
+        if got[0] != want[0]:
+            raise AssertionError(
+                f"n, k, d = {(n, k, d)}: full attention needs {want[0]} multiply-adds (Q K^T and A V), got {got[0]}"
+            )
+        if got[1] != want[1]:
+            raise AssertionError(
+                f"n, k, d = {(n, k, d)}: Linformer needs {want[1]}, got {got[1]} "
+                "(did you count the projections E K and F V?)"
+            )
     full, lin = flops(8192, 128, 64)
     return f"correct: at n = 8192 Linformer needs {lin / full:.4f} of full attention's multiply-adds"
 
@@ -39,8 +42,10 @@ def check_ex2(band: Callable[[int, int], Tensor]) -> str:
     for n, w in [(5, 0), (9, 2), (6, 10), (7, 1)]:
         got = band(n, w)
         want = local.local_window_mask(n, w)
-        assert isinstance(got, Tensor) and got.dtype == torch.bool, "return a boolean tensor (True = may attend)"
-        assert torch.equal(got, want), f"n = {n}, w = {w}: the band must keep |i - j| <= w (is the bound inclusive?)"
+        if not (isinstance(got, Tensor) and got.dtype == torch.bool):
+            raise AssertionError("return a boolean tensor (True = may attend)")
+        if not torch.equal(got, want):
+            raise AssertionError(f"n = {n}, w = {w}: the band must keep |i - j| <= w (is the bound inclusive?)")
     return "correct: the band is |clip(j - i)| <= w"
 
 
@@ -71,11 +76,16 @@ def check_ex3(lsh_error: Callable[[Tensor, Tensor, int, int], float], larger_chu
     for chunk in (8, 256):
         want = _lsh_reference(X, V, 8, chunk, range(5))
         got = float(lsh_error(X, V, 8, chunk))
-        assert abs(got - want) < 1e-5, (
-            f"chunk {chunk}: got {got:.4f}, expected {want:.4f} (relative error against shared-QK full attention, "
-            "mean over the rotations drawn with seeds 0-4)"
-        )
+        if not abs(got - want) < 1e-5:
+            raise AssertionError(
+                f"chunk {chunk}: got {got:.4f}, expected {want:.4f} (relative error against shared-QK full attention, "
+                "mean over the rotations drawn with seeds 0-4)"
+            )
         errs[chunk] = want
     truth = errs[256] < errs[8]
-    assert bool(larger_chunk_helps) == truth, f"chunk 8: {errs[8]:.3f}, chunk 256: {errs[256]:.3f}; answer {truth}"
+    if bool(larger_chunk_helps) != truth:
+        raise AssertionError(
+            f"on the check's data the mean error is {errs[8]:.3f} with chunks of 8 and {errs[256]:.3f} with chunks "
+            "of 256: which is lower?"
+        )
     return f"correct: mean error {errs[8]:.3f} with chunks of 8, {errs[256]:.3f} with chunks of 256"

@@ -16,9 +16,16 @@ from ..evaluation import extrinsic as ex
 
 
 def check_ex1(bp: float) -> str:
-    """Ex. 1: the brevity penalty for total hypothesis length ``c = 30`` and reference length ``r = 40``."""
+    """Ex. 1: the brevity penalty for total hypothesis length ``c = 30`` and reference length ``r = 40``.
+
+    The exact value or one rounded to four decimals (0.7165) is right.
+    """
     want = math.exp(1 - 40 / 30)
-    assert abs(float(bp) - want) < 1e-6, f"got {bp}: BP = exp(1 - r / c) when c < r (r is the reference length)"
+    err = abs(float(bp) - want)
+    if 5e-5 <= err < 5e-3:
+        raise AssertionError(f"got {bp}: close, but give the value to at least four decimals")
+    if not err < 5e-5:
+        raise AssertionError(f"got {bp}: BP = exp(1 - r / c) when c < r (r is the reference length)")
     return f"correct: BP = {want:.4f}"
 
 
@@ -34,10 +41,11 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
     for r, h in cases:
         want = jiwer.cer(r, h)
         got = float(cer_fn(r, h))
-        assert abs(got - want) < 1e-12, (
-            f"references {r}, hypotheses {h}: got {got:.4f}, jiwer says {want:.4f} "
-            "(sum S + D + I over the corpus, divide by the number of reference characters)"
-        )
+        if not abs(got - want) < 1e-6:
+            raise AssertionError(
+                f"references {r}, hypotheses {h}: got {got:.4f}, jiwer says {want:.4f} "
+                "(sum S + D + I over the corpus, divide by the number of reference characters)"
+            )
     return "correct: CER agrees with jiwer"
 
 
@@ -45,7 +53,8 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
     """Ex. 3: ``drop(model, x, y)`` = accuracy with learned weights minus accuracy with uniform weights.
 
     The check compares with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
-    on probe models of its own whose weights make the two accuracies differ.
+    on probe models of its own whose weights make the two accuracies differ. It
+    checks the function only, not the reader's comparison of 10 and 20 tokens.
     """
     from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
@@ -63,9 +72,12 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
         learned, uniform = ex.uniform_attention_ablation(model, x, y)
         want = learned - uniform
         got = float(drop_fn(model, x, y))
-        assert (
-            abs(got - want) < 1e-9
-        ), f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - (accuracy with uniform weights)"
+        if not abs(got - want) < 1e-6:
+            raise AssertionError(
+                f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - "
+                "(accuracy with uniform weights)"
+            )
         drops.append(want)
-    assert any(abs(d) > 0.02 for d in drops), "internal: the check's models must separate learned and uniform weights"
+    if not any(abs(d) > 0.02 for d in drops):
+        raise RuntimeError("internal: the check's models must separate learned and uniform weights")
     return "correct: the drop is learned minus uniform accuracy"

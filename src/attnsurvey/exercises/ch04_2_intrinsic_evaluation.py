@@ -22,9 +22,11 @@ def check_ex1(ac_value: float) -> str:
     G = torch.zeros(25, dtype=torch.bool)
     G[:4] = True
     want = float(it.attention_correctness(a, G))
-    assert (
-        abs(float(ac_value) - want) < 1e-9
-    ), f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions (the rest is spread over 24 regions)"
+    if not abs(float(ac_value) - want) < 1e-6:
+        raise AssertionError(
+            f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions "
+            "(the rest is spread over 24 regions)"
+        )
     return f"correct: AC = {want:.4f}"
 
 
@@ -32,30 +34,32 @@ def _links(pairs: list[tuple[int, int]]) -> Tensor:
     return it.links_to_matrix(pairs, 3, 4)
 
 
+_S1, _S2 = _links([(0, 0), (1, 2)]), _links([(0, 1), (1, 1), (2, 3)])
 _CASES = [
-    # sure links S, possible links P (not repeating S), hypothesis A
-    (_links([(0, 0), (1, 2)]), _links([(2, 1), (2, 2)]), _links([(0, 0), (1, 1), (2, 1)])),
-    (_links([(0, 1), (1, 1), (2, 3)]), _links([(0, 2)]), _links([(0, 2), (1, 1), (2, 0), (2, 3)])),
+    # sure links S, possible links P (which contain S, as the chapter defines them), hypothesis A
+    (_S1, _S1 | _links([(2, 1), (2, 2)]), _links([(0, 0), (1, 1), (2, 1)])),
+    (_S2, _S2 | _links([(0, 2)]), _links([(0, 2), (1, 1), (2, 0), (2, 3)])),
 ]
 
 
 def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> str:
-    """Ex. 2: ``precision_recall(A, S, P)`` = ``(|A & P| / |A|, |A & S| / |S|)`` with ``P`` taken as ``P | S``.
+    """Ex. 2: ``precision_recall(A, S, P)`` = ``(|A & P| / |A|, |A & S| / |S|)``.
 
-    The check's ``P`` matrices do not repeat the sure links, so an answer that
-    forgets that every sure link is also possible fails; it also checks that
-    ``1 - AER`` lies between the two numbers.
+    The check's ``P`` contain the sure links, as the chapter defines them, so
+    the formula as stated and one that takes ``P | S`` both pass; it also checks
+    that ``1 - AER`` lies between the two numbers.
     """
     for S, P, A in _CASES:
-        Pfull = P | S
-        want = (float((A & Pfull).sum() / A.sum()), float((A & S).sum() / S.sum()))
+        want = (float((A & P).sum() / A.sum()), float((A & S).sum() / S.sum()))
         got = tuple(float(v) for v in fn(A, S, P))
-        assert abs(got[0] - want[0]) < 1e-6 and abs(got[1] - want[1]) < 1e-6, (
-            f"got (precision, recall) = {got}, expected {want}: precision = |A & P| / |A|, recall = |A & S| / |S|, "
-            "and every sure link is also a possible link (use P | S)"
-        )
+        if not (len(got) == 2 and abs(got[0] - want[0]) < 1e-6 and abs(got[1] - want[1]) < 1e-6):
+            raise AssertionError(
+                f"got (precision, recall) = {got}, expected {want}: precision = |A & P| / |A|, "
+                "recall = |A & S| / |S|"
+            )
         one_minus = 1 - it.alignment_error_rate(A, S, P)
-        assert min(want) - 1e-9 <= one_minus <= max(want) + 1e-9
+        if not min(want) - 1e-9 <= one_minus <= max(want) + 1e-9:
+            raise RuntimeError("internal: 1 - AER must lie between precision and recall")
     return "correct: precision and recall bracket 1 - AER"
 
 
@@ -65,13 +69,17 @@ def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], flo
     Compared with :func:`attnsurvey.evaluation.intrinsic.alignment_error_rate`
     of :func:`~attnsurvey.evaluation.intrinsic.hard_alignment` over the whole
     corpus, with the possible links (an AER against the sure links alone is a
-    different number whenever the model picks a possible link).
+    different number whenever the model picks a possible link). In every
+    second sentence of the check's data only the first target word's link is
+    sure (the others stay possible), so sentences differ in ``|S|`` and the
+    mean of per-sentence AERs differs from the corpus AER.
     """
     from ..data.evaluation_tasks import toy_translation_task
     from ..experiments.evaluation import ProbeModel
 
     g = torch.Generator().manual_seed(5)
     x, _, S, P = toy_translation_task(40, 6, 8, g, echo=True)
+    S[1::2, 1:] = False  # P keeps these links as possible ones
     torch.manual_seed(0)
     model = ProbeModel(8, 8, 12, n_q=6, vocab=8)
     with torch.no_grad():
@@ -79,10 +87,18 @@ def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], flo
             p.mul_(4.0)  # sharper random weights: alignments that differ between sentences
         A = it.hard_alignment(model(x)[1])
         want = it.alignment_error_rate(A, S, P)
-    assert abs(want - it.alignment_error_rate(A, S)) > 1e-3, "internal: the check's model must pick some possible links"
+    per_sentence = sum(it.alignment_error_rate(A[b], S[b], P[b]) for b in range(len(x))) / len(x)
+    if not (abs(want - it.alignment_error_rate(A, S)) > 1e-3 and abs(want - per_sentence) > 1e-3):
+        raise RuntimeError("internal: the check's data must separate the corpus AER from its wrong variants")
     got = float(model_aer(model, x, S, P))
-    assert abs(got - want) < 1e-9, (
-        f"got {got:.4f}, expected {want:.4f}: take each target position's arg-max source position and compute one AER "
-        "over the whole corpus with both the sure links S and the possible links P"
-    )
+    if abs(got - per_sentence) < 1e-6:
+        raise AssertionError(
+            f"got {got:.4f}, expected {want:.4f}: that is the mean of per-sentence AERs; the corpus AER sums "
+            "|A & S|, |A & P|, |A| and |S| over all sentences first"
+        )
+    if not abs(got - want) < 1e-6:
+        raise AssertionError(
+            f"got {got:.4f}, expected {want:.4f}: take each target position's arg-max source position and compute "
+            "one AER over the whole corpus with both the sure links S and the possible links P"
+        )
     return "correct: corpus AER of the hard alignment"

@@ -19,10 +19,13 @@ def check_ex1(answer: int) -> str:
     sizes = {d: len(getattr(row, d)) for d in tx.DIMENSIONS}
     sizes["alignment"] = 4
     want = math.prod(sizes.values())
-    assert int(answer) == want, (
-        f"got {answer}: multiply the number of alternatives per dimension (scoring has {sizes['scoring']}, "
-        "alignment now 4, every other dimension 1); alternatives multiply, they do not add"
-    )
+    if not float(answer).is_integer():
+        raise AssertionError(f"got {answer}: a number of configurations is a whole number")
+    if int(float(answer)) != want:
+        raise AssertionError(
+            f"got {answer}: multiply the number of alternatives per dimension (scoring has {sizes['scoring']}, "
+            "alignment now 4, every other dimension 1); alternatives multiply, they do not add"
+        )
     return f"correct: {want} configurations"
 
 
@@ -30,22 +33,24 @@ def check_ex2(ids: Iterable[str]) -> str:
     """Ex. 2: the ids of the Table III rows whose query-type cell combines two types with "+"."""
     want = sorted(r.id for r in tx.TABLE3 if any(len(alt) > 1 for alt in r.point.query_type))
     got = sorted(ids)
-    assert got == want, (
-        f"got {got}: look for query-type cells with one alternative made of two mechanisms ('+'), "
-        "not for cells listing alternatives (',')"
-    )
+    if got != want:
+        raise AssertionError(
+            f"got {got}: look for query-type cells with one alternative made of two mechanisms ('+'), "
+            "not for cells listing alternatives (',')"
+        )
     return f"correct: {len(want)} rows combine two query types"
 
 
 def check_ex3(point: tx.TaxonomyPoint) -> str:
     """Ex. 3: Zhang et al.'s configuration (row 11) with a basic query instead of self-attention, nothing else changed."""
     zhang = tx.table3_row("table3:row11").point
-    assert isinstance(point, tx.TaxonomyPoint), f"give a TaxonomyPoint, got {type(point).__name__}"
+    if not isinstance(point, tx.TaxonomyPoint):
+        raise AssertionError(f"give a TaxonomyPoint, got {type(point).__name__}")
     changed = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(zhang, d)]
-    assert changed == [
-        "query_type"
-    ], f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"
-    assert point.query_type == (
-        ("basic",),
-    ), f"the query type must be basic alone, got {point.as_strings()['query_type']}"
+    if changed != ["query_type"]:
+        raise AssertionError(
+            f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"
+        )
+    if point.query_type != (("basic",),):
+        raise AssertionError(f"the query type must be basic alone, got {point.as_strings()['query_type']}")
     return "correct: row 11 with a basic query (one dimension changed)"
