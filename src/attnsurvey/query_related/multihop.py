@@ -150,7 +150,9 @@ class MultiHopAttention(nn.Module):
     general score ``concat(q, c)^T W k`` (Table II), shared across hops unless
     ``share=False``. ``transform`` is ``"add"`` (``q + c``) or ``"linear"``
     (``H q + c`` with a learned ``H``). ``forward(q0, F, mask=None)`` returns
-    ``(c, q, A)``. Raises ``ValueError`` for an unknown transform.
+    ``(c, q, A)``; mask boolean ``(..., n_f)``, a masked feature vector holding
+    NaN/Inf reaches no output and no gradient (``W_K``'s and ``W_V``'s included).
+    Raises ``ValueError`` for an unknown transform.
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class MultiHopAttention(nn.Module):
         scores: ScoreFn | list[ScoreFn] = self.scores[0]  # shared by every hop
         if len(self.scores) > 1:
             scores = list(self.scores)  # one per hop
+        F = zero_masked(F, mask)  # a padded feature vector holding NaN is inert in the gradients too
         return multi_hop_attention(q0, self.W_K(F), self.W_V(F), scores, self.n_hops, self._transform, mask=mask)
 
 
