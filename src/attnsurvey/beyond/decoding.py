@@ -67,8 +67,15 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
     ``(..., h, n_q, n_f)``, ``True`` = may attend. Returns ``(c, a)``:
     ``(..., h, n_q, d_v)`` and ``(..., h, n_q, n_f)``. Same result as
     ``F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)``.
-    Raises ``ValueError`` if ``g`` does not divide ``h`` or the ranks are below 3.
+    Raises ``ValueError`` if ``g`` does not divide ``h``, the ranks are below 3 or
+    the mask is not boolean (a float mask would be added to the scores as a bias).
     """
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
+        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise ValueError(
+            f"grouped_query_attention: mask must be a boolean tensor (True = may attend), got {got}; a float "
+            "mask would be added to the scores as a bias instead of selecting positions"
+        )
     for sym, t, layout in (
         ("q", q, "(..., h, n_q, d_k)"),
         ("k", k, "(..., g, n_f, d_k)"),
