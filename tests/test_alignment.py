@@ -577,3 +577,9 @@ def test_bernoulli_subset_log_prob_ignores_a_nan_logit_at_a_masked_slot():
         want = sum(math.log(pi[i] if z[0, i] else 1 - pi[i]) for i in range(3))  # by hand, masked slot left out
         assert not z[0, -1]
         torch.testing.assert_close(lp, torch.tensor([want], dtype=torch.float64))
+
+
+def test_bernoulli_subset_draws_on_the_logits_device():
+    """Review 2, F: the uniform draws were always made on the CPU (a device mismatch for other devices)."""
+    z, lp = al.bernoulli_subset(torch.empty(2, 4, device="meta"))
+    assert z.device.type == lp.device.type == "meta"

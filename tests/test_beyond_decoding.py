@@ -151,3 +151,12 @@ def test_grouped_query_attention_refuses_a_float_mask():
         ValueError, match=r"grouped_query_attention: mask must be a boolean tensor .*dtype=torch.float32"
     ):
         dec.grouped_query_attention(q, k, v, keep.float())
+
+
+def test_new_cache_lives_on_the_layers_device():
+    """Review 2, F: KVCache took no device, so new_cache of a layer on another device made a CPU cache."""
+    layer = dec.GroupedQueryAttention(8, 2).to("meta")
+    cache = layer.new_cache(2, 6)
+    assert cache.K.device.type == cache.V.device.type == "meta"
+    assert dec.KVCache(1, 1, 2, 2, device="meta").K.device.type == "meta"
+    assert dec.KVCache(1, 1, 2, 2).K.device.type == "cpu"

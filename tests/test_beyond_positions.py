@@ -211,3 +211,14 @@ def test_wrappers_refuse_a_float_mask(fn):
     assert torch.equal(call(keep)[1][..., 2], torch.zeros(2, 3))  # the boolean mask: no weight on key 2
     with pytest.raises(ValueError, match=rf"{fn}: mask must be a boolean tensor .*dtype=torch.float32"):
         call(keep.float())
+
+
+def test_alibi_follows_the_device_of_its_slopes():
+    """Review 2, F: alibi_bias built its distances on the CPU, so ALiBiSelfAttention failed on another device."""
+    slopes = pos.alibi_slopes(2).to("meta")
+    assert pos.alibi_bias(slopes, 3, 4).device.type == "meta"
+    m = pos.ALiBiSelfAttention(8, 2).to("meta")
+    out, a = m(torch.empty(2, 5, 8, device="meta"))
+    assert out.device.type == a.device.type == "meta" and a.shape == (2, 2, 5, 5)
+    with pytest.raises(ValueError, match=r"alibi_bias needs n_q to be an int >= 0, got n_q=-1"):
+        pos.alibi_bias(pos.alibi_slopes(2), -1, 3)

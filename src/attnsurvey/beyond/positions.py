@@ -121,12 +121,17 @@ def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
     """The ALiBi bias ``B[j, i, l] = -m_j |i - l|``, shape ``(h, n_q, n_f)``.
 
     With a causal mask (keys ``l <= i``) this is exactly Press et al.'s
-    ``-m_j (i - l)``; without one it is the symmetric variant. Raises
-    ``ValueError`` unless ``slopes`` is 1-D.
+    ``-m_j (i - l)``; without one it is the symmetric variant. The bias lives on
+    the slopes' device. Raises ``ValueError`` unless ``slopes`` is 1-D and the
+    sizes are ints >= 0.
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
         raise ValueError(f"slopes must be a (h,) tensor, got {getattr(slopes, 'shape', type(slopes))}")
-    dist = (torch.arange(n_q)[:, None] - torch.arange(n_f)[None, :]).abs()
+    for name, size in (("n_q", n_q), ("n_f", n_f)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"alibi_bias needs {name} to be an int >= 0, got {name}={size!r}")
+    pos_q, pos_f = torch.arange(n_q, device=slopes.device), torch.arange(n_f, device=slopes.device)
+    dist = (pos_q[:, None] - pos_f[None, :]).abs()
     return -slopes[:, None, None] * dist
 
 
