@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype, check_sizes, check_weight
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore
@@ -191,12 +191,14 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
     u: ``(..., d)`` controller state (the query); M: ``(..., n, d)`` input
     memory (keys); C: ``(..., n, d_v)`` output memory (values); mask: boolean
     ``(..., n)``, ``True`` = a real memory slot. Returns ``(o, p)``:
-    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches.
+    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches or
+    when u, M and C do not share a dtype.
     """
     for sym, t, layout in (("M", M, "(..., n, d)"), ("C", C, "(..., n, d_v)")):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, layout)
     as_tensor(u, "u")
+    check_same_dtype(u=u, M=M, C=C)
     check_dim_equal(u.shape[-1], M.shape[-1], "memory addressing u^T m_i", "d of u", "d of M")
     check_dim_equal(M.shape[-2], C.shape[-2], "memory read", "n of M", "n of C")
     return attend_scores((zero_masked(M, mask) @ u.unsqueeze(-1)).squeeze(-1), C, mask)
