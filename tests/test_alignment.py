@@ -564,3 +564,22 @@ def test_hard_align_hook_through_the_core_picks_one_value_and_keeps_its_log_prob
     sampler = al.HardAlignHook("sample", torch.Generator().manual_seed(0))
     draws = torch.stack([attend_scores(e[:1], V[:1], mask[:1], align=sampler)[1] for _ in range(200)])
     assert draws[..., 3].sum() == 0 and (draws.sum(-1) == 1).all()
+
+
+def test_bernoulli_subset_log_prob_ignores_a_nan_logit_at_a_masked_slot():
+    """Review 2, A: ``(lp * valid).sum`` met the NaN of a masked logit (0 * NaN), so log_prob was NaN."""
+    logits = torch.tensor([[0.3, -1.2, 2.0]], dtype=torch.float64)
+    bad = torch.cat([logits, torch.full((1, 1), float("nan"), dtype=torch.float64)], -1)
+    mask = torch.tensor([[True, True, True, False]])
+    for greedy, gen in ((True, None), (False, lambda: torch.Generator().manual_seed(3))):
+        z, lp = al.bernoulli_subset(bad, gen and gen(), mask, greedy=greedy)
+        pi = torch.sigmoid(logits[0])
+        want = sum(math.log(pi[i] if z[0, i] else 1 - pi[i]) for i in range(3))  # by hand, masked slot left out
+        assert not z[0, -1]
+        torch.testing.assert_close(lp, torch.tensor([want], dtype=torch.float64))
+
+
+def test_bernoulli_subset_draws_on_the_logits_device():
+    """Review 2, F: the uniform draws were always made on the CPU (a device mismatch for other devices)."""
+    z, lp = al.bernoulli_subset(torch.empty(2, 4, device="meta"))
+    assert z.device.type == lp.device.type == "meta"

@@ -466,3 +466,19 @@ def test_all_finite_and_nonfinite_rows_on_an_overlapping_view():
     assert not mk.all_finite(windows)
     bad = mk.nonfinite_rows(windows.transpose(-1, -2))  # rows (key slots) holding the NaN: the windows that see key 10
     assert bad is not None and bad.sum() == 9 and bool(bad[10, 4]) and bool(bad[6, 8]) and bool(bad[14, 0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_masked_mean_accumulates_half_precision_in_float32(dtype):
+    """Review 2, C: 1000 values of 70 sum to 70000 > float16's max 65504, so the masked mean was inf."""
+    X = torch.full((1, 1000, 2), 70.0, dtype=dtype)
+    keep = torch.ones(1, 1000, dtype=torch.bool)
+    keep[0, -1] = False
+    X[0, -1] = float("nan")
+    out = mk.masked_mean(X, keep)
+    assert out.dtype == dtype and torch.equal(out, torch.full((1, 2), 70.0, dtype=dtype))  # the mean of 999 70s
+    Xh = torch.randn(3, 7, 2, generator=torch.Generator().manual_seed(1)).to(dtype)
+    keep = torch.rand(3, 7, generator=torch.Generator().manual_seed(0)) > 0.3
+    X64 = Xh.double()  # torch's float64 mean of the same half values as the oracle
+    want = torch.stack([X64[b][keep[b]].mean(0) if keep[b].any() else torch.zeros(2) for b in range(3)])
+    torch.testing.assert_close(mk.masked_mean(Xh, keep), want.to(dtype))

@@ -140,3 +140,23 @@ def test_kv_sharing_variants_train_and_differ_only_in_kv_heads():
     assert sizes["MHA"] - sizes["MQA"] == 2 * 32 * 8 * 3
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['step'\]"):
         ks.train_kv_variant(1, 0, step=3)
+
+
+def test_grouped_query_attention_refuses_a_float_mask():
+    """Review 2, E: a float 0/1 mask was added to the scores as a bias instead of selecting keys."""
+    q, k, v = rand(2, 4, 3, 4, seed=1), rand(2, 2, 3, 4, seed=2), rand(2, 2, 3, 4, seed=3)
+    keep = torch.tensor([True, True, False]).expand(3, 3)
+    assert torch.equal(dec.grouped_query_attention(q, k, v, keep)[1][..., 2], torch.zeros(2, 4, 3))
+    with pytest.raises(
+        ValueError, match=r"grouped_query_attention: mask must be a boolean tensor .*dtype=torch.float32"
+    ):
+        dec.grouped_query_attention(q, k, v, keep.float())
+
+
+def test_new_cache_lives_on_the_layers_device():
+    """Review 2, F: KVCache took no device, so new_cache of a layer on another device made a CPU cache."""
+    layer = dec.GroupedQueryAttention(8, 2).to("meta")
+    cache = layer.new_cache(2, 6)
+    assert cache.K.device.type == cache.V.device.type == "meta"
+    assert dec.KVCache(1, 1, 2, 2, device="meta").K.device.type == "meta"
+    assert dec.KVCache(1, 1, 2, 2).K.device.type == "cpu"

@@ -197,3 +197,28 @@ def test_position_tagger_encodings_and_learned_limit():
             assert logits.shape == (2, 20, 8) and torch.all(a.triu(1) == 0)  # causal
     with pytest.raises(ValueError, match="encoding"):
         PositionTagger(8, "xpos")
+
+
+@pytest.mark.parametrize("fn", ["rope_attention", "alibi_attention"])
+def test_wrappers_refuse_a_float_mask(fn):
+    """Review 2, E: a float 0/1 mask was added to the scores as a bias (weight 0.25 on a 'masked' key)."""
+    Q, K, V = rand(3, 2, 3, 4, seed=1).unbind(0)
+    keep = torch.tensor([True, True, False]).expand(2, 3, 3)
+    call = {
+        "rope_attention": lambda m: pos.rope_attention(Q, K, V, m),
+        "alibi_attention": lambda m: pos.alibi_attention(Q, K, V, pos.alibi_slopes(2), m),
+    }[fn]
+    assert torch.equal(call(keep)[1][..., 2], torch.zeros(2, 3))  # the boolean mask: no weight on key 2
+    with pytest.raises(ValueError, match=rf"{fn}: mask must be a boolean tensor .*dtype=torch.float32"):
+        call(keep.float())
+
+
+def test_alibi_follows_the_device_of_its_slopes():
+    """Review 2, F: alibi_bias built its distances on the CPU, so ALiBiSelfAttention failed on another device."""
+    slopes = pos.alibi_slopes(2).to("meta")
+    assert pos.alibi_bias(slopes, 3, 4).device.type == "meta"
+    m = pos.ALiBiSelfAttention(8, 2).to("meta")
+    out, a = m(torch.empty(2, 5, 8, device="meta"))
+    assert out.device.type == a.device.type == "meta" and a.shape == (2, 2, 5, 5)
+    with pytest.raises(ValueError, match=r"alibi_bias needs n_q to be an int >= 0, got n_q=-1"):
+        pos.alibi_bias(pos.alibi_slopes(2), -1, 3)

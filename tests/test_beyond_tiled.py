@@ -222,3 +222,37 @@ def test_analytic_costs():
     assert b["tiles"] == 64 * 16
     assert attention_flops(10, 20, 8, 4) == 2 * 10 * 20 * 12
     assert attention_flops(10, 20, 8, 4, backward=True) == 2 * 10 * 20 * 12 + 2 * 10 * 20 * (24 + 8)
+
+
+@pytest.mark.parametrize("bad", ["Q", "K", "V"])
+@pytest.mark.parametrize("blocks", [(2, 2), (1, 3), (4, 4), (256, 1024)])
+def test_a_nan_reaches_only_the_queries_that_may_attend_it(bad, blocks):
+    """Review 2, D: a NaN value visible to one query made the whole tile NaN (0 * NaN in P @ V), and the
+    backward pass spread it to every gradient; attend is the oracle (forward), and the rows it keeps finite."""
+    g = torch.Generator().manual_seed(11)
+    Q, K, V = (torch.randn(2, 4, 3, generator=g, dtype=torch.float64) for _ in range(3))
+    {"Q": Q, "K": K, "V": V}[bad][0, 3] = math.nan  # the last position of example 0: only the last query sees it
+    ins, ins_ref = [x.clone().requires_grad_() for x in (Q, K, V)], [x.clone().requires_grad_() for x in (Q, K, V)]
+    c = tiled_attend(*ins, is_causal=True, block_q=blocks[0], block_k=blocks[1])
+    ref = attend(*ins_ref, is_causal=True)[0]
+    assert torch.equal(torch.isnan(c), torch.isnan(ref)) and torch.isnan(c[0, 3]).all()  # only query 3 of example 0
+    torch.testing.assert_close(c[0, :3], ref[0, :3])
+    torch.testing.assert_close(c[1], ref[1])
+    w = torch.randn(c.shape, generator=g, dtype=torch.float64)
+    keep = torch.isfinite(ref).all(-1, keepdim=True)  # the loss reads the finite contexts only
+    grads = torch.autograd.grad(torch.where(keep, c * w, 0.0).sum(), ins)
+    refs = torch.autograd.grad(torch.where(keep, ref * w, 0.0).sum(), ins_ref)
+    for g_, r_ in zip(grads, refs):  # a NaN context passes no gradient: all finite, equal to attend's finite ones
+        assert torch.isfinite(g_).all()
+        torch.testing.assert_close(g_[torch.isfinite(r_)], r_[torch.isfinite(r_)])
+        torch.testing.assert_close(g_[1], r_[1])
+
+
+@pytest.mark.parametrize("scale", [math.nan, math.inf, -math.inf])
+def test_non_finite_scale_is_refused_as_in_attend(scale):
+    """Review 2, D: tiled_attend accepted scale=nan/inf (all-NaN output) where attend raises."""
+    Q, K, V = qkv(n_q=3, n_f=4)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        attend(Q, K, V, scale=scale)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        tiled_attend(Q, K, V, scale=scale)

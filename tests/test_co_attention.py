@@ -436,3 +436,23 @@ def test_masks_are_keywords_and_other_keywords_are_rejected():
         ca.InteractiveCoAttention(3, 3, d_w=4)(K1, K2, mask_2=mask2)
     with pytest.raises(TypeError, match="d_k3"):
         ca.ParallelCoAttention(3, 3, d_w=4, d_k3=2)
+
+
+def test_parallel_co_attention_ignores_nan_in_a_padded_key_like_a_shorter_set():
+    """Review 2, A: ``A * mask`` met the NaN of a padded key (0 * NaN), so every c^(1) entry was NaN."""
+    d, d_w = 5, 6
+    K1, K2 = rand(2, 3, d, seed=1, dtype=torch.float64), rand(2, 4, d, seed=2, dtype=torch.float64)
+    W_A = rand(d, d, seed=3, dtype=torch.float64)
+    W1, W2 = rand(d_w, d, seed=4, dtype=torch.float64), rand(d_w, d, seed=5, dtype=torch.float64)
+    w1, w2 = rand(d_w, seed=6, dtype=torch.float64), rand(d_w, seed=7, dtype=torch.float64)
+    short = ca.parallel_co_attention(
+        K1, K1, K2[:, :3], K2[:, :3], ca.affinity_matrix(K1, K2[:, :3], W_A), W1, W2, w1, w2
+    )
+    mask2 = torch.tensor([True, True, True, False]).expand(2, 4)
+    bad = K2.clone()
+    bad[:, -1] = float("nan")
+    for A in (ca.affinity_matrix(K1, K2, W_A), ca.affinity_matrix(K1, bad, W_A)):  # finite A, and A with a NaN column
+        out = ca.parallel_co_attention(K1, K1, bad, bad, A, W1, W2, w1, w2, mask2=mask2)
+        for got, want in zip(out, short):
+            torch.testing.assert_close(got[..., : want.shape[-1]], want)
+        assert torch.equal(out.a2[:, -1], torch.zeros(2, dtype=torch.float64))

@@ -429,3 +429,18 @@ def test_flat_attention_is_one_softmax_over_every_word_of_the_document():
             want_a[s, w] = pw
         torch.testing.assert_close(a[b], want_a)
         torch.testing.assert_close(c[b], sum(pw * V[b, s, w] for (s, w), pw in zip(words, p, strict=True)))
+
+
+def test_hierarchical_scaled_attention_ignores_nan_in_a_padded_word():
+    """Review 2, A: the einsum met the NaN of a padded word's value (0 * NaN), so the whole c was NaN."""
+    q, K, V = rand(4, seed=1), rand(2, 3, 4, seed=2), rand(2, 3, 4, seed=3)
+    wm = torch.tensor([[True, True, False], [True, False, False]])
+    _, a_word = lv.chunk_contexts(q, K, V, wm)
+    a_chunk = torch.tensor([0.6, 0.4])
+    bad = V.clone()
+    bad[0, 2] = bad[1, 1] = float("nan")
+    c, a = lv.hierarchical_scaled_attention(a_word, a_chunk, bad, wm)
+    want = sum(a[m, i] * V[m, i] for m in range(2) for i in range(3) if wm[m, i])  # by hand, real words only
+    torch.testing.assert_close(c, want)
+    bad[0, 0] = float("nan")  # a real word's NaN still shows
+    assert torch.isnan(lv.hierarchical_scaled_attention(a_word, a_chunk, bad, wm)[0]).all()

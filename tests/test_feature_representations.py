@@ -168,3 +168,21 @@ def test_meta_embedding_finds_informative_tables(one_thread):
     assert a[only1, 0].mean() > 0.5 and a[only2, 1].mean() > 0.5
     # the uninformative tables get little weight overall
     assert a[:, 2:].sum(-1).mean() < 0.3
+
+
+@pytest.mark.parametrize("combine", ["attention", "average"])
+def test_meta_embedding_ignores_nan_in_a_missing_representation(combine):
+    """Review 2, A: ``a_i * x^(t_i)`` with a_i = 0 and NaN in a missing x^(t_i) made x^(e) NaN."""
+    torch.manual_seed(0)
+    me = rp.MetaEmbedding([3, 5], 4, combine=combine).double()
+    x1, x2 = rand(2, 3, seed=1, dtype=torch.float64), rand(2, 5, seed=2, dtype=torch.float64)
+    mask = torch.tensor([[True, True], [True, False]])  # word 1 is missing from table 2 ...
+    x2[1] = float("nan")  # ... and its row holds NaN
+    out = me([x1, x2], mask)
+    only = me.proj[0](x1[1])  # by hand: the one available representation, with weight 1
+    torch.testing.assert_close(out.a[1], torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(out.x_e[1], only)
+    out.x_e.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in me.parameters() if p.grad is not None)
+    X_t = torch.stack([only, torch.full((4,), float("nan"), dtype=torch.float64)])
+    torch.testing.assert_close(rp.meta_embedding(X_t, torch.tensor([1.0, 0.0], dtype=torch.float64)), only)

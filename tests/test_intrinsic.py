@@ -232,3 +232,20 @@ def test_permuted_attention_keeps_values():
     assert float(change.min()) > 0
     with pytest.raises(ValueError, match="n_perm must be >= 1"):
         it.permutation_output_change(lambda w: w, a, 0, g)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_js_divergence_and_alignment_loss_stay_finite_in_half_precision(dtype):
+    """Review 2, C: eps = 1e-12 (1e-9) underflows to 0 in float16: 0 * log 0 gave NaN, log 0 an infinite loss."""
+    p, q = torch.tensor([[0.5, 0.5, 0.0]]), torch.tensor([[0.2, 0.3, 0.5]])
+    js = it.js_divergence(p.to(dtype), q.to(dtype))
+    want = sum(  # by hand, with 0 log 0 = 0
+        u * math.log(u / ((u + v) / 2)) / 2
+        for pu, qu in zip(p[0].tolist(), q[0].tolist())
+        for u, v in ((pu, qu), (qu, pu))
+        if u > 0
+    )
+    assert js.dtype == dtype and float(js) == pytest.approx(want, rel=1e-2)
+    a, gold = torch.tensor([[0.0, 1.0]], dtype=dtype), torch.tensor([[True, False]])
+    loss = it.alignment_loss(a, gold)
+    assert loss.dtype == dtype and float(loss) == pytest.approx(-math.log(1e-9), rel=1e-2)  # -log(0 + eps)

@@ -188,3 +188,12 @@ def test_two_fact_stories_are_consistent():
         assert went[2] == d.places[int(d.answer[i])]
     with pytest.raises(ValueError, match="n_people"):
         two_fact_stories(3, n_people=9)
+
+
+def test_memory_hop_names_a_dtype_mismatch():
+    """Review 2, G: a float64 u with float32 memories gave torch's 'expected scalar type'."""
+    from attnsurvey.query_related.multihop import memory_hop
+
+    M = torch.randn(2, 5, 4)
+    with pytest.raises(ValueError, match=r"dtype mismatch: u=torch.float64, M=torch.float32, C=torch.float32"):
+        memory_hop(torch.randn(2, 4, dtype=torch.float64), M, M)

@@ -321,3 +321,83 @@ def test_a_padded_token_holding_nan_keeps_gradients_finite(fn):
     assert X.grad is not None  # the gradient reaches the input, so the check below is not empty
     grads = [X.grad, W.grad] + [p.grad for p in blk.parameters()]
     assert all(t is None or torch.isfinite(t).all() for t in grads)  # the padded NaN token made them NaN
+
+
+def _padded_modules():
+    """Modules that project or score their features, each called on (F, key mask) -> a tensor of real outputs.
+
+    Every case masks the last of n = 4 positions; ``rows`` drops the padded token's own output row in
+    self-attention, where it is the token's own business.
+    """
+    from attnsurvey import general_model as gm
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.feature_related import levels as lv
+    from attnsurvey.general_mechanisms import alignment as al
+    from attnsurvey.general_mechanisms import structured as st
+    from attnsurvey.query_related import multihop as mo
+    from attnsurvey.query_related import types as ty
+    from attnsurvey.transformer import synthesizer as sy
+
+    d = 4
+    q = torch.randn(2, d, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+
+    def co_out(o):
+        return torch.cat([o.c] if hasattr(o, "fine") else [o.c1, o.c2], -1)
+
+    return {
+        "GeneralAttention": (lambda: gm.GeneralAttention(d, d), lambda m, F, k: m(q, F, k)[0]),
+        "TaskModel": (lambda: gm.TaskModel(d, d, 3, d=6), lambda m, F, k: m(F, q, k)[0]),
+        "StructuredAttention": (lambda: st.StructuredAttention(d, d), lambda m, F, k: m(q, F, F, k)[0]),
+        "LocalAttention": (lambda: al.LocalAttention(d, d, 1.0), lambda m, F, k: m(q, F, F, None, k)[0]),
+        "ReinforcedAlignment": (
+            lambda: al.ReinforcedAlignment(d, d),
+            lambda m, F, k: torch.cat([m(q, F, F, mask=k)[0], m(q, F, F, mask=k)[3][:, None]], -1),
+        ),
+        "HierarchicalAttention": (
+            lambda: lv.HierarchicalAttention(d, d),
+            lambda m, F, k: m(F.reshape(2, 2, 2, d), k.reshape(2, 2, 2)).c,
+        ),
+        "AttentionViaAttention": (lambda: lv.AttentionViaAttention(d, d, d), lambda m, F, k: m(q, F, F, k, k).c),
+        "MultiHopAttention": (lambda: mo.MultiHopAttention(d, d, 2), lambda m, F, k: m(q, F, k)[0]),
+        "SelfAttentionUpdate": (
+            lambda: ty.SelfAttentionUpdate(d),
+            lambda m, F, k: m(F, k[:, None, :].expand(2, 4, 4))[0][:, :-1],
+        ),
+        "DenseSynthesizer": (
+            lambda: sy.DenseSynthesizer(d, 4),
+            lambda m, F, k: m(F, k[:, None, :].expand(2, 4, 4))[0][:, :-1],
+        ),
+        "RandomSynthesizer": (lambda: sy.RandomSynthesizer(d, 4), lambda m, F, k: m(F, k[0].expand(4, 4))[0][:, :-1]),
+        **{
+            f"co-attention {name}": (mk, lambda m, F, k: co_out(m(F, F[:, :3], mask1=k, mask2=k[:, :3])))
+            for name, mk in {
+                "Alternating": lambda: co.AlternatingCoAttention(d, d, 6),
+                "Interactive": lambda: co.InteractiveCoAttention(d, d, 6),
+                "Parallel additive": lambda: co.ParallelCoAttention(d, d, 6),
+                "Parallel concat": lambda: co.ParallelCoAttention(d, d, 6, affinity="concat"),
+                "Parallel max": lambda: co.ParallelCoAttention(d, d, 6, scores="max"),
+                "MultiGrained": lambda: co.MultiGrainedCoAttention(d, d, 6),
+            }.items()
+        },
+    }
+
+
+@pytest.mark.parametrize("name", list(_padded_modules()))
+def test_a_padded_slot_holding_nan_is_inert_in_module_outputs_and_parameter_gradients(name):
+    """Review 2, B: the padded slot's content must not matter, to the outputs or to any parameter's gradient."""
+    make, call = _padded_modules()[name]
+    bad, F, _ = _poisoned(2, 4, 4)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    mask[:, -1] = False
+    results = []
+    for X in (F, bad):  # the same module on a finite padded slot (the oracle) and on a NaN one
+        torch.manual_seed(0)
+        m = make().double().eval()
+        out = call(m, X, mask)
+        out.sum().backward()
+        results.append((out.detach(), {k: p.grad for k, p in m.named_parameters() if p.grad is not None}))
+    (ref, ref_grads), (out, grads) = results
+    torch.testing.assert_close(out, ref)
+    assert ref_grads.keys() == grads.keys() and ref_grads  # some parameter gets a gradient, so the check is not empty
+    for k in ref_grads:  # 0 * NaN in the backward pass made these NaN (an output too, for the synthesizers)
+        torch.testing.assert_close(grads[k], ref_grads[k], msg=k)

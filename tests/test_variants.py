@@ -316,3 +316,12 @@ def test_random_synthesizer_ignores_input():
     d = synthesizer.DenseSynthesizer(4, 6)
     out, A = d(rand(2, 5, 4))
     assert out.shape == (2, 5, 4) and A.shape == (2, 5, 5)
+
+
+def test_linformer_names_a_dtype_mismatch_and_refuses_k_0():
+    """Review 2, G: E of another dtype gave torch's 'expected scalar type'; k = 0 was accepted (no key at all)."""
+    Q = K = V = rand(2, 5, 4)
+    with pytest.raises(ValueError, match=r"dtype mismatch: K=torch.float32, V=torch.float32, E=torch.float64"):
+        linformer.linformer_attention(Q, K, V, rand(3, 5).double(), rand(3, 5).double())
+    with pytest.raises(ValueError, match=r"LinformerSelfAttention needs k to be an integer >= 1, got k=0"):
+        linformer.LinformerSelfAttention(8, 2, 5, 0)

@@ -35,6 +35,7 @@ from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
+from .masking import zero_masked
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
@@ -145,6 +146,9 @@ class GeneralAttention(nn.Module):
     ``(..., d_q)`` with ``F`` ``(..., n_f, d_f)``, or many queries ``(..., n_q, d_q)``
     (same rank as F). Returns ``(c, a)`` shaped like the query: ``(..., d_v)`` and
     ``(..., n_f)`` for one query, ``(..., n_q, d_v)`` and ``(..., n_q, n_f)`` for many.
+    mask: boolean ``(..., n_f)`` for one query, ``(..., n_q, n_f)`` for many, ``True`` =
+    may attend; a feature vector no query may attend is inert (NaN/Inf stored there
+    reaches no output and no gradient, ``W_K``'s and ``W_V``'s included).
     """
 
     def __init__(
@@ -182,6 +186,8 @@ class GeneralAttention(nn.Module):
         Q = q.unsqueeze(-2) if single else q
         if mask is not None and single:
             mask = mask.unsqueeze(-2)
+        if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
+            F = zero_masked(F, mask.any(-2))  # (..., n_f): the keys no query may attend, inert in gradients too
         K, V = self.keys_values(F)
         c, a = attend(Q, K, V, mask, self.score)
         if single:
@@ -258,7 +264,8 @@ class TaskModel(nn.Module):
     uniform weights over the allowed items; output model: Eq. (5).
 
     ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask ``(B, n)``
-    returns logits ``(B, C)`` and weights ``(B, n)``.
+    returns logits ``(B, C)`` and weights ``(B, n)``; a masked item holding NaN/Inf
+    reaches no output and no gradient (the feature model's included).
     Raises ``ValueError`` for an unknown ``pool``.
     """
 
@@ -281,12 +288,12 @@ class TaskModel(nn.Module):
         self.output = OutputModel(d, n_classes)
 
     def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        feats = self.feature_model(F)
+        feats = self.feature_model(zero_masked(F, mask))  # a padded item holding NaN is inert in gradients too
         if self.pool == "attention":
             c, a = self.attention(self.query_model(q), feats, mask=mask)
         else:
             _, V = self.attention.keys_values(feats)
-            e = torch.zeros(V.shape[:-1], dtype=V.dtype)  # a constant score: every item alike
+            e = torch.zeros(V.shape[:-1], dtype=V.dtype, device=V.device)  # a constant score: every item alike
             a = align_scores(e, mask)
             c = context(a.unsqueeze(-2), V).squeeze(-2)
         return self.output.logits(c), a

@@ -159,6 +159,8 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     leading axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch), or
     broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
     ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
+    float16 and bfloat16 are summed in float32 and the mean cast back, so a sum
+    beyond the dtype's range (1000 values of 70 in float16) does not overflow.
     Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
     """
     if mask is None:
@@ -176,7 +178,11 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not fit X of shape {tuple(X.shape)} (mean over dim {dim})"
         ) from None
-    total = torch.where(m, X, torch.zeros((), dtype=X.dtype, device=X.device)).sum(dim)
+    kept = torch.where(m, X, torch.zeros((), dtype=X.dtype, device=X.device))
+    if X.dtype in (torch.float16, torch.bfloat16):  # accumulate in float32, cast the mean back
+        total, count = kept.sum(dim, dtype=torch.float32), m.sum(dim).to(torch.float32)
+        return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), device=X.device)).to(X.dtype)
+    total = kept.sum(dim)
     count = m.sum(dim).to(X.dtype)
     return torch.where(count > 0, total / count.clamp_min(1), torch.zeros((), dtype=X.dtype, device=X.device))
 

@@ -67,8 +67,15 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
     ``(..., h, n_q, n_f)``, ``True`` = may attend. Returns ``(c, a)``:
     ``(..., h, n_q, d_v)`` and ``(..., h, n_q, n_f)``. Same result as
     ``F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)``.
-    Raises ``ValueError`` if ``g`` does not divide ``h`` or the ranks are below 3.
+    Raises ``ValueError`` if ``g`` does not divide ``h``, the ranks are below 3 or
+    the mask is not boolean (a float mask would be added to the scores as a bias).
     """
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
+        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise ValueError(
+            f"grouped_query_attention: mask must be a boolean tensor (True = may attend), got {got}; a float "
+            "mask would be added to the scores as a bias instead of selecting positions"
+        )
     for sym, t, layout in (
         ("q", q, "(..., h, n_q, d_k)"),
         ("k", k, "(..., g, n_f, d_k)"),
@@ -96,19 +103,26 @@ class KVCache:
     and the number of filled positions ``length``. ``append(k, v)`` writes
     ``(B, g, n_new, d_head)`` blocks after the filled part and returns views
     ``(B, g, length, d_head)`` of everything cached so far (no copy).
+    ``dtype`` and ``device`` (default float32, the default device) are the buffer's.
     Raises ``ValueError`` if an append would exceed ``max_len`` or a block has
     the wrong shape or dtype.
     """
 
     def __init__(
-        self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype: torch.dtype = torch.float32
+        self,
+        batch: int,
+        n_kv_heads: int,
+        max_len: int,
+        d_head: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ) -> None:
         if min(batch, n_kv_heads, max_len, d_head) < 1:
             raise ValueError(
                 f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}"
             )
-        self.K = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
-        self.V = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype)
+        self.K = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype, device=device)
+        self.V = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype, device=device)
         self.length = 0
 
     @property
@@ -189,8 +203,9 @@ class GroupedQueryAttention(MultiHeadAttention):
         self.g, self.d_head = g, self.d_k
 
     def new_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
-        """An empty cache sized for this layer."""
-        return KVCache(batch, self.g, max_len, self.d_head, dtype or self.W_K.weight.dtype)
+        """An empty cache sized for this layer, on its device (dtype: default the layer's)."""
+        weight = self.W_K.weight
+        return KVCache(batch, self.g, max_len, self.d_head, dtype or weight.dtype, weight.device)
 
     # ignore: causal self-attention on X with an optional cache, weights always returned: narrower than the base
     def forward(self, X: Tensor, cache: KVCache | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]

@@ -40,6 +40,16 @@ from ..transformer.positional import sinusoidal_position_encoding
 CHAPTER = "chapters/ch06_2_positions.ipynb"
 
 
+def _check_bool_mask(mask: object, fn: str) -> None:
+    """Refuse a non-boolean ``mask``: the core would add a float 0/1 mask to the scores as a bias."""
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
+        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise ValueError(
+            f"{fn}: mask must be a boolean tensor (True = may attend), got {got}; a float mask would be "
+            "added to the scores as a bias instead of selecting positions"
+        )
+
+
 @catalogued(
     "extra:rope", title="Rotary position embedding (RoPE): the score depends only on the offset (beyond the survey)"
 )
@@ -78,8 +88,9 @@ def rope_attention(
     Q: ``(..., n_q, d_k)`` at positions ``0..n_q-1``; K: ``(..., n_f, d_k)`` at
     ``0..n_f-1``; V: ``(..., n_f, d_v)``; mask boolean, ``True`` = may attend.
     Returns ``(c, a)`` as :func:`attnsurvey.general_model.attend`.
-    Raises ``ValueError`` on shape problems.
+    Raises ``ValueError`` on shape problems or a mask that is not boolean.
     """
+    _check_bool_mask(mask, "rope_attention")
     c, a = attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
     assert a is not None  # need_weights is left at True: attend returns the weights
     return c, a
@@ -110,12 +121,17 @@ def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
     """The ALiBi bias ``B[j, i, l] = -m_j |i - l|``, shape ``(h, n_q, n_f)``.
 
     With a causal mask (keys ``l <= i``) this is exactly Press et al.'s
-    ``-m_j (i - l)``; without one it is the symmetric variant. Raises
-    ``ValueError`` unless ``slopes`` is 1-D.
+    ``-m_j (i - l)``; without one it is the symmetric variant. The bias lives on
+    the slopes' device. Raises ``ValueError`` unless ``slopes`` is 1-D and the
+    sizes are ints >= 0.
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
         raise ValueError(f"slopes must be a (h,) tensor, got {getattr(slopes, 'shape', type(slopes))}")
-    dist = (torch.arange(n_q)[:, None] - torch.arange(n_f)[None, :]).abs()
+    for name, size in (("n_q", n_q), ("n_f", n_f)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"alibi_bias needs {name} to be an int >= 0, got {name}={size!r}")
+    pos_q, pos_f = torch.arange(n_q, device=slopes.device), torch.arange(n_f, device=slopes.device)
+    dist = (pos_q[:, None] - pos_f[None, :]).abs()
     return -slopes[:, None, None] * dist
 
 
@@ -128,8 +144,10 @@ def alibi_attention(
     Q: ``(..., h, n_q, d_k)``; K: ``(..., h, n_f, d_k)``; V: ``(..., h, n_f, d_v)``;
     slopes: ``(h,)``; mask boolean, broadcastable to ``(..., h, n_q, n_f)``,
     ``True`` = may attend. The bias enters through the core's ``bias`` argument.
-    Returns ``(c, a)``. Raises ``ValueError`` if ``h`` differs between Q and slopes.
+    Returns ``(c, a)``. Raises ``ValueError`` if ``h`` differs between Q and slopes
+    or the mask is not boolean.
     """
+    _check_bool_mask(mask, "alibi_attention")
     as_tensor(Q, "Q")
     check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
     check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")

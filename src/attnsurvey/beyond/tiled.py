@@ -22,9 +22,12 @@ matrix.
 
 Masks are boolean, ``True`` = may attend (as ``F.scaled_dot_product_attention``).
 A masked score is replaced by ``-inf`` inside each tile, so it contributes an
-exact zero; a NaN in a masked slot (a masked query-key pair, or a query, key or
-value row that no query of the tile may use) never reaches the result. A query
-whose row is masked everywhere gets the zero context (and zero gradients), as
+exact zero; a NaN/Inf in a query, key or value reaches only the queries that may
+attend it (their context is NaN, as in :func:`attnsurvey.attention.attend`, whose
+:func:`~attnsurvey.attention.context` forms each tile's product when a value is
+non-finite). In the backward pass a NaN context passes no gradient (as the
+core's inert product), so the gradients stay finite.
+A query whose row is masked everywhere gets the zero context (and zero gradients), as
 in :func:`attnsurvey.masking.masked_softmax`; its log-sum-exp is ``-inf``.
 """
 
@@ -37,8 +40,9 @@ import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
+from ..attention import context
 from ..catalog import catalogued
-from ..masking import check_mask
+from ..masking import all_finite, check_mask
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
 #: Default tile sizes (queries, keys): big enough that each tile is a real
@@ -69,9 +73,12 @@ def tile_settings(d_k: int, options: TileOptions) -> tuple[bool, int, int, float
 
     Defaults: ``is_causal=False``, ``block_q=BLOCK_Q``, ``block_k=BLOCK_K``,
     ``scale=1/sqrt(d_k)``. Raises ``TypeError`` for a block size that is not an
-    int and ``ValueError`` for one below 1.
+    int and ``ValueError`` for one below 1 or a scale that is not a finite number
+    (as :func:`attnsurvey.attention.attend`).
     """
     scale = options.get("scale")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+        raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
     return (
         bool(options.get("is_causal", False)),
         _check_block(options.get("block_q", BLOCK_Q), "block_q"),
@@ -151,7 +158,9 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None) 
     Qs: ``(..., b_q, d_k)`` queries already multiplied by the score scale;
     K: ``(..., b_k, d_k)``; V: ``(..., b_k, d_v)``; allowed: boolean
     ``(..., b_q, b_k)`` or None. Masked scores become ``-inf`` (exact zeros
-    after ``exp``). Returns m, l ``(..., b_q)`` and acc ``(..., b_q, d_v)``.
+    after ``exp``); a non-finite value row reaches only the queries that give it
+    a non-zero weight (:func:`~attnsurvey.attention.context`).
+    Returns m, l ``(..., b_q)`` and acc ``(..., b_q, d_v)``.
     """
     S = Qs @ K.transpose(-1, -2)
     if allowed is not None:
@@ -160,7 +169,7 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None) 
     m = S.amax(-1)
     m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     P = S.sub_(m_safe.unsqueeze(-1)).exp_()
-    return m, P.sum(-1), P @ V
+    return m, P.sum(-1), P @ V if all_finite(V) else context(P, V)
 
 
 @catalogued("extra:tiled-attention")
@@ -198,6 +207,20 @@ def attention_stats(
     return m, l, acc
 
 
+def _inert_tile_grads(
+    P: Tensor, live: Tensor, dO: Tensor, V: Tensor, D: Tensor, Qs: Tensor, K: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One tile's ``(dQ / scale, dK, dV)`` when an input is non-finite: products that select, as the core's.
+
+    P: the tile's weights; live: the pairs that pass a gradient (allowed, and a
+    finite context); dO, D: zero on the rows whose context is NaN; V: non-finite
+    rows zeroed. A zero ``dS`` ignores a NaN row of K or Q (:func:`~attnsurvey.attention.context`).
+    """
+    P = torch.where(live, P, torch.zeros((), dtype=P.dtype, device=P.device))  # 0, not NaN, where no gradient flows
+    dS = P * (dO @ V.transpose(-1, -2) - D.unsqueeze(-1))
+    return context(dS, K), context(dS.transpose(-1, -2), Qs), P.transpose(-1, -2) @ dO
+
+
 @catalogued("extra:tiled-attention")
 class TiledAttentionFunction(torch.autograd.Function):
     """Autograd for tiled attention: backward recomputes each tile's weights from the log-sum-exp.
@@ -208,7 +231,11 @@ class TiledAttentionFunction(torch.autograd.Function):
     ``P = exp(e - L)``, ``dP = dO V^T`` and ``D = rowsum(dO * O)``, the score
     gradient is ``dS = P * (dP - D)``; then ``dQ = scale dS K``,
     ``dK = scale dS^T Q``, ``dV = P^T dO``, accumulated tile by tile.
-    Batch dimensions must already be equal (the caller expands them).
+    With a non-finite input, the rows whose context is NaN get ``dO = 0`` and
+    ``P = 0``, non-finite value rows are zeroed in ``dP``, and ``dQ``/``dK``
+    come from :func:`~attnsurvey.attention.context` (a zero ``dS`` ignores a NaN row);
+    finite inputs take the plain products. Batch dimensions must already be
+    equal (the caller expands them).
     """
 
     @staticmethod
@@ -226,6 +253,13 @@ class TiledAttentionFunction(torch.autograd.Function):
         Q, K, V, O, L, mask = ctx.saved_tensors
         is_causal, block_q, block_k, scale = ctx.settings
         Qs = Q * scale
+        finite = all(all_finite(t) for t in (Q, K, V, O))  # else every product selects (0 * NaN is NaN)
+        zero = torch.zeros((), dtype=O.dtype, device=O.device)
+        live_q = Vd = None  # non-finite inputs only: the queries whose context is finite; V with its bad rows zeroed
+        if not finite:  # as attend's inert product: a NaN context passes no gradient, a NaN row of V gets none
+            live_q = torch.isfinite(O).all(-1, keepdim=True)
+            dO, O = torch.where(live_q, dO, zero), torch.where(live_q, O, zero)
+            Vd = torch.where(torch.isfinite(V).all(-1, keepdim=True), V, zero)
         D = (dO * O).sum(-1)
         L = torch.where(torch.isfinite(L), L, torch.full_like(L, math.inf))  # empty rows: P = exp(-inf) = 0
         dQ, dK, dV = torch.zeros_like(Qs), torch.zeros_like(K), torch.zeros_like(V)
@@ -242,6 +276,13 @@ class TiledAttentionFunction(torch.autograd.Function):
                     S = S.masked_fill_(~allowed, -math.inf)
                     Qi, Kj, Vj = _inert(Qi, allowed.any(-1)), _inert(Kj, allowed.any(-2)), _inert(Vj, allowed.any(-2))
                 P = S.sub_(L[..., qs:qe].unsqueeze(-1)).exp_()
+                if live_q is not None and Vd is not None:  # non-finite inputs: every product selects
+                    live = live_q[..., qs:qe, :] if allowed is None else allowed & live_q[..., qs:qe, :]
+                    dq, dk, dv = _inert_tile_grads(P, live, dOi, Vd[..., ks:ke, :], D[..., qs:qe], Qi, Kj)
+                    dQ[..., qs:qe, :] += dq
+                    dK[..., ks:ke, :] += dk
+                    dV[..., ks:ke, :] += dv
+                    continue
                 dV[..., ks:ke, :] += P.transpose(-1, -2) @ dOi
                 dS = P.mul_(dOi @ Vj.transpose(-1, -2) - D[..., qs:qe].unsqueeze(-1))
                 dQ[..., qs:qe, :] += dS @ Kj
@@ -284,10 +325,12 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
     keyword-only (:class:`TileOptions`; defaults ``False``, :data:`BLOCK_Q`,
     :data:`BLOCK_K`, ``None``, filled in by :func:`tile_settings`).
     Returns the context ``c`` ``(..., n_q, d_v)``, equal to
-    ``attend(Q, K, V, mask)[0]`` up to rounding; differentiable in Q, K and V
+    ``attend(Q, K, V, mask)[0]`` up to rounding, also around NaN/Inf: a query's
+    context is NaN exactly when it may attend a non-finite key or value (or is
+    itself non-finite); differentiable in Q, K and V
     (:class:`TiledAttentionFunction`). Fully-masked query rows and ``n_f = 0``
     give the zero context. Raises ``ValueError`` on shape, dtype or mask
-    problems and ``TypeError`` for non-integer block sizes.
+    problems or a non-finite scale, and ``TypeError`` for non-integer block sizes.
     """
     check_qkv(Q, K, V, "tiled attention")
     check_batch_broadcast(Q, K, "Q", "K")

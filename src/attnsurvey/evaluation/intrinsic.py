@@ -34,6 +34,9 @@ from ..training import cross_entropy_mean
 
 CHAPTER = "chapters/ch04_2_intrinsic_evaluation.ipynb"
 
+#: Dtypes too narrow for the small ``eps`` of the log-based measures: computed in float32, cast back.
+_HALF = (torch.float16, torch.bfloat16)
+
 Head = Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]]
 
 
@@ -134,11 +137,15 @@ def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
     a: ``(..., n_q, n_f)`` weights; gold: boolean ``(..., n_q, n_f)``. Each
     gold row is normalised to a distribution ``g`` (uniform over its links)
     and the loss is ``-sum_i g_i log a_i``, averaged over the rows that have
-    at least one gold link. Raises ``ValueError`` on a shape mismatch.
+    at least one gold link. float16 and bfloat16 weights are computed in float32
+    and the loss cast back (``eps`` underflows to 0 in float16: ``log 0``
+    gave an infinite loss). Raises ``ValueError`` on a shape mismatch.
     """
     as_tensor(a, "a")
     if gold.dtype != torch.bool or gold.shape != a.shape:
         raise ValueError(f"gold must be boolean of a's shape {tuple(a.shape)}, got {gold.dtype} {tuple(gold.shape)}")
+    if a.dtype in _HALF:
+        return alignment_loss(a.float(), gold, eps).to(a.dtype)
     g = gold.to(a.dtype)
     n = g.sum(-1)
     has = n > 0
@@ -268,10 +275,16 @@ def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
     """Jensen-Shannon divergence (natural log) of distributions over the last dim.
 
     ``JS(p, q) = KL(p || m)/2 + KL(q || m)/2`` with ``m = (p + q)/2``; in
-    ``[0, log 2]``. Raises ``ValueError`` for different shapes.
+    ``[0, log 2]``. float16 and bfloat16 are computed in float32 and cast back
+    (``eps`` underflows to 0 in float16, and ``0 * log 0`` gave NaN).
+    Raises ``ValueError`` for different shapes.
     """
     if p.shape != q.shape:
         raise ValueError(f"JS divergence needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    if p.dtype in _HALF or q.dtype in _HALF:
+        out_dtype = torch.promote_types(p.dtype, q.dtype)
+        work = torch.promote_types(out_dtype, torch.float32)
+        return js_divergence(p.to(work), q.to(work), eps).to(out_dtype)
     m = (p + q) / 2
     kl = lambda u: (u * (torch.log(u + eps) - torch.log(m + eps))).sum(-1)  # noqa: E731
     return (kl(p) + kl(q)) / 2

@@ -60,7 +60,7 @@ from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import masked_mean
+from ..masking import masked_mean, zero_masked
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -413,7 +413,9 @@ def parallel_co_attention_scores(
     K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``; A:
     ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
     w1, w2: ``(d_w,)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`); padding
-    (mask False) is removed from ``A`` before the products. Returns ``e^(1)``
+    (mask False) is removed from ``A`` and from the keys before the products
+    (selected, so NaN/Inf stored in a padded slot reaches neither a real
+    position's score nor a gradient). Returns ``e^(1)``
     ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
     Raises ``ValueError`` on shape mismatches.
     """
@@ -426,8 +428,9 @@ def parallel_co_attention_scores(
     check_weight(W1, (d_w, K1.shape[-1]), "W_1", "(d_w, d_k^(1))")
     check_weight(W2, (d_w, K2.shape[-1]), "W_2", "(d_w, d_k^(2))")
     pm = _pair_mask(mask1, mask2)
-    if pm is not None:
-        A = A * pm.to(A.dtype)
+    if pm is not None:  # selected, not multiplied: NaN/Inf in a padded pair or padded key is inert
+        A = torch.where(pm, A, torch.zeros((), dtype=A.dtype, device=A.device))
+        K1, K2 = zero_masked(K1, mask1), zero_masked(K2, mask2)
     P1, P2 = K1 @ W1.T, K2 @ W2.T  # (..., n_f^(1), d_w), (..., n_f^(2), d_w)
     e1 = act(A @ P2 + P1) @ w1
     e2 = act(A.transpose(-1, -2) @ P1 + P2) @ w2
@@ -708,12 +711,19 @@ class _TwoSets(nn.Module):
             self.W_V2 = nn.Linear(d_f2, self.d_v2, bias=False)
         self.d_f1, self.d_f2 = d_f1, d_f2
 
-    def kv(self, F1: Tensor, F2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Eq. (1) for both sets: ``(K1, V1, K2, V2)``; raises ``ValueError`` for a bad ``F^(i)``."""
+    def kv(self, F1: Tensor, F2: Tensor, masks: CoMasks | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Eq. (1) for both sets: ``(K1, V1, K2, V2)``; raises ``ValueError`` for a bad ``F^(i)``.
+
+        masks (:class:`CoMasks`): padded feature vectors holding NaN/Inf are zeroed
+        before the projections (:func:`~attnsurvey.masking.zero_masked`), so they
+        reach no output and no gradient, the projections' included.
+        """
         for F, d_f, i in ((F1, self.d_f1, 1), (F2, self.d_f2, 2)):
             as_tensor(F, f"F^({i})")
             check_min_rank(F, 2, f"F^({i})", f"(..., n_f^({i}), d_f^({i}))")
             check_dim_equal(F.shape[-1], d_f, "co-attention", f"d_f^({i}) of F^({i})", f"d_f^({i}) of the module")
+        if masks:
+            F1, F2 = zero_masked(F1, masks.get("mask1")), zero_masked(F2, masks.get("mask2"))
         if self.plain:
             return F1, F1, F2, F2
         K1, V1 = keys_values(F1, self.W_K1.weight, self.W_V1.weight)
@@ -746,7 +756,7 @@ class AlternatingCoAttention(_TwoSets):
         return additive_score(Q, K, self.W_q1.weight, s0.W.weight, s0.w, s0.W.bias, s0.act)
 
     def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> AlternatingCoAttentionOutput:
-        K1, V1, K2, V2 = self.kv(F1, F2)
+        K1, V1, K2, V2 = self.kv(F1, F2, masks)
         return alternating_co_attention(K1, V1, K2, V2, self.score0, self.score2, self.score1, **masks)
 
 
@@ -764,7 +774,7 @@ class InteractiveCoAttention(_TwoSets):
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
 
     def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
-        K1, V1, K2, V2 = self.kv(F1, F2)
+        K1, V1, K2, V2 = self.kv(F1, F2, masks)
         return interactive_co_attention(K1, V1, K2, V2, self.score1, self.score2, **masks)
 
 
@@ -826,7 +836,7 @@ class ParallelCoAttention(_TwoSets):
         self.last_A: Tensor | None = None
 
     def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
-        K1, V1, K2, V2 = self.kv(F1, F2)
+        K1, V1, K2, V2 = self.kv(F1, F2, masks)
         A = self.affinity(K1, K2)
         self.last_A = A.detach()
         if self.scores == "max":
@@ -852,7 +862,7 @@ class MultiGrainedCoAttention(_TwoSets):
         self.affinity = Affinity(self.d_k1, self.d_k2, affinity)
 
     def forward(self, F1: Tensor, F2: Tensor, **masks: Unpack[CoMasks]) -> MultiGrainedOutput:
-        K1, V1, K2, V2 = self.kv(F1, F2)
+        K1, V1, K2, V2 = self.kv(F1, F2, masks)
         A = self.affinity(K1, K2)
         return multi_grained_co_attention(K1, V1, K2, V2, self.score1, self.score2, A, **masks)
 

@@ -33,9 +33,11 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
+from ..masking import nonfinite_rows, zero_masked
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -74,6 +76,17 @@ def _check_same_layout(K: Tensor, V: Tensor) -> None:
             "K and V must hold the same documents: (..., n_S, n_w) of K is "
             f"{tuple(K.shape[:-1])}, of V is {tuple(V.shape[:-1])}"
         )
+
+
+def _key_mask(mask: Tensor | None) -> Tensor | None:
+    """The key mask ``(..., n_f)`` of an attention mask ``(..., n_q, n_f)`` (a key no query may attend).
+
+    A 1-D mask is a key mask already; anything else is returned unchanged for
+    :func:`~attnsurvey.attention.attend` to report.
+    """
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
+        return mask.any(-2)
+    return mask
 
 
 def _check_query(q: Tensor, symbol: str) -> None:
@@ -138,13 +151,16 @@ def attention_via_attention(
     F_w: ``(..., n_f^(w), d_f^(w))``; F_c: ``(..., n_f^(c), d_f^(c))``;
     W_K_w ``(d_k^(w), d_f^(w))``, W_V_w ``(d_v^(w), d_f^(w))``,
     W_K_c ``(d_k^(c), d_f^(c))``, W_V_c ``(d_v^(c), d_f^(c))``;
-    masks boolean ``(..., n_q, n_f)`` per level (broadcastable), True = may attend.
+    masks boolean ``(..., n_q, n_f)`` per level (broadcastable), True = may attend;
+    a feature vector no query may attend is inert (NaN/Inf stored there reaches
+    no output and no gradient, the projections' included).
     ``score_c`` receives queries of width ``d_q + d_v^(w)``.
     Raises ``ValueError`` on shape mismatches (e.g. a dot score needs
     ``d_q + d_v^(w) == d_k^(c)``).
     """
     _check_query(q, "q")
     check_min_rank(q, 2, "q", "(..., n_q, d_q)")
+    F_w, F_c = zero_masked(F_w, _key_mask(mask_w)), zero_masked(F_c, _key_mask(mask_c))
     K_w, V_w = keys_values(F_w, W_K_w, W_V_w)
     K_c, V_c = keys_values(F_c, W_K_c, W_V_c)
     c_w, a_w = attend(q, K_w, V_w, mask_w, score_w)
@@ -300,11 +316,13 @@ def hierarchical_attention(
     ``(d_q^(D),)`` or ``(..., d_q^(D))``; W_K_D ``(d_k^(D), d_v^(S))``;
     W_V_D ``(d_v^(D), d_v^(S))``; word_mask boolean ``(..., n_S, n_w)``,
     True = real word. Returns a :class:`HierarchicalResult` with ``c``
-    ``(..., d_v^(D))``. Empty sentences get zero weight and ``c^(s) = 0``.
-    Raises ``ValueError`` on shape mismatches.
+    ``(..., d_v^(D))``. Empty sentences get zero weight and ``c^(s) = 0``;
+    padding is inert (NaN/Inf stored in a padded word reaches no output and no
+    gradient, the projections' included). Raises ``ValueError`` on shape mismatches.
     """
     _check_document(F, "F", "d_f^(S)")
     word_mask = _check_word_mask(word_mask, F, "F")
+    F = zero_masked(F, word_mask)  # (..., n_S, n_w, d_f) with a (..., n_S, n_w) key mask
     K, V = keys_values(F, W_K_S, W_V_S)
     C, a_word = chunk_contexts(q_S, K, V, word_mask, score)
     check_weight(W_K_D, (W_K_D.shape[0], C.shape[-1]), "W_K^(D)", "(d_k^(D), d_v^(S))")
@@ -371,8 +389,9 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
     if (a_word < 0).any() or (a_chunk < 0).any():
         raise ValueError("attention weights a_word and a_chunk must be non-negative")
     num = a_word * a_chunk.unsqueeze(-1)
-    if word_mask is not None:
-        num = num * _check_word_mask(word_mask, a_word.unsqueeze(-1), "a_word")
+    if word_mask is not None:  # selected, not multiplied: a NaN weight at padding is inert
+        keep = _check_word_mask(word_mask, a_word.unsqueeze(-1), "a_word")
+        num = torch.where(keep, num, torch.zeros((), dtype=num.dtype, device=num.device))
     den = num.sum((-2, -1), keepdim=True)
     return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
 
@@ -385,7 +404,9 @@ def hierarchical_scaled_attention(
 
     ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document.
     a_word ``(..., n_S, n_w)``; a_chunk ``(..., n_S)``; V ``(..., n_S, n_w, d_v)``.
-    Returns ``(c, a_scale)``: ``(..., d_v)`` and ``(..., n_S, n_w)``.
+    Returns ``(c, a_scale)``: ``(..., d_v)`` and ``(..., n_S, n_w)``. A word of
+    weight 0 (padding) is inert, as in :func:`~attnsurvey.attention.context`:
+    NaN/Inf in its value reaches no output and no gradient.
     Raises ``ValueError`` if V does not match the weights.
     """
     _check_document(V, "V", "d_v")
@@ -395,7 +416,10 @@ def hierarchical_scaled_attention(
             f"as in a_word, got {tuple(V.shape)}"
         )
     a = scaled_word_weights(a_word, a_chunk, word_mask)
-    return torch.einsum("...mi,...mid->...d", a, V), a
+    if nonfinite_rows(V) is None:  # the usual case, unchanged
+        return torch.einsum("...mi,...mid->...d", a, V), a
+    flat_a = a.reshape(*a.shape[:-2], 1, -1)  # (..., 1, n_S n_w): one query over every word
+    return context(flat_a, V.reshape(*V.shape[:-3], -1, V.shape[-1])).squeeze(-2), a
 
 
 def flat_attention(

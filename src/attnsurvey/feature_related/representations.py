@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_min_rank, check_rank, check_weight
 from ..attention import align_scores
 from ..catalog import catalogued
+from ..masking import nonfinite_rows, zero_masked
 
 CHAPTER = "chapters/ch03_1_3_feature_representations.ipynb"
 
@@ -97,7 +98,9 @@ def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
 def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
     """The meta-embedding, Eq. (22): ``x^(e) = sum_i a_i x^(t_i)``.
 
-    X_t: ``(..., E, d_t)``; a: ``(..., E)``. Returns ``(..., d_t)``.
+    X_t: ``(..., E, d_t)``; a: ``(..., E)``. Returns ``(..., d_t)``. A weight of
+    0 (a missing representation) is inert, as in :func:`~attnsurvey.attention.context`:
+    NaN/Inf in its ``x^(t_i)`` reaches neither ``x^(e)`` nor a gradient.
     Raises ``ValueError`` if the two ``E`` differ.
     """
     as_tensor(X_t, "X_t")
@@ -107,7 +110,21 @@ def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
         raise ValueError(
             f"Eq. (22) needs one weight per representation: a has E={a.shape[-1]}, X_t has E={X_t.shape[-2]}"
         )
+    bad = nonfinite_rows(X_t)
+    if bad is not None:  # selected, not multiplied: 0 * NaN would be NaN
+        X_t = torch.where((bad & (a == 0))[..., None], torch.zeros((), dtype=X_t.dtype, device=X_t.device), X_t)
     return (a.unsqueeze(-1) * X_t).sum(-2)
+
+
+def _zero_missing(xs: Sequence[Tensor], mask: Tensor | None) -> list[Tensor]:
+    """The representations with NaN/Inf zeroed where ``mask`` ``(..., E)`` says they are missing.
+
+    Done before Eq. (21), so a missing representation reaches no gradient of
+    ``W_{e_i}``; finite inputs are returned unchanged (:func:`~attnsurvey.masking.zero_masked`).
+    """
+    if not isinstance(mask, Tensor) or mask.dim() < 1 or mask.shape[-1] != len(xs):
+        return list(xs)  # no mask, or one that align_scores will report
+    return [zero_masked(x.unsqueeze(-2), mask[..., i, None]).squeeze(-2) for i, x in enumerate(xs)]
 
 
 class MultiRepresentationResult(NamedTuple):
@@ -133,10 +150,11 @@ def multi_representational_attention(
     vector; mask: optional boolean ``(..., E)``, True = this representation is
     available (e.g. a word missing from one embedding table). Returns a
     :class:`MultiRepresentationResult`; weights sum to 1 over the available
-    representations (all zero, and ``x^(e) = 0``, if none is available).
-    Raises ``ValueError`` on shape mismatches.
+    representations (all zero, and ``x^(e) = 0``, if none is available). A
+    missing representation is inert: NaN/Inf stored there reaches no output and
+    no gradient. Raises ``ValueError`` on shape mismatches.
     """
-    X_t = transform_representations(xs, Ws, bs)
+    X_t = transform_representations(_zero_missing(xs, mask), Ws, bs)
     e = representation_scores(X_t, w)
     a = align_scores(e, mask)  # Eq. (3) over the E representations
     return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)
@@ -169,6 +187,6 @@ class MetaEmbedding(nn.Module):
         bs = [p.bias for p in proj]
         if self.w is not None:  # combine == "attention"
             return multi_representational_attention(xs, Ws, bs, self.w, mask)
-        X_t = transform_representations(xs, Ws, bs)
+        X_t = transform_representations(_zero_missing(xs, mask), Ws, bs)
         a = align_scores(torch.zeros(X_t.shape[:-1], dtype=X_t.dtype, device=X_t.device), mask, "uniform")
         return MultiRepresentationResult(meta_embedding(X_t, a), a, X_t)

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_same_shape, mean_or_zero
 from ..attention import context as _context
 from ..catalog import catalogued, declare
-from ..masking import check_mask, masked_softmax
+from ..masking import check_mask, masked_softmax, zero_masked
 from .scoring import make_score
 from .sparse_maps import _valid
 from .sparse_maps import entmax15 as entmax15  # re-exported: taught with the alignments
@@ -472,7 +472,8 @@ class LocalAttention(nn.Module):
 
     ``forward(q, K, V, t=None, mask=None)`` with q ``(..., d_q)``, K
     ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, t ``(...,)`` output steps for the
-    monotonic mode. Returns ``(c, a, p)``.
+    monotonic mode; mask boolean ``(..., n_f)``, a masked key holding NaN/Inf
+    reaches no output and no gradient (the score's included). Returns ``(c, a, p)``.
     """
 
     def __init__(
@@ -503,7 +504,7 @@ class LocalAttention(nn.Module):
             p = monotonic_position(t, n_f).to(q.dtype)
         else:
             p = cast(PredictivePosition, self.position)(q, n_f)  # built when mode == "predictive"
-        e = self.score(q.unsqueeze(-2), K).squeeze(-2)
+        e = self.score(q.unsqueeze(-2), zero_masked(K, mask)).squeeze(-2)  # padded keys inert in gradients too
         a = local_align(e, p, self.D, mask, self.gaussian, None, self.renormalise)
         return context_vector(a, V), a, p
 
@@ -520,7 +521,9 @@ def bernoulli_subset(
 
     This is the policy of reinforced alignment. logits: ``(..., n_f)``;
     mask: boolean, broadcastable (masked positions are never chosen and add
-    nothing to the log-probability). ``greedy=True`` takes ``z_l = [pi_l > 1/2]``.
+    nothing to the log-probability, even when their logit is NaN/Inf).
+    ``greedy=True`` takes ``z_l = [pi_l > 1/2]``. generator: the draws come from
+    it (on its device), else from the global generator of the logits' device.
     Returns ``(z, log_prob)``: a boolean ``(..., n_f)`` and
     ``sum_l [z_l log pi_l + (1 - z_l) log(1 - pi_l)]`` ``(...,)``.
     Raises ``ValueError`` for empty or non-float logits or a bad mask.
@@ -531,12 +534,14 @@ def bernoulli_subset(
     if greedy:
         z = pi > 0.5
     else:
-        u = torch.rand(pi.shape, generator=generator, dtype=torch.float32)
-        z = u < pi
+        # drawn on the generator's device (the logits' without one), compared on the logits' device
+        draw_on = pi.device if generator is None else generator.device
+        u = torch.rand(pi.shape, generator=generator, dtype=torch.float32, device=draw_on)
+        z = u.to(pi.device) < pi
     z = z & valid
     # log pi = logsigmoid(x), log(1 - pi) = logsigmoid(-x): stable for large |x|
     lp = torch.where(z, nn.functional.logsigmoid(logits), nn.functional.logsigmoid(-logits))
-    log_prob = (lp * valid).sum(-1)
+    log_prob = torch.where(valid, lp, torch.zeros((), dtype=lp.dtype, device=lp.device)).sum(-1)
     return z, log_prob
 
 
@@ -563,7 +568,9 @@ class ReinforcedAlignment(nn.Module):
     keys, ``logit_l = score_pi(q, k_l)``; the attention scores ``e`` come from
     ``score``. ``forward(q, K, V, generator=None, mask=None)`` samples in
     training mode and takes ``pi > 1/2`` in eval mode; returns
-    ``(c, a, z, log_prob)``. Train the policy with :func:`score_function_surrogate`.
+    ``(c, a, z, log_prob)``; mask boolean ``(..., n_f)``, a masked key holding
+    NaN/Inf reaches no output, log-probability or gradient.
+    Train the policy with :func:`score_function_surrogate`.
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general", policy_score: str = "general") -> None:
@@ -575,6 +582,7 @@ class ReinforcedAlignment(nn.Module):
     def forward(
         self, q: Tensor, K: Tensor, V: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        K = zero_masked(K, mask)  # a padded key holding NaN/Inf is inert in the gradients too
         logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
         z, log_prob = bernoulli_subset(logits, generator, mask, greedy=not self.training)
         e = self.score(q.unsqueeze(-2), K).squeeze(-2)

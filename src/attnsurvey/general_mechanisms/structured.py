@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_weight
 from ..attention import context
 from ..catalog import catalogued
-from ..masking import check_mask
+from ..masking import check_mask, zero_masked
 from .scoring import make_score
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
@@ -141,7 +141,8 @@ class StructuredAttention(nn.Module):
     """Structured attention with a learned score (Table II) and transition matrix ``A`` ``(2, 2)``.
 
     ``forward(q, K, V, mask=None)`` with q ``(..., d_q)``, K ``(..., n_f, d_k)``,
-    V ``(..., n_f, d_v)`` returns ``(c, a)``.
+    V ``(..., n_f, d_v)``, mask boolean ``(..., n_f)`` returns ``(c, a)``; a masked
+    key holding NaN/Inf reaches no output and no gradient (the score's included).
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general") -> None:
@@ -150,5 +151,5 @@ class StructuredAttention(nn.Module):
         self.A = nn.Parameter(torch.zeros(2, 2))
 
     def forward(self, q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        e = self.score(q.unsqueeze(-2), K).squeeze(-2)
+        e = self.score(q.unsqueeze(-2), zero_masked(K, mask)).squeeze(-2)  # padded keys inert in gradients too
         return structured_attend(e, self.A.to(e.dtype), V, mask)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype, check_sizes, check_weight
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore
@@ -150,7 +150,9 @@ class MultiHopAttention(nn.Module):
     general score ``concat(q, c)^T W k`` (Table II), shared across hops unless
     ``share=False``. ``transform`` is ``"add"`` (``q + c``) or ``"linear"``
     (``H q + c`` with a learned ``H``). ``forward(q0, F, mask=None)`` returns
-    ``(c, q, A)``. Raises ``ValueError`` for an unknown transform.
+    ``(c, q, A)``; mask boolean ``(..., n_f)``, a masked feature vector holding
+    NaN/Inf reaches no output and no gradient (``W_K``'s and ``W_V``'s included).
+    Raises ``ValueError`` for an unknown transform.
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class MultiHopAttention(nn.Module):
         scores: ScoreFn | list[ScoreFn] = self.scores[0]  # shared by every hop
         if len(self.scores) > 1:
             scores = list(self.scores)  # one per hop
+        F = zero_masked(F, mask)  # a padded feature vector holding NaN is inert in the gradients too
         return multi_hop_attention(q0, self.W_K(F), self.W_V(F), scores, self.n_hops, self._transform, mask=mask)
 
 
@@ -188,12 +191,14 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
     u: ``(..., d)`` controller state (the query); M: ``(..., n, d)`` input
     memory (keys); C: ``(..., n, d_v)`` output memory (values); mask: boolean
     ``(..., n)``, ``True`` = a real memory slot. Returns ``(o, p)``:
-    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches.
+    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches or
+    when u, M and C do not share a dtype.
     """
     for sym, t, layout in (("M", M, "(..., n, d)"), ("C", C, "(..., n, d_v)")):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, layout)
     as_tensor(u, "u")
+    check_same_dtype(u=u, M=M, C=C)
     check_dim_equal(u.shape[-1], M.shape[-1], "memory addressing u^T m_i", "d of u", "d of M")
     check_dim_equal(M.shape[-2], C.shape[-2], "memory read", "n of M", "n of C")
     return attend_scores((zero_masked(M, mask) @ u.unsqueeze(-1)).squeeze(-1), C, mask)

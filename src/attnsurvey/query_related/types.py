@@ -343,8 +343,10 @@ class SelfAttentionUpdate(nn.Module):
     ``update="replace"`` applies Eq. (36), ``update="residual"`` Eq. (37) with a
     learned normalisation (``gamma``, ``beta``). ``d_v`` equals ``d_f`` so the
     context can replace or be added to the feature vector.
-    ``forward(F, mask=None)`` returns ``(F_new, A)``. Raises ``ValueError`` for
-    an unknown update name.
+    ``forward(F, mask=None)`` returns ``(F_new, A)``; a token no query may attend
+    that holds NaN/Inf is zeroed first (:func:`~attnsurvey.masking.zero_masked`), so it
+    reaches no real token's output and no gradient (the normalisation's included).
+    Raises ``ValueError`` for an unknown update name.
     """
 
     def __init__(self, d_f: int, d_k: int | None = None, update: str = "residual") -> None:
@@ -356,6 +358,7 @@ class SelfAttentionUpdate(nn.Module):
         self.norm = nn.LayerNorm(d_f) if update == "residual" else None
 
     def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        F = zero_masked(F, mask)  # its own row too: the update reads F, not only the context
         C, A = self.attn(F, mask)
         if self.norm is None:
             return update_replace(F, C), A

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype, check_sizes
 from ..attention import attend
 from ..catalog import catalogued
 from ..query_related.multihead import SelfAttentionVariant
@@ -32,10 +32,12 @@ def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Te
 
     K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; E, F: ``(k, n_max)`` with
     ``n <= n_max`` (columns ``:n`` are used). Returns ``(..., k, d_k)`` and
-    ``(..., k, d_v)``. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
+    ``(..., k, d_v)``. Raises ``ValueError`` if ``n > n_max``, shapes differ or
+    the four do not share a dtype.
     """
     for sym, t in (("K", K), ("V", V), ("E", E), ("F", F)):
         as_tensor(t, sym)
+    check_same_dtype(K=K, V=V, E=E, F=F)
     check_min_rank(K, 2, "K", "(..., n, d_k)")
     check_dim_equal(K.shape[-2], V.shape[-2], "Linformer attention", "n of K", "n of V")
     if E.dim() != 2 or E.shape != F.shape:
@@ -82,6 +84,7 @@ class LinformerSelfAttention(SelfAttentionVariant):
     def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
+        check_sizes("LinformerSelfAttention", n_max=n_max, k=k)
         super().__init__(d_model, h, bias=True)
         self.E = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
         self.F = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))

@@ -16,11 +16,26 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
-from ..attention import align_scores
+from ..attention import align_scores, context
 from ..catalog import catalogued
 from ..masking import zero_masked
 
 CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
+
+
+def _key_mask(mask: Tensor | None) -> Tensor | None:
+    """The key mask ``(..., n)`` of an attention mask ``(..., n, n)``: a key no query may attend is padding.
+
+    Anything else is returned unchanged for :func:`~attnsurvey.attention.align_scores` to report.
+    """
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
+        return mask.any(-2)
+    return mask
+
+
+def _values(X: Tensor, W_V: nn.Linear, mask: Tensor | None) -> Tensor:
+    """``G(X)`` with padded tokens holding NaN/Inf zeroed first, so they reach no output or gradient."""
+    return W_V(zero_masked(X, _key_mask(mask)))
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
@@ -47,7 +62,7 @@ def dense_synthesizer_weights(
     check_weight(b_2, (l,), "b_2", "(l,)")
     n = X.shape[-2]
     _check_len(n, l, "the Dense Synthesizer")
-    X = zero_masked(X, mask)  # a padded token holding NaN is inert in the gradients too
+    X = zero_masked(X, _key_mask(mask))  # a padded token holding NaN is inert in the gradients too
     B = torch.relu(X @ W_1.T + b_1) @ W_2[:n].T + b_2[:n]
     return align_scores(B, mask)  # the alignment step of attend, on synthesised scores
 
@@ -69,7 +84,13 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
 
 @catalogued("extra:synthesizer-dense")
 class DenseSynthesizer(nn.Module):
-    """Dense Synthesizer layer: ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)``."""
+    """Dense Synthesizer layer: ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)``.
+
+    mask: boolean ``(..., n, n)`` or ``(n, n)``, ``True`` = may attend. A key no
+    query may attend is padding: NaN/Inf stored there reaches neither the output
+    nor any gradient (parameters included); a fully-masked query row gets the
+    context 0 (output ``W_O 0``, its bias).
+    """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
         super().__init__()
@@ -81,12 +102,16 @@ class DenseSynthesizer(nn.Module):
 
     def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         A = dense_synthesizer_weights(X, self.lin1.weight, self.lin1.bias, self.lin2.weight, self.lin2.bias, mask)
-        return self.W_O(A @ self.W_V(X)), A
+        return self.W_O(context(A, _values(X, self.W_V, mask))), A
 
 
 @catalogued("extra:synthesizer-random")
 class RandomSynthesizer(nn.Module):
-    """Random Synthesizer layer; ``fixed=True`` keeps ``R`` at its random initial value."""
+    """Random Synthesizer layer; ``fixed=True`` keeps ``R`` at its random initial value.
+
+    ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)`` with A ``(n, n)``; mask:
+    boolean ``(n, n)``, ``True`` = may attend. Padding is inert as in :class:`DenseSynthesizer`.
+    """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
         super().__init__()
@@ -96,4 +121,4 @@ class RandomSynthesizer(nn.Module):
 
     def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         A = random_synthesizer_weights(self.R, X.shape[-2], mask)
-        return self.W_O(A @ self.W_V(X)), A
+        return self.W_O(context(A, _values(X, self.W_V, mask))), A

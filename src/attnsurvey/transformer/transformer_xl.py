@@ -90,7 +90,7 @@ def xl_attention(
     check_dim_equal(M.shape[-1], d, "Transformer-XL memory", "d_model of M", "d_model of X")
     n, n_m = X.shape[-2], M.shape[-2]
     klen = n_m + n
-    R = sinusoidal_position_encoding(klen, d, dtype=X.dtype).flip(0)  # distances klen-1, ..., 0
+    R = sinusoidal_position_encoding(klen, d, dtype=X.dtype).flip(0).to(X.device)  # distances klen-1, ..., 0
     r = split_heads(R @ W_R.T, h)  # (h, klen, d_h)
 
     def score(q: Tensor, k: Tensor) -> Tensor:
