@@ -482,3 +482,19 @@ def test_masked_mean_accumulates_half_precision_in_float32(dtype):
     X64 = Xh.double()  # torch's float64 mean of the same half values as the oracle
     want = torch.stack([X64[b][keep[b]].mean(0) if keep[b].any() else torch.zeros(2) for b in range(3)])
     torch.testing.assert_close(mk.masked_mean(Xh, keep), want.to(dtype))
+
+
+def test_zero_masked_and_zero_unattended_use_only_masks_that_line_up():
+    """Non-finite rows that no query may attend become 0; a mask whose axes do not line up with X leaves X as it is."""
+    X = rand(2, 4, 3, dtype=D64)
+    X[0, 3] = float("nan")
+    X[1, 1] = float("inf")
+    real = torch.tensor([[True, True, True, False], [True, False, True, True]])
+    Z = mk.zero_masked(X, real)
+    assert torch.equal(Z[0, :3], X[0, :3]) and torch.equal(Z[1, [0, 2, 3]], X[1, [0, 2, 3]])
+    assert torch.all(Z[0, 3] == 0) and torch.all(Z[1, 1] == 0)
+    finite = rand(2, 4, 3, dtype=D64)
+    assert mk.zero_masked(finite, real) is finite  # finite X: returned as it is (bit-identical results)
+    assert mk.zero_masked(X, torch.ones(4, 4, dtype=torch.bool)) is X  # a (4, 4) key mask cannot fit batch 2
+    torch.testing.assert_close(mk.zero_unattended(X, None, real[:, None, :].expand(2, 4, 4)), Z, equal_nan=True)
+    assert mk.zero_unattended(X, None, torch.ones(4, 4, dtype=torch.bool)) is X  # shared (n_q, n_f): not used

@@ -239,6 +239,10 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
+    try:  # a key mask's batch axes must broadcast against X's (else the caller's own check reports it)
+        torch.broadcast_shapes(km.shape[:-1], X.shape[:-2])
+    except RuntimeError:
+        return X
     bad = nonfinite_rows(X)
     if bad is None:
         return X
