@@ -73,6 +73,21 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     return mask
 
 
+def require_boolean_mask(mask: object, who: str) -> None:
+    """Refuse a ``mask`` that is neither None nor boolean, for functions whose contract is a boolean mask.
+
+    The core reads a float mask as torch does, as an additive bias, so a float
+    0/1 mask given where a boolean one is meant would silently shift the scores
+    instead of selecting positions. Raises ``ValueError`` naming ``who``.
+    """
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
+        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise ValueError(
+            f"{who}: mask must be a boolean tensor (True = may attend), got {got}; a float mask would be "
+            "added to the scores as a bias instead of selecting positions"
+        )
+
+
 def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
     """:func:`check_mask` for an attention mask ``(..., n_q, n_f)``, rejecting ambiguous shapes.
 

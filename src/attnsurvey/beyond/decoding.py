@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..catalog import catalogued
 from ..general_model import attend
+from ..masking import require_boolean_mask
 from ..query_related.multihead import MultiHeadAttention
 from ..transformer.model import FeedForward, residual_norm
 from ..transformer.positional import sinusoidal_position_encoding
@@ -70,12 +71,7 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
     Raises ``ValueError`` if ``g`` does not divide ``h``, the ranks are below 3 or
     the mask is not boolean (a float mask would be added to the scores as a bias).
     """
-    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
-        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-        raise ValueError(
-            f"grouped_query_attention: mask must be a boolean tensor (True = may attend), got {got}; a float "
-            "mask would be added to the scores as a bias instead of selecting positions"
-        )
+    require_boolean_mask(mask, "grouped_query_attention")
     for sym, t, layout in (
         ("q", q, "(..., h, n_q, d_k)"),
         ("k", k, "(..., g, n_f, d_k)"),

@@ -34,20 +34,11 @@ from ..attention import AttendOptions
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..general_model import attend
+from ..masking import require_boolean_mask
 from ..query_related.multihead import SelfAttentionVariant
 from ..transformer.positional import sinusoidal_position_encoding
 
 CHAPTER = "chapters/ch06_2_positions.ipynb"
-
-
-def _check_bool_mask(mask: object, fn: str) -> None:
-    """Refuse a non-boolean ``mask``: the core would add a float 0/1 mask to the scores as a bias."""
-    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
-        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-        raise ValueError(
-            f"{fn}: mask must be a boolean tensor (True = may attend), got {got}; a float mask would be "
-            "added to the scores as a bias instead of selecting positions"
-        )
 
 
 @catalogued(
@@ -90,7 +81,7 @@ def rope_attention(
     Returns ``(c, a)`` as :func:`attnsurvey.general_model.attend`.
     Raises ``ValueError`` on shape problems or a mask that is not boolean.
     """
-    _check_bool_mask(mask, "rope_attention")
+    require_boolean_mask(mask, "rope_attention")
     c, a = attend(apply_rope(Q, base=base), apply_rope(K, base=base), V, mask)
     assert a is not None  # need_weights is left at True: attend returns the weights
     return c, a
@@ -147,7 +138,7 @@ def alibi_attention(
     Returns ``(c, a)``. Raises ``ValueError`` if ``h`` differs between Q and slopes
     or the mask is not boolean.
     """
-    _check_bool_mask(mask, "alibi_attention")
+    require_boolean_mask(mask, "alibi_attention")
     as_tensor(Q, "Q")
     check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
     check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")
