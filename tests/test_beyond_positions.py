@@ -55,8 +55,12 @@ def test_rope_preserves_norms_and_offset_composes():
 def test_rope_bad_inputs_raise():
     with pytest.raises(ValueError, match="even d"):
         pos.apply_rope(rand(2, 5))
-    with pytest.raises(ValueError, match="offset"):
-        pos.apply_rope(rand(2, 4), offset=-1)
+    for offset in (-1, 1.5):
+        with pytest.raises(ValueError, match="offset must be an integer >= 0"):
+            pos.apply_rope(rand(2, 4), offset=offset)
+    for h in (0, 2.5):
+        with pytest.raises(ValueError, match="integer >= 1"):
+            pos.alibi_slopes(h)
     with pytest.raises(ValueError, match="even head size"):
         pos.RotarySelfAttention(6, 2)
 
@@ -69,7 +73,7 @@ def test_alibi_slopes_as_in_press_et_al():
     torch.testing.assert_close(pos.alibi_slopes(1), torch.tensor([2.0**-8], dtype=torch.float64))
     B = pos.alibi_bias(pos.alibi_slopes(2), 3, 3)
     torch.testing.assert_close(B[0], -(2**-4) * torch.tensor([[0.0, 1, 2], [1, 0, 1], [2, 1, 0]], dtype=torch.float64))
-    with pytest.raises(ValueError, match="h must be >= 1"):
+    with pytest.raises(ValueError, match="needs h to be an integer >= 1"):
         pos.alibi_slopes(0)
 
 

@@ -274,6 +274,8 @@ def test_uniform_weights_mask_and_sum():
     u = ex.uniform_weights(a, mask)
     torch.testing.assert_close(u[0, 0], torch.tensor([0.5, 0.5, 0, 0, 0]))
     assert torch.equal(u[1, 2], torch.zeros(5))  # fully masked row: zero weights, zero context
+    with pytest.raises(ValueError, match="boolean"):
+        ex.uniform_weights(a, mask.float())  # 0/1 floats would pass as weights of 0.5 and 0.5 by accident
 
 
 @pytest.mark.catalog("extra:uniform-attention-ablation")

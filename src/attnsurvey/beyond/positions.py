@@ -29,7 +29,7 @@ import math
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes
 from ..attention import AttendOptions
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
@@ -52,12 +52,12 @@ def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     ``theta_i = base^(-2i/d)``; the sines and cosines are the columns of the
     sinusoidal code :func:`~attnsurvey.transformer.positional.sinusoidal_position_encoding`.
     Returns a tensor like X (norms of every pair unchanged). Raises
-    ``ValueError`` for an odd ``d`` or a negative offset.
+    ``ValueError`` for an odd ``d`` or an offset that is not an integer >= 0.
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"the RoPE position offset must be an integer >= 0, got offset={offset!r}")
     n, d = X.shape[-2], X.shape[-1]
     if d % 2:
         raise ValueError(f"RoPE rotates pairs of coordinates and needs an even d, got X of shape {tuple(X.shape)}")
@@ -94,10 +94,9 @@ def alibi_slopes(h: int) -> Tensor:
     For ``h`` a power of two: ``m_j = 2^(-8 (j+1) / h)``, ``j = 0..h-1`` (for 8
     heads: 1/2, 1/4, ..., 1/256). Otherwise the slopes of the largest power of
     two ``p < h``, followed by every other slope of ``2p`` heads until there are
-    ``h``. Raises ``ValueError`` unless ``h >= 1``.
+    ``h``. Raises ``ValueError`` unless ``h`` is an integer >= 1.
     """
-    if h < 1:
-        raise ValueError(f"the number of heads h must be >= 1, got h={h}")
+    check_sizes("alibi_slopes", h=h)
 
     def geometric(p: int) -> list[float]:
         return [2.0 ** (-8.0 * (j + 1) / p) for j in range(p)]

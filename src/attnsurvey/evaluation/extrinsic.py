@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor
 from ..catalog import catalogued
+from ..masking import check_mask
 from ..training import accuracy
 
 CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
@@ -456,10 +457,11 @@ def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
     With a boolean ``mask`` (True = may attend) the weight ``1 / (number of
     allowed positions)`` goes to the allowed positions only; a fully-masked row
     stays zero. Using these weights turns the context vector (Eq. 4) into an
-    unweighted average of the values, the ablation of §4.1.
+    unweighted average of the values, the ablation of §4.1. Raises
+    ``ValueError`` for a mask that is not boolean or does not broadcast to ``a``.
     """
     as_tensor(a, "a")
-    allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else mask.expand_as(a)
+    allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else check_mask(mask, a.shape).expand_as(a)
     w = allowed.to(a.dtype)
     return w / w.sum(-1, keepdim=True).clamp_min(1.0)
 
