@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import torch
 
+from ._answers import whole_number
+
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
 
 
@@ -66,7 +68,7 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
     """Exercise 3: the number of tiles visited with ``is_causal=True`` (tiles entirely above the diagonal are skipped)."""
     want = causal_tiles(n, block_q, block_k)
     full = math.ceil(n / block_q) * math.ceil(n / block_k)
-    if not float(answer).is_integer() or int(float(answer)) != want:
+    if whole_number(answer, "a number of tiles") != want:
         raise AssertionError(
             f"got {answer}; a query tile ending at row qe visits the key tiles that start before qe "
             f"(not simply half of the {full} tiles)"

@@ -7,6 +7,7 @@ import math
 from torch import Tensor
 
 from .. import taxonomy as tx
+from ._answers import dimensions_changed
 
 
 def check_ex1(n_points: int) -> str:
@@ -24,10 +25,7 @@ def check_ex1(n_points: int) -> str:
 
 def check_ex2(point: tx.TaxonomyPoint) -> str:
     """Ex. 2: the point of Shen et al.'s DiSAN, as Table III gives it (row 10)."""
-    want = tx.table3_row("table3:row10").point
-    if not isinstance(point, tx.TaxonomyPoint):
-        raise AssertionError(f"build a TaxonomyPoint with B.point(...), got {type(point).__name__}")
-    wrong = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(want, d)]
+    wrong = dimensions_changed(point, tx.table3_row("table3:row10").point)
     if wrong:
         raise AssertionError(f"compare with Table III row 10: these dimensions differ: {wrong}")
     return "correct: DiSAN as in Table III"
@@ -40,10 +38,7 @@ def check_ex3(point: tx.TaxonomyPoint, accuracy: float, train: dict[str, Tensor]
     """
     from .. import builder as B
 
-    base = B.point(scoring="general", query_type="basic")
-    if not isinstance(point, tx.TaxonomyPoint):
-        raise AssertionError(f"build a TaxonomyPoint with B.point(...), got {type(point).__name__}")
-    changed = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(base, d)]
+    changed = dimensions_changed(point, B.point(scoring="general", query_type="basic"))
     if changed != ["scoring"] or point.scoring != (("additive",),):
         raise AssertionError(
             f"change the score only (general -> additive) and keep the basic query; your point changes {changed}"

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable
 
 from .. import taxonomy as tx
+from ._answers import dimensions_changed, whole_number
 
 
 def check_ex1(answer: int) -> str:
@@ -19,9 +20,7 @@ def check_ex1(answer: int) -> str:
     sizes = {d: len(getattr(row, d)) for d in tx.DIMENSIONS}
     sizes["alignment"] = 4
     want = math.prod(sizes.values())
-    if not float(answer).is_integer():
-        raise AssertionError(f"got {answer}: a number of configurations is a whole number")
-    if int(float(answer)) != want:
+    if whole_number(answer, "a number of configurations") != want:
         raise AssertionError(
             f"got {answer}: multiply the number of alternatives per dimension (scoring has {sizes['scoring']}, "
             "alignment now 4, every other dimension 1); alternatives multiply, they do not add"
@@ -43,10 +42,7 @@ def check_ex2(ids: Iterable[str]) -> str:
 
 def check_ex3(point: tx.TaxonomyPoint) -> str:
     """Ex. 3: Zhang et al.'s configuration (row 11) with a basic query instead of self-attention, nothing else changed."""
-    zhang = tx.table3_row("table3:row11").point
-    if not isinstance(point, tx.TaxonomyPoint):
-        raise AssertionError(f"give a TaxonomyPoint, got {type(point).__name__}")
-    changed = [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(zhang, d)]
+    changed = dimensions_changed(point, tx.table3_row("table3:row11").point)
     if changed != ["query_type"]:
         raise AssertionError(
             f"the point differs from row 11 in {changed or 'no dimension'}; change the query type only"

@@ -12,6 +12,7 @@ from typing import cast
 import torch
 
 from .. import builder as B
+from ._answers import whole_number
 
 
 def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
@@ -25,9 +26,7 @@ def check_ex1(answer: int) -> str:
     """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 16``, ``h = 2``."""
     # cast: nn.ModuleList is not generic; Heads fills .steps with AttentionSteps only
     total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(16, 2).main.steps)
-    if not float(answer).is_integer():
-        raise AssertionError(f"got {answer}: a number of parameters is a whole number")
-    if int(float(answer)) != total:
+    if whole_number(answer, "a number of parameters") != total:
         raise AssertionError(
             f"got {answer}: there are h heads and each W_d is (d/h) x (d/h), so the total is h (d/h)^2 = d^2 / h "
             "(not d^2, which a single head of width d would need)"

@@ -1,0 +1,33 @@
+"""Shared pieces of the self-checks: a count given as a whole number, a taxonomy point against a reference.
+
+Each raises ``AssertionError`` with a hint, as every check does, so a check
+reads as the exercise's own logic.
+"""
+
+from __future__ import annotations
+
+from .. import taxonomy as tx
+
+
+def whole_number(answer: object, what: str) -> int:
+    """``answer`` as an ``int``; raises ``AssertionError`` (naming ``what``) unless it is a whole number.
+
+    Accepts ints, floats with no fraction (``8.0``), numpy and 0-d torch numbers.
+    """
+    try:
+        value = float(answer)  # type: ignore[arg-type]  # any number-like answer; a non-number is the reader's slip
+    except (TypeError, ValueError):
+        raise AssertionError(f"got {answer!r}: {what} is a number") from None
+    if not value.is_integer():
+        raise AssertionError(f"got {answer}: {what} is a whole number")
+    return int(value)
+
+
+def dimensions_changed(point: object, reference: tx.TaxonomyPoint) -> list[str]:
+    """The taxonomy dimensions in which ``point`` differs from ``reference``, in the order of :data:`tx.DIMENSIONS`.
+
+    Raises ``AssertionError`` unless ``point`` is a :class:`~attnsurvey.taxonomy.TaxonomyPoint`.
+    """
+    if not isinstance(point, tx.TaxonomyPoint):
+        raise AssertionError(f"build a TaxonomyPoint with B.point(...), got {type(point).__name__}")
+    return [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(reference, d)]
