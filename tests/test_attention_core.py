@@ -131,6 +131,10 @@ def test_non_finite_query_of_a_fully_masked_row_reaches_no_gradient(need):
         grads.append((Kg.grad, Vg.grad, Qg.grad[..., :3, :]))
     for got, want in zip(*grads):
         torch.testing.assert_close(got, want)  # a dead row's query contributes nothing, NaN or not
+    Q_live = Q.clone()
+    Q_live[..., 2, :] = float("nan")  # a query that may attend keeps its NaN: its context is NaN, honestly
+    c, _ = at.attend(Q_live, K, V, mask, need_weights=need)
+    assert torch.isnan(c[..., 2, :]).all() and torch.isfinite(c[..., :2, :]).all()
 
 
 @pytest.mark.catalog("eq3", "eq4")
@@ -489,12 +493,15 @@ def test_zero_masked_and_zero_unattended_use_only_masks_that_line_up():
     X = rand(2, 4, 3, dtype=D64)
     X[0, 3] = float("nan")
     X[1, 1] = float("inf")
-    real = torch.tensor([[True, True, True, False], [True, False, True, True]])
+    real = torch.tensor([[True, True, False, False], [True, False, True, True]])  # X[0, 2]: masked but finite
     Z = mk.zero_masked(X, real)
-    assert torch.equal(Z[0, :3], X[0, :3]) and torch.equal(Z[1, [0, 2, 3]], X[1, [0, 2, 3]])
+    assert torch.equal(Z[0, :3], X[0, :3]) and torch.equal(Z[1, [0, 2, 3]], X[1, [0, 2, 3]])  # finite rows kept
     assert torch.all(Z[0, 3] == 0) and torch.all(Z[1, 1] == 0)
     finite = rand(2, 4, 3, dtype=D64)
     assert mk.zero_masked(finite, real) is finite  # finite X: returned as it is (bit-identical results)
     assert mk.zero_masked(X, torch.ones(4, 4, dtype=torch.bool)) is X  # a (4, 4) key mask cannot fit batch 2
-    torch.testing.assert_close(mk.zero_unattended(X, None, real[:, None, :].expand(2, 4, 4)), Z, equal_nan=True)
+    torch.testing.assert_close(mk.zero_unattended(X, None, real[:, None, :].expand(2, 4, 4)), Z)
     assert mk.zero_unattended(X, None, torch.ones(4, 4, dtype=torch.bool)) is X  # shared (n_q, n_f): not used
+    X4 = rand(4, 4, 3, dtype=D64)  # batch 4 = n 4: a shared (4, 4) causal mask would fit as a key mask by shape
+    X4[0, 3] = float("nan")
+    assert mk.zero_unattended(X4, None, mk.causal_mask(4)) is X4

@@ -51,6 +51,8 @@ def test_causal_tiles_check():
     assert et.causal_tiles(4096, 256, 1024) == sum(math.ceil(256 * (i + 1) / 1024) for i in range(16)) == 40
     with pytest.raises(AssertionError):
         et.check_causal_tiles(16 * 4 // 2)  # "half of the tiles"
+    with pytest.raises(AssertionError, match="whole number"):
+        et.check_causal_tiles(40.9)
 
 
 def test_ring_bytes_check():

@@ -96,15 +96,24 @@ def test_length_exact():
         ext.check_length_exact_of(0.0, pred, data, 99)
 
 
-def test_length_exact_decodes_the_model_itself():
-    # the check decodes with the model it is given: the targets passed as "predictions" with an
+def test_length_exact_decodes_the_model_itself(monkeypatch):
+    # the check decodes greedily with the model it is given: the targets passed as "predictions" with an
     # answer of 1.0 used to pass (the reference was computed from the reader's pred)
     data = tt.reversal_data(64, torch.Generator().manual_seed(1))
-    torch.manual_seed(0)
-    model = tt.make_model().eval()  # untrained: a few or no length-12 rows right
-    with torch.no_grad():
-        pred = tt.decode(model, data, 1)
-    right = float(((pred == data.tgt_out) | (data.tgt_out == PAD)).all(1)[data.lengths == 12].float().mean())
+    rows = (data.lengths == 12).nonzero().flatten()
+    calls = []
+
+    def decode(model, batch, beam):  # every second length-12 row wrong: a reference strictly between 0 and 1
+        calls.append((model, beam))
+        pred = batch.tgt_out.clone()
+        pred[rows[::2], 0] += 1
+        return pred
+
+    monkeypatch.setattr(ext, "decode", decode)
+    model = tt.make_model().eval()
+    right = 1 - len(rows[::2]) / len(rows)
+    assert 0 < right < 1
     ext.check_length_exact(right, model, data, 12)
+    assert calls == [(model, 1)]  # this model, greedy
     with pytest.raises(AssertionError):
         ext.check_length_exact(1.0, model, data, 12)

@@ -31,7 +31,7 @@ def test_ex1_rejects_the_word_weight_without_rescaling():
 
 
 def test_ex1_rejects_the_new_product_before_renormalising():
-    with pytest.raises(AssertionError, match="before renormalising"):
+    with pytest.raises(AssertionError, match="0.025 is the product"):
         ex.check_ex1(0.025)
 
 

@@ -444,3 +444,7 @@ def test_hierarchical_scaled_attention_ignores_nan_in_a_padded_word():
     torch.testing.assert_close(c, want)
     bad[0, 0] = float("nan")  # a real word's NaN still shows
     assert torch.isnan(lv.hierarchical_scaled_attention(a_word, a_chunk, bad, wm)[0]).all()
+    # the scaled weights select the real words: NaN stored in a padded word's weight is inert
+    a_nan = torch.tensor([[0.5, 0.5, float("nan")], [1.0, float("nan"), float("nan")]])
+    got = lv.scaled_word_weights(a_nan, a_chunk, wm)
+    torch.testing.assert_close(got, torch.tensor([[0.3, 0.3, 0.0], [0.4, 0.0, 0.0]]))  # by hand: products / 1.0

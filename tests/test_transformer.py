@@ -157,7 +157,11 @@ def test_nan_in_padding_reaches_no_parameter_gradient():
         out, _, _ = dec(Yp, M, self_key_padding_mask=real_y, memory_key_padding_mask=real_x, self_is_causal=True)
         out = out[real_y]
         out.sum().backward()
-        grads = {k: p.grad.clone() for mod in (enc, dec) for k, p in mod.named_parameters()}
+        grads = {
+            f"{name}.{k}": p.grad.clone()
+            for name, mod in (("enc", enc), ("dec", dec))
+            for k, p in mod.named_parameters()
+        }
         runs.append((out.detach(), grads))
     (out_nan, g_nan), (out_fin, g_fin) = runs
     torch.testing.assert_close(out_nan, out_fin)
