@@ -35,7 +35,7 @@ from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
-from .masking import zero_masked
+from .masking import attended_keys, zero_masked
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
@@ -186,8 +186,7 @@ class GeneralAttention(nn.Module):
         Q = q.unsqueeze(-2) if single else q
         if mask is not None and single:
             mask = mask.unsqueeze(-2)
-        if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
-            F = zero_masked(F, mask.any(-2))  # (..., n_f): the keys no query may attend, inert in gradients too
+        F = zero_masked(F, attended_keys(mask))  # a key no query may attend is inert, in the gradients too
         K, V = self.keys_values(F)
         c, a = attend(Q, K, V, mask, self.score)
         if single:

@@ -264,6 +264,17 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     return torch.where((km | ~bad)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
+def attended_keys(mask: Tensor | None) -> Tensor | None:
+    """The key mask ``(..., n_f)`` of a boolean attention mask ``(..., n_q, n_f)``: ``True`` where some query may attend.
+
+    A key no query may attend is padding. A 1-D mask is a key mask already, and
+    None or a float mask is returned unchanged, for the caller's own check to report.
+    """
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
+        return mask.any(-2)
+    return mask
+
+
 def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = None) -> Tensor:
     """:func:`zero_masked` with the masks a layer or multi-head call holds, used only where they line up with X.
 

@@ -37,7 +37,7 @@ from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
-from ..masking import nonfinite_rows, zero_masked
+from ..masking import attended_keys, nonfinite_rows, zero_masked
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -76,17 +76,6 @@ def _check_same_layout(K: Tensor, V: Tensor) -> None:
             "K and V must hold the same documents: (..., n_S, n_w) of K is "
             f"{tuple(K.shape[:-1])}, of V is {tuple(V.shape[:-1])}"
         )
-
-
-def _key_mask(mask: Tensor | None) -> Tensor | None:
-    """The key mask ``(..., n_f)`` of an attention mask ``(..., n_q, n_f)`` (a key no query may attend).
-
-    A 1-D mask is a key mask already; anything else is returned unchanged for
-    :func:`~attnsurvey.attention.attend` to report.
-    """
-    if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
-        return mask.any(-2)
-    return mask
 
 
 def _check_query(q: Tensor, symbol: str) -> None:
@@ -160,7 +149,7 @@ def attention_via_attention(
     """
     _check_query(q, "q")
     check_min_rank(q, 2, "q", "(..., n_q, d_q)")
-    F_w, F_c = zero_masked(F_w, _key_mask(mask_w)), zero_masked(F_c, _key_mask(mask_c))
+    F_w, F_c = zero_masked(F_w, attended_keys(mask_w)), zero_masked(F_c, attended_keys(mask_c))
     K_w, V_w = keys_values(F_w, W_K_w, W_V_w)
     K_c, V_c = keys_values(F_c, W_K_c, W_V_c)
     c_w, a_w = attend(q, K_w, V_w, mask_w, score_w)

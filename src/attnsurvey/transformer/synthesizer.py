@@ -18,24 +18,14 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..attention import align_scores, context
 from ..catalog import catalogued
-from ..masking import zero_masked
+from ..masking import attended_keys, zero_masked
 
 CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 
 
-def _key_mask(mask: Tensor | None) -> Tensor | None:
-    """The key mask ``(..., n)`` of an attention mask ``(..., n, n)``: a key no query may attend is padding.
-
-    Anything else is returned unchanged for :func:`~attnsurvey.attention.align_scores` to report.
-    """
-    if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
-        return mask.any(-2)
-    return mask
-
-
 def _values(X: Tensor, W_V: nn.Linear, mask: Tensor | None) -> Tensor:
     """``G(X)`` with padded tokens holding NaN/Inf zeroed first, so they reach no output or gradient."""
-    return W_V(zero_masked(X, _key_mask(mask)))
+    return W_V(zero_masked(X, attended_keys(mask)))
 
 
 def _check_len(n: int, max_len: int, what: str) -> None:
@@ -62,7 +52,7 @@ def dense_synthesizer_weights(
     check_weight(b_2, (l,), "b_2", "(l,)")
     n = X.shape[-2]
     _check_len(n, l, "the Dense Synthesizer")
-    X = zero_masked(X, _key_mask(mask))  # a padded token holding NaN is inert in the gradients too
+    X = zero_masked(X, attended_keys(mask))  # a padded token holding NaN is inert in the gradients too
     B = torch.relu(X @ W_1.T + b_1) @ W_2[:n].T + b_2[:n]
     return align_scores(B, mask)  # the alignment step of attend, on synthesised scores
 
