@@ -16,6 +16,16 @@ from torch import Tensor
 from ._verdict import check_results_and_verdict
 
 
+def _compare(answer: object, want: Tensor, case: str, hint: str, atol: float, digits: int) -> None:
+    """Raise ``AssertionError`` unless ``answer`` (any array-like) has ``want``'s shape and values, to ``atol``."""
+    got = torch.as_tensor(answer, dtype=want.dtype)
+    if got.shape != want.shape:
+        raise AssertionError(f"{case}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=atol):
+        shown = [[round(x, digits) for x in t.tolist()] for t in (want, got)]
+        raise AssertionError(f"{case}: expected {shown[0]}, got {shown[1]} ({hint})")
+
+
 def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
     """Ex. 1: ``grad_fn(a, L, b)`` is the expected REINFORCE gradient with respect to the scores, in closed form.
 
@@ -33,15 +43,8 @@ def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
             raise RuntimeError("autograd gave no gradient for the scores")
         a = torch.softmax(e.detach(), -1)
         for b in (0.0, 3.0):
-            got = torch.as_tensor(grad_fn(a, L, b), dtype=torch.float64)
-            if got.shape != e.shape:
-                raise AssertionError(f"n={n}: expected a gradient of shape {tuple(e.shape)}, got {tuple(got.shape)}")
-            if not torch.allclose(got, grad, atol=1e-9):
-                raise AssertionError(
-                    f"n={n}, b={b}: expected {[round(x, 4) for x in grad.tolist()]}, "
-                    f"got {[round(x, 4) for x in got.tolist()]} "
-                    "(take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel)"
-                )
+            hint = "take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel"
+            _compare(grad_fn(a, L, b), grad, f"n={n}, b={b}", hint, atol=1e-9, digits=4)
     return "correct: E[(L_m - b) grad log a_m] = a_l (L_l - sum_m a_m L_m), whatever b"
 
 
@@ -58,15 +61,8 @@ def check_ex2(fn: Callable[[Tensor, int, int], Tensor]) -> str:
         start = min(max(p - D, 0), n - width)
         want = torch.zeros(n)
         want[start : start + width] = torch.softmax(e[:n][start : start + width], -1)
-        got = torch.as_tensor(fn(e[:n], p, D), dtype=want.dtype)
-        if tuple(got.shape) != (n,):
-            raise AssertionError(f"n_f={n}: expected {n} weights, got shape {tuple(got.shape)}")
-        if not torch.allclose(got, want, atol=1e-6):
-            raise AssertionError(
-                f"n_f={n}, p={p}, D={D}: expected {[round(x, 3) for x in want.tolist()]}, "
-                f"got {[round(x, 3) for x in got.tolist()]} "
-                "(shift the window inwards so that it keeps min(2D + 1, n_f) positions; no Gaussian)"
-            )
+        hint = "shift the window inwards so that it keeps min(2D + 1, n_f) positions; no Gaussian"
+        _compare(fn(e[:n], p, D), want, f"n_f={n}, p={p}, D={D}", hint, atol=1e-6, digits=3)
     return "correct: the shifted window always holds min(2D + 1, n_f) positions"
 
 
