@@ -34,6 +34,7 @@ in :func:`attnsurvey.masking.masked_softmax`; its log-sum-exp is ``-inf``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TypedDict, Unpack
 
 import torch
@@ -207,20 +208,6 @@ def attention_stats(
     return m, l, acc
 
 
-def _inert_tile_grads(
-    P: Tensor, live: Tensor, dO: Tensor, V: Tensor, D: Tensor, Qs: Tensor, K: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One tile's ``(dQ / scale, dK, dV)`` when an input is non-finite: products that select, as the core's.
-
-    P: the tile's weights; live: the pairs that pass a gradient (allowed, and a
-    finite context); dO, D: zero on the rows whose context is NaN; V: non-finite
-    rows zeroed. A zero ``dS`` ignores a NaN row of K or Q (:func:`~attnsurvey.attention.context`).
-    """
-    P = torch.where(live, P, torch.zeros((), dtype=P.dtype, device=P.device))  # 0, not NaN, where no gradient flows
-    dS = P * (dO @ V.transpose(-1, -2) - D.unsqueeze(-1))
-    return context(dS, K), context(dS.transpose(-1, -2), Qs), P.transpose(-1, -2) @ dO
-
-
 @catalogued("extra:tiled-attention")
 class TiledAttentionFunction(torch.autograd.Function):
     """Autograd for tiled attention: backward recomputes each tile's weights from the log-sum-exp.
@@ -276,17 +263,14 @@ class TiledAttentionFunction(torch.autograd.Function):
                     S = S.masked_fill_(~allowed, -math.inf)
                     Qi, Kj, Vj = _inert(Qi, allowed.any(-1)), _inert(Kj, allowed.any(-2)), _inert(Vj, allowed.any(-2))
                 P = S.sub_(L[..., qs:qe].unsqueeze(-1)).exp_()
+                product: Callable[[Tensor, Tensor], Tensor] = torch.matmul
                 if live_q is not None and Vd is not None:  # non-finite inputs: every product selects
                     live = live_q[..., qs:qe, :] if allowed is None else allowed & live_q[..., qs:qe, :]
-                    dq, dk, dv = _inert_tile_grads(P, live, dOi, Vd[..., ks:ke, :], D[..., qs:qe], Qi, Kj)
-                    dQ[..., qs:qe, :] += dq
-                    dK[..., ks:ke, :] += dk
-                    dV[..., ks:ke, :] += dv
-                    continue
+                    P, Vj, product = torch.where(live, P, zero), Vd[..., ks:ke, :], context  # 0, not NaN
                 dV[..., ks:ke, :] += P.transpose(-1, -2) @ dOi
                 dS = P.mul_(dOi @ Vj.transpose(-1, -2) - D[..., qs:qe].unsqueeze(-1))
-                dQ[..., qs:qe, :] += dS @ Kj
-                dK[..., ks:ke, :] += dS.transpose(-1, -2) @ Qi
+                dQ[..., qs:qe, :] += product(dS, Kj)  # context: a zero dS ignores a NaN row of K or Q
+                dK[..., ks:ke, :] += product(dS.transpose(-1, -2), Qi)
         return dQ * scale, dK, dV, None, None, None, None, None
 
 
