@@ -61,6 +61,21 @@ def test_bibliography_parses_and_every_entry_is_complete():
         assert "title" in entry.fields and "year" in entry.fields and entry.persons.get("author"), key
 
 
+def test_every_bibliography_entry_is_cited():
+    """The Bibliography page says it lists the works cited in the book (it uses ``:all:``)."""
+    import re
+
+    text = (ROOT / "book" / "references.bib").read_text()
+    keys = {line.split("{", 1)[1].rstrip(",") for line in text.splitlines() if line.startswith("@")}
+    pages = [*(ROOT / "chapters").glob("*.ipynb"), *(ROOT / "book").glob("*.ipynb"), *(ROOT / "book").glob("*.md")]
+    cited: set[str] = set()
+    for page in pages:
+        for keylist in re.findall(r"\{cite(?::[a-z]+)?\}`([^`]+)`", page.read_text(encoding="utf-8")):
+            cited.update(k.strip() for k in keylist.split(","))
+    assert not cited - keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+    assert not keys - cited, f"in references.bib but cited nowhere: {sorted(keys - cited)}"
+
+
 def test_glossary_terms_are_separated_and_unique():
     text = (ROOT / "book" / "glossary.md").read_text()
     block = text.split("```{glossary}", 1)[1].split("```", 1)[0].strip("\n").split("\n")
