@@ -15,7 +15,7 @@ EX3_EVAL_SEED, EX3_EVAL_N = 1, 1000
 
 
 def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool) -> str:
-    """Ex. 1: the weights of Eq. (3) for 4 equal scores, and whether adding a constant to every score changes them."""
+    """Ex. 1: the softmax weights of Eq. (3) for 4 equal scores, and whether adding a constant to every score changes them."""
     w = torch.as_tensor(weights_equal_scores, dtype=torch.float64)
     if w.shape != (4,):
         raise AssertionError(f"give one weight per score: 4 numbers, got shape {tuple(w.shape)}")
