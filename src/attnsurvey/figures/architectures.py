@@ -14,9 +14,9 @@ The diagrams are drawn from the package, so they cannot drift from it:
 
 :data:`COMPLEXITY` is the analytic cost of every mechanism for one head of
 self-attention over ``n`` positions of width ``d`` (``w`` window half-width,
-``k`` Linformer's projected length, ``c`` LSH chunk size, ``m`` Transformer-XL
-memory length); ``n_exponent`` is how the counted multiply-adds of the
-implementation grow with ``n`` at fixed ``d, w, k, c, m`` (checked by the tests
+``k`` Linformer's projected length, ``m`` LSH chunk size, ``n_m`` Transformer-XL
+memory length; the symbols of the Transformer-variants chapter); ``n_exponent`` is how the counted multiply-adds of the
+implementation grow with ``n`` at fixed ``d, w, k, m, n_m`` (checked by the tests
 with ``torch.utils.flop_counter``).
 """
 
@@ -292,8 +292,10 @@ COMPLEXITY: list[Cost] = [
     ),
     Cost("Local window, half-width w", "O(n w d)", "O(n w)", "transformer.local.local_window_attention", 1),
     Cost("Linformer, projected length k", "O(n k d)", "O(n k)", "transformer.linformer.linformer_attention", 1),
-    Cost("LSH (Reformer), chunk c", "O(n log n + n c d)", "O(n c)", "transformer.reformer.lsh_attention", 1),
-    Cost("Transformer-XL, memory m", "O(n (n + m) d)", "O(n (n + m))", "transformer.transformer_xl.xl_attention", 2),
+    Cost("LSH (Reformer), chunk m", "O(n log n + n m d)", "O(n m)", "transformer.reformer.lsh_attention", 1),
+    Cost(
+        "Transformer-XL, memory n_m", "O(n (n + n_m) d)", "O(n (n + n_m))", "transformer.transformer_xl.xl_attention", 2
+    ),
     Cost("Synthesizer (random)", "O(n^2 d)", "O(n^2)", "transformer.synthesizer.random_synthesizer_weights", 2),
     Cost(
         "Lite Transformer (LSRA), kernel r",
