@@ -103,7 +103,7 @@ def test_complexity_table_rows():
     for c in A.COMPLEXITY:
         assert callable(A.resolve(c.implemented_by)), c
     md = A.complexity_markdown()
-    assert md.count("\n") == len(A.COMPLEXITY) + 1 and "O(n log n + n c d)" in md
+    assert md.count("\n") == len(A.COMPLEXITY) + 1 and "O(n log n + n m d)" in md
 
 
 D, W, K, C = 8, 4, 16, 16
