@@ -240,6 +240,42 @@ def test_eq27_matches_softmax_over_window_slice():
     lp = al.LocalAttention(4, 4, D=2, mode="predictive")
     c, a, p = lp(rand(3, 4), rand(3, 10, 4, seed=1), rand(3, 10, 2, seed=2))
     assert torch.all((p > 0) & (p < 9)) and c.shape == (3, 2)
+    # the module's weights and context are Eq. (27) (and Eq. 29 when gaussian) by hand, on its own score and p
+    q, K, V = rand(3, 4, seed=5), rand(3, 10, 4, seed=6), rand(3, 10, 2, seed=7)
+    for mode, gaussian, renormalise in [
+        ("monotonic", False, False),
+        ("monotonic", True, False),
+        ("predictive", False, False),
+        ("predictive", True, False),
+        ("predictive", True, True),
+    ]:
+        torch.manual_seed(0)
+        m = al.LocalAttention(4, 4, D=2, mode=mode, gaussian=gaussian, renormalise=renormalise)
+        t = torch.tensor([0, 5, 9]) if mode == "monotonic" else None
+        with torch.no_grad():
+            c, a, p = m(q, K, V, t=t)
+        for row in range(3):
+            a_ref = _local_weights_by_hand(
+                q[row], K[row], m.score.W.weight.detach(), float(p[row]), 2.0, gaussian, renormalise
+            )
+            torch.testing.assert_close(a[row], a_ref, msg=f"{mode} gaussian={gaussian} renormalise={renormalise}")
+            c_ref = sum(float(a_ref[l]) * V[row, l] for l in range(10))
+            torch.testing.assert_close(c[row], c_ref)
+
+
+def _local_weights_by_hand(q, K, W, p, D, gaussian, renormalise):
+    """Independent oracle for one query: general score k_l^T W q, softmax over the positions l with
+    |l - round(p)| <= D (Eq. 27), times exp(-(l - p)^2 / (2 (D/2)^2)) if gaussian (Eq. 29)."""
+    n_f = K.shape[0]
+    centre = math.floor(p + 0.5)
+    window = [l for l in range(n_f) if abs(l - centre) <= D]
+    e = {l: float(K[l] @ W @ q) for l in window}
+    z = sum(math.exp(e[l]) for l in window)
+    a = [0.0] * n_f
+    for l in window:
+        a[l] = math.exp(e[l]) / z * (math.exp(-((l - p) ** 2) / (2 * (D / 2) ** 2)) if gaussian else 1.0)
+    total = sum(a)
+    return torch.tensor([x / total for x in a] if renormalise else a)
 
 
 @pytest.mark.catalog("eq27")

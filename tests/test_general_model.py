@@ -110,8 +110,13 @@ def test_mask_validation():
 @pytest.mark.catalog("eq4")
 def test_eq4_context_hand_computed():
     a = torch.tensor([[0.25, 0.75]])
-    V = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
-    torch.testing.assert_close(gm.context(a, V), torch.tensor([[0.5, 3.0]]))
+    # V is not symmetric, so a @ V^T (rows and columns swapped) cannot pass: that would give [[0.5, 3.25]]
+    V = torch.tensor([[2.0, 0.0], [1.0, 4.0]])
+    # c = 0.25 v_1 + 0.75 v_2 = 0.25 [2, 0] + 0.75 [1, 4] = [1.25, 3.0]
+    torch.testing.assert_close(gm.context(a, V), torch.tensor([[1.25, 3.0]]))
+    # a non-square V (n_f = 2, d_v = 3): c has d_v entries
+    V3 = torch.tensor([[2.0, 0.0, -4.0], [1.0, 4.0, 0.0]])
+    torch.testing.assert_close(gm.context(a, V3), torch.tensor([[1.25, 3.0, -1.0]]))
     with pytest.raises(ValueError, match="n_f of a == n_f of V"):
         gm.context(torch.ones(1, 3), V)
 

@@ -81,11 +81,26 @@ def test_eq39_head_contexts_match_sdpa():
     W_Q, W_K, W_V, _ = weights()
     mask = rand(2, 3, 5, seed=9) > -0.5
     mask[..., 0] = True
-    _, a = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, torch.eye(8), 2, mask)
+    out, a = mh.multi_head_attention(Q, F, F, W_Q, W_K, W_V, torch.eye(8), 2, mask)
     q, k, v = (mh.split_heads(x, 2) for x in (Q @ W_Q.T, F @ W_K.T, F @ W_V.T))
     c_ref = F_.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
     torch.testing.assert_close(a @ v, c_ref)
     torch.testing.assert_close(a.sum(-1), torch.ones(2, 2, 3))
+
+    # with W_O = I the output is the head contexts c^(1), c^(2) side by side: each head's SDPA on its own
+    # row block of W_Q, W_K, W_V (Eq. 38), built here without split_heads
+    def heads_by_hand(F_k, F_v):
+        rows = [slice(4 * j, 4 * (j + 1)) for j in range(2)]
+        heads = [
+            F_.scaled_dot_product_attention(Q @ W_Q[r].T, F_k @ W_K[r].T, F_v @ W_V[r].T, attn_mask=mask) for r in rows
+        ]
+        return torch.cat(heads, dim=-1)
+
+    torch.testing.assert_close(out, heads_by_hand(F, F))
+    G = rand(2, 5, 8, seed=2)  # distinct features for keys and values: the values come from F_v
+    torch.testing.assert_close(
+        mh.multi_head_attention(Q, F, G, W_Q, W_K, W_V, torch.eye(8), 2, mask)[0], heads_by_hand(F, G)
+    )
 
 
 @pytest.mark.catalog("eq40")

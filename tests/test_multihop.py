@@ -34,15 +34,19 @@ def test_eq42_hop_scores_concatenate():
             assert math.isclose(float(e[b, l]), float(x @ W.T @ K[b, l]), rel_tol=1e-5, abs_tol=1e-5)
 
 
-def _loop_multi_hop(q0, K, V, W, n_hops):
-    """Independent oracle: one example, explicit Python loops, Eq. (41)-(42)."""
+def _loop_multi_hop(q0, K, V, W, n_hops, H=None):
+    """Independent oracle: one example, explicit Python loops, Eq. (41)-(42).
+
+    W: the general score's matrix, or a list with one per hop; H: Eq. (41) is ``H q + c`` (default ``q + c``).
+    """
     n_f = K.shape[0]
     c = sum(V[l] for l in range(n_f)) / n_f
     q, As = q0, []
-    for _ in range(n_hops):
-        q = q + c
+    for s in range(n_hops):
+        q = (q if H is None else H @ q) + c
         x = torch.cat([q, c])
-        e = [float(x @ W.T @ K[l]) for l in range(n_f)]
+        W_s = W[s] if isinstance(W, list) else W
+        e = [float(x @ W_s.T @ K[l]) for l in range(n_f)]
         m = max(e)
         w = [math.exp(v - m) for v in e]
         a = [v / sum(w) for v in w]
@@ -112,11 +116,22 @@ def test_multi_hop_rejects_bad_input():
 def test_multi_hop_module_and_gradcheck():
     F = rand(2, 5, 6)
     q0 = rand(2, 4, seed=1)
-    for transform, share in (("add", True), ("linear", False)):
+    torch.manual_seed(0)
+    for transform, share in (("add", True), ("linear", False), ("add", False), ("linear", True)):
         mod = mh.MultiHopAttention(4, 6, n_hops=3, transform=transform, share=share)
-        c, q, A = mod(q0, F)
+        with torch.no_grad():
+            c, q, A = mod(q0, F)
         assert c.shape == (2, 4) and q.shape == (2, 4) and A.shape == (2, 3, 5)
         assert len(mod.scores) == (1 if share else 3)
+        # the module is Eq. (41)-(42) on its own weights: K = F W_K^T, V = F W_V^T, its score(s) and H
+        W = [sc.W.weight.detach() for sc in mod.scores]
+        H = None if mod.H is None else mod.H.weight.detach()
+        for b in range(2):
+            K, V = F[b] @ mod.W_K.weight.detach().T, F[b] @ mod.W_V.weight.detach().T
+            c_ref, q_ref, A_ref = _loop_multi_hop(q0[b], K, V, W[0] if share else W, 3, H)
+            torch.testing.assert_close(c[b], c_ref, msg=f"{transform} share={share}")
+            torch.testing.assert_close(q[b], q_ref, msg=f"{transform} share={share}")
+            torch.testing.assert_close(A[b], A_ref, msg=f"{transform} share={share}")
     K = rand(2, 4, 3, seed=2, dtype=torch.float64).requires_grad_()
     V = rand(2, 4, 3, seed=3, dtype=torch.float64).requires_grad_()
     q0 = rand(2, 3, seed=4, dtype=torch.float64).requires_grad_()

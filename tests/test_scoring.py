@@ -239,6 +239,27 @@ def test_similarity_against_scipy():
     assert float(sc.euclidean_score(K[:1], K)[0, 0]) == pytest.approx(0.0, abs=1e-100)
 
 
+def module_pair(name, m):
+    """The Table II formula for one pair (q, k_l), written here from the survey with the module's own weights.
+
+    Independent of the registry entry under test: the formula is chosen by ``name``, never by the
+    module's class or function, so a name registered to the wrong module gives different scores.
+    """
+    tanh = torch.tanh
+    return {
+        "additive": lambda q, k: m.w @ tanh(m.W1.weight @ q + m.W2.weight @ k + m.W2.bias),
+        "multiplicative": lambda q, k: q @ k,
+        "scaled-multiplicative": lambda q, k: (q @ k) / math.sqrt(k.numel()),
+        "general": lambda q, k: k @ m.W.weight @ q,
+        "biased-general": lambda q, k: k @ (m.W.weight @ q + m.W.bias),
+        "activated-general": lambda q, k: tanh(k @ m.W.weight @ q + m.b),
+        "cosine": lambda q, k: m.scale * (q @ k) / (q.norm() * k.norm()),
+        "euclidean": lambda q, k: -torch.sqrt(((q - k) ** 2).sum()),
+        "concat": lambda q, k: m.v @ tanh(m.W.weight @ torch.cat([q, k])),
+        "bilinear": lambda q, k: q @ m.W @ k,
+    }[name]
+
+
 @pytest.mark.catalog("eq23")
 def test_make_score_builds_every_name():
     Q, K = rand(2, 3, 4, dtype=torch.float32), rand(2, 5, 4, seed=1, dtype=torch.float32)
@@ -248,6 +269,26 @@ def test_make_score_builds_every_name():
         assert m(Q, K).shape == (2, 3, 5), name
     for name in ("additive", "general", "biased-general", "activated-general", "concat", "bilinear"):
         assert sc.make_score(name, 3, 4)(Q[..., :3], K).shape == (2, 3, 5), name
+    # every built module computes its own name's formula (Eq. 23 with the Table II row), pair by pair
+    assert set(sc.SCORE_NAMES) == {
+        "additive", "multiplicative", "scaled-multiplicative", "general", "biased-general",
+        "activated-general", "cosine", "euclidean", "concat", "bilinear",
+    }  # fmt: skip
+    torch.manual_seed(0)
+    for name in sc.SCORE_NAMES:
+        d_q = D_K if sc.score_spec(name).equal_dims else D_Q
+        m = sc.make_score(name, d_q, D_K, d_w=D_W).double()
+        with torch.no_grad():
+            for prm in m.parameters():  # no parameter left at a value (such as b = 0) that hides a term
+                prm.add_(0.5 * torch.randn_like(prm))
+            Q, K = rand(2, 3, d_q, seed=21), rand(2, 6, D_K, seed=22)
+            e, pair = m(Q, K), module_pair(name, m)
+            assert e.shape == (2, 3, 6), name
+            for bt in range(2):
+                for j in range(3):
+                    for l in range(6):
+                        expected = float(pair(Q[bt, j], K[bt, l]))
+                        assert math.isclose(float(e[bt, j, l]), expected, rel_tol=1e-9, abs_tol=1e-12), (name, j, l)
     with pytest.raises(ValueError, match="unknown score function 'dot'"):
         sc.make_score("dot", 4, 4)
 
