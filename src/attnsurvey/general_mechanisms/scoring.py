@@ -530,7 +530,9 @@ def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None, n_max: int
     Names: those registered in :data:`SCORES` (the content-based ones are
     :data:`SCORE_NAMES`; ``location`` needs ``n_max``) and the aliases of
     :data:`SCORE_ALIASES` (``similarity`` is the cosine). ``d_w`` defaults to ``d_k``.
-    Raises ``ValueError`` for an unknown name (listing the known ones) or for
+    ``cosine`` gets a learned scale ``s`` that starts at ``sqrt(d_k)``: the cosine of two
+    random ``d_k``-vectors has a spread of about ``1 / sqrt(d_k)``, so its first scores
+    spread about as widely as the scaled dot product's. Raises ``ValueError`` for an unknown name (listing the known ones) or for
     ``d_q != d_k`` where the score needs equality.
     """
     spec = score_spec(name)
