@@ -290,7 +290,7 @@ def test_make_score_builds_every_name():
                         expected = float(pair(Q[bt, j], K[bt, l]))
                         assert math.isclose(float(e[bt, j, l]), expected, rel_tol=1e-9, abs_tol=1e-12), (name, j, l)
     # the cosine's learned scale starts at sqrt(d_k) (make_score's contract)
-    assert float(sc.make_score("cosine", 9, 9).scale) == 3.0
+    assert sc.make_score("cosine", 9, 9).scale.item() == 3.0
     with pytest.raises(ValueError, match="unknown score function 'dot'"):
         sc.make_score("dot", 4, 4)
 
