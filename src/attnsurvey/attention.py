@@ -85,7 +85,10 @@ ALIGNMENTS: Registry[AlignFn] = Registry("alignment function")
 
 @ALIGNMENTS.register("softmax")
 def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Soft alignment, Eq. (3)/(25): the masked softmax over the last axis (fully-masked rows: 0)."""
+    """Soft alignment, Eq. (3)/(25): the masked softmax over the last axis (fully-masked rows: 0).
+
+    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` = may attend.
+    """
     return masked_softmax(e, mask, dim=-1)
 
 
@@ -114,7 +117,8 @@ ALIGNMENTS.register("alpha-entmax", alpha_entmax_align(1.5))
 def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Uniform weights over the allowed positions (the scores are ignored): the mean-pooling baseline.
 
-    A fully-masked row is all zeros.
+    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` =
+    may attend. A fully-masked row is all zeros.
     """
     return masked_softmax(torch.zeros_like(e), mask, dim=-1)
 
@@ -123,7 +127,8 @@ def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 def argmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Deterministic hard alignment, Eq. (26): one-hot on the first largest allowed score.
 
-    A fully-masked row is all zeros. The one-hot weights carry no gradient.
+    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` =
+    may attend. A fully-masked row is all zeros. The one-hot weights carry no gradient.
     """
     filled = e if mask is None else torch.where(mask, e, minus_inf(e.dtype))
     a = F_.one_hot(filled.argmax(-1), e.shape[-1]).to(e.dtype)

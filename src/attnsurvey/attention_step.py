@@ -51,7 +51,8 @@ class AttentionStep(nn.Module):
     """The general attention module (Fig. 2, Eq. 1-4) with a chosen score, alignment, dimensionality.
 
     ``forward(Q, F, generator=None)`` with queries Q ``(B, n_q, d_q)`` and features
-    F ``(B, n_f, d_f)`` returns ``(c, a, log_prob)``: contexts ``(B, n_q, d_k)``,
+    F ``(B, n_f, d_f)`` returns ``(c, a, log_prob)``: contexts ``(B, n_q, d_k)``
+    (here ``d_v = d_k``: ``W_V`` is ``nn.Linear(d_f, d_k)``, like ``W_K``),
     weights ``(B, n_q, n_f)`` (for multi-dimensional attention: averaged over the
     features) and the log-probability of the sampled choice (hard, reinforced;
     ``None`` otherwise), summed over queries ``(B,)``.

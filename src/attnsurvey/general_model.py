@@ -105,7 +105,10 @@ def plain_attend(
 ) -> tuple[Tensor, Tensor]:
     """Plain (key = value) attention: ``K = V = F``, i.e. ``W_K = W_V = I`` in Eq. (1).
 
-    Q: ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``. Returns ``(c, a)`` as :func:`attend`.
+    Q: ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``; mask: boolean broadcastable to
+    the scores ``(..., n_q, n_f)``, ``True`` = may attend (a float mask is added to
+    the scores, as in :func:`attend`). Returns ``(c, a)`` as :func:`attend`; a
+    fully-masked row gives zero weights and a zero context.
     """
     return attend(Q, F, F, mask, score)
 
@@ -223,7 +226,8 @@ class KeyValueMemory(nn.Module):
     read with query ``q``: scores every address (Eq. 2), normalises the scores
     into a soft address (Eq. 3), and returns the weighted read (Eq. 4). A hard
     memory would return ``v`` of the single best address; the soft read is its
-    differentiable relaxation.
+    differentiable relaxation. ``forward(Q, mask=None)`` is :meth:`read`: mask
+    boolean broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
     """
 
     keys: Tensor  # buffers (register_buffer)
@@ -241,11 +245,18 @@ class KeyValueMemory(nn.Module):
         return attention_scores(Q, self.keys, self.score_fn)
 
     def normalise(self, e: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Soft address: the softmax of the scores (Eq. 3)."""
+        """Soft address: the softmax of the scores (Eq. 3).
+
+        e: ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` = may
+        attend (a fully-masked row gives all-zero weights).
+        """
         return align_scores(e, mask)
 
     def read(self, Q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Returns ``(read vector, soft address)`` for queries ``Q`` ``(..., n_q, d_k)``."""
+        """Returns ``(read vector, soft address)`` for queries ``Q`` ``(..., n_q, d_k)``.
+
+        mask: boolean broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
+        """
         a = self.normalise(self.address(Q), mask)
         return context(a, self.values), a
 
@@ -262,10 +273,10 @@ class TaskModel(nn.Module):
     (Eq. 1-4, scaled multiplicative score by default), or with ``pool="mean"``
     uniform weights over the allowed items; output model: Eq. (5).
 
-    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask ``(B, n)``
-    returns logits ``(B, C)`` and weights ``(B, n)``; a masked item holding NaN/Inf
-    reaches no output and no gradient (the feature model's included).
-    Raises ``ValueError`` for an unknown ``pool``.
+    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask boolean
+    ``(B, n)``, ``True`` = may attend (a real item), returns logits ``(B, C)`` and
+    weights ``(B, n)``; a masked item holding NaN/Inf reaches no output and no gradient
+    (the feature model's included). Raises ``ValueError`` for an unknown ``pool``.
     """
 
     def __init__(

@@ -54,8 +54,9 @@ def minus_inf(dtype: torch.dtype) -> float:
 def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
     """Validate a boolean ``mask`` against scores of shape ``(..., n_q, n_f)`` and return it.
 
-    Raises ``ValueError`` if the mask is not a boolean tensor or does not
-    broadcast to the scores without changing their shape.
+    The mask must be boolean, ``True`` = may attend, broadcastable to the scores. Raises
+    ``ValueError`` if the mask is not a boolean tensor or does not broadcast to the
+    scores without changing their shape.
     """
     if not isinstance(mask, Tensor):
         raise ValueError(f"{symbol} must be a boolean torch.Tensor, got {type(mask).__name__}")
@@ -76,9 +77,10 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
 def require_boolean_mask(mask: object, who: str) -> None:
     """Refuse a ``mask`` that is neither None nor boolean, for functions whose contract is a boolean mask.
 
-    The core reads a float mask as torch does, as an additive bias, so a float
-    0/1 mask given where a boolean one is meant would silently shift the scores
-    instead of selecting positions. Raises ``ValueError`` naming ``who``.
+    Such a contract reads the mask as boolean, ``True`` = may attend. The core reads a
+    float mask as torch does, as an additive bias, so a float 0/1 mask given where a
+    boolean one is meant would silently shift the scores instead of selecting positions.
+    Raises ``ValueError`` naming ``who``.
     """
     if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
         got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
@@ -91,6 +93,7 @@ def require_boolean_mask(mask: object, who: str) -> None:
 def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
     """:func:`check_mask` for an attention mask ``(..., n_q, n_f)``, rejecting ambiguous shapes.
 
+    mask: boolean, ``True`` = may attend, broadcastable to the scores.
     A rank-2 mask ``(n, n_f)`` applied to scores ``(B, ..., n_q, n_f)`` with
     ``B == n_q == n > 1`` could be a per-query mask or a ``(B, n_f)`` key-padding
     mask; it raises ``ValueError`` (pass ``key_padding_mask=`` for the latter,
@@ -153,10 +156,11 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
 def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """``log softmax`` of ``e`` over ``dim`` restricted to the allowed positions.
 
-    Allowed positions get their exact log-probability (also when it is far below
-    the float range of the probability itself, e.g. -1000); masked positions and
-    fully-masked rows get :func:`minus_inf` (probability 0 after ``exp``), never
-    NaN; masked entries are inert. Raises ``ValueError`` for a bad mask.
+    mask: boolean broadcastable to e, ``True`` = may attend. Allowed positions get their
+    exact log-probability (also when it is far below the float range of the probability
+    itself, e.g. -1000); masked positions and fully-masked rows get :func:`minus_inf`
+    (probability 0 after ``exp``), never NaN; masked entries are inert. Raises
+    ``ValueError`` for a bad mask.
     """
     if mask is None:
         return torch.log_softmax(e, dim=dim)
@@ -170,6 +174,7 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
 
     X: ``(..., n, d)`` (``dim=-2``, the default) or any shape; mask: boolean,
+    ``True`` = counted in the mean (so a key-padding mask works as is),
     shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``; fewer
     leading axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch), or
     broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
@@ -280,7 +285,8 @@ def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = N
 
     X: ``(..., n_f, d)`` features (keys, values, or a self-attention input).
     key_padding_mask: boolean ``(..., n_f)`` of rank ``X.dim() - 1``; mask: a
-    boolean attention mask of X's rank (rows no query may attend are zeroed).
+    boolean attention mask of X's rank (rows no query may attend are zeroed);
+    both ``True`` = may attend.
     Any other mask (a shared ``(n_q, n_f)`` mask against batched X, a per-head
     mask, a float bias) is not used: its key axis cannot be matched to X's rows
     for certain. Finite rows are left as they are (bit-identical results).
@@ -293,8 +299,8 @@ def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = N
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """The additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not.
 
-    dtype: the float dtype of the result (default: the default dtype).
-    Raises ``ValueError`` for a non-boolean mask.
+    mask: boolean, any shape, ``True`` = may attend. dtype: the float dtype of the
+    result (default: the default dtype). Raises ``ValueError`` for a non-boolean mask.
     """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype={getattr(mask, 'dtype', None)}")

@@ -179,11 +179,13 @@ def attention_stats(
 ) -> Stats:
     """Online-softmax statistics ``(m, l, acc)`` of every query over all keys, tile by tile.
 
-    Arguments as :func:`tiled_attend`, whose context is ``finalize(m, l, acc)[0]``;
-    ring attention merges such statistics across processes. Returns m, l
-    ``(..., n_q)`` and acc ``(..., n_q, d_v)``. Memory: ``O(block_q * block_k)``
-    beyond the inputs and outputs. Q, K, V and the mask are not validated here
-    (the options are, by :func:`tile_settings`).
+    Arguments as :func:`tiled_attend` (mask: boolean, broadcastable to the scores
+    ``(..., n_q, n_f)``, ``True`` = may attend), whose context is
+    ``finalize(m, l, acc)[0]``; ring attention merges such statistics across processes.
+    Returns m, l ``(..., n_q)`` and acc ``(..., n_q, d_v)``; a fully-masked query row
+    gives ``m = -inf``, ``l = 0``, ``acc = 0``. Memory: ``O(block_q * block_k)`` beyond
+    the inputs and outputs. Q, K, V and the mask are not validated here (the options
+    are, by :func:`tile_settings`).
     """
     is_causal, block_q, block_k, scale = tile_settings(Q.shape[-1], options)
     Qs = Q * scale
@@ -227,6 +229,10 @@ class TiledAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Q, K, V, mask, is_causal, block_q, block_k, scale):
+        """The context ``(..., n_q, d_v)`` (arguments as :meth:`apply`).
+
+        mask: None or boolean broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
+        """
         O, L = finalize(
             *attention_stats(Q, K, V, mask, is_causal=is_causal, block_q=block_q, block_k=block_k, scale=scale)
         )

@@ -327,8 +327,9 @@ def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
 def mask_iou(mask_a: Tensor, mask_b: Tensor) -> Tensor:
     """IoU ``|A and B| / |A or B|`` of boolean masks over the last two dims ``(..., H, W)``.
 
-    Two empty masks have IoU 0. Raises ``ValueError`` if the masks are not
-    boolean or differ in shape.
+    mask_a, mask_b: boolean region (segmentation) masks, ``True`` = the pixel lies in
+    the region; they are not attention masks. Two empty masks have IoU 0. Raises
+    ``ValueError`` if the masks are not boolean or differ in shape.
     """
     if mask_a.dtype != torch.bool or mask_b.dtype != torch.bool:
         raise ValueError(f"masks must be boolean, got {mask_a.dtype} and {mask_b.dtype}")

@@ -65,7 +65,9 @@ class DocumentClassifier(nn.Module):
     kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
     kind ``"flat"``: :func:`flat_attention` with a learned query over all
     words. Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
-    ``(..., n_S, n_w)`` (long) returns a :class:`DocumentOutput`.
+    ``(..., n_S, n_w)`` (long) and word_mask boolean ``(..., n_S, n_w)``,
+    ``True`` = a real word (may attend; default ``tokens != 0``) returns a
+    :class:`DocumentOutput`.
     Raises ``ValueError`` for an unknown kind.
     """
 

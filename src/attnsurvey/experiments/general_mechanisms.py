@@ -43,7 +43,8 @@ class ScoreComparisonModel(nn.Module):
     score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
     (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
 
-    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``;
+    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``,
+    mask boolean ``(..., n_f)``, ``True`` = may attend (as :class:`GeneralAttention`);
     returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
     """
 

@@ -115,7 +115,7 @@ class CoMasks(TypedDict, total=False):
     """The per-set masks, keywords of every co-attention function and module (``**masks``).
 
     ``mask1``: boolean ``(..., n_f^(1))``; ``mask2``: boolean ``(..., n_f^(2))``;
-    ``True`` = the feature vector is real (may be attended), ``False`` = padding.
+    ``True`` = may attend (a real feature vector), ``False`` = padding.
     Each defaults to None (no padding). A module hands them to its function, and
     a function to its steps, unchanged; any other keyword raises ``TypeError``.
     """
@@ -284,7 +284,9 @@ def alternating_co_attention(
     score0 maps ``K^(1)`` to ``(..., n_f^(1))``; score2 takes queries of size
     ``d_v^(1)`` and keys of size ``d_k^(2)``; score1 queries of size ``d_v^(2)``
     and keys of size ``d_k^(1)`` (both in the ``score(Q, K)`` form of Table II).
-    masks: ``mask1``, ``mask2`` (:class:`CoMasks`). The steps are sequential:
+    masks: ``mask1`` ``(..., n_f^(1))``, ``mask2`` ``(..., n_f^(2))``
+    (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked set gets
+    zero weights and a zero context. The steps are sequential:
     each needs the previous context vector. Raises ``ValueError`` on empty or
     mismatched feature sets.
     """
@@ -303,8 +305,8 @@ def alternating_co_attention(
 def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted average key, Eq. (10): ``k_bar = (1/n_f) sum_l k_l``.
 
-    K: ``(..., n_f, d_k)``; mask: boolean ``(..., n_f)`` (only ``True`` rows are
-    averaged). Returns ``(..., d_k)``. A fully-masked set has mean zero.
+    K: ``(..., n_f, d_k)``; mask: boolean ``(..., n_f)``, ``True`` = may attend (only
+    those rows are averaged). Returns ``(..., d_k)``. A fully-masked set has mean zero.
     Raises ``ValueError`` for an empty set or a bad mask.
     """
     _check_set(K, None, "i")
@@ -321,7 +323,8 @@ def interactive_co_attention(
     ``e^(1)_l = score1(k_bar^(2), k^(1)_l)`` and ``e^(2)_l = score2(k_bar^(1), k^(2)_l)``,
     with the mean keys of Eq. (10); both directions are independent, so they
     can run in parallel. K1, V1, K2, V2 and masks as in
-    :func:`alternating_co_attention`. score1 takes queries of size ``d_k^(2)``
+    :func:`alternating_co_attention` (boolean, ``True`` = may attend; a
+    fully-masked set has mean key 0). score1 takes queries of size ``d_k^(2)``
     and keys of size ``d_k^(1)``; score2 the reverse.
     Raises ``ValueError`` on empty or mismatched feature sets.
     """
@@ -412,7 +415,8 @@ def parallel_co_attention_scores(
     2's projected keys into set 1's positions (and ``A^T`` the reverse).
     K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``; A:
     ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
-    w1, w2: ``(d_w,)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`); padding
+    w1, w2: ``(d_w,)``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
+    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend; padding
     (mask False) is removed from ``A`` and from the keys before the products
     (selected, so NaN/Inf stored in a padded slot reaches neither a real
     position's score nor a gradient). Returns ``e^(1)``
@@ -441,11 +445,11 @@ def parallel_co_attention_scores(
 def max_pooled_affinity_scores(A: Tensor, **masks: Unpack[CoMasks]) -> tuple[Tensor, Tensor]:
     """Scores as the best match in the affinity matrix, Eq. (16).
 
-    ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column
-    maxima). A: ``(..., n_f^(1), n_f^(2))``; the masks ``mask1`` ``(..., n_f^(1))``
-    and ``mask2`` ``(..., n_f^(2))`` (:class:`CoMasks`) exclude padding from the
-    maxima (a row with no real partner, or an empty other set, gets the lowest
-    finite score). Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)``
+    ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column maxima).
+    A: ``(..., n_f^(1), n_f^(2))``; the masks ``mask1`` ``(..., n_f^(1))`` and ``mask2``
+    ``(..., n_f^(2))`` (:class:`CoMasks`, boolean, ``True`` = may attend) exclude
+    padding from the maxima (a row with no real partner, or an empty other set, gets the
+    lowest finite score). Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)``
     ``(..., n_f^(2))``. Raises ``ValueError`` for a bad A or mask.
     """
     mask1, mask2 = _masks(masks)
@@ -468,7 +472,9 @@ def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **mask
     """Align both score vectors (softmax, Eq. 3) and form both context vectors (Eq. 4).
 
     e1: ``(..., n_f^(1))``; e2: ``(..., n_f^(2))``; V1: ``(..., n_f^(1), d_v^(1))``;
-    V2: ``(..., n_f^(2), d_v^(2))``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`).
+    V2: ``(..., n_f^(2), d_v^(2))``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
+    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend; a
+    fully-masked set gets zero weights and a zero context.
     Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
     """
     mask1, mask2 = _masks(masks)
@@ -497,8 +503,9 @@ def parallel_co_attention(
     """Parallel co-attention (Fig. 6): Eq. (14)-(15) scores, softmax, two contexts.
 
     A is an affinity matrix from Eq. (12) or (13). Arguments as in
-    :func:`parallel_co_attention_scores` plus the values V1 ``(..., n_f^(1), d_v^(1))``
-    and V2 ``(..., n_f^(2), d_v^(2))``. Returns :class:`CoAttention`.
+    :func:`parallel_co_attention_scores` (masks boolean, ``True`` = may attend)
+    plus the values V1 ``(..., n_f^(1), d_v^(1))`` and V2 ``(..., n_f^(2), d_v^(2))``.
+    Returns :class:`CoAttention`.
     """
     _check_set(K1, V1, "1")
     _check_set(K2, V2, "2")
@@ -511,7 +518,8 @@ def max_pooled_co_attention(V1: Tensor, V2: Tensor, A: Tensor, **masks: Unpack[C
     """Co-attention with the max-pooled affinity scores of Eq. (16), then softmax and contexts.
 
     V1: ``(..., n_f^(1), d_v^(1))``; V2: ``(..., n_f^(2), d_v^(2))``;
-    A: ``(..., n_f^(1), n_f^(2))``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`).
+    A: ``(..., n_f^(1), n_f^(2))``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
+    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend.
     Returns :class:`CoAttention`.
     """
     _check_set(V1, None, "1")
@@ -541,8 +549,9 @@ def multi_grained_co_attention(
     the fine part is :func:`max_pooled_co_attention` on the affinity matrix A
     ``(..., n_f^(1), n_f^(2))``. The four context vectors are concatenated:
     ``c = concat(c1_coarse, c2_coarse, c1_fine, c2_fine)`` of size
-    ``2 d_v^(1) + 2 d_v^(2)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`),
-    shared by both parts. Returns :class:`MultiGrainedOutput`.
+    ``2 d_v^(1) + 2 d_v^(2)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`,
+    boolean ``(..., n_f^(i))``, ``True`` = may attend), shared by both parts. Returns
+    :class:`MultiGrainedOutput`.
     """
     coarse = interactive_co_attention(K1, V1, K2, V2, score1, score2, **masks)
     _check_affinity(A, K1, K2)
@@ -619,7 +628,8 @@ def bidirectional_attention(
       this is the survey's Eq. (16). Only ``order="parallel"`` is defined.
 
     Q: ``(..., n_Q, d_q)``; K: ``(..., n_K, d_k)``; V_q ``(..., n_Q, d_v^Q)``;
-    V_k ``(..., n_K, d_v^K)``; masks boolean ``(..., n_Q)`` and ``(..., n_K)``.
+    V_k ``(..., n_K, d_v^K)``; mask_q, mask_k: boolean ``(..., n_Q)`` and
+    ``(..., n_K)``, ``True`` = may attend (a real element of Q or K).
     ``score_q2k`` (default ``score``) scores keys of Q against a query from K.
     Compress functions take ``(X, mask)`` and return ``(..., d)``.
     Returns :class:`BidirectionalOutput`. Raises ``ValueError`` for unknown
@@ -739,7 +749,8 @@ class AlternatingCoAttention(_TwoSets):
     query weight ``W_q^(1)`` ``(d_w, d_v^(2))``, which makes it the general
     additive score of Eq. (6) (as in the survey). Eq. (8) is an additive score
     with its own weights. Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
-    ``forward(F1, F2, mask1=None, mask2=None)`` returns
+    ``forward(F1, F2, mask1=None, mask2=None)`` (masks
+    boolean ``(..., n_f^(i))``, ``True`` = may attend) returns
     :class:`AlternatingCoAttentionOutput`.
     """
 
@@ -765,7 +776,8 @@ class InteractiveCoAttention(_TwoSets):
     """Interactive co-attention (Fig. 5, Eq. 10-11) with two learned additive scores.
 
     Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
-    ``forward(F1, F2, mask1=None, mask2=None)`` returns :class:`CoAttention`.
+    ``forward(F1, F2, mask1=None, mask2=None)`` (masks
+    boolean ``(..., n_f^(i))``, ``True`` = may attend) returns :class:`CoAttention`.
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
@@ -810,7 +822,8 @@ class ParallelCoAttention(_TwoSets):
     ``affinity``: ``"bilinear"`` (Eq. 12) or ``"concat"`` (Eq. 13).
     ``scores``: ``"additive"`` (Eq. 14-15, own ``W_1, W_2, w_1, w_2``) or
     ``"max"`` (Eq. 16, no extra weights). Keywords ``d_k1``, ``d_k2``, ``plain``:
-    :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` returns
+    :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` (masks
+    boolean ``(..., n_f^(i))``, ``True`` = may attend) returns
     :class:`CoAttention`; the last affinity matrix is kept in ``self.last_A`` for plotting.
     """
 
@@ -849,7 +862,8 @@ class MultiGrainedCoAttention(_TwoSets):
     """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine).
 
     ``affinity``: as in :class:`ParallelCoAttention`. Keywords ``d_k1``, ``d_k2``,
-    ``plain``: :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)``
+    ``plain``: :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` (masks
+    boolean ``(..., n_f^(i))``, ``True`` = may attend)
     returns :class:`MultiGrainedOutput` whose ``c`` has size ``2 d_v^(1) + 2 d_v^(2)``.
     """
 

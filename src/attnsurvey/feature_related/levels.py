@@ -169,7 +169,10 @@ class AttentionViaAttention(nn.Module):
 
     ``forward(q, F_w, F_c, mask_w=None, mask_c=None)`` takes one query per
     example ``(..., d_q)`` or many ``(..., n_q, d_q)`` and returns an
-    :class:`AttentionViaAttentionResult` shaped like the query.
+    :class:`AttentionViaAttentionResult` shaped like the query. mask_w, mask_c:
+    boolean, ``True`` = may attend, broadcastable to the scores of their level,
+    ``(..., n_f^(w))`` / ``(..., n_f^(c))`` with one query, ``(..., n_q, n_f)``
+    with many; a fully-masked row gives zero weights and a zero context.
     """
 
     def __init__(
@@ -247,7 +250,10 @@ class HierarchicalResult(NamedTuple):
 
 
 def sentence_mask(word_mask: Tensor) -> Tensor:
-    """``(..., n_S)``: True for sentences that hold at least one real word."""
+    """``(..., n_S)``: True for sentences that hold at least one real word.
+
+    word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend).
+    """
     return word_mask.any(-1)
 
 
@@ -265,7 +271,7 @@ def chunk_contexts(
     q: ``(..., d_q)`` one query per document, or ``(d_q,)`` shared by all (a
     learned query, as in self-attention); K: ``(..., n_S, n_w, d_k)``;
     V: ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
-    True = real word. Returns ``C`` ``(..., n_S, d_v)`` and word weights
+    ``True`` = a real word (may attend). Returns ``C`` ``(..., n_S, d_v)`` and word weights
     ``(..., n_S, n_w)``; an all-padding sentence has zero weights and ``c = 0``.
     Raises ``ValueError`` if K and V describe different documents or the mask
     does not match them.
@@ -304,7 +310,7 @@ def hierarchical_attention(
     W_K_S ``(d_k^(S), d_f^(S))``; W_V_S ``(d_v^(S), d_f^(S))``; q_D:
     ``(d_q^(D),)`` or ``(..., d_q^(D))``; W_K_D ``(d_k^(D), d_v^(S))``;
     W_V_D ``(d_v^(D), d_v^(S))``; word_mask boolean ``(..., n_S, n_w)``,
-    True = real word. Returns a :class:`HierarchicalResult` with ``c``
+    ``True`` = a real word (may attend). Returns a :class:`HierarchicalResult` with ``c``
     ``(..., d_v^(D))``. Empty sentences get zero weight and ``c^(s) = 0``;
     padding is inert (NaN/Inf stored in a padded word reaches no output and no
     gradient, the projections' included). Raises ``ValueError`` on shape mismatches.
@@ -337,7 +343,8 @@ def hierarchical_chunk_attention(
     eq. 9: ``c^doc = Attention(q, C^chunk, C^chunk)``: the same query attends
     over the chunk contexts, which serve as both keys and values.
     q: ``(..., d_q)`` or ``(d_q,)``; K: ``(..., n_S, n_w, d_k)``;
-    V: ``(..., n_S, n_w, d_v)``; word_mask ``(..., n_S, n_w)``.
+    V: ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
+    ``True`` = a real word (may attend); an empty sentence gets zero weight.
     value_map: optional map applied to ``C^chunk`` to make the document-level
     values (default: none, ``V^doc = C^chunk`` as in eq. 9); a linear map
     keeps the equivalence with eq. 7, a non-linear one breaks it.
@@ -362,10 +369,11 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
     ``i`` of chunk ``m`` times the weight of its chunk, renormalised over the
     whole document. a_word: ``(..., n_S, n_w)`` non-negative word weights
     (normalised per chunk or over the document: both occur); a_chunk:
-    ``(..., n_S)`` non-negative chunk weights; word_mask ``(..., n_S, n_w)``
-    zeroes padding. Returns ``(..., n_S, n_w)`` summing to 1 over each
-    document (all zeros if every product is zero).
-    Raises ``ValueError`` on shape mismatches or negative weights.
+    ``(..., n_S)`` non-negative chunk weights; word_mask: boolean ``(..., n_S, n_w)``,
+    ``True`` = a real word (may attend); a ``False`` word gets weight 0 (selected, so a
+    NaN weight there is inert). Returns ``(..., n_S, n_w)`` summing to 1 over each
+    document (all zeros if every product is zero). Raises ``ValueError`` on shape
+    mismatches or negative weights.
     """
     as_tensor(a_word, "a_word")
     as_tensor(a_chunk, "a_chunk")
@@ -391,12 +399,13 @@ def hierarchical_scaled_attention(
 ) -> tuple[Tensor, Tensor]:
     """Document context from the scaled word weights of review eq. 7.
 
-    ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document.
-    a_word ``(..., n_S, n_w)``; a_chunk ``(..., n_S)``; V ``(..., n_S, n_w, d_v)``.
-    Returns ``(c, a_scale)``: ``(..., d_v)`` and ``(..., n_S, n_w)``. A word of
-    weight 0 (padding) is inert, as in :func:`~attnsurvey.attention.context`:
-    NaN/Inf in its value reaches no output and no gradient.
-    Raises ``ValueError`` if V does not match the weights.
+    ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document. a_word
+    ``(..., n_S, n_w)``; a_chunk ``(..., n_S)``; V ``(..., n_S, n_w, d_v)``; word_mask:
+    boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend), as in
+    :func:`scaled_word_weights`. Returns ``(c, a_scale)``: ``(..., d_v)`` and
+    ``(..., n_S, n_w)``. A word of weight 0 (padding) is inert, as in
+    :func:`~attnsurvey.attention.context`: NaN/Inf in its value reaches no output and no
+    gradient. Raises ``ValueError`` if V does not match the weights.
     """
     _check_document(V, "V", "d_v")
     if tuple(V.shape[:-1]) != tuple(a_word.shape):
@@ -418,9 +427,11 @@ def flat_attention(
 
     The baseline of the chapter: the document is read as one long sequence of
     ``n_S * n_w`` words. q: ``(..., d_q)`` or ``(d_q,)``; K ``(..., n_S, n_w, d_k)``;
-    V ``(..., n_S, n_w, d_v)``; word_mask ``(..., n_S, n_w)``. Returns
+    V ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
+    ``True`` = a real word (may attend). Returns
     ``(c, a)``: ``(..., d_v)`` and word weights ``(..., n_S, n_w)`` that sum to 1
-    over the whole document. Raises ``ValueError`` on shape mismatches.
+    over the whole document (0 and a zero context for a document without words). Raises
+    ``ValueError`` on shape mismatches.
     """
     word_mask = _check_documents(q, K, V, word_mask)
     n_S, n_w = K.shape[-3], K.shape[-2]
@@ -440,7 +451,8 @@ class HierarchicalAttention(nn.Module):
     default d_v_S). The constant queries ``q_S`` and ``q_D`` (``(d_k,)`` each)
     are parameters, so both levels are self-attention in the survey's sense.
 
-    ``forward(F, word_mask=None)`` with F ``(..., n_S, n_w, d_f)`` returns a
+    ``forward(F, word_mask=None)`` with F ``(..., n_S, n_w, d_f)`` and word_mask
+    boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend), returns a
     :class:`HierarchicalResult`.
     """
 

@@ -147,8 +147,9 @@ def multi_representational_attention(
     """Multi-representational attention: Eq. (21), self-attention scores, softmax, Eq. (22).
 
     xs, Ws, bs as in :func:`transform_representations`; w: ``(d_t,)`` score
-    vector; mask: optional boolean ``(..., E)``, True = this representation is
-    available (e.g. a word missing from one embedding table). Returns a
+    vector; mask: optional boolean ``(..., E)``, ``True`` = may attend (this
+    representation is available; e.g. a word missing from one embedding table
+    is ``False`` there). Returns a
     :class:`MultiRepresentationResult`; weights sum to 1 over the available
     representations (all zero, and ``x^(e) = 0``, if none is available). A
     missing representation is inert: NaN/Inf stored there reaches no output and
@@ -167,7 +168,8 @@ class MetaEmbedding(nn.Module):
     Args: dims (the widths ``d_{e_1}, ..., d_{e_E}``), d_t (common width),
     combine: ``"attention"`` (Eq. 22 with learned weights) or ``"average"``
     (the unweighted baseline ``a_i = 1/E``).
-    ``forward(xs, mask=None)`` returns a :class:`MultiRepresentationResult`.
+    ``forward(xs, mask=None)`` returns a :class:`MultiRepresentationResult`; mask:
+    boolean ``(..., E)``, ``True`` = may attend (the representation is available).
     Raises ``ValueError`` for an unknown ``combine``.
     """
 

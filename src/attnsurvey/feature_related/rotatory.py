@@ -32,7 +32,7 @@ must not be empty (Eq. 17 divides by ``n_f^t``).
 
 Shapes are batch-first rows: ``F^t`` ``(..., n_f^t, d_t)``, ``F^l``
 ``(..., n_f^l, d_c)``, ``F^r`` ``(..., n_f^r, d_c)``; masks boolean
-``(..., n_f^x)``, ``True`` = a real word.
+``(..., n_f^x)``, ``True`` = a real word (may attend).
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def _check_words(F: Tensor, x: str, allow_empty: bool) -> None:
 def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     """Mean-pooled target phrase, Eq. (17): ``r^t = (1/n_f^t) sum_i f^t_i``.
 
-    F_t: ``(..., n_f^t, d_t)``; mask_t: boolean ``(..., n_f^t)`` (padding is left
-    out of the mean; a fully-masked phrase gives zero). Returns ``(..., d_t)``.
+    F_t: ``(..., n_f^t, d_t)``; mask_t: boolean ``(..., n_f^t)``, ``True`` = a real
+    word (may attend; padding is left out of the mean; a fully-masked phrase
+    gives zero). Returns ``(..., d_t)``.
     Raises ``ValueError`` if the target phrase is empty (``n_f^t = 0``).
     """
     _check_words(F_t, "t", allow_empty=False)
@@ -102,7 +103,8 @@ def context_representation(
     """Target-to-context attention, Eq. (18): ``e^l_i = score(r^t, k^l_i)``, then softmax and Eq. (4).
 
     Keys and values are the context's feature vectors (``K = V = F^l``).
-    r_t: ``(..., d_t)``; F_c: ``(..., n_f^l, d_c)``; mask_c: ``(..., n_f^l)``.
+    r_t: ``(..., d_t)``; F_c: ``(..., n_f^l, d_c)``; mask_c: boolean ``(..., n_f^l)``,
+    ``True`` = may attend.
     Returns ``(r^l, a^l)``: ``(..., d_c)`` and ``(..., n_f^l)``. An empty
     (``n_f^l = 0``) or fully-masked context gives ``r^l = 0``.
     Raises ``ValueError`` on shape problems.
@@ -120,7 +122,8 @@ def target_representation(
     """Context-to-target attention, Eq. (19): ``e^{l_t}_i = score(r^l, k^t_i)``, softmax, Eq. (4).
 
     Keys and values are the target's feature vectors (``K = V = F^t``).
-    r_c: ``(..., d_c)`` (``r^l`` or ``r^r``); F_t: ``(..., n_f^t, d_t)``.
+    r_c: ``(..., d_c)`` (``r^l`` or ``r^r``); F_t: ``(..., n_f^t, d_t)``; mask_t:
+    boolean ``(..., n_f^t)``, ``True`` = may attend (a fully-masked phrase gives 0).
     Returns ``(r^{l_t}, a^{l_t})``: ``(..., d_t)`` and ``(..., n_f^t)``.
     Raises ``ValueError`` on an empty target phrase or shape problems.
     """
@@ -172,7 +175,9 @@ def rotatory_attention(
     ``s - 1`` query the left and right contexts, then the target again.
     Returns Eq. (20) of the last hop and all weights (:class:`RotatoryOutput`).
 
-    F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``.
+    F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``;
+    mask_t, mask_l, mask_r: boolean ``(..., n_f^t)``, ``(..., n_f^l)``,
+    ``(..., n_f^r)``, ``True`` = may attend (a real word).
     score_l, score_r: ``score(Q (..., 1, d_t), K (..., n, d_c))`` (Eq. 18);
     score_lt, score_rt: ``score(Q (..., 1, d_c), K (..., n_f^t, d_t))`` (Eq. 19).
     score_r / score_rt default to score_l / score_lt. Contexts may be empty
@@ -208,10 +213,11 @@ class RotatoryAttention(nn.Module):
     """Rotatory attention (LCR-Rot, Eq. 17-20) with four learned score functions.
 
     Args: d_t: target feature size; d_c: context feature size; hops: number of
-    rotations (1 = LCR-Rot, more = the repeated form); score: a Table II name
-    (default ``"activated-general"``, as in the survey).
-    ``forward(F_t, F_l, F_r, mask_t=None, mask_l=None, mask_r=None, hops=None)``
-    returns :class:`RotatoryOutput`; ``r`` has size ``out_dim = 2 d_c + 2 d_t``.
+    rotations (1 = LCR-Rot, more = the repeated form); score: a Table II name (default
+    ``"activated-general"``, as in the survey).
+    ``forward(F_t, F_l, F_r, mask_t=None, mask_l=None, mask_r=None, hops=None)`` (masks
+    boolean ``(..., n_f^x)``, ``True`` = may attend) returns :class:`RotatoryOutput`;
+    ``r`` has size ``out_dim = 2 d_c + 2 d_t``.
     """
 
     def __init__(self, d_t: int, d_c: int, hops: int = 1, score: str = "activated-general") -> None:

@@ -122,7 +122,9 @@ def hard_align(
     score-function estimator (:func:`score_function_surrogate`) differentiates;
     the one-hot weights themselves carry no gradient.
 
-    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e. Raises
+    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e, ``True`` = may
+    attend (never picked otherwise). A fully-masked row gives ``a = 0``,
+    ``m = -1`` and ``log_prob = 0``. Raises
     ``ValueError`` for an unknown mode, empty scores or a bad mask.
     """
     _check_scores(e)
@@ -159,7 +161,8 @@ def hard_attend(
 ) -> tuple[Tensor, HardAlignment]:
     """Hard attention, Eq. (26): ``c = v_m`` with ``m`` from :func:`hard_align`.
 
-    e: scores ``(..., n_f)``; V: values ``(..., n_f, d_v)``. Returns
+    e: scores ``(..., n_f)``; V: values ``(..., n_f, d_v)``; mask: boolean,
+    broadcastable to e, ``True`` = may attend (as :func:`hard_align`). Returns
     ``(c, alignment)`` with c ``(..., d_v)``, the selected value vector itself
     (a row copy, not a weighted sum), and zero for a fully-masked row.
     Raises ``ValueError`` if the ``n_f`` of e and V differ.
@@ -472,8 +475,10 @@ class LocalAttention(nn.Module):
 
     ``forward(q, K, V, t=None, mask=None)`` with q ``(..., d_q)``, K
     ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, t ``(...,)`` output steps for the
-    monotonic mode; mask boolean ``(..., n_f)``, a masked key holding NaN/Inf
-    reaches no output and no gradient (the score's included). Returns ``(c, a, p)``.
+    monotonic mode; mask boolean ``(..., n_f)``, ``True`` = may attend (combined with
+    the window; a window without an allowed key gives zero weights); a masked key
+    holding NaN/Inf reaches no output and no gradient (the score's included). Returns
+    ``(c, a, p)``.
     """
 
     def __init__(
@@ -520,8 +525,9 @@ def bernoulli_subset(
     """Sample a subset of feature vectors: ``z_l ~ Bernoulli(sigmoid(logits_l))`` independently.
 
     This is the policy of reinforced alignment. logits: ``(..., n_f)``;
-    mask: boolean, broadcastable (masked positions are never chosen and add
-    nothing to the log-probability, even when their logit is NaN/Inf).
+    mask: boolean, broadcastable to the logits, ``True`` = may attend (``False``
+    positions are never chosen and add nothing to the log-probability, even when
+    their logit is NaN/Inf).
     ``greedy=True`` takes ``z_l = [pi_l > 1/2]``. generator: the draws come from
     it (on its device), else from the global generator of the logits' device.
     Returns ``(z, log_prob)``: a boolean ``(..., n_f)`` and
@@ -550,8 +556,9 @@ def reinforced_align(e: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor
     """Reinforced alignment: soft alignment (Eq. 25) over the chosen subset ``z`` only.
 
     e: scores ``(..., n_f)``; z: boolean selection broadcastable to e (from
-    :func:`bernoulli_subset`); mask: optional extra mask. Unchosen positions get
-    zero weight; an empty subset gives all-zero weights.
+    :func:`bernoulli_subset`); mask: optional boolean, broadcastable to e,
+    ``True`` = may attend, ANDed with z. Unchosen or masked positions get zero
+    weight; an empty subset gives all-zero weights.
     Raises ``ValueError`` if z is not boolean or does not match e.
     """
     _check_scores(e)
@@ -568,8 +575,9 @@ class ReinforcedAlignment(nn.Module):
     keys, ``logit_l = score_pi(q, k_l)``; the attention scores ``e`` come from
     ``score``. ``forward(q, K, V, generator=None, mask=None)`` samples in
     training mode and takes ``pi > 1/2`` in eval mode; returns
-    ``(c, a, z, log_prob)``; mask boolean ``(..., n_f)``, a masked key holding
-    NaN/Inf reaches no output, log-probability or gradient.
+    ``(c, a, z, log_prob)``; mask boolean ``(..., n_f)``, ``True`` = may attend
+    (never chosen otherwise); a masked key holding NaN/Inf reaches no output,
+    log-probability or gradient.
     Train the policy with :func:`score_function_surrogate`.
     """
 

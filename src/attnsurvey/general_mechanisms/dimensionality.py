@@ -154,7 +154,8 @@ class MultiDimensionalAttention(nn.Module):
     """Module form of :func:`multidimensional_attend` with learned ``W_1``, ``W_2``, ``b``, ``W_d``.
 
     ``forward(Q, K, V, mask=None)`` with Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)``,
-    V ``(..., n_f, d_v)`` returns ``(c, A)``: ``(..., n_q, d_v)`` and ``(..., n_q, n_f, d_v)``.
+    V ``(..., n_f, d_v)`` and mask boolean broadcastable to ``(..., n_q, n_f)``,
+    ``True`` = may attend, returns ``(c, A)``: ``(..., n_q, d_v)`` and ``(..., n_q, n_f, d_v)``.
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, act: Activation = torch.tanh) -> None:

@@ -48,7 +48,8 @@ def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) ->
 def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Log of the pointer distribution, ``log softmax_n(s_{m,n})`` over allowed positions (nndl Eq. 8.14).
 
-    scores: ``(..., M, N)``; mask: boolean broadcastable, ``True`` = may point.
+    scores: ``(..., M, N)``; mask: boolean broadcastable to the scores, ``True`` =
+    may attend (step m may point to input n).
     Masked positions get the most negative finite value (probability 0 after exp);
     allowed positions keep their exact log-probability even when it underflows
     as a probability: the core's alignment step with ``log=True``

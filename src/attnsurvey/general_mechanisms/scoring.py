@@ -241,11 +241,17 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     return -dist
 
 
-@catalogued("extra:bilinear-score", title="Bilinear score q^T W k_l (nndl eq. 8.5) = general score with W transposed")
+@catalogued(
+    "extra:bilinear-score",
+    title="Bilinear score q^T W k_l: nndl eq. 8.5's x^T W q (the general score) written query-first, W transposed",
+)
 def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
-    """Bilinear score ``q^T W k_l`` (nndl eq. 8.5). W: ``(d_q, d_k)``.
+    """Bilinear score ``q^T W k_l``, the query-first form of nndl eq. 8.5. W: ``(d_q, d_k)``.
 
-    Equals :func:`general_score` with the transposed matrix.
+    nndl eq. 8.5 writes the bilinear model key first, ``s(x, q) = x^T W q``: that
+    is the general score ``k_l^T W q`` (:func:`general_score`). The book writes it
+    query-first, ``q^T W k_l``, i.e. the general score with W transposed:
+    ``bilinear_score(Q, K, W) == general_score(Q, K, W.T)``.
     Raises ``ValueError`` if W's shape does not match ``(d_q, d_k)``.
     """
     _check_qk(Q, K)

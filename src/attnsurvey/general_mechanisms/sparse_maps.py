@@ -169,7 +169,8 @@ def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None
     top-k values, ``tau_k = mu_k - sqrt((1 - k s_k) / k)``; the support size is
     the number of ``k`` with ``tau_k <= z_(k)``.
 
-    Arguments (``k`` included), infinite scores and errors as :func:`sparsemax`.
+    Arguments (``k`` included; mask: boolean broadcastable to e, ``True`` = may
+    attend, a fully-masked row is all 0), infinite scores and errors as :func:`sparsemax`.
     """
     z, valid, plus = _prepare(e, mask, dim, halve=True)
     tau = _partial(_entmax15_threshold, z, valid, _check_k(k, z.shape[-1]))
@@ -226,7 +227,8 @@ def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim
     ``[max - 1, max - n^(1 - alpha)]`` locate tau (50 reach float64 precision);
     the weights are then renormalised. The gradient is the closed form
     ``g o dY - g (g . dY) / sum g`` with ``g = a^(2 - alpha)`` on the support.
-    Masks, infinite scores and dtypes as :func:`sparsemax`. Raises
+    Masks (boolean broadcastable to e, ``True`` = may attend; a fully-masked row
+    is all 0), infinite scores and dtypes as :func:`sparsemax`. Raises
     ``ValueError`` unless ``alpha >= 1`` is finite and ``n_iter >= 1``.
     """
     alpha = _check_alpha(alpha)

@@ -75,7 +75,8 @@ def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tenso
 
     e: scores ``(..., n_f)`` (unary potential of ``z_l = 1``); A: transition
     log-potentials ``(2, 2)``, ``A[i, j]`` for ``z_{l-1} = i, z_l = j``; mask:
-    boolean broadcastable to e, ``True`` = may be selected. Returns ``(...,)``.
+    boolean broadcastable to e, ``True`` = may attend (``False`` forces ``z_l = 0``).
+    Returns ``(...,)``.
     Its gradient with respect to e is the vector of marginals.
     Raises ``ValueError`` for empty scores, a wrong A shape or a bad mask.
     """
@@ -91,9 +92,10 @@ def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """Structured attention weights ``a_l = p(z_l = 1)`` by forward-backward in log space.
 
     ``a_l = exp(alpha_l(1) + beta_l(1) - log Z)``. Arguments as
-    :func:`crf_log_partition`; returns ``(..., n_f)`` in ``[0, 1]``. Stable for
-    scores up to +-1e4; a fully-masked row gives all zeros. float16/bfloat16
-    inputs are computed in float32 and cast back.
+    :func:`crf_log_partition` (mask: boolean broadcastable to e, ``True`` = may attend;
+    a masked position gets weight 0); returns ``(..., n_f)`` in ``[0, 1]``. Stable for
+    scores up to +-1e4; a fully-masked row gives all zeros. float16/bfloat16 inputs are
+    computed in float32 and cast back.
     """
     u = _unary(e, A, mask)
     work = torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype  # log-space sums need range
@@ -104,7 +106,8 @@ def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
 def crf_brute_force(e: Tensor, A: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Oracle: ``(log Z, marginals)`` by enumerating all ``2^n_f`` selections (n_f <= 14).
 
-    Arguments as :func:`crf_marginals`. Raises ``ValueError`` for ``n_f > 14``.
+    Arguments as :func:`crf_marginals` (mask: boolean broadcastable to e, ``True`` =
+    may attend). Raises ``ValueError`` for ``n_f > 14``.
     """
     u = _unary(e, A, mask)
     n = u.shape[-2]
@@ -127,8 +130,9 @@ def crf_brute_force(e: Tensor, A: Tensor, mask: Tensor | None = None) -> tuple[T
 def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Structured attention: CRF marginals as weights, then ``c = sum_l a_l v_l`` (Eq. 24).
 
-    e: ``(..., n_f)``; A: ``(2, 2)``; V: ``(..., n_f, d_v)``. Returns ``(c, a)``.
-    Raises ``ValueError`` on shape mismatches.
+    e: ``(..., n_f)``; A: ``(2, 2)``; V: ``(..., n_f, d_v)``; mask: boolean
+    broadcastable to e, ``True`` = may attend (a fully-masked row gives ``a = 0``,
+    ``c = 0``). Returns ``(c, a)``. Raises ``ValueError`` on shape mismatches.
     """
     a = crf_marginals(e, A, mask)
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
@@ -141,7 +145,8 @@ class StructuredAttention(nn.Module):
     """Structured attention with a learned score (Table II) and transition matrix ``A`` ``(2, 2)``.
 
     ``forward(q, K, V, mask=None)`` with q ``(..., d_q)``, K ``(..., n_f, d_k)``,
-    V ``(..., n_f, d_v)``, mask boolean ``(..., n_f)`` returns ``(c, a)``; a masked
+    V ``(..., n_f, d_v)``, mask boolean ``(..., n_f)`` (``True`` = may attend)
+    returns ``(c, a)``; a masked
     key holding NaN/Inf reaches no output and no gradient (the score's included).
     """
 

@@ -150,7 +150,8 @@ class CapsuleAttention(nn.Module):
     Keys ``K = F W_K^T`` (``W_K`` ``(d_k, d_f)``; the identity when ``d_k=None``),
     values ``V = F`` so that ``d_v = d_f`` as the reconstruction loss requires.
     Parameters: ``Q_caps`` ``(d_y, d_k)``, ``W_p`` ``(d_y, d_f)``, ``b_p`` ``(d_y,)``.
-    ``forward(F, mask=None)`` returns a :class:`CapsuleOutput`;
+    ``forward(F, mask=None)`` with mask boolean ``(..., n_f)``, ``True`` = may
+    attend, returns a :class:`CapsuleOutput`;
     ``loss(out, F, y, mask=None, lam=1.0)`` the joint loss ``(L, J, U)``.
     """
 
@@ -170,5 +171,11 @@ class CapsuleAttention(nn.Module):
     def loss(
         out: CapsuleOutput, F: Tensor, y: Tensor, mask: Tensor | None = None, lam: float = 1.0
     ) -> tuple[Tensor, Tensor, Tensor]:
+        """The joint loss ``(L, J, U)`` of :func:`capsule_loss` for ``out = self(F, mask)``.
+
+        F: ``(B, n_f, d_f)``; y: ``(B,)``; mask: boolean ``(B, n_f)``, ``True`` =
+        may attend (the same mask as the forward pass). ``f_bar`` is the mean of
+        the feature vectors over the allowed positions (0 for a fully-masked example).
+        """
         f_bar = masked_mean(F, mask)  # the mean feature vector over real positions (0 if none)
         return capsule_loss(out.p, out.r, f_bar, y, lam)

@@ -91,6 +91,7 @@ def head_mask(
 ) -> Tensor | None:
     """Give an attention mask or float bias a head axis: shared ``(..., n_q, n_f)`` -> ``(..., 1, n_q, n_f)``.
 
+    mask: boolean (``True`` = may attend) or a float additive bias.
     q_rank: the rank of the (unsplit) queries ``(..., n_q, d_q)``; a mask of rank
     ``<= q_rank`` is shared by the heads, one of rank ``q_rank + 1`` is per head
     ``(..., h, n_q, n_f)``. With ``n_q``, ``n_f`` and the batch shape, a boolean
@@ -431,7 +432,8 @@ class SelfAttentionVariant(MultiHeadAttention):
     :class:`MultiHeadAttention`.
 
     ``forward(X, X_kv=None, mask=None, **options)``: X ``(..., n, d_model)``;
-    ``X_kv`` must be None or X itself; mask and ``options``
+    ``X_kv`` must be None or X itself; mask (boolean ``True`` = may attend, or a
+    float additive bias) and ``options``
     (:class:`~attnsurvey.attention.AttendOptions`: key_padding_mask, is_causal,
     bias, ...) as for :class:`MultiHeadAttention`, so a variant also serves as
     the ``self_attn`` of a Transformer layer with padding or causal masks.

@@ -145,14 +145,14 @@ def multi_hop_attention(
 class MultiHopAttention(nn.Module):
     """Module form of :func:`multi_hop_attention` with learned keys, values and scores.
 
-    Keys ``K = F W_K^T`` ``(d_k, d_f)``, values ``V = F W_V^T`` with ``d_v = d_q``
-    (so the query can absorb the context); the score of every hop is the
-    general score ``concat(q, c)^T W k`` (Table II), shared across hops unless
-    ``share=False``. ``transform`` is ``"add"`` (``q + c``) or ``"linear"``
-    (``H q + c`` with a learned ``H``). ``forward(q0, F, mask=None)`` returns
-    ``(c, q, A)``; mask boolean ``(..., n_f)``, a masked feature vector holding
-    NaN/Inf reaches no output and no gradient (``W_K``'s and ``W_V``'s included).
-    Raises ``ValueError`` for an unknown transform.
+    Keys ``K = F W_K^T`` ``(d_k, d_f)``, values ``V = F W_V^T`` with ``d_v = d_q`` (so
+    the query can absorb the context); the score of every hop is the general score
+    ``concat(q, c)^T W k`` (Table II), shared across hops unless ``share=False``.
+    ``transform`` is ``"add"`` (``q + c``) or ``"linear"`` (``H q + c`` with a learned
+    ``H``). ``forward(q0, F, mask=None)`` returns ``(c, q, A)``; mask boolean
+    ``(..., n_f)``, ``True`` = may attend; a masked feature vector holding NaN/Inf
+    reaches no output and no gradient (``W_K``'s and ``W_V``'s included). Raises
+    ``ValueError`` for an unknown transform.
     """
 
     def __init__(
@@ -190,7 +190,8 @@ def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> t
 
     u: ``(..., d)`` controller state (the query); M: ``(..., n, d)`` input
     memory (keys); C: ``(..., n, d_v)`` output memory (values); mask: boolean
-    ``(..., n)``, ``True`` = a real memory slot. Returns ``(o, p)``:
+    ``(..., n)``, ``True`` = may attend (a real memory slot); a fully-masked
+    memory gives ``p = 0`` and ``o = 0``. Returns ``(o, p)``:
     ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches or
     when u, M and C do not share a dtype.
     """
@@ -217,9 +218,10 @@ def memory_network_read(
     This is Eq. (41) with ``transform(q, c) = q + c`` (``H q + c`` if ``H``
     ``(d, d)`` is given) and a score that ignores the ``c`` half of Eq. (42).
     u: ``(..., d)``; M_hops, C_hops: one ``(..., n, d)`` tensor per hop; mask:
-    boolean ``(..., n)``. Returns ``(u_final, P)``: ``u^(K+1)`` ``(..., d)``
-    (the input of the answer layer) and the addressing weights ``(..., K, n)``.
-    Raises ``ValueError`` if the lists are empty or of different lengths.
+    boolean ``(..., n)``, ``True`` = may attend (a real memory slot). Returns
+    ``(u_final, P)``: ``u^(K+1)`` ``(..., d)`` (the input of the answer layer) and the
+    addressing weights ``(..., K, n)``. Raises ``ValueError`` if the lists are empty or
+    of different lengths.
     """
     if not M_hops or len(M_hops) != len(C_hops):
         raise ValueError(f"need one input and one output memory per hop, got {len(M_hops)} and {len(C_hops)}")

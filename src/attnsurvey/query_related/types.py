@@ -114,7 +114,8 @@ class QuerylessAttention(nn.Module):
     """Eq. (33) with learned ``W`` ``(d_w, d_f)``, ``b`` ``(d_w,)`` and ``w`` ``(d_w,)``.
 
     Keys and values are the feature vectors themselves (``K = V = F``).
-    ``forward(F, mask=None)`` returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
+    ``forward(F, mask=None)`` with mask boolean ``(..., n_f)``, ``True`` = may
+    attend, returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
@@ -163,7 +164,8 @@ class LearnedQueryAttention(nn.Module):
     """Eq. (34) with a trainable query ``q`` ``(d_k,)`` and keys ``K = F W_K^T``.
 
     With ``d_k=None`` the keys are the features themselves (``W_K = I``).
-    Values are the features. ``forward(F, mask=None)`` returns ``(c, a)``.
+    Values are the features. ``forward(F, mask=None)`` with mask boolean
+    ``(..., n_f)``, ``True`` = may attend, returns ``(c, a)``.
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
@@ -179,8 +181,9 @@ class LearnedQueryAttention(nn.Module):
 def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted (masked) average of the feature vectors: the no-attention baseline.
 
-    F: ``(..., n_f, d_f)``; mask: boolean ``(..., n_f)``. Returns ``(..., d_f)``;
-    zero for an example with no allowed position. Equal to attention with all
+    F: ``(..., n_f, d_f)``; mask: boolean ``(..., n_f)``, ``True`` = may attend
+    (counted in the mean). Returns ``(..., d_f)``; zero for an example with no
+    allowed position. Equal to attention with all
     scores equal (uniform weights).
     """
     _check_features(F, "F", "(..., n_f, d_f)")
@@ -244,7 +247,8 @@ class SelfAttention(nn.Module):
     """Module form of :func:`self_attention` with learned ``W_Q``, ``W_K`` ``(d_k, d_f)``, ``W_V`` ``(d_v, d_f)``.
 
     ``score`` is a Table II name (default ``scaled-multiplicative``).
-    ``forward(F, mask=None)`` returns ``(C, A)``.
+    ``forward(F, mask=None)`` with mask boolean broadcastable to ``(..., n_f, n_f)``,
+    ``True`` = may attend, returns ``(C, A)``.
     """
 
     def __init__(
@@ -282,7 +286,8 @@ def source2token(
     and the tokens are averaged into one vector. With ``W1 = 0`` the query drops
     out and this is exactly Eq. (33) (the query-free form DiSAN uses).
     F: ``(..., n_f, d_f)``; W1, W2: ``(d_w, d_f)``; w, b: ``(d_w,)``; mask:
-    boolean ``(..., n_f)``. Returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
+    boolean ``(..., n_f)``, ``True`` = may attend (it also restricts the mean
+    ``s``). Returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
     Raises ``ValueError`` on shape mismatches.
     """
     s = mean_pool(F, mask)  # (..., d_f): the source as one query
@@ -343,7 +348,8 @@ class SelfAttentionUpdate(nn.Module):
     ``update="replace"`` applies Eq. (36), ``update="residual"`` Eq. (37) with a
     learned normalisation (``gamma``, ``beta``). ``d_v`` equals ``d_f`` so the
     context can replace or be added to the feature vector.
-    ``forward(F, mask=None)`` returns ``(F_new, A)``; a token no query may attend
+    ``forward(F, mask=None)`` with mask boolean broadcastable to ``(..., n_f, n_f)``,
+    ``True`` = may attend, returns ``(F_new, A)``; a token no query may attend
     that holds NaN/Inf is zeroed first (:func:`~attnsurvey.masking.zero_masked`), so it
     reaches no real token's output and no gradient (the normalisation's included).
     Raises ``ValueError`` for an unknown update name.
@@ -380,7 +386,7 @@ def structured_self_attention(
     ``r`` learned queries (the rows of ``W_s2``) each read the sentence:
     every row of ``A`` is one attention distribution over the ``n`` tokens.
     H: ``(..., n, d)`` token states; W_s1: ``(d_a, d)``; W_s2: ``(r, d_a)``;
-    mask: boolean ``(..., n)`` or ``(..., 1, n)``, ``True`` = a real token.
+    mask: boolean ``(..., n)`` or ``(..., 1, n)``, ``True`` = may attend (a real token).
     Returns ``(M, A)``: the matrix embedding ``(..., r, d)`` and the weights
     ``(..., r, n)``. Each row is Eq. (33) with its own ``w`` and a zero bias.
     Raises ``ValueError`` on weight shape mismatches.
@@ -416,7 +422,8 @@ class StructuredSelfAttention(nn.Module):
     """Module form of :func:`structured_self_attention` with ``r`` hops (rows of A).
 
     W_s1: ``nn.Linear(d, d_a, bias=False)``; W_s2: ``nn.Linear(d_a, r, bias=False)``.
-    ``forward(H, mask=None)`` returns ``(M, A)``; ``penalty(A)`` the mean
+    ``forward(H, mask=None)`` with mask boolean ``(..., n)``, ``True`` = may attend,
+    returns ``(M, A)``; ``penalty(A)`` the mean
     redundancy penalty of a batch.
     """
 

@@ -73,8 +73,9 @@ def long_short_range_attention(
 
     X: ``(..., n, d)`` with even ``d``; attention maps ``(..., n, d/2)`` to
     ``(output, weights)``; W_conv: ``(d/2, kernel_size)``. key_padding_mask:
-    boolean ``(..., n)``, ``True`` = real token: padded positions are zero (inert)
-    in the convolution branch (the attention callable handles its own mask).
+    boolean ``(..., n)``, ``True`` = real token (may attend, the key-padding
+    polarity): padded positions are zero (inert) in the convolution branch (the
+    attention callable handles its own mask).
     Returns ``(Y, weights)``. Raises ``ValueError`` if ``d`` is odd.
     """
     as_tensor(X, "X")
@@ -92,7 +93,8 @@ class LiteTransformerBlock(nn.Module):
 
     ``forward(X, mask=None, *, key_padding_mask=None)`` returns ``(X', weights
     (..., h, n, n))``. mask: attention mask ``(..., n, n)`` for the attention
-    branch; key_padding_mask: boolean ``(..., n)``, ``True`` = real token, applied
+    branch, boolean with ``True`` = may attend (or a float additive bias);
+    key_padding_mask: boolean ``(..., n)``, ``True`` = real token (may attend), applied
     to both branches, so padding reaches no real token (the convolution treats
     padded positions as zeros beyond the end). Raises ``ValueError`` if
     ``d_model`` is odd or ``h`` does not divide ``d_model/2``.

@@ -199,10 +199,10 @@ def _check_model_input(X: Tensor, d_model: int, sym: str, who: str) -> None:
 class DecoderMasks(TypedDict, total=False):
     """The keyword-only masks of :meth:`DecoderLayer.forward`; :class:`Decoder` passes them to every layer.
 
-    self_key_padding_mask: boolean ``(..., n_y)``, ``True`` = real decoder token;
-    memory_key_padding_mask: boolean ``(..., n_x)``, ``True`` = real encoder token;
-    self_is_causal: adds the causal mask to the self-attention. Defaults in
-    :data:`DECODER_MASKS` (no padding masks, not causal).
+    self_key_padding_mask: boolean ``(..., n_y)``, ``True`` = real decoder token (may
+    attend); memory_key_padding_mask: boolean ``(..., n_x)``, ``True`` = real encoder
+    token (may attend); self_is_causal: adds the causal mask to the self-attention.
+    Defaults in :data:`DECODER_MASKS` (no padding masks, not causal).
     """
 
     self_key_padding_mask: Tensor | None
@@ -276,8 +276,9 @@ class EncoderLayer(_Layer):
     ``torch.nn.TransformerEncoderLayer``: activation, dropout, bias, layer_norm_eps).
     ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
     ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
-    padding (a rank-2 ``(n, n)`` mask serves every example, whatever the batch
-    size), key_padding_mask boolean ``(..., n)`` (``True`` = real token),
+    padding, ``True`` = may attend (a rank-2 ``(n, n)`` mask serves every example,
+    whatever the batch size), key_padding_mask boolean ``(..., n)`` (``True`` =
+    real token, may attend),
     is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
     A padded token (by key_padding_mask or a mask of X's rank) holding NaN/Inf
     is set to 0 first, so it reaches no real output and no weight's gradient.
@@ -312,7 +313,8 @@ class DecoderLayer(_Layer):
     ``forward(Y, M, self_mask=None, memory_mask=None, **masks)``: Y ``(..., n_y, d_model)``
     decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
     ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
-    memory_mask ``(..., n_y or 1, n_x)``; keyword-only masks: :class:`DecoderMasks`
+    memory_mask boolean ``(..., n_y or 1, n_x)``; both ``True`` = may attend;
+    keyword-only masks: :class:`DecoderMasks`
     (``self_key_padding_mask`` ``(..., n_y)``, ``memory_key_padding_mask`` ``(..., n_x)``,
     ``self_is_causal``). Returns ``(Y', self weights, cross weights)``. As in
     :class:`EncoderLayer`, a rank-2 mask serves every example and padded tokens
@@ -399,7 +401,8 @@ class Encoder(_Stack):
     ``Encoder(n_layers, d_model, h, d_ff, norm_first=False, self_attn_factory=None, *, final_norm=None, **options)``
     (see :class:`_Stack`; options: :class:`LayerOptions`).
     ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)`` returns
-    ``(X', [weights per layer])``.
+    ``(X', [weights per layer])``; the masks (boolean, ``True`` = may attend) go to
+    every layer as in :class:`EncoderLayer`.
     """
 
     layer_type = EncoderLayer
@@ -417,8 +420,11 @@ class Encoder(_Stack):
 @catalogued("extra:transformer-decoder")
 class Decoder(_Stack):
     """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **masks)``
-    (masks: :class:`DecoderMasks`, the same for every layer) returns ``(Y', [self weights per
-    layer], [cross weights per layer])``. Constructor arguments as :class:`Encoder` (see :class:`_Stack`)."""
+    (masks: :class:`DecoderMasks`, the same for every layer; every mask boolean,
+    ``True`` = may attend, shaped as in :class:`DecoderLayer`) returns
+    ``(Y', [self weights per layer], [cross weights per layer])``. Constructor arguments
+    as :class:`Encoder` (see :class:`_Stack`).
+    """
 
     layer_type = DecoderLayer
 
@@ -525,7 +531,9 @@ class SequenceTagger(nn.Module):
     ``embed_scale`` multiplies the embeddings (the paper uses ``sqrt(d_model)``).
     The other keyword options are the sizes of :class:`TransformerSize` (defaults
     in :data:`TRANSFORMER_SIZE`); ``b`` is the clipping distance of ``"relative"``.
-    ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; returns
+    ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; mask: the
+    encoder's attention mask, boolean ``(batch, n, n)`` or ``(batch, 1, n)``,
+    ``True`` = may attend; returns
     ``(logits (batch, n, n_out), [weights per layer])``.
     """
 
@@ -597,6 +605,11 @@ class Seq2SeqTransformer(nn.Module):
         return M, mask
 
     def decode(self, tgt_in: Tensor, M: Tensor, memory_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(batch, n_y, vocab_tgt)`` of the causal decoder over the encoder output M.
+
+        tgt_in: ``(batch, n_y)`` tokens; M: ``(batch, n_x, d_model)``; memory_mask:
+        boolean ``(batch, 1, n_x)`` (as :meth:`encode` returns it), ``True`` = may attend.
+        """
         n_y = tgt_in.shape[-1]
         causal = causal_mask(n_y, device=tgt_in.device)[None]  # per query ([None]: never read as per batch row)
         Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal, memory_mask)

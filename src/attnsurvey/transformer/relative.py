@@ -62,7 +62,8 @@ def relative_position_attention(
     Q: ``(..., n_q, d_k)`` projected queries ``x_i W^Q``; K: ``(..., n_f, d_k)``;
     V: ``(..., n_f, d_v)``; A_K: ``(2b+1, d_k)`` and A_V: ``(2b+1, d_v)`` hold the
     vectors for offsets ``-b..b`` (row ``b + clip(j - i, b)``); mask boolean,
-    broadcastable to ``(..., n_q, n_f)``. Returns ``(z, alpha)``: ``(..., n_q, d_v)``
+    broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend (a fully-masked
+    row gives zero weights and ``z = 0``). Returns ``(z, alpha)``: ``(..., n_q, d_v)``
     and ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches or an
     even number of rows in ``A_K``.
     """

@@ -39,9 +39,10 @@ def dense_synthesizer_weights(
 ) -> Tensor:
     """Dense Synthesizer weights ``A = softmax(W_2 relu(W_1 x_i + b_1) + b_2)[:, :n]``.
 
-    X: ``(..., n, d)``; W_1: ``(d_h, d)``; b_1: ``(d_h,)``; W_2: ``(l, d_h)``;
-    b_2: ``(l,)`` with ``l >= n``. Returns A ``(..., n, n)``. Raises ``ValueError``
-    if ``n > l`` or a weight has the wrong shape.
+    X: ``(..., n, d)``; W_1: ``(d_h, d)``; b_1: ``(d_h,)``; W_2: ``(l, d_h)``; b_2:
+    ``(l,)`` with ``l >= n``; mask: boolean broadcastable to ``(..., n, n)``, ``True`` =
+    may attend (a fully-masked row is all 0). Returns A ``(..., n, n)``. Raises
+    ``ValueError`` if ``n > l`` or a weight has the wrong shape.
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
@@ -63,7 +64,8 @@ def dense_synthesizer_weights(
 def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) -> Tensor:
     """Random Synthesizer weights ``A = softmax(R[:n, :n])``, the same for every input.
 
-    R: ``(l, l)``. Returns A ``(n, n)``. Raises ``ValueError`` if ``n > l``.
+    R: ``(l, l)``; mask: boolean broadcastable to ``(n, n)``, ``True`` = may attend.
+    Returns A ``(n, n)``. Raises ``ValueError`` if ``n > l``.
     """
     as_tensor(R, "R")
     if R.dim() != 2 or R.shape[0] != R.shape[1]:
