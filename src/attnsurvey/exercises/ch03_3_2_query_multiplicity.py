@@ -31,7 +31,7 @@ def check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> str:
     assert tuple(got.shape) == tuple(u_final.shape), f"expected shape {tuple(u_final.shape)}, got {tuple(got.shape)}"
     diff = float((got - u_final).abs().max())
     assert diff < 1e-5, f"max |yours - memory_network_read| = {diff:.3g} (each hop adds its read to the query)"
-    return "correct: u^(K+1) = u^(1) + sum_k o^(k)"
+    return "correct: u^(S+1) = u^(1) + sum_s o^(s)"
 
 
 def check_ex2(gated_hops: Callable[..., Tensor]) -> str:

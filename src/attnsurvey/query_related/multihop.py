@@ -213,14 +213,14 @@ def memory_network_read(
     mask: Tensor | None = None,
     H: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Several memory hops with the query update ``u^(k+1) = u^(k) + o^(k)`` (article 4.3).
+    """Several memory hops with the query update ``u^(s+1) = u^(s) + o^(s)`` (article 4.3).
 
     This is Eq. (41) with ``transform(q, c) = q + c`` (``H q + c`` if ``H``
     ``(d, d)`` is given) and a score that ignores the ``c`` half of Eq. (42).
-    u: ``(..., d)``; M_hops, C_hops: one ``(..., n, d)`` tensor per hop; mask:
+    u: ``(..., d)``; M_hops, C_hops: one ``(..., n, d)`` tensor per hop (S hops); mask:
     boolean ``(..., n)``, ``True`` = may attend (a real memory slot). Returns
-    ``(u_final, P)``: ``u^(K+1)`` ``(..., d)`` (the input of the answer layer) and the
-    addressing weights ``(..., K, n)``. Raises ``ValueError`` if the lists are empty or
+    ``(u_final, P)``: ``u^(S+1)`` ``(..., d)`` (the input of the answer layer) and the
+    addressing weights ``(..., S, n)``. Raises ``ValueError`` if the lists are empty or
     of different lengths.
     """
     if not M_hops or len(M_hops) != len(C_hops):
@@ -238,13 +238,13 @@ class EndToEndMemoryNetwork(nn.Module):
     """An end-to-end memory network for story question answering (Sukhbaatar et al., 2015).
 
     Sentences and the question are bags of words. There are ``n_hops + 1``
-    embedding tables ``E_0 .. E_K`` ("adjacent" tying): the question is embedded
-    with ``E_0``; hop ``k`` uses ``E_k`` for its input memory ``M`` and
-    ``E_{k+1}`` for its output memory ``C``. The answer layer reads
-    ``u^(K+1)``. Token 0 is padding; an all-padding sentence is masked out.
+    embedding tables ``E_0 .. E_S`` with ``S = n_hops`` ("adjacent" tying): the
+    question is embedded with ``E_0``; hop ``s`` (``s = 0 .. S-1``) uses ``E_s`` for its
+    input memory ``M`` and ``E_{s+1}`` for its output memory ``C``. The answer layer
+    reads the query after the last hop, ``u^(S+1)``. Token 0 is padding; an all-padding sentence is masked out.
 
     ``forward(story, question)`` takes ``story`` ``(B, n, L)`` and ``question``
-    ``(B, L_q)`` token ids and returns ``(logits (B, n_answers), P (B, K, n))``.
+    ``(B, L_q)`` token ids and returns ``(logits (B, n_answers), P (B, S, n))``.
     """
 
     def __init__(self, vocab_size: int, d: int, n_hops: int, n_answers: int) -> None:
