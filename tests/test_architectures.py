@@ -62,8 +62,62 @@ def test_layer_figure_has_one_box_per_block(layer):
 
 def test_encoder_decoder_figure_names_the_model_parts():
     labels = " ".join(A.box_labels(A.encoder_decoder_figure()))
-    for part in ("h_1", "x_3", "GeneralAttention", "context c_t", "GRUCell", "query s_{t-1}", "readout: Linear"):
+    for part in (
+        "$h_1$",
+        "$x_3$",
+        "GeneralAttention",
+        "AdditiveScore",
+        "context $c_t$",
+        "GRUCell",
+        "query $s_{t-1}$",
+        "$y_{t-1}$",
+        "readout (Linear)",
+        "encoder: GRU, bidirectional",
+    ):
         assert part in labels
+
+
+def _short(label):
+    """A box's name in the expected edges: its first line, or the class name in its brackets."""
+    first = label.split("\n")[0] if label else label
+    for name in ("attention", "decoder cell", "readout"):
+        if first and first.startswith(name):
+            return name
+    return first
+
+
+def test_encoder_decoder_figure_draws_the_decoder_step_of_the_code():
+    """The arrows are the data flow of seq2seq.decoder_step and the bidirectional encoder."""
+    from attnsurvey.seq2seq import Seq2Seq
+
+    fig = A.encoder_decoder_figure()
+    edges = {(_short(a), _short(b)) for a, b, _, _ in A.diagram_edges(fig.axes[0])}
+    encoder = {(f"$x_{i}$", f"$h_{i}$") for i in (1, 2, 3)} | {(f"$h_{i}$", "attention") for i in (1, 2, 3)}
+    forward = {("$h_1$", "$h_2$"), ("$h_2$", "$h_3$")}
+    backward = {("$h_2$", "$h_1$"), ("$h_3$", "$h_2$")}
+    step = {
+        ("$s_{t-1}$", "attention"),  # the query is the previous state
+        ("attention", "context $c_t$"),
+        ("context $c_t$", "decoder cell"),  # s_t = cell([y_{t-1}; c_t], s_{t-1})
+        ("$y_{t-1}$", "decoder cell"),
+        ("$s_{t-1}$", "decoder cell"),
+        ("decoder cell", "readout"),  # readout([s_t; c_t])
+        ("context $c_t$", "readout"),
+    }
+    assert edges == encoder | forward | backward | step
+    # the code the figure claims to draw: a bidirectional encoder, the cell reads [y_{t-1}; c_t]
+    model = Seq2Seq(vocab_size=8, attention=True)
+    assert model.encoder.bidirectional
+    assert model.cell.input_size == model.embed.embedding_dim + model.d_h
+    assert model.readout.in_features == 2 * model.d_h
+    # a one-directional encoder is drawn with forward arrows only
+    model.encoder = torch.nn.GRU(32, 64, batch_first=True)
+    one_way = {(_short(a), _short(b)) for a, b, _, _ in A.diagram_edges(A.encoder_decoder_figure(model).axes[0])}
+    assert forward <= one_way and not backward & one_way
+
+
+def test_encoder_decoder_figure_reads_cleanly():
+    assert A.layout_problems(A.encoder_decoder_figure()) == []
 
 
 def test_encoder_decoder_figure_needs_attention():
@@ -73,12 +127,100 @@ def test_encoder_decoder_figure_needs_attention():
         A.encoder_decoder_figure(Seq2Seq(vocab_size=8, attention=False))
 
 
+def _steps(rows):
+    return [step for row in rows for step in (row.steps if isinstance(row, A.Branches) else (row,))]
+
+
 @pytest.mark.parametrize("name", sorted(A.VARIANTS))
 def test_variant_figure_boxes_and_implementations(name):
     fig = A.variant_figure(name)
-    assert A.box_labels(fig) == [s.label for s in A.VARIANTS[name]]
-    for step in A.VARIANTS[name]:
+    expected = []
+    for row in A.VARIANTS[name]:
+        if isinstance(row, A.Branches):
+            expected += [s.label for s in row.steps] + ([row.join] * (len(row.steps) - 1) if row.join else [])
+        else:
+            expected.append(row.label)
+    assert A.box_labels(fig) == expected
+    for step in _steps(A.VARIANTS[name]):
         assert callable(A.resolve(step.implemented_by)), step
+
+
+def _edges(fig, i=0):
+    return {(a, b) for a, b, _, _ in A.diagram_edges(fig.axes[i])}
+
+
+def test_lite_transformer_branches_run_in_parallel():
+    """Attention and convolution each read their half of the split and feed the concatenation,
+    as long_short_range_attention computes them (the right half of the output does not
+    depend on the left half of the input)."""
+    from attnsurvey.transformer.lite import depthwise_conv, long_short_range_attention
+
+    rows = A.VARIANTS["Lite Transformer"]
+    split, branches, concat = rows[1], rows[2], rows[3]
+    assert isinstance(branches, A.Branches) and len(branches.steps) == 2
+    left, right = (s.label for s in branches.steps)
+    assert _edges(A.variant_figure("Lite Transformer")) == {
+        (rows[0].label, split.label),
+        (split.label, left),
+        (split.label, right),
+        (left, concat.label),
+        (right, concat.label),
+    }
+    X, W = _r(5, 8), _r(4, 3)
+
+    def attention(Z):
+        return torch.softmax(Z @ Z.T, -1) @ Z, None
+
+    Y, _ = long_short_range_attention(X, attention, W)
+    torch.testing.assert_close(Y[:, 4:], depthwise_conv(X[:, 4:], W))
+    X2 = X.clone()
+    X2[:, :4] += 1.0
+    torch.testing.assert_close(long_short_range_attention(X2, attention, W)[0][:, 4:], Y[:, 4:])
+
+
+def test_synthesizer_weights_are_alternatives():
+    rows = A.VARIANTS["Synthesizer"]
+    branches = rows[1]
+    assert isinstance(branches, A.Branches) and branches.join == "or"
+    dense, random = branches.steps
+    assert dense.implemented_by.endswith("dense_synthesizer_weights")
+    assert random.implemented_by.endswith("random_synthesizer_weights") and not random.from_below
+    fig = A.variant_figure("Synthesizer")
+    # the input feeds the dense weights only; either weights feed the weighted sum; no arrow between them
+    assert _edges(fig) == {(rows[0].label, dense.label), (dense.label, rows[2].label), (random.label, rows[2].label)}
+    texts = {t.get_text(): t.get_position() for t in fig.axes[0].texts}
+    (xd, yd), (xo, yo), (xr, yr) = texts[dense.label], texts["or"], texts[random.label]
+    assert yd == yo == yr and xd < xo < xr
+
+
+def test_variant_figures_read_cleanly():
+    assert A.layout_problems(A.variants_figure()) == []
+    for name in A.VARIANTS:
+        assert A.layout_problems(A.variant_figure(name)) == [], name
+
+
+def test_layout_problems_finds_overflow_clipping_and_crossed_arrows():
+    from attnsurvey.plotting import diagram_axes, draw_arrow, draw_box
+
+    fig, ax = diagram_axes(3.0, 2.0, (0, 3), (0, 2), "t")
+    draw_box(ax, (0.8, 1.0), "a label far too long for this box", w=0.6, h=0.4)
+    draw_box(ax, (2.9, 1.0), "x", w=0.6, h=0.4)  # half outside the x limits
+    draw_arrow(ax, (0.2, 0.3), (2.8, 0.3))
+    ax.text(1.5, 0.3, "on the arrow", ha="center", va="center", fontsize=8)
+    problems = A.layout_problems(fig)
+    assert problems == [
+        "text 'a label far too long for this box' overflows its box",
+        "box 'x' is cut off by the axes",
+        "text 'on the arrow' crosses an arrow",
+    ]
+    assert A.diagram_edges(ax) == [(None, None, "#444444", "solid")]
+    fig2, ax2 = diagram_axes(3.0, 2.0, (0, 3), (0, 2), "t")
+    draw_box(ax2, (0.5, 1.0), "p", w=0.6, h=0.4)
+    draw_box(ax2, (2.5, 1.0), "q", w=0.6, h=0.4)
+    draw_arrow(ax2, (0.8, 1.0), (2.2, 1.0), color="#aaaaaa")
+    ax2.text(1.5, 1.6, "free", ha="center", fontsize=8)
+    assert A.layout_problems(fig2) == []
+    assert A.diagram_edges(ax2) == [("p", "q", "#aaaaaa", "solid")]
 
 
 def test_every_variant_the_book_teaches_is_drawn():
@@ -183,3 +325,38 @@ def test_cost_curves_figure_plots_every_method():
     assert "x (2 cores)" in fig._suptitle.get_text()
     with pytest.raises(KeyError):
         A.cost_curves_figure({"settings": {}})
+
+
+def test_cost_curves_tick_labels_do_not_overlap():
+    """n from 256 to 8192 as the saved benchmark: every shown tick label stands clear of its neighbours."""
+
+    def summary(median):
+        return {"median": median, "min": median, "max": median}
+
+    ns = [256 * 2**i for i in range(6)]
+    results = {
+        "attention": [
+            {"method": m, "n": n, "seconds": summary(n * n * 1e-9 * k), "peak_mib": summary(n * 1e-3 * k)}
+            for k, m in enumerate(["full", "local"], start=1)
+            for n in ns
+        ]
+    }
+    fig = A.cost_curves_figure(results)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = axis.get_view_interval()
+            labels = [
+                t
+                for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                if lo <= tick.get_loc() <= hi
+                for t in (tick.label1,)
+                if t.get_visible() and t.get_text()
+            ]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1 :]:
+                    assert not a.overlaps(b), [t.get_text() for t in labels]
+    shown = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert "256" in shown and "8192" in shown

@@ -12,6 +12,7 @@ catalogues them.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
 
 from ..plotting import ATTENTION_FILL as _ATT
 from ..plotting import FEATURE_FILL as _FEAT
@@ -33,18 +34,20 @@ def multi_head_figure(h: int = 3) -> Figure:
     if not 1 <= h <= 6:
         raise ValueError(f"draw between 1 and 6 heads, got h={h}")
     width = max(3.2 * h, 7.0)
+    # the head columns (boxes 2.6 wide) lie symmetrically in [0, width], inside the limits
     fig, ax = _axes(
-        width, 5.2, (-0.3, width - 0.3), (-0.4, 5.4), f"Multi-head attention with d = {h} heads, Eq. (38)-(40)"
+        width, 5.2, (-0.2, width + 0.2), (-0.4, 5.4), f"Multi-head attention with d = {h} heads, Eq. (38)-(40)"
     )
-    draw_box(ax, (width * 0.25, 0.1), "query $q$", w=1.6, h=0.45, color=_QUERY)
-    draw_box(ax, (width * 0.65, 0.1), "feature matrix $F$", w=2.2, h=0.45, color=_FEAT)
-    xs = [1.45 + j * (width - 2.6) / max(h - 1, 1) for j in range(h)] if h > 1 else [width / 2 - 0.3]
+    q_x, f_x = width * 0.3, width * 0.7
+    draw_box(ax, (q_x, 0.1), "query $q$", w=1.6, h=0.45, color=_QUERY)
+    draw_box(ax, (f_x, 0.1), "feature matrix $F$", w=2.2, h=0.45, color=_FEAT)
+    xs = [1.45 + j * (width - 2.9) / (h - 1) for j in range(h)] if h > 1 else [width / 2]
     for j, x in enumerate(xs, 1):
         draw_box(
             ax, (x, 1.45), f"$W_q^{{({j})}} q$,  $W_K^{{({j})}} F$,  $W_V^{{({j})}} F$", w=2.6, h=0.5, color=_IO, fs=8
         )
-        draw_arrow(ax, (width * 0.25, 0.33), (x - 0.3, 1.2), color="#b9770e", lw=0.9)
-        draw_arrow(ax, (width * 0.65, 0.33), (x + 0.3, 1.2), color="#2e86c1", lw=0.9)
+        draw_arrow(ax, (q_x, 0.33), (x - 0.3, 1.2), color="#b9770e", lw=0.9)
+        draw_arrow(ax, (f_x, 0.33), (x + 0.3, 1.2), color="#2e86c1", lw=0.9)
         draw_box(
             ax,
             (x, 2.6),
@@ -57,10 +60,10 @@ def multi_head_figure(h: int = 3) -> Figure:
         draw_arrow(ax, (x, 1.7), (x, 2.25))
         draw_box(ax, (x, 3.6), f"$c^{{({j})}}$", w=0.9, h=0.42, color=_OUT)
         draw_arrow(ax, (x, 2.95), (x, 3.39))
-        draw_arrow(ax, (x, 3.81), (width / 2 - 0.3, 4.35), color="#555", lw=0.9)
+        draw_arrow(ax, (x, 3.81), (width / 2, 4.35), color="#555", lw=0.9)
     draw_box(
         ax,
-        (width / 2 - 0.3, 4.6),
+        (width / 2, 4.6),
         "concat, then $W_O$:  $c = W_O\\,[c^{(1)}; \\dots; c^{(d)}]$",
         w=4.6,
         h=0.5,
@@ -73,44 +76,63 @@ def multi_head_figure(h: int = 3) -> Figure:
 def multi_hop_figure(n_hops: int = 3) -> Figure:
     """Fig. 10: multi-hop attention over ``n_hops`` steps, Eq. (41)-(42).
 
-    Solid arrows: the basic structure (transform the query with the current
-    context, Eq. 41; score the keys with [q^(s+1); c^(s)], Eq. 42; the same F
-    at every step). Grey arrows: the optional connections (the context, rather
-    than the query, as the query of the transform). Raises ``ValueError``
-    unless ``1 <= n_hops <= 5``.
+    Black arrows: the basic structure. Hop s transforms the query q^(s) into
+    q^(s+1) (Eq. 41), scores the keys of F with the query [q^(s+1); c^(s)]
+    (Eq. 42; the same F at every hop) and returns c^(s+1). Grey dashed arrows:
+    the optional connections, the context c^(s) into the transform of hop s
+    (as its query instead of q^(s), or with it: Eq. 41's second argument, as in
+    LCR-Rot-hop). Raises ``ValueError`` unless ``1 <= n_hops <= 5``.
     """
     if not 1 <= n_hops <= 5:
         raise ValueError(f"draw between 1 and 5 hops, got n_hops={n_hops}")
-    width = 1.8 + 3.0 * n_hops
-    fig, ax = _axes(width, 4.4, (-0.2, width), (-0.5, 4.3), f"Multi-hop attention with {n_hops} hops, Eq. (41)-(42)")
-    draw_box(ax, (0.6, 3.2), "$q^{(0)}$", w=0.9, h=0.42, color=_QUERY)
-    draw_box(ax, (0.6, 1.0), "$c^{(0)}$", w=0.9, h=0.42, color=_OUT)
-    draw_box(ax, (width / 2, -0.2), "feature matrix $F$ (keys and values, every hop)", w=4.8, h=0.42, color=_FEAT, fs=8)
-    q_prev, c_prev = (1.05, 3.2), (1.05, 1.0)
-    for s in range(n_hops):
-        x = 2.4 + 3.0 * s
-        draw_box(ax, (x, 3.2), "transform", w=1.3, h=0.45, color=_IO, fs=8)
-        draw_arrow(ax, q_prev, (x - 0.65, 3.2))
-        draw_arrow(ax, c_prev, (x - 0.3, 2.97), rad=0.15)
-        draw_box(ax, (x + 1.3, 3.2), f"$q^{{({s + 1})}}$", w=0.8, h=0.42, color=_QUERY)
-        draw_arrow(ax, (x + 0.65, 3.2), (x + 0.9, 3.2))
+    pitch = 3.2  # hop s: transform at X_s (top row), c^(s) below it (bottom row), attention to its right
+    xs = [1.8 + pitch * s for s in range(n_hops)]
+    width = xs[-1] + pitch + 0.6
+    fig, ax = _axes(width, 4.4, (-0.1, width), (-0.7, 4.0), f"Multi-hop attention with {n_hops} hops, Eq. (41)-(42)")
+    top, mid, bottom, feat = 3.2, 1.95, 0.8, -0.35
+    centres = [x + 1.5 for x in xs]  # attention modules (and q^(s+1) above them)
+    f_w = max(4.8, centres[-1] - centres[0] + 1.6)
+    f_x = min((centres[0] + centres[-1]) / 2, width - f_w / 2 - 0.1)  # one hop: keep the wide box inside
+    draw_box(
+        ax,
+        (f_x, feat),
+        "feature matrix $F$ (keys and values, every hop)",
+        w=f_w,
+        h=0.42,
+        color=_FEAT,
+        fs=8,
+    )
+    draw_box(ax, (xs[0] - 1.3, top), "$q^{(0)}$", w=0.9, h=0.42, color=_QUERY)
+    q_prev = xs[0] - 0.85  # right edge of the previous query box
+    for s, x in enumerate(xs):
+        a = centres[s]
+        draw_box(ax, (x, bottom), f"$c^{{({s})}}$", w=0.8, h=0.42, color=_OUT)
+        draw_box(ax, (x, top), "transform", w=1.3, h=0.45, color=_IO, fs=8)
+        draw_arrow(ax, (q_prev, top), (x - 0.65, top))
+        draw_box(ax, (a, top), f"$q^{{({s + 1})}}$", w=0.8, h=0.42, color=_QUERY)
+        draw_arrow(ax, (x + 0.65, top), (a - 0.4, top))
         draw_box(
-            ax,
-            (x + 1.0, 1.9),
-            f"attention module\nquery $[q^{{({s + 1})}}; c^{{({s})}}]$",
-            w=2.1,
-            h=0.65,
-            color=_ATT,
-            fs=8,
+            ax, (a, mid), f"attention module\nquery $[q^{{({s + 1})}}; c^{{({s})}}]$", w=2.0, h=0.65, color=_ATT, fs=8
         )
-        draw_arrow(ax, (x + 1.3, 2.99), (x + 1.3, 2.23))
-        draw_arrow(ax, c_prev, (x - 0.05, 1.75), rad=-0.1)
-        draw_arrow(ax, (width / 2, 0.01), (x + 1.0, 1.57), color="#2e86c1", lw=0.8)
-        draw_box(ax, (x + 1.9, 1.0), f"$c^{{({s + 1})}}$", w=0.8, h=0.42, color=_OUT)
-        draw_arrow(ax, (x + 1.6, 1.57), (x + 1.8, 1.21))
-        if s:
-            draw_arrow(ax, (x - 1.1, 1.21), (x - 0.2, 3.0), color="#aaaaaa", rad=-0.2, text="optional")
-        q_prev, c_prev = (x + 1.7, 3.2), (x + 2.3, 1.0)
+        draw_arrow(ax, (a, top - 0.21), (a, mid + 0.325))
+        draw_arrow(ax, (x + 0.4, bottom + 0.1), (a - 0.6, mid - 0.325))
+        draw_arrow(ax, (a, feat + 0.21), (a, mid - 0.325), color="#2e86c1", lw=0.8)
+        draw_arrow(ax, (a + 0.6, mid - 0.325), (x + pitch - 0.4, bottom + 0.1))
+        # the optional connection: c^(s) into the transform of hop s
+        ax.add_patch(
+            FancyArrowPatch(
+                (x, bottom + 0.21),
+                (x, top - 0.225),
+                arrowstyle="-|>",
+                mutation_scale=10,
+                color="#999999",
+                lw=1.1,
+                linestyle="--",
+            )
+        )
+        ax.text(x - 0.08, mid, "optional", ha="right", va="center", fontsize=7, color="#777777", style="italic")
+        q_prev = a + 0.4
+    draw_box(ax, (xs[-1] + pitch, bottom), f"$c^{{({n_hops})}}$", w=0.8, h=0.42, color=_OUT)
     return fig
 
 
