@@ -65,8 +65,8 @@ def encoder_decoder_figure(n: int = 5, steps: int = 3) -> Figure:
                         alpha=0.3 + 0.7 * wts[pos],
                     )
         if not attend_all:
-            draw_box(ax, (5.2, 1.3), "$c = h_{n_x}$", w=0.9, h=0.5, color=_ATT)
-            draw_arrow(ax, (4.3, 1.3), (4.75, 1.3))
+            draw_box(ax, (5.35, 1.3), "$c = h_{n_x}$", w=1.25, h=0.5, color=_ATT)
+            draw_arrow(ax, (4.3, 1.3), (4.7, 1.3))
             for t in range(steps):
                 draw_arrow(ax, (5.5, 1.55), (6.3 + 1.3 * t, 2.38), color="#c0392b")
     return fig
@@ -190,7 +190,7 @@ def interactive_co_attention_figure() -> Figure:
     draw_box(ax, (3.5, 0.8), "mean key $\\bar{k}^{(2)}$\nEq. (10)", w=1.9, h=0.7, color="#ffffff")
     _module(ax, (7.2, 2.8), "module [1]\nEq. (11), keys $K^{(1)}$")
     _module(ax, (7.2, 0.8), "module [2]\nEq. (11), keys $K^{(2)}$")
-    _branch_arrows(ax, ((1.5, 2.8), (2.55, 2.8)), ((4.45, 2.6), (6.25, 1.0)), ("query", "query"), 3.05, -0.2)
+    _branch_arrows(ax, ((1.5, 2.8), (2.55, 2.8)), ((4.45, 2.6), (6.25, 1.0)), ("query", ""), 3.05, -0.2)
     _concat_output(ax, 11.0, (8.15, 2.8), (8.15, 0.8))
     return fig
 
@@ -224,7 +224,7 @@ def attention_via_attention_figure() -> Figure:
     draw_box(ax, (1.0, 0.6), "$F^{(c)}$ (characters)", w=1.9, color=_FEAT)
     _module(ax, (4.4, 2.4), "word-level module")
     draw_box(ax, (6.9, 2.4), "$[q^{(c)}; c^{(w)}]$", w=1.5, color=_QUERY)
-    _module(ax, (9.0, 1.0), "character-level module")
+    _module(ax, (9.0, 1.0), "character-level\nmodule")
     draw_box(ax, (11.4, 2.4), "$[c^{(w)}; c^{(c)}]$", w=1.5, color=_OUT)
     draw_arrow(ax, (1.7, 3.0), (3.45, 2.6), "query")
     draw_arrow(ax, (1.8, 1.8), (3.45, 2.2))
