@@ -34,8 +34,8 @@ def check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> str:
     return "correct: u^(S+1) = u^(1) + sum_s o^(s)"
 
 
-def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
-    """Ex. 2: ``gated_hops(q0, K, V, score, n_hops)`` runs Eq. (41)-(42) with transform(q, c) = (q + c) / 2.
+def check_ex2(averaging_hops: Callable[..., Tensor]) -> str:
+    """Ex. 2: ``averaging_hops(q0, K, V, score, n_hops)`` runs Eq. (41)-(42) with transform(q, c) = (q + c) / 2.
 
     Returns the last context; compared with an explicit loop (c^(0) = mean of the values).
     """
@@ -55,13 +55,13 @@ def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
             q = (q + c) / 2
             a = torch.softmax(score(torch.cat([q, c], -1).unsqueeze(-2), K).squeeze(-2), -1)
             c = (a.unsqueeze(-2) @ V).squeeze(-2)
-        got = gated_hops(q0, K, V, score, n_hops)
+        got = averaging_hops(q0, K, V, score, n_hops)
         diff = float((got - c).abs().max())
         assert diff < 1e-5, (
             f"{n_hops} hops: max |yours - loop| = {diff:.3g} "
             "(transform first, q <- (q + c) / 2, then score [q; c] against the keys)"
         )
-    return "correct: Eq. (41)-(42) with a running-average transform"
+    return "correct: Eq. (41)-(42) with an averaging transform"
 
 
 def check_ex3(polar_mass: Callable[[Tensor, Tensor], Tensor]) -> str:
