@@ -162,6 +162,17 @@ def test_taxonomy_figure_draws_every_value_and_highlights_a_point():
         "soft/global",
     } <= bold
     assert "additive" not in bold and "singular query" not in bold
+    # every connector runs from the right edge of one box to the left edge of another (no gaps)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    to_data = ax.transData.inverted()
+    boxes = [to_data.transform(t.get_bbox_patch().get_window_extent(renderer).get_points()) for t in ax.texts]
+    lines = ax.get_lines()
+    assert len(lines) == n_values + 8 + 3  # one connector per box but the root's
+    for line in lines:
+        (x0, y0), (x1, y1) = line.get_xydata()
+        assert any(abs(x0 - b[1][0]) < 1e-6 and b[0][1] <= y0 <= b[1][1] for b in boxes), (x0, y0)
+        assert any(abs(x1 - b[0][0]) < 1e-6 and b[0][1] <= y1 <= b[1][1] for b in boxes), (x1, y1)
     plt.close(fig)
 
 

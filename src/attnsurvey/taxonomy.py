@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import SCORES
@@ -349,39 +349,54 @@ def taxonomy_figure(highlight: TaxonomyPoint | None = None) -> Figure:
     ax.set_axis_off()
     y = 0.0
     box = dict(boxstyle="round,pad=0.25", fc="white", ec="0.5")
-    group_ys = []
+    edges = []  # (parent text, child text, grey level, line width), joined once the boxes' sizes are known
+    groups = []
     for group, aspects in FIG3.items():
-        dim_ys = []
+        aspect_texts = []
         for aspect, values in aspects.items():
-            ys = []
+            leaves = []
             for v in values:
                 on = (group, aspect, v) in used
-                ax.text(
-                    3.0,
-                    y,
-                    v,
-                    va="center",
-                    fontsize=8,
-                    fontweight="bold" if on else "normal",
-                    bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"),
+                leaves.append(
+                    ax.text(
+                        3.0,
+                        y,
+                        v,
+                        va="center",
+                        fontsize=8,
+                        fontweight="bold" if on else "normal",
+                        bbox=dict(boxstyle="round,pad=0.2", fc="#ffd27f" if on else "white", ec="0.7"),
+                    )
                 )
-                ys.append(y)
                 y -= 1.0
-            dy = sum(ys) / len(ys)
-            ax.text(1.9, dy, aspect, va="center", ha="center", fontsize=9, bbox=box)
-            for vy in ys:
-                ax.plot([2.45, 2.95], [dy, vy], color="0.6", lw=0.8)
-            dim_ys.append(dy)
+            dy = sum(t.get_position()[1] for t in leaves) / len(leaves)
+            aspect_text = ax.text(1.9, dy, aspect, va="center", ha="center", fontsize=9, bbox=box)
+            edges += [(aspect_text, t, "0.6", 0.8) for t in leaves]
+            aspect_texts.append(aspect_text)
             y -= 0.4
-        gy = sum(dim_ys) / len(dim_ys)
-        ax.text(0.7, gy, group, va="center", ha="center", fontsize=10, fontweight="bold", bbox=box)
-        for dy in dim_ys:
-            ax.plot([1.15, 1.4], [gy, dy], color="0.4", lw=1.0)
-        group_ys.append(gy)
-    ry = sum(group_ys) / len(group_ys)
-    ax.text(-0.3, ry, "attention\nmechanisms", va="center", ha="center", fontsize=10, bbox=box)
-    for gy in group_ys:
-        ax.plot([0.05, 0.25], [ry, gy], color="0.3", lw=1.2)
+        gy = sum(t.get_position()[1] for t in aspect_texts) / len(aspect_texts)
+        group_text = ax.text(0.7, gy, group, va="center", ha="center", fontsize=10, fontweight="bold", bbox=box)
+        edges += [(group_text, t, "0.4", 1.0) for t in aspect_texts]
+        groups.append(group_text)
+    ry = sum(t.get_position()[1] for t in groups) / len(groups)
+    root = ax.text(-0.3, ry, "attention\nmechanisms", va="center", ha="center", fontsize=10, bbox=box)
+    edges += [(root, t, "0.3", 1.2) for t in groups]
     ax.set_xlim(-0.8, 4.4)
     ax.set_ylim(y, 1.0)
+    # each connector runs from the right edge of the parent's box to the left edge of the child's
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg and the inline backend both have it
+    to_data = ax.transData.inverted()
+
+    def x_edges(t: Any) -> tuple[float, float]:
+        (x0, _), (x1, _) = to_data.transform(t.get_bbox_patch().get_window_extent(renderer).get_points())
+        return x0, x1
+
+    for parent, child, grey, lw in edges:
+        ax.plot(
+            [x_edges(parent)[1], x_edges(child)[0]],
+            [parent.get_position()[1], child.get_position()[1]],
+            color=grey,
+            lw=lw,
+        )
     return fig
