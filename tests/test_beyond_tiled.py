@@ -256,3 +256,14 @@ def test_non_finite_scale_is_refused_as_in_attend(scale):
         attend(Q, K, V, scale=scale)
     with pytest.raises(ValueError, match="must be a finite number"):
         tiled_attend(Q, K, V, scale=scale)
+
+
+@pytest.mark.parametrize("call", ["tiled_attend", "attention_stats"])
+def test_an_unknown_option_name_is_refused_not_ignored(call):
+    """Review 3: ``tiled_attend(..., is_casual=True)`` (a typo) ran non-causal attention silently."""
+    Q, K, V = qkv(n_q=5, n_f=5)
+    fn = {"tiled_attend": tiled_attend, "attention_stats": attention_stats}[call]
+    ref = F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+    torch.testing.assert_close(tiled_attend(Q, K, V, is_causal=True), ref)  # the right name: causal
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['is_casual'\]; TileOptions declares .*'is_causal'"):
+        fn(Q, K, V, is_casual=True)

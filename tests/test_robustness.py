@@ -401,3 +401,259 @@ def test_a_padded_slot_holding_nan_is_inert_in_module_outputs_and_parameter_grad
     assert ref_grads.keys() == grads.keys() and ref_grads  # some parameter gets a gradient, so the check is not empty
     for k in ref_grads:  # 0 * NaN in the backward pass made these NaN (an output too, for the synthesizers)
         torch.testing.assert_close(grads[k], ref_grads[k], msg=k)
+
+
+# --------------------------------------------------------------------------- review 3: error messages
+
+
+def _float_mask_cases():
+    """``name -> (call(mask), boolean mask, symbol)``: functions documented to take a boolean mask."""
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.feature_related import levels as lv
+    from attnsurvey.general_mechanisms.scoring import dot_score
+    from attnsurvey.general_model import GeneralAttention
+    from attnsurvey.query_related import types as ty
+    from attnsurvey.transformer import reformer as rf
+    from attnsurvey.transformer import relative as rl
+
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)
+    X, W, q = r(1, 4, 4), [r(4, 4) for _ in range(3)], r(1, 4)
+    attn = torch.tensor([[True, True, False, False]] * 4)[None]  # (1, n_q, n_f): keys 2, 3 masked
+    keys = attn[:, 0]  # (1, n_f)
+    ava = (r(1, 1, 4), r(1, 4, 4), r(1, 4, 3), r(4, 4), r(6, 4), r(10, 3), r(6, 3))
+    torch.manual_seed(0)
+    general = GeneralAttention(4, 4)
+    return {
+        "self_attention": (lambda m: ty.self_attention(X, *W, m)[1], attn, "mask"),
+        "attend_vector": (lambda m: co.attend_vector(q, X, X, dot_score, m)[1], keys, "mask"),
+        "attention_via_attention mask_w": (
+            lambda m: lv.attention_via_attention(*ava, mask_w=m).a_w,
+            keys[:, None],
+            "mask_w",
+        ),
+        "attention_via_attention mask_c": (
+            lambda m: lv.attention_via_attention(*ava, mask_c=m).a_c,
+            keys[:, None],
+            "mask_c",
+        ),
+        "relative_position_attention": (
+            lambda m: rl.relative_position_attention(X, X, X, r(5, 4), r(5, 4), m)[1],
+            attn,
+            "mask",
+        ),
+        "gaussian_biased_attention": (lambda m: rl.gaussian_biased_attention(X, X, X, r(4, 4), m)[1], attn, "mask"),
+        "shared_qk_attention": (lambda m: rf.shared_qk_attention(X, X, m)[1], attn, "mask"),
+        "GeneralAttention": (lambda m: general(q, X, m)[1], keys, "mask"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "self_attention",
+        "attend_vector",
+        "attention_via_attention mask_w",
+        "attention_via_attention mask_c",
+        "relative_position_attention",
+        "gaussian_biased_attention",
+        "shared_qk_attention",
+        "GeneralAttention",
+    ],
+)
+def test_a_float_mask_is_refused_where_the_contract_is_boolean(name):
+    """Review 3, 1: a 0/1 float mask was added to the scores as a bias (weight on 'masked' keys), silently."""
+    call, mask, symbol = _float_mask_cases()[name]
+    a = call(mask)
+    assert torch.equal(a[..., 2:], torch.zeros_like(a[..., 2:]))  # the boolean mask selects: no weight on keys 2, 3
+    torch.testing.assert_close(a.sum(-1), torch.ones_like(a.sum(-1)))
+    who = name.split()[0]
+    with pytest.raises(ValueError, match=rf"^{who}: {symbol} must be a boolean tensor .*dtype=torch.float32"):
+        call(mask.float())
+
+
+def _shape_cases():
+    """``name -> (call, message)``: a bad mask whose error showed a shape the caller never passed."""
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.general_mechanisms.scoring import dot_score
+    from attnsurvey.general_model import GeneralAttention
+    from attnsurvey.query_related import capsule as cp
+    from attnsurvey.query_related import multihead as mh
+
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)
+    B, n_q, n_f = 2, 3, 5
+    K, q = r(B, n_f, 4), r(B, 4)
+    wide = torch.ones(B, n_f + 1, dtype=torch.bool)  # (2, 6): one key too many
+    torch.manual_seed(0)
+    mha, dropin = mh.MultiHeadAttention(4, 2), mh.MultiheadAttention(4, 2, batch_first=True)
+    Xq = r(B, n_q, 4)
+    shown = r"mask of shape \(2, 6\) does not broadcast to \(2, 5\) \(\.\.\., n_f\)"
+    return {
+        "attend_vector": (lambda: co.attend_vector(q, K, K, dot_score, wide), shown),
+        "capsule_attention": (lambda: cp.capsule_attention(K, K, r(3, 4), r(3, 4), r(3), wide), shown),
+        "GeneralAttention": (lambda: GeneralAttention(4, 4)(q, K, wide), shown),
+        "MultiHeadAttention key_padding_mask": (
+            lambda: mha(Xq, K, key_padding_mask=wide),
+            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(\.\.\., n_f\) = \(2, 5\)",
+        ),
+        "drop-in key_padding_mask": (
+            lambda: dropin(Xq, K, K, key_padding_mask=wide),
+            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(\.\.\., n_f\) = \(2, 5\)",
+        ),
+        "drop-in unbatched key_padding_mask": (
+            lambda: dropin(Xq[0], K[0], K[0], key_padding_mask=wide[0]),
+            r"key_padding_mask of unbatched inputs must have shape \(S,\) = \(5,\), got \(6,\)",
+        ),
+        "drop-in 3-D attn_mask (3, L, S)": (  # was a reshape RuntimeError
+            lambda: dropin(Xq, K, K, attn_mask=torch.zeros(3, n_q, n_f, dtype=torch.bool)),
+            r"3-D attn_mask must have shape \(B \* num_heads, L, S\) = \(4, 3, 5\) .*got \(3, 3, 5\)",
+        ),
+        "drop-in 3-D attn_mask (6, L, S)": (  # was reported as a mask of shape (3, 2, 3, 5)
+            lambda: dropin(Xq, K, K, attn_mask=torch.zeros(6, n_q, n_f, dtype=torch.bool)),
+            r"3-D attn_mask must have shape \(B \* num_heads, L, S\) = \(4, 3, 5\) .*got \(6, 3, 5\)",
+        ),
+        "drop-in 2-D attn_mask": (  # was reported as a mask of shape (1, 3, 6)
+            lambda: dropin(Xq, K, K, attn_mask=torch.zeros(n_q, n_f + 1, dtype=torch.bool)),
+            r"2-D attn_mask must have shape \(L, S\) = \(3, 5\), got \(3, 6\)",
+        ),
+        "mean_key": (lambda: co.mean_key(K, wide), r"^mask must have shape \(\.\.\., n_f\) with n_f=5, got \(2, 6\)$"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "attend_vector",
+        "capsule_attention",
+        "GeneralAttention",
+        "MultiHeadAttention key_padding_mask",
+        "drop-in key_padding_mask",
+        "drop-in unbatched key_padding_mask",
+        "drop-in 3-D attn_mask (3, L, S)",
+        "drop-in 3-D attn_mask (6, L, S)",
+        "drop-in 2-D attn_mask",
+        "mean_key",
+    ],
+)
+def test_a_bad_mask_is_reported_with_the_shape_the_caller_passed(name):
+    """Review 3, 4 and 6: messages showed internally reshaped masks ((2, 1, 6), (2, 1, 1, 6)) or came from torch."""
+    call, message = _shape_cases()[name]
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_dropin_still_takes_every_mask_shape_torch_takes():
+    """The shape checks above refuse nothing torch accepts: (L, S), (B * num_heads, L, S) and unbatched (S,)."""
+    from torch import nn
+
+    from attnsurvey.query_related import multihead as mh
+
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64).eval()
+    ours = mh.MultiheadAttention.from_torch(ref)
+    g = torch.Generator().manual_seed(1)
+    Xq, Xk = (
+        torch.randn(2, 3, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 5, 4, generator=g, dtype=torch.float64),
+    )
+    per_head = torch.rand(4, 3, 5, generator=g) > 0.6
+    per_head[..., 0] = False
+    for kw in ({"attn_mask": per_head}, {"attn_mask": per_head[0]}):
+        torch.testing.assert_close(ours(Xq, Xk, Xk, **kw)[0], ref(Xq, Xk, Xk, **kw)[0])
+    pad = torch.tensor([False, False, False, True, True])
+    torch.testing.assert_close(
+        ours(Xq[0], Xk[0], Xk[0], key_padding_mask=pad)[0], ref(Xq[0], Xk[0], Xk[0], key_padding_mask=pad)[0]
+    )
+
+
+def _boundary_cases():
+    """``name -> (call, error type, message)``: errors that came from deep inside torch (or named the wrong symbol)."""
+    from attnsurvey.evaluation import extrinsic as ex
+    from attnsurvey.evaluation import intrinsic as it
+    from attnsurvey.masking import masked_log_softmax, masked_softmax
+    from attnsurvey.query_related import multihead as mh
+    from attnsurvey.transformer import transformer_xl as xl
+
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)
+    B, n_q, n_f, d, h = 2, 3, 5, 4, 2
+    Q, K = r(B, n_q, d), r(B, n_f, d)
+    W = (r(h * 2, d), r(h * 2, d), r(h * 3, d), r(d, h * 3))
+    mha = lambda **kw: mh.multi_head_attention(Q, K, K, *W, h, **kw)
+    xl_W = [r(d, d) for _ in range(5)]
+    a = torch.softmax(r(3, 5), -1)
+    boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 2.0, 2.0], [1.0, 1.0, 2.0, 3.0]])
+    memory = r"memory \(\.\.\., n_m, d_f\) is prepended to F_k, so it needs the batch axes \(2,\) and the width d_f=4"
+    return {
+        "memory batch": (lambda: mha(memory=r(3, 2, d)), ValueError, memory + r".*got memory \(3, 2, 4\)"),
+        "memory width": (lambda: mha(memory=r(B, 2, d + 1)), ValueError, memory + r".*got memory \(2, 2, 5\)"),
+        "memory rank": (
+            lambda: mha(memory=r(d)),
+            ValueError,
+            r"memory must have shape \(\.\.\., n_m, d_f\), got shape \(4,\)",
+        ),
+        "bias_k size": (
+            lambda: mha(bias_k=r(5), bias_v=r(6)),
+            ValueError,
+            r"bias_k must have shape \(h\*d_k,\) = \(4,\), got \(5,\)",
+        ),
+        "bias_v size": (
+            lambda: mha(bias_k=r(4), bias_v=r(5)),
+            ValueError,
+            r"bias_v must have shape \(h\*d_v,\) = \(6,\), got \(5,\)",
+        ),
+        "xl memory batch": (
+            lambda: xl.xl_attention(r(B, 5, d), r(3, 3, d), *xl_W, r(h, 2), r(h, 2), h),
+            ValueError,
+            r"memory M \(\.\.\., n_m, d_model\) needs the batch axes \(2,\) of X \(2, 5, 4\), got M \(3, 3, 4\)",
+        ),
+        "masked_softmax int e": (
+            lambda: masked_softmax(torch.ones(2, 3, dtype=torch.long)),
+            TypeError,
+            r"e must be a floating-point tensor .*got dtype=torch.int64",
+        ),
+        "masked_log_softmax int e": (
+            lambda: masked_log_softmax(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool)),
+            TypeError,
+            r"e must be a floating-point tensor .*got dtype=torch.int64",
+        ),
+        "perplexity float targets": (
+            lambda: ex.perplexity(r(3, 4, 10), torch.zeros(3, 4)),
+            TypeError,
+            r"targets must be a tensor of integer token ids \(torch.long\), got dtype=torch.float32",
+        ),
+        "supervised loss y length": (
+            lambda: it.supervised_attention_loss(r(3, 2), torch.tensor([0, 1]), a, a, 0.5),
+            ValueError,
+            r"y must hold one label per row of logits \(\.\.\., d_y\), shape \(3,\), got \(2,\)",
+        ),
+        "box_iou no broadcast": (
+            lambda: ex.box_iou(boxes, boxes[:2]),
+            ValueError,
+            r"box_a and box_b \(\.\.\., 4\) must broadcast .*got box_a \(3, 4\), box_b \(2, 4\)",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "memory batch",
+        "memory width",
+        "memory rank",
+        "bias_k size",
+        "bias_v size",
+        "xl memory batch",
+        "masked_softmax int e",
+        "masked_log_softmax int e",
+        "perplexity float targets",
+        "supervised loss y length",
+        "box_iou no broadcast",
+    ],
+)
+def test_errors_from_inside_torch_are_caught_at_the_boundary(name):
+    """Review 3, 4 and 5: torch.cat / expand / reshape / kernel errors now name the symbol and the shapes seen."""
+    call, kind, message = _boundary_cases()[name]
+    with pytest.raises(kind, match=message):
+        call()

@@ -317,6 +317,13 @@ def test_wrong_weight_shapes_are_rejected():
         sc.additive_score(Q, K, p["W1"], p["W2"][:, :3], p["w"])
     with pytest.raises(ValueError, match=r"w must have shape \(d_w,\)"):
         sc.additive_score(Q, K, p["W1"], p["W2"], p["w"][None])
+    # d_w is read from W_1, so a wrong w or W_2 is reported as itself (it was reported as a wrong W_1)
+    with pytest.raises(ValueError, match=r"^w must have shape \(d_w,\) = \(5,\), got \(6,\)$"):
+        sc.additive_score(Q, K, p["W1"], p["W2"], torch.cat([p["w"], p["w"][:1]]))
+    with pytest.raises(ValueError, match=r"^W_2 must have shape \(d_w, d_k\) = \(5, 4\), got \(6, 4\)$"):
+        sc.additive_score(Q, K, p["W1"], torch.cat([p["W2"], p["W2"][:1]]), p["w"])
+    with pytest.raises(ValueError, match=r"^W_1 must have shape \(d_w, d_q\) = \(5, 3\), got \(5, 4\)$"):
+        sc.additive_score(Q, K, p["W2"], p["W2"], p["w"])
     with pytest.raises(ValueError, match=r"b must have shape \(d_k,\) = \(4,\), got \(3,\)"):
         sc.biased_general_score(Q, K, p["W"], p["b_k"][:3])
     with pytest.raises(ValueError, match=r"W must have shape \(d_w, d_q \+ d_k\) = \(5, 7\)"):

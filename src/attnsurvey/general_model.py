@@ -35,7 +35,7 @@ from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
-from .masking import attended_keys, zero_masked
+from .masking import attended_keys, check_shared_key_mask, require_boolean_mask, zero_masked
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
@@ -151,7 +151,9 @@ class GeneralAttention(nn.Module):
     ``(..., n_f)`` for one query, ``(..., n_q, d_v)`` and ``(..., n_q, n_f)`` for many.
     mask: boolean ``(..., n_f)`` for one query, ``(..., n_q, n_f)`` for many, ``True`` =
     may attend; a feature vector no query may attend is inert (NaN/Inf stored there
-    reaches no output and no gradient, ``W_K``'s and ``W_V``'s included).
+    reaches no output and no gradient, ``W_K``'s and ``W_V``'s included). ``forward``
+    raises ``ValueError`` on a size that does not match the module, or a mask that is
+    not boolean or does not broadcast (a float 0/1 mask would shift the scores, not select).
     """
 
     def __init__(
@@ -185,10 +187,16 @@ class GeneralAttention(nn.Module):
         check_min_rank(F, 2, "F", "(..., n_f, d_f)")
         check_dim_equal(F.shape[-1], self.d_f, "GeneralAttention", "d_f of F", "d_f of the module")
         check_dim_equal(q.shape[-1], self.d_q, "GeneralAttention", "d_q of q", "d_q of the module")
+        require_boolean_mask(mask, "GeneralAttention")
         single = q.dim() == F.dim() - 1
         Q = q.unsqueeze(-2) if single else q
-        if mask is not None and single:
-            mask = mask.unsqueeze(-2)
+        if mask is not None and single:  # checked before its query axis is added: errors show the caller's shape
+            try:
+                batch = torch.broadcast_shapes(Q.shape[:-2], F.shape[:-2])
+            except RuntimeError:  # attend reports the batch mismatch of Q and K
+                mask = mask.unsqueeze(-2)
+            else:
+                mask = check_shared_key_mask(mask, torch.Size((*batch, 1, F.shape[-2])))
         F = zero_masked(F, attended_keys(mask))  # a key no query may attend is inert, in the gradients too
         K, V = self.keys_values(F)
         c, a = attend(Q, K, V, mask, self.score)

@@ -39,6 +39,24 @@ from .registry import Registry
 MASKS: Registry[Callable[..., Tensor]] = Registry("mask kind")
 
 
+def _check_scores(e: object) -> None:
+    """Raise ``TypeError`` unless the scores ``e`` are a floating-point tensor (naming ``e`` and the conversion).
+
+    The message is :func:`attnsurvey._checks.as_tensor`'s; this module, a foundation below
+    ``_checks`` in the import graph, does not import it.
+    """
+    if not isinstance(e, Tensor):
+        raise TypeError(
+            f"e must be a torch.Tensor (floating point), got {type(e).__module__}.{type(e).__name__}; "
+            "convert it with torch.as_tensor(e, dtype=torch.float32)"
+        )
+    if not e.is_floating_point():
+        raise TypeError(
+            f"e must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype={e.dtype}; "
+            "convert it with e.float()"
+        )
+
+
 def minus_inf(dtype: torch.dtype) -> float:
     """The fill value for masked scores: the most negative finite number of ``dtype``.
 
@@ -74,18 +92,18 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     return mask
 
 
-def require_boolean_mask(mask: object, who: str) -> None:
+def require_boolean_mask(mask: object, who: str, symbol: str = "mask") -> None:
     """Refuse a ``mask`` that is neither None nor boolean, for functions whose contract is a boolean mask.
 
     Such a contract reads the mask as boolean, ``True`` = may attend. The core reads a
     float mask as torch does, as an additive bias, so a float 0/1 mask given where a
     boolean one is meant would silently shift the scores instead of selecting positions.
-    Raises ``ValueError`` naming ``who``.
+    Raises ``ValueError`` naming ``who`` and the argument ``symbol``.
     """
     if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
         got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
         raise ValueError(
-            f"{who}: mask must be a boolean tensor (True = may attend), got {got}; a float mask would be "
+            f"{who}: {symbol} must be a boolean tensor (True = may attend), got {got}; a float mask would be "
             "added to the scores as a bias instead of selecting positions"
         )
 
@@ -113,6 +131,32 @@ def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask"
             "latter, or add a leading axis (mask[None]) for the former"
         )
     return mask
+
+
+def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
+    """Validate a mask ``(..., n_f)`` shared by every query of scores ``(..., n_q, n_f)``; return it as ``(..., 1, n_f)``.
+
+    mask: boolean, ``True`` = may attend, broadcastable to the scores' shape without
+    the query axis, ``(..., n_f)``. For functions that give the caller's per-key mask
+    a query axis themselves: an error shows the shape the caller passed, not the
+    reshaped one. Raises ``ValueError`` naming ``symbol`` for a non-boolean mask, a
+    0-d mask or a shape that does not broadcast.
+    """
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"{symbol} must be a boolean torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"{symbol} must be boolean (True = may attend), got dtype={mask.dtype}")
+    target = torch.Size((*scores_shape[:-2], scores_shape[-1]))
+    try:
+        out = torch.broadcast_shapes(mask.shape, target) if mask.dim() >= 1 else None
+    except RuntimeError:
+        out = None
+    if out != target:
+        raise ValueError(
+            f"{symbol} of shape {tuple(mask.shape)} does not broadcast to {tuple(target)} (..., n_f): one entry "
+            f"per feature vector, for every query of the scores e of shape {tuple(scores_shape)} (..., n_q, n_f)"
+        )
+    return mask.unsqueeze(-2)
 
 
 def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = "key_padding_mask") -> Tensor:
@@ -143,8 +187,10 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
     may attend). Numerically safe for very large scores (it subtracts the row
     maximum); masked positions are inert (selected away, so NaN/Inf there do
     not matter); fully-masked rows get all-zero weights.
-    Raises ``ValueError`` for a bad mask.
+    Raises ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are
+    not a floating-point tensor.
     """
+    _check_scores(e)
     if mask is None:
         return torch.softmax(e, dim=dim)
     check_mask(mask, e.shape)
@@ -160,8 +206,10 @@ def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> 
     exact log-probability (also when it is far below the float range of the probability
     itself, e.g. -1000); masked positions and fully-masked rows get :func:`minus_inf`
     (probability 0 after ``exp``), never NaN; masked entries are inert. Raises
-    ``ValueError`` for a bad mask.
+    ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are not a
+    floating-point tensor.
     """
+    _check_scores(e)
     if mask is None:
         return torch.log_softmax(e, dim=dim)
     check_mask(mask, e.shape)

@@ -40,7 +40,14 @@ from typing import TypedDict, Unpack
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
+from .._checks import (
+    as_tensor,
+    check_batch_broadcast,
+    check_dim_equal,
+    check_min_rank,
+    check_same_dtype,
+    with_defaults,
+)
 from ..attention import context
 from ..catalog import catalogued
 from ..masking import all_finite, check_mask
@@ -69,21 +76,28 @@ class TileOptions(TypedDict, total=False):
     scale: float | None
 
 
+#: Every :class:`TileOptions` option with its default (:func:`tile_settings` fills them in).
+_TILE_DEFAULTS: TileOptions = {"is_causal": False, "block_q": BLOCK_Q, "block_k": BLOCK_K, "scale": None}
+
+
 def tile_settings(d_k: int, options: TileOptions) -> tuple[bool, int, int, float]:
     """``(is_causal, block_q, block_k, scale)`` of ``options`` with the defaults filled in (the one place they are set).
 
     Defaults: ``is_causal=False``, ``block_q=BLOCK_Q``, ``block_k=BLOCK_K``,
-    ``scale=1/sqrt(d_k)``. Raises ``TypeError`` for a block size that is not an
-    int and ``ValueError`` for one below 1 or a scale that is not a finite number
-    (as :func:`attnsurvey.attention.attend`).
+    ``scale=1/sqrt(d_k)``. Raises ``TypeError`` for an option name that
+    :class:`TileOptions` does not declare (a typo such as ``is_casual`` is not
+    ignored) or a block size that is not an int, and ``ValueError`` for a block
+    size below 1 or a scale that is not a finite number (as
+    :func:`attnsurvey.attention.attend`).
     """
-    scale = options.get("scale")
+    full = with_defaults(options, _TILE_DEFAULTS, "TileOptions")
+    scale = full["scale"]
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
         raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
     return (
-        bool(options.get("is_causal", False)),
-        _check_block(options.get("block_q", BLOCK_Q), "block_q"),
-        _check_block(options.get("block_k", BLOCK_K), "block_k"),
+        bool(full["is_causal"]),
+        _check_block(full["block_q"], "block_q"),
+        _check_block(full["block_k"], "block_k"),
         1.0 / math.sqrt(d_k) if scale is None else float(scale),
     )
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor
+from .._checks import InputTypeError, as_tensor
 from ..catalog import catalogued
 from ..masking import check_mask
 from ..training import accuracy
@@ -148,9 +148,17 @@ def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None)
     ``(...)`` integer token ids. Positions whose target equals ``ignore_index``
     (padding) are skipped. A model that is uniform over ``V`` tokens has
     perplexity exactly ``V``. Raises ``ValueError`` on shape mismatch, an
-    out-of-range target, or when no position is left to score.
+    out-of-range target, or when no position is left to score, and
+    :class:`~attnsurvey._checks.InputTypeError` for targets that are not a
+    ``torch.long`` (or ``uint8``) tensor.
     """
     as_tensor(logits, "logits")
+    if not isinstance(targets, Tensor) or targets.dtype not in (torch.long, torch.uint8):
+        raise InputTypeError(
+            f"targets must be a tensor of integer token ids (torch.long), got "
+            f"{f'dtype={targets.dtype}' if isinstance(targets, Tensor) else type(targets).__name__}; "
+            "convert it with targets.long()"
+        )
     if logits.shape[:-1] != targets.shape:
         raise ValueError(
             f"perplexity needs logits (..., V) and targets (...) with the same leading shape, got "
@@ -307,12 +315,21 @@ def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
 
     box_a, box_b: ``(..., 4)`` (broadcast); returns ``(...)``. Two boxes that
     do not overlap have IoU 0; two empty boxes have IoU 0. Raises ``ValueError``
-    if the last dimension is not 4 or a box has ``x2 < x1`` or ``y2 < y1``.
+    if the last dimension is not 4, the leading shapes do not broadcast, or a box
+    has ``x2 < x1`` or ``y2 < y1``.
     """
     for name, b in (("box_a", box_a), ("box_b", box_b)):
         as_tensor(b, name)
-        if b.shape[-1] != 4:
+        if b.dim() < 1 or b.shape[-1] != 4:
             raise ValueError(f"{name} must have shape (..., 4) = (x1, y1, x2, y2), got {tuple(b.shape)}")
+    try:
+        torch.broadcast_shapes(box_a.shape[:-1], box_b.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"box_a and box_b (..., 4) must broadcast over their leading axes, got box_a {tuple(box_a.shape)}, "
+            f"box_b {tuple(box_b.shape)}"
+        ) from None
+    for name, b in (("box_a", box_a), ("box_b", box_b)):
         if (b[..., 2] < b[..., 0]).any() or (b[..., 3] < b[..., 1]).any():
             raise ValueError(f"{name} has a box with x2 < x1 or y2 < y1")
     iw = (torch.minimum(box_a[..., 2], box_b[..., 2]) - torch.maximum(box_a[..., 0], box_b[..., 0])).clamp_min(0)

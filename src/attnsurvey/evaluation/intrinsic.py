@@ -164,10 +164,18 @@ def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor
 
     logits: ``(..., d_y)``; y: ``(...)`` labels; a, gold as in
     :func:`alignment_loss`. ``lam = 0`` is ordinary training. An empty batch
-    gives 0 (the package's loss convention). Raises ``ValueError`` for ``lam < 0``.
+    gives 0 (the package's loss convention). Raises ``ValueError`` for ``lam < 0``
+    or labels y whose shape is not ``logits.shape[:-1]`` (one label per row of logits).
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
+    as_tensor(logits, "logits")
+    check_min_rank(logits, 1, "logits", "(..., d_y)")
+    if not isinstance(y, Tensor) or y.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"y must hold one label per row of logits (..., d_y), shape {tuple(logits.shape[:-1])}, got "
+            f"{tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__} (logits {tuple(logits.shape)})"
+        )
     task = cross_entropy_mean(logits, y)
     if lam == 0:
         return task

@@ -60,7 +60,7 @@ from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import masked_mean, zero_masked
+from ..masking import check_shared_key_mask, masked_mean, require_boolean_mask, zero_masked
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -143,31 +143,36 @@ class TwoSetOptions(TypedDict, total=False):
 # --------------------------------------------------------------------------
 
 
+def _sup(i: str) -> str:
+    """The set superscript of a symbol: ``^(1)`` for set ``"1"``, nothing for a lone set ``""``."""
+    return f"^({i})" if i else ""
+
+
 def _check_set(K: Tensor, V: Tensor | None, i: str, allow_empty: bool = False) -> None:
-    """Validate one feature set's keys ``K^(i)`` and values ``V^(i)``."""
-    as_tensor(K, f"K^({i})")
-    check_min_rank(K, 2, f"K^({i})", f"(..., n_f^({i}), d_k^({i}))")
+    """Validate one feature set's keys ``K^(i)`` and values ``V^(i)`` (``i=""``: a lone set, ``K``, ``V``)."""
+    s = _sup(i)
+    as_tensor(K, f"K{s}")
+    check_min_rank(K, 2, f"K{s}", f"(..., n_f{s}, d_k{s})")
     if not allow_empty:
-        check_nonempty(K, -2, f"K^({i})", f"n_f^({i})")
+        check_nonempty(K, -2, f"K{s}", f"n_f{s}")
     if V is not None:
-        as_tensor(V, f"V^({i})")
-        check_min_rank(V, 2, f"V^({i})", f"(..., n_f^({i}), d_v^({i}))")
-        check_dim_equal(K.shape[-2], V.shape[-2], f"feature set {i}", f"n_f^({i}) of K^({i})", f"n_f^({i}) of V^({i})")
-        check_batch_broadcast(K, V, f"K^({i})", f"V^({i})")
+        as_tensor(V, f"V{s}")
+        check_min_rank(V, 2, f"V{s}", f"(..., n_f{s}, d_v{s})")
+        check_dim_equal(K.shape[-2], V.shape[-2], f"feature set {i}", f"n_f{s} of K{s}", f"n_f{s} of V{s}")
+        check_batch_broadcast(K, V, f"K{s}", f"V{s}")
 
 
 def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
-    """Validate a per-set mask ``(..., n_f^(i))`` against keys ``K^(i)``."""
+    """Validate a per-set mask ``(..., n_f^(i))`` against keys ``K^(i)`` (``i=""``: ``mask`` against ``K``)."""
     if mask is None:
         return
+    s = _sup(i)
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise ValueError(
             f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}"
         )
     if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
-        raise ValueError(
-            f"mask{i} must have shape (..., n_f^({i})) with n_f^({i})={K.shape[-2]}, got {tuple(mask.shape)}"
-        )
+        raise ValueError(f"mask{i} must have shape (..., n_f{s}) with n_f{s}={K.shape[-2]}, got {tuple(mask.shape)}")
     try:
         torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
     except RuntimeError:
@@ -210,16 +215,33 @@ def _check_sets(
     _check_set_mask(mask2, K2, masks[1])
 
 
+def _vector_key_mask(mask: Tensor, q: Tensor, K: Tensor) -> Tensor:
+    """A one-query key mask ``(..., n_f)`` checked against the scores ``(..., 1, n_f)`` of ``q`` and ``K``, as ``(..., 1, n_f)``.
+
+    Checked here so that an error shows the caller's shape; where ``K`` is no tensor of
+    rank >= 2 or the batch axes do not broadcast, the core reports that problem first.
+    """
+    if isinstance(K, Tensor) and K.dim() >= 2:
+        try:
+            batch = torch.broadcast_shapes(q.shape[:-1], K.shape[:-2])
+        except RuntimeError:
+            return mask.unsqueeze(-2)
+        return check_shared_key_mask(mask, torch.Size((*batch, 1, K.shape[-2])))
+    return mask.unsqueeze(-2)
+
+
 def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
 
     q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask:
     boolean ``(..., n_f)``, ``True`` = may attend. Returns ``(c, a)`` with
     ``c`` ``(..., d_v)`` and ``a`` ``(..., n_f)``. An empty set (``n_f = 0``) or a
-    fully-masked one gives ``c = 0``. Raises ``ValueError`` on shape problems.
+    fully-masked one gives ``c = 0``. Raises ``ValueError`` on shape problems or a
+    mask that is not boolean (a float 0/1 mask would shift the scores, not select).
     """
     as_tensor(q, "q")
-    m = None if mask is None else mask.unsqueeze(-2)
+    require_boolean_mask(mask, "attend_vector")
+    m = None if mask is None else _vector_key_mask(mask, q, K)
     c, a = attend(q.unsqueeze(-2), K, V, m, score)
     return c.squeeze(-2), a.squeeze(-2)
 
@@ -309,7 +331,7 @@ def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     those rows are averaged). Returns ``(..., d_k)``. A fully-masked set has mean zero.
     Raises ``ValueError`` for an empty set or a bad mask.
     """
-    _check_set(K, None, "i")
+    _check_set(K, None, "")
     _check_set_mask(mask, K, "")
     return masked_mean(K, mask)
 

@@ -37,7 +37,7 @@ from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
-from ..masking import attended_keys, nonfinite_rows, zero_masked
+from ..masking import attended_keys, nonfinite_rows, require_boolean_mask, zero_masked
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -145,8 +145,10 @@ def attention_via_attention(
     no output and no gradient, the projections' included).
     ``score_c`` receives queries of width ``d_q + d_v^(w)``.
     Raises ``ValueError`` on shape mismatches (e.g. a dot score needs
-    ``d_q + d_v^(w) == d_k^(c)``).
+    ``d_q + d_v^(w) == d_k^(c)``) or a mask that is not boolean.
     """
+    require_boolean_mask(mask_w, "attention_via_attention", "mask_w")
+    require_boolean_mask(mask_c, "attention_via_attention", "mask_c")
     _check_query(q, "q")
     check_min_rank(q, 2, "q", "(..., n_q, d_q)")
     F_w, F_c = zero_masked(F_w, attended_keys(mask_w)), zero_masked(F_c, attended_keys(mask_c))

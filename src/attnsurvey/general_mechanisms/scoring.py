@@ -106,12 +106,13 @@ def additive_score(
     """
     _check_qk(Q, K)
     d_q, d_k = Q.shape[-1], K.shape[-1]
-    as_tensor(w, "w")
-    if w.dim() != 1:
-        raise ValueError(f"w must have shape (d_w,), got {tuple(w.shape)}")
-    d_w = w.shape[0]
+    as_tensor(W1, "W_1")
+    if W1.dim() != 2:
+        raise ValueError(f"W_1 must have shape (d_w, d_q) with d_q={d_q}, got {tuple(W1.shape)}")
+    d_w = W1.shape[0]  # from W_1, so a wrong w or W_2 is reported as itself
     check_weight(W1, (d_w, d_q), "W_1", "(d_w, d_q)")
     check_weight(W2, (d_w, d_k), "W_2", "(d_w, d_k)")
+    check_weight(w, (d_w,), "w", "(d_w,)")
     _check_param_dtype(Q, W_1=W1, W_2=W2, w=w, b=b)
     q_part = Q @ W1.T  # (..., n_q, d_w)
     k_part = K @ W2.T  # (..., n_f, d_w)

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_rank, check_weight, mean_or_zero
 from ..attention import attend_scores
 from ..catalog import catalogued
-from ..masking import masked_mean, zero_masked
+from ..masking import check_shared_key_mask, masked_mean, zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -101,8 +101,8 @@ def capsule_attention(
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     e = capsule_scores(zero_masked(K, mask), Q_caps)
     check_dim_equal(K.shape[-2], V.shape[-2], "capsule attention", "n_f of K", "n_f of V")
-    if mask is not None:
-        mask = mask.unsqueeze(-2)  # the same positions for every capsule
+    if mask is not None:  # the same positions for every capsule; checked as the caller passed it
+        mask = check_shared_key_mask(mask, e.shape)
     c, a = attend_scores(e, V, mask)  # a (..., d_y, n_f), c (..., d_y, d_v)
     p = capsule_probability(c, W_p, b_p)
     return CapsuleOutput(p, capsule_reconstruction(p, c), c, a)

@@ -146,6 +146,39 @@ def _refuse_positional_options(options: AttendOptions, transformed: bool, has_me
             )
 
 
+def _check_memory(memory: Tensor, F_k: Tensor, F_v: Tensor) -> None:
+    """Memory ``(..., n_m, d_f)`` is prepended to F_k and F_v: it needs their batch axes and width exactly."""
+    as_tensor(memory, "memory")
+    check_min_rank(memory, 2, "memory", "(..., n_m, d_f)")
+    for sym, F in (("F_k", F_k), ("F_v", F_v)):
+        if memory.shape[-1] != F.shape[-1] or memory.shape[:-2] != F.shape[:-2]:
+            raise ValueError(
+                f"memory (..., n_m, d_f) is prepended to {sym}, so it needs the batch axes {tuple(F.shape[:-2])} "
+                f"and the width d_f={F.shape[-1]} of {sym} {tuple(F.shape)}; got memory {tuple(memory.shape)}"
+            )
+
+
+def _check_padding_shape(kpm: Tensor, batch: torch.Size, n_f: int, extra: int) -> None:
+    """A key-padding mask ``(..., n_f)`` must broadcast to ``(*batch, n_f)``, checked before the extra key
+    columns and the head axis are added, so an error shows the caller's shape."""
+    try:
+        fits = torch.broadcast_shapes(kpm.shape[:-1], batch) == batch
+    except RuntimeError:
+        fits = False
+    if not fits or not (kpm.shape[-1] == n_f or (kpm.shape[-1] == 1 and extra == 0)):
+        raise ValueError(
+            f"key_padding_mask of shape {tuple(kpm.shape)} does not broadcast to (..., n_f) = {(*batch, n_f)}: "
+            "one entry per key (memory included) for each batch row"
+        )
+
+
+def _check_bias_kv(bias: object, symbol: str, width: int, layout: str) -> None:
+    """A learned extra key/value: ``width = h*d_k`` (``h*d_v``) values, shape ``(width,)`` (a module's ``(1, 1, width)``)."""
+    b = as_tensor(bias, symbol)
+    if b.numel() != width:
+        raise ValueError(f"{symbol} must have shape ({layout},) = ({width},), got {tuple(b.shape)}")
+
+
 @catalogued(
     "eq38",
     title="Per-head projections of query, keys and values, q^(j) = W_q^(j) q, K^(j) = W_K^(j) F, V^(j) = W_V^(j) F",
@@ -236,7 +269,7 @@ def multi_head_attention(
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
     self_attention = Q is F_k and memory is None
     if memory is not None:
-        as_tensor(memory, "memory")
+        _check_memory(memory, F_k, F_v)
         F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
     F_k, F_v = (zero_unattended(F, options.get("key_padding_mask"), mask) for F in (F_k, F_v))
     Q = F_k if self_attention else Q  # a padded position is a query too
@@ -248,6 +281,8 @@ def multi_head_attention(
         raise ValueError("bias_k and bias_v go together (add_bias_kv)")
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if bias_k is not None and bias_v is not None:  # both or neither (checked above)
+        _check_bias_kv(bias_k, "bias_k", k.shape[-1], "h*d_k")
+        _check_bias_kv(bias_v, "bias_v", v.shape[-1], "h*d_v")
         k = torch.cat([k.expand(*batch, *k.shape[-2:]), bias_k.reshape(1, -1).expand(*batch, 1, k.shape[-1])], dim=-2)
         v = torch.cat([v.expand(*batch, *v.shape[-2:]), bias_v.reshape(1, -1).expand(*batch, 1, v.shape[-1])], dim=-2)
         extra += 1
@@ -275,6 +310,7 @@ def multi_head_attention(
                 f"key_padding_mask must have shape (..., n_f) with the batch axes {tuple(batch)} of Q and F_k, "
                 f"got {tuple(key_padding_mask.shape)}"
             )
+        _check_padding_shape(key_padding_mask, batch, k.shape[-2] - extra, extra)
         options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
     c, a = attend(
         q, k, v, mask, score, need_weights=need_weights or context_hook is not None, enable_gqa=h_kv != h, **options
@@ -476,6 +512,33 @@ def _torch_mask(mask: Tensor | None, symbol: str) -> Tensor | None:
     return ~mask if mask.dtype == torch.bool else mask
 
 
+def _check_torch_mask_shape(mask: Tensor, query: Tensor, key: Tensor, h: int, batch_first: bool) -> None:
+    """torch's ``attn_mask``: ``(L, S)`` or ``(B * num_heads, L, S)``; refuse another shape, showing the one passed.
+
+    query/key: batched ``(B, L, E)``/``(B, S, E)`` (``(L, B, E)``/``(S, B, E)`` unless batch_first).
+    ``(L, S)`` may broadcast (a size 1 stands for all), as the core allows; the leading
+    size of a 3-D mask must be ``B * num_heads`` (it is split into the two).
+    """
+    if query.dim() != 3 or key.dim() != 3 or mask.dim() not in (2, 3):
+        return  # the module reports the inputs' shapes, the core a mask of another rank
+    B, L = (query.shape[0], query.shape[1]) if batch_first else (query.shape[1], query.shape[0])
+    S = key.shape[1] if batch_first else key.shape[0]
+    try:
+        fits = torch.broadcast_shapes(mask.shape[-2:], (L, S)) == (L, S)
+    except RuntimeError:
+        fits = False
+    if mask.dim() == 3 and mask.shape[0] != B * h or not fits:
+        want = f"(L, S) = ({L}, {S})" if mask.dim() == 2 else f"(B * num_heads, L, S) = ({B * h}, {L}, {S})"
+        sizes = "" if mask.dim() == 2 else f" (B={B}, num_heads={h})"
+        raise ValueError(f"a {mask.dim()}-D attn_mask must have shape {want}{sizes}, got {tuple(mask.shape)}")
+
+
+def _check_unbatched_padding(kpm: object, S: int) -> None:
+    """torch's key_padding_mask of unbatched inputs is ``(S,)``: checked before the batch axis is added."""
+    if isinstance(kpm, Tensor) and (kpm.dim() != 1 or kpm.shape[0] not in (S, 1)):
+        raise ValueError(f"key_padding_mask of unbatched inputs must have shape (S,) = ({S},), got {tuple(kpm.shape)}")
+
+
 class MultiheadAttention(MultiHeadAttention):
     """A drop-in replacement for ``torch.nn.MultiheadAttention`` built on :func:`multi_head_attention`.
 
@@ -539,8 +602,11 @@ class MultiheadAttention(MultiHeadAttention):
         if unbatched:
             query, key, value = (x.unsqueeze(1 if not self.batch_first else 0) for x in (query, key, value))
             if key_padding_mask is not None:
+                _check_unbatched_padding(key_padding_mask, key.shape[-2] if self.batch_first else key.shape[0])
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         mask = _torch_mask(attn_mask, "attn_mask")
+        if mask is not None:
+            _check_torch_mask_shape(mask, query, key, self.h, self.batch_first)
         if mask is not None and mask.dim() == 3:  # torch: (B * num_heads, L, S)
             mask = mask.reshape(-1, self.h, *mask.shape[-2:])
         elif mask is not None and mask.dim() == 2:  # torch: (L, S), shared by the batch whatever its size

@@ -45,7 +45,7 @@ from ..attention import attend_scores
 from ..catalog import catalogued, declare
 from ..general_mechanisms.scoring import ScoreModule, additive_score, make_score, scaled_dot_score
 from ..general_model import attend
-from ..masking import zero_masked
+from ..masking import require_boolean_mask, zero_masked
 from ..numeric_env import portable_sqrt
 
 CHAPTER = "chapters/ch03_3_1_query_types.ipynb"
@@ -228,8 +228,10 @@ def self_attention(
     Returns ``(C, A)``: contexts ``(..., n_f, d_v)`` and weights ``(..., n_f, n_f)``.
     The weights depend on the contents only, so permuting the rows of ``F``
     permutes the rows of ``C`` the same way (positions must be added to ``F``
-    if order matters). Raises ``ValueError`` on weight shape mismatches.
+    if order matters). Raises ``ValueError`` on weight shape mismatches or a
+    mask that is not boolean (a float 0/1 mask would shift the scores, not select).
     """
+    require_boolean_mask(mask, "self_attention")
     F = zero_masked(F, mask)  # a padded token holding NaN is inert in the gradients too
     Q = feature_queries(F, W_Q)
     check_weight(W_K, (W_K.shape[0], F.shape[-1]), "W_K", "(d_k, d_f)")

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
-from ..masking import zero_masked
+from ..masking import require_boolean_mask, zero_masked
 
 CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 
@@ -78,8 +78,10 @@ def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tu
     QK: ``(..., n, d)`` (queries; keys are their unit-normalised copies);
     V: ``(..., n, d_v)``; mask boolean ``(..., n, n)``, ``True`` = may attend.
     A token's score with itself is ``-1e5`` (used only when nothing else is allowed).
-    Returns ``(c, a)``.
+    Returns ``(c, a)``. Raises ``ValueError`` on shape mismatches or a mask that is
+    not boolean.
     """
+    require_boolean_mask(mask, "shared_qk_attention")
     as_tensor(QK, "QK")
     as_tensor(V, "V")
     check_min_rank(QK, 2, "QK", "(..., n, d)")

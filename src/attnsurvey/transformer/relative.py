@@ -30,6 +30,7 @@ from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
+from ..masking import require_boolean_mask
 from ..query_related.multihead import SelfAttentionVariant
 
 CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
@@ -64,9 +65,10 @@ def relative_position_attention(
     vectors for offsets ``-b..b`` (row ``b + clip(j - i, b)``); mask boolean,
     broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend (a fully-masked
     row gives zero weights and ``z = 0``). Returns ``(z, alpha)``: ``(..., n_q, d_v)``
-    and ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches or an
-    even number of rows in ``A_K``.
+    and ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches, an
+    even number of rows in ``A_K``, or a mask that is not boolean.
     """
+    require_boolean_mask(mask, "relative_position_attention")
     for sym, t in (("Q", Q), ("K", K), ("V", V), ("A_K", A_K), ("A_V", A_V)):
         as_tensor(t, sym)
     check_min_rank(Q, 2, "Q", "(..., n_q, d_k)")
@@ -165,8 +167,10 @@ def gaussian_biased_attention(
 
     Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, G broadcastable
     to ``(..., n_q, n_f)``; mask boolean, ``True`` = may attend. Returns ``(c, alpha)``.
-    Raises ``ValueError`` if G does not broadcast to the scores.
+    Raises ``ValueError`` if G does not broadcast to the scores or the mask is not
+    boolean (an additive float mask belongs in G).
     """
+    require_boolean_mask(mask, "gaussian_biased_attention")
     as_tensor(Q, "Q")
     as_tensor(K, "K")
     check_dim_equal(Q.shape[-1], K.shape[-1], "Gaussian-biased attention", "d_q", "d_k")

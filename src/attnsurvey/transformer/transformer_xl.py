@@ -87,7 +87,14 @@ def xl_attention(
     check_weight(v, (h, d // h), "v", "(h, d_model/h)")
     if M is None:
         M = X.new_zeros(*X.shape[:-2], 0, d)
+    as_tensor(M, "M")
+    check_min_rank(M, 2, "M", "(..., n_m, d_model)")
     check_dim_equal(M.shape[-1], d, "Transformer-XL memory", "d_model of M", "d_model of X")
+    if M.shape[:-2] != X.shape[:-2]:
+        raise ValueError(
+            f"Transformer-XL memory M (..., n_m, d_model) needs the batch axes {tuple(X.shape[:-2])} of X "
+            f"{tuple(X.shape)}, got M {tuple(M.shape)}"
+        )
     n, n_m = X.shape[-2], M.shape[-2]
     klen = n_m + n
     R = sinusoidal_position_encoding(klen, d, dtype=X.dtype).flip(0).to(X.device)  # distances klen-1, ..., 0
