@@ -279,24 +279,47 @@ def _local_weights_by_hand(q, K, W, p, D, gaussian, renormalise):
 
 
 @pytest.mark.catalog("eq27")
-@settings(max_examples=30, deadline=None)
-@given(n_f=st.integers(1, 12), frac=st.floats(0, 1), D=st.floats(0, 5), seed=st.integers(0, 1000))
-@example(n_f=8, frac=0.0625, D=0.0625, seed=0)  # the Gaussian's sum is subnormal (found by hypothesis)
-def test_eq27_zero_outside_window(n_f, frac, D, seed):
+@settings(max_examples=40, deadline=None)
+@given(
+    n_f=st.integers(1, 12),
+    frac=st.floats(0, 1),
+    D=st.floats(0, 5),
+    seed=st.integers(0, 1000),
+    keep=st.none() | st.lists(st.booleans(), min_size=12, max_size=12),
+)
+@example(n_f=8, frac=0.0625, D=0.0625, seed=0, keep=None)  # the Gaussian's sum is subnormal (found by hypothesis)
+@example(n_f=8, frac=3 / 7, D=1.0, seed=0, keep=[True] * 3 + [False] + [True] * 8)  # round(p) = 3 masked
+@example(n_f=8, frac=3 / 7, D=1.0, seed=0, keep=[True] * 2 + [False] * 3 + [True] * 7)  # nothing allowed in the window
+def test_eq27_zero_outside_window(n_f, frac, D, seed, keep):
     p = frac * (n_f - 1)
     e = rand(n_f, seed=seed) * 10
+    mask = None if keep is None else torch.tensor(keep[:n_f])
+    pos = torch.arange(n_f, dtype=torch.float32)
+    outside = (pos - math.floor(p + 0.5)).abs() > D
+    inside = ~outside if mask is None else ~outside & mask  # the window's positions that may be attended
+    # Eq. (27) by hand: the softmax of the scores over the allowed positions of the window, 0 elsewhere
+    want = torch.zeros(n_f, dtype=torch.float64)
+    if inside.any():
+        x = e.double()[inside]
+        want[inside] = torch.exp(x - x.max()) / torch.exp(x - x.max()).sum()
     for gaussian in (False, True):
-        a = al.local_align(e, p, D, gaussian=gaussian)
-        pos = torch.arange(n_f, dtype=torch.float32)
-        outside = (pos - math.floor(p + 0.5)).abs() > D
-        assert torch.all(a[outside] == 0) and torch.all(a >= 0)
+        a = al.local_align(e, p, D, mask, gaussian=gaussian)
+        if mask is not None:  # masked scores are inert: NaN there changes nothing
+            torch.testing.assert_close(
+                al.local_align(e.masked_fill(~mask, float("nan")), p, D, mask, gaussian=gaussian), a
+            )
+        assert torch.all(a[~inside] == 0) and torch.all(a >= 0)  # outside the window, or masked: 0
         assert float(a.sum()) <= 1 + 1e-5
-        r = al.local_align(e, p, D, gaussian=gaussian, renormalise=True)
+        if not gaussian:
+            torch.testing.assert_close(a.double(), want, rtol=1e-5, atol=1e-6)
+        r = al.local_align(e, p, D, mask, gaussian=gaussian, renormalise=True)
+        assert torch.all(r[~inside] == 0)
         total = float(r.sum())
-        # round(p) is always in the window; only a Gaussian factor that underflows there (tiny sigma = D/2,
-        # fractional p) leaves nothing to renormalise
-        underflow = gaussian and float(al.gaussian_emphasis(n_f, p, D / 2)[math.floor(p + 0.5)]) == 0.0
-        assert math.isclose(total, 1.0, abs_tol=1e-5) or (underflow and total == 0.0)
+        # only a window with no allowed position, or a Gaussian factor that underflows at every allowed
+        # position of it (tiny sigma = D/2, fractional p), leaves nothing to renormalise
+        g = al.gaussian_emphasis(n_f, p, D / 2) if gaussian else torch.ones(n_f)
+        nothing = not bool((g[inside] > 0).any())
+        assert math.isclose(total, 1.0, abs_tol=1e-5) or (nothing and total == 0.0)
 
 
 @pytest.mark.catalog("eq29")

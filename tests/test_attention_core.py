@@ -324,14 +324,15 @@ def test_empty_inputs():
 
 
 # ----------------------------------------------------------------------------- properties
+ALIGNS = ["softmax", "sparsemax", "entmax15"]  # the registered alignments attend's align= takes by name (Eq. 3)
+
+
 @st.composite
-def problems(draw):
-    B, n_q, n_f, d = (
-        draw(st.integers(1, 3)),
-        draw(st.integers(1, 5)),
-        draw(st.integers(1, 6)),
-        draw(st.integers(1, 4)),
-    )
+def problems(draw, square=False, min_batch=1):
+    """Q ``(B, n_q, d)``, K, V ``(B, n_f, d)`` float64 and a boolean mask ``(B, n_q, n_f)`` (True = may attend)
+    whose density is drawn, so fully masked rows and keys nobody may attend occur; ``square``: n_f = n_q."""
+    B, n_q = draw(st.integers(min_batch, 3)), draw(st.integers(1, 5))
+    n_f, d = (n_q if square else draw(st.integers(1, 6))), draw(st.integers(1, 4))
     seed = draw(st.integers(0, 10_000))
     g = torch.Generator().manual_seed(seed)
     Q, K, V = (torch.randn(B, n, d, generator=g, dtype=D64) * 3 for n in (n_q, n_f, n_f))
@@ -339,9 +340,23 @@ def problems(draw):
     return Q, K, V, mask
 
 
+def permutation(data, n: int) -> torch.Tensor:
+    """A permutation of ``range(n)`` drawn by hypothesis (shrinks towards the identity)."""
+    return torch.tensor(data.draw(st.permutations(range(n)), label="perm"), dtype=torch.long)
+
+
+def run_with_grads(Q, K, V, mask, **kw):
+    """attend's context and the gradients of Q, K, V under a fixed random cotangent (not just a sum)."""
+    Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K, V))
+    c, _ = at.attend(Qg, Kg, Vg, mask, **kw)
+    dc = torch.randn(c.shape, generator=torch.Generator().manual_seed(1), dtype=c.dtype)
+    (c * dc).sum().backward()
+    return c.detach(), Qg.grad, Kg.grad, Vg.grad
+
+
 @pytest.mark.catalog("eq3")
 @settings(max_examples=50, deadline=None)
-@given(problems(), st.sampled_from(["softmax", "sparsemax", "entmax15"]))
+@given(problems(), st.sampled_from(ALIGNS))
 def test_weights_sum_to_one_over_allowed_positions(p, align):
     Q, K, V, mask = p
     _, a = at.attend(Q, K, V, mask, align=align)
@@ -351,28 +366,73 @@ def test_weights_sum_to_one_over_allowed_positions(p, align):
 
 
 @settings(max_examples=50, deadline=None)
-@given(problems(), st.booleans())
-def test_masked_positions_are_inert_and_gradients_finite(p, need):
+@given(problems(), st.booleans(), st.sampled_from(ALIGNS))
+def test_masked_positions_are_inert_and_gradients_finite(p, need, align):
+    """NaN/Inf at keys nobody may attend, and NaN in the queries of fully masked rows: the context and
+    every gradient equal those of a clean run (finite values there), and those slots get gradient 0."""
     Q, K, V, mask = p
-    key_dead = ~mask.any(-2, keepdim=True)  # keys nobody may attend: poison them
-    K2 = torch.where(key_dead.transpose(-1, -2), torch.tensor(float("nan"), dtype=D64), K)
-    V2 = torch.where(key_dead.transpose(-1, -2), torch.tensor(float("inf"), dtype=D64), V)
-    Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K2, V2))
-    c, _ = at.attend(Qg, Kg, Vg, mask, need_weights=need)
-    c_ref, _ = at.attend(Q, K, V, mask)
-    torch.testing.assert_close(c, c_ref)
-    c.sum().backward()
-    assert all(torch.isfinite(t.grad).all() for t in (Qg, Kg, Vg))
+    key_dead = ~mask.any(-2)  # (B, n_f): keys no query may attend: poison them
+    row_dead = ~mask.any(-1)  # (B, n_q): queries that may attend nothing: poison them too
+    nan, inf = (torch.tensor(x, dtype=D64) for x in (float("nan"), float("inf")))
+    Q2 = torch.where(row_dead[..., None], nan, Q)
+    K2 = torch.where(key_dead[..., None], nan, K)
+    V2 = torch.where(key_dead[..., None], inf, V)
+    clean = run_with_grads(Q, K, V, mask, need_weights=need, align=align)
+    c, dQ, dK, dV = run_with_grads(Q2, K2, V2, mask, need_weights=need, align=align)
+    for got, want in zip((c, dQ, dK, dV), clean):
+        torch.testing.assert_close(got, want)
+    assert torch.all(dK[key_dead] == 0) and torch.all(dV[key_dead] == 0) and torch.all(dQ[row_dead] == 0)
+    assert torch.all(c[row_dead] == 0)
 
 
 @settings(max_examples=50, deadline=None)
-@given(problems(), st.booleans())
-def test_self_attention_is_permutation_equivariant(p, need):
-    X = p[0]
-    perm = torch.randperm(X.shape[-2], generator=torch.Generator().manual_seed(X.shape[-2]))
-    c, _ = at.attend(X, X, X, need_weights=need)
-    c_perm, _ = at.attend(X[:, perm], X[:, perm], X[:, perm], need_weights=need)
+@given(problems(square=True), st.booleans(), st.data())
+def test_self_attention_is_permutation_equivariant(p, need, data):
+    """Permuting the tokens (and the mask's rows and columns with them) permutes the contexts the same way."""
+    X, _, _, mask = p
+    perm = permutation(data, X.shape[-2])
+    c, _ = at.attend(X, X, X, mask, need_weights=need)
+    Xp = X[:, perm]
+    c_perm, _ = at.attend(Xp, Xp, Xp, mask[:, perm][:, :, perm], need_weights=need)
     torch.testing.assert_close(c_perm, c[:, perm])
+
+
+@settings(max_examples=50, deadline=None)
+@given(problems(), st.sampled_from(ALIGNS), st.booleans(), st.data())
+def test_contexts_do_not_depend_on_the_order_of_keys_and_values(p, align, need, data):
+    """Eq. (4) sums over the keys: reordering keys and values together (the mask's columns with them)
+    leaves every query's context unchanged, and reorders its weights the same way."""
+    Q, K, V, mask = p
+    perm = permutation(data, K.shape[-2])
+    c, a = at.attend(Q, K, V, mask, align=align, need_weights=need)
+    c_perm, a_perm = at.attend(Q, K[:, perm], V[:, perm], mask[..., perm], align=align, need_weights=need)
+    torch.testing.assert_close(c_perm, c)
+    if need:
+        torch.testing.assert_close(a_perm, a[..., perm])
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(min_batch=2), st.sampled_from(ALIGNS), st.data())
+def test_examples_of_a_batch_are_independent(p, align, data):
+    """Changing the other examples of the batch (inputs, mask, even a NaN they may attend) changes
+    neither this example's context nor the gradients of its inputs, on both paths (need_weights)."""
+    Q, K, V, mask = p
+    B = Q.shape[0]
+    b = data.draw(st.integers(0, B - 1), label="b")
+    other = (torch.arange(B) != b)[:, None, None]
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10_000), label="seed"))
+    Q2, K2, V2 = (torch.where(other, torch.randn(t.shape, generator=g, dtype=D64), t) for t in (Q, K, V))
+    density = data.draw(st.floats(0.0, 1.0), label="density")  # 0: every row of the others fully masked
+    mask2 = torch.where(other, torch.rand(mask.shape, generator=g) < density, mask)
+    K3, V3 = K2.clone(), V2.clone()  # and a non-finite key and value in another example, maybe attended
+    K3[(b + 1) % B, 0, 0] = float("nan")
+    V3[(b + 1) % B, -1, 0] = float("inf")
+    for need in (True, False):
+        c, dQ, dK, dV = run_with_grads(Q, K, V, mask, align=align, need_weights=need)
+        for changed in ((Q2, K2, V2), (Q2, K3, V3)):
+            c2, dQ2, dK2, dV2 = run_with_grads(*changed, mask2, align=align, need_weights=need)
+            for got, want in ((c2, c), (dQ2, dQ), (dK2, dK), (dV2, dV)):
+                torch.testing.assert_close(got[b], want[b])
 
 
 @pytest.mark.catalog("eq4")

@@ -107,14 +107,67 @@ def test_sparse_maps_sum_to_one_and_ignore_k(p, alpha, k):
 
 
 @BOUNDED
-@given(pools())
-def test_self_attention_without_positions_is_permutation_equivariant(p):
-    F, _, params = p
+@given(pools(), st.data())
+def test_self_attention_without_positions_is_permutation_equivariant(p, data):
+    """Permuting the tokens (and a square mask's rows and columns with them) permutes C's rows and A's rows
+    and columns the same way; with and without a mask (one that pads keys and may kill whole query rows)."""
+    F, key_mask, params = p
     W = params[0]
-    perm = torch.randperm(F.shape[1], generator=torch.Generator().manual_seed(F.shape[1]))
-    C, _ = ty.self_attention(F, W, W.T, W)
-    C_perm, _ = ty.self_attention(F[:, perm], W, W.T, W)
-    torch.testing.assert_close(C_perm, C[:, perm])
+    B, n = F.shape[:2]
+    perm = torch.tensor(data.draw(st.permutations(range(n)), label="perm"), dtype=torch.long)
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10_000), label="mask seed"))
+    mask = (torch.rand(B, n, n, generator=g) < 0.7) & key_mask[:, None, :]  # (B, n_f, n_f), True = may attend
+    for m, m_perm in ((None, None), (mask, mask[:, perm][:, :, perm])):
+        C, A = ty.self_attention(F, W, W.T, W, m)
+        C_perm, A_perm = ty.self_attention(F[:, perm], W, W.T, W, m_perm)
+        torch.testing.assert_close(C_perm, C[:, perm])
+        torch.testing.assert_close(A_perm, A[:, perm][:, :, perm])
+
+
+MASK_LAYOUTS = ("full", "shared", "keys", "queries")  # (B, n_q, n_f), (1, n_q, n_f), (B, 1, n_f), (B, n_q, 1)
+
+
+@BOUNDED
+@given(
+    st.integers(1, 2),
+    st.integers(1, 7),
+    st.integers(1, 7),
+    st.integers(1, 3),
+    st.integers(1, 8),
+    st.integers(1, 8),
+    st.booleans(),
+    st.sampled_from(MASK_LAYOUTS),
+    st.data(),
+)
+def test_tiled_attend_equals_attend_with_random_masks(B, n_q, n_f, d, block_q, block_k, is_causal, layout, data):
+    """tiled_attend (tile by tile, online softmax, recomputing backward) against attend (Eq. 2-4 in one
+    piece): context and gradients, for boolean masks of every broadcast layout, fully masked rows
+    (context and gradients 0) and block sizes that do or do not divide n_q and n_f."""
+    from attnsurvey.attention import attend
+    from attnsurvey.beyond.tiled import tiled_attend
+
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10_000), label="seed"))
+    Q, K, V = (torch.randn(B, n, d, generator=g, dtype=D64) * 2 for n in (n_q, n_f, n_f))
+    bits = data.draw(st.lists(st.booleans(), min_size=B * n_q * n_f, max_size=B * n_q * n_f), label="mask")
+    full = torch.tensor(bits, dtype=torch.bool).reshape(B, n_q, n_f)
+    full[:, data.draw(st.lists(st.integers(0, n_q - 1), max_size=2), label="dead rows")] = False
+    mask = {"full": full, "shared": full[:1], "keys": full[:, :1], "queries": full[..., :1]}[layout]
+    dc = torch.randn(B, n_q, d, generator=g, dtype=D64)  # a random cotangent: gradients of more than a sum
+    results = []
+    for fn in (
+        lambda q, k, v: tiled_attend(q, k, v, mask, block_q=block_q, block_k=block_k, is_causal=is_causal),
+        lambda q, k, v: attend(q, k, v, mask, is_causal=is_causal)[0],
+    ):
+        Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K, V))
+        c = fn(Qg, Kg, Vg)
+        (c * dc).sum().backward()
+        results.append((c.detach(), Qg.grad, Kg.grad, Vg.grad))
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want)
+    allowed = mask.expand(B, n_q, n_f) & (torch.ones(n_q, n_f, dtype=torch.bool).tril() if is_causal else True)
+    dead = ~allowed.any(-1)
+    c, dQ = results[0][:2]
+    assert torch.all(c[dead] == 0) and torch.all(dQ[dead] == 0)
 
 
 @BOUNDED
