@@ -631,7 +631,7 @@ def _boundary_cases():
         "box_iou no broadcast": (
             lambda: ex.box_iou(boxes, boxes[:2]),
             ValueError,
-            r"box_a and box_b \(\.\.\., 4\) must broadcast .*got box_a \(3, 4\), box_b \(2, 4\)",
+            r"batch dimensions of box_a \(\.\.\., 4\) \(3, 4\) and box_b \(\.\.\., 4\) \(2, 4\) do not broadcast",
         ),
     }
 

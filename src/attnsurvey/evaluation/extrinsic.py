@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import InputTypeError, as_tensor
+from .._checks import InputTypeError, as_tensor, check_batch_broadcast
 from ..catalog import catalogued
 from ..masking import check_mask
 from ..training import accuracy
@@ -322,13 +322,7 @@ def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
         as_tensor(b, name)
         if b.dim() < 1 or b.shape[-1] != 4:
             raise ValueError(f"{name} must have shape (..., 4) = (x1, y1, x2, y2), got {tuple(b.shape)}")
-    try:
-        torch.broadcast_shapes(box_a.shape[:-1], box_b.shape[:-1])
-    except RuntimeError:
-        raise ValueError(
-            f"box_a and box_b (..., 4) must broadcast over their leading axes, got box_a {tuple(box_a.shape)}, "
-            f"box_b {tuple(box_b.shape)}"
-        ) from None
+    check_batch_broadcast(box_a, box_b, "box_a (..., 4)", "box_b (..., 4)", tail=1)
     for name, b in (("box_a", box_a), ("box_b", box_b)):
         if (b[..., 2] < b[..., 0]).any() or (b[..., 3] < b[..., 1]).any():
             raise ValueError(f"{name} has a box with x2 < x1 or y2 < y1")
