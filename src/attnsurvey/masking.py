@@ -32,29 +32,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ._checks import as_tensor
 from .catalog import catalogued
 from .registry import Registry
 
 #: Mask builders by name; every builder returns a boolean mask, ``True`` = may attend.
 MASKS: Registry[Callable[..., Tensor]] = Registry("mask kind")
-
-
-def _check_scores(e: object) -> None:
-    """Raise ``TypeError`` unless the scores ``e`` are a floating-point tensor (naming ``e`` and the conversion).
-
-    The message is :func:`attnsurvey._checks.as_tensor`'s; this module, a foundation below
-    ``_checks`` in the import graph, does not import it.
-    """
-    if not isinstance(e, Tensor):
-        raise TypeError(
-            f"e must be a torch.Tensor (floating point), got {type(e).__module__}.{type(e).__name__}; "
-            "convert it with torch.as_tensor(e, dtype=torch.float32)"
-        )
-    if not e.is_floating_point():
-        raise TypeError(
-            f"e must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype={e.dtype}; "
-            "convert it with e.float()"
-        )
 
 
 def minus_inf(dtype: torch.dtype) -> float:
@@ -190,7 +173,7 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
     Raises ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are
     not a floating-point tensor.
     """
-    _check_scores(e)
+    as_tensor(e, "e")
     if mask is None:
         return torch.softmax(e, dim=dim)
     check_mask(mask, e.shape)
@@ -209,7 +192,7 @@ def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> 
     ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are not a
     floating-point tensor.
     """
-    _check_scores(e)
+    as_tensor(e, "e")
     if mask is None:
         return torch.log_softmax(e, dim=dim)
     check_mask(mask, e.shape)
