@@ -657,3 +657,17 @@ def test_errors_from_inside_torch_are_caught_at_the_boundary(name):
     call, kind, message = _boundary_cases()[name]
     with pytest.raises(kind, match=message):
         call()
+
+
+def test_a_loss_refuses_targets_that_only_flatten_to_the_right_length():
+    """(B, n) targets given as (n, B) flatten to the same length and would be paired with the wrong positions."""
+    from attnsurvey.training import cross_entropy_mean
+
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    targets = torch.tensor([[0, 1, 2], [3, 4, 0]])
+    ref = torch.nn.functional.cross_entropy(logits.reshape(6, 5), targets.reshape(6))
+    torch.testing.assert_close(cross_entropy_mean(logits, targets), ref)
+    with pytest.raises(
+        ValueError, match=r"targets must have the shape of logits without its class axis, \(2, 3\).*got \(3, 2\)"
+    ):
+        cross_entropy_mean(logits, targets.T.contiguous())

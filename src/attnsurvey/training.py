@@ -115,8 +115,15 @@ def cross_entropy_mean(
     targets: ``(...)`` integer labels; positions whose target equals
     ``ignore_index`` are skipped. The loss convention of the package: an empty
     batch, or one with only ignored positions, gives 0 (with a zero gradient,
-    still on the graph) instead of NaN.
+    still on the graph) instead of NaN. Raises ``ValueError`` unless
+    ``targets.shape == logits.shape[:-1]`` (flattening would otherwise pair a
+    wrongly shaped target with the wrong position, silently).
     """
+    if logits.dim() < 1 or tuple(targets.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"targets must have the shape of logits without its class axis, {tuple(logits.shape[:-1])} "
+            f"(logits {tuple(logits.shape)} = (..., C)), got {tuple(targets.shape)}"
+        )
     flat, t = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     ignore = -100 if ignore_index is None else ignore_index
     if not bool((t != ignore).any()):
