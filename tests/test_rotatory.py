@@ -173,3 +173,11 @@ def test_rotatory_gradcheck_float64():
     mask_l = torch.tensor([True, False, True, True])
     g = lambda a, b, c: rot.rotatory_attention(a, b, c, s_l, s_lt, mask_l=mask_l).r
     assert torch.autograd.gradcheck(g, (F_t, F_l, F_r))
+
+
+def test_mask_errors_name_the_rotatory_symbols():
+    F_t = torch.randn(2, 4, 3)
+    with pytest.raises(ValueError, match=r"mask_t must have shape \(\.\.\., n_f\^t\) with n_f\^t=4, got \(2, 5\)"):
+        rot.target_pooling(F_t, torch.ones(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"batch dimensions of mask_t \(3, 4\) and F_t \(2, 4, 3\) do not broadcast"):
+        rot.target_pooling(F_t, torch.ones(3, 4, dtype=torch.bool))

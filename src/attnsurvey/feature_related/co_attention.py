@@ -163,21 +163,25 @@ def _check_set(K: Tensor, V: Tensor | None, i: str, allow_empty: bool = False) -
 
 
 def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
-    """Validate a per-set mask ``(..., n_f^(i))`` against keys ``K^(i)`` (``i=""``: ``mask`` against ``K``)."""
+    """Validate a per-set mask ``(..., n_f^(i))`` against keys ``K^(i)`` (``i=""``: ``mask`` against ``K``;
+    ``i="_t"`` and the like: rotatory attention's ``mask_t`` against ``F_t``, sizes ``n_f^t``)."""
     if mask is None:
         return
-    s = _sup(i)
+    if i.startswith("_"):  # rotatory attention's subscripted sets
+        size, keys = f"n_f^{i[1:]}", f"F{i}"
+    else:
+        size, keys = f"n_f{_sup(i)}", f"K{_sup(i)}"
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise ValueError(
             f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}"
         )
     if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
-        raise ValueError(f"mask{i} must have shape (..., n_f{s}) with n_f{s}={K.shape[-2]}, got {tuple(mask.shape)}")
+        raise ValueError(f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]}, got {tuple(mask.shape)}")
     try:
         torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
     except RuntimeError:
         raise ValueError(
-            f"batch dimensions of mask{i} {tuple(mask.shape)} and K^({i}) {tuple(K.shape)} do not broadcast"
+            f"batch dimensions of mask{i} {tuple(mask.shape)} and {keys} {tuple(K.shape)} do not broadcast"
         ) from None
 
 
