@@ -48,3 +48,16 @@ def vendor_dependent_calls(source: str) -> list[str]:
             if name in ("torch.optim.Adam", "optim.Adam", "torch.optim.AdamW"):
                 found.append((node.lineno, node.col_offset, f"line {node.lineno}: {name}(...)"))
     return [text for *_, text in sorted(found)]
+
+
+def refused_without_the_verdict(check, *args, match: str, hidden: str = "supports") -> str:
+    """Run an exercise ``check`` that must fail with ``match`` and whose message must not contain ``hidden``
+    (the verdict the results support: a hint that named it would hand the reader the answer).
+    Returns the message, for further assertions."""
+    import pytest
+
+    with pytest.raises(AssertionError, match=match) as err:
+        check(*args)
+    message = str(err.value)
+    assert hidden not in message, message
+    return message
