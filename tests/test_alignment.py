@@ -77,7 +77,7 @@ def test_eq25_large_scores_and_masked_rows():
     assert torch.equal(a[0], torch.zeros(3))
     with pytest.raises(ValueError, match="e is empty: n_f=0"):
         al.soft_align(torch.zeros(2, 0))
-    with pytest.raises(ValueError, match="mask must be boolean"):
+    with pytest.raises(ValueError, match=r"mask must be a boolean tensor \(True = may attend\), got dtype="):
         al.soft_align(e, mask.float())
 
 
@@ -476,7 +476,7 @@ def test_reinforced_align_is_softmax_over_subset():
     z = torch.tensor([True, True, False, True])
     torch.testing.assert_close(al.reinforced_align(e, z), torch.tensor([0.2, 0.6, 0.0, 0.2]))
     assert torch.equal(al.reinforced_align(e, torch.zeros(4, dtype=torch.bool)), torch.zeros(4))
-    with pytest.raises(ValueError, match=r"z \(selected subset\) must be boolean"):
+    with pytest.raises(ValueError, match=r"z \(selected subset\) must be a boolean tensor"):
         al.reinforced_align(e, z.float())
     with pytest.raises(ValueError, match=r"z \(selected subset\) of shape \(3,\) does not broadcast"):
         al.reinforced_align(e, z[:3])

@@ -188,7 +188,7 @@ def test_bad_inputs_are_rejected():
         md.multidimensional_attend(Q, K, V[:3], W1, W2, W_d, b)
     with pytest.raises(ValueError, match="n_f of A == n_f of V"):
         md.multidimensional_context(torch.ones(1, 3, D_V, dtype=torch.float64), V)
-    with pytest.raises(ValueError, match="must be boolean"):
+    with pytest.raises(ValueError, match=r"must be a boolean tensor \(True = may attend\), got dtype="):
         md.multidimensional_align(rand(1, 4, 2), torch.ones(1, 4))
     with pytest.raises(ValueError, match="does not broadcast to the scores"):
         md.multidimensional_align(rand(1, 4, 2), torch.ones(1, 3, dtype=torch.bool))

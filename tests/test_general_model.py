@@ -101,7 +101,7 @@ def test_fully_masked_row_gives_zero_context():
 
 def test_mask_validation():
     e = rand(2, 3, 5)
-    with pytest.raises(ValueError, match="must be boolean"):
+    with pytest.raises(ValueError, match=r"must be a boolean tensor \(True = may attend\), got dtype="):
         gm.align(e, torch.ones(2, 3, 5))
     with pytest.raises(ValueError, match=r"does not broadcast to the scores e of shape \(2, 3, 5\)"):
         gm.align(e, torch.ones(2, 3, 4, dtype=torch.bool))

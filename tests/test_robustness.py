@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from .helpers import rand
+
 NAN = float("nan")
 
 
@@ -495,11 +497,11 @@ def _shape_cases():
         "GeneralAttention": (lambda: GeneralAttention(4, 4)(q, K, wide), shown),
         "MultiHeadAttention key_padding_mask": (
             lambda: mha(Xq, K, key_padding_mask=wide),
-            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(\.\.\., n_f\) = \(2, 5\)",
+            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(2, 5\) \(\.\.\., n_f\)",
         ),
         "drop-in key_padding_mask": (
             lambda: dropin(Xq, K, K, key_padding_mask=wide),
-            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(\.\.\., n_f\) = \(2, 5\)",
+            r"key_padding_mask of shape \(2, 6\) does not broadcast to \(2, 5\) \(\.\.\., n_f\)",
         ),
         "drop-in unbatched key_padding_mask": (
             lambda: dropin(Xq[0], K[0], K[0], key_padding_mask=wide[0]),
@@ -671,3 +673,47 @@ def test_a_loss_refuses_targets_that_only_flatten_to_the_right_length():
         ValueError, match=r"targets must have the shape of logits without its class axis, \(2, 3\).*got \(3, 2\)"
     ):
         cross_entropy_mean(logits, targets.T.contiguous())
+
+
+def _non_boolean_mask_cases():
+    """``name -> (call taking a mask, message)``: every boolean-mask contract refuses a float mask the same way."""
+    from attnsurvey import masking as mk
+    from attnsurvey.feature_related import co_attention as co
+    from attnsurvey.feature_related import levels as lv
+    from attnsurvey.query_related import multihead as mh
+    from attnsurvey.transformer.lite import depthwise_conv
+
+    X, K = rand(2, 4, 6), rand(2, 4, 6, seed=1)
+    scores = torch.Size((2, 3, 4))
+    torch.manual_seed(0)
+    mha = mh.MultiHeadAttention(6, 2)
+    return {
+        "check_mask": (lambda m: mk.check_mask(m, scores), "mask", "may attend"),
+        "check_key_padding_mask": (lambda m: mk.check_key_padding_mask(m, scores), "key_padding_mask", "may attend"),
+        "additive_mask": (lambda m: mk.additive_mask(m), "mask", "may attend"),
+        "masked_mean": (lambda m: mk.masked_mean(X, m), "mask", "keep"),
+        "MultiHeadAttention key_padding_mask": (lambda m: mha(X, key_padding_mask=m), "key_padding_mask", "may attend"),
+        "mean_key": (lambda m: co.mean_key(K, m), "mask", "may attend"),
+        "scaled_word_weights": (
+            lambda m: lv.scaled_word_weights(torch.rand(2, 4), torch.rand(2), m),
+            "word_mask",
+            "real word",
+        ),
+        "depthwise_conv": (lambda m: depthwise_conv(X, rand(6, 3, seed=2), mask=m[0]), "mask", "a real token"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_non_boolean_mask_cases()))
+def test_a_non_boolean_mask_is_refused_by_the_one_check(name):
+    """masking.check_boolean is the one refusal: it names the symbol, the meaning of True and the dtype seen."""
+    call, symbol, meaning = _non_boolean_mask_cases()[name]
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    if name.startswith(("check_mask", "check_key")):
+        mask = mask[:, None, :] if name == "check_mask" else mask
+    call(mask)  # the boolean mask is accepted
+    with pytest.raises(
+        ValueError, match=rf"{symbol} must be a boolean tensor \(True = {meaning}\), got dtype=torch\.float32$"
+    ):
+        call(mask.float())
+    with pytest.raises(ValueError, match=rf"{symbol} must be a boolean tensor \(True = {meaning}\), got list$"):
+        call(mask.tolist())

@@ -52,6 +52,19 @@ def minus_inf(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
+def check_boolean(mask: object, symbol: str, meaning: str = "may attend", *, who: str = "", why: str = "") -> None:
+    """The package's one refusal of a mask that is not a boolean tensor.
+
+    mask: must be a boolean tensor, ``True`` = ``meaning`` (default ``"may attend"``;
+    e.g. ``"keep"`` for a masked mean, ``"real word"`` for a word mask). Raises
+    ``ValueError`` naming ``symbol`` and the dtype (or type) seen, prefixed by ``who``
+    and followed by ``why`` when given.
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise ValueError(f"{who}{symbol} must be a boolean tensor (True = {meaning}), got {got}{why}")
+
+
 def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
     """Validate a boolean ``mask`` against scores of shape ``(..., n_q, n_f)`` and return it.
 
@@ -59,10 +72,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     ``ValueError`` if the mask is not a boolean tensor or does not broadcast to the
     scores without changing their shape.
     """
-    if not isinstance(mask, Tensor):
-        raise ValueError(f"{symbol} must be a boolean torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"{symbol} must be boolean (True = may attend), got dtype={mask.dtype}")
+    check_boolean(mask, symbol)
     try:
         out = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
@@ -83,11 +93,12 @@ def require_boolean_mask(mask: object, who: str, symbol: str = "mask") -> None:
     boolean one is meant would silently shift the scores instead of selecting positions.
     Raises ``ValueError`` naming ``who`` and the argument ``symbol``.
     """
-    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
-        got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-        raise ValueError(
-            f"{who}: {symbol} must be a boolean tensor (True = may attend), got {got}; a float mask would be "
-            "added to the scores as a bias instead of selecting positions"
+    if mask is not None:
+        check_boolean(
+            mask,
+            symbol,
+            who=f"{who}: ",
+            why="; a float mask would be added to the scores as a bias instead of selecting positions",
         )
 
 
@@ -125,10 +136,7 @@ def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = 
     reshaped one. Raises ``ValueError`` naming ``symbol`` for a non-boolean mask, a
     0-d mask or a shape that does not broadcast.
     """
-    if not isinstance(mask, Tensor):
-        raise ValueError(f"{symbol} must be a boolean torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"{symbol} must be boolean (True = may attend), got dtype={mask.dtype}")
+    check_boolean(mask, symbol)
     target = torch.Size((*scores_shape[:-2], scores_shape[-1]))
     try:
         out = torch.broadcast_shapes(mask.shape, target) if mask.dim() >= 1 else None
@@ -149,17 +157,14 @@ def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = 
     ``len(scores_shape) - 1``; size 1 broadcasts), so its alignment is never
     guessed. Raises ``ValueError`` for a non-boolean mask or another rank/shape.
     """
-    if not isinstance(kpm, Tensor) or kpm.dtype != torch.bool:
-        raise ValueError(
-            f"{symbol} must be a boolean tensor (True = may attend), got {getattr(kpm, 'dtype', type(kpm).__name__)}"
-        )
+    check_boolean(kpm, symbol)
     want = len(scores_shape) - 1
     if kpm.dim() != want:
         raise ValueError(
             f"{symbol} must have shape (..., n_f) with one axis per batch axis of the scores "
             f"{tuple(scores_shape)}, i.e. rank {want}; got shape {tuple(kpm.shape)}"
         )
-    return check_mask(kpm.unsqueeze(-2), scores_shape, symbol)
+    return check_shared_key_mask(kpm, scores_shape, symbol)
 
 
 @catalogued("eq3", "eq25")
@@ -218,10 +223,7 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
         if X.shape[dim] == 0:
             return X.sum(dim)
         return X.mean(dim)
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(
-            f"mask must be a boolean tensor (True = keep), got {getattr(mask, 'dtype', type(mask).__name__)}"
-        )
+    check_boolean(mask, "mask", "keep")
     m = mask.unsqueeze(-1) if dim == -2 and mask.dim() < X.dim() else mask  # (..., n) masks, 1-D shared ones too
     try:
         m = m.expand(X.shape)
@@ -333,8 +335,7 @@ def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     mask: boolean, any shape, ``True`` = may attend. dtype: the float dtype of the
     result (default: the default dtype). Raises ``ValueError`` for a non-boolean mask.
     """
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype={getattr(mask, 'dtype', None)}")
+    check_boolean(mask, "mask")
     dtype = torch.get_default_dtype() if dtype is None else dtype
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 

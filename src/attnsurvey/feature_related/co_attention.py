@@ -60,7 +60,7 @@ from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import check_shared_key_mask, masked_mean, require_boolean_mask, zero_masked
+from ..masking import check_boolean, check_shared_key_mask, masked_mean, require_boolean_mask, zero_masked
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -171,10 +171,7 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
         size, keys = f"n_f^{i[1:]}", f"F{i}"
     else:
         size, keys = f"n_f{_sup(i)}", f"K{_sup(i)}"
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise ValueError(
-            f"mask{i} must be a boolean tensor (True = may attend), got {getattr(mask, 'dtype', type(mask))}"
-        )
+    check_boolean(mask, f"mask{i}")
     if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
         raise ValueError(f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]}, got {tuple(mask.shape)}")
     try:

@@ -37,7 +37,7 @@ from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
 from ..general_model import attend, keys_values
-from ..masking import attended_keys, nonfinite_rows, require_boolean_mask, zero_masked
+from ..masking import attended_keys, check_boolean, nonfinite_rows, require_boolean_mask, zero_masked
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -59,9 +59,7 @@ def _check_word_mask(word_mask: Tensor | None, X: Tensor, symbol: str) -> Tensor
     expected = tuple(X.shape[:-1])
     if word_mask is None:
         return torch.ones(expected, dtype=torch.bool, device=X.device)
-    if not isinstance(word_mask, Tensor) or word_mask.dtype != torch.bool:
-        got = word_mask.dtype if isinstance(word_mask, Tensor) else type(word_mask).__name__
-        raise ValueError(f"word_mask must be a boolean tensor (True = real word), got {got}")
+    check_boolean(word_mask, "word_mask", "real word")
     if tuple(word_mask.shape) != expected:
         raise ValueError(
             f"word_mask must have shape (..., n_S, n_w) = {expected} to match {symbol} of shape "

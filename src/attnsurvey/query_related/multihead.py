@@ -54,7 +54,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from ..attention import AlignFn, AttendOptions, ScoreFn, attend
 from ..catalog import catalogued
-from ..masking import check_attn_mask, zero_unattended
+from ..masking import check_attn_mask, check_key_padding_mask, zero_unattended
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -156,20 +156,6 @@ def _check_memory(memory: Tensor, F_k: Tensor, F_v: Tensor) -> None:
                 f"memory (..., n_m, d_f) is prepended to {sym}, so it needs the batch axes {tuple(F.shape[:-2])} "
                 f"and the width d_f={F.shape[-1]} of {sym} {tuple(F.shape)}; got memory {tuple(memory.shape)}"
             )
-
-
-def _check_padding_shape(kpm: Tensor, batch: torch.Size, n_f: int, extra: int) -> None:
-    """A key-padding mask ``(..., n_f)`` must broadcast to ``(*batch, n_f)``, checked before the extra key
-    columns and the head axis are added, so an error shows the caller's shape."""
-    try:
-        fits = torch.broadcast_shapes(kpm.shape[:-1], batch) == batch
-    except RuntimeError:
-        fits = False
-    if not fits or not (kpm.shape[-1] == n_f or (kpm.shape[-1] == 1 and extra == 0)):
-        raise ValueError(
-            f"key_padding_mask of shape {tuple(kpm.shape)} does not broadcast to (..., n_f) = {(*batch, n_f)}: "
-            "one entry per key (memory included) for each batch row"
-        )
 
 
 def _check_bias_kv(bias: object, symbol: str, width: int, layout: str) -> None:
@@ -300,17 +286,10 @@ def multi_head_attention(
     )
     options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), rank)
     key_padding_mask = options.get("key_padding_mask")
-    if key_padding_mask is not None:
-        if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
-            raise ValueError(
-                f"key_padding_mask must be boolean (True = may attend), got {getattr(key_padding_mask, 'dtype', None)}"
-            )
-        if key_padding_mask.dim() != rank - 1:
-            raise ValueError(
-                f"key_padding_mask must have shape (..., n_f) with the batch axes {tuple(batch)} of Q and F_k, "
-                f"got {tuple(key_padding_mask.shape)}"
-            )
-        _check_padding_shape(key_padding_mask, batch, k.shape[-2] - extra, extra)
+    if key_padding_mask is not None:  # checked as the caller gave it: (..., n_f), memory included
+        n_f = k.shape[-2] - extra
+        check_key_padding_mask(key_padding_mask, torch.Size((*batch, Q.shape[-2], n_f)))
+        key_padding_mask = key_padding_mask.expand(*key_padding_mask.shape[:-1], n_f)
         options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
     c, a = attend(
         q, k, v, mask, score, need_weights=need_weights or context_hook is not None, enable_gqa=h_kv != h, **options

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from .._checks import as_tensor, check_min_rank, check_weight
 from ..catalog import catalogued
-from ..masking import zero_masked
+from ..masking import check_boolean, zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
 
@@ -45,11 +45,9 @@ def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor |
     check_weight(W, (d, ks), "W_conv", "(d, kernel_size)")
     batch, n = X.shape[:-2], X.shape[-2]
     if mask is not None:
-        if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape[-1:] != (n,):
-            raise ValueError(
-                f"mask must be a boolean (..., n) tensor with n={n}, got {getattr(mask, 'dtype', type(mask).__name__)} "
-                f"of shape {tuple(getattr(mask, 'shape', ()))}"
-            )
+        check_boolean(mask, "mask", "a real token")
+        if mask.shape[-1:] != (n,):
+            raise ValueError(f"mask must have shape (..., n) with n={n} (the length of X), got {tuple(mask.shape)}")
         X = torch.where(mask[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
     if n == 0 or X.numel() == 0:
         return X.new_zeros(X.shape)
