@@ -341,3 +341,15 @@ def test_module_with_fewer_kv_heads_equals_sdpa_enable_gqa():
     assert a is not None and a.shape == (3, 4, 5, 5)
     with pytest.raises(ValueError, match="h_kv=3 must divide h=4"):
         mh.MultiHeadAttention(16, 4, h_kv=3)
+
+
+def test_a_one_column_key_padding_mask_broadcasts_over_the_keys_with_an_extra_key():
+    """A ``(B, 1)`` key-padding mask means the same for every key, also when add_zero_attn adds a key column."""
+    torch.manual_seed(0)
+    m = mh.MultiHeadAttention(6, 2, add_zero_attn=True).eval()
+    X = rand(2, 4, 6)
+    torch.testing.assert_close(m(X, key_padding_mask=torch.ones(2, 1, dtype=torch.bool))[0], m(X)[0])
+    a = m(X, key_padding_mask=torch.tensor([[False], [True]]))[1]
+    assert torch.equal(a[0, ..., :4], torch.zeros_like(a[0, ..., :4]))  # every real key padded: only the zero key
+    assert torch.equal(a[0, ..., 4], torch.ones_like(a[0, ..., 4]))
+    torch.testing.assert_close(a[1], m(X[1:])[1][0])
