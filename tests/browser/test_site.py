@@ -1,7 +1,8 @@
 """Open every page of the built book in a real browser (Debian chromium via playwright).
 
 Checks per page: no raw TeX left (MathJax turned every math block into
-``mjx-container`` elements), every ``<img>`` loaded, widgets rendered where the
+``mjx-container`` elements) and none typeset as a TeX error or an undefined
+macro (``mathjax.py``), every ``<img>`` loaded, widgets rendered where the
 notebook stored widget state and every control of every widget changes what
 the widget shows when moved (issue 14), exercise solutions hidden until their
 toggle is clicked, no failed request, no request to a host other than the local
@@ -28,12 +29,12 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.browser.common import ROOT, SITE, need, serve
+from tests.browser.mathjax import MATHJAX_MS, tex_errors, wait_typeset
 from tests.browser.widgets import WAIT_MS, move_every_control
 from tests.helpers import toc_files
 
 # Console messages that are not failures of the book. Keep this list short and explained.
 ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
-MATHJAX_MS = 120_000
 
 
 PAGES = [f + ".html" for f in toc_files(ROOT)]
@@ -110,16 +111,18 @@ def test_page_renders_offline(server, browser, page_path):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
 
-    # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements.
+    # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements,
+    # none of them an error or an undefined macro (drawn in red, inside a container too).
     n_math = page.locator(".math").count()
     if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=MATHJAX_MS)
-        page.evaluate("() => MathJax.startup.promise")
+        wait_typeset(page)
         assert page.locator("mjx-container").count() >= n_math, "math not typeset"
         raw = page.evaluate(
             "() => Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length"
         )
         assert raw == 0, f"{raw} math blocks left as raw TeX"
+        bad = tex_errors(page)
+        assert not bad, f"TeX that MathJax could not typeset: {bad}"
 
     # Images: every <img> finished loading with a real size.
     page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=MATHJAX_MS)
