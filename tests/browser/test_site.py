@@ -1,11 +1,12 @@
 """Open every page of the built book in a real browser (Debian chromium via playwright).
 
 Checks per page: no raw TeX left (MathJax turned every math block into
-``mjx-container`` elements), every ``<img>`` loaded, widgets rendered where the
-notebook stored widget state and every control of every widget changes what
-the widget shows when moved (issue 14), exercise solutions hidden until their
-toggle is clicked, no failed request, no request to a host other than the local
-server, no console error beyond ALLOWED_CONSOLE_ERRORS.
+``mjx-container`` elements) and none typeset as a TeX error or an undefined
+macro (``mathjax.py``), every ``<img>`` loaded, every widget view drawn from
+the stored widget state and every control of each widget changes what that
+widget shows when moved (issue 14; ``widgets.py``), exercise solutions hidden
+until their toggle is clicked, no failed request, no request to a host other
+than the local server, no console error beyond ALLOWED_CONSOLE_ERRORS.
 
 Pages are opened one after the other, and every wait is on an event or a DOM
 condition with a generous timeout (a loaded CI machine once needed more than
@@ -28,12 +29,12 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.browser.common import ROOT, SITE, need, serve
-from tests.browser.widgets import WAIT_MS, move_every_control
+from tests.browser.mathjax import MATHJAX_MS, tex_errors, wait_typeset
+from tests.browser.widgets import WAIT_MS, widget_problems
 from tests.helpers import toc_files
 
 # Console messages that are not failures of the book. Keep this list short and explained.
 ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
-MATHJAX_MS = 120_000
 
 
 PAGES = [f + ".html" for f in toc_files(ROOT)]
@@ -82,11 +83,6 @@ class Requests:
         ), f"requests unanswered after {timeout_ms / 1000:.0f} s: {list(self.in_flight.values())}"
 
 
-def _has_widget_state(page_path: str) -> bool:
-    html = (SITE / page_path).read_text(encoding="utf-8")
-    return "application/vnd.jupyter.widget-state+json" in html
-
-
 def _check_solutions_hidden(page) -> None:
     """Cells tagged hide-input (exercise solutions) show their code only after the toggle."""
     cells = page.locator(".cell.tag_hide-input")
@@ -110,16 +106,18 @@ def test_page_renders_offline(server, browser, page_path):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
 
-    # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements.
+    # Math: MathJax replaced every \( \) / \[ \] block with mjx-container elements,
+    # none of them an error or an undefined macro (drawn in red, inside a container too).
     n_math = page.locator(".math").count()
     if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=MATHJAX_MS)
-        page.evaluate("() => MathJax.startup.promise")
+        wait_typeset(page)
         assert page.locator("mjx-container").count() >= n_math, "math not typeset"
         raw = page.evaluate(
             "() => Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length"
         )
         assert raw == 0, f"{raw} math blocks left as raw TeX"
+        bad = tex_errors(page)
+        assert not bad, f"TeX that MathJax could not typeset: {bad}"
 
     # Images: every <img> finished loading with a real size.
     page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=MATHJAX_MS)
@@ -128,21 +126,10 @@ def test_page_renders_offline(server, browser, page_path):
     )
     assert not broken, f"images not loaded: {broken}"
 
-    # Widgets: where the notebook stored widget state, the embed manager drew
-    # them, and moving each control changes what its widget shows.
-    if _has_widget_state(page_path):
-        page.wait_for_selector(".jupyter-widgets", timeout=MATHJAX_MS)
-        views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-        controls = page.locator(
-            ".jupyter-widgets .widget-slider, .jupyter-widgets select, .jupyter-widgets input, "
-            ".jupyter-widgets button, .jupyter-widgets .widget-toggle-buttons"
-        ).count()
-        assert views > 0, "widget state stored but no widget view on the page"
-        assert controls >= views, f"{views} widget views but only {controls} controls rendered"
-        moves = move_every_control(page)
-        assert moves, "widgets rendered but no slider or dropdown found to move"
-        dead = [f"widget {m.widget} {m.control} [{m.detail}]" for m in moves if not m.changed]
-        assert not dead, f"controls that change nothing in the static page: {dead}"
+    # Widgets: every widget view on the page was drawn (a page whose notebook was
+    # saved without widget state fails), and each of its own controls changes what it shows.
+    problems = widget_problems(page, MATHJAX_MS)
+    assert not problems, f"widgets: {problems}"
 
     _check_solutions_hidden(page)
 
