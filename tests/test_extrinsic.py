@@ -46,6 +46,25 @@ def test_bleu_matches_sacrebleu(smooth):
     for refs, ours_refs in (([REFS], REFS), ([REFS, REFS2], [list(r) for r in zip(REFS, REFS2)])):
         lib = sacrebleu.corpus_bleu(HYPS, refs, tokenize="none", smooth_method=smooth).score
         assert ex.bleu(HYPS, ours_refs, smooth=smooth) == pytest.approx(lib, abs=1e-9)
+    # two references equally far from the hypothesis length: the shorter one is the reference length
+    # (sacrebleu's rule). "a b c d e" has references of 4 and 6 words: r = 4, BP = 1, BLEU = 100 (r = 6
+    # would give 100 exp(1 - 6/5) = 81.87); listed in either order, so "the first listed" is wrong too
+    for hyps, first, second in (
+        (
+            ["a b c d e", "the cat sat on a mat"],
+            ["a b c d", "the cat sat on the"],
+            ["a b c d e f", "a cat sat on the mat too"],
+        ),
+        (
+            ["the cat sat on a mat", "a b c d e"],
+            ["a cat sat on the mat too", "a b c d e f"],
+            ["the cat sat on the", "a b c d"],
+        ),
+    ):
+        lib = sacrebleu.corpus_bleu(hyps, [first, second], tokenize="none", smooth_method=smooth).score
+        assert ex.bleu(hyps, [list(r) for r in zip(first, second)], smooth=smooth) == pytest.approx(lib, abs=1e-9)
+    lib = sacrebleu.corpus_bleu(["a b c d e"], [["a b c d"], ["a b c d e f"]], tokenize="none", smooth_method=smooth)
+    assert lib.score == pytest.approx(100.0) and lib.ref_len == 4
     # a single short sentence with no 4-gram match: only smoothing keeps it above 0
     lib = sacrebleu.corpus_bleu(["the cat sat down"], [["the cat sat up"]], tokenize="none", smooth_method=smooth).score
     assert ex.bleu(["the cat sat down"], ["the cat sat up"], smooth=smooth) == pytest.approx(lib, abs=1e-9)
@@ -231,20 +250,34 @@ def test_psnr_matches_skimage():
     assert ex.psnr(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0) == math.inf
 
 
+def _images_on_a_scale(seed, data_range, shape=(32, 40)):
+    """Images whose pixel spread is comparable to C1 = (K1 R)^2 and C2 = (K2 R)^2 at this data_range R.
+
+    R = 1: pixels in [0, 1]. R = 255: x = 100 + 2 N(0, 1), y = x + 2 N(0, 1), so the constants
+    (C1 = 6.5, C2 = 58.5) weigh against variances of about 4 and 8: a wrong scaling of C1, C2 with R shows.
+    """
+    if data_range == 1.0:
+        return _images(seed, shape)
+    rng = np.random.default_rng(seed)
+    x = 100 + 2 * rng.standard_normal(shape)
+    return x, x + 2 * rng.standard_normal(shape)
+
+
 @pytest.mark.catalog("extra:ssim")
+@pytest.mark.parametrize("data_range", [1.0, 255.0])
 @pytest.mark.parametrize(
     "window,sample_cov", [("gaussian", False), ("gaussian", True), ("uniform", True), ("uniform", False)]
 )
-def test_ssim_matches_skimage(window, sample_cov):
-    x, y = _images(1)
+def test_ssim_matches_skimage(window, sample_cov, data_range):
+    x, y = _images_on_a_scale(1, data_range)
     lib = structural_similarity(
-        x, y, data_range=1.0, gaussian_weights=window == "gaussian", sigma=1.5, use_sample_covariance=sample_cov
+        x, y, data_range=data_range, gaussian_weights=window == "gaussian", sigma=1.5, use_sample_covariance=sample_cov
     )
     ours = ex.ssim(
-        torch.from_numpy(x), torch.from_numpy(y), data_range=1.0, window=window, sample_covariance=sample_cov
+        torch.from_numpy(x), torch.from_numpy(y), data_range=data_range, window=window, sample_covariance=sample_cov
     )
     assert ours == pytest.approx(lib, abs=1e-12)
-    assert ex.ssim(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0, window=window) == pytest.approx(1.0)
+    assert ex.ssim(torch.from_numpy(x), torch.from_numpy(x), data_range=data_range, window=window) == pytest.approx(1.0)
     w = ex.ssim_window(window)
     assert float(w.sum()) == pytest.approx(1.0) and w.shape == ((11, 11) if window == "gaussian" else (7, 7))
 
