@@ -16,6 +16,7 @@ import torch
 
 from attnsurvey import numeric_env
 
+from .conftest import ALLOW_UNPINNED, pytest_report_header, refuse_unpinned
 from .helpers import vendor_dependent_calls
 
 #: The settings the module docstring and book/reproducibility.md document, written out here (not read from
@@ -81,6 +82,40 @@ def test_check_raises_with_instructions_when_unpinned(monkeypatch):
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     with pytest.raises(RuntimeError, match="MKL_CBWR='AVX2'.*attnsurvey' kernel"):
         numeric_env.check()
+
+
+def test_an_unpinned_pytest_run_refuses_to_start():
+    """tests/conftest.py stops a pytest run outside the pin with a usage error (exit status 4) that names what
+    differs, the pinned command and the way to run unpinned on purpose; no test runs."""
+    root = Path(__file__).resolve().parents[1]
+    one_test = [sys.executable, "-m", "pytest", "-p", "no:xdist", f"tests/{Path(__file__).name}::{_SCAN_TEST}"]
+    env = {k: v for k, v in os.environ.items() if k != ALLOW_UNPINNED} | HOSTILE
+    refused = subprocess.run(one_test, cwd=root, env=env, capture_output=True, text=True)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout + refused.stderr
+    assert "this process is not pinned: ATEN_CPU_CAPABILITY='avx2' (pinned: 'default')" in refused.stderr
+    assert "OMP_NUM_THREADS='2' (pinned: '1')" in refused.stderr
+    assert "attnsurvey.numeric_env exec -- " in refused.stderr and f"{ALLOW_UNPINNED}=1" in refused.stderr
+    assert "passed" not in refused.stdout
+
+
+def test_refuse_unpinned_names_the_problems_and_can_be_waived(monkeypatch):
+    """In-process: the check passes under the pin, refuses a differing variable, and
+    ATTNSURVEY_ALLOW_UNPINNED=1 waives it (the report header then says the run is not pinned)."""
+    monkeypatch.delenv(ALLOW_UNPINNED, raising=False)
+    refuse_unpinned()  # this run is pinned
+    assert pytest_report_header(None) == "numeric environment: pinned (attnsurvey.numeric_env)"
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    with pytest.raises(pytest.UsageError, match=r"not pinned: MKL_CBWR='AVX2' \(pinned: 'COMPATIBLE'\)\. Run them"):
+        refuse_unpinned()
+    for value in ("0", "yes", ""):
+        monkeypatch.setenv(ALLOW_UNPINNED, value)
+        with pytest.raises(pytest.UsageError):
+            refuse_unpinned()
+    monkeypatch.setenv(ALLOW_UNPINNED, "1")
+    refuse_unpinned()
+    assert pytest_report_header(None) == (
+        f"numeric environment: NOT pinned ({ALLOW_UNPINNED}=1): MKL_CBWR='AVX2' (pinned: 'COMPATIBLE')"
+    )
 
 
 def test_kernel_spec_carries_the_pin_and_applies_torch_settings(tmp_path):
@@ -201,6 +236,9 @@ def test_package_avoids_vendor_dependent_kernels():
         if path.name != "numeric_env.py" and (calls := vendor_dependent_calls(path.read_text()))
     }
     assert not found, f"use numeric_env.portable_sqrt / numeric_env.portable_adam instead: {found}"
+
+
+_SCAN_TEST = "test_the_source_scan_catches_each_route"
 
 
 def test_the_source_scan_catches_each_route():
