@@ -199,6 +199,23 @@ def test_precision_recall_f1_hand_computed():
 
 
 @pytest.mark.catalog("extra:precision-recall-f1")
+def test_macro_average_is_over_the_classes_present():
+    """scikit-learn's convention: the macro mean runs over the labels in either input, or over range(num_classes)."""
+    pred, true = torch.tensor([0, 2, 2]), torch.tensor([0, 2, 0])
+    # class 0: TP1 FP0 FN1 -> P 1, R 1/2, F 2/3; class 2: TP1 FP1 FN0 -> P 1/2, R 1, F 2/3; class 1 occurs nowhere
+    assert ex.precision_recall_f1(pred, true, average="macro") == pytest.approx((0.75, 0.75, 2 / 3))
+    # asked for classes 0..3, the absent classes 1 and 3 count with P = R = F = 0
+    assert ex.precision_recall_f1(pred, true, average="macro", num_classes=4) == pytest.approx(
+        (1.5 / 4, 1.5 / 4, 4 / 3 / 4)
+    )
+    # labels need not start at 0: {5, 7} relabelled {0, 1} gives the same scores
+    assert ex.precision_recall_f1(pred + 5, true + 5, average="macro") == pytest.approx((0.75, 0.75, 2 / 3))
+    # micro pools the counts, so absent classes change nothing: TP 2, FP 1, FN 1
+    assert ex.precision_recall_f1(pred, true, average="micro") == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    assert ex.precision_recall_f1(pred, true, average="micro", num_classes=4) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+
+
+@pytest.mark.catalog("extra:precision-recall-f1")
 def test_precision_recall_bad_input():
     with pytest.raises(ValueError, match=r"same shape, got \(3,\) and \(4,\)"):
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(4))
@@ -206,6 +223,8 @@ def test_precision_recall_bad_input():
         ex.precision_recall_f1(torch.zeros(0), torch.zeros(0))
     with pytest.raises(ValueError, match="average must be"):
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(3), average="weighted")
+    with pytest.raises(ValueError, match="num_classes must be >= 1, got 0"):
+        ex.precision_recall_f1(torch.zeros(3), torch.zeros(3), average="macro", num_classes=0)
 
 
 @pytest.mark.catalog("extra:iou")
