@@ -1,4 +1,12 @@
-"""Shared pytest fixtures, and the numeric pin for in-process tests."""
+"""Shared pytest fixtures, and the numeric pin for in-process tests.
+
+A test run outside the pinned numeric environment (``attnsurvey.numeric_env``) refuses to start: its trained
+results could differ from the stored outputs and the tests that compare with them would fail, or pass, for
+the wrong reason. ``make test`` / ``make test-unit`` run pytest pinned, as does
+``.venv/bin/python -m attnsurvey.numeric_env exec -- .venv/bin/python -m pytest ...``. Someone who knowingly
+wants an unpinned run (say, to see what a native CPU changes) sets ``ATTNSURVEY_ALLOW_UNPINNED=1``; the
+report header then says "NOT pinned" and lists the differences.
+"""
 
 from __future__ import annotations
 
@@ -23,11 +31,34 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 numeric_env.apply_torch()
 
 
+#: Set to ``1`` to run the tests outside the pinned numeric environment on purpose.
+ALLOW_UNPINNED = "ATTNSURVEY_ALLOW_UNPINNED"
+
+
+def refuse_unpinned() -> None:
+    """Raise ``pytest.UsageError`` naming :func:`numeric_env.problems` and the pinned commands, unless the
+    process is pinned or ``ATTNSURVEY_ALLOW_UNPINNED=1`` says an unpinned run is meant."""
+    found = numeric_env.problems()
+    if found and os.environ.get(ALLOW_UNPINNED) != "1":
+        raise pytest.UsageError(
+            "the tests run only in the pinned numeric environment, and this process is not pinned: "
+            + "; ".join(found)
+            + ". Run them with `make test` (or `make test-unit`), or wrap pytest in the pin: "
+            "`.venv/bin/python -m attnsurvey.numeric_env exec -- .venv/bin/python -m pytest ...`. "
+            f"To run unpinned on purpose (results that train may differ from the stored outputs), set {ALLOW_UNPINNED}=1."
+        )
+
+
+def pytest_configure(config):
+    if not config.option.help:
+        refuse_unpinned()
+
+
 def pytest_report_header(config):
     found = numeric_env.problems()
     if not found:
         return "numeric environment: pinned (attnsurvey.numeric_env)"
-    return "numeric environment: NOT pinned (use `make test-unit`): " + "; ".join(found)
+    return f"numeric environment: NOT pinned ({ALLOW_UNPINNED}=1): " + "; ".join(found)
 
 
 @pytest.fixture

@@ -46,6 +46,25 @@ def test_bleu_matches_sacrebleu(smooth):
     for refs, ours_refs in (([REFS], REFS), ([REFS, REFS2], [list(r) for r in zip(REFS, REFS2)])):
         lib = sacrebleu.corpus_bleu(HYPS, refs, tokenize="none", smooth_method=smooth).score
         assert ex.bleu(HYPS, ours_refs, smooth=smooth) == pytest.approx(lib, abs=1e-9)
+    # two references equally far from the hypothesis length: the shorter one is the reference length
+    # (sacrebleu's rule). "a b c d e" has references of 4 and 6 words: r = 4, BP = 1, BLEU = 100 (r = 6
+    # would give 100 exp(1 - 6/5) = 81.87); listed in either order, so "the first listed" is wrong too
+    for hyps, first, second in (
+        (
+            ["a b c d e", "the cat sat on a mat"],
+            ["a b c d", "the cat sat on the"],
+            ["a b c d e f", "a cat sat on the mat too"],
+        ),
+        (
+            ["the cat sat on a mat", "a b c d e"],
+            ["a cat sat on the mat too", "a b c d e f"],
+            ["the cat sat on the", "a b c d"],
+        ),
+    ):
+        lib = sacrebleu.corpus_bleu(hyps, [first, second], tokenize="none", smooth_method=smooth).score
+        assert ex.bleu(hyps, [list(r) for r in zip(first, second)], smooth=smooth) == pytest.approx(lib, abs=1e-9)
+    lib = sacrebleu.corpus_bleu(["a b c d e"], [["a b c d"], ["a b c d e f"]], tokenize="none", smooth_method=smooth)
+    assert lib.score == pytest.approx(100.0) and lib.ref_len == 4
     # a single short sentence with no 4-gram match: only smoothing keeps it above 0
     lib = sacrebleu.corpus_bleu(["the cat sat down"], [["the cat sat up"]], tokenize="none", smooth_method=smooth).score
     assert ex.bleu(["the cat sat down"], ["the cat sat up"], smooth=smooth) == pytest.approx(lib, abs=1e-9)
@@ -180,6 +199,23 @@ def test_precision_recall_f1_hand_computed():
 
 
 @pytest.mark.catalog("extra:precision-recall-f1")
+def test_macro_average_is_over_the_classes_present():
+    """scikit-learn's convention: the macro mean runs over the labels in either input, or over range(num_classes)."""
+    pred, true = torch.tensor([0, 2, 2]), torch.tensor([0, 2, 0])
+    # class 0: TP1 FP0 FN1 -> P 1, R 1/2, F 2/3; class 2: TP1 FP1 FN0 -> P 1/2, R 1, F 2/3; class 1 occurs nowhere
+    assert ex.precision_recall_f1(pred, true, average="macro") == pytest.approx((0.75, 0.75, 2 / 3))
+    # asked for classes 0..3, the absent classes 1 and 3 count with P = R = F = 0
+    assert ex.precision_recall_f1(pred, true, average="macro", num_classes=4) == pytest.approx(
+        (1.5 / 4, 1.5 / 4, 4 / 3 / 4)
+    )
+    # labels need not start at 0: {5, 7} relabelled {0, 1} gives the same scores
+    assert ex.precision_recall_f1(pred + 5, true + 5, average="macro") == pytest.approx((0.75, 0.75, 2 / 3))
+    # micro pools the counts, so absent classes change nothing: TP 2, FP 1, FN 1
+    assert ex.precision_recall_f1(pred, true, average="micro") == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    assert ex.precision_recall_f1(pred, true, average="micro", num_classes=4) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+
+
+@pytest.mark.catalog("extra:precision-recall-f1")
 def test_precision_recall_bad_input():
     with pytest.raises(ValueError, match=r"same shape, got \(3,\) and \(4,\)"):
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(4))
@@ -187,6 +223,8 @@ def test_precision_recall_bad_input():
         ex.precision_recall_f1(torch.zeros(0), torch.zeros(0))
     with pytest.raises(ValueError, match="average must be"):
         ex.precision_recall_f1(torch.zeros(3), torch.zeros(3), average="weighted")
+    with pytest.raises(ValueError, match="num_classes must be >= 1, got 0"):
+        ex.precision_recall_f1(torch.zeros(3), torch.zeros(3), average="macro", num_classes=0)
 
 
 @pytest.mark.catalog("extra:iou")
@@ -231,20 +269,34 @@ def test_psnr_matches_skimage():
     assert ex.psnr(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0) == math.inf
 
 
+def _images_on_a_scale(seed, data_range, shape=(32, 40)):
+    """Images whose pixel spread is comparable to C1 = (K1 R)^2 and C2 = (K2 R)^2 at this data_range R.
+
+    R = 1: pixels in [0, 1]. R = 255: x = 100 + 2 N(0, 1), y = x + 2 N(0, 1), so the constants
+    (C1 = 6.5, C2 = 58.5) weigh against variances of about 4 and 8: a wrong scaling of C1, C2 with R shows.
+    """
+    if data_range == 1.0:
+        return _images(seed, shape)
+    rng = np.random.default_rng(seed)
+    x = 100 + 2 * rng.standard_normal(shape)
+    return x, x + 2 * rng.standard_normal(shape)
+
+
 @pytest.mark.catalog("extra:ssim")
+@pytest.mark.parametrize("data_range", [1.0, 255.0])
 @pytest.mark.parametrize(
     "window,sample_cov", [("gaussian", False), ("gaussian", True), ("uniform", True), ("uniform", False)]
 )
-def test_ssim_matches_skimage(window, sample_cov):
-    x, y = _images(1)
+def test_ssim_matches_skimage(window, sample_cov, data_range):
+    x, y = _images_on_a_scale(1, data_range)
     lib = structural_similarity(
-        x, y, data_range=1.0, gaussian_weights=window == "gaussian", sigma=1.5, use_sample_covariance=sample_cov
+        x, y, data_range=data_range, gaussian_weights=window == "gaussian", sigma=1.5, use_sample_covariance=sample_cov
     )
     ours = ex.ssim(
-        torch.from_numpy(x), torch.from_numpy(y), data_range=1.0, window=window, sample_covariance=sample_cov
+        torch.from_numpy(x), torch.from_numpy(y), data_range=data_range, window=window, sample_covariance=sample_cov
     )
     assert ours == pytest.approx(lib, abs=1e-12)
-    assert ex.ssim(torch.from_numpy(x), torch.from_numpy(x), data_range=1.0, window=window) == pytest.approx(1.0)
+    assert ex.ssim(torch.from_numpy(x), torch.from_numpy(x), data_range=data_range, window=window) == pytest.approx(1.0)
     w = ex.ssim_window(window)
     assert float(w.sum()) == pytest.approx(1.0) and w.shape == ((11, 11) if window == "gaussian" else (7, 7))
 

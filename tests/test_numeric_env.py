@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +16,45 @@ import torch
 
 from attnsurvey import numeric_env
 
+from .conftest import ALLOW_UNPINNED, pytest_report_header, refuse_unpinned
 from .helpers import vendor_dependent_calls
 
-HOSTILE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "2", "PYTHONHASHSEED": "7"}
+#: The settings the module docstring and book/reproducibility.md document, written out here (not read from
+#: PINNED_ENV), so that a setting dropped from or changed in PINNED_ENV fails the tests below.
+DOCUMENTED = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "DNNL_MAX_CPU_ISA": "SSE41",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYTHONHASHSEED": "0",
+    "MPLBACKEND": "Agg",
+}
+#: A caller's environment that contradicts every documented setting.
+HOSTILE = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "OMP_NUM_THREADS": "2",
+    "MKL_NUM_THREADS": "2",
+    "OPENBLAS_NUM_THREADS": "2",
+    "PYTHONHASHSEED": "7",
+    "MPLBACKEND": "pdf",
+}
 PROBE = (
     "import json, os, torch, attnsurvey.numeric_env as ne; ne.apply_torch(); "
     "print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(), 'problems': ne.problems(), "
-    "'env': {k: os.environ.get(k) for k in ne.PINNED_ENV}}))"
+    f"'env': {{k: os.environ.get(k) for k in {sorted(DOCUMENTED)!r}}}}}))"
 )
+
+
+def test_the_hostile_environment_contradicts_every_documented_setting():
+    assert HOSTILE.keys() == DOCUMENTED.keys()
+    assert all(HOSTILE[k] != v for k, v in DOCUMENTED.items())
+    assert numeric_env.PINNED_ENV == DOCUMENTED
 
 
 def _run(cmd, env):
@@ -32,7 +65,7 @@ def _run(cmd, env):
 def test_exec_overrides_a_hostile_caller_environment():
     env = {**os.environ, **HOSTILE}
     got = _run([sys.executable, "-m", "attnsurvey.numeric_env", "exec", "--", sys.executable, "-c", PROBE], env)
-    assert got["env"] == numeric_env.PINNED_ENV
+    assert got["env"] == DOCUMENTED  # every hostile value replaced by the documented one
     assert got["cap"] == numeric_env.EXPECTED_CPU_CAPABILITY
     assert got["problems"] == []
 
@@ -40,8 +73,9 @@ def test_exec_overrides_a_hostile_caller_environment():
 def test_problems_reports_an_unpinned_process():
     env = {**os.environ, **HOSTILE}
     got = _run([sys.executable, "-c", PROBE], env)
-    assert any(p.startswith("ATEN_CPU_CAPABILITY=") for p in got["problems"])
-    assert any(p.startswith("MKL_CBWR=") for p in got["problems"])
+    assert got["env"] == HOSTILE  # the probe sees the caller's environment, untouched
+    for key, value in HOSTILE.items():
+        assert f"{key}={value!r} (pinned: {DOCUMENTED[key]!r})" in got["problems"]
 
 
 def test_check_raises_with_instructions_when_unpinned(monkeypatch):
@@ -50,9 +84,43 @@ def test_check_raises_with_instructions_when_unpinned(monkeypatch):
         numeric_env.check()
 
 
+def test_an_unpinned_pytest_run_refuses_to_start():
+    """tests/conftest.py stops a pytest run outside the pin with a usage error (exit status 4) that names what
+    differs, the pinned command and the way to run unpinned on purpose; no test runs."""
+    root = Path(__file__).resolve().parents[1]
+    one_test = [sys.executable, "-m", "pytest", "-p", "no:xdist", f"tests/{Path(__file__).name}::{_SCAN_TEST}"]
+    env = {k: v for k, v in os.environ.items() if k != ALLOW_UNPINNED} | HOSTILE
+    refused = subprocess.run(one_test, cwd=root, env=env, capture_output=True, text=True)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout + refused.stderr
+    assert "this process is not pinned: ATEN_CPU_CAPABILITY='avx2' (pinned: 'default')" in refused.stderr
+    assert "OMP_NUM_THREADS='2' (pinned: '1')" in refused.stderr
+    assert "attnsurvey.numeric_env exec -- " in refused.stderr and f"{ALLOW_UNPINNED}=1" in refused.stderr
+    assert "passed" not in refused.stdout
+
+
+def test_refuse_unpinned_names_the_problems_and_can_be_waived(monkeypatch):
+    """In-process: the check passes under the pin, refuses a differing variable, and
+    ATTNSURVEY_ALLOW_UNPINNED=1 waives it (the report header then says the run is not pinned)."""
+    monkeypatch.delenv(ALLOW_UNPINNED, raising=False)
+    refuse_unpinned()  # this run is pinned
+    assert pytest_report_header(None) == "numeric environment: pinned (attnsurvey.numeric_env)"
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    with pytest.raises(pytest.UsageError, match=r"not pinned: MKL_CBWR='AVX2' \(pinned: 'COMPATIBLE'\)\. Run them"):
+        refuse_unpinned()
+    for value in ("0", "yes", ""):
+        monkeypatch.setenv(ALLOW_UNPINNED, value)
+        with pytest.raises(pytest.UsageError):
+            refuse_unpinned()
+    monkeypatch.setenv(ALLOW_UNPINNED, "1")
+    refuse_unpinned()
+    assert pytest_report_header(None) == (
+        f"numeric environment: NOT pinned ({ALLOW_UNPINNED}=1): MKL_CBWR='AVX2' (pinned: 'COMPATIBLE')"
+    )
+
+
 def test_kernel_spec_carries_the_pin_and_applies_torch_settings(tmp_path):
     spec = numeric_env.kernel_spec("/x/bin/python")
-    assert spec["env"] == numeric_env.PINNED_ENV
+    assert spec["env"] == DOCUMENTED
     assert any("apply_torch()" in a for a in spec["argv"])
     folder = numeric_env.install_kernel(tmp_path)
     assert json.loads((folder / "kernel.json").read_text())["argv"][0] == str(tmp_path / "bin" / "python")
@@ -80,6 +148,7 @@ def test_a_kernel_started_from_a_hostile_environment_is_pinned(tmp_path):
                 os.environ[k] = v
     got = json.loads(nb.cells[0].outputs[0]["text"].strip().splitlines()[-1])
     assert got["problems"] == [] and got["cap"] == numeric_env.EXPECTED_CPU_CAPABILITY
+    assert got["env"] == DOCUMENTED
 
 
 def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
@@ -169,6 +238,9 @@ def test_package_avoids_vendor_dependent_kernels():
     assert not found, f"use numeric_env.portable_sqrt / numeric_env.portable_adam instead: {found}"
 
 
+_SCAN_TEST = "test_the_source_scan_catches_each_route"
+
+
 def test_the_source_scan_catches_each_route():
     assert vendor_dependent_calls("%matplotlib inline\ny = torch.sqrt(x) + x.sqrt()\nopt = torch.optim.Adam(p)") == [
         "line 2: torch.sqrt(...)",
@@ -185,16 +257,46 @@ def _pinned_table(page: str) -> str:
     return page.split("## What is pinned", 1)[1].split("\n## ", 1)[0]
 
 
-def test_reproducibility_page_lists_every_pinned_setting():
-    """The book's table of pinned settings names every variable of PINNED_ENV with its value."""
-    table = _pinned_table((Path(__file__).parents[1] / "book" / "reproducibility.md").read_text())
-    rows = [line for line in table.splitlines() if line.startswith("| `")]
-    missing = [
-        f"{key}={value}"
-        for key, value in numeric_env.PINNED_ENV.items()
-        if not any(f"`{key}`" in row and f"`{value}`" in row for row in rows)
+def _table_settings(table: str) -> dict[str, str]:
+    """``{setting: value}`` from the rows of the 'What is pinned' table (a row may name several settings)."""
+    settings = {}
+    for row in table.splitlines():
+        if not row.startswith("| `"):
+            continue
+        names, value = row.split("|")[1:3]
+        (val,) = re.findall(r"`([^`]+)`", value)
+        settings.update(dict.fromkeys(re.findall(r"`([^`]+)`", names), val))
+    return settings
+
+
+def _unmatched(settings: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(settings of PINNED_ENV the table lacks or gives another value, settings the table lists that are not pinned).
+
+    A table row is pinned if it is a PINNED_ENV variable with its value, or a ``torch.`` call that
+    :func:`numeric_env.apply_torch` makes with that value.
+    """
+    apply_torch = inspect.getsource(numeric_env.apply_torch)
+    missing = [f"{k}={v}" for k, v in numeric_env.PINNED_ENV.items() if settings.get(k) != v]
+    extra = [
+        f"{k}={v}"
+        for k, v in settings.items()
+        if numeric_env.PINNED_ENV.get(k) != v and not (k.startswith("torch.") and f"{k}({v})" in apply_torch)
     ]
+    return missing, extra
+
+
+def test_reproducibility_page_lists_every_pinned_setting():
+    """The book's table of pinned settings and the pin agree both ways: every variable of PINNED_ENV with its
+    value, and nothing else but the in-process settings of apply_torch."""
+    table = _pinned_table((Path(__file__).parents[1] / "book" / "reproducibility.md").read_text())
+    settings = _table_settings(table)
+    missing, extra = _unmatched(settings)
     assert not missing, f"book/reproducibility.md 'What is pinned' lacks {missing}"
-    # the check can fail: a table without the matplotlib row is caught
-    without = "\n".join(row for row in rows if "MPLBACKEND" not in row)
-    assert not all(f"`{k}`" in without for k in numeric_env.PINNED_ENV)
+    assert not extra, f"book/reproducibility.md 'What is pinned' lists settings the pin does not make: {extra}"
+    assert settings.keys() >= DOCUMENTED.keys() | {"torch.set_num_threads", "torch.use_deterministic_algorithms"}
+    # the check can fail in either direction: a table without the matplotlib row, with a variable the pin
+    # does not set, with another value, or with an in-process setting apply_torch does not make
+    assert _unmatched({k: v for k, v in settings.items() if k != "MPLBACKEND"}) == (["MPLBACKEND=Agg"], [])
+    assert _unmatched({**settings, "KMP_AFFINITY": "compact"}) == ([], ["KMP_AFFINITY=compact"])
+    assert _unmatched({**settings, "OMP_NUM_THREADS": "2"}) == (["OMP_NUM_THREADS=1"], ["OMP_NUM_THREADS=2"])
+    assert _unmatched({**settings, "torch.set_flush_denormal": "True"}) == ([], ["torch.set_flush_denormal=True"])

@@ -272,13 +272,18 @@ def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Se
 def precision_recall_f1(
     predicted: Tensor, target: Tensor, average: str = "binary", num_classes: int | None = None, positive: int = 1
 ) -> tuple[float, float, float]:
-    """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)`` and F1 (their harmonic mean).
+    """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)`` and F1 (their harmonic mean), §4.1.
 
     predicted, target: integer labels of the same shape. ``average``:
     ``"binary"`` (class ``positive`` only), ``"micro"`` (pool TP, FP, FN over
-    classes) or ``"macro"`` (mean of the per-class values). A ratio with a zero
-    denominator is defined as 0 (scikit-learn's ``zero_division=0``).
-    Raises ``ValueError`` on shape mismatch, empty input or unknown ``average``.
+    the classes) or ``"macro"`` (unweighted mean of the per-class values). The
+    classes are, as in scikit-learn's ``precision_recall_fscore_support``, the
+    labels that occur in ``predicted`` or ``target`` (a class absent from both
+    is not averaged), or ``0 .. num_classes - 1`` when ``num_classes`` is given
+    (scikit-learn's ``labels=range(num_classes)``: an absent class then counts
+    with precision, recall and F1 of 0). A ratio with a zero denominator is
+    defined as 0 (scikit-learn's ``zero_division=0``). Raises ``ValueError`` on
+    shape mismatch, empty input, unknown ``average`` or ``num_classes < 1``.
     """
     if predicted.shape != target.shape:
         raise ValueError(
@@ -289,9 +294,15 @@ def precision_recall_f1(
         raise ValueError("precision/recall need at least one label, got none")
     if average not in {"binary", "micro", "macro"}:
         raise ValueError(f"average must be 'binary', 'micro' or 'macro', got {average!r}")
+    if num_classes is not None and num_classes < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     p, t = predicted.reshape(-1).long(), target.reshape(-1).long()
-    C = num_classes or max(int(p.max()), int(t.max())) + 1
-    classes = [positive] if average == "binary" else list(range(C))
+    if average == "binary":
+        classes = [positive]
+    elif num_classes is not None:
+        classes = list(range(num_classes))
+    else:
+        classes = torch.unique(torch.cat([p, t])).tolist()  # the labels present in either input
     tp = torch.tensor([float(((p == c) & (t == c)).sum()) for c in classes])
     fp = torch.tensor([float(((p == c) & (t != c)).sum()) for c in classes])
     fn = torch.tensor([float(((p != c) & (t == c)).sum()) for c in classes])
