@@ -33,7 +33,8 @@ three ways, all from this module:
   the first cell; every chapter notebook names this kernel, so JupyterLab, the
   execute script and nbval all start notebooks the same way;
 * :func:`problems` lists every way the running process differs from the pin
-  (``tests/conftest.py`` and the chapters' first cell check it).
+  (the chapters' first cell raises on any; ``tests/conftest.py`` refuses to start
+  an unpinned pytest run unless ``ATTNSURVEY_ALLOW_UNPINNED=1`` is set).
 
 Cost: the portable kernels are slower than the native ones, by how much
 depends on the work (``benchmarks/pin_cost.py``; the book's Reproducibility
