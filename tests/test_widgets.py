@@ -64,3 +64,40 @@ def test_bad_grids_and_returns_are_clear_errors():
         explore(lambda a, b: "x", a=range(10), b=range(10))
     with pytest.raises(TypeError, match="must return a str"):
         explore(lambda k: 42, k=[1])
+
+
+def test_the_compared_plain_text_lists_every_text_result_in_grid_order():
+    """nbval compares a widget cell's text/plain, not its widget state: that text must carry the results."""
+
+    def f(a, name):
+        print("a", a, name)
+        fig, ax = plt.subplots()
+        ax.plot([0, a])
+        return [fig, f"sum = {a + len(name)}"]
+
+    box = explore(f, a=[1.0, 2.0], name={"x": "X", "yy": "YY"})
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # still a widget
+    assert bundle["text/plain"] == "\n".join(
+        [
+            "a=1, name=x:",
+            "a 1.0 X",
+            "[figure]",
+            "sum = 2.0",
+            "a=1, name=yy:",
+            "a 1.0 YY",
+            "[figure]",
+            "sum = 3.0",
+            "a=2, name=x:",
+            "a 2.0 X",
+            "[figure]",
+            "sum = 3.0",
+            "a=2, name=yy:",
+            "a 2.0 YY",
+            "[figure]",
+            "sum = 4.0",
+        ]
+    )
+    # the text is what the stored pages show, leaf by leaf
+    shown = [leaf.children[-1].value for leaf in _leaves(box.children[1])]
+    assert [s.split(">")[1].split("<")[0] for s in shown] == ["sum = 2.0", "sum = 3.0", "sum = 3.0", "sum = 4.0"]

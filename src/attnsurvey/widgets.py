@@ -52,8 +52,8 @@ def _render_one(item: Any) -> widgets.Widget:
     )
 
 
-def render(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> widgets.VBox:
-    """Run ``fn(**kwargs)`` and turn what it prints and returns into a widget."""
+def _results(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    """What ``fn(**kwargs)`` prints (one string, if anything) followed by what it returns."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         result = fn(**kwargs)
@@ -64,7 +64,32 @@ def render(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> widgets.VBox:
         items.extend(result)
     elif result is not None:
         items.append(result)
-    return widgets.VBox([_render_one(i) for i in items])
+    return items
+
+
+def render(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> widgets.VBox:
+    """Run ``fn(**kwargs)`` and turn what it prints and returns into a widget."""
+    return widgets.VBox([_render_one(i) for i in _results(fn, kwargs)])
+
+
+class Explorer(widgets.VBox):
+    """The widget :func:`explore` returns: a ``VBox`` whose plain-text form is every text result it holds.
+
+    A notebook stores a widget's results in its widget state, which nbval does
+    not compare; the plain-text form of the cell's output is compared. So that
+    form lists, for every grid point in order, the values chosen and the text
+    shown there (a figure as ``[figure]``): a changed result fails the chapter's
+    output check like any printed number.
+    """
+
+    def __init__(self, children: Sequence[widgets.Widget], text: str) -> None:
+        super().__init__(list(children))
+        self.text = text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs)
+        data["text/plain"] = self.text
+        return data
 
 
 def _labels(values: Sequence[Any] | Mapping[str, Any]) -> tuple[list[str], list[Any]]:
@@ -92,14 +117,16 @@ def explore(
     initial: Mapping[str, Any] | None = None,
     controls: Mapping[str, str] | None = None,
     **grid: Sequence[Any] | Mapping[str, Any],
-) -> widgets.VBox:
+) -> Explorer:
     """Precompute ``fn`` over a grid and return controls linked to the results in the browser.
 
     grid: one keyword per parameter of ``fn``, a sequence of values (or a
     ``{label: value}`` mapping for a dropdown with readable labels).
     initial: the value shown first per parameter (default: the first).
     controls: ``"slider"`` (default for numbers) or ``"dropdown"`` per parameter.
-    Returns a ``VBox`` (controls above the results); display it as a cell's value.
+    Returns an :class:`Explorer` (a ``VBox``: controls above the results; its
+    plain-text form lists every text result, for the notebook's output check);
+    display it as a cell's value.
     Raises ``ValueError`` for an empty grid, an unknown initial value, or more
     than :data:`MAX_RESULTS` results; ``TypeError`` if ``fn`` returns something
     it cannot show.
@@ -127,18 +154,23 @@ def explore(
         kind = kinds.get(n, "slider" if numeric else "dropdown")
         ctrls[n] = _control(n, labels, start, kind)
 
-    def build(depth: int, chosen: dict[str, Any]) -> widgets.Widget:
+    text: list[str] = []
+
+    def build(depth: int, chosen: dict[str, Any], shown: tuple[str, ...]) -> widgets.Widget:
         if depth == len(names):
-            return render(fn, chosen)
+            items = _results(fn, chosen)
+            text.append(", ".join(shown) + ":")
+            text.extend(i if isinstance(i, str) else "[figure]" for i in items)
+            return widgets.VBox([_render_one(i) for i in items])
         n = names[depth]
-        _, values = labelled[n]
-        children = [build(depth + 1, {**chosen, n: v}) for v in values]
+        labels, values = labelled[n]
+        children = [build(depth + 1, {**chosen, n: v}, (*shown, f"{n}={lab}")) for lab, v in zip(labels, values)]
         stack = widgets.Stack(children, selected_index=ctrls[n].index)
         widgets.jslink((ctrls[n], "index"), (stack, "selected_index"))
         return stack
 
-    results = build(0, {})
-    return widgets.VBox([widgets.HBox(list(ctrls.values())), results])
+    results = build(0, {}, ())
+    return Explorer([widgets.HBox(list(ctrls.values())), results], "\n".join(text))
 
 
 def grid_size(**grid: Sequence[Any]) -> int:
@@ -146,4 +178,4 @@ def grid_size(**grid: Sequence[Any]) -> int:
     return math.prod(len(list(v)) for v in grid.values())
 
 
-__all__ = ["MAX_RESULTS", "explore", "grid_size", "render"]
+__all__ = ["MAX_RESULTS", "Explorer", "explore", "grid_size", "render"]
