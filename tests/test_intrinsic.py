@@ -94,7 +94,7 @@ def test_alignment_loss_hand_computed():
     )
     with pytest.raises(ValueError, match="lambda must be >= 0"):
         it.supervised_attention_loss(logits, y, a, gold, -1.0)
-    with pytest.raises(ValueError, match=r"gold must be boolean of a's shape \(3, 3\)"):
+    with pytest.raises(ValueError, match=r"gold must have a's shape \(3, 3\), got \(2, 3\)"):
         it.alignment_loss(a, gold[:2])
 
 

@@ -678,12 +678,15 @@ def test_a_loss_refuses_targets_that_only_flatten_to_the_right_length():
 def _non_boolean_mask_cases():
     """``name -> (call taking a mask, message)``: every boolean-mask contract refuses a float mask the same way."""
     from attnsurvey import masking as mk
+    from attnsurvey.evaluation import extrinsic as ex
+    from attnsurvey.evaluation import intrinsic as it
     from attnsurvey.feature_related import co_attention as co
     from attnsurvey.feature_related import levels as lv
     from attnsurvey.query_related import multihead as mh
     from attnsurvey.transformer.lite import depthwise_conv
 
     X, K = rand(2, 4, 6), rand(2, 4, 6, seed=1)
+    a, S = torch.full((2, 4), 0.25), torch.ones(2, 4, dtype=torch.bool)
     scores = torch.Size((2, 3, 4))
     torch.manual_seed(0)
     mha = mh.MultiHeadAttention(6, 2)
@@ -700,6 +703,14 @@ def _non_boolean_mask_cases():
             "real word",
         ),
         "depthwise_conv": (lambda m: depthwise_conv(X, rand(6, 3, seed=2), mask=m[0]), "mask", "a real token"),
+        "attention_correctness": (lambda m: it.attention_correctness(a, m), "G", "region in the ground truth"),
+        "alignment_error_rate": (
+            lambda m: it.alignment_error_rate(m, S),
+            r"alignment A \(\.\.\., n_tgt, n_src\)",
+            "a link",
+        ),
+        "alignment_loss": (lambda m: it.alignment_loss(a, m), "gold", "a gold link"),
+        "mask_iou": (lambda m: ex.mask_iou(m, S), "mask_a", "the pixel lies in the region"),
     }
 
 

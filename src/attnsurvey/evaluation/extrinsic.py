@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from .._checks import InputTypeError, as_tensor, check_batch_broadcast
 from ..catalog import catalogued
-from ..masking import check_mask
+from ..masking import check_boolean, check_mask
 from ..training import accuracy
 
 CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
@@ -353,8 +353,8 @@ def mask_iou(mask_a: Tensor, mask_b: Tensor) -> Tensor:
     the region; they are not attention masks. Two empty masks have IoU 0. Raises
     ``ValueError`` if the masks are not boolean or differ in shape.
     """
-    if mask_a.dtype != torch.bool or mask_b.dtype != torch.bool:
-        raise ValueError(f"masks must be boolean, got {mask_a.dtype} and {mask_b.dtype}")
+    check_boolean(mask_a, "mask_a", "the pixel lies in the region")
+    check_boolean(mask_b, "mask_b", "the pixel lies in the region")
     if mask_a.shape != mask_b.shape:
         raise ValueError(f"masks must have the same shape, got {tuple(mask_a.shape)} and {tuple(mask_b.shape)}")
     inter = (mask_a & mask_b).sum((-2, -1)).double()

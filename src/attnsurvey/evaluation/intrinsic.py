@@ -29,6 +29,7 @@ from torch import Tensor
 from .._checks import as_tensor, check_min_rank, check_same_shape
 from ..attention import align_scores
 from ..catalog import catalogued
+from ..masking import check_boolean
 from ..numeric_env import portable_adam, portable_sqrt
 from ..training import cross_entropy_mean
 
@@ -54,10 +55,7 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
     Raises ``ValueError`` if G is not boolean or the shapes differ.
     """
     as_tensor(a, "a")
-    if not isinstance(G, Tensor) or G.dtype != torch.bool:
-        raise ValueError(
-            f"G must be a boolean tensor (True = region in the ground truth), got {getattr(G, 'dtype', type(G))}"
-        )
+    check_boolean(G, "G", "region in the ground truth")
     check_same_shape(a, G, "a", "G", "attention correctness needs a and G of one shape (..., n_f)")
     return (a * G).sum(-1)
 
@@ -113,8 +111,7 @@ def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float
     """
     P = S if P is None else P
     for name, M in (("A", A), ("S", S), ("P", P)):
-        if not isinstance(M, Tensor) or M.dtype != torch.bool:
-            raise ValueError(f"alignment {name} must be a boolean (..., n_tgt, n_src) tensor")
+        check_boolean(M, f"alignment {name} (..., n_tgt, n_src)", "a link")
     if not (A.shape == S.shape == P.shape):
         raise ValueError(
             f"alignments must share the shape (..., n_tgt, n_src), got A {tuple(A.shape)}, "
@@ -142,8 +139,9 @@ def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
     gave an infinite loss). Raises ``ValueError`` on a shape mismatch.
     """
     as_tensor(a, "a")
-    if gold.dtype != torch.bool or gold.shape != a.shape:
-        raise ValueError(f"gold must be boolean of a's shape {tuple(a.shape)}, got {gold.dtype} {tuple(gold.shape)}")
+    check_boolean(gold, "gold", "a gold link")
+    if gold.shape != a.shape:
+        raise ValueError(f"gold must have a's shape {tuple(a.shape)}, got {tuple(gold.shape)}")
     if a.dtype in _HALF:
         return alignment_loss(a.float(), gold, eps).to(a.dtype)
     g = gold.to(a.dtype)
