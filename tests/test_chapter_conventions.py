@@ -61,3 +61,57 @@ def test_widgets_are_precomputed_and_nothing_measured_is_compared(path):
         assert not re.search(
             r"\b(perf_counter|time\.time|process_time|max_memory_allocated|getrusage)\b", src
         ), f"a compared cell measures time or memory:\n{src[:200]}"
+
+
+#: Numbers with two or more decimals that a chapter's prose states without printing them, each with the reason.
+#: Every other such number in a chapter's markdown must appear in its compared text (outputs, widget text,
+#: code), so that a figure read off a plot or an uncompared widget cannot become an unguarded claim.
+UNPRINTED_NUMBERS = {
+    ("ch03_1_1_feature_multiplicity", "0.71"): "0.706 ± 0.008 rounded",
+    ("ch03_1_2_feature_levels", "0.75"): "a hand-worked example's input",
+    ("ch03_1_2_feature_levels", "0.65"): "a hand-worked example's arithmetic",
+    ("ch03_2_1_attention_scoring", "0.51"): "a bound derived in the text, e/(e + 7/e)",
+    ("ch03_3_3_transformer", "0.02"): "an initialisation constant of the package",
+    ("ch04_1_extrinsic_evaluation", "0.46"): "per-seed 0.458 rounded",
+    ("ch04_evaluation_taxonomy", "0.25"): "chance for four classes",
+    ("ch04_evaluation_taxonomy", "0.61"): "per-seed 0.605 rounded",
+    ("ch05_conclusion", "0.29"): "0.287 rounded",
+    ("ch05_conclusion", "0.000"): "ch04_2's printed AER with supervision",
+    ("ch05_conclusion", "1.000"): "ch04_2's printed test accuracy",
+    ("ch06_2_positions", "0.29"): "0.286 rounded",
+    ("ch06_2_positions", "0.22"): "0.219 rounded",
+    ("ch06_4_trained_transformer", "0.01"): "the training recipe's learning rate",
+}
+
+
+def _compared_text(nb) -> str:
+    parts = []
+    for cell in _code(nb):
+        parts.append(cell.source)
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            parts += [v for k, v in out.get("data", {}).items() if k.startswith("text/")]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.startswith("chapters/")])
+def test_numbers_in_the_prose_are_printed(path):
+    nb = nbformat.read(ROOT / path, as_version=4)
+    shown, stem = _compared_text(nb), Path(path).stem
+    missing = set()
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        prose = re.sub(r"\$\$.*?\$\$", " ", cell.source, flags=re.S)  # displayed equations are not results
+        for number in re.findall(r"(?<![\w.])(\d+\.\d{2,})(?![\w.])", prose):
+            if number not in shown and (stem, number) not in UNPRINTED_NUMBERS:
+                missing.add(number)
+    assert not missing, f"numbers in the prose that no compared output of {path} shows: {sorted(missing)}"
+
+
+def test_every_unprinted_number_is_still_in_its_chapter():
+    """The allow-list above holds only numbers that the chapters still state and still do not print."""
+    for stem, number in UNPRINTED_NUMBERS:
+        nb = nbformat.read(ROOT / "chapters" / f"{stem}.ipynb", as_version=4)
+        prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert number in prose and number not in _compared_text(nb), (stem, number)
