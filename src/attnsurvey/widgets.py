@@ -67,11 +67,6 @@ def _results(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[Any]:
     return items
 
 
-def render(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> widgets.VBox:
-    """Run ``fn(**kwargs)`` and turn what it prints and returns into a widget."""
-    return widgets.VBox([_render_one(i) for i in _results(fn, kwargs)])
-
-
 class Explorer(widgets.VBox):
     """The widget :func:`explore` returns: a ``VBox`` whose plain-text form is every text result it holds.
 
@@ -178,4 +173,4 @@ def grid_size(**grid: Sequence[Any]) -> int:
     return math.prod(len(list(v)) for v in grid.values())
 
 
-__all__ = ["MAX_RESULTS", "Explorer", "explore", "grid_size", "render"]
+__all__ = ["MAX_RESULTS", "Explorer", "explore", "grid_size"]
