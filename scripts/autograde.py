@@ -24,11 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-from attnsurvey.numeric_env import KERNEL_NAME  # noqa: E402
+from attnsurvey.numeric_env import KERNEL_NAME, notebook_client  # noqa: E402
 
 TIMEOUT_PER_CELL = 600
 
@@ -61,7 +60,7 @@ def _failed(cell) -> bool:
 def autograde(path: Path, cwd: Path | None = None, kernel_name: str = KERNEL_NAME) -> Report:
     """Execute ``path`` (not written back) and score its nbgrader test cells."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
+    client = notebook_client(
         nb,
         timeout=TIMEOUT_PER_CELL,
         kernel_name=kernel_name,

@@ -21,13 +21,12 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_PER_CELL = 600
 
 sys.path.insert(0, str(ROOT / "src"))
-from attnsurvey.numeric_env import KERNEL_DISPLAY_NAME, KERNEL_NAME  # noqa: E402
+from attnsurvey.numeric_env import KERNEL_DISPLAY_NAME, KERNEL_NAME, notebook_client  # noqa: E402
 
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
 
@@ -37,7 +36,7 @@ def execute(path: Path, write: bool = True) -> float:
 
     Returns the seconds the execution took (kernel start included)."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
+    client = notebook_client(
         nb,
         timeout=TIMEOUT_PER_CELL,
         kernel_name=KERNEL_NAME,

@@ -55,6 +55,11 @@ thousands of times per run. The package therefore computes square roots with
 instruction). ``tests/test_numeric_env.py`` keeps ``torch.sqrt`` and
 ``torch.optim.Adam`` out of the package's source.
 
+Kernels that the project's own tools start (nbval, the execute and autograde
+scripts, tests) talk to their client over private Unix sockets rather than TCP
+ports, which another process can take while a kernel starts: see
+:func:`kernel_sockets`.
+
 ``scripts/numeric_fingerprint.py`` prints digests of primitive results under
 the pin, so that two machines can find a kernel family that differs.
 
@@ -69,11 +74,15 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbformat import NotebookNode
     from torch import Tensor
     from torch.optim import Optimizer
+    from traitlets.config import Config
 
 #: Environment variables that fix the numerics of every stored output.
 PINNED_ENV: dict[str, str] = {
@@ -220,6 +229,61 @@ def install_kernel(prefix: str | Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kernel.json").write_text(json.dumps(kernel_spec(str(python)), indent=1) + "\n")
     return folder
+
+
+#: Longest path a Unix socket may have on Linux (``sun_path`` holds 108 bytes with the final NUL).
+_UNIX_SOCKET_PATH_MAX = 107
+
+
+def kernel_sockets() -> Config:
+    """jupyter_client settings (a traitlets config) under which a kernel talks over private Unix sockets.
+
+    By default a kernel manager picks five free TCP ports, writes them to the
+    connection file and starts the kernel, which binds them about a second later.
+    Any other process that takes one of those ports in between (another test
+    worker's kernel or client, the browser test's connections: ephemeral ports
+    come from the same range) makes the kernel fail: with the shell or control
+    port it dies, with the IOPub port it stays alive and never answers, so
+    nbval waits its 60 s and reports "Kernel didn't respond" (this failed one CI run of
+    ``make test``, two test workers on 2 cores; ``tests/test_kernels.py`` reproduces it). IPC
+    transport has no ports to race for: the sockets are files whose names start
+    with a fresh random prefix in the temporary folder (the manager removes
+    them when the kernel shuts down). Every kernel the project's own tools start
+    uses these settings (:func:`kernel_manager`, :func:`notebook_client`);
+    kernels that JupyterLab starts are unaffected.
+
+    Returns a traitlets ``Config`` for a kernel manager's or notebook client's ``config=``.
+    Raises ``ValueError`` if the temporary folder's path is too long for a Unix socket.
+    """
+    import tempfile
+    import uuid
+
+    from traitlets.config import Config
+
+    prefix = os.path.join(tempfile.gettempdir(), f"attnsurvey-kernel-{uuid.uuid4().hex[:16]}")
+    if len(os.fsencode(prefix)) + 3 > _UNIX_SOCKET_PATH_MAX:
+        raise ValueError(
+            f"the kernel's socket paths would start with {prefix!r}, longer than a Unix socket allows "
+            f"({_UNIX_SOCKET_PATH_MAX} bytes); point TMPDIR at a shorter folder"
+        )
+    return Config({"KernelManager": {"transport": "ipc", "ip": prefix}})
+
+
+def kernel_manager(**kwargs: Any) -> KernelManager:
+    """A ``jupyter_client.KernelManager`` (keyword arguments passed on) with :func:`kernel_sockets`'s settings.
+
+    The project's pytest setup (``conftest.py``) makes nbval start its kernels with this."""
+    from jupyter_client.manager import KernelManager
+
+    return KernelManager(config=kernel_sockets(), **kwargs)
+
+
+def notebook_client(nb: NotebookNode, **kwargs: Any) -> NotebookClient:
+    """An ``nbclient.NotebookClient`` for ``nb`` (keyword arguments passed on) whose kernel uses
+    :func:`kernel_sockets`'s settings: how the project's scripts and tests execute a notebook."""
+    from nbclient import NotebookClient
+
+    return NotebookClient(nb, config=kernel_sockets(), **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:

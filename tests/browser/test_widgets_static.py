@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from attnsurvey import numeric_env
 from tests.browser.common import need, serve
 from tests.browser.widgets import move_every_control, widget_problems
 
@@ -50,13 +51,12 @@ exclude_patterns = ["_build"]
 def tiny_site(tmp_path_factory) -> Path:
     need(EMBED.is_file(), f"no vendored html-manager at {EMBED} (run `make assets`)")
     import nbformat
-    from nbclient import NotebookClient
     from sphinx.application import Sphinx
 
     src = tmp_path_factory.mktemp("widgets_book")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Widgets"), nbformat.v4.new_code_cell(SOURCE)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(
+    numeric_env.notebook_client(
         nb, timeout=120, kernel_name="python3", store_widget_state=True, resources={"metadata": {"path": str(src)}}
     ).execute()
     assert "widgets" in nb.metadata, "the kernel stored no widget state"
