@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from attnsurvey.beyond.ring import free_port, ring_attention, ring_step_bytes, run_ring, seeded_chunk
+from attnsurvey.beyond.ring import ring_attention, ring_step_bytes, run_ring, seeded_chunk
 from attnsurvey.beyond.tiled import tiled_attend
 
 from .helpers import rand
@@ -17,7 +17,7 @@ from .helpers import rand
 
 @pytest.mark.catalog("extra:ring-attention")
 def test_ring_p2_matches_one_process():
-    """Two spawned gloo processes on 127.0.0.1 (free port, 60 s timeout) vs single-process SDPA, both masks in one spawn."""
+    """Two spawned gloo processes on 127.0.0.1 (file rendezvous, 60 s timeout) vs single-process SDPA, both masks in one spawn."""
     Q, K, V = rand(2, 48, 8, seed=1), rand(2, 48, 8, seed=2), rand(2, 48, 6, seed=3)
     contexts = run_ring(Q, K, V, P=2, is_causal=[False, True], timeout=60)
     for causal, c in zip((False, True), contexts):
@@ -25,10 +25,10 @@ def test_ring_p2_matches_one_process():
 
 
 @pytest.fixture
-def one_rank_group():
+def one_rank_group(tmp_path):
     dist.init_process_group(
         "gloo",
-        init_method=f"tcp://127.0.0.1:{free_port()}",
+        init_method=(tmp_path / "rendezvous").as_uri(),
         rank=0,
         world_size=1,
         timeout=datetime.timedelta(seconds=30),

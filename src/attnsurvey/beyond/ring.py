@@ -19,7 +19,7 @@ Run it:
 
 * inside an initialised process group: :func:`ring_attention` on each rank;
 * on one machine, from Python: :func:`run_ring` spawns ``P`` local processes
-  (gloo on 127.0.0.1, a free port, a timeout) and returns the whole context;
+  (gloo on 127.0.0.1, meeting through a file, with a timeout) and returns the whole context;
 * ``python -m attnsurvey.beyond.ring --demo`` checks P = 2 against one process;
 * ``torchrun --nproc-per-node P -m attnsurvey.beyond.ring`` (add ``--nnodes``,
   ``--rdzv-backend c10d --rdzv-endpoint HOST:PORT`` for several hosts) runs
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import socket
 import statistics
 import tempfile
 import time
@@ -135,13 +134,6 @@ def ring_attention(
 # --------------------------------------------------------------------------- local launcher
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def seeded_chunk(which: str, rank: int, P: int, n: int, d: int, seed: int = 0, batch: int = 1) -> Tensor:
     """Rank ``rank``'s chunk of a seeded ``(batch, n, d)`` tensor named ``which`` ("Q", "K" or "V").
 
@@ -189,13 +181,17 @@ def _measure(Q: Tensor, K: Tensor, V: Tensor, job: dict) -> dict:
     return report
 
 
-def _worker(rank: int, P: int, port: int, job_dir: str, job: dict) -> None:
-    """One rank of :func:`run_ring` / the benchmark: load or draw the chunk, run, save the result."""
+def _worker(rank: int, P: int, job_dir: str, job: dict) -> None:
+    """One rank of :func:`run_ring` / the benchmark: load or draw the chunk, run, save the result.
+
+    The ranks meet through a file in ``job_dir`` (a file store), not a TCP port chosen in advance:
+    a port found free before the processes start can be taken by another process before rank 0
+    binds it, seconds later. Gloo's own connections bind ports the system gives them."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(job.get("threads", 1))
     dist.init_process_group(
         "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method=(Path(job_dir) / "rendezvous").as_uri(),
         rank=rank,
         world_size=P,
         timeout=datetime.timedelta(seconds=job["timeout"]),
@@ -224,7 +220,7 @@ def launch(P: int, job: dict, job_dir: str, timeout: float = 60.0) -> list[dict]
     import torch.multiprocessing as mp
 
     job = {"timeout": timeout, **job}
-    ctx = mp.start_processes(_worker, args=(P, free_port(), job_dir, job), nprocs=P, join=False, start_method="spawn")
+    ctx = mp.start_processes(_worker, args=(P, job_dir, job), nprocs=P, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout
     try:
         while not ctx.join(timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
