@@ -20,6 +20,7 @@ import torch
 from hypothesis import settings
 
 from attnsurvey import numeric_env
+from attnsurvey.training import seed_everything
 
 # Property tests draw the same examples on every run and machine, so a run's verdict never depends on chance
 # (a failure seen once is seen again). HYPOTHESIS_PROFILE=explore draws fresh examples, for hunting.
@@ -59,6 +60,14 @@ def pytest_report_header(config):
     if not found:
         return "numeric environment: pinned (attnsurvey.numeric_env)"
     return f"numeric environment: NOT pinned ({ALLOW_UNPINNED}=1): " + "; ".join(found)
+
+
+@pytest.fixture(autouse=True)
+def _same_global_random_state():
+    """Every test starts from ``seed_everything(0)``: what it draws without a generator does not depend on
+    which tests ran before it in its worker (xdist hands files to whichever worker is free), so a verdict
+    seen once is seen again."""
+    seed_everything(0)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from attnsurvey import numeric_env
+from attnsurvey.training import seed_everything
 
 from .conftest import ALLOW_UNPINNED, pytest_report_header, refuse_unpinned
 from .helpers import vendor_dependent_calls
@@ -76,6 +77,26 @@ def test_problems_reports_an_unpinned_process():
     assert got["env"] == HOSTILE  # the probe sees the caller's environment, untouched
     for key, value in HOSTILE.items():
         assert f"{key}={value!r} (pinned: {DOCUMENTED[key]!r})" in got["problems"]
+
+
+def test_problems_reports_torch_settings_in_process():
+    """Threads, deterministic mode and its warn-only variant are checked in the running process
+    (seed_everything used to turn warn_only on, silently relaxing the pin)."""
+    assert numeric_env.problems() == []
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert numeric_env.problems() == ["torch.use_deterministic_algorithms only warns (pinned: warn_only=False)"]
+        torch.use_deterministic_algorithms(False)
+        assert numeric_env.problems() == ["torch.use_deterministic_algorithms is off (pinned: on)"]
+        torch.set_num_threads(2)
+        assert "torch.get_num_threads()=2 (pinned: 1)" in numeric_env.problems()
+        numeric_env.apply_torch()
+        assert numeric_env.problems() == []
+        torch.use_deterministic_algorithms(False)
+        seed_everything(0)
+        assert numeric_env.problems() == []
+    finally:
+        numeric_env.apply_torch()
 
 
 def test_check_raises_with_instructions_when_unpinned(monkeypatch):

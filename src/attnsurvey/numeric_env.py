@@ -182,6 +182,8 @@ def problems() -> list[str]:
             found.append(f"torch.get_num_threads()={torch.get_num_threads()} (pinned: 1)")
         if not torch.are_deterministic_algorithms_enabled():
             found.append("torch.use_deterministic_algorithms is off (pinned: on)")
+        elif torch.is_deterministic_algorithms_warn_only_enabled():
+            found.append("torch.use_deterministic_algorithms only warns (pinned: warn_only=False)")
     return found
 
 

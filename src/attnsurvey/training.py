@@ -20,12 +20,13 @@ B = TypeVar("B")
 
 
 def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python, NumPy and torch, fix torch to 1 thread-deterministic settings, and
-    return a ``torch.Generator`` seeded with ``seed`` for explicit sampling."""
+    """Seed Python's, NumPy's and torch's global random states, turn on torch's deterministic algorithms
+    (an operation that has none raises, as under :func:`attnsurvey.numeric_env.apply_torch`), and return a
+    ``torch.Generator`` seeded with ``seed`` for explicit sampling. Threads are left alone (the pin sets them)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True)
     g = torch.Generator().manual_seed(seed)
     return g
 
