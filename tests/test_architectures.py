@@ -60,6 +60,13 @@ def test_layer_figure_has_one_box_per_block(layer):
     assert type(layer).__name__ in fig.axes[0].get_title()
 
 
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+@pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
+def test_layer_figure_labels_fit_their_boxes(cls, norm_first):
+    """The pre-norm decoder layer (11 boxes) used to squeeze its labels out of their boxes."""
+    assert A.layout_problems(A.transformer_layer_figure(cls(8, 2, 16, norm_first=norm_first))) == []
+
+
 def test_encoder_decoder_figure_names_the_model_parts():
     labels = " ".join(A.box_labels(A.encoder_decoder_figure()))
     for part in (

@@ -150,7 +150,9 @@ def transformer_layer_figure(layer: nn.Module, title: str | None = None) -> Figu
     blocks = layer_blocks(layer)
     labels = ["input X (n x d_model)"] + [b[0] for b in blocks] + ["output (n x d_model)"]
     colors = [IO_COLOR] + [_KIND_COLOR[b[1]] for b in blocks] + [IO_COLOR]
-    fig, ax = plt.subplots(figsize=(3.6, 0.75 * len(labels) + 0.6))
+    # The height grows with the column (0.82 in per box): the drawing's scale, and so the room the
+    # 8-point labels have in their boxes, is then the same for a 6-box layer and an 11-box one.
+    fig, ax = plt.subplots(figsize=(3.6, 0.82 * len(labels) + 0.25))
     centres = _column(ax, labels, colors, x=0.0)
     # residual path: from the input of each sub-layer group to its Add box
     start = 0
