@@ -8,6 +8,8 @@ documented contract.
 
 from __future__ import annotations
 
+import os
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +23,13 @@ from attnsurvey.transformer import lite, local
 
 D64 = torch.float64
 BOUNDED = settings(max_examples=40, deadline=None)
+
+
+def test_the_property_profile_is_reproducible_and_untimed():
+    """tests/conftest.py loads a profile with no deadline (hypothesis's default of 200 ms would make a verdict
+    depend on the machine's load) that draws the same examples on every run, unless HYPOTHESIS_PROFILE=explore."""
+    assert settings.default.deadline is None
+    assert settings.default.derandomize == (os.environ.get("HYPOTHESIS_PROFILE", "reproducible") == "reproducible")
 
 
 @st.composite
