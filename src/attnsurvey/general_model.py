@@ -35,7 +35,7 @@ from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
-from .masking import attended_keys, check_shared_key_mask, require_boolean_mask, zero_masked
+from .masking import attended_keys, check_one_query_mask, require_boolean_mask, zero_masked
 
 CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 
@@ -191,12 +191,7 @@ class GeneralAttention(nn.Module):
         single = q.dim() == F.dim() - 1
         Q = q.unsqueeze(-2) if single else q
         if mask is not None and single:  # checked before its query axis is added: errors show the caller's shape
-            try:
-                batch = torch.broadcast_shapes(Q.shape[:-2], F.shape[:-2])
-            except RuntimeError:  # attend reports the batch mismatch of Q and K
-                mask = mask.unsqueeze(-2)
-            else:
-                mask = check_shared_key_mask(mask, torch.Size((*batch, 1, F.shape[-2])))
+            mask = check_one_query_mask(mask, Q.shape[:-2], F)
         F = zero_masked(F, attended_keys(mask))  # a key no query may attend is inert, in the gradients too
         K, V = self.keys_values(F)
         c, a = attend(Q, K, V, mask, self.score)

@@ -150,6 +150,25 @@ def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = 
     return mask.unsqueeze(-2)
 
 
+def check_one_query_mask(mask: Tensor, query_batch: torch.Size, K: object) -> Tensor:
+    """Validate a key mask ``(..., n_f)`` for one query per example; return it as ``(..., 1, n_f)``.
+
+    mask: boolean, ``True`` = may attend, checked (as :func:`check_shared_key_mask`) against
+    the scores ``(..., 1, n_f)`` of a query with batch axes ``query_batch`` and keys
+    ``K`` ``(..., n_f, d_k)``, so an error shows the shape the caller passed. Where ``K``
+    is no tensor of rank >= 2 or the batch axes do not broadcast, the mask only gets its
+    query axis: the attention core then reports that problem first.
+    Raises ``ValueError`` for a mask that does not fit.
+    """
+    if isinstance(K, Tensor) and K.dim() >= 2:
+        try:
+            batch = torch.broadcast_shapes(query_batch, K.shape[:-2])
+        except RuntimeError:
+            return mask.unsqueeze(-2)
+        return check_shared_key_mask(mask, torch.Size((*batch, 1, K.shape[-2])))
+    return mask.unsqueeze(-2)
+
+
 def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = "key_padding_mask") -> Tensor:
     """Validate a key-padding mask ``(..., n_f)`` and return it as ``(..., 1, n_f)``.
 

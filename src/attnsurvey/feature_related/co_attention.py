@@ -60,7 +60,7 @@ from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import AdditiveScore, additive_score
 from ..general_model import attend, keys_values
-from ..masking import check_boolean, check_shared_key_mask, masked_mean, require_boolean_mask, zero_masked
+from ..masking import check_boolean, check_one_query_mask, masked_mean, require_boolean_mask, zero_masked
 from ..query_related.types import queryless_score
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -216,21 +216,6 @@ def _check_sets(
     _check_set_mask(mask2, K2, masks[1])
 
 
-def _vector_key_mask(mask: Tensor, q: Tensor, K: Tensor) -> Tensor:
-    """A one-query key mask ``(..., n_f)`` checked against the scores ``(..., 1, n_f)`` of ``q`` and ``K``, as ``(..., 1, n_f)``.
-
-    Checked here so that an error shows the caller's shape; where ``K`` is no tensor of
-    rank >= 2 or the batch axes do not broadcast, the core reports that problem first.
-    """
-    if isinstance(K, Tensor) and K.dim() >= 2:
-        try:
-            batch = torch.broadcast_shapes(q.shape[:-1], K.shape[:-2])
-        except RuntimeError:
-            return mask.unsqueeze(-2)
-        return check_shared_key_mask(mask, torch.Size((*batch, 1, K.shape[-2])))
-    return mask.unsqueeze(-2)
-
-
 def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
 
@@ -242,7 +227,7 @@ def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor 
     """
     as_tensor(q, "q")
     require_boolean_mask(mask, "attend_vector")
-    m = None if mask is None else _vector_key_mask(mask, q, K)
+    m = None if mask is None else check_one_query_mask(mask, q.shape[:-1], K)
     c, a = attend(q.unsqueeze(-2), K, V, m, score)
     return c.squeeze(-2), a.squeeze(-2)
 
