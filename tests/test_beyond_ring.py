@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from attnsurvey.beyond.ring import ring_attention, ring_step_bytes, run_ring, seeded_chunk
+from attnsurvey.beyond.ring import ring_attention, ring_step_bytes, run_ring, seeded_chunk, seeded_error
 from attnsurvey.beyond.tiled import tiled_attend
 
 from .helpers import rand
@@ -47,6 +47,21 @@ def test_ring_p1_is_tiled_attention(one_rank_group):
             atol=1e-6,
             rtol=0,
         )
+
+
+def test_seeded_error_reference_never_forms_the_score_matrix(one_rank_group, monkeypatch):
+    """The torchrun check's reference goes to SDPA as 4-D input (fused kernel, O(n d) memory), not 3-D (plain path)."""
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kw):
+        seen.append((q.dim(), int(torch._fused_sdp_choice(q, k, v, **kw))))
+        return sdpa(q, k, v, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    for causal in (False, True):
+        assert float(seeded_error(64, 8, causal)) < 1e-5
+    assert seen == [(4, 1), (4, 1)]  # 1 = the flash kernel; 0 would be the plain path
 
 
 def test_ring_rejects_bad_chunks(one_rank_group):

@@ -8,8 +8,9 @@ merges them into its running ``(m, l, acc)`` with
 :func:`attnsurvey.beyond.tiled.online_softmax_merge`, and passes the chunk on
 to rank ``r + 1`` while it receives the next one from rank ``r - 1`` (sending
 and receiving overlap the computation). After ``P`` steps every rank has seen
-every key exactly once and holds the exact context of its own queries; no rank
-ever holds more than two key/value chunks.
+every key exactly once and holds the exact context of its own queries. Besides
+its own K and V, a rank holds two key/value buffers of the same size: the chunk it
+computes with and the one arriving.
 
 With ``is_causal`` the chunk from rank ``s`` is fully visible to rank ``r`` if
 ``s < r``, triangular if ``s == r`` and invisible (skipped, but still passed
@@ -117,7 +118,9 @@ def ring_attention(
         src = (rank - step) % P  # the rank whose chunk we hold in this step
         pending: list[Any] = []  # dist.Work handles
         if step < P - 1:
-            pending = [dist.isend(kv, nxt, group=group), dist.irecv(buf, prv, group=group)]
+            # one batched call: with NCCL, separate blocking sends could wait on each other around the ring
+            ops = [dist.P2POp(dist.isend, kv, nxt, group), dist.P2POp(dist.irecv, buf, prv, group)]
+            pending = dist.batch_isend_irecv(ops)
         if not (is_causal and src > rank):
             part = attention_stats(
                 Q, kv[..., :d_k], kv[..., d_k:], is_causal=is_causal and src == rank, block_q=block_q, block_k=block_k
@@ -279,25 +282,41 @@ def demo(P: int = 2, n: int = 64, d: int = 16) -> float:
     return worst
 
 
-def _torchrun_main(n: int, d: int, causal: bool, backend: str = "gloo") -> None:
-    """Entry for ``torchrun``: env:// rendezvous, seeded chunks, error reported by rank 0.
+def seeded_error(n: int, d: int, causal: bool, device: torch.device | None = None) -> Tensor:
+    """This rank's largest error of :func:`ring_attention` on the seeded data of :func:`seeded_chunk`.
 
-    ``backend="nccl"`` puts each rank on GPU ``LOCAL_RANK`` (not exercised by the book's CI, which has no GPU).
+    Call on every rank of an initialised process group. The reference is SDPA on
+    the whole sequence as a 4-D ``(1, 1, n, d)`` input, whose fused kernels never
+    form the ``n x n`` matrix (a 3-D input would take SDPA's plain path and build it
+    on every rank). Returns a one-element tensor on ``device`` (default CPU).
     """
     import torch.nn.functional as F
 
-    dist.init_process_group(backend)
     rank, P = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if backend == "nccl" else torch.device("cpu")
     c = n // P
     full = [torch.cat([seeded_chunk(w, u, UNITS, n, d) for u in range(UNITS)], -2).to(device) for w in "QKV"]
     Q, K, V = (x[..., rank * c : (rank + 1) * c, :] for x in full)
     out = ring_attention(Q, K, V, is_causal=causal)
-    ref = F.scaled_dot_product_attention(full[0], full[1], full[2], is_causal=causal)[..., rank * c : (rank + 1) * c, :]
-    err = (out - ref).abs().max().reshape(1)
+    Q4, K4, V4 = (x[:, None] for x in full)  # (1, 1, n, d)
+    ref = F.scaled_dot_product_attention(Q4, K4, V4, is_causal=causal)[:, 0, rank * c : (rank + 1) * c]
+    return (out - ref).abs().max().reshape(1)
+
+
+def _torchrun_main(n: int, d: int, causal: bool, backend: str = "gloo") -> None:
+    """Entry for ``torchrun``: env:// rendezvous, :func:`seeded_error` on every rank, the largest printed by rank 0.
+
+    ``backend="nccl"`` puts each rank on GPU ``LOCAL_RANK`` (not exercised by the book's CI, which has no GPU).
+    """
+    dist.init_process_group(backend)
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if backend == "nccl" else torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(device)
+    err = seeded_error(n, d, causal, device)
     dist.reduce(err, 0, op=dist.ReduceOp.MAX)
-    if rank == 0:
-        print(f"P = {P}, n = {n}, d = {d}, causal = {causal}, backend = {backend}: max error {err.item():.1e}")
+    if dist.get_rank() == 0:
+        print(
+            f"P = {dist.get_world_size()}, n = {n}, d = {d}, causal = {causal}, backend = {backend}: max error {err.item():.1e}"
+        )
     dist.destroy_process_group()
 
 
