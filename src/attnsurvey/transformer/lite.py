@@ -4,6 +4,9 @@ The channels are split in two halves. One half goes through multi-head
 self-attention, which is free to look anywhere (long range); the other
 through a depthwise convolution over the sequence, which only sees a window
 of ``kernel_size`` neighbours (short range). The outputs are concatenated.
+Wu et al. use lightweight or dynamic convolutions (kernels softmax-normalised
+and shared across channel groups, or predicted from the input); here the branch
+is a plain depthwise convolution with one free kernel per channel.
 Attention no longer has to spend heads on local patterns, so a smaller
 model does as well.
 """
