@@ -396,7 +396,7 @@ COMPLEXITY: list[Cost] = [
     Cost(
         "Multi-dimensional (Eq. 30-32)",
         "O(n^2 d d_w)",
-        "O(n^2 d)",
+        "O(n^2 (d + d_w))",
         "general_mechanisms.dimensionality.multidimensional_attend",
         2,
     ),
@@ -413,7 +413,7 @@ COMPLEXITY: list[Cost] = [
     Cost(
         "Transformer-XL, memory n_m", "O(n (n + n_m) d)", "O(n (n + n_m))", "transformer.transformer_xl.xl_attention", 2
     ),
-    Cost("Synthesizer (random)", "O(n^2 d)", "O(n^2)", "transformer.synthesizer.random_synthesizer_weights", 2),
+    Cost("Synthesizer (random)", "O(n^2 d)", "O(n^2)", "transformer.synthesizer.RandomSynthesizer", 2),
     Cost(
         "Lite Transformer (LSRA), kernel r",
         "O(n^2 d / 2 + n r d / 2)",
