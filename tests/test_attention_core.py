@@ -301,8 +301,8 @@ def test_mask_builders_match_brute_force():
         ("causal", lambda: mk.causal_mask(n), lambda i, j: j <= i),
         ("offset causal", lambda: mk.causal_mask(n, n + 2, offset=2), lambda i, j: j <= i + 2),
         ("band", lambda: mk.band_mask(n, 2), lambda i, j: abs(i - j) <= 2),
-        ("forward", lambda: mk.forward_mask(n), lambda i, j: j > i),
-        ("backward", lambda: mk.backward_mask(n), lambda i, j: j < i),
+        ("forward", lambda: mk.forward_mask(n), lambda i, j: j < i),
+        ("backward", lambda: mk.backward_mask(n), lambda i, j: j > i),
     ):
         m = fn()
         ref = torch.tensor([[rule(i, j) for j in range(m.shape[1])] for i in range(n)])

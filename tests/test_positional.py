@@ -120,18 +120,23 @@ def test_gaussian_window_narrows_attention_and_is_learnable():
 
 @pytest.mark.catalog("extra:directional-masks")
 def test_directional_masks_disan():
+    from attnsurvey.masking import causal_mask, masked_softmax
+
     fw, bw = dr.forward_mask(4), dr.backward_mask(4)
     for i in range(4):
         for j in range(4):
-            assert bool(fw[i, j]) == (j > i) and bool(bw[i, j]) == (j < i)
+            assert bool(fw[i, j]) == (j < i) and bool(bw[i, j]) == (j > i)
+    # a causal mask is the forward mask with the diagonal allowed
+    assert torch.equal(fw | torch.eye(4, dtype=torch.bool), causal_mask(4))
     # the review's additive form gives the same softmax; empty rows give zero weights here
     e = rand(4, 4) * 1e4
-    from attnsurvey.masking import masked_softmax
-
     a = masked_softmax(e, fw)
-    ref = torch.softmax(e[:3] + dr.additive_mask(fw)[:3], -1)
-    torch.testing.assert_close(a[:3], ref)
-    assert torch.equal(a[3], torch.zeros(4)) and torch.isfinite(a).all()
+    ref = torch.softmax(e[1:] + dr.additive_mask(fw)[1:], -1)
+    torch.testing.assert_close(a[1:], ref)
+    assert torch.equal(a[0], torch.zeros(4)) and torch.isfinite(a).all()
+    b = masked_softmax(e, bw)
+    torch.testing.assert_close(b[:3], torch.softmax(e[:3] + dr.additive_mask(bw)[:3], -1))
+    assert torch.equal(b[3], torch.zeros(4)) and torch.isfinite(b).all()
     with pytest.raises(ValueError, match="positive int"):
         dr.forward_mask(0)
     with pytest.raises(ValueError, match="boolean"):

@@ -423,22 +423,26 @@ def band_mask(n_q: int, w: int, n_f: int | None = None, device: torch.device | N
 
 @MASKS.register("forward")
 def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` DiSAN forward mask: ``M[i, j] = j > i`` (``True`` = may attend).
+    """Boolean ``(n, n)`` DiSAN forward mask: ``M[i, j] = j < i`` (``True`` = may attend).
 
-    Raises ``ValueError`` unless ``n >= 1``.
-    """
-    _check_size(n, "sequence length n", 1)
-    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
-
-
-@MASKS.register("backward")
-def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` DiSAN backward mask: ``M[i, j] = j < i`` (``True`` = may attend).
-
+    Query ``i`` (the row) sees only the earlier tokens, what a forward RNN has
+    read before step ``i``; the first row is empty. This is the direction of
+    the authors' released code, whose ``'forward'`` mask keeps row > column.
     Raises ``ValueError`` unless ``n >= 1``.
     """
     _check_size(n, "sequence length n", 1)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
+
+
+@MASKS.register("backward")
+def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(n, n)`` DiSAN backward mask: ``M[i, j] = j > i`` (``True`` = may attend).
+
+    Query ``i`` (the row) sees only the later tokens; the last row is empty.
+    Raises ``ValueError`` unless ``n >= 1``.
+    """
+    _check_size(n, "sequence length n", 1)
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
 def make_mask(kind: str, *args: object, **kwargs: object) -> Tensor:
