@@ -4,8 +4,9 @@ The book's :func:`attnsurvey.general_model.attend` forms the whole score matrix
 ``e`` ``(n_q, n_f)`` and its softmax: memory grows as ``n^2``. This module
 computes *the same* context vectors (Eq. 2-4 with the scaled multiplicative
 score) one tile of ``block_q`` queries by ``block_k`` keys at a time, keeping
-per query only three running quantities (Milakov & Gimelshein's online softmax,
-as used by FlashAttention):
+per query only three running quantities: the maximum and the normaliser of
+Milakov & Gimelshein's online softmax, and the weighted sum of the values that
+exact chunked attention (Rabe & Staats) and FlashAttention carry along with them:
 
 * ``m``   the largest score seen so far,
 * ``l``   the sum of ``exp(e - m)`` over the keys seen so far,
