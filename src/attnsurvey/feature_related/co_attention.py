@@ -755,8 +755,10 @@ class AlternatingCoAttention(_TwoSets):
 
     Eq. (7) owns ``W^(1)``, ``b^(1)``, ``w^(1)``; Eq. (9) reuses them and adds a
     query weight ``W_q^(1)`` ``(d_w, d_v^(2))``, which makes it the general
-    additive score of Eq. (6) (as in the survey). Eq. (8) is an additive score
-    with its own weights. Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
+    additive score of Eq. (6). This sharing follows the survey's description of
+    Lu et al.; their released code gives each of the three steps its own
+    weights. Eq. (8) is an additive score with its own weights.
+    Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
     ``forward(F1, F2, mask1=None, mask2=None)`` (masks
     boolean ``(..., n_f^(i))``, ``True`` = may attend) returns
     :class:`AlternatingCoAttentionOutput`.
@@ -782,6 +784,9 @@ class AlternatingCoAttention(_TwoSets):
 @catalogued("eq11")
 class InteractiveCoAttention(_TwoSets):
     """Interactive co-attention (Fig. 5, Eq. 10-11) with two learned additive scores.
+
+    Additive scores are the survey's choice; IAN (Ma et al.) itself uses the
+    activated general score ``tanh(k^T W q + b)`` of Table II.
 
     Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
     ``forward(F1, F2, mask1=None, mask2=None)`` (masks

@@ -15,7 +15,10 @@ rotates between them:
 
 The *repeated* (multi-hop) form rotates several times: hop ``s + 1`` queries
 the left context with ``r^{l_t}`` of hop ``s`` (and the right context with
-``r^{r_t}``), then the target again. The score weights are shared by all hops.
+``r^{r_t}``), then the target again. Here every hop calls the same four score
+functions, so the hops share their weights. That is this book's
+simplification: the public LCR-Rot-hop code (HAABSA, and HAABSA++ after it)
+creates separate attention weights for each hop.
 
 As in the survey (and LCR-Rot), keys and values are the feature vectors
 themselves (``W_K = W_V = I``); the default score is the activated general
@@ -213,7 +216,8 @@ class RotatoryAttention(nn.Module):
     """Rotatory attention (LCR-Rot, Eq. 17-20) with four learned score functions.
 
     Args: d_t: target feature size; d_c: context feature size; hops: number of
-    rotations (1 = LCR-Rot, more = the repeated form); score: a Table II name (default
+    rotations (1 = LCR-Rot, more = the repeated form; all hops share the four score
+    functions, a simplification, see the module notes); score: a Table II name (default
     ``"activated-general"``, as in the survey).
     ``forward(F_t, F_l, F_r, mask_t=None, mask_l=None, mask_r=None, hops=None)`` (masks
     boolean ``(..., n_f^x)``, ``True`` = may attend) returns :class:`RotatoryOutput`;
