@@ -728,8 +728,12 @@ def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     flattened (the i = j terms are included, as in the paper).
     ``kind="position"``: ``heads`` are the weights ``(..., h, n_q, n_f)`` and
     ``D = -(1/h^2) sum_i sum_j |A^i * A^j|`` (elementwise product, summed).
-    Returns ``D`` of shape ``(...)``: -1 when every head is identical, -1/h for
-    pairwise orthogonal heads. Add ``-lambda * D.mean()`` to a training loss.
+    Returns ``D`` of shape ``(...)``. For the cosine kinds it is -1 when every
+    head is identical and -1/h for pairwise orthogonal heads. For
+    ``kind="position"`` identical heads give ``-sum(A * A)``, which is ``-n_q``
+    when every row is one-hot, and heads whose weights never overlap give
+    ``-(1/h^2) sum_i sum(A^i * A^i)`` (``-n_q/h`` for one-hot rows).
+    Add ``-lambda * D.mean()`` to a training loss.
     Raises ``ValueError`` for an unknown ``kind`` or a tensor of rank < 3.
     """
     as_tensor(heads, "heads")

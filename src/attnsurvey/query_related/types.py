@@ -19,7 +19,8 @@ feature vectors:
 Extras from the NLP review: the structured self-attentive sentence embedding
 (``A = softmax(W_s2 tanh(W_s1 H^T))``, ``M = A H``, with the redundancy penalty
 ``||A A^T - I||_F^2``), and the Token2Token / Source2Token split of
-self-attention by the granularity of its queries.
+self-attention by what plays the query (DiSAN's names; ``source2token``
+follows the review's description, not DiSAN's query-free form).
 
 Shapes are batch-first rows: ``F`` is ``(..., n_f, d_f)``. Masks are boolean,
 ``True`` = may attend; a fully-masked row gives zero weights and a zero context.
@@ -241,7 +242,10 @@ def self_attention(
 
 token2token = self_attention
 declare(f"{__name__}.token2token", "extra:token2token-source2token")
-"""Token2Token self-attention (review): one query per token, a matrix ``(..., n_f, d_v)`` out."""
+"""Token2Token self-attention: the QKV layer, one instance of DiSAN's Token2Token family.
+
+One query per token, a matrix ``(..., n_f, d_v)`` out.
+"""
 
 
 @catalogued("extra:qkv-self-attention")
@@ -271,7 +275,7 @@ class SelfAttention(nn.Module):
 
 @catalogued(
     "extra:token2token-source2token",
-    title="Token2Token (matrix out) vs Source2Token (vector out) self-attention (review, DiSAN)",
+    title="Token2Token (matrix out) vs Source2Token (vector out) self-attention (DiSAN's names; Source2Token as the review describes it)",
 )
 def source2token(
     F: Tensor,
@@ -281,12 +285,15 @@ def source2token(
     b: Tensor | None = None,
     mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Source2Token self-attention (review): the whole source as the query, a vector out.
+    """Source2Token self-attention as the NLP review describes it: the source as the query, a vector out.
 
     The source is compressed into one query ``s = mean(F)``; every token is
     scored against it with the additive score ``w^T tanh(W1 s + W2 f_l + b)``,
-    and the tokens are averaged into one vector. With ``W1 = 0`` the query drops
-    out and this is exactly Eq. (33) (the query-free form DiSAN uses).
+    and the tokens are averaged into one vector. DiSAN's own Source2Token
+    (Shen et al., 2018) has no query: each token is scored on its own with a
+    vector of scores, one per feature, and the softmax over positions runs per
+    feature (Eq. (33) in multi-dimensional form). With ``W1 = 0`` the query
+    drops out here and this is exactly Eq. (33), the single-dimensional form.
     F: ``(..., n_f, d_f)``; W1, W2: ``(d_w, d_f)``; w, b: ``(d_w,)``; mask:
     boolean ``(..., n_f)``, ``True`` = may attend (it also restricts the mean
     ``s``). Returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
