@@ -438,7 +438,10 @@ def ssim(
     pixels whose window lies inside the image (a "valid" convolution), which is
     what scikit-image reports after cropping. ``sample_covariance=True``
     multiplies (co)variances by ``N/(N-1)``, ``N`` the window size (scikit-image's
-    default; False is Wang et al.'s population form).
+    default; with the uniform window it gives Wang et al.'s unweighted
+    statistics, which divide by ``N-1``). False keeps the window weights as
+    they are, the population form of Wang et al.'s Gaussian-weighted
+    statistics (their Eqs. 14-16).
 
     x, y: ``(H, W)`` images. ``data_range`` R as in :func:`psnr`. Identical
     images give 1. Raises ``ValueError`` for different shapes, non-2-D images,

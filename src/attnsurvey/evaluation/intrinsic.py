@@ -50,8 +50,10 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
 
     a: ``(..., n_f)`` attention weights over the regions ``R_1 .. R_{n_f}``;
     G: boolean ``(..., n_f)``, True where region ``R_i`` belongs to the
-    ground-truth (human-attended) set. Returns ``(...)``. With weights that sum
-    to 1 the value lies in [0, 1]: 1 when all weight is on ground-truth regions.
+    ground-truth set (in Liu et al.'s captioning study, the regions that
+    annotators boxed as the referent of a caption word, not gaze data).
+    Returns ``(...)``. With weights that sum to 1 the value lies in [0, 1]:
+    1 when all weight is on ground-truth regions.
     Raises ``ValueError`` if G is not boolean or the shapes differ.
     """
     as_tensor(a, "a")
