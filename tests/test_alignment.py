@@ -263,6 +263,43 @@ def test_eq27_matches_softmax_over_window_slice():
             torch.testing.assert_close(c[row], c_ref)
 
 
+def test_local_m_is_the_bare_window_and_only_local_p_gets_the_gaussian():
+    """Luong et al. (2015) use the Gaussian of Eq. (29) for the predicted centre (local-p) only; local-m
+    is the window softmax of Eq. (27). With uniform scores over a full window of 2D + 1 positions,
+    local-m gives 1/(2D + 1) at every window position (summing to 1); the Gaussian would lower the
+    weights away from p and make them sum to about 0.5 for D = 2."""
+    n_f, D, B = 12, 2, 3
+    t = torch.tensor([5, 2, 9])
+    window = torch.zeros(B, n_f)
+    for row, c in enumerate(t.tolist()):
+        window[row, c - D : c + D + 1] = 1.0 / (2 * D + 1)
+    # the experiment's model: zero score weights give uniform scores
+    for kind in ("local-m", "local-p"):
+        model = AlignmentClassifier(6, 8, 3, kind, d_k=4, D=D)
+        with torch.no_grad():
+            model.score.W.weight.zero_()
+            _, a, _ = model(rand(B, 6, seed=1), rand(B, n_f, 8, seed=2), t)
+        if kind == "local-m":
+            torch.testing.assert_close(a, window)
+        else:  # the Gaussian factor (at most 1, below 1 away from p) is applied, not renormalised
+            assert torch.all(a.sum(-1) < 0.6)
+    # the module: the default follows the mode, an explicit choice is honoured
+    for mode, gaussian, expect in [
+        ("monotonic", None, False),
+        ("predictive", None, True),
+        ("monotonic", True, True),
+        ("predictive", False, False),
+    ]:
+        m = al.LocalAttention(4, 4, D=D, mode=mode, gaussian=gaussian)
+        assert m.gaussian is expect, (mode, gaussian)
+    m = al.LocalAttention(4, 4, D=D, mode="monotonic")
+    with torch.no_grad():
+        m.score.W.weight.zero_()
+        _, a, _ = m(rand(B, 4, seed=3), rand(B, n_f, 4, seed=4), rand(B, n_f, 2, seed=5), t=t)
+    torch.testing.assert_close(a, window)
+    torch.testing.assert_close(a.sum(-1), torch.ones(B))
+
+
 def _local_weights_by_hand(q, K, W, p, D, gaussian, renormalise):
     """Independent oracle for one query: general score k_l^T W q, softmax over the positions l with
     |l - round(p)| <= D (Eq. 27), times exp(-(l - p)^2 / (2 (D/2)^2)) if gaussian (Eq. 29)."""

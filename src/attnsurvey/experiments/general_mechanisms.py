@@ -70,8 +70,10 @@ class AlignmentClassifier(nn.Module):
     ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
     where ``log_prob`` is the log-probability of the sampled hard choice or
     subset (``None`` for deterministic alignments) and ``t`` are the output
-    steps used as monotonic positions (``local-m``). Hard and reinforced
-    alignments sample in training mode and act greedily in eval mode.
+    steps used as monotonic positions (``local-m``: the window softmax of
+    Eq. 27 alone, while ``local-p`` adds the Gaussian of Eq. 29, as in Luong
+    et al.). Hard and reinforced alignments sample in training mode and act
+    greedily in eval mode.
     """
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
@@ -111,7 +113,9 @@ class AlignmentClassifier(nn.Module):
                 raise ValueError("local-m alignment needs the output steps t (B,) as monotonic positions")
             else:
                 p = monotonic_position(t, n_f).to(e.dtype)
-            align = lambda s, m: local_align(s, p, self.D, m)  # noqa: E731
+            # Luong et al. apply the Gaussian of Eq. (29) to the predicted centre only: local-m is the bare window
+            gaussian = kind == "local-p"
+            align = lambda s, m: local_align(s, p, self.D, m, gaussian=gaussian)  # noqa: E731
         elif kind == "reinforced":
             logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
             z, log_prob = bernoulli_subset(logits, generator, greedy=not self.training)

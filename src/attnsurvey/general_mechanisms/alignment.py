@@ -309,11 +309,13 @@ def _check_D(D: float) -> float:
 def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     """The local window of Eq. (27): ``True`` at positions ``l`` with ``|l - round(p)| <= D``.
 
-    As in the original local attention (Luong et al., 2015), the window holds
-    the ``2D + 1`` positions around the nearest position to ``p``
-    (``round(p) = floor(p + 1/2)``, halves round up), also when ``p`` is
+    The window holds the ``2D + 1`` positions around the position nearest to
+    ``p`` (``round(p) = floor(p + 1/2)``, halves round up), also when ``p`` is
     fractional (Eq. 28 predicts a real ``p``; the Gaussian of Eq. 29 still uses
-    the real ``p``). A non-integer ``D`` keeps ``floor(D)`` positions on each side.
+    the real ``p``). Luong et al. (2015) do not say how a real ``p`` is turned
+    into a window centre; their released code takes ``floor(p)`` (in these
+    0-based positions), so the two choices differ for a fractional part of 1/2
+    or more. A non-integer ``D`` keeps ``floor(D)`` positions on each side.
 
     n_f: sequence length; p: position(s), a float or a tensor ``(...,)`` with
     values in ``[0, n_f - 1]``; D: half-width ``>= 0``. Returns a boolean mask
@@ -470,8 +472,11 @@ class LocalAttention(nn.Module):
 
     Args: d_q, d_k: query and key sizes; D: window half-width; mode:
     ``"monotonic"`` (p = t, given to forward) or ``"predictive"`` (Eq. 28);
-    d_p: hidden size of Eq. (28); score: a Table II name; gaussian, renormalise:
-    as in :func:`local_align`.
+    d_p: hidden size of Eq. (28); score: a Table II name; gaussian: whether to
+    multiply by the Gaussian of Eq. (29); the default ``None`` follows Luong et
+    al. (2015), who use it for the predicted centre only: on in predictive mode
+    (local-p), off in monotonic mode (local-m); pass True or False to choose
+    explicitly; renormalise: as in :func:`local_align`.
 
     ``forward(q, K, V, t=None, mask=None)`` with q ``(..., d_q)``, K
     ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, t ``(...,)`` output steps for the
@@ -489,12 +494,14 @@ class LocalAttention(nn.Module):
         mode: str = "predictive",
         d_p: int = 16,
         score: str = "general",
-        gaussian: bool = True,
+        gaussian: bool | None = None,
         renormalise: bool = False,
     ) -> None:
         super().__init__()
         if mode not in ("monotonic", "predictive"):
             raise ValueError(f"local attention mode must be 'monotonic' or 'predictive', got {mode!r}")
+        if gaussian is None:  # Luong et al.: the Gaussian of Eq. (29) belongs to local-p only
+            gaussian = mode == "predictive"
         self.D, self.mode, self.gaussian, self.renormalise = _check_D(D), mode, gaussian, renormalise
         self.score = make_score(score, d_q, d_k)
         self.position = PredictivePosition(d_q, d_p) if mode == "predictive" else None
@@ -573,8 +580,12 @@ class ReinforcedAlignment(nn.Module):
 
     The policy's logits are a second Table II score between the query and the
     keys, ``logit_l = score_pi(q, k_l)``; the attention scores ``e`` come from
-    ``score``. ``forward(q, K, V, generator=None, mask=None)`` samples in
-    training mode and takes ``pi > 1/2`` in eval mode; returns
+    ``score``. Conditioning the policy on the query is this book's choice, to
+    fit one-query attention; ReSAN (Shen et al., 2018) scores each token from
+    the token and the mean of its sequence, with no query, and selects heads
+    and dependents with two separate policies.
+    ``forward(q, K, V, generator=None, mask=None)`` samples in training mode
+    and takes ``pi > 1/2`` in eval mode; returns
     ``(c, a, z, log_prob)``; mask boolean ``(..., n_f)``, ``True`` = may attend
     (never chosen otherwise); a masked key holding NaN/Inf reaches no output,
     log-probability or gradient.
