@@ -125,10 +125,10 @@ def additive_score(
 
 @catalogued(
     "extra:concat-score",
-    title="Concat score v^T tanh(W [q; k_l]) (NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
+    title="Concat score v^T tanh(W [q; k_l]) (Luong et al.; NLP review eq. 1) = additive with W = [W_1, W_2], b = 0",
 )
 def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = torch.tanh) -> Tensor:
-    """Concat score ``v^T tanh(W [q; k_l])`` (NLP review eq. 1).
+    """Concat score ``v^T tanh(W [q; k_l])`` (Luong et al., 2015; NLP review eq. 1).
 
     W: ``(d_w, d_q + d_k)``; v: ``(d_w,)``. Equal to :func:`additive_score` with
     ``W = [W_1, W_2]`` and no bias. Raises ``ValueError`` on shape mismatches.
