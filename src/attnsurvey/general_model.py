@@ -115,10 +115,10 @@ def plain_attend(
 
 @catalogued(
     "extra:attention-as-expectation",
-    title="Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.1)",
+    title="Attention as the expectation of a selection variable z ~ p(z | X, q) (nndl 8.2, Eq. 8.1 and 8.7)",
 )
 def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
-    """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.1).
+    """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.2, Eq. 8.1).
 
     a: ``(..., n_f)`` rows of attention weights; returns integer indices
     ``(..., num_samples)``. The context vector is the expectation ``E[v_z]``,
