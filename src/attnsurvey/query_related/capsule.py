@@ -120,6 +120,10 @@ def capsule_loss(
     * probability loss ``J = max(0, margin - p_y + sum_{c != y} p_c)``
     * reconstruction loss ``U = max(0, margin - f_bar . r_y + sum_{c != y} f_bar . r_c)``
 
+    (The authors' released code sums separate hinges ``max(0, margin - x_y + x_c)``
+    over ``c != y`` and divides by the number of classes instead; with two classes
+    that is this loss halved.)
+
     p: ``(B, d_y)``; r: ``(B, d_y, d_v)``; f_bar: ``(B, d_f)`` the unweighted
     average of the feature vectors (needs ``d_v == d_f``); y: ``(B,)`` class
     indices. Returns ``(L, J, U)`` as scalars (0 for an empty batch). Raises ``ValueError`` if

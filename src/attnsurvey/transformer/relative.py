@@ -193,7 +193,8 @@ class GaussianLocalSelfAttention(SelfAttentionVariant):
     ``centre="predicted"`` (Yang et al., 2018): from each query,
     ``P_i = n * sigmoid(v_P^T tanh(W_P q_i))`` and ``D_i = n * sigmoid(v_D^T tanh(W_P q_i))``.
     ``centre="token"``: ``P_i = i`` and one learned window ``D`` per head
-    (initialised to ``window``). ``forward(X, X_kv=None, mask=None, **options)`` returns
+    (initialised to ``window``); this book's simplification (Yang et al. always
+    predict the centre). ``forward(X, X_kv=None, mask=None, **options)`` returns
     ``(output, weights (..., h, n, n))``; self-attention only. A configuration of
     :class:`MultiHeadAttention` whose ``score_fn`` adds the Gaussian bias.
     """
