@@ -553,6 +553,11 @@ def multi_grained_co_attention(
 ) -> MultiGrainedOutput:
     """Multi-grained co-attention: coarse (Eq. 10-11) and fine (Eq. 16) together.
 
+    This is the survey's description of Fan et al. (2018). Their own model takes the
+    row maximum only for aspect-to-context; for context-to-aspect it averages
+    per-row softmax summaries of the aspect words, its affinity is the Eq. (13)
+    form and its coarse scores are bilinear.
+
     The coarse part is :func:`interactive_co_attention` with score1 and score2;
     the fine part is :func:`max_pooled_co_attention` on the affinity matrix A
     ``(..., n_f^(1), n_f^(2))``. The four context vectors are concatenated:
@@ -872,7 +877,10 @@ class ParallelCoAttention(_TwoSets):
 
 @catalogued("extra:multi-grained-co-attention")
 class MultiGrainedCoAttention(_TwoSets):
-    """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine).
+    """Multi-grained co-attention: interactive (coarse) + max-pooled affinity (fine), as the survey describes it.
+
+    (Fan et al.'s own fine-grained context-to-aspect step differs: see
+    :func:`multi_grained_co_attention`.)
 
     ``affinity``: as in :class:`ParallelCoAttention`. Keywords ``d_k1``, ``d_k2``,
     ``plain``: :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` (masks
