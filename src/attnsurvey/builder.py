@@ -364,7 +364,7 @@ class TaxonomyModel(nn.Module):
         else:
             Q = q + self.Q_caps if "capsule-based" in self.qm else q  # (B, n_q, d)
             eq41 = self.n_hops > 1 and self.hop_form == "eq41"
-            if eq41:  # c^(0): the unweighted average of the feature vectors
+            if eq41:  # c^(0): the unweighted average of the feature vectors (the survey averages the values)
                 c = masked_mean(F).unsqueeze(-2).expand_as(Q)
             for _ in range(self.n_hops):
                 if eq41:  # Eq. (41) q^(s+1) = H q^(s) + c^(s), then Eq. (42) attends with [q^(s+1); c^(s)]
@@ -474,10 +474,12 @@ def build_model(point: TaxonomyPoint, d_model: int, n_classes: int, **options: U
     hops (2, 2): ``h`` and the number of hops; chunk (4): the chunk length of the two
     feature-level mechanisms; window (2.0): the half-width ``D`` of local alignment;
     hop_form (multi-hop, ``"memory"``): ``"memory"``, the memory-network form (attend with
-    ``q^(s)``, then ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``, the survey's general
-    form: Eq. (41) ``q^(s+1) = H q^(s) + c^(s)`` with a learned ``H`` and Eq. (42)
-    scores of the concatenation ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a
-    learned ``W_42``, which the bilinear scores absorb), ``c^(0)`` the mean feature vector.
+    ``q^(s)``, then ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``: Eq. (41) with the
+    transform ``q^(s+1) = H q^(s) + c^(s)`` (a learned ``H``; the layer-wise update of
+    Sukhbaatar et al., one instance of the survey's transform) and Eq. (42) scores of the
+    concatenation ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a learned ``W_42``,
+    which the bilinear scores absorb); ``c^(0)`` is the mean feature vector, a stand-in
+    for the survey's mean of the value vectors, which live inside the attention step.
     Returns a :class:`TaxonomyModel` (``forward(F, G=None, generator=None)``).
     Raises ``ValueError`` naming the dimension and the value for: more than one
     alternative in a dimension, an unknown mechanism, a component that is not
