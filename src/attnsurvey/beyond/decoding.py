@@ -195,7 +195,7 @@ class GroupedQueryAttention(MultiHeadAttention):
         g = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads >= 1 and (g < 1 or n_heads % g):
             raise ValueError(f"n_kv_heads g={g} must divide n_heads h={n_heads}")
-        super().__init__(d_model, n_heads, h_kv=g)  # no biases, as in decoder-only models
+        super().__init__(d_model, n_heads, h_kv=g)  # no biases, as in many recent decoder-only models (LLaMA)
         self.g, self.d_head = g, self.d_k
 
     def new_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
