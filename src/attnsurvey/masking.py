@@ -164,8 +164,9 @@ def check_one_query_mask(mask: Tensor, query_batch: torch.Size, K: object) -> Te
         try:
             batch = torch.broadcast_shapes(query_batch, K.shape[:-2])
         except RuntimeError:
-            return mask.unsqueeze(-2)
-        return check_shared_key_mask(mask, torch.Size((*batch, 1, K.shape[-2])))
+            pass  # the core reports the batch mismatch
+        else:
+            return check_shared_key_mask(mask, torch.Size((*batch, 1, K.shape[-2])))
     return mask.unsqueeze(-2)
 
 
