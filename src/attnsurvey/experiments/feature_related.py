@@ -106,24 +106,44 @@ class RepresentationClassifier(nn.Module):
 
     combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
     d_t, then a linear output model; ``"concat"``: a linear output model on the
-    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention).
-    ``forward(xs)`` returns ``(logits, a)`` where ``a`` ``(..., E)`` are the
-    representation weights (None for concat).
+    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention); ``"mlp"``:
+    the concatenation through one hidden layer of ``d_hidden`` ReLU units, then
+    the linear output model (a nonlinear baseline without attention; choose
+    ``d_hidden`` to match another model's parameter count).
+    ``forward(xs)`` with xs a list of ``E`` tensors ``(..., d_{e_i})`` returns
+    ``(logits (..., n_classes), a)`` where ``a`` ``(..., E)`` are the
+    representation weights (None for concat and mlp).
+    Raises ``ValueError`` for an unknown ``combine`` or ``"mlp"`` without a
+    positive ``d_hidden``.
     """
 
-    def __init__(self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention") -> None:
+    def __init__(
+        self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention", d_hidden: int | None = None
+    ) -> None:
         super().__init__()
+        if combine not in ("attention", "average", "concat", "mlp"):
+            raise ValueError(f"combine must be 'attention', 'average', 'concat' or 'mlp', got {combine!r}")
+        if combine == "mlp" and (d_hidden is None or d_hidden < 1):
+            raise ValueError(f"combine='mlp' needs a hidden width d_hidden >= 1, got {d_hidden}")
         self.combine = combine
+        self.meta: MetaEmbedding | None = None
+        self.hidden: nn.Linear | None = None
         if combine == "concat":
-            self.meta = None
             self.out = nn.Linear(sum(dims), n_classes)
+        elif combine == "mlp":
+            assert d_hidden is not None  # checked above
+            self.hidden = nn.Linear(sum(dims), d_hidden)
+            self.out = nn.Linear(d_hidden, n_classes)
         else:
             self.meta = MetaEmbedding(dims, d_t, combine)
             self.out = nn.Linear(d_t, n_classes)
 
     def forward(self, xs: Sequence[Tensor]) -> tuple[Tensor, Tensor | None]:
         if self.meta is None:
-            return self.out(torch.cat(list(xs), dim=-1)), None
+            x = torch.cat(list(xs), dim=-1)
+            if self.hidden is not None:
+                x = torch.relu(self.hidden(x))
+            return self.out(x), None
         r = self.meta(xs)
         return self.out(r.x_e), r.a
 
