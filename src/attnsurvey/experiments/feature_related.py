@@ -64,7 +64,10 @@ class DocumentClassifier(nn.Module):
 
     kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
     kind ``"flat"``: :func:`flat_attention` with a learned query over all
-    words. Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
+    words; kind ``"flat-context"``: the same flat attention over word vectors
+    that also carry their sentence, ``f_w + mean of f over the real words of
+    w's sentence`` (the sentence structure given as input, not as a hierarchy).
+    Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
     ``(..., n_S, n_w)`` (long) and word_mask boolean ``(..., n_S, n_w)``,
     ``True`` = a real word (may attend; default ``tokens != 0``) returns a
     :class:`DocumentOutput`.
@@ -75,8 +78,8 @@ class DocumentClassifier(nn.Module):
         self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None
     ) -> None:
         super().__init__()
-        if kind not in ("hierarchical", "flat"):
-            raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
+        if kind not in ("hierarchical", "flat", "flat-context"):
+            raise ValueError(f"kind must be 'hierarchical', 'flat' or 'flat-context', got {kind!r}")
         d_k = d_e if d_k is None else d_k
         self.kind = kind
         self.embed = nn.Embedding(vocab_size, d_e, padding_idx=0)
@@ -96,6 +99,9 @@ class DocumentClassifier(nn.Module):
         if self.kind == "hierarchical":
             r = self.attention(F, word_mask)
             return DocumentOutput(self.out(r.c), r.a_chunk, r.a_word)
+        if self.kind == "flat-context":  # every word also carries the mean of its sentence's real words
+            m = word_mask.unsqueeze(-1).to(F.dtype)
+            F = F + (F * m).sum(-2, keepdim=True) / m.sum(-2, keepdim=True).clamp_min(1.0)
         K, V = keys_values(F, self.W_K.weight, self.W_V.weight)
         c, a = flat_attention(self.q, K, V, word_mask)
         return DocumentOutput(self.out(c), a.sum(-1), a)
