@@ -78,3 +78,21 @@ def test_unknown_experiment_names_are_rejected():
         xf.AspectModel("no-such-kind")
     with pytest.raises(ValueError, match="choose one of"):
         xf.VQAModel("no-such-variant")
+
+
+def test_mean_contexts_mlp_is_a_relu_layer_on_the_three_means_at_rotatorys_size():
+    torch.manual_seed(0)
+    data = make_aspect(4, generator=torch.Generator().manual_seed(0))
+    mlp, lin = xf.AspectModel("mean-contexts-mlp"), xf.AspectModel("mean-contexts")
+    lin.embed.load_state_dict(mlp.embed.state_dict())
+    # the linear model's pre-output features are the three means; feed them through the mlp's layers by hand
+    means = []
+    with torch.no_grad():
+        for F, m in ((data.left, data.mask_l), (data.target, data.mask_t), (data.right, data.mask_r)):
+            E = mlp.embed(F) * m[..., None]
+            means.append(E.sum(-2) / m.sum(-1, keepdim=True).clamp_min(1))
+        x = torch.cat(means, -1)
+        expected = mlp.output.linear(torch.relu(mlp.hidden(x)))
+        torch.testing.assert_close(mlp(data)[0], expected)
+    sizes = {k: sum(p.numel() for p in xf.AspectModel(k).parameters()) for k in ("mean-contexts-mlp", "rotatory")}
+    assert abs(sizes["mean-contexts-mlp"] - sizes["rotatory"]) <= 0.02 * sizes["rotatory"], sizes

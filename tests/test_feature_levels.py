@@ -448,3 +448,21 @@ def test_hierarchical_scaled_attention_ignores_nan_in_a_padded_word():
     a_nan = torch.tensor([[0.5, 0.5, float("nan")], [1.0, float("nan"), float("nan")]])
     got = lv.scaled_word_weights(a_nan, a_chunk, wm)
     torch.testing.assert_close(got, torch.tensor([[0.3, 0.3, 0.0], [0.4, 0.0, 0.0]]))  # by hand: products / 1.0
+
+
+def test_flat_context_words_carry_the_mean_of_their_sentence():
+    torch.manual_seed(0)
+    m = DocumentClassifier(6, d_e=2, n_classes=2, kind="flat-context")
+    flat = DocumentClassifier(6, d_e=2, n_classes=2, kind="flat")
+    flat.load_state_dict(m.state_dict())
+    tokens = torch.tensor([[[1, 2, 0], [3, 0, 0]]])  # two sentences, padded
+    E = m.embed.weight.detach()
+    # by hand: sentence 0 has mean (E1 + E2)/2, sentence 1 has mean E3; padding stays E0 = 0 (masked anyway)
+    by_hand = torch.stack([E[1] + (E[1] + E[2]) / 2, E[2] + (E[1] + E[2]) / 2, E[0] + (E[1] + E[2]) / 2])
+    by_hand = torch.stack([by_hand, torch.stack([E[3] + E[3], E[0] + E[3], E[0] + E[3]])])
+    # the flat model fed those vectors must give the flat-context model's output
+    flat.embed = torch.nn.Embedding.from_pretrained(torch.cat([by_hand.reshape(6, 2)]), freeze=True)
+    out = m(tokens)
+    ref = flat(torch.arange(6).reshape(1, 2, 3) + 0, tokens != 0)
+    torch.testing.assert_close(out.logits, ref.logits)
+    torch.testing.assert_close(out.a_word, ref.a_word)

@@ -186,3 +186,26 @@ def test_meta_embedding_ignores_nan_in_a_missing_representation(combine):
     assert all(torch.isfinite(p.grad).all() for p in me.parameters() if p.grad is not None)
     X_t = torch.stack([only, torch.full((4,), float("nan"), dtype=torch.float64)])
     torch.testing.assert_close(rp.meta_embedding(X_t, torch.tensor([1.0, 0.0], dtype=torch.float64)), only)
+
+
+def test_mlp_baseline_is_one_relu_layer_on_the_concatenation():
+    torch.manual_seed(0)
+    m = RepresentationClassifier([3, 2], d_t=4, n_classes=2, combine="mlp", d_hidden=5)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.linspace(-1, 1, p.numel()).reshape(p.shape))
+    x1, x2 = torch.tensor([[1.0, -2.0, 0.5]]), torch.tensor([[0.25, 3.0]])
+    logits, a = m([x1, x2])
+    # by hand, one unit at a time: h_j = max(0, sum_i W1[j, i] x_i + b1[j]), logit_k = sum_j W2[k, j] h_j + b2[k]
+    x = [1.0, -2.0, 0.5, 0.25, 3.0]
+    W1, b1 = m.hidden.weight.tolist(), m.hidden.bias.tolist()
+    W2, b2 = m.out.weight.tolist(), m.out.bias.tolist()
+    h = [max(0.0, sum(w * xi for w, xi in zip(W1[j], x)) + b1[j]) for j in range(5)]
+    expected = [sum(w * hj for w, hj in zip(W2[k], h)) + b2[k] for k in range(2)]
+    torch.testing.assert_close(logits[0], torch.tensor(expected))
+    assert a is None
+    assert sum(p.numel() for p in m.parameters()) == 5 * 5 + 5 + 2 * 5 + 2
+    with pytest.raises(ValueError, match="d_hidden"):
+        RepresentationClassifier([3, 2], 4, 2, combine="mlp")
+    with pytest.raises(ValueError, match="combine must be"):
+        RepresentationClassifier([3, 2], 4, 2, combine="max")

@@ -146,3 +146,55 @@ def draw_arrow(
     )
     if text:
         ax.text((a[0] + b[0]) / 2, (a[1] + b[1]) / 2 + 0.12, text, ha="center", fontsize=8, color="#333")
+
+
+def mean_sd_plot(
+    x: Sequence[float],
+    series: dict[str, Sequence[Sequence[float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str | None = None,
+    ylim: tuple[float, float] | None = None,
+    shade: tuple[float, float] | None = None,
+    shade_label: str | None = None,
+    hline: tuple[float, str] | None = None,
+    figsize: tuple[float, float] = (5.0, 3.2),
+) -> Figure:
+    """A trend over seeds: one line per series, the mean at each ``x`` with an error bar of ± 1 sd.
+
+    ``series[name][i]`` holds the per-seed values at ``x[i]`` (the same seeds for every
+    series, so the curves are comparable); the mean and the sample standard deviation
+    (``ddof = 1``), as :func:`attnsurvey.stats.mean_sd` prints them. ``shade`` marks an
+    ``x`` interval (e.g. the training lengths) and ``hline`` a reference level
+    ``(y, label)`` (e.g. chance). Returns the figure. Raises ``ValueError`` if a series
+    has not one list of values per ``x``, or a list has fewer than two values.
+    """
+    fig, ax = plt.subplots(figsize=figsize, constrained_layout=True)
+    if shade is not None:
+        ax.axvspan(*shade, color="#eeeeee", zorder=0, label=shade_label)
+    for k, (name, per_x) in enumerate(series.items()):
+        if len(per_x) != len(x):
+            raise ValueError(f"series {name!r} has {len(per_x)} lists of values for {len(x)} x positions")
+        for v in per_x:
+            if len(v) < 2:
+                raise ValueError(f"series {name!r}: mean ± sd needs at least 2 values (seeds) per x, got {len(v)}")
+        offset = (k - (len(series) - 1) / 2) * 0.04 * (max(x) - min(x) if len(x) > 1 else 1.0)
+        ax.errorbar(
+            [xi + offset for xi in x],
+            [float(np.mean(v)) for v in per_x],
+            yerr=[float(np.std(v, ddof=1)) for v in per_x],
+            fmt="o-",
+            capsize=3,
+            label=name,
+        )
+    if hline is not None:
+        ax.axhline(hline[0], color="#888", ls=":", lw=1)
+        ax.text(max(x), hline[0], f" {hline[1]}", va="bottom", ha="right", fontsize=8, color="#555")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return fig

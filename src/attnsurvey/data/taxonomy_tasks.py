@@ -9,6 +9,10 @@ tell which one counts — and (b) use the query, since a model whose queries
 ignore ``G`` can find the two marked items but not which one is asked for
 (a ceiling of about 50% plus what the prototypes give away by chance).
 
+:func:`question_in_features` writes the question into the feature stream,
+``f'_l = f_l + mean(G)``, for a model without a query input (a self-attention
+model with a constant query, Eq. 33/34): the same information, entering elsewhere.
+
 Everything is made in code from a ``torch.Generator``; the marker and class
 directions come from a separate fixed seed, so train and test sets share them.
 """
@@ -65,3 +69,24 @@ def two_marker_task(
     G = noise * torch.randn(n_examples, 2, d, generator=generator)
     G[:, 0] += markers[k]
     return {"F": F, "G": G, "y": y, "pos": pos, "k": k}
+
+
+def question_in_features(task: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A copy of ``task`` whose feature vectors carry the question: ``F' = F + mean(G)``.
+
+    ``task`` holds ``F`` ``(B, n_f, d)`` and ``G`` ``(B, n_g, d)`` (and any other entries,
+    passed through unchanged). Returns a new dict with ``F'`` ``(B, n_f, d)`` where
+    ``f'_l = f_l + (1/n_g) sum_j g_j`` for every ``l``; ``G`` is kept so that a model that
+    reads it still can. Raises ``ValueError`` if ``F`` or ``G`` is missing or their batch
+    size or width ``d`` differ.
+    """
+    if "F" not in task or "G" not in task:
+        raise ValueError(f"task must hold F (B, n_f, d) and G (B, n_g, d), got keys {sorted(task)}")
+    F, G = task["F"], task["G"]
+    if F.dim() != 3 or G.dim() != 3 or F.shape[0] != G.shape[0] or F.shape[-1] != G.shape[-1]:
+        raise ValueError(
+            f"F (B, n_f, d) and G (B, n_g, d) must share B and d, got {tuple(F.shape)} and {tuple(G.shape)}"
+        )
+    out = dict(task)
+    out["F"] = F + G.mean(-2, keepdim=True)
+    return out

@@ -30,7 +30,9 @@ from ..general_model import OutputModel, keys_values
 from ..training import accuracy, train
 
 #: The aspect-sentiment models compared in §3.1.1.
-ASPECT_MODELS = ("target-only", "mean-contexts", "rotatory")
+ASPECT_MODELS = ("target-only", "mean-contexts", "mean-contexts-mlp", "rotatory")
+#: Hidden width of ``mean-contexts-mlp``: its parameter count is within 2% of one-hop ``rotatory``'s (d = 12).
+ASPECT_MLP_HIDDEN = 17
 #: The VQA models compared in §3.1.1: two baselines and the co-attention variants.
 VQA_VARIANTS = (
     "mean-pooling",
@@ -64,7 +66,10 @@ class DocumentClassifier(nn.Module):
 
     kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
     kind ``"flat"``: :func:`flat_attention` with a learned query over all
-    words. Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
+    words; kind ``"flat-context"``: the same flat attention over word vectors
+    that also carry their sentence, ``f_w + mean of f over the real words of
+    w's sentence`` (the sentence structure given as input, not as a hierarchy).
+    Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
     ``(..., n_S, n_w)`` (long) and word_mask boolean ``(..., n_S, n_w)``,
     ``True`` = a real word (may attend; default ``tokens != 0``) returns a
     :class:`DocumentOutput`.
@@ -75,8 +80,8 @@ class DocumentClassifier(nn.Module):
         self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None
     ) -> None:
         super().__init__()
-        if kind not in ("hierarchical", "flat"):
-            raise ValueError(f"kind must be 'hierarchical' or 'flat', got {kind!r}")
+        if kind not in ("hierarchical", "flat", "flat-context"):
+            raise ValueError(f"kind must be 'hierarchical', 'flat' or 'flat-context', got {kind!r}")
         d_k = d_e if d_k is None else d_k
         self.kind = kind
         self.embed = nn.Embedding(vocab_size, d_e, padding_idx=0)
@@ -96,6 +101,9 @@ class DocumentClassifier(nn.Module):
         if self.kind == "hierarchical":
             r = self.attention(F, word_mask)
             return DocumentOutput(self.out(r.c), r.a_chunk, r.a_word)
+        if self.kind == "flat-context":  # every word also carries the mean of its sentence's real words
+            m = word_mask.unsqueeze(-1).to(F.dtype)
+            F = F + (F * m).sum(-2, keepdim=True) / m.sum(-2, keepdim=True).clamp_min(1.0)
         K, V = keys_values(F, self.W_K.weight, self.W_V.weight)
         c, a = flat_attention(self.q, K, V, word_mask)
         return DocumentOutput(self.out(c), a.sum(-1), a)
@@ -106,24 +114,44 @@ class RepresentationClassifier(nn.Module):
 
     combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
     d_t, then a linear output model; ``"concat"``: a linear output model on the
-    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention).
-    ``forward(xs)`` returns ``(logits, a)`` where ``a`` ``(..., E)`` are the
-    representation weights (None for concat).
+    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention); ``"mlp"``:
+    the concatenation through one hidden layer of ``d_hidden`` ReLU units, then
+    the linear output model (a nonlinear baseline without attention; choose
+    ``d_hidden`` to match another model's parameter count).
+    ``forward(xs)`` with xs a list of ``E`` tensors ``(..., d_{e_i})`` returns
+    ``(logits (..., n_classes), a)`` where ``a`` ``(..., E)`` are the
+    representation weights (None for concat and mlp).
+    Raises ``ValueError`` for an unknown ``combine`` or ``"mlp"`` without a
+    positive ``d_hidden``.
     """
 
-    def __init__(self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention") -> None:
+    def __init__(
+        self, dims: Sequence[int], d_t: int, n_classes: int, combine: str = "attention", d_hidden: int | None = None
+    ) -> None:
         super().__init__()
+        if combine not in ("attention", "average", "concat", "mlp"):
+            raise ValueError(f"combine must be 'attention', 'average', 'concat' or 'mlp', got {combine!r}")
+        if combine == "mlp" and (d_hidden is None or d_hidden < 1):
+            raise ValueError(f"combine='mlp' needs a hidden width d_hidden >= 1, got {d_hidden}")
         self.combine = combine
+        self.meta: MetaEmbedding | None = None
+        self.hidden: nn.Linear | None = None
         if combine == "concat":
-            self.meta = None
             self.out = nn.Linear(sum(dims), n_classes)
+        elif combine == "mlp":
+            assert d_hidden is not None  # checked above
+            self.hidden = nn.Linear(sum(dims), d_hidden)
+            self.out = nn.Linear(d_hidden, n_classes)
         else:
             self.meta = MetaEmbedding(dims, d_t, combine)
             self.out = nn.Linear(d_t, n_classes)
 
     def forward(self, xs: Sequence[Tensor]) -> tuple[Tensor, Tensor | None]:
         if self.meta is None:
-            return self.out(torch.cat(list(xs), dim=-1)), None
+            x = torch.cat(list(xs), dim=-1)
+            if self.hidden is not None:
+                x = torch.relu(self.hidden(x))
+            return self.out(x), None
         r = self.meta(xs)
         return self.out(r.x_e), r.a
 
@@ -133,8 +161,11 @@ class AspectModel(nn.Module):
 
     ``kind="target-only"``: Eq. (17) alone (the mean target phrase) -> output.
     ``kind="mean-contexts"``: mean of left, target and right (no attention) -> output.
+    ``kind="mean-contexts-mlp"``: the same three means through one hidden layer of
+    :data:`ASPECT_MLP_HIDDEN` ReLU units -> output (a nonlinear baseline of rotatory's size).
     ``kind="rotatory"``: rotatory attention with ``hops`` rotations -> Eq. (20) -> output.
     ``forward(data)`` returns ``(logits (n, 2), output of the attention or None)``.
+    Raises ``ValueError`` for an unknown kind.
     """
 
     def __init__(self, kind: str = "rotatory", d: int = 12, hops: int = 1) -> None:
@@ -143,9 +174,13 @@ class AspectModel(nn.Module):
             raise ValueError(f"unknown kind {kind!r}; choose one of {ASPECT_MODELS}")
         self.kind = kind
         self.embed = nn.Embedding(len(ASPECT_VOCAB), d)
+        self.hidden: nn.Linear | None = None
         if kind == "rotatory":
             self.rot = RotatoryAttention(d_t=d, d_c=d, hops=hops)
             out = self.rot.out_dim
+        elif kind == "mean-contexts-mlp":
+            self.hidden = nn.Linear(3 * d, ASPECT_MLP_HIDDEN)
+            out = ASPECT_MLP_HIDDEN
         else:
             out = d if kind == "target-only" else 3 * d
         self.output = OutputModel(out, len(LABELS))
@@ -154,9 +189,12 @@ class AspectModel(nn.Module):
         F_t, F_l, F_r = self.embed(data.target), self.embed(data.left), self.embed(data.right)
         if self.kind == "target-only":
             return self.output.logits(target_pooling(F_t, data.mask_t)), None
-        if self.kind == "mean-contexts":
+        if self.kind in ("mean-contexts", "mean-contexts-mlp"):
             parts = [target_pooling(F, m) for F, m in ((F_l, data.mask_l), (F_t, data.mask_t), (F_r, data.mask_r))]
-            return self.output.logits(torch.cat(parts, -1)), None
+            x = torch.cat(parts, -1)
+            if self.hidden is not None:
+                x = torch.relu(self.hidden(x))
+            return self.output.logits(x), None
         out = self.rot(F_t, F_l, F_r, data.mask_t, data.mask_l, data.mask_r)
         return self.output.logits(out.r), out
 

@@ -1,7 +1,8 @@
 """Training and evaluation loops of the general attention model chapter (§2).
 
 The match-the-query task of :mod:`attnsurvey.data.sets`, trained on
-:class:`attnsurvey.general_model.TaskModel`.
+:class:`attnsurvey.general_model.TaskModel`, and :class:`FlatMLP`, the baseline
+without attention that sees the same inputs.
 """
 
 from __future__ import annotations
@@ -14,11 +15,49 @@ from torch import Tensor, nn
 
 from ..data.sets import match_query_batch
 from ..general_model import TaskModel
+from ..masking import check_boolean
 from ..training import History, accuracy, train
 
 
+class FlatMLP(nn.Module):
+    """A baseline without attention: one hidden ReLU layer on everything the task model sees.
+
+    Input: the query ``q`` ``(B, d_u)``, the feature vectors ``F`` ``(B, n, d_f)`` with
+    masked items set to zero, and the mask itself, concatenated into one vector of size
+    ``d_u + n (d_f + 1)``; then ``Linear -> ReLU -> Linear`` to ``n_classes`` logits.
+    It can in principle compute any answer from these inputs, so it tests whether the
+    attention's structure (one score per item, the weighted average) helps at equal size.
+    ``forward(F, q, mask)`` (mask boolean ``(B, n)``, ``True`` = may attend, default all)
+    returns ``(logits (B, n_classes), None)``: there are no weights. Raises ``ValueError``
+    if ``F`` does not hold ``n`` items of width ``d_f`` or a size is below 1.
+    """
+
+    def __init__(self, d_f: int, d_u: int, n_items: int, n_classes: int, d_hidden: int) -> None:
+        super().__init__()
+        if min(d_f, d_u, n_items, n_classes, d_hidden) < 1:
+            raise ValueError(f"sizes must be >= 1, got d_f={d_f}, d_u={d_u}, n={n_items}, C={n_classes}, {d_hidden=}")
+        self.n, self.d_f = n_items, d_f
+        self.hidden = nn.Linear(d_u + n_items * (d_f + 1), d_hidden)
+        self.out = nn.Linear(d_hidden, n_classes)
+
+    def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, None]:
+        if F.dim() != 3 or F.shape[1:] != (self.n, self.d_f):
+            raise ValueError(f"F must have shape (B, n={self.n}, d_f={self.d_f}), got {tuple(F.shape)}")
+        if mask is None:
+            mask = torch.ones(F.shape[:2], dtype=torch.bool)
+        check_boolean(mask, "mask", "True = may attend")
+        F = torch.where(mask[..., None], F, torch.zeros((), dtype=F.dtype))
+        x = torch.cat([q, F.flatten(1), mask.to(F.dtype)], dim=-1)
+        return self.out(torch.relu(self.hidden(x))), None
+
+
 def fit_match_query(
-    model: TaskModel, steps: int, generator: torch.Generator, batch_size: int = 64, lr: float = 1e-2, **task: Any
+    model: TaskModel | FlatMLP,
+    steps: int,
+    generator: torch.Generator,
+    batch_size: int = 64,
+    lr: float = 1e-2,
+    **task: Any,
 ) -> History:
     """Train ``model`` on fresh batches of :func:`match_query_batch` (``task`` = its keyword arguments)."""
 
@@ -27,7 +66,7 @@ def fit_match_query(
             b = match_query_batch(batch_size, generator=generator, **task)
             yield b.flat_F(), b.q, b.mask, b.y
 
-    def loss_fn(m: TaskModel, batch: tuple[Tensor, ...]) -> Tensor:
+    def loss_fn(m: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         F, q, mask, y = batch
         return nn.functional.cross_entropy(m(F, q, mask)[0], y)
 
@@ -35,8 +74,14 @@ def fit_match_query(
 
 
 @torch.no_grad()
-def evaluate_match_query(model: TaskModel, n: int, generator: torch.Generator, **task: Any) -> dict[str, float]:
-    """Label accuracy, and how often the largest weight falls on the matching item."""
+def evaluate_match_query(
+    model: TaskModel | FlatMLP, n: int, generator: torch.Generator, **task: Any
+) -> dict[str, float]:
+    """Label accuracy, and how often the largest weight falls on the matching item
+    (``hit``, only for a model with weights)."""
     b = match_query_batch(n, generator=generator, **task)
     logits, a = model(b.flat_F(), b.q, b.mask)
-    return {"accuracy": accuracy(logits, b.y), "hit": float((a.argmax(-1) == b.target).float().mean())}
+    out = {"accuracy": accuracy(logits, b.y)}
+    if a is not None:
+        out["hit"] = float((a.argmax(-1) == b.target).float().mean())
+    return out
