@@ -14,6 +14,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+import re
 from pathlib import Path
 
 import yaml
@@ -48,6 +49,24 @@ def inline_nodes(text: str) -> list[nodes.Node]:
         if not piece:
             continue
         out.append(nodes.math(piece, piece) if i % 2 else nodes.Text(piece))
+    return out
+
+
+_RST_CODE = re.compile(r"``([^`]+)``|:[a-z]+:`~?([^`]+)`|`([^`]+)`")
+
+
+def rst_inline_code(text: str) -> list[nodes.Node]:
+    """A docstring's text as docutils nodes, its ````code````, ```code``` and ``:role:`target``` as inline code."""
+    out: list[nodes.Node] = []
+    pos = 0
+    for m in _RST_CODE.finditer(text):
+        if m.start() > pos:
+            out.append(nodes.Text(text[pos : m.start()]))
+        code = next(g for g in m.groups() if g is not None)
+        out.append(nodes.literal(code, code))
+        pos = m.end()
+    if pos < len(text):
+        out.append(nodes.Text(text[pos:]))
     return out
 
 
@@ -151,7 +170,7 @@ class ApiReference(SphinxDirective):
             section += nodes.title(text=modname)
             doc = inspect.getdoc(module)
             if doc:
-                section += nodes.paragraph(text=doc.split("\n\n")[0])
+                section += nodes.paragraph("", "", *rst_inline_code(doc.split("\n\n")[0]))
             for name, obj in members:
                 try:
                     sig = str(inspect.signature(obj))
