@@ -377,7 +377,7 @@ def for_chapter(chapter: str) -> list[dict[str, Any]]:
 
 
 #: The share of the width (percent) of the columns item, what, implemented by, tested by.
-CATALOG_WIDTHS = (14, 36, 25, 25)
+CATALOG_WIDTHS = (17, 33, 25, 25)
 
 
 def display_title(entry: dict[str, Any]) -> str:
