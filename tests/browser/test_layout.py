@@ -145,3 +145,29 @@ def test_raw_markdown_patterns_find_what_they_should():
     ]
     assert len(raw_markdown(raw)) >= len(raw)
     assert not raw_markdown(["Costs 5 dollars; a | b is a pipe; 2 * 3 * 4; it's fine", "a — b"])
+
+
+_FIXTURE = """<!doctype html><html><body style="margin:0">
+<article class="bd-article">
+<p>| item | what |</p><p>rendered <code>`code`</code> and <strong>bold</strong></p>
+<div id="cut"><mjx-container display="true" style="display:block; width:2000px">wide</mjx-container></div>
+<div id="boxed" style="overflow-x:auto; max-width:100%">
+  <mjx-container display="true" style="display:block; width:2000px">wide</mjx-container></div>
+<mjx-container display="true" style="display:block; width:100px">narrow</mjx-container>
+</article></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_checks_fail_a_page_that_scrolls_or_cuts_an_equation(browser):
+    """On a fixture page: the raw table row is found (the code inside <code> is not), the page
+    scrolls sideways, and only the wide equation outside a scrolling box is reported as cut off."""
+    page = browser.new_page()
+    try:
+        page.set_viewport_size({"width": 390, "height": 600})
+        page.set_content(_FIXTURE)
+        assert raw_markdown(page.evaluate(_JS_PROSE)) == ["a Markdown table row: '| item | what |'"]
+        assert page.evaluate("() => document.documentElement.scrollWidth") > 391
+        cut = page.evaluate(_JS_CUT_EQUATIONS)
+        assert len(cut) == 1 and cut[0].startswith("equation 0 ")
+    finally:
+        page.close()
