@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -76,11 +77,19 @@ def test_every_bibliography_entry_is_cited():
     assert not keys - cited, f"in references.bib but cited nowhere: {sorted(keys - cited)}"
 
 
-def test_glossary_terms_are_separated_and_unique():
+def test_glossary_terms_are_separated_unique_and_alphabetical_under_their_letter():
     text = (ROOT / "book" / "glossary.md").read_text()
-    block = text.split("```{glossary}", 1)[1].split("```", 1)[0].strip("\n").split("\n")
-    terms = [line for line in block if line and not line.startswith(" ")]
-    assert len(terms) == len(set(terms)), "a glossary term is defined twice"
-    for i, line in enumerate(block):
-        if line and not line.startswith(" ") and i > 0:
-            assert block[i - 1] == "", f"glossary term {line!r} must follow a blank line"
+    sections = re.findall(r"^## (\S+)\n\n```\{glossary\}\n(.*?)\n```", text, flags=re.M | re.S)
+    assert sections and len(sections) == text.count("```{glossary}"), "each glossary block sits under a letter heading"
+    all_terms: list[str] = []
+    for letter, body in sections:
+        block = body.split("\n")
+        terms = [line for line in block if line and not line.startswith(" ")]
+        for i, line in enumerate(block):
+            if line and not line.startswith(" ") and i > 0:
+                assert block[i - 1] == "", f"glossary term {line!r} must follow a blank line"
+        assert all(t[0].upper() == letter for t in terms), f"a term under {letter} starts with another letter: {terms}"
+        all_terms += terms
+    keys = [re.sub(r"[^a-z0-9 ]", "", t.lower()) for t in all_terms]
+    assert keys == sorted(keys), "glossary terms are not in alphabetical order"
+    assert len(all_terms) == len(set(all_terms)), "a glossary term is defined twice"

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .display_table import Table, table
+
 FIELDS = ("id", "title", "chapter", "implemented_by", "tested_by")
 
 TABLE2_IDS = [
@@ -67,6 +69,122 @@ TABLE2_IDS = [
 ]
 #: Every survey item the book promises to cover, in survey order.
 EXPECTED_IDS = [f"eq{i}" for i in range(1, 47)] + TABLE2_IDS + [f"table3:row{i:02d}" for i in range(1, 18)]
+
+#: The titles that state an equation, with the equation in LaTeX between ``$...$``
+#: (the survey's symbols, as the chapters display them). The book's tables show
+#: these; ``entries()`` and ``--json`` keep the plain titles. Ids not listed
+#: here are shown with their plain title.
+MATH_TITLES: dict[str, str] = {
+    "eq1": r"Keys and values from the feature matrix, $\boldsymbol K = \boldsymbol W_K \boldsymbol F$, "
+    r"$\boldsymbol V = \boldsymbol W_V \boldsymbol F$",
+    "eq2": r"Attention score per key, $e_l = \operatorname{score}(\boldsymbol q, \boldsymbol k_l)$",
+    "eq3": r"Alignment of the scores into weights, $a_l = \operatorname{align}(e_l; \boldsymbol e)$ (softmax)",
+    "eq4": r"Context vector as the weighted average of values, $\boldsymbol c = \sum_{l=1}^{n_f} a_l \boldsymbol v_l$",
+    "eq5": r"Output model $\hat{\boldsymbol y} = \operatorname{softmax}(\boldsymbol W_c \boldsymbol c + \boldsymbol b_c)$",
+    "eq6": r"General additive score "
+    r"$\boldsymbol w^T \operatorname{act}(\boldsymbol W_1 \boldsymbol q + \boldsymbol W_2 \boldsymbol k_l + \boldsymbol b)$, "
+    "the score of alternating co-attention",
+    "eq7": r"Query-less additive score "
+    r"$e^{(0)}_l = \boldsymbol w^{(1)T} \operatorname{act}(\boldsymbol W^{(1)} \boldsymbol k^{(1)}_l + \boldsymbol b^{(1)})$",
+    "eq8": r"Alternating co-attention, step 2: $\boldsymbol c^{(0)}$ queries the second feature set",
+    "eq9": r"Alternating co-attention, step 3: $\boldsymbol c^{(2)}$ queries the first feature set again",
+    "eq12": r"Bilinear affinity matrix "
+    r"$\boldsymbol A = \operatorname{act}(\boldsymbol K^{(1)T} \boldsymbol W_A \boldsymbol K^{(2)})$",
+    "eq13": r"Concatenation affinity $A_{i,j} = \boldsymbol w_A^T \operatorname{concat}(\boldsymbol k^{(1)}_i, "
+    r"\boldsymbol k^{(2)}_j, \boldsymbol k^{(1)}_i \circ \boldsymbol k^{(2)}_j)$",
+    "eq14": r"Parallel co-attention scores of set 1, $\boldsymbol e^{(1)} = \boldsymbol w_1 "
+    r"\operatorname{act}(\boldsymbol W_2 \boldsymbol K^{(2)} \boldsymbol A^T + \boldsymbol W_1 \boldsymbol K^{(1)})$",
+    "eq15": r"Parallel co-attention scores of set 2, $\boldsymbol e^{(2)} = \boldsymbol w_2 "
+    r"\operatorname{act}(\boldsymbol W_1 \boldsymbol K^{(1)} \boldsymbol A + \boldsymbol W_2 \boldsymbol K^{(2)})$",
+    "eq16": r"Max-pooled affinity scores $e^{(1)}_i = \max_j A_{i,j}$, $e^{(2)}_j = \max_i A_{i,j}$",
+    "eq17": r"Mean-pooled target phrase $\boldsymbol r^t$ (rotatory attention)",
+    "eq18": r"Target-to-context scores $e^l_i = \operatorname{score}(\boldsymbol r^t, \boldsymbol k^l_i)$, "
+    r"giving $\boldsymbol r^l$ and $\boldsymbol r^r$",
+    "eq19": r"Context-to-target scores $e^{l_t}_i = \operatorname{score}(\boldsymbol r^l, \boldsymbol k^t_i)$, "
+    r"giving $\boldsymbol r^{l_t}$ and $\boldsymbol r^{r_t}$",
+    "eq20": r"Final representation "
+    r"$\boldsymbol r = \operatorname{concat}(\boldsymbol r^l, \boldsymbol r^r, \boldsymbol r^{l_t}, \boldsymbol r^{r_t})$",
+    "eq21": r"Size-normalised representations "
+    r"$\boldsymbol x^{(t_i)} = \boldsymbol W_{e_i} \boldsymbol x^{(e_i)} + \boldsymbol b_{e_i}$",
+    "eq22": r"Meta-embedding as attention-weighted sum $\boldsymbol x^{(e)} = \sum_{i=1}^{E} a_i \boldsymbol x^{(t_i)}$ "
+    "(self-attention scores)",
+    "eq23": r"Attention score of one key, $e_l = \operatorname{score}(\boldsymbol q, \boldsymbol k_l)$, "
+    "for all queries and keys at once",
+    "eq24": r"Context vector as the weighted sum of value vectors, $\boldsymbol c = \sum_{l=1}^{n_f} a_l \boldsymbol v_l$",
+    "eq25": r"Soft / global alignment, $a_l = \exp(e_l) / \sum_{j=1}^{n_f} \exp(e_j)$",
+    "eq26": r"Hard alignment $\boldsymbol c = \boldsymbol v_m$, $m$ the arg-max or drawn from "
+    r"$\operatorname{Multinomial}(a_1, \dots, a_{n_f})$",
+    "eq27": r"Local alignment: softmax restricted to the window $[p - D, p + D]$",
+    "eq28": r"Predictive position "
+    r"$p = S \cdot \operatorname{sigmoid}(\boldsymbol w_p^T \tanh(\boldsymbol W_p \boldsymbol q))$",
+    "eq29": r"Gaussian emphasis around $p$, $\exp(-(l - p)^2 / (2 \sigma^2))$, $\sigma = D/2$ (not renormalised)",
+    "eq30": r"Multi-dimensional context, $\boldsymbol c = \sum_{l=1}^{n_f} \boldsymbol a_l \circ \boldsymbol v_l$ "
+    "(element-wise weights)",
+    "eq31": r"Multi-dimensional score vector, $\boldsymbol e_l = \boldsymbol W_d^T "
+    r"\operatorname{act}(\boldsymbol W_1 \boldsymbol q + \boldsymbol W_2 \boldsymbol k_l + \boldsymbol b)$",
+    "eq33": r"Self-attention score without a query, "
+    r"$\boldsymbol w^T \operatorname{act}(\boldsymbol W \boldsymbol k_l + \boldsymbol b)$",
+    "eq34": r"Self-attention with a learned query vector, $\boldsymbol q^T \boldsymbol k_l$",
+    "eq35": r"Queries from the feature vectors, $\boldsymbol Q = \boldsymbol W_Q \boldsymbol F$",
+    "eq36": r"Feature update by replacement, $\boldsymbol f^{(\text{new})} = \boldsymbol c$",
+    "eq37": r"Feature update by residual and normalisation, "
+    r"$\boldsymbol f^{(\text{new})} = \operatorname{Normalize}(\boldsymbol f^{(\text{old})} + \boldsymbol c)$",
+    "eq38": r"Per-head projections of query, keys and values, $\boldsymbol q^{(j)} = \boldsymbol W_q^{(j)} \boldsymbol q$, "
+    r"$\boldsymbol K^{(j)} = \boldsymbol W_K^{(j)} \boldsymbol F$, $\boldsymbol V^{(j)} = \boldsymbol W_V^{(j)} \boldsymbol F$",
+    "eq39": r"One context vector per head, $\boldsymbol c^{(j)} = \sum_{l=1}^{n_f} a_l^{(j)} \boldsymbol v_l^{(j)}$",
+    "eq40": r"Concatenate the head contexts and mix, "
+    r"$\boldsymbol c = \boldsymbol W_O \operatorname{concat}(\boldsymbol c^{(1)}, \dots, \boldsymbol c^{(d)})$",
+    "eq41": r"Multi-hop query update "
+    r"$\boldsymbol q^{(s+1)} = \operatorname{transform}(\boldsymbol q^{(s)}, \boldsymbol c^{(s)})$",
+    "eq42": r"Hop score on the concatenated query and context, "
+    r"$\operatorname{score}(\operatorname{concat}(\boldsymbol q^{(s+1)}, \boldsymbol c^{(s)}), \boldsymbol k_l)$",
+    "eq43": r"Capsule attention score with a per-class learned query, $e_{c,l} = \boldsymbol q_c^T \boldsymbol k_l$",
+    "eq44": r"Capsule probability module, $p_c = \operatorname{sigmoid}(\boldsymbol w_c^T \boldsymbol c_c + b_c)$",
+    "eq45": r"Capsule reconstruction module, $\boldsymbol r_c = p_c \boldsymbol c_c$",
+    "table2:additive": r"Additive score "
+    r"$\boldsymbol w^T \operatorname{act}(\boldsymbol W_1 \boldsymbol q + \boldsymbol W_2 \boldsymbol k_l + \boldsymbol b)$",
+    "table2:multiplicative": r"Multiplicative score $\boldsymbol q^T \boldsymbol k_l$",
+    "table2:scaled-multiplicative": r"Scaled multiplicative score $\boldsymbol q^T \boldsymbol k_l / \sqrt{d_k}$",
+    "table2:general": r"General score $\boldsymbol k_l^T \boldsymbol W \boldsymbol q$",
+    "table2:biased-general": r"Biased general score $\boldsymbol k_l^T (\boldsymbol W \boldsymbol q + \boldsymbol b)$",
+    "table2:activated-general": r"Activated general score "
+    r"$\operatorname{act}(\boldsymbol k_l^T \boldsymbol W \boldsymbol q + b)$",
+    "extra:bilinear-score": r"Bilinear score $\boldsymbol q^T \boldsymbol W \boldsymbol k_l$: nndl eq. 8.5's "
+    r"$\boldsymbol x^T \boldsymbol W \boldsymbol q$ (the general score) written query-first, $\boldsymbol W$ transposed",
+    "extra:concat-score": r"Concat score $\boldsymbol v^T \tanh(\boldsymbol W [\boldsymbol q; \boldsymbol k_l])$ "
+    r"(Luong et al.; NLP review eq. 1) = additive with $\boldsymbol W = [\boldsymbol W_1, \boldsymbol W_2]$, "
+    r"$\boldsymbol b = \boldsymbol 0$",
+    "extra:scaling-variance": r"$\operatorname{Var}(\boldsymbol q^T \boldsymbol k) = d_k$ for unit-variance entries; "
+    r"softmax saturation and vanishing gradients without $1/\sqrt{d_k}$",
+    "extra:linformer": r"Linformer: keys and values projected to length $k$, "
+    r"$\operatorname{softmax}(\boldsymbol Q (\boldsymbol E \boldsymbol K)^T / \sqrt{d_k}) (\boldsymbol F \boldsymbol V)$",
+    "extra:memory-network-hops": r"End-to-end memory network hops, "
+    r"$\boldsymbol q_{s+1} = \boldsymbol q_s + \boldsymbol c_s$ (article 4.3)",
+    "extra:multihead-matrix-form": r"Review eq. 10-11: $\mathrm{head}_i = \operatorname{Attention}(\boldsymbol Q "
+    r"\boldsymbol W_i^Q, \boldsymbol K \boldsymbol W_i^K, \boldsymbol V \boldsymbol W_i^V)$, "
+    r"$\operatorname{MultiHead} = \operatorname{Concat}(\mathrm{heads}) \boldsymbol W^O$",
+    "extra:structured-self-attention": r"Structured self-attentive sentence embedding "
+    r"$\boldsymbol A = \operatorname{softmax}(\boldsymbol W_{s2} \tanh(\boldsymbol W_{s1} \boldsymbol H^T))$, "
+    r"$\boldsymbol M = \boldsymbol A \boldsymbol H$, penalty "
+    r"$\lVert \boldsymbol A \boldsymbol A^T - \boldsymbol I \rVert_F^2$ (review eq. 12)",
+    "extra:reversible-layers": r"Reversible residual layers: $\boldsymbol y_1 = \boldsymbol x_1 + F(\boldsymbol x_2)$, "
+    r"$\boldsymbol y_2 = \boldsymbol x_2 + G(\boldsymbol y_1)$, inverted in the backward pass",
+    "extra:local-window-attention": r"Local (sliding-window) self-attention, $|i - j| \le w$, in $O(n w)$ memory",
+    "extra:wer": r"Word error rate $(S + D + I) / N$ from a Levenshtein alignment",
+    "extra:key-value-vs-plain": r"Key-value attention vs plain attention "
+    r"($\boldsymbol K = \boldsymbol V = \boldsymbol F$)",
+    "extra:bahdanau-decoder": r"Bahdanau decoder: previous state as query, additive score over encoder states "
+    r"($\boldsymbol K = \boldsymbol V = \boldsymbol H$)",
+    "extra:attention-as-expectation": r"Attention as the expectation of a selection variable "
+    r"$z \sim p(z \mid \boldsymbol X, \boldsymbol q)$ (nndl 8.2, Eq. 8.1 and 8.7)",
+    "extra:gaussian-local-bias": r"Learnable Gaussian local bias added to the scores, "
+    r"$\operatorname{softmax}(e_{ij} + G_{ij})$ (review eq. 16; Yang et al. 2018)",
+    "extra:attention-via-attention": r"Attention-via-attention: word-level context, then character attention with "
+    r"$[\boldsymbol q; \boldsymbol c^{(w)}]$ (Fig. 7)",
+    "extra:supervised-attention": r"Supervised attention: task loss + $\lambda$ * alignment loss against gold alignments",
+    "extra:pre-post-norm": r"Residual + normalisation: post-norm $\operatorname{LayerNorm}(\boldsymbol x + f(\boldsymbol x))$ "
+    r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
+}
 
 #: Where the tests live when the package is used from a checkout (``src/`` layout).
 TESTS_DIR = Path(__file__).resolve().parents[2] / "tests"
@@ -258,33 +376,49 @@ def for_chapter(chapter: str) -> list[dict[str, Any]]:
     return [e for e in entries() if e["chapter"] == chapter]
 
 
-def _markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| item | what | implemented by | tested by |", "| --- | --- | --- | --- |"]
-    for e in rows:
-        impl = "<br>".join(f"`{p}`" for p in e["implemented_by"])
-        tests = "<br>".join(f"`{t}`" for t in e["tested_by"])
-        lines.append(f"| {e['id']} | {e['title']} | {impl} | {tests} |")
-    return "\n".join(lines)
+#: The share of the width (percent) of the columns item, what, implemented by, tested by.
+CATALOG_WIDTHS = (17, 33, 25, 25)
 
 
-def chapter_table(chapter: str) -> Any:
-    """Display the "where is this implemented" table of one chapter (for notebooks).
+def display_title(entry: dict[str, Any]) -> str:
+    """The title of a catalog entry for the book's tables: its ``MATH_TITLES`` form (LaTeX between ``$...$``) or its plain title."""
+    return MATH_TITLES.get(entry["id"], entry["title"])
 
-    Returns an ``IPython.display.Markdown``; raises ``ValueError`` for a chapter without entries.
+
+def _table(rows: list[dict[str, Any]]) -> Table:
+    header = ("item", "what", "implemented by", "tested by")
+    cells = [
+        (
+            e["id"],
+            display_title(e),
+            "\n".join(f"`{p}`" for p in e["implemented_by"]),
+            "\n".join(f"`{t}`" for t in e["tested_by"]),
+        )
+        for e in rows
+    ]
+    plain = [(e["id"], e["title"], "\n".join(e["implemented_by"]), "\n".join(e["tested_by"])) for e in rows]
+    return table(header, cells, plain, widths=CATALOG_WIDTHS)
+
+
+def chapter_table(chapter: str) -> Table:
+    """The "where is this implemented" table of one chapter (for notebooks).
+
+    One row per catalog entry of ``chapter`` (a notebook path such as
+    ``chapters/ch02_general_attention_model.ipynb``): item, title (equations
+    typeset), implementing objects, tests. Returns a
+    :class:`attnsurvey.display_table.Table`, shown as an HTML table in the book
+    and in Jupyter and as one text record per item elsewhere. Raises
+    ``ValueError`` for a chapter without entries.
     """
-    from IPython.display import Markdown
-
     rows = for_chapter(chapter)
     if not rows:
         raise ValueError(f"no catalog entries for chapter {chapter!r}")
-    return Markdown(_markdown_table(rows))
+    return _table(rows)
 
 
-def full_table() -> Any:
-    """Display the whole catalog as a Markdown table (an ``IPython.display.Markdown``, for the appendix)."""
-    from IPython.display import Markdown
-
-    return Markdown(_markdown_table(entries()))
+def full_table() -> Table:
+    """The whole catalog as one table (a :class:`attnsurvey.display_table.Table`, like :func:`chapter_table`)."""
+    return _table(entries())
 
 
 def summary() -> str:

@@ -29,6 +29,7 @@ with ``torch.utils.flop_counter``).
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -41,6 +42,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, NullFormatter
 from torch import nn
 
+from attnsurvey.display_table import Table, table
 from attnsurvey.plotting import draw_arrow, draw_box
 
 ATTENTION_COLOR = "#f6d5a8"
@@ -432,6 +434,27 @@ def complexity_markdown(rows: list[Cost] = COMPLEXITY) -> str:
     return "\n".join(lines)
 
 
+def _tex(cost: str) -> str:
+    """A cost such as ``O(n log n + n m d)`` as LaTeX (``\\log``); the rest is already TeX."""
+    return re.sub(r"\blog\b", r"\\log", cost)
+
+
+def _symbols(mechanism: str) -> str:
+    """The size symbols of a mechanism's name (``h heads``, ``half-width w``, ``memory n_m``) as inline math."""
+    return re.sub(r"(?<= )(h|w|k|m|r|n_m)(?= heads|$)", r"$\1$", mechanism)
+
+
+def complexity_table(rows: list[Cost] = COMPLEXITY) -> Table:
+    """The complexity table for notebooks: an HTML table with typeset costs, and plain text (see ``display_table``)."""
+    header = ("mechanism", "time", "memory", "implemented by")
+    cells = [
+        (_symbols(r.mechanism), f"${_tex(r.time)}$", f"${_tex(r.memory)}$", f"`attnsurvey.{r.implemented_by}`")
+        for r in rows
+    ]
+    plain = [(r.mechanism, r.time, r.memory, f"attnsurvey.{r.implemented_by}") for r in rows]
+    return table(header, cells, plain, widths=(28, 20, 17, 35))
+
+
 def cost_curves_figure(results: dict) -> Figure:
     """Measured time and memory against n, per method, from ``benchmarks/attention_cost.py``'s JSON.
 
@@ -577,6 +600,7 @@ __all__ = [
     "box_labels",
     "Branches",
     "complexity_markdown",
+    "complexity_table",
     "cost_curves_figure",
     "diagram_edges",
     "encoder_decoder_figure",
