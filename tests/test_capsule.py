@@ -171,3 +171,35 @@ def test_capsule_classifier_learns_and_attends_to_its_words():
     rows = torch.arange(len(d))
     a_true = out.a[rows, d.labels]
     assert float((a_true * (d.polarity >= 0)).sum(-1).mean()) > 0.5
+
+
+def test_mixed_reviews_majority_gives_the_label():
+    from attnsurvey.data.sentiment import NEGATIVE, NEUTRAL, POSITIVE, mixed_reviews
+
+    d = mixed_reviews(300, length=12, generator=torch.Generator().manual_seed(1))
+    assert d.tokens.shape == d.polarity.shape == (300, 12) and d.labels.shape == (300,)
+    seen_majorities = set()
+    for i in range(300):
+        words, pols = d.decode(i), d.polarity[i].tolist()
+        for w, pol in zip(words, pols):  # every word is of the kind its polarity says
+            assert w in (NEGATIVE, POSITIVE, NEUTRAL)[pol]
+        own, other = pols.count(int(d.labels[i])), pols.count(1 - int(d.labels[i]))
+        assert own - other == 1 and own in (2, 3)  # one more word of the label's polarity
+        seen_majorities.add(own)
+    assert seen_majorities == {2, 3}
+    with pytest.raises(ValueError, match="length >= 6"):
+        mixed_reviews(2, length=5)
+
+
+def test_uniform_capsules_average_the_embeddings_and_keep_their_queries():
+    model = CapsuleClassifier(10, 4, 2, attend=False)
+    tokens = torch.tensor([[1, 2, 3, 0], [4, 4, 5, 6]])
+    out, F, mask = model(tokens)
+    want = torch.full((2, 2, 4), 0.0)
+    want[0, :, :3] = 1 / 3
+    want[1] = 1 / 4
+    torch.testing.assert_close(out.a, want)  # uniform over the real tokens, padding excluded
+    torch.testing.assert_close(out.c[:, 0], (F * mask[..., None]).sum(1) / mask.sum(1, keepdim=True))
+    model.loss(tokens, torch.tensor([0, 1])).backward()
+    assert model.capsules.Q_caps.grad is None and not model.capsules.Q_caps.requires_grad
+    assert model.capsules.W_p.grad is not None

@@ -489,3 +489,20 @@ def test_key_lookup_data_is_consistent():
         assert int(F[i, m, 3:].argmax()) == int(y[i])
     with pytest.raises(ValueError, match="n_f must be >= 1"):
         key_lookup(2, n_f=0)
+
+
+def test_magnitude_lookup_answer_by_brute_force():
+    from attnsurvey.data.lookup import magnitude_lookup
+
+    x_q, F, y = magnitude_lookup(200, n_f=6, d_key=3, n_classes=4, generator=torch.Generator().manual_seed(2))
+    assert x_q.shape == (200, 1) and F.shape == (200, 6, 7) and y.shape == (200,)
+    for i in range(200):
+        gaps = [abs(abs(float(F[i, l, 0])) - float(x_q[i, 0])) for l in range(6)]
+        nearest = min(range(6), key=gaps.__getitem__)
+        assert int(F[i, nearest, 3:].argmax()) == int(y[i])
+    # noise 0: the query is the size of one item's first key entry, and that item answers
+    x0, F0, y0 = magnitude_lookup(50, n_f=5, noise=0.0, generator=torch.Generator().manual_seed(3))
+    hit = (F0[:, :, 0].abs() == x0).any(-1)
+    assert bool(hit.all())
+    with pytest.raises(ValueError, match="noise"):
+        magnitude_lookup(2, noise=-1.0)

@@ -93,6 +93,57 @@ def show(fig: Figure) -> None:
     display(Image(buf.getvalue()))
 
 
+def trend_plot(
+    x: Sequence[float],
+    series: dict[str, Sequence[Sequence[float]]],
+    ax: Axes | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    logx: bool = False,
+    hline: tuple[float, str] | None = None,
+) -> Figure:
+    """A trend with its spread: for every series, the mean over seeds as a line and mean ± sd as a band.
+
+    ``series`` maps a label to one row per x value, each row the values of the
+    seeds (the same seeds for every series, as ``stats.over_seeds`` gives them);
+    the sd is the sample standard deviation (``ddof=1``, as ``stats.mean_sd``).
+    ``hline`` draws a labelled dashed reference (chance, a computed baseline).
+    Draws into ``ax`` (or a new figure) and returns the figure. Raises
+    ``ValueError`` when a series has not one row per x value, or rows of
+    different lengths, or when ``ax`` belongs to a subfigure.
+    """
+    xs = np.asarray(x, dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.0, 3.2), constrained_layout=True)
+    fig = ax.get_figure()
+    if not isinstance(fig, Figure):
+        raise ValueError("ax must belong to a figure (not a subfigure)")
+    for label, rows in series.items():
+        if len(rows) != len(xs) or len({len(r) for r in rows}) != 1:
+            raise ValueError(
+                f"series {label!r} needs one row of seed values per x value ({len(xs)}), all of one length; "
+                f"got rows of lengths {[len(r) for r in rows]}"
+            )
+        v = np.asarray(rows, dtype=float)
+        mean = v.mean(1)
+        sd = v.std(1, ddof=1) if v.shape[1] > 1 else np.zeros_like(mean)
+        (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
+        ax.fill_between(xs, mean - sd, mean + sd, color=line.get_color(), alpha=0.2, lw=0)
+    if hline is not None:
+        ax.axhline(hline[0], color="grey", ls="--", lw=1, label=hline[1])
+    if logx:
+        ax.set_xscale("log", base=2)
+        ax.minorticks_off()
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])  # the measured x values, not the scale's round numbers
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    return fig
+
+
 #: Fill colours of the block diagrams: features, queries, attention, outputs, inputs.
 FEATURE_FILL, QUERY_FILL, ATTENTION_FILL, OUTPUT_FILL, IO_FILL = "#dbe9f6", "#fde0c5", "#f9d6d5", "#d5f0dc", "#eeeeee"
 

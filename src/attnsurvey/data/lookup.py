@@ -35,16 +35,55 @@ def key_lookup(
     targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
     or a negative ``noise``.
     """
+    keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
+    rows = torch.arange(n)
+    x_q = keys[rows, target] + noise * torch.randn(n, d_key, generator=generator)
+    return x_q, F, labels[rows, target]
+
+
+def _stored_items(
+    n: int, n_f: int, d_key: int, n_classes: int, noise: float, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Checked sizes, then random keys ``(n, n_f, d_key)``, labels ``(n, n_f)``, a target item ``(n,)`` and
+    the feature vectors ``F = [keys ; onehot(labels)]``, drawn in this order."""
     check_positive(n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
     keys = torch.randn(n, n_f, d_key, generator=generator)
     labels = torch.randint(n_classes, (n, n_f), generator=generator)
     target = torch.randint(n_f, (n,), generator=generator)
-    rows = torch.arange(n)
-    x_q = keys[rows, target] + noise * torch.randn(n, d_key, generator=generator)
     F = torch.cat([keys, torch.nn.functional.one_hot(labels, n_classes).float()], dim=-1)
-    return x_q, F, labels[rows, target]
+    return keys, labels, target, F
+
+
+def magnitude_lookup(
+    n: int,
+    n_f: int = 8,
+    d_key: int = 4,
+    n_classes: int = 4,
+    noise: float = 0.05,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Look-up by a nonlinear relevance: find the item whose key's first entry has the query's size.
+
+    Items are those of :func:`key_lookup` (``f_l = [k_l ; onehot(y_l)]``,
+    ``k_l ~ N(0, I_{d_key})``). The query input is one number,
+    ``x_q = |k_{m,1}| + noise * eps`` (so ``d_q = 1``, unlike ``d_key``), for a
+    random target item ``m``; the answer is the label of the item whose
+    ``|k_{l,1}|`` lies nearest to ``x_q``. For a fixed query this relevance peaks
+    at two values of ``k_{l,1}`` (``+x_q`` and ``-x_q``), which no score linear in
+    the key (the product forms) and no single distance in a linear projection
+    can express.
+
+    Returns ``x_q`` ``(n, 1)``, ``F`` ``(n, n_f, d_key + n_classes)`` and the
+    targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
+    or a negative ``noise``.
+    """
+    keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
+    rows = torch.arange(n)
+    x_q = keys[rows, target, 0].abs() + noise * torch.randn(n, generator=generator)
+    nearest = (keys[..., 0].abs() - x_q[:, None]).abs().argmin(-1)
+    return x_q[:, None], F, labels[rows, nearest]
 
 
 @catalogued("extra:multidimensional-task")

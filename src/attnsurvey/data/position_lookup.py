@@ -5,8 +5,9 @@ A sequence of ``n_f`` tokens, each one of ``n_classes`` symbols; feature vector
 query names a position ``t`` (``q = one_hot(t)``) and the label is the token at
 that position. The ideal alignment puts all its weight on ``l = t``; that
 ground truth is returned as ``t``, so how focused an alignment is can be
-measured exactly. Because the query is a position, the monotonic local
-alignment ``p = t`` is the oracle window centre.
+measured exactly. Centring a local window on ``t`` hands it the answer (an
+oracle centre); :func:`step_lookup_batch` adds a decoder step ``s`` near ``t``,
+the centre that monotonic local attention (``p_t = s``) can honestly use.
 """
 
 from __future__ import annotations
@@ -49,3 +50,30 @@ def lookup_batches(
     """Yield ``steps`` batches of :func:`lookup_batch` (for ``attnsurvey.training.train``)."""
     for _ in range(steps):
         yield lookup_batch(batch, n_f, n_classes, generator)
+
+
+def step_lookup_batch(
+    batch: int,
+    n_f: int,
+    n_classes: int,
+    max_shift: int,
+    generator: torch.Generator | None = None,
+    noise: float = 0.1,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The look-up task of :func:`lookup_batch` with a decoder step ``s`` near the target ``t``.
+
+    Everything of :func:`lookup_batch` (the query names ``t``, the label is the
+    token there), plus an output step ``s = clip(t - delta, 0, n_f - 1)`` with
+    ``delta`` uniform in ``{-max_shift, ..., max_shift}``: a decoder step whose
+    index is a guess of where to look (Luong et al.'s monotonic ``p_t = s``),
+    off by up to ``max_shift`` positions (``max_shift = 0`` makes ``s = t``).
+    Returns ``(F, q, s, t, y)``: F ``(batch, n_f, n_classes + n_f)``, q
+    ``(batch, n_f)``, s, t and y ``(batch,)``. Raises ``ValueError`` for sizes
+    below 1, a negative noise or ``max_shift`` outside ``[0, n_f - 1]``.
+    """
+    if not 0 <= max_shift <= n_f - 1:
+        raise ValueError(f"max_shift must lie in [0, n_f - 1] = [0, {n_f - 1}], got {max_shift}")
+    F, q, t, y = lookup_batch(batch, n_f, n_classes, generator, noise)
+    delta = torch.randint(-max_shift, max_shift + 1, (batch,), generator=generator)
+    s = (t - delta).clamp(0, n_f - 1)
+    return F, q, s, t, y

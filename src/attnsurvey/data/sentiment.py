@@ -85,13 +85,40 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
     if length < 5:
         raise ValueError(f"a review needs length >= 5 tokens, got length={length}")
     g = generator
-    vocab = sentiment_vocab()
-    base = {"neutral": 1, "negative": 1 + len(NEUTRAL), "positive": 1 + len(NEUTRAL) + len(NEGATIVE)}
     labels = torch.randint(2, (n,), generator=g)
     m = torch.randint(1, 4, (n,), generator=g)
     pol = torch.full((n, length), -1, dtype=torch.long)
     slot = torch.arange(length)
     pol = torch.where(slot < m[:, None], labels[:, None], pol)
+    return _shuffled_reviews(pol, labels, g)
+
+
+def mixed_reviews(n: int, length: int = 16, generator: torch.Generator | None = None) -> Reviews:
+    """Generate ``n`` reviews of ``length`` tokens with polar words of BOTH polarities; the majority gives the label.
+
+    Each review holds ``m`` words of its label's polarity (``m`` uniform in
+    {2, 3}), ``m - 1`` words of the other polarity and ``length - 2m + 1``
+    neutral filler words; positions are shuffled. Unlike
+    :func:`sentiment_reviews`, a review's polar words do not all point to its
+    label, so one can measure whether a class's capsule reads its own class's
+    words within the same review. Raises ``ValueError`` if ``length < 6``.
+    """
+    if length < 6:
+        raise ValueError(f"a mixed review needs length >= 6 tokens, got length={length}")
+    g = generator
+    labels = torch.randint(2, (n,), generator=g)
+    m = torch.randint(2, 4, (n,), generator=g)
+    slot = torch.arange(length)
+    pol = torch.full((n, length), -1, dtype=torch.long)
+    pol = torch.where(slot < m[:, None], labels[:, None], pol)
+    pol = torch.where((slot >= m[:, None]) & (slot < 2 * m[:, None] - 1), 1 - labels[:, None], pol)
+    return _shuffled_reviews(pol, labels, g)
+
+
+def _shuffled_reviews(pol: Tensor, labels: Tensor, g: torch.Generator | None) -> Reviews:
+    """Shuffle the polarity slots ``(n, L)`` of every review, then draw a word of each slot's kind."""
+    n, length = pol.shape
+    base = {"neutral": 1, "negative": 1 + len(NEUTRAL), "positive": 1 + len(NEUTRAL) + len(NEGATIVE)}
     order = torch.argsort(torch.rand(n, length, generator=g), dim=1)
     pol = torch.gather(pol, 1, order)
     word = torch.randint(len(NEGATIVE), (n, length), generator=g)
@@ -101,4 +128,4 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
         base["neutral"] + filler,
         torch.where(pol == 0, base["negative"] + word, base["positive"] + word),
     )
-    return Reviews(tokens, labels, pol, vocab)
+    return Reviews(tokens, labels, pol, sentiment_vocab())

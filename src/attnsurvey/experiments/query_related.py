@@ -60,12 +60,19 @@ class CapsuleClassifier(nn.Module):
 
     ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
     ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
+    With ``attend=False`` the capsule queries are fixed at zero, so every
+    capsule's weights are uniform over the real tokens (``c_c`` is the mean
+    embedding): the same model, loss and probability and reconstruction
+    modules without attention, a baseline that differs only in Eq. (43).
     """
 
-    def __init__(self, vocab_size: int, d: int, d_y: int) -> None:
+    def __init__(self, vocab_size: int, d: int, d_y: int, attend: bool = True) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
         self.capsules = CapsuleAttention(d, d_y)
+        if not attend:
+            self.capsules.Q_caps.data.zero_()
+            self.capsules.Q_caps.requires_grad_(False)
 
     def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
         mask = tokens != 0
