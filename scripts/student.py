@@ -16,7 +16,10 @@ stack that the book's environment does not carry):
   replaced whole. A solution region in a cell not marked as a solution is an
   error, as in nbgrader.
 * ClearHiddenTests: ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` regions
-  of test cells are removed.
+  of test cells are removed (delimiters included, and the blank lines the removal
+  leaves at the end of the cell); such a region outside a test cell is an error.
+  The autograder (``scripts/autograde.py``) restores the full test cell from the
+  released version, so the hidden tests run when a submission is graded.
 * ClearOutput: outputs and execution counts are cleared; stored widget state is
   dropped.
 * LockCells: test cells (``grade: true``) and ``locked`` cells are made
@@ -118,7 +121,11 @@ def student_cell(cell):
     if is_solution(cell) and not had_region:
         lines = list(stub)
     if is_grade(cell):
-        lines, _ = _replace_regions(lines, BEGIN_HIDDEN, END_HIDDEN, None)
+        lines, had_hidden = _replace_regions(lines, BEGIN_HIDDEN, END_HIDDEN, None)
+        while had_hidden and lines and not lines[-1].strip():
+            lines.pop()  # no trailing blank line where the hidden tests were
+    elif any(line.strip() in (BEGIN_HIDDEN, END_HIDDEN) for line in lines):
+        raise ValueError(f"hidden tests in a cell that is not an nbgrader test cell: {cell.source[:80]!r}")
     source = "\n".join(lines)
     if cell.cell_type == "markdown":
         source = remove_solution_blocks(source)
