@@ -88,6 +88,15 @@ def _replace_regions(lines: list[str], begin: str, end: str, stub: list[str] | N
     return out, found
 
 
+def strip_hidden_tests(text: str) -> str:
+    """``text`` without its hidden-test regions (delimiter lines included) and without the blank lines
+    a removal leaves at its end; raises ``ValueError`` on unbalanced delimiters."""
+    lines, found = _replace_regions(text.split("\n"), BEGIN_HIDDEN, END_HIDDEN, None)
+    while found and lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join(lines)
+
+
 def remove_solution_blocks(text: str) -> str:
     """Drop MyST ``{admonition} Solution`` / ``{solution}`` blocks (fence lines included)."""
     lines, out, i = text.split("\n"), [], 0
@@ -121,9 +130,7 @@ def student_cell(cell):
     if is_solution(cell) and not had_region:
         lines = list(stub)
     if is_grade(cell):
-        lines, had_hidden = _replace_regions(lines, BEGIN_HIDDEN, END_HIDDEN, None)
-        while had_hidden and lines and not lines[-1].strip():
-            lines.pop()  # no trailing blank line where the hidden tests were
+        lines = strip_hidden_tests("\n".join(lines)).split("\n")
     elif any(line.strip() in (BEGIN_HIDDEN, END_HIDDEN) for line in lines):
         raise ValueError(f"hidden tests in a cell that is not an nbgrader test cell: {cell.source[:80]!r}")
     source = "\n".join(lines)

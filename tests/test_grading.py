@@ -224,6 +224,24 @@ def test_hidden_region_outside_a_test_cell_is_an_error():
         student.student_cell(cell)
 
 
+def test_book_extension_hides_hidden_tests_like_the_student_version():
+    spec = importlib.util.spec_from_file_location("hidden_tests", ROOT / "book" / "_ext" / "hidden_tests.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    from docutils import nodes
+    from docutils.utils import new_document
+
+    cell = _cell(nbformat.read(CHECKER, as_version=4), "checker-ex2-test")
+    doc = new_document("page")
+    doc += nodes.literal_block(cell.source, cell.source)
+    doc += nodes.literal_block("x = 1", "x = 1")
+    ext.hide_hidden_tests(None, doc)
+    shown = [b.astext() for b in doc.findall(nodes.literal_block)]
+    assert shown == [student.student_cell(cell).source, "x = 1"] == ["ex.check_double(double)", "x = 1"]
+    with pytest.raises(ValueError, match="without"):
+        ext.strip_hidden_tests("### BEGIN HIDDEN TESTS\nx")
+
+
 def test_hidden_test_fails_an_answer_that_passes_the_visible_check(tmp_path):
     grades, _ = _submit(tmp_path, {"checker-ex2": "def double(x):\n    return abs(2 * x)"})
     assert grades["checker-ex1-test"][0] == 1
