@@ -6,6 +6,13 @@ that has nbgrader cells: the student version (``scripts/student.py``, what
 of the solution's code lines, no hidden tests, no dropdown solution block, no
 outputs - and keeps every test cell; autograding (``scripts/autograde.py``) the
 instructor version gives full marks and the blank student version zero.
+
+Grading a submission (issue 27), on the fixture ``tests/fixtures/nbgrader_checker.ipynb`` whose test cells
+call a checker module with hidden tests (``tests/fixtures/grading_checks.py``) and on one real chapter
+(ch06_1_decoding): a tampered submission earns nothing for what it tampered with (rewritten, deleted or
+renamed test cell, changed setup cell, answers that patch or swap the checker, hide errors, rewrite later
+cells, exit or kill the kernel); a hidden test fails an answer that passes the visible check; each test
+cell's message reaches the report and the offline feedback page; the book hides hidden tests.
 """
 
 from __future__ import annotations
