@@ -79,12 +79,18 @@ clean:
 
 # Issue 14: the student version of every chapter (nbgrader format: solutions
 # replaced by stubs, outputs cleared) and the whole book as one PDF.
-.PHONY: student pdf test-grading
+.PHONY: student pdf test-grading feedback
 test-grading: env  # autograde every chapter's instructor and student versions (two runs each)
 	ATTNSURVEY_GRADE_ALL=1 $(PINNED) $(PY) -m pytest -n 2 tests/test_grading.py
 student: env
 	$(PY) scripts/student.py --out _build/student
 	@echo "Student notebooks are in $(CURDIR)/_build/student (grade with scripts/autograde.py)"
+# Grade every notebook under SUBMISSIONS against its released version in chapters/ and write
+# an offline HTML feedback page per notebook (and grades.json) into _build/feedback.
+SUBMISSIONS ?= _build/student
+feedback: env
+	$(PINNED) $(PY) scripts/feedback.py $(SUBMISSIONS) --out _build/feedback
+	@echo "Feedback pages are in $(CURDIR)/_build/feedback"
 
 pdf: env assets
 	$(PY) scripts/build_pdf.py

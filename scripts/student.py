@@ -16,7 +16,10 @@ stack that the book's environment does not carry):
   replaced whole. A solution region in a cell not marked as a solution is an
   error, as in nbgrader.
 * ClearHiddenTests: ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` regions
-  of test cells are removed.
+  of test cells are removed (delimiters included, and the blank lines the removal
+  leaves at the end of the cell); such a region outside a test cell is an error.
+  The autograder (``scripts/autograde.py``) restores the full test cell from the
+  released version, so the hidden tests run when a submission is graded.
 * ClearOutput: outputs and execution counts are cleared; stored widget state is
   dropped.
 * LockCells: test cells (``grade: true``) and ``locked`` cells are made
@@ -85,6 +88,15 @@ def _replace_regions(lines: list[str], begin: str, end: str, stub: list[str] | N
     return out, found
 
 
+def strip_hidden_tests(text: str) -> str:
+    """``text`` without its hidden-test regions (delimiter lines included) and without the blank lines
+    a removal leaves at its end; raises ``ValueError`` on unbalanced delimiters."""
+    lines, found = _replace_regions(text.split("\n"), BEGIN_HIDDEN, END_HIDDEN, None)
+    while found and lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join(lines)
+
+
 def remove_solution_blocks(text: str) -> str:
     """Drop MyST ``{admonition} Solution`` / ``{solution}`` blocks (fence lines included)."""
     lines, out, i = text.split("\n"), [], 0
@@ -118,7 +130,9 @@ def student_cell(cell):
     if is_solution(cell) and not had_region:
         lines = list(stub)
     if is_grade(cell):
-        lines, _ = _replace_regions(lines, BEGIN_HIDDEN, END_HIDDEN, None)
+        lines = strip_hidden_tests("\n".join(lines)).split("\n")
+    elif any(line.strip() in (BEGIN_HIDDEN, END_HIDDEN) for line in lines):
+        raise ValueError(f"hidden tests in a cell that is not an nbgrader test cell: {cell.source[:80]!r}")
     source = "\n".join(lines)
     if cell.cell_type == "markdown":
         source = remove_solution_blocks(source)
