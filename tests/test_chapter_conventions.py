@@ -71,7 +71,6 @@ UNPRINTED_NUMBERS = {
     ("ch03_1_2_feature_levels", "0.75"): "a hand-worked example's input",
     ("ch03_1_2_feature_levels", "0.65"): "a hand-worked example's arithmetic",
     ("ch03_2_1_attention_scoring", "0.51"): "a bound derived in the text, e/(e + 7/e)",
-    ("ch03_3_3_transformer", "0.02"): "an initialisation constant of the package",
     ("ch04_1_extrinsic_evaluation", "0.46"): "per-seed 0.458 rounded",
     ("ch04_evaluation_taxonomy", "0.25"): "chance for four classes",
     ("ch04_evaluation_taxonomy", "0.61"): "per-seed 0.605 rounded",
