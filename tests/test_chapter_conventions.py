@@ -77,8 +77,6 @@ UNPRINTED_NUMBERS = {
     ("ch05_conclusion", "0.29"): "0.287 rounded",
     ("ch05_conclusion", "0.000"): "ch04_2's printed AER with supervision",
     ("ch05_conclusion", "1.000"): "ch04_2's printed test accuracy",
-    ("ch06_2_positions", "0.29"): "0.286 rounded",
-    ("ch06_2_positions", "0.22"): "0.219 rounded",
     ("ch06_4_trained_transformer", "0.01"): "the training recipe's learning rate",
 }
 
