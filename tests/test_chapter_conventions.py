@@ -73,7 +73,6 @@ UNPRINTED_NUMBERS = {
     ("ch03_2_1_attention_scoring", "0.51"): "a bound derived in the text, e/(e + 7/e)",
     ("ch04_1_extrinsic_evaluation", "0.46"): "per-seed 0.458 rounded",
     ("ch04_evaluation_taxonomy", "0.25"): "chance for four classes",
-    ("ch04_evaluation_taxonomy", "0.61"): "per-seed 0.605 rounded",
     ("ch05_conclusion", "0.000"): "ch04_2's printed AER with supervision",
     ("ch05_conclusion", "1.000"): "ch04_2's printed test accuracy",
     ("ch06_4_trained_transformer", "0.01"): "the training recipe's learning rate",
