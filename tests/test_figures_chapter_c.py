@@ -58,8 +58,8 @@ def test_reformer_rows_follow_the_package_hash_sorted_by_bucket_then_position():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(12, 6, generator=g)
     R = reformer.random_rotations(6, 4, g)
-    fig = fc.reformer_pipeline_figure(X, R, 4, 3)
     buckets = reformer.lsh_hash(X, R, 4).tolist()
+    fig = fc.reformer_pipeline_figure(torch.tensor(buckets), 3)
     squares = [t for t in _texts(fig) if t.isdigit()]
     first, second = squares[:12], squares[12:24]
     assert first == [str(i) for i in range(12)]
@@ -67,7 +67,7 @@ def test_reformer_rows_follow_the_package_hash_sorted_by_bucket_then_position():
     assert second == [str(i) for i in sorted(range(12), key=lambda i: buckets[i])]
     assert squares[24:] == second
     with pytest.raises(ValueError, match="divide"):
-        fc.reformer_pipeline_figure(X, R, 4, 5)
+        fc.reformer_pipeline_figure(torch.tensor(buckets), 5)
 
 
 def test_xl_figure_draws_the_causal_memory_mask():

@@ -169,28 +169,30 @@ def transformer_blocks_figure(norm_first: bool = False) -> Figure:
     return fig
 
 
-def reformer_pipeline_figure(X: Tensor, R: Tensor, n_buckets: int, chunk_size: int) -> Figure:
-    """Reformer's LSH attention in three rows, computed with the package's own hash.
+def reformer_pipeline_figure(buckets: Tensor, chunk_size: int) -> Figure:
+    """Reformer's LSH attention in three rows, drawn from the bucket of every token.
 
-    Row 1: the ``n`` tokens of X ``(n, d)`` in their order, coloured by the bucket
-    :func:`~attnsurvey.transformer.reformer.lsh_hash` gives them with rotations R
-    ``(d, n_buckets / 2)``. Row 2: sorted by bucket, then position (the sort of
-    :func:`~attnsurvey.transformer.reformer.lsh_attention`). Row 3: the sorted
-    row cut into chunks of ``chunk_size``; each token attends to the tokens of
-    its own bucket in its chunk and the previous one. Each square shows the
-    token's position. Raises ``ValueError`` unless ``chunk_size`` divides ``n``.
+    ``buckets`` ``(n,)``: the bucket of each token, as
+    :func:`~attnsurvey.transformer.reformer.lsh_hash` returns it. Row 1: the
+    ``n`` tokens in their order, coloured by bucket. Row 2: sorted by bucket, then
+    position (the sort of :func:`~attnsurvey.transformer.reformer.lsh_attention`).
+    Row 3: the sorted row cut into chunks of ``chunk_size``; each token attends to
+    the tokens of its own bucket in its chunk and the previous one. Each square
+    shows the token's position. Raises ``ValueError`` unless ``buckets`` is one
+    dimensional and ``chunk_size`` divides ``n``.
     """
-    from ..transformer.reformer import lsh_hash
-
-    n = X.shape[-2]
+    if buckets.dim() != 1:
+        raise ValueError(f"buckets must have shape (n,), got {tuple(buckets.shape)}")
+    n = buckets.shape[0]
     if chunk_size < 1 or n % chunk_size:
         raise ValueError(f"chunk size m={chunk_size} must divide the number of tokens n={n}")
-    buckets = lsh_hash(X, R, n_buckets).tolist()
-    order = sorted(range(n), key=lambda i: (buckets[i], i))
+    n_buckets = len(set(buckets.tolist()))
+    bucket_of = buckets.tolist()
+    order = sorted(range(n), key=lambda i: (bucket_of[i], i))
     colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * n + 1.5), 3.6))
     rows = [
-        (2.0, list(range(n)), 0.0, f"1. hash each token: bucket = argmax([x R; -x R]), {n_buckets} buckets"),
+        (2.0, list(range(n)), 0.0, f"1. hash each token: bucket = argmax([x R; -x R]) ({n_buckets} buckets used)"),
         (1.0, order, 0.0, "2. sort by bucket, then by position"),
         (
             0.0,
@@ -203,11 +205,11 @@ def reformer_pipeline_figure(X: Tensor, R: Tensor, n_buckets: int, chunk_size: i
         ax.text(-0.5, y + 0.42, label, fontsize=8, ha="left", va="bottom")
         for k, tok in enumerate(tokens):
             x = k + gap * (k // chunk_size)
-            ax.add_patch(plt.Rectangle((x, y - 0.3), 0.9, 0.6, fc=colours(buckets[tok] % 10), ec="#333", alpha=0.55))
+            ax.add_patch(plt.Rectangle((x, y - 0.3), 0.9, 0.6, fc=colours(bucket_of[tok] % 10), ec="#333", alpha=0.55))
             ax.text(x + 0.45, y, str(tok), ha="center", va="center", fontsize=8)
-    for b in sorted(set(buckets)):
+    for b in sorted(set(bucket_of)):
         ax.add_patch(plt.Rectangle((0, 0), 0, 0, fc=colours(b % 10), alpha=0.55, label=f"bucket {b}"))
-    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.02), ncol=len(set(buckets)), frameon=False)
+    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.02), ncol=n_buckets, frameon=False)
     ax.set_xlim(-0.6, n + 0.35 * (n // chunk_size) + 0.2)
     ax.set_ylim(-0.5, 2.9)
     ax.axis("off")
