@@ -53,3 +53,35 @@ def test_trained_projections_beat_their_random_start():
     E, F = cc.fit_linformer_projections(Q, K, V, full, 8, steps=60, lr=0.03, generator=torch.Generator().manual_seed(3))
     after = cc.relative_error(linformer.linformer_attention(Q, K, V, E, F)[0], full)
     assert after < 0.5 * before
+
+
+def test_reversal_tagger_learned_sd_changes_the_scale_of_the_table_only():
+    from attnsurvey.experiments.chapter_c import train_reversal_tagger
+
+    small = train_reversal_tagger("learned", 3, steps=0, learned_sd=0.02)
+    big = train_reversal_tagger("learned", 3, steps=0, learned_sd=1.0)
+    torch.testing.assert_close(big.position.P, small.position.P / 0.02)  # the same draws, 50 times larger
+    assert abs(float(big.position.P.std()) - 1.0) < 0.2
+    for (name, a), (_, b) in zip(small.named_parameters(), big.named_parameters()):
+        if name != "position.P":
+            torch.testing.assert_close(a, b)
+
+
+def test_reversal_tagger_refuses_bad_options():
+    from attnsurvey.experiments.chapter_c import train_reversal_tagger
+
+    with pytest.raises(ValueError, match="n=17"):
+        train_reversal_tagger("learned", 0, n=17, steps=0)
+    with pytest.raises(ValueError, match="learned_sd"):
+        train_reversal_tagger("learned", 0, learned_sd=0.0, steps=0)
+
+
+def test_reversal_accuracy_is_the_token_accuracy_on_its_test_batch():
+    from attnsurvey.data.sequences import reversal_batch
+    from attnsurvey.experiments.chapter_c import reversal_accuracy, train_reversal_tagger
+
+    m = train_reversal_tagger("relative", 0, steps=2)
+    x, y = reversal_batch(40, 8, 10, torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        hand = float((m(x)[0].argmax(-1) == y).float().mean())
+    assert reversal_accuracy(m, 8, n_test=40, seed=5) == pytest.approx(hand)

@@ -71,15 +71,10 @@ UNPRINTED_NUMBERS = {
     ("ch03_1_2_feature_levels", "0.75"): "a hand-worked example's input",
     ("ch03_1_2_feature_levels", "0.65"): "a hand-worked example's arithmetic",
     ("ch03_2_1_attention_scoring", "0.51"): "a bound derived in the text, e/(e + 7/e)",
-    ("ch03_3_3_transformer", "0.02"): "an initialisation constant of the package",
     ("ch04_1_extrinsic_evaluation", "0.46"): "per-seed 0.458 rounded",
     ("ch04_evaluation_taxonomy", "0.25"): "chance for four classes",
-    ("ch04_evaluation_taxonomy", "0.61"): "per-seed 0.605 rounded",
-    ("ch05_conclusion", "0.29"): "0.287 rounded",
     ("ch05_conclusion", "0.000"): "ch04_2's printed AER with supervision",
     ("ch05_conclusion", "1.000"): "ch04_2's printed test accuracy",
-    ("ch06_2_positions", "0.29"): "0.286 rounded",
-    ("ch06_2_positions", "0.22"): "0.219 rounded",
     ("ch06_4_trained_transformer", "0.01"): "the training recipe's learning rate",
 }
 

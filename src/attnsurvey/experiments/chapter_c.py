@@ -7,6 +7,9 @@
   :func:`fit_linformer_projections`: the calibrated Linformer experiment, on
   inputs whose keys and values are low-rank along the sequence (``r`` segments
   of near-identical tokens) so that a projection to ``k >= r`` rows is justified.
+* :func:`train_reversal_tagger`, :func:`reversal_accuracy`: the Transformer
+  chapter's position experiment (sequence reversal), with the learned position
+  table started at a chosen scale.
 """
 
 from __future__ import annotations
@@ -15,12 +18,19 @@ import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F_
 from torch import Tensor
 
+from ..data.sequences import reversal_batch
 from ..numeric_env import portable_adam
+from ..training import accuracy, seed_everything, train
 from ..transformer.linformer import linformer_attention
+from ..transformer.model import SequenceTagger
+from ..transformer.positional import LearnedPositionEncoding
 
 FLOAT32_BYTES = 4
+#: Rows of the position table of :func:`train_reversal_tagger` (the longest reversal it accepts).
+REVERSAL_MAX_LEN = 16
 
 
 def analytic_attention_cost(
@@ -170,3 +180,54 @@ def adversarial_trace(
 
     adv, js, tvd = adversarial_attention(traced, a, eps=eps, steps=steps, generator=generator, **search_kw)
     return adv, js, tvd, torch.stack(history)
+
+
+def train_reversal_tagger(
+    position: str,
+    seed: int,
+    *,
+    n: int = 8,
+    vocab: int = 10,
+    steps: int = 120,
+    batch: int = 32,
+    lr: float = 1e-2,
+    learned_sd: float = 1.0,
+    b: int = 8,
+) -> SequenceTagger:
+    """Train the Transformer chapter's two-layer tagger (d = 16, h = 2) on reversal of ``n`` tokens.
+
+    position: ``"none"``, ``"sinusoidal"``, ``"learned"`` or ``"relative"`` (clipping
+    distance ``b``). ``seed`` fixes the initial weights and the ``steps`` batches of
+    ``batch`` sequences. For ``"learned"`` the position table ``P (16, 16)`` is
+    redrawn from ``N(0, learned_sd^2)`` (with a generator seeded by ``seed``) after
+    the rest of the model is built, so two values of ``learned_sd`` differ in the
+    scale of the table only; ``learned_sd = 1`` matches the token embeddings,
+    which ``nn.Embedding`` draws from ``N(0, 1)``. Returns the model in eval mode.
+    Raises ``ValueError`` for ``n > 16``, a non-positive ``learned_sd`` or an
+    unknown position.
+    """
+    if not 1 <= n <= REVERSAL_MAX_LEN:
+        raise ValueError(f"the reversal length n must be in 1..{REVERSAL_MAX_LEN}, got n={n}")
+    if not learned_sd > 0:
+        raise ValueError(f"learned_sd must be > 0, got {learned_sd}")
+    gen = seed_everything(seed)
+    tagger = SequenceTagger(
+        vocab, vocab, d_model=16, h=2, d_ff=32, n_layers=2, max_len=REVERSAL_MAX_LEN, position=position, b=b
+    )
+    if isinstance(tagger.position, LearnedPositionEncoding):
+        with torch.no_grad():
+            tagger.position.P.normal_(0.0, learned_sd, generator=torch.Generator().manual_seed(seed))
+    batches = [reversal_batch(batch, n, vocab, gen) for _ in range(steps)]
+
+    def loss(m: SequenceTagger, bt: tuple[Tensor, Tensor]) -> Tensor:
+        return F_.cross_entropy(m(bt[0])[0].flatten(0, 1), bt[1].flatten())
+
+    train(tagger, loss, batches, lr=lr)
+    return tagger
+
+
+@torch.no_grad()
+def reversal_accuracy(tagger: SequenceTagger, n: int, vocab: int = 10, n_test: int = 500, seed: int = 123) -> float:
+    """Token accuracy of ``tagger`` on ``n_test`` fresh reversal sequences of length ``n`` (test seed ``seed``)."""
+    x, y = reversal_batch(n_test, n, vocab, torch.Generator().manual_seed(seed))
+    return accuracy(tagger(x)[0], y)

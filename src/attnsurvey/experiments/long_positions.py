@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from .._checks import with_defaults
 from ..beyond.positions import ALiBiSelfAttention, RotarySelfAttention
+from ..data.next_token import lagged_sum_batch
 from ..data.sequences import IGNORE, copy_back_batch
 from ..masking import causal_mask
 from ..training import seed_everything, train
@@ -42,13 +43,23 @@ class PositionTagger(nn.Module):
     Args: vocab, encoding (one of :data:`ENCODINGS`), d_model, h, d_ff, max_len
     (rows of the learned table; the sinusoidal code is tabulated for
     ``SINUSOIDAL_TABLE`` positions), b (clipping distance of
-    ``"relative"``). ``forward(tokens)``: ``(B, n)`` integers -> ``(logits (B, n,
+    ``"relative"``), learned_sd (the learned table starts as ``N(0, learned_sd^2)``;
+    the default 1 matches the token embeddings, which ``nn.Embedding`` draws
+    from ``N(0, 1)``). ``forward(tokens)``: ``(B, n)`` integers -> ``(logits (B, n,
     vocab), weights (B, h, n, n))``. Raises ``ValueError`` for an unknown
     encoding, or (absolute encodings) for ``n > max_len``.
     """
 
     def __init__(
-        self, vocab: int, encoding: str, d_model: int = 16, h: int = 2, d_ff: int = 32, max_len: int = 64, b: int = 8
+        self,
+        vocab: int,
+        encoding: str,
+        d_model: int = 16,
+        h: int = 2,
+        d_ff: int = 32,
+        max_len: int = 64,
+        b: int = 8,
+        learned_sd: float = 1.0,
     ) -> None:
         super().__init__()
         if encoding not in ENCODINGS:
@@ -60,6 +71,7 @@ class PositionTagger(nn.Module):
             self.position = SinusoidalPositionEncoding(d_model, SINUSOIDAL_TABLE)
         elif encoding == "learned":  # one trained vector per position seen in training, no more
             self.position = LearnedPositionEncoding(d_model, max_len)
+            nn.init.normal_(self.position.P, std=learned_sd)  # the tokens' scale, not the class's small default
         factories = {
             "relative": lambda: RelativeSelfAttention(d_model, h, b),
             "rope": lambda: RotarySelfAttention(d_model, h),
@@ -136,6 +148,16 @@ def train_copy_back(encoding: str, seed: int, **kw: Any) -> PositionTagger:
     return fit_copy_back(model, g, **task)
 
 
+def _beyond_table(model: nn.Module, n: int) -> bool:
+    """Whether ``model`` has a learned position table with fewer than ``n`` rows."""
+    position = getattr(model, "position", None)
+    return (
+        getattr(model, "encoding", None) == "learned"
+        and isinstance(position, LearnedPositionEncoding)
+        and n > position.max_len
+    )
+
+
 @torch.no_grad()
 def copy_back_accuracy(
     model: nn.Module,
@@ -150,12 +172,7 @@ def copy_back_accuracy(
     Returns ``nan`` when the model cannot represent length ``n`` at all (a
     learned table shorter than ``n``).
     """
-    position = getattr(model, "position", None)
-    if (
-        getattr(model, "encoding", None) == "learned"
-        and isinstance(position, LearnedPositionEncoding)
-        and n > position.max_len
-    ):
+    if _beyond_table(model, n):
         return math.nan
     x, y = copy_back_batch(batch, n, vocab, k, torch.Generator().manual_seed(seed))
     keep = y != IGNORE
@@ -185,3 +202,123 @@ def extrapolation_table(
                 models[enc] = model
             out[enc].append([copy_back_accuracy(model, n, k, vocab) for n in lengths])
     return out
+
+
+class NextTokenTask(TypedDict, total=False):
+    """The options of :func:`train_next_token` (defaults: :data:`NEXT_TOKEN`).
+
+    n_train: training length; vocab, lag, p_noise: the task of
+    :func:`~attnsurvey.data.next_token.lagged_sum_batch`; steps, batch, lr: Adam
+    steps, sequences per batch, learning rate; d_model, h, d_ff: the model's sizes.
+    """
+
+    n_train: int
+    vocab: int
+    lag: int
+    p_noise: float
+    steps: int
+    batch: int
+    lr: float
+    d_model: int
+    h: int
+    d_ff: int
+
+
+#: The value of every :class:`NextTokenTask` option that a call leaves out (8 heads: ALiBi's slopes 1/2 ... 1/256).
+NEXT_TOKEN: Final[NextTokenTask] = {
+    "n_train": 32,
+    "vocab": 8,
+    "lag": 1,
+    "p_noise": 0.1,
+    "steps": 150,
+    "batch": 16,
+    "lr": 1e-2,
+    "d_model": 32,
+    "h": 8,
+    "d_ff": 64,
+}
+
+
+def train_next_token(encoding: str, seed: int, **task: Unpack[NextTokenTask]) -> PositionTagger:
+    """Train a causal :class:`PositionTagger` to predict the next token of lagged-sum sequences of length ``n_train``.
+
+    ``seed`` fixes the initial weights and the batches; options: :class:`NextTokenTask`
+    (defaults in :data:`NEXT_TOKEN`). Returns the model in eval mode.
+    Raises ``ValueError`` for an unknown encoding or option values the task refuses.
+    """
+    t = with_defaults(task, NEXT_TOKEN, "NextTokenTask")
+    g = seed_everything(seed)
+    model = PositionTagger(t["vocab"], encoding, t["d_model"], t["h"], t["d_ff"], max_len=t["n_train"])
+    data = (
+        lagged_sum_batch(t["batch"], t["n_train"], t["vocab"], g, lag=t["lag"], p_noise=t["p_noise"])
+        for _ in range(t["steps"])
+    )
+    train(model, _loss, data, lr=t["lr"])
+    return model
+
+
+@torch.no_grad()
+def next_token_accuracy(
+    model: nn.Module,
+    n: int,
+    vocab: int = NEXT_TOKEN["vocab"],
+    lag: int = NEXT_TOKEN["lag"],
+    p_noise: float = NEXT_TOKEN["p_noise"],
+    batch: int = 32,
+    seed: int = 2000,
+) -> float:
+    """Next-token accuracy on ``batch`` fresh lagged-sum sequences of length ``n`` (positions with a target).
+
+    ``nan`` when a learned position table is shorter than ``n``. The best possible
+    accuracy is ``1 - p_noise + p_noise / vocab``.
+    """
+    if _beyond_table(model, n):
+        return math.nan
+    x, y = lagged_sum_batch(batch, n, vocab, torch.Generator().manual_seed(seed), lag=lag, p_noise=p_noise)
+    keep = y != IGNORE
+    return float((_logits(model, x).argmax(-1)[keep] == y[keep]).float().mean())
+
+
+def next_token_table(
+    encodings: tuple[str, ...],
+    seeds: tuple[int, ...],
+    lengths: tuple[int, ...],
+    models: dict[tuple[str, int], PositionTagger] | None = None,
+    **task: Unpack[NextTokenTask],
+) -> dict[str, list[list[float]]]:
+    """Next-token accuracy per encoding, per seed, per test length: ``{encoding: [[acc at each length] per seed]}``.
+
+    Training is at ``task["n_train"]`` (default :data:`NEXT_TOKEN`); every encoding
+    runs on the same seeds. If ``models`` is a dict, every trained model is stored in it
+    under ``(encoding, seed)``.
+    """
+    t = with_defaults(task, NEXT_TOKEN, "NextTokenTask")
+    out: dict[str, list[list[float]]] = {}
+    for enc in encodings:
+        out[enc] = []
+        for s in seeds:
+            model = train_next_token(enc, s, **t)
+            if models is not None:
+                models[enc, s] = model
+            out[enc].append([next_token_accuracy(model, n, t["vocab"], t["lag"], t["p_noise"]) for n in lengths])
+    return out
+
+
+@torch.no_grad()
+def far_attention_mass(model: nn.Module, n: int, far: int, vocab: int = NEXT_TOKEN["vocab"], seed: int = 2000) -> float:
+    """Mean attention weight on keys ``far`` or more positions back, over heads and the queries ``t >= far``.
+
+    The model is run on 32 lagged-sum sequences of length ``n`` (as
+    :func:`next_token_accuracy`); its weights ``(B, h, n, n)`` give, for each
+    query ``t >= far``, the summed weight on keys ``j <= t - far``. With ``far``
+    the training length, that is the weight on offsets the model never saw in
+    training. Raises ``ValueError`` unless ``1 <= far < n``.
+    """
+    if not 1 <= far < n:
+        raise ValueError(f"need 1 <= far < n, got far={far}, n={n}")
+    x, _ = lagged_sum_batch(32, n, vocab, torch.Generator().manual_seed(seed))
+    weights = model(x)[1]  # (B, h, n, n)
+    t = torch.arange(n)
+    far_keys = (t[None, :] <= t[:, None] - far).to(weights.dtype)  # (n, n): key j is >= far back from query t
+    mass = (weights * far_keys).sum(-1)[..., far:]  # (B, h, n - far)
+    return float(mass.mean())

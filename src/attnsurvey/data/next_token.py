@@ -1,0 +1,44 @@
+"""A next-token task whose answer lies in the most recent tokens: a noisy lagged-sum sequence.
+
+Each sequence follows ``x_t = (x_{t-1} + x_{t-1-lag}) mod vocab`` except that,
+independently at every step with probability ``p_noise``, ``x_t`` is redrawn
+uniformly. The best prediction of the next token reads the current token and
+the one ``lag`` positions before it, wherever they stand: a language-model-like
+task where what matters is recent, so a model trained on short sequences can
+be tested on longer ones (chapter 6.2).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .sequences import IGNORE
+
+
+def lagged_sum_batch(
+    batch: int, n: int, vocab: int, generator: torch.Generator, *, lag: int = 1, p_noise: float = 0.1
+) -> tuple[Tensor, Tensor]:
+    """Inputs ``x`` ``(batch, n)`` and next-token targets ``y`` ``(batch, n)``, ``y[:, t] = x_{t+1}``.
+
+    The first ``lag + 1`` tokens are uniform; token ``t > lag`` is
+    ``(x_{t-1} + x_{t-1-lag}) mod vocab`` with probability ``1 - p_noise``, else
+    uniform. The first ``lag`` targets (whose rule would read before the start)
+    are :data:`~attnsurvey.data.sequences.IGNORE`. A predictor that knows the
+    rule is right with probability ``1 - p_noise + p_noise / vocab``. Raises
+    ``ValueError`` unless ``batch >= 1``, ``vocab >= 2``, ``1 <= lag < n`` and
+    ``0 <= p_noise <= 1``.
+    """
+    if batch < 1 or vocab < 2 or not 1 <= lag < n or not 0.0 <= p_noise <= 1.0:
+        raise ValueError(
+            f"need batch >= 1, vocab >= 2, 1 <= lag < n, 0 <= p_noise <= 1; "
+            f"got batch={batch}, n={n}, vocab={vocab}, lag={lag}, p_noise={p_noise}"
+        )
+    x = torch.randint(0, vocab, (batch, n + 1), generator=generator)
+    follow = torch.rand(batch, n + 1, generator=generator) >= p_noise
+    for t in range(lag + 1, n + 1):  # sequential: each token depends on the two before
+        rule = (x[:, t - 1] + x[:, t - 1 - lag]) % vocab
+        x[:, t] = torch.where(follow[:, t], rule, x[:, t])
+    y = x[:, 1:].clone()
+    y[:, :lag] = IGNORE
+    return x[:, :n], y

@@ -1,0 +1,55 @@
+import math
+
+import pytest
+import torch
+
+from attnsurvey.data.next_token import lagged_sum_batch
+from attnsurvey.data.sequences import IGNORE
+from attnsurvey.experiments import long_positions as lp
+
+
+def test_learned_table_starts_at_the_requested_scale():
+    torch.manual_seed(0)
+    m = lp.PositionTagger(8, "learned", d_model=32, max_len=64, learned_sd=1.0)
+    assert abs(float(m.position.P.std()) - 1.0) < 0.05
+    torch.manual_seed(0)
+    small = lp.PositionTagger(8, "learned", d_model=32, max_len=64, learned_sd=0.02)
+    assert abs(float(small.position.P.std()) - 0.02) < 0.002
+
+
+def test_next_token_accuracy_is_the_hand_count_and_nan_beyond_a_learned_table():
+    m = lp.train_next_token("alibi", 0, n_train=8, steps=1, d_model=16, h=8, d_ff=16)
+    x, y = lagged_sum_batch(32, 24, 8, torch.Generator().manual_seed(2000), lag=1, p_noise=0.1)
+    keep = y != IGNORE
+    with torch.no_grad():
+        hand = float((m(x)[0].argmax(-1)[keep] == y[keep]).float().mean())
+    assert lp.next_token_accuracy(m, 24) == pytest.approx(hand)
+    learned = lp.train_next_token("learned", 0, n_train=8, steps=1, d_model=16, h=8, d_ff=16)
+    assert math.isnan(lp.next_token_accuracy(learned, 9)) and not math.isnan(lp.next_token_accuracy(learned, 8))
+
+
+def test_next_token_table_keeps_every_model_and_trains_on_the_same_seeds():
+    models = {}
+    table = lp.next_token_table(("none",), (0, 1), (8, 16), models=models, n_train=8, steps=2, d_model=16, d_ff=16)
+    assert sorted(models) == [("none", 0), ("none", 1)] and len(table["none"]) == 2
+    again = lp.train_next_token("none", 1, n_train=8, steps=2, d_model=16, d_ff=16)
+    assert table["none"][1] == [lp.next_token_accuracy(again, 8), lp.next_token_accuracy(again, 16)]
+
+
+class _Fixed(torch.nn.Module):
+    """A stand-in whose weights are uniform over the causal prefix: the far mass has a closed form."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        w = torch.tril(torch.ones(n, n))
+        w = w / w.sum(-1, keepdim=True)
+        return torch.zeros(*x.shape, 8), w.expand(x.shape[0], 2, n, n)
+
+
+def test_far_attention_mass_matches_the_uniform_closed_form():
+    n, far = 12, 4
+    # query t spreads 1/(t+1) over keys 0..t; keys 0..t-far hold (t - far + 1)/(t + 1)
+    want = sum((t - far + 1) / (t + 1) for t in range(far, n)) / (n - far)
+    assert lp.far_attention_mass(_Fixed(), n, far) == pytest.approx(want)
+    with pytest.raises(ValueError, match="far"):
+        lp.far_attention_mass(_Fixed(), n, n)
