@@ -6,7 +6,7 @@ does not compare them; the book still shows them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -95,47 +95,73 @@ def show(fig: Figure) -> None:
 
 def trend_plot(
     x: Sequence[float],
-    series: dict[str, Sequence[Sequence[float]]],
+    series: Mapping[str, Sequence[Sequence[float]]],
+    *,
+    by_seed: bool = False,
+    band: bool = False,
     ax: Axes | None = None,
     xlabel: str = "",
     ylabel: str = "",
     title: str | None = None,
     logx: bool = False,
+    ylim: tuple[float, float] | None = None,
     hline: tuple[float, str] | None = None,
+    shade: tuple[float, float] | None = None,
+    shade_label: str | None = None,
+    figsize: tuple[float, float] = (5.0, 3.2),
 ) -> Figure:
-    """A trend with its spread: for every series, the mean over seeds as a line and mean ± sd as a band.
+    """A trend over seeds: for every series, the mean at each ``x`` with ± 1 sd error bars (or a band).
 
-    ``series`` maps a label to one row per x value, each row the values of the
-    seeds (the same seeds for every series, as ``stats.over_seeds`` gives them);
-    the sd is the sample standard deviation (``ddof=1``, as ``stats.mean_sd``).
-    ``hline`` draws a labelled dashed reference (chance, a computed baseline).
-    Draws into ``ax`` (or a new figure) and returns the figure. Raises
-    ``ValueError`` when a series has not one row per x value, or rows of
-    different lengths, or when ``ax`` belongs to a subfigure.
+    ``series[name]`` holds one row per ``x`` value with the seeds' values there
+    (rows may differ in length); with ``by_seed=True`` it holds one row per seed
+    with a value per ``x`` instead. The spread is the sample standard deviation
+    (``ddof=1``, as :func:`attnsurvey.stats.mean_sd` prints it); an ``x`` where
+    any value is NaN (the method has no value there) is left as a gap. With
+    several series the error bars are offset sideways a little so that they do
+    not hide each other; ``band=True`` draws a shaded mean ± sd band instead (for
+    curves with many points). ``hline`` draws a labelled dashed reference level
+    ``(y, label)`` (chance, a computed bound), ``shade`` an ``x`` interval (the
+    training lengths). Draws into ``ax`` (or a new figure) and returns the figure.
+
+    Raises ``ValueError`` when a series has not one row per ``x`` value (or, by
+    seed, one value per ``x`` in every row), when an ``x`` has fewer than two
+    values, or when ``ax`` belongs to a subfigure.
     """
     xs = np.asarray(x, dtype=float)
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.0, 3.2), constrained_layout=True)
+        _, ax = plt.subplots(figsize=figsize, constrained_layout=True)
     fig = ax.get_figure()
     if not isinstance(fig, Figure):
         raise ValueError("ax must belong to a figure (not a subfigure)")
-    for label, rows in series.items():
-        if len(rows) != len(xs) or len({len(r) for r in rows}) != 1:
-            raise ValueError(
-                f"series {label!r} needs one row of seed values per x value ({len(xs)}), all of one length; "
-                f"got rows of lengths {[len(r) for r in rows]}"
-            )
-        v = np.asarray(rows, dtype=float)
-        mean = v.mean(1)
-        sd = v.std(1, ddof=1) if v.shape[1] > 1 else np.zeros_like(mean)
-        (line,) = ax.plot(xs, mean, marker="o", ms=3, label=label)
-        ax.fill_between(xs, mean - sd, mean + sd, color=line.get_color(), alpha=0.2, lw=0)
+    if shade is not None:
+        ax.axvspan(*shade, color="#eeeeee", zorder=0, label=shade_label)
+    for k, (name, rows) in enumerate(series.items()):
+        if by_seed:
+            if any(len(r) != len(xs) for r in rows):
+                raise ValueError(f"series {name!r}: every seed needs one value per x value ({len(xs)})")
+            rows = [list(col) for col in zip(*rows)]
+        if len(rows) != len(xs):
+            raise ValueError(f"series {name!r} needs one row of seed values per x value ({len(xs)}), got {len(rows)}")
+        if any(len(r) < 2 for r in rows):
+            raise ValueError(f"series {name!r}: mean ± sd needs at least 2 values (seeds) per x value")
+        vals = [np.asarray(r, dtype=float) for r in rows]
+        mean = np.array([v.mean() for v in vals])
+        sd = np.array([v.std(ddof=1) for v in vals])
+        if band:
+            (line,) = ax.plot(xs, mean, marker="o", ms=3, label=name)
+            ax.fill_between(xs, mean - sd, mean + sd, color=line.get_color(), alpha=0.2, lw=0)
+            continue
+        step = (k - (len(series) - 1) / 2) * 0.03
+        shifted = xs * 2**step if logx else xs + step * (float(np.ptp(xs)) if len(xs) > 1 else 1.0)
+        ax.errorbar(shifted, mean, yerr=sd, fmt="o-", ms=4, capsize=3, label=name)
     if hline is not None:
         ax.axhline(hline[0], color="grey", ls="--", lw=1, label=hline[1])
     if logx:
         ax.set_xscale("log", base=2)
         ax.minorticks_off()
     ax.set_xticks(xs, [f"{v:g}" for v in xs])  # the measured x values, not the scale's round numbers
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -197,55 +223,3 @@ def draw_arrow(
     )
     if text:
         ax.text((a[0] + b[0]) / 2, (a[1] + b[1]) / 2 + 0.12, text, ha="center", fontsize=8, color="#333")
-
-
-def mean_sd_plot(
-    x: Sequence[float],
-    series: dict[str, Sequence[Sequence[float]]],
-    xlabel: str,
-    ylabel: str,
-    title: str | None = None,
-    ylim: tuple[float, float] | None = None,
-    shade: tuple[float, float] | None = None,
-    shade_label: str | None = None,
-    hline: tuple[float, str] | None = None,
-    figsize: tuple[float, float] = (5.0, 3.2),
-) -> Figure:
-    """A trend over seeds: one line per series, the mean at each ``x`` with an error bar of ± 1 sd.
-
-    ``series[name][i]`` holds the per-seed values at ``x[i]`` (the same seeds for every
-    series, so the curves are comparable); the mean and the sample standard deviation
-    (``ddof = 1``), as :func:`attnsurvey.stats.mean_sd` prints them. ``shade`` marks an
-    ``x`` interval (e.g. the training lengths) and ``hline`` a reference level
-    ``(y, label)`` (e.g. chance). Returns the figure. Raises ``ValueError`` if a series
-    has not one list of values per ``x``, or a list has fewer than two values.
-    """
-    fig, ax = plt.subplots(figsize=figsize, constrained_layout=True)
-    if shade is not None:
-        ax.axvspan(*shade, color="#eeeeee", zorder=0, label=shade_label)
-    for k, (name, per_x) in enumerate(series.items()):
-        if len(per_x) != len(x):
-            raise ValueError(f"series {name!r} has {len(per_x)} lists of values for {len(x)} x positions")
-        for v in per_x:
-            if len(v) < 2:
-                raise ValueError(f"series {name!r}: mean ± sd needs at least 2 values (seeds) per x, got {len(v)}")
-        offset = (k - (len(series) - 1) / 2) * 0.04 * (max(x) - min(x) if len(x) > 1 else 1.0)
-        ax.errorbar(
-            [xi + offset for xi in x],
-            [float(np.mean(v)) for v in per_x],
-            yerr=[float(np.std(v, ddof=1)) for v in per_x],
-            fmt="o-",
-            capsize=3,
-            label=name,
-        )
-    if hline is not None:
-        ax.axhline(hline[0], color="#888", ls=":", lw=1)
-        ax.text(max(x), hline[0], f" {hline[1]}", va="bottom", ha="right", fontsize=8, color="#555")
-    if ylim is not None:
-        ax.set_ylim(*ylim)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    return fig
