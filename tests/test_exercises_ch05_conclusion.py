@@ -98,7 +98,7 @@ def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
 def test_hidden_ex3_accepts_the_solution_and_rejects_an_extra_change():
     ex.hidden_check_ex3(_md_mh(heads=4))
     extra = B.build_model(
-        B.point(alignment="hard", dimensionality="multi-dimensional", query_multiplicity="multi-head"),
+        B.point(query_type="self-attention", dimensionality="multi-dimensional", query_multiplicity="multi-head"),
         16,
         4,
         heads=4,
