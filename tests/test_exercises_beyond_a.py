@@ -94,7 +94,7 @@ def test_checks_print_no_answer(capsys):
 
 def test_hidden_rescale_accepts_the_solution_and_rejects_two_exponentials():
     et.hidden_check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
-    two = lambda m_old, m_new: math.exp(m_old) / math.exp(m_new)  # noqa: E731 - overflows near 710
+    two = lambda m_old, m_new: math.exp(m_old) / math.exp(m_new)
     et.check_rescale(two)  # the visible check's scores are small ...
     with pytest.raises(AssertionError, match="one difference"):
         et.hidden_check_rescale(two)  # ... the hidden check's are not
@@ -127,7 +127,7 @@ def _merge(parts):
 
 def test_hidden_merge_parts_accepts_the_solution_and_rejects_two_parts_only():
     er.hidden_check_merge_parts(_merge)
-    first_two = lambda parts: _merge(parts[:2]) if len(parts) > 1 else _merge(parts)  # noqa: E731
+    first_two = lambda parts: _merge(parts[:2]) if len(parts) > 1 else _merge(parts)
     with pytest.raises(AssertionError, match="merged context"):
         er.hidden_check_merge_parts(first_two)
 

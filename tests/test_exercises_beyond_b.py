@@ -165,7 +165,7 @@ def _rope(x, t, d=None):
 
 def test_hidden_rotate_accepts_the_solution_and_rejects_d_typed_in():
     exp.hidden_check_rotate(_rope)
-    fixed = lambda x, t: _rope(x, t, d=8)  # noqa: E731 - the visible check's d
+    fixed = lambda x, t: _rope(x, t, d=8)
     exp.check_rotate(fixed)
     with pytest.raises(AssertionError, match="take d from x"):
         exp.hidden_check_rotate(fixed)

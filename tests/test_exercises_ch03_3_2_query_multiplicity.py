@@ -47,7 +47,7 @@ def test_ex3_mean_over_words_fails():
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_three_reads_typed_in():
     ex.hidden_check_ex1(lambda u1, reads: u1 + sum(reads))
-    three = lambda u1, reads: u1 + reads[0] + reads[1] + reads[2]  # noqa: E731 - the visible check's three hops
+    three = lambda u1, reads: u1 + reads[0] + reads[1] + reads[2]
     assert "correct" in ex.check_ex1(three)
     with pytest.raises((AssertionError, IndexError)):
         ex.hidden_check_ex1(three)

@@ -115,7 +115,7 @@ def _rotate_d(P, t, k, i, d=None):
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_d_typed_in():
     ex.hidden_check_ex1(_rotate_d)
-    fixed = lambda P, t, k, i: _rotate_d(P, t, k, i, d=16)  # noqa: E731 - the visible check's d
+    fixed = lambda P, t, k, i: _rotate_d(P, t, k, i, d=16)
     assert "correct" in ex.check_ex1(fixed)
     with pytest.raises(AssertionError, match="take d from P"):
         ex.hidden_check_ex1(fixed)

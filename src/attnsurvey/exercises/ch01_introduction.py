@@ -149,13 +149,14 @@ def hidden_check_ex3(diagonal_rate: float, anti_diagonal_rate: float, model: tor
     """
     from ..data.sequences import transduction_batch
 
-    if not hasattr(model, "greedy_decode"):
+    decode = getattr(model, "greedy_decode", None)
+    if not callable(decode):
         raise AssertionError("copier must be the trained Seq2Seq model (attention=True) your rates come from")
     b = transduction_batch(
         200, 6, int(getattr(model, "vocab_size", 8)), task="copy", generator=torch.Generator().manual_seed(404)
     )
     with torch.no_grad():
-        _, _, w = model.greedy_decode(b.src, 6, b.lengths)
+        _, _, w = decode(b.src, 6, b.lengths)
     if w is None:
         raise AssertionError("copier has no attention weights: train it with attention=True")
     diag = _hit_rate_reference(w, b.src, b.lengths, "copy", 1)

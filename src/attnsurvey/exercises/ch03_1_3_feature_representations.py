@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -104,12 +104,17 @@ def hidden_check_ex2(a_masked: Tensor, meta: torch.nn.Module, tables: EmbeddingT
     The reference calls the function with ``meta``'s projections and score vector
     directly (not through the module). Raises ``AssertionError``.
     """
-    meta = getattr(meta, "meta", meta)
+    module: Any = getattr(meta, "meta", meta)  # a MetaEmbedding: its proj layers and score vector w are read
     k = tables.known[test_words][:, :2]
     coverage = torch.cat([k, torch.zeros_like(k)], -1)
+    proj = list(module.proj)  # the Eq. (21) linear layers, one per table
     with torch.no_grad():
         want = rp.multi_representational_attention(
-            tables.lookup(test_words), [p.weight for p in meta.proj], [p.bias for p in meta.proj], meta.w, mask=coverage
+            tables.lookup(test_words),
+            [p.weight for p in proj],
+            [p.bias for p in proj],
+            module.w,
+            mask=coverage,
         ).a
     a = torch.as_tensor(a_masked)
     if a.shape != want.shape or not torch.allclose(a.to(torch.float64), want.to(torch.float64), atol=1e-6):
