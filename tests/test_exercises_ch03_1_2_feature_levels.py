@@ -120,3 +120,19 @@ def test_hidden_ex3_accepts_300_documents_and_rejects_another_size(easy_models):
     )  # 200 documents pass the visible check
     with pytest.raises(AssertionError, match="300 documents"):
         ex.hidden_check_ex3(docs)
+
+
+def test_ex3_rejects_the_chapters_own_models(easy_models):
+    flat, hier, docs = easy_models
+    acc = _acc((flat, hier), docs)
+    chapter = {"flat": flat, "hierarchical": hier, "test": docs}  # the chapter's run, handed in unchanged
+    with pytest.raises(AssertionError, match="chapter's own"):
+        ex.check_ex3(flat, hier, docs, *acc, chapter)
+    torch.manual_seed(1)
+    new_flat = DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat")
+    new_flat.load_state_dict(flat.state_dict())
+    with pytest.raises(AssertionError, match="chapter's own"):  # a copy with the same parameters is the same model
+        ex.check_ex3(new_flat, hier, docs, *acc, chapter)
+    torch.manual_seed(2)
+    other = {k: DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind=k) for k in ("flat", "hierarchical")}
+    assert "correct" in ex.check_ex3(flat, hier, docs, *acc, other)

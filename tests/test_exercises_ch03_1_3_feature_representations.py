@@ -156,3 +156,12 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_another_test_split():
     assert "correct" in ex.check_ex3(*m, small_tables, words, *acc)  # 100 test words pass the visible check ...
     with pytest.raises(AssertionError, match="300 test words"):
         ex.hidden_check_ex3(small_tables, words)
+
+
+def test_ex3_rejects_the_chapters_own_model():
+    m, tables, words, acc = _models(FULL)
+    with pytest.raises(AssertionError, match="chapter's own"):
+        ex.check_ex3(*m, tables, words, *acc, m[0])
+    torch.manual_seed(5)
+    other = RepresentationClassifier(tables.dims, d_t=8, n_classes=4, combine="attention")
+    assert "correct" in ex.check_ex3(*m, tables, words, *acc, other)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..feature_related import levels as lv
+from ._answers import not_the_same_model
 
 if TYPE_CHECKING:
     from ..data.documents import Documents
@@ -65,17 +66,31 @@ def check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> 
 
 
 def check_ex3(
-    model_flat: torch.nn.Module, model_hier: torch.nn.Module, test_docs: Documents, flat_acc: float, hier_acc: float
+    model_flat: torch.nn.Module,
+    model_hier: torch.nn.Module,
+    test_docs: Documents,
+    flat_acc: float,
+    hier_acc: float,
+    chapter_models: Mapping[str, object] | None = None,
 ) -> str:
     """Ex. 3: flat and hierarchical models trained and tested on two-sentence documents.
 
     The check verifies that ``test_docs`` have exactly two sentences, re-evaluates
-    both models on them and compares with your accuracies.
+    both models on them and compares with your accuracies. ``chapter_models`` is
+    the chapter's own seed-0 run (``{"flat": model, "hierarchical": model}``):
+    handing in those models, trained on five-sentence documents, fails.
     """
     from ..training import accuracy
 
     if getattr(model_flat, "kind", None) != "flat" or getattr(model_hier, "kind", None) != "hierarchical":
         raise AssertionError("pass the flat model first and the hierarchical model second")
+    for kind, model in (("flat", model_flat), ("hierarchical", model_hier)):
+        other = (chapter_models or {}).get(kind)
+        not_the_same_model(
+            model,
+            other if isinstance(other, torch.nn.Module) else None,
+            f"the {kind} model is the chapter's own (trained on five-sentence documents): train a new one on 'easy'",
+        )
     n_real = test_docs.word_mask.any(-1).sum(-1)
     if not bool((n_real == 2).all()):
         raise AssertionError(

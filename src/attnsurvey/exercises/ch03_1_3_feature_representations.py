@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..feature_related import representations as rp
+from ._answers import not_the_same_model
 
 if TYPE_CHECKING:
     from ..data.embeddings import EmbeddingTables
@@ -73,12 +74,22 @@ def check_ex3(
     test_words: Tensor,
     acc_attention: float,
     acc_average: float,
+    chapter_model: torch.nn.Module | None = None,
 ) -> str:
-    """Ex. 3: both models trained on tables where e1 and e2 cover every word; the check re-evaluates them."""
+    """Ex. 3: both models trained on tables where e1 and e2 cover every word; the check re-evaluates them.
+
+    ``chapter_model`` is the chapter's own seed-0 meta-embedding model (trained on
+    partial coverage): handing it in as the attention model fails.
+    """
     from ..training import accuracy
 
     if getattr(model_attention, "combine", None) != "attention" or getattr(model_average, "combine", None) != "average":
         raise AssertionError("pass the meta-embedding model first and the averaging model second")
+    not_the_same_model(
+        model_attention,
+        chapter_model,
+        "the attention model is the chapter's own (trained with partial coverage): train a new one on full_tables",
+    )
     if not bool(tables.known[:, :2].all()):
         raise AssertionError("e1 and e2 must cover every word: use coverage 1.0 in their specs")
     with torch.no_grad():
