@@ -6,6 +6,9 @@ reads as the exercise's own logic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from .. import taxonomy as tx
@@ -50,3 +53,16 @@ def not_the_same_model(model: torch.nn.Module, other: torch.nn.Module | None, hi
         mine[k].shape == theirs[k].shape and torch.equal(mine[k], theirs[k]) for k in mine
     ):
         raise AssertionError(hint)
+
+
+def run_answer(fn: Callable[..., Any], *args: Any, what: str) -> Any:
+    """``fn(*args)``, the reader's function on a check's inputs.
+
+    An error such a function typically raises on inputs it was not written for
+    (a shape it did not expect, an overflow, a division by zero) becomes an
+    ``AssertionError`` that names ``what`` the inputs were.
+    """
+    try:
+        return fn(*args)
+    except (RuntimeError, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as err:
+        raise AssertionError(f"{what}: your function failed ({type(err).__name__}: {err})") from err

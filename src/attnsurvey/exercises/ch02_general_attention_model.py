@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .. import general_model as gm
+from ._answers import run_answer
 
 #: The task of Exercise 3: the chapter's match-the-query task with 32 items.
 EX3_TASK = dict(n_items=32, d_u=8, n_classes=4, noise=0.3, layout="sequence")
@@ -154,12 +155,7 @@ def hidden_check_ex2(fn: Callable[..., Sequence[float]]) -> None:
             torch.randn(n_f, d_v, generator=gg, dtype=torch.float64),
         )
         c_ref, _ = gm.attend(qx[None], Kx, Vx)
-        try:
-            got = torch.as_tensor(fn(qx, Kx, Vx), dtype=torch.float64)
-        except (OverflowError, ZeroDivisionError, ValueError) as err:
-            raise AssertionError(
-                f"d_k={d_k}, n_f={n_f}, d_v={d_v}: your function failed ({type(err).__name__})"
-            ) from err
+        got = torch.as_tensor(run_answer(fn, qx, Kx, Vx, what=f"d_k={d_k}, n_f={n_f}, d_v={d_v}"), dtype=torch.float64)
         if got.shape != c_ref[0].shape or not torch.allclose(got, c_ref[0], atol=1e-9, rtol=1e-9):
             raise AssertionError(
                 f"d_k={d_k}, n_f={n_f}, d_v={d_v}: context differs from attend "

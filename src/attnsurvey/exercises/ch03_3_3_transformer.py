@@ -48,6 +48,17 @@ def check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> str:
     return "correct: the pair at t + k is a rotation of the pair at t by k * omega_i"
 
 
+def _decoder_with_trained_norms(seed: int) -> model.DecoderLayer:
+    """A pre-norm ``DecoderLayer(16, 2, 24)`` whose layer norms have random scales and shifts, as trained ones would."""
+    torch.manual_seed(seed)
+    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
+    with torch.no_grad():
+        for norm in (dec.norm1, dec.norm2, dec.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.5)
+    return dec
+
+
 def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecoderLayer]) -> str:
     """Ex. 2: ``to_torch(dec)`` returns a ``torch.nn.TransformerDecoderLayer`` equal to ``dec``.
 
@@ -59,12 +70,7 @@ def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecod
     blocked). A twin that is post-norm, misses a copied weight or ignores the
     mask fails.
     """
-    torch.manual_seed(0)
-    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
-    with torch.no_grad():
-        for norm in (dec.norm1, dec.norm2, dec.norm3):
-            norm.weight.uniform_(0.5, 1.5)
-            norm.bias.normal_(0.0, 0.5)
+    dec = _decoder_with_trained_norms(0)
     ref = to_torch(dec)
     if not isinstance(ref, torch.nn.TransformerDecoderLayer):
         raise AssertionError(f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}")
@@ -142,12 +148,7 @@ def hidden_check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.Transform
     ``DecoderLayer`` has no dropout, so a twin built with torch's default
     dropout differs from it in training mode. Raises ``AssertionError``.
     """
-    torch.manual_seed(3)
-    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
-    with torch.no_grad():
-        for norm in (dec.norm1, dec.norm2, dec.norm3):
-            norm.weight.uniform_(0.5, 1.5)
-            norm.bias.normal_(0.0, 0.5)
+    dec = _decoder_with_trained_norms(3)
     ref = to_torch(dec)
     g = torch.Generator().manual_seed(9)
     Y, M = torch.randn(3, 9, 16, generator=g), torch.randn(3, 2, 16, generator=g)
