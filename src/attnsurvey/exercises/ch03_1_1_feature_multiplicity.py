@@ -41,7 +41,7 @@ def check_ex1(e1_from_eq7: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
         "Eq. (14) with A = 0",
         " (the check uses act = tanh, as the chapter's code does, and no bias; keys are rows of K1)",
     )
-    return "correct: with A = 0, Eq. (14) is the query-less score of Eq. (7) without bias"
+    return "correct: your function is Eq. (14) with a zero affinity matrix, the query-less score of Eq. (7)"
 
 
 def check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> str:
