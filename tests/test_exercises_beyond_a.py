@@ -81,3 +81,58 @@ def test_causal_work_check():
         er.check_causal_work([4 * 1024 * 1024 // 2] * 4)  # "every rank does the same"
     with pytest.raises(AssertionError):
         er.check_causal_work([r * 1024 * 1024 + 1024 * 1024 // 2 for r in range(4)])  # triangle without diagonal
+
+
+def test_checks_print_no_answer(capsys):
+    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
+    et.check_causal_tiles(40)
+    er.check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+    out = capsys.readouterr().out
+    for leak in ("exp(m_old", "40", "64", "7.0", "times"):
+        assert leak not in out, out
+
+
+def test_hidden_rescale_accepts_the_solution_and_rejects_two_exponentials():
+    et.hidden_check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
+    two = lambda m_old, m_new: math.exp(m_old) / math.exp(m_new)
+    et.check_rescale(two)  # the visible check's scores are small ...
+    with pytest.raises(AssertionError, match="one difference"):
+        et.hidden_check_rescale(two)  # ... the hidden check's are not
+
+
+def test_hidden_streaming_accepts_the_solution_and_rejects_a_stream_without_rescaling():
+    et.hidden_check_streaming_logsumexp(_stream)
+    with pytest.raises(AssertionError, match="log-sum-exp"):
+        et.hidden_check_streaming_logsumexp(lambda s: _stream(s, rescale=False))
+
+
+def test_hidden_causal_tiles_accepts_the_solution_and_rejects_half():
+    et.hidden_check_causal_tiles(40)
+    with pytest.raises(AssertionError, match="one by one"):
+        et.hidden_check_causal_tiles(32)
+
+
+def test_hidden_ring_bytes_accepts_the_solution_and_rejects_p_steps():
+    er.hidden_check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * 2 * d * size)
+    with pytest.raises(AssertionError, match="not right"):
+        er.hidden_check_ring_bytes(lambda n, d, P, size: P * (n // P) * 2 * d * size)
+
+
+def _merge(parts):
+    run = parts[0]
+    for p in parts[1:]:
+        run = online_softmax_merge(*run, *p)
+    return finalize(*run)[0]
+
+
+def test_hidden_merge_parts_accepts_the_solution_and_rejects_two_parts_only():
+    er.hidden_check_merge_parts(_merge)
+    first_two = lambda parts: _merge(parts[:2]) if len(parts) > 1 else _merge(parts)
+    with pytest.raises(AssertionError, match="merged context"):
+        er.hidden_check_merge_parts(first_two)
+
+
+def test_hidden_causal_work_accepts_the_solution_and_rejects_triangles_without_the_diagonal():
+    er.hidden_check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+    with pytest.raises(AssertionError, match="causal mask"):
+        er.hidden_check_causal_work([r * 1024 * 1024 + 1024 * 1023 // 2 for r in range(4)])

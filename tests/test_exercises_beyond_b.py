@@ -117,3 +117,88 @@ def test_length_exact_decodes_the_model_itself(monkeypatch):
     assert calls == [(model, 1)]  # this model, greedy
     with pytest.raises(AssertionError):
         ext.check_length_exact(1.0, model, data, 12)
+
+
+def test_checks_print_no_answer(capsys):
+    exd.check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
+    exd.check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
+    exp.check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+    ext.check_uniform_mirrored(8 / 68)
+    out = capsys.readouterr().out
+    for leak in ("1.25", "131", "44,870", "342", "0.25", "0.0625", "0.1176"):
+        assert leak not in out, out
+
+
+def test_hidden_cache_gib_accepts_the_solution_and_rejects_a_rounded_size():
+    exd.hidden_check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
+    exd.check_cache_gib(1.26)  # within the visible check's 1 % ...
+    with pytest.raises(AssertionError, match="not exact"):
+        exd.hidden_check_cache_gib(1.26)
+
+
+def test_hidden_expand_kv_accepts_the_solution_and_rejects_tiling():
+    exd.hidden_check_expand_kv(lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1))
+    with pytest.raises(AssertionError, match="j // "):
+        exd.hidden_check_expand_kv(lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
+
+
+def test_hidden_score_counts_accepts_the_solution_and_rejects_the_last_step_only():
+    exd.hidden_check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
+    with pytest.raises(AssertionError, match="recount"):
+        exd.hidden_check_score_counts(512 * 513 // 2, 512 * 512)
+
+
+def test_hidden_alibi_accepts_the_solution_and_rejects_the_slopes_of_eight_heads():
+    exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+    with pytest.raises(AssertionError, match="not exact"):
+        exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 8) for j in range(4)])
+
+
+def _rope(x, t, d=None):
+    d = x.shape[0] if d is None else d
+    angle = t * 10000.0 ** (-torch.arange(0, x.shape[0], 2, dtype=x.dtype) / d)
+    out = x.clone()
+    out[0::2] = x[0::2] * torch.cos(angle) - x[1::2] * torch.sin(angle)
+    out[1::2] = x[0::2] * torch.sin(angle) + x[1::2] * torch.cos(angle)
+    return out
+
+
+def test_hidden_rotate_accepts_the_solution_and_rejects_d_typed_in():
+    exp.hidden_check_rotate(_rope)
+    fixed = lambda x, t: _rope(x, t, d=8)
+    exp.check_rotate(fixed)
+    with pytest.raises(AssertionError, match="take d from x"):
+        exp.hidden_check_rotate(fixed)
+
+
+def test_hidden_sinusoidal_at_512_accepts_the_measurement_and_rejects_a_rounded_one():
+    acc = copy_back_accuracy(train_copy_back("sinusoidal", 0), 512)
+    exp.hidden_check_sinusoidal_at_512(acc)
+    exp.check_sinusoidal_at_512(round(acc, 2))
+    with pytest.raises(AssertionError, match="unrounded"):
+        exp.hidden_check_sinusoidal_at_512(round(acc, 2) + 0.001)
+
+
+def test_hidden_uniform_mirrored_accepts_the_solution_and_rejects_three_decimals():
+    ext.hidden_check_uniform_mirrored(8 / 68)
+    ext.check_uniform_mirrored(0.118)
+    with pytest.raises(AssertionError, match="four correct decimals"):
+        ext.hidden_check_uniform_mirrored(0.118)
+
+
+def test_hidden_exact_match_accepts_the_solution_and_rejects_a_check_of_the_first_token_only():
+    def solution(pred, data):
+        valid = torch.arange(pred.shape[1])[None] < data.lengths[:, None]
+        return float(((pred == data.tgt_out) | ~valid).all(1).float().mean())
+
+    ext.hidden_check_exact_match(solution)
+    with pytest.raises(AssertionError, match="last valid token"):
+        ext.hidden_check_exact_match(lambda pred, data: float((pred[:, 0] == data.tgt_out[:, 0]).float().mean()))
+
+
+def test_hidden_length_exact_accepts_a_fraction_of_sequences_and_rejects_a_rounded_one():
+    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
+    count = int((data.lengths == 12).sum())
+    ext.hidden_check_length_exact(1 / count, None, data, 12)
+    with pytest.raises(AssertionError, match="whole number of sequences"):
+        ext.hidden_check_length_exact(round(1 / count, 2) + 0.001, None, data, 12)

@@ -105,3 +105,52 @@ def test_ex3_accepts_tensor_rates():
     import torch
 
     assert "correct" in ex.check_ex3(torch.tensor(0.873), torch.tensor(0.228))
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean():
+    ex.hidden_check_ex1(12 * 12, 0)
+    ex.check_ex1(144, False)  # the visible check lets False pass for 0 ...
+    with pytest.raises(AssertionError, match="not True or False"):
+        ex.hidden_check_ex1(144, False)  # ... the hidden one does not
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex1(12, 0)
+
+
+def _mean_of_sequence_rates(weights, src, lengths, task, tolerance=0):
+    ideal = target_positions(task, src, lengths)
+    hits = (weights.argmax(-1) - ideal).abs() <= tolerance
+    return sum(float(hits[b, : int(n)].float().mean()) for b, n in enumerate(lengths)) / len(lengths)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_mean_of_sequence_rates():
+    ex.hidden_check_ex2(hit_rate)
+    assert "correct" in ex.check_ex2(_mean_of_sequence_rates)  # passes the visible check ...
+    with pytest.raises(AssertionError, match="valid output step"):
+        ex.hidden_check_ex2(_mean_of_sequence_rates)  # ... not the hidden one
+
+
+@pytest.fixture(scope="module")
+def copier():
+    import torch
+
+    from attnsurvey.data.sequences import transduction_batch
+    from attnsurvey.experiments.seq2seq import fit_transduction
+    from attnsurvey.seq2seq import Seq2Seq
+    from attnsurvey.training import seed_everything
+
+    g = seed_everything(1)
+    model = Seq2Seq(8, d_emb=16, d_h=32, attention=True)
+    fit_transduction(model, 80, g, lengths=(3, 6), batch_size=32, task="copy", lr=2e-2)
+    b = transduction_batch(200, 6, 8, task="copy", generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        _, _, w = model.greedy_decode(b.src, 6, b.lengths)
+    return model, hit_rate(w, b.src, b.lengths, "copy", 1), hit_rate(w, b.src, b.lengths, "reverse", 1)
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_made_up_rates(copier):
+    model, diag, anti = copier
+    assert "correct" in ex.check_ex3(diag, anti)
+    ex.hidden_check_ex3(diag, anti, model)
+    assert "correct" in ex.check_ex3(0.99, 0.01)  # invented rates pass the visible check ...
+    with pytest.raises(AssertionError, match="not what copier gives"):
+        ex.hidden_check_ex3(0.99, 0.01, model)  # ... not the hidden one

@@ -150,3 +150,32 @@ def test_ex3_does_not_blame_n_items_for_a_wrong_evaluation_seed(ex3_models):
     with pytest.raises(AssertionError, match="EX3_EVAL_SEED") as err:
         ex.check_ex3(models["mean"], models["attention"], other["mean"], other["attention"])
     assert "n_items" not in str(err.value)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_rounded_weights():
+    ex.hidden_check_ex1([0.25, 0.25, 0.25, 0.25], False)
+    rounded = [0.2500004, 0.2500004, 0.2499996, 0.2499996]
+    assert "correct" in ex.check_ex1(rounded, False)  # within the visible check's tolerance ...
+    with pytest.raises(AssertionError, match="not exact"):
+        ex.hidden_check_ex1(rounded, False)  # ... not the hidden one
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_scale_fixed_to_six():
+    ex.hidden_check_ex2(loop_attend)
+
+    def fixed(q, K, V):
+        e = K @ q / math.sqrt(6)  # the visible check's d_k, typed in
+        return torch.softmax(e, -1) @ V
+
+    assert "correct" in ex.check_ex2(fixed)
+    with pytest.raises(AssertionError, match="key size"):
+        ex.hidden_check_ex2(fixed)
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_an_untrained_attention_model(ex3_models):
+    models, _ = ex3_models
+    ex.hidden_check_ex3(models["mean"], models["attention"])
+    torch.manual_seed(0)
+    fresh = TaskModel(d_f=12, d_u=8, n_classes=4, d=32, pool="attention")
+    with pytest.raises(AssertionError, match="not clearly ahead"):
+        ex.hidden_check_ex3(models["mean"], fresh)

@@ -75,3 +75,33 @@ def test_ex3_accepts_the_solution(models):
     data = aspect.make_aspect(200, p_empty=0.9, generator=torch.Generator().manual_seed(1))
     acc = [evaluate_aspect(m, data)["accuracy"] for m in models]
     assert "correct" in ex.check_ex3(rot, tgt, data, *acc)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_whole_tensor_transpose():
+    ex.hidden_check_ex1(lambda K1, W1, w1: ca.queryless_additive_score(K1, W1, w1, None))
+
+    def transposed(K1, W1, w1):
+        return w1 @ torch.tanh(W1 @ K1.T)  # right for one key set only
+
+    assert "correct" in ex.check_ex1(transposed)
+    with pytest.raises(AssertionError, match="batch of key sets"):
+        ex.hidden_check_ex1(transposed)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_means_over_fixed_axes():
+    ex.hidden_check_ex2(lambda A: (A.mean(-1), A.mean(-2)))
+    fixed = lambda A: (A.mean(1), A.mean(0))
+    assert "correct" in ex.check_ex2(fixed)
+    with pytest.raises(AssertionError, match="batch of affinity matrices"):
+        ex.hidden_check_ex2(fixed)
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_small_test_set(models):
+    rot, tgt = models
+    data = aspect.make_aspect(500, p_empty=0.9, generator=torch.Generator().manual_seed(3))
+    ex.hidden_check_ex3(data, *[evaluate_aspect(m, data)["accuracy"] for m in models])
+    small = aspect.make_aspect(200, p_empty=0.9, generator=torch.Generator().manual_seed(1))
+    acc = [evaluate_aspect(m, small)["accuracy"] for m in models]
+    assert "correct" in ex.check_ex3(rot, tgt, small, *acc)
+    with pytest.raises(AssertionError, match="500 sentences"):
+        ex.hidden_check_ex3(small, *acc)

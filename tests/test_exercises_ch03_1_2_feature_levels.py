@@ -94,3 +94,45 @@ def test_ex3_rejects_swapped_accuracies(easy_models):
 def test_ex3_accepts_the_solution(easy_models):
     flat, hier, docs = easy_models
     assert "correct" in ex.check_ex3(flat, hier, docs, *_acc((flat, hier), docs))
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_value_rounded_the_wrong_way():
+    ex.hidden_check_ex1(0.025 / (0.025 + 0.025 + 0.3 + 0.3))
+    ex.hidden_check_ex1(0.0385)
+    assert "correct" in ex.check_ex1(0.0384)  # three figures, rounded down: passes the visible check ...
+    with pytest.raises(AssertionError, match="round"):
+        ex.hidden_check_ex1(0.0384)  # ... not the hidden one
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_unmasked_empty_sentences():
+    ex.hidden_check_ex2(two_level)
+    with pytest.raises(AssertionError, match="single real sentence"):
+        ex.hidden_check_ex2(lambda q, K, V, m: two_level(q, K, V, m, mask_empty=False))
+
+
+def test_hidden_ex3_accepts_300_documents_and_rejects_another_size(easy_models):
+    ex.hidden_check_ex3(
+        make_documents(300, n_sentences=2, n_words=6, min_sentences=2, generator=torch.Generator().manual_seed(2))
+    )
+    flat, hier, docs = easy_models
+    assert "correct" in ex.check_ex3(
+        flat, hier, docs, *_acc((flat, hier), docs)
+    )  # 200 documents pass the visible check
+    with pytest.raises(AssertionError, match="300 documents"):
+        ex.hidden_check_ex3(docs)
+
+
+def test_ex3_rejects_the_chapters_own_models(easy_models):
+    flat, hier, docs = easy_models
+    acc = _acc((flat, hier), docs)
+    chapter = {"flat": flat, "hierarchical": hier, "test": docs}  # the chapter's run, handed in unchanged
+    with pytest.raises(AssertionError, match="chapter's own"):
+        ex.check_ex3(flat, hier, docs, *acc, chapter)
+    torch.manual_seed(1)
+    new_flat = DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind="flat")
+    new_flat.load_state_dict(flat.state_dict())
+    with pytest.raises(AssertionError, match="chapter's own"):  # a copy with the same parameters is the same model
+        ex.check_ex3(new_flat, hier, docs, *acc, chapter)
+    torch.manual_seed(2)
+    other = {k: DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind=k) for k in ("flat", "hierarchical")}
+    assert "correct" in ex.check_ex3(flat, hier, docs, *acc, other)

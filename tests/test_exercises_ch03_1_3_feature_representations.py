@@ -126,3 +126,42 @@ def test_ex3_rejects_made_up_accuracies():
 def test_ex3_accepts_the_solution():
     m, tables, words, acc = _models(FULL)
     assert "correct" in ex.check_ex3(*m, tables, words, *acc)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_wrongly_rounded_value():
+    ex.hidden_check_ex1(1 / (1 + math.exp(-1)))
+    ex.hidden_check_ex1(0.7311)
+    assert "correct" in ex.check_ex1(0.7310)  # truncated instead of rounded: passes the visible check ...
+    with pytest.raises(AssertionError, match="four correct decimals"):
+        ex.hidden_check_ex1(0.7310)  # ... not the hidden one
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_slightly_perturbed_weights():
+    tables, meta, words = _setup()
+    a = _weights(mask_e34=True)
+    ex.hidden_check_ex2(a, meta, tables, words)
+    both = tables.known[words][:, :2].all(-1)
+    nudged = a.clone()
+    nudged[both, 0] += 5e-6
+    nudged[both, 1] -= 5e-6
+    assert "correct" in ex.check_ex2(nudged, meta, tables, words)  # within the visible tolerance ...
+    with pytest.raises(AssertionError, match="coverage as mask"):
+        ex.hidden_check_ex2(nudged, meta, tables, words)  # ... not within the hidden one
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_another_test_split():
+    tables = make_embedding_tables(600, 4, FULL, generator=torch.Generator().manual_seed(0), offset=1.0)
+    ex.hidden_check_ex3(tables, torch.randperm(600, generator=torch.Generator().manual_seed(0))[300:])
+    m, small_tables, words, acc = _models(FULL)
+    assert "correct" in ex.check_ex3(*m, small_tables, words, *acc)  # 100 test words pass the visible check ...
+    with pytest.raises(AssertionError, match="300 test words"):
+        ex.hidden_check_ex3(small_tables, words)
+
+
+def test_ex3_rejects_the_chapters_own_model():
+    m, tables, words, acc = _models(FULL)
+    with pytest.raises(AssertionError, match="chapter's own"):
+        ex.check_ex3(*m, tables, words, *acc, m[0])
+    torch.manual_seed(5)
+    other = RepresentationClassifier(tables.dims, d_t=8, n_classes=4, combine="attention")
+    assert "correct" in ex.check_ex3(*m, tables, words, *acc, other)

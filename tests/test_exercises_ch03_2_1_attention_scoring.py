@@ -91,7 +91,7 @@ def test_ex3_an_unsupported_verdict_fails_without_naming_the_supported_one():
     message = refused_without_the_verdict(
         ex.check_ex3, _harder, RESULTS, "additive", FIRST, match="does not follow", hidden="verdict it supports"
     )
-    assert "[+0.1" in message  # the interval is reported
+    assert "[+0.1" not in message  # nor the interval, which gives the verdict away
 
 
 def test_ex2_transposed_weight_matrix_fails_with_a_hint():
@@ -109,3 +109,30 @@ def test_checks_raise_explicitly_and_survive_python_o(module):
     tree = ast.parse(inspect.getsource(module))
     asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
     assert not asserts, f"bare assert on lines {asserts}"
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_variance_within_the_simulation_tolerance():
+    right = (lambda d, s: d * s**4, lambda d, s: s**2 * math.sqrt(d))
+    ex.hidden_check_ex1(*right)
+    close = (lambda d, s: 1.05 * d * s**4, lambda d, s: s**2 * math.sqrt(d))  # 5 % off
+    assert "correct" in ex.check_ex1(*close)  # the simulation cannot see it ...
+    with pytest.raises(AssertionError, match="not exact"):
+        ex.hidden_check_ex1(*close)  # ... the exact moments can
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_scale_from_the_wrong_factor():
+    ex.hidden_check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(K.shape[-1]))
+    with pytest.raises(AssertionError, match="sqrt"):
+        ex.hidden_check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(W.shape[1]))
+
+
+def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
+    def train_scores(seed, names, task):  # stands in for the chapter's training: deterministic per seed
+        return {n: (None, RESULTS[n][seed]) for n in names}
+
+    ex.hidden_check_ex3(RESULTS, train_scores, _harder, [0, 1, 2, 3, 4])
+    typed = {n: [v + 0.01 for v in vals] for n, vals in RESULTS.items()}
+    assert "correct" in ex.check_ex3(_harder, typed, "scaled-multiplicative", FIRST)  # consistent, so visible passes
+    with pytest.raises(AssertionError, match="another value") as err:
+        ex.hidden_check_ex3(typed, train_scores, _harder, [0, 1, 2, 3, 4])
+    assert "0.6" not in str(err.value)

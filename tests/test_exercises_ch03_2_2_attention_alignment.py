@@ -99,3 +99,32 @@ def test_checks_raise_explicitly_and_survive_python_o():
     tree = ast.parse(inspect.getsource(ex))
     asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
     assert not asserts, f"bare assert on lines {asserts}"
+
+
+def test_ex3_rejects_d4_left_at_the_chapter_setting():
+    # run_alignment("local-p", s, D=2) by mistake: the D=4 row repeats the chapter's local-p row
+    with pytest.raises(AssertionError, match="train local-p with D=4"):
+        ex.check_ex3({"D=4": list(D2), "D=2": D2}, "not resolved", D2)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_baseline_that_does_not_cancel():
+    ex.hidden_check_ex1(lambda a, L, b: a * (L - (a * L).sum()))
+    with pytest.raises(AssertionError, match="baseline"):
+        ex.hidden_check_ex1(lambda a, L, b: a * (L - b))
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_clipped_window():
+    ex.hidden_check_ex2(_shifted)
+    with pytest.raises(AssertionError, match="min"):
+        ex.hidden_check_ex2(_clipped)
+
+
+def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
+    def run_alignment(kind, seed, D=2):  # stands in for the chapter's training: deterministic per seed and D
+        return {"accuracy": (D4 if D == 4 else D2)[seed]}
+
+    ex.hidden_check_ex3({"D=4": D4, "D=2": D2}, run_alignment, [0, 1, 2, 3, 4])
+    typed = [x - 0.05 for x in D4]
+    assert "correct" in ex.check_ex3({"D=4": typed, "D=2": D2}, "D=4", D2)
+    with pytest.raises(AssertionError, match="another value"):
+        ex.hidden_check_ex3({"D=4": typed, "D=2": D2}, run_alignment, [0, 1, 2, 3, 4])

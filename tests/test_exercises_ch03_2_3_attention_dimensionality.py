@@ -110,3 +110,31 @@ def test_checks_raise_explicitly_and_survive_python_o():
     tree = ast.parse(inspect.getsource(ex))
     asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
     assert not asserts, f"bare assert on lines {asserts}"
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_count_without_the_bias():
+    ex.hidden_check_ex1(lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + d_v + 1))
+    with pytest.raises(AssertionError, match="not right"):
+        ex.hidden_check_ex1(lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + d_v))
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_scale_from_the_number_of_positions():
+    ex.hidden_check_ex2(_elementwise)
+
+    def by_positions(Q, K, V):
+        e = Q.unsqueeze(-2) * K.unsqueeze(-3) / K.shape[-2] ** 0.5  # n_f instead of d
+        return md.multidimensional_context(md.multidimensional_align(e), V)
+
+    with pytest.raises(AssertionError, match="one softmax per feature"):
+        ex.hidden_check_ex2(by_positions)
+
+
+def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
+    def run(seed, make_model=None):  # stands in for the chapter's training: deterministic per seed
+        return {name: vals[seed] for name, vals in RESULTS.items()}
+
+    ex.hidden_check_ex3(RESULTS, run, [0, 1, 2, 3, 4], _make)
+    typed = {n: [v - 0.02 for v in vals] for n, vals in RESULTS.items()}
+    assert "correct" in ex.check_ex3(_make, typed, "multi-dimensional", DEFAULT)
+    with pytest.raises(AssertionError, match="another value"):
+        ex.hidden_check_ex3(typed, run, [0, 1, 2, 3, 4], _make)

@@ -65,3 +65,35 @@ def test_ex3_default_noise_fails():
 def test_ex3_unsupported_verdict_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3(_noisy, RESULTS, "mean pooling")
+
+
+DEFAULT = {"learned query": [0.97, 0.98, 0.96, 0.97, 0.99], "mean pooling": [0.6, 0.62, 0.58, 0.61, 0.6]}
+
+
+def test_ex3_rejects_the_chapters_own_run():
+    assert "correct" in ex.check_ex3(_noisy, RESULTS, "learned query", DEFAULT)
+    with pytest.raises(AssertionError, match="make_data=noisy_data"):
+        ex.check_ex3(_noisy, DEFAULT, "learned query", DEFAULT)  # the default-noise run handed in unchanged
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_penalty_without_the_off_diagonal():
+    ex.hidden_check_ex1(lambda r, n: r * (1 - 1 / n) ** 2 + r * (r - 1) / n**2)
+    with pytest.raises(AssertionError, match="not right"):
+        ex.hidden_check_ex1(lambda r, n: r * (1 - 1 / n) ** 2 + (r - 1) / n**2)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_replacement():
+    ex.hidden_check_ex2(_two_layers)
+    with pytest.raises(AssertionError, match="two layers"):
+        ex.hidden_check_ex2(lambda F, w: _two_layers(F, w, residual=False))
+
+
+def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
+    def run(seed, make_data=None):  # stands in for the chapter's training: deterministic per seed
+        return {name: vals[seed] for name, vals in RESULTS.items()}
+
+    ex.hidden_check_ex3(RESULTS, run, [0, 1, 2, 3, 4], _noisy)
+    typed = {n: [v - 0.02 for v in vals] for n, vals in RESULTS.items()}
+    assert "correct" in ex.check_ex3(_noisy, typed, "learned query")
+    with pytest.raises(AssertionError, match="another value"):
+        ex.hidden_check_ex3(typed, run, [0, 1, 2, 3, 4], _noisy)

@@ -43,3 +43,26 @@ def test_ex3_positive_words_only_fails():
 def test_ex3_mean_over_words_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).mean(-1).mean(0))
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_three_reads_typed_in():
+    ex.hidden_check_ex1(lambda u1, reads: u1 + sum(reads))
+    three = lambda u1, reads: u1 + reads[0] + reads[1] + reads[2]
+    assert "correct" in ex.check_ex1(three)
+    with pytest.raises((AssertionError, IndexError)):
+        ex.hidden_check_ex1(three)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_the_additive_transform():
+    def hops(q0, K, V, score, n_hops, transform=lambda q, c: (q + c) / 2):
+        return mh.multi_hop_attention(q0, K, V, score, n_hops, transform=transform)[0]
+
+    ex.hidden_check_ex2(hops)
+    with pytest.raises(AssertionError, match="averaging transform"):
+        ex.hidden_check_ex2(lambda *args: hops(*args, transform=lambda q, c: q + c))
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_sum_over_reviews():
+    ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).mean(0))
+    with pytest.raises(AssertionError, match="not right"):
+        ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).sum(0))

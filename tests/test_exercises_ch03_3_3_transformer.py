@@ -104,3 +104,38 @@ def test_ex3_wrong_verdict_fails_without_giving_the_answer(tagger):
 def test_ex3_wrong_verdict_fails(tagger):
     with pytest.raises(AssertionError):
         ex.check_ex3(_evaluate, tagger, True)
+
+
+def _rotate_d(P, t, k, i, d=None):
+    d = P.shape[1] if d is None else d
+    phi = torch.tensor(k * 10000 ** (-2 * i / d), dtype=P.dtype)
+    R = torch.stack([torch.stack([torch.cos(phi), torch.sin(phi)]), torch.stack([-torch.sin(phi), torch.cos(phi)])])
+    return R @ P[t, 2 * i : 2 * i + 2]
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_d_typed_in():
+    ex.hidden_check_ex1(_rotate_d)
+    fixed = lambda P, t, k, i: _rotate_d(P, t, k, i, d=16)
+    assert "correct" in ex.check_ex1(fixed)
+    with pytest.raises(AssertionError, match="take d from P"):
+        ex.hidden_check_ex1(fixed)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_twin_with_dropout():
+    ex.hidden_check_ex2(_to_torch)
+
+    def with_dropout(dec):
+        ref = _to_torch(dec)
+        ref.dropout.p = ref.dropout1.p = ref.dropout2.p = ref.dropout3.p = 0.1  # torch's default, kept by mistake
+        return ref
+
+    assert "correct" in ex.check_ex2(with_dropout)  # eval mode hides it ...
+    with pytest.raises(AssertionError, match="dropout"):
+        ex.hidden_check_ex2(with_dropout)  # ... training mode does not
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_verdict_that_is_not_a_bool(tagger):
+    ex.hidden_check_ex3(_evaluate, tagger, False)
+    assert "correct" in ex.check_ex3(_evaluate, tagger, 0)
+    with pytest.raises(AssertionError, match="True or False"):
+        ex.hidden_check_ex3(_evaluate, tagger, 0)

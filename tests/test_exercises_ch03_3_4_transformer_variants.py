@@ -55,3 +55,23 @@ def test_ex3_wrong_verdict_fails():
     with pytest.raises(AssertionError) as err:
         ex.check_ex3(_lsh_error, False)
     assert "answer" not in str(err.value) and "True" not in str(err.value)  # the numbers suffice
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_forgotten_projections():
+    ex.hidden_check_ex1(lambda n, k, d: (2 * n * n * d, 4 * n * k * d))
+    with pytest.raises(AssertionError, match="not right"):
+        ex.hidden_check_ex1(lambda n, k, d: (2 * n * n * d, 2 * n * k * d))
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_an_exclusive_bound():
+    ex.hidden_check_ex2(lambda n, w: clipped_relative_positions(n, n, w + 1).abs() <= w)
+    with pytest.raises(AssertionError, match="band"):
+        ex.hidden_check_ex2(lambda n, w: clipped_relative_positions(n, n, w + 1).abs() < w)
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_verdict_that_is_not_a_bool():
+    ex.hidden_check_ex3(_lsh_error, True)
+    with pytest.raises(AssertionError, match="True or False"):
+        ex.hidden_check_ex3(_lsh_error, 1)
+    with pytest.raises(AssertionError, match="not right"):
+        ex.hidden_check_ex3(lambda X, V, b, m: _lsh_error(X, V, b, m, shared=False), True)

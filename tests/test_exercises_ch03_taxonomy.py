@@ -66,3 +66,21 @@ def test_ex3_accepts_the_solution(data):
     p = B.point(scoring="additive")
     acc = B.fit_and_evaluate(p, *data, 4, epochs=8, seed=0)["accuracy"]
     assert "correct" in ex.check_ex3(p, acc, *data)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_the_count_with_empty_sets():
+    ex.hidden_check_ex1(31 * 7 * 3 * 127 * 15 * 3 * 7 * 15)
+    with pytest.raises(AssertionError, match="non-empty subsets"):
+        ex.hidden_check_ex1(math.prod(2**k for k in SIZES))
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_string():
+    ex.hidden_check_ex2(B.point(scoring="additive", dimensionality="multi-dimensional", query_type="self-attention"))
+    with pytest.raises(AssertionError, match="B.point"):
+        ex.hidden_check_ex2("additive, multi-dimensional, self-attention")
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_self_attention_query(data):
+    ex.hidden_check_ex3(B.point(scoring="additive"), *data)
+    with pytest.raises(AssertionError, match="basic query"):
+        ex.hidden_check_ex3(B.point(scoring="additive", query_type="self-attention"), *data)

@@ -62,3 +62,24 @@ def test_ex3_reversed_sign_fails():
 
     with pytest.raises(AssertionError):
         checks.check_ex3(drop)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_value_rounded_the_wrong_way():
+    checks.hidden_check_ex1(math.exp(1 - 40 / 30))
+    checks.hidden_check_ex1(0.7165)
+    assert "correct" in checks.check_ex1(0.71656)  # within the visible tolerance ...
+    with pytest.raises(AssertionError, match="four decimals"):
+        checks.hidden_check_ex1(0.71656)  # ... but it rounds to the wrong fourth decimal
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_the_hypothesis_length():
+    checks.hidden_check_ex2(_cer)
+    checks.hidden_check_ex2(lambda r, h: torch.tensor(_cer(r, h), dtype=torch.float32))
+    with pytest.raises(AssertionError, match="your function failed|disagrees"):
+        checks.hidden_check_ex2(lambda r, h: _cer(r, h, by_hypothesis=True))  # fails on the empty hypothesis
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_the_learned_accuracy_alone():
+    checks.hidden_check_ex3(lambda m, x, y: (lambda lu: lu[0] - lu[1])(ex.uniform_attention_ablation(m, x, y)))
+    with pytest.raises(AssertionError, match="learned minus uniform"):
+        checks.hidden_check_ex3(lambda m, x, y: ex.uniform_attention_ablation(m, x, y)[0])

@@ -67,3 +67,23 @@ def _mean_of_sentence_aers(model, x, S, P):
 def test_ex3_mean_of_sentence_aers_fails():
     with pytest.raises(AssertionError, match="per-sentence"):
         ex.check_ex3(_mean_of_sentence_aers)
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_rounded_value():
+    ex.hidden_check_ex1(0.5 + 3 * 0.5 / 24)
+    assert "correct" in ex.check_ex1(0.5625004)  # within the visible tolerance ...
+    with pytest.raises(AssertionError, match="not exact"):
+        ex.hidden_check_ex1(0.5625004)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_swapped_numbers():
+    ex.hidden_check_ex2(_pr)
+    ex.hidden_check_ex2(lambda A, S, P: _pr(A, S, P, union=False))
+    with pytest.raises(AssertionError, match="precision, recall"):
+        ex.hidden_check_ex2(lambda A, S, P: _pr(A, S, P)[::-1])
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_mean_of_sentence_aers():
+    ex.hidden_check_ex3(_corpus_aer)
+    with pytest.raises(AssertionError, match="corpus AER"):
+        ex.hidden_check_ex3(_mean_of_sentence_aers)

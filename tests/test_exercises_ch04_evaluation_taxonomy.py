@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attnsurvey import taxonomy as tx
 from attnsurvey.exercises import ch04_evaluation_taxonomy as ex
@@ -52,3 +53,25 @@ def test_ex3_changing_two_dimensions_fails():
         ex.check_ex3(_zhang(query_type=(("basic",),), scoring=(("additive",),)))
     with pytest.raises(AssertionError):
         ex.check_ex3(_zhang(query_type=(("self-attention", "basic"),)))
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_sum():
+    ex.hidden_check_ex1(8)
+    with pytest.raises(AssertionError, match="count them"):
+        ex.hidden_check_ex1(2 + 4)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_rows_with_alternatives():
+    ex.hidden_check_ex2(_combined_rows())
+    with pytest.raises(AssertionError, match="once"):
+        ex.hidden_check_ex2(_combined_rows()[:-1])
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_a_self_attention_query():
+    from attnsurvey.data.taxonomy_tasks import two_marker_task
+
+    g = torch.Generator().manual_seed(0)
+    data = two_marker_task(512, 8, 16, 4, g), two_marker_task(512, 8, 16, 4, g)
+    ex.hidden_check_ex3(_zhang(query_type=(("basic",),)), *data)
+    with pytest.raises(AssertionError, match="query must be basic"):
+        ex.hidden_check_ex3(_zhang(), *data)

@@ -64,3 +64,45 @@ def test_ex3_default_two_heads_fails():
 def test_ex3_four_heads_without_multi_dimensional_fails():
     with pytest.raises(AssertionError):
         ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4))
+
+
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_head_count():
+    ex.hidden_check_ex1(16 * 16 // 2)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex1(16 * 16)
+
+
+def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
+    ex.hidden_check_ex2(
+        B.build_model(
+            B.point(alignment="hard", query_type="basic + self-attention", query_multiplicity="multi-hop + multi-head"),
+            16,
+            4,
+        )
+    )
+    extra = B.build_model(
+        B.point(
+            scoring="multiplicative",
+            alignment="hard",
+            query_type="self-attention + basic",
+            query_multiplicity="multi-head + multi-hop",
+        ),
+        16,
+        4,
+    )
+    assert "correct" in ex.check_ex2(extra)  # the visible check reads three dimensions ...
+    with pytest.raises(AssertionError, match="scoring"):
+        ex.hidden_check_ex2(extra)  # ... the hidden one all of them
+
+
+def test_hidden_ex3_accepts_the_solution_and_rejects_an_extra_change():
+    ex.hidden_check_ex3(_md_mh(heads=4))
+    extra = B.build_model(
+        B.point(query_type="self-attention", dimensionality="multi-dimensional", query_multiplicity="multi-head"),
+        16,
+        4,
+        heads=4,
+    )
+    assert "correct" in ex.check_ex3(extra)
+    with pytest.raises(AssertionError, match="nothing else"):
+        ex.hidden_check_ex3(extra)

@@ -6,6 +6,11 @@ reads as the exercise's own logic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
 from .. import taxonomy as tx
 
 
@@ -31,3 +36,33 @@ def dimensions_changed(point: object, reference: tx.TaxonomyPoint) -> list[str]:
     if not isinstance(point, tx.TaxonomyPoint):
         raise AssertionError(f"build a TaxonomyPoint with B.point(...), got {type(point).__name__}")
     return [d for d in tx.DIMENSIONS if getattr(point, d) != getattr(reference, d)]
+
+
+def not_the_same_model(model: torch.nn.Module, other: torch.nn.Module | None, hint: str) -> None:
+    """Raise ``AssertionError`` with ``hint`` if ``model`` is ``other`` or holds exactly its parameters.
+
+    It catches an exercise run that hands in the chapter's own trained model
+    instead of training a new one with the exercise's setting.
+    """
+    if other is None:
+        return
+    if model is other:
+        raise AssertionError(hint)
+    mine, theirs = model.state_dict(), other.state_dict()
+    if mine.keys() == theirs.keys() and all(
+        mine[k].shape == theirs[k].shape and torch.equal(mine[k], theirs[k]) for k in mine
+    ):
+        raise AssertionError(hint)
+
+
+def run_answer(fn: Callable[..., Any], *args: Any, what: str) -> Any:
+    """``fn(*args)``, the reader's function on a check's inputs.
+
+    An error such a function typically raises on inputs it was not written for
+    (a shape it did not expect, an overflow, a division by zero) becomes an
+    ``AssertionError`` that names ``what`` the inputs were.
+    """
+    try:
+        return fn(*args)
+    except (RuntimeError, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as err:
+        raise AssertionError(f"{what}: your function failed ({type(err).__name__}: {err})") from err

@@ -46,7 +46,7 @@ def check_results_and_verdict(
     the same name there (to 6 decimals) fails with ``not_from_hint``. It catches
     an exercise run that forgot the setting the exercise changes.
     Returns the paired difference ``a - b``. Raises ``AssertionError`` with a hint
-    otherwise; the hint reports the interval but never names the supported verdict.
+    otherwise; the hint names neither the interval nor the supported verdict.
     """
     if not isinstance(results, Mapping):
         raise AssertionError(f"results must map each method's name to its accuracies, got {type(results).__name__}")
@@ -71,7 +71,8 @@ def check_results_and_verdict(
     want, d = expected_verdict(a_name, list(results[a_name]), b_name, list(results[b_name]))
     if verdict != want:
         raise AssertionError(
-            f"the paired difference {a_name} - {b_name} is {d}; the verdict {verdict!r} does not follow from it "
+            f"the verdict {verdict!r} does not follow from the paired difference {a_name} - {b_name} of your "
+            "results: print stats.paired_difference of the two rows and read it again "
             "(a winner needs an interval that excludes 0, and its sign says which)"
         )
     return d
@@ -79,3 +80,19 @@ def check_results_and_verdict(
 
 def _same(a: Sequence[float], b: Sequence[float]) -> bool:
     return len(a) == len(b) and all(round(float(x), 6) == round(float(y), 6) for x, y in zip(a, b))
+
+
+def check_rerun(given: Sequence[float], index: int, rerun: float, what: str) -> None:
+    """Assert that ``given[index]`` equals ``rerun`` (to 6 decimals): one seed of the reader's run, repeated by a check.
+
+    A hidden check trains one seed again with the exercise's setting and compares,
+    so results typed in by hand, or run with another setting, fail. The hint names
+    ``what`` was repeated, never the value. Raises ``AssertionError``.
+    """
+    vals = list(given)
+    if len(vals) <= index:
+        raise AssertionError(f"{what}: run every seed; the values stop before seed number {index + 1}")
+    if round(float(vals[index]), 6) != round(float(rerun), 6):
+        raise AssertionError(
+            f"{what}: repeating seed number {index + 1} with the exercise's setting gives another value"
+        )

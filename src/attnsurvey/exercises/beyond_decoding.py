@@ -28,7 +28,7 @@ def check_cache_gib(answer: float) -> None:
         raise AssertionError("that is the MHA cache: with GQA only the n_kv_heads K/V heads are cached")
     if not math.isclose(answer, right, rel_tol=0.01):
         raise AssertionError(f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes")
-    print(f"correct: {right:.3g} GiB")
+    print("correct")
 
 
 def check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
@@ -71,4 +71,38 @@ def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> Non
         raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
     if (with_cache, without_cache) != right:
         raise AssertionError("not right; step t attends with 1 query (cache) or t queries (no cache) to t keys")
-    print(f"correct: {right[0]:,} vs {right[1]:,} scores, a ratio of {right[1] / right[0]:.0f}")
+    print("correct")
+
+
+def hidden_check_cache_gib(answer: float) -> None:
+    """Hidden test of Exercise 1: the GiB of :data:`EX1` to a relative 1e-6, from the bytes counted factor by factor.
+
+    Raises ``AssertionError``.
+    """
+    n_bytes = 2 * EX1["n_layers"] * EX1["n_tokens"] * EX1["n_kv_heads"] * EX1["d_head"] * EX1["bytes_per_value"]
+    if not math.isclose(float(answer), n_bytes / 2**30, rel_tol=1e-6):
+        raise AssertionError("the size is not exact: divide the bytes by 2^30, without rounding")
+
+
+def hidden_check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
+    """Hidden test of Exercise 2: multi-head (g = h), multi-query (g = 1) and a larger group, against an index.
+
+    Raises ``AssertionError``.
+    """
+    for shape, h in [((1, 4, 2, 3), 4), ((2, 1, 3, 2), 5), ((1, 3, 2, 2), 12)]:
+        B, g, n, d = shape
+        k = torch.randn(shape, generator=torch.Generator().manual_seed(h))
+        want = k[:, torch.arange(h) // (h // g)]
+        out = expand_kv(k, h)
+        if tuple(out.shape) != (B, h, n, d) or not torch.equal(out, want):
+            raise AssertionError(f"k of shape {shape}, h = {h}: query head j must read K/V head j // (h // g)")
+
+
+def hidden_check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> None:
+    """Hidden test of Exercise 3: both counts recounted step by step (whole numbers). Raises ``AssertionError``."""
+    from ._answers import whole_number
+
+    cached = sum(1 * t for t in range(1, T + 1))
+    uncached = sum(t * t for t in range(1, T + 1))
+    if whole_number(with_cache, "a count") != cached or whole_number(without_cache, "a count") != uncached:
+        raise AssertionError("recount the scores step by step: step t has 1 or t queries against t keys")

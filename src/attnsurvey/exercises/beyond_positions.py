@@ -25,7 +25,7 @@ def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
     assert len(got) == 4 and all(
         math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right)
     ), "not right: m_j = 2^(-8 (j+1) / h)"
-    print(f"correct: {right}")
+    print("correct")
 
 
 def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
@@ -53,4 +53,31 @@ def check_sinusoidal_at_512(answer: float) -> None:
     ):
         raise AssertionError("that is the accuracy at the training length 64; evaluate at n=512")
     assert math.isclose(answer, right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
-    print(f"correct: {right:.3f}")
+    print("correct")
+
+
+def hidden_check_alibi_slopes_4(slopes: Sequence[float]) -> None:
+    """Hidden test of Exercise 1: four slopes, exactly the powers 2^(-2), ..., 2^(-8) (to 1e-12). Raises ``AssertionError``."""
+    got = [float(s) for s in slopes]
+    if len(got) != 4 or not all(math.isclose(a, 2.0 ** (-2 * (j + 1)), rel_tol=1e-12) for j, a in enumerate(got)):
+        raise AssertionError("the slopes are not exact: m_j = 2^(-8 (j + 1) / h), largest first")
+
+
+def hidden_check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
+    """Hidden test of Exercise 2: other sizes (d = 4, 16) and positions (0, 1, 300). Raises ``AssertionError``."""
+    for d, t in ((4, 0), (16, 1), (16, 300), (4, 7)):
+        x = torch.randn(d, generator=torch.Generator().manual_seed(d + t), dtype=torch.float64)
+        want = apply_rope(x[None], offset=t)[0]
+        out = torch.as_tensor(rotate(x.clone(), t)).to(torch.float64)
+        if out.shape != want.shape or not torch.allclose(out, want, atol=1e-6):
+            raise AssertionError(f"d = {d}, t = {t}: not the book's RoPE (take d from x)")
+
+
+def hidden_check_sinusoidal_at_512(answer: float) -> None:
+    """Hidden test of Exercise 3: the accuracy at n = 512 as measured, to 1e-6 (the visible check allows 0.01).
+
+    Raises ``AssertionError``.
+    """
+    model = train_copy_back("sinusoidal", 0)
+    if not math.isclose(float(answer), copy_back_accuracy(model, 512), abs_tol=1e-6):
+        raise AssertionError("give the accuracy as measured at n=512, unrounded")

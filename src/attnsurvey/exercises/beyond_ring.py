@@ -19,7 +19,7 @@ def check_ring_bytes(ring_bytes: Callable[[int, int, int, int], int]) -> None:
         want = ring_step_bytes(n, d, d, P, size)["per_rank"]
         got = int(ring_bytes(n, d, P, size))
         assert got == want, (
-            f"ring_bytes({n}, {d}, {P}, {size}) = {got}, expected {want}: "
+            f"ring_bytes({n}, {d}, {P}, {size}) = {got} is not right: "
             "P - 1 steps, each sending one K and one V chunk of n/P rows"
         )
     print("ring bytes check passed")
@@ -50,7 +50,49 @@ def causal_pairs(P: int, c: int) -> list[int]:
 def check_causal_work(answer: Sequence[int], P: int = 4, c: int = 1024) -> None:
     """Exercise 3: the list, per rank, of allowed query-key pairs under a causal mask."""
     want = causal_pairs(P, c)
-    assert [
-        int(a) for a in answer
-    ] == want, f"got {list(answer)}, expected {want}: rank r sees r whole chunks and one triangle (with its diagonal)"
-    print(f"causal work check passed: the last rank does {want[-1] / want[0]:.1f} times the work of rank 0")
+    assert (
+        [int(a) for a in answer] == want
+    ), f"got {list(answer)}, which is not right: rank r sees r whole chunks and one triangle (with its diagonal)"
+    print("causal work check passed")
+
+
+def hidden_check_ring_bytes(ring_bytes: Callable[[int, int, int, int], int]) -> None:
+    """Hidden test of Exercise 1: other rings (P = 2, 16; d = 1), counted chunk by chunk. Raises ``AssertionError``."""
+    for n, d, P, size in [(512, 1, 2, 4), (65536, 96, 16, 2), (30, 7, 3, 1)]:
+        chunk = n // P
+        want = sum(chunk * d * size + chunk * d * size for _step in range(P - 1))  # one K and one V chunk per step
+        if int(ring_bytes(n, d, P, size)) != want:
+            raise AssertionError(f"ring_bytes({n}, {d}, {P}, {size}) is not right")
+
+
+def hidden_check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
+    """Hidden test of Exercise 2: one part alone, and five parts of uneven sizes in a shuffled order.
+
+    Raises ``AssertionError``.
+    """
+    g = torch.Generator().manual_seed(6)
+    Q, K, V = (
+        torch.randn(3, 4, generator=g, dtype=torch.float64) * 4,
+        torch.randn(20, 4, generator=g, dtype=torch.float64),
+        torch.randn(20, 2, generator=g, dtype=torch.float64),
+    )
+    bounds = [(0, 1), (1, 7), (7, 9), (9, 17), (17, 20)]
+    parts = [attention_stats(Q, K[a:b], V[a:b]) for a, b in bounds]
+    for chosen in ([2], [4, 0, 3, 1, 2]):
+        keys = torch.cat([K[bounds[i][0] : bounds[i][1]] for i in chosen])
+        vals = torch.cat([V[bounds[i][0] : bounds[i][1]] for i in chosen])
+        got = merge_parts([parts[i] for i in chosen])
+        if not torch.allclose(torch.as_tensor(got), F.scaled_dot_product_attention(Q, keys, vals), atol=1e-10):
+            raise AssertionError(
+                f"{len(chosen)} part(s) of uneven size: the merged context is not attention over their keys"
+            )
+
+
+def hidden_check_causal_work(answer: Sequence[int], P: int = 4, c: int = 1024) -> None:
+    """Hidden test of Exercise 3: the counts against a causal mask summed rank by rank. Raises ``AssertionError``."""
+    from ..masking import causal_mask
+
+    mask = causal_mask(P * c)
+    want = [int(mask[r * c : (r + 1) * c].sum()) for r in range(P)]
+    if len(list(answer)) != P or [int(a) for a in answer] != want:
+        raise AssertionError("count the allowed pairs of each rank's rows of the causal mask")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._answers import whole_number
+from ._answers import run_answer, whole_number
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
 
@@ -24,7 +24,7 @@ def check_rescale(rescale: Callable[[float, float], float]) -> None:
             raise AssertionError(
                 f"rescale({m_old}, {m_new}) = {got}, but l = sum exp(e - m_old) must turn into sum exp(e - m_new)"
             )
-    print("rescale check passed: multiply by exp(m_old - m_new), which is <= 1")
+    print("rescale check passed")
 
 
 def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
@@ -73,4 +73,38 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
             f"got {answer}; a query tile ending at row qe visits the key tiles that start before qe "
             f"(not simply half of the {full} tiles)"
         )
-    print(f"causal tiles check passed: {want} of {full} tiles ({want / full:.0%})")
+    print("causal tiles check passed")
+
+
+def hidden_check_rescale(rescale: Callable[[float, float], float]) -> None:
+    """Hidden test of Exercise 1: large scores (near 800, where exp overflows) and a first tile (m_old = -inf).
+
+    Raises ``AssertionError``.
+    """
+    for m_old, m_new in [(800.0, 801.5), (-math.inf, 2.0), (-750.0, -740.0)]:
+        got = float(run_answer(rescale, m_old, m_new, what=f"rescale({m_old}, {m_new}) (exponentiate one difference)"))
+        if not math.isclose(got, math.exp(m_old - m_new), rel_tol=1e-6, abs_tol=1e-300):
+            raise AssertionError(f"rescale({m_old}, {m_new}) is not right")
+
+
+def hidden_check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
+    """Hidden test of Exercise 2: 2000 scores near -1000, and a stream whose maximum comes last.
+
+    Raises ``AssertionError``.
+    """
+    g = torch.Generator().manual_seed(2)
+    for scores in ((torch.randn(2000, generator=g) - 1000.0).tolist(), [float(x) for x in range(-50, 51)]):
+        m, l = (float(v) for v in stream(list(scores)))
+        want = float(torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0))
+        if not (l > 0 and math.isfinite(l) and math.isclose(m + math.log(l), want, rel_tol=1e-6, abs_tol=1e-6)):
+            raise AssertionError(f"{len(scores)} scores: m + log l is not the log-sum-exp")
+
+
+def hidden_check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: int = 1024) -> None:
+    """Hidden test of Exercise 3: the count against a tile-by-tile enumeration (a tile is visited when its first key
+    is not after its last query). Raises ``AssertionError``."""
+    visited = sum(1 for qs in range(0, n, block_q) for ks in range(0, n, block_k) if ks <= min(n, qs + block_q) - 1)
+    if whole_number(answer, "a number of tiles") != visited:
+        raise AssertionError(
+            "count the tiles one by one: a key tile is skipped only when all of it lies after the query tile"
+        )

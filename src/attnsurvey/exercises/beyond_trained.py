@@ -33,7 +33,7 @@ def check_uniform_mirrored(answer: float) -> None:
         )
     if not math.isclose(answer, right, abs_tol=1e-3):
         raise AssertionError("not right: sum over lengths of n * (1/n), divided by the number of tokens")
-    print(f"correct: {right:.4f}")
+    print("correct")
 
 
 def check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -> None:
@@ -51,8 +51,8 @@ def check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -> None:
     if math.isclose(got, token_acc):
         raise AssertionError("that is token accuracy; exact match asks for the whole sequence")
     if not math.isclose(got, right):
-        raise AssertionError(f"{got} != {right}")
-    print(f"correct: {right:.3f}")
+        raise AssertionError(f"your exact match {got} is not right")
+    print("correct")
 
 
 def check_length_exact(answer: float, model: Seq2SeqTransformer, data: SeqBatch, n: int) -> None:
@@ -81,4 +81,46 @@ def check_length_exact_of(answer: float, pred: Tensor, data: SeqBatch, n: int) -
             f"{answer} is not right: decode greedily (beam width 1) and count the length-{n} rows whose "
             "tokens all match"
         )
-    print(f"correct: {right:.3f} on {int(rows.sum())} sequences of length {n}")
+    print("correct")
+
+
+def hidden_check_uniform_mirrored(answer: float) -> None:
+    """Hidden test of Exercise 1: the chance level to four correct decimals, from an exact fraction.
+
+    Raises ``AssertionError``.
+    """
+    from fractions import Fraction
+
+    ns = range(LENGTHS[0], LENGTHS[1] + 1)
+    exact = Fraction(len(ns), sum(ns))  # n tokens get 1/n each: one unit of weight per sentence
+    if not math.isclose(float(answer), float(exact), abs_tol=5e-5):
+        raise AssertionError("give the chance level to at least four correct decimals")
+
+
+def hidden_check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -> None:
+    """Hidden test of Exercise 2: another batch, right everywhere, then wrong in the last valid token of one sequence.
+
+    Raises ``AssertionError``.
+    """
+    data = reversal_data(6, torch.Generator().manual_seed(3))
+    pred = data.tgt_out.clone()
+    pred[data.tgt_out == PAD] = 7
+    if not math.isclose(float(exact_match(pred, data)), 1.0, abs_tol=1e-6):
+        raise AssertionError("every sequence is right on its valid positions: the exact match is 1")
+    last = int(data.lengths[2]) - 1
+    pred[2, last] = 3 if pred[2, last] != 3 else 4
+    if not math.isclose(float(exact_match(pred, data)), 5 / 6, abs_tol=1e-6):
+        raise AssertionError("one sequence wrong in its last valid token: your exact match is not right")
+
+
+def hidden_check_length_exact(answer: float, model: Seq2SeqTransformer, data: SeqBatch, n: int) -> None:
+    """Hidden test of Exercise 3: the answer is a fraction of the length-``n`` sequences (k / count, to 1e-9).
+
+    Raises ``AssertionError``.
+    """
+    count = int((data.lengths == n).sum())
+    k = float(answer) * count
+    if not abs(k - round(k)) < 1e-6 * max(count, 1):
+        raise AssertionError(
+            f"the exact match on the length-{n} rows is a whole number of sequences divided by their count"
+        )

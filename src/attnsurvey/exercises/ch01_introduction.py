@@ -6,17 +6,19 @@ from collections.abc import Callable
 
 import torch
 
+from ._answers import whole_number
+
 
 def check_ex1(scores_attention: int, scores_bottleneck: int, n_x: int = 12, n_y: int = 12) -> str:
     """Ex. 1: how many scores e_{t,l} each decoder computes for a source of n_x and an output of n_y tokens."""
     if scores_attention != n_x * n_y:
         raise AssertionError(
-            f"attention scores every source position at every output step: n_y * n_x = {n_y} * {n_x}, "
-            f"not {scores_attention}"
+            f"scores_attention = {scores_attention} is not right: attention scores every source position at every "
+            "output step (count the pairs (t, l))"
         )
     if scores_bottleneck != 0:
         raise AssertionError("the bottleneck decoder never scores anything: its context is fixed before decoding")
-    return f"correct: {n_x * n_y} scores with attention, none without"
+    return "correct: both counts are right"
 
 
 def check_ex2(fn: Callable[..., float]) -> str:
@@ -92,3 +94,74 @@ def check_ex3(diagonal_rate: float, anti_diagonal_rate: float) -> str:
     if diagonal_rate <= 2 * anti_diagonal_rate:
         raise AssertionError("a copying model should look along the diagonal far more often than the anti-diagonal")
     return "correct: the copy task is aligned along the diagonal"
+
+
+def hidden_check_ex1(scores_attention: int, scores_bottleneck: int) -> None:
+    """Hidden test of Ex. 1: both counts are whole numbers (not ``True``/``False``), recounted pair by pair.
+
+    The reference enumerates the pairs (t, l) of a 12-token output over a 12-token
+    source, independently of the product formula. Raises ``AssertionError``.
+    """
+    for name, v in (("scores_attention", scores_attention), ("scores_bottleneck", scores_bottleneck)):
+        if isinstance(v, bool):
+            raise AssertionError(f"{name} is a count of scores, not True or False")
+        whole_number(v, name)
+    if int(scores_attention) != sum(1 for _t in range(12) for _l in range(12)) or int(scores_bottleneck) != 0:
+        raise AssertionError("recount the scores e_{t,l}: one per output step and source position with attention")
+
+
+def _hit_rate_reference(weights: torch.Tensor, src: torch.Tensor, lengths: torch.Tensor, task: str, tol: int) -> float:
+    from ..data.sequences import target_positions
+
+    ideal = target_positions(task, src, lengths)
+    valid = ideal >= 0
+    return float(((weights.argmax(-1) - ideal).abs() <= tol)[valid].double().mean())
+
+
+def hidden_check_ex2(fn: Callable[..., float]) -> None:
+    """Hidden test of Ex. 2: a padded batch of three lengths (5, 7, 2) on a 7-token source, tolerances 0-2.
+
+    The sequences have different hit rates, so a mean of per-sequence rates (in
+    place of the rate over all valid steps) fails, and so does a function that
+    assumes ``n_y = 6`` or tolerance 0 or 1 only. Raises ``AssertionError``.
+    """
+    g = torch.Generator().manual_seed(21)
+    src = torch.randint(1, 8, (3, 7), generator=g)
+    lengths = torch.tensor([5, 7, 2])
+    w = torch.softmax(3 * torch.randn(3, 7, 7, generator=g), -1)
+    for task in ("reverse", "copy"):
+        for tol in (0, 1, 2):
+            want = _hit_rate_reference(w, src, lengths, task, tol)
+            got = fn(w, src, lengths, task, tolerance=tol)
+            if got is None or abs(float(got) - want) > 1e-6:
+                raise AssertionError(
+                    f"a padded batch of lengths 5, 7 and 2 ({task}, tolerance={tol}): the hit rate counts every "
+                    "valid output step of the batch once (not a mean of per-sequence rates)"
+                )
+
+
+def hidden_check_ex3(diagonal_rate: float, anti_diagonal_rate: float, model: torch.nn.Module) -> None:
+    """Hidden test of Ex. 3: the rates come from ``model`` (the trained copier), measured again on fresh sequences.
+
+    Decodes 200 fresh length-6 copy sequences with ``model`` and measures both hit
+    rates at tolerance 1; the reader's rates must lie within 0.05 of them, and
+    the model must copy along the diagonal. Raises ``AssertionError``.
+    """
+    from ..data.sequences import transduction_batch
+
+    decode = getattr(model, "greedy_decode", None)
+    if not callable(decode):
+        raise AssertionError("copier must be the trained Seq2Seq model (attention=True) your rates come from")
+    b = transduction_batch(
+        200, 6, int(getattr(model, "vocab_size", 8)), task="copy", generator=torch.Generator().manual_seed(404)
+    )
+    with torch.no_grad():
+        _, _, w = decode(b.src, 6, b.lengths)
+    if w is None:
+        raise AssertionError("copier has no attention weights: train it with attention=True")
+    diag = _hit_rate_reference(w, b.src, b.lengths, "copy", 1)
+    anti = _hit_rate_reference(w, b.src, b.lengths, "reverse", 1)
+    if abs(float(diagonal_rate) - diag) > 0.05 or abs(float(anti_diagonal_rate) - anti) > 0.05:
+        raise AssertionError("your hit rates are not what copier gives on other copy sequences of length 6")
+    if diag < 0.8:
+        raise AssertionError("copier does not look along the diagonal: train it with task='copy'")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .. import general_model as gm
+from ._answers import run_answer
 
 #: The task of Exercise 3: the chapter's match-the-query task with 32 items.
 EX3_TASK = dict(n_items=32, d_u=8, n_classes=4, noise=0.3, layout="sequence")
@@ -25,10 +26,8 @@ def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool
     if shift_changes_weights is None or isinstance(shift_changes_weights, str):
         raise AssertionError(f"answer (b) with True or False, not {shift_changes_weights!r}")
     if bool(shift_changes_weights):
-        raise AssertionError(
-            "exp(e_l + b) / sum_j exp(e_j + b): the factor exp(b) cancels, so the weights do not change"
-        )
-    return "correct: equal scores give 1/n_f each, and a common shift cancels"
+        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+    return "correct: both answers are right"
 
 
 def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
@@ -122,12 +121,62 @@ def check_ex3(model_mean: gm.TaskModel, model_attention: gm.TaskModel, acc_mean:
                 else f"evaluate on EX3_TASK with EX3_EVAL_N = {EX3_EVAL_N} examples drawn from a generator "
                 f"seeded with EX3_EVAL_SEED = {EX3_EVAL_SEED}"
             )
-            raise AssertionError(
-                f"your {name} accuracy {float(given):.3f} is not what this model scores on the 32-item task "
-                f"({measured[name]:.3f}): {cause}"
-            )
+            raise AssertionError(f"your {name} accuracy is not what this model scores on the 32-item task: {cause}")
     if measured["attention"] - measured["mean"] < 0.2:
         raise AssertionError(
-            f"attention {measured['attention']:.2f} vs mean pooling {measured['mean']:.2f}: train both as in the chapter"
+            "attention is not clearly ahead of mean pooling on the 32-item task: train both as in the chapter"
         )
-    return "correct: with 32 items the average says even less about the item that matches"
+    return "correct: both accuracies are what your models score on the 32-item task"
+
+
+def hidden_check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool) -> None:
+    """Hidden test of Ex. 1: the weights to 1e-12 against a softmax of 4 equal scores computed here, and (b) again.
+
+    Raises ``AssertionError``.
+    """
+    w = torch.as_tensor(weights_equal_scores, dtype=torch.float64)
+    want = torch.softmax(torch.full((4,), 3.7, dtype=torch.float64), -1)
+    if w.shape != (4,) or not torch.allclose(w, want, atol=1e-12, rtol=0):
+        raise AssertionError("the weights are not exact: equal scores give weights that are exactly equal")
+    if bool(torch.as_tensor(shift_changes_weights)):
+        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+
+
+def hidden_check_ex2(fn: Callable[..., Sequence[float]]) -> None:
+    """Hidden test of Ex. 2: other sizes (d_k = 1, 4, 11; n_f = 1, 3; d_v = 1, 5) and scores near -10^4.
+
+    A scale fixed to the visible check's d_k fails here. Raises ``AssertionError``.
+    """
+    gg = torch.Generator().manual_seed(55)
+    for d_k, n_f, d_v, scale in ((4, 3, 5, 1.0), (1, 3, 1, 1.0), (11, 1, 2, 1.0), (4, 3, 5, -1e4)):
+        qx = scale * torch.rand(d_k, generator=gg, dtype=torch.float64)
+        Kx, Vx = (
+            torch.randn(n_f, d_k, generator=gg, dtype=torch.float64),
+            torch.randn(n_f, d_v, generator=gg, dtype=torch.float64),
+        )
+        c_ref, _ = gm.attend(qx[None], Kx, Vx)
+        got = torch.as_tensor(run_answer(fn, qx, Kx, Vx, what=f"d_k={d_k}, n_f={n_f}, d_v={d_v}"), dtype=torch.float64)
+        if got.shape != c_ref[0].shape or not torch.allclose(got, c_ref[0], atol=1e-9, rtol=1e-9):
+            raise AssertionError(
+                f"d_k={d_k}, n_f={n_f}, d_v={d_v}: context differs from attend "
+                "(take every size from the inputs: the scale uses the key size)"
+            )
+
+
+def hidden_check_ex3(model_mean: gm.TaskModel, model_attention: gm.TaskModel) -> None:
+    """Hidden test of Ex. 3: both models on a second sample of the 32-item task (2000 examples, seed 2).
+
+    Attention must stay clearly ahead (by 0.2) and mean pooling well below
+    attention's level. Raises ``AssertionError``.
+    """
+    from ..experiments.general_model import evaluate_match_query
+
+    if getattr(model_mean, "pool", None) != "mean" or getattr(model_attention, "pool", None) != "attention":
+        raise AssertionError("pass the mean-pooling model first and the attention model second")
+    with torch.no_grad():
+        acc = {
+            name: evaluate_match_query(m, 2000, torch.Generator().manual_seed(2), **EX3_TASK)["accuracy"]
+            for name, m in (("mean", model_mean), ("attention", model_attention))
+        }
+    if acc["attention"] - acc["mean"] < 0.2:
+        raise AssertionError("on other 32-item examples attention is not clearly ahead: train both as in the chapter")

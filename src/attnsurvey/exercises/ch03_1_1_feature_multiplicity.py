@@ -15,6 +15,7 @@ from ..general_mechanisms.scoring import dot_score
 if TYPE_CHECKING:
     from ..data.aspect import AspectData
     from ..experiments.feature_related import AspectModel
+from ._answers import run_answer
 
 
 def _rand(*shape: int, seed: int) -> Tensor:
@@ -40,7 +41,7 @@ def check_ex1(e1_from_eq7: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
         "Eq. (14) with A = 0",
         " (the check uses act = tanh, as the chapter's code does, and no bias; keys are rows of K1)",
     )
-    return "correct: with A = 0, Eq. (14) is the query-less score of Eq. (7) without bias"
+    return "correct: your function is Eq. (14) with a zero affinity matrix, the query-less score of Eq. (7)"
 
 
 def check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> str:
@@ -79,7 +80,57 @@ def check_ex3(
         measured = [evaluate_aspect(m, data)["accuracy"] for m in (model_rotatory, model_target_only)]
     for name, given, got in zip(("rotatory", "target-only"), (acc_rotatory, acc_target_only), measured):
         if not math.isclose(float(given), got, abs_tol=1e-6):
-            raise AssertionError(
-                f"your {name} accuracy {float(given):.3f} is not what the model scores on this set ({got:.3f})"
-            )
-    return f"correct: on {empty:.0%} empty contexts, rotatory {measured[0]:.2f} vs target-only {measured[1]:.2f}"
+            raise AssertionError(f"your {name} accuracy is not what the model scores on this set: evaluate it on data")
+    return "correct: both accuracies are what the models score on your mostly empty test set"
+
+
+def hidden_check_ex1(e1_from_eq7: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
+    """Hidden test of Ex. 1: a batch of key sets ``K1 (2, 5, 3)`` in float64, to 1e-10.
+
+    Eq. (7) scores every key of every set, so the function must work on the last
+    two axes; one that transposes the whole tensor fails. Raises ``AssertionError``.
+    """
+    K1 = _rand(2, 5, 3, seed=131).double()
+    W1, w1 = _rand(4, 3, seed=133).double(), _rand(4, seed=135).double()
+    want = torch.stack([torch.tanh(K1[b] @ W1.T) @ w1 for b in range(2)])
+    got = torch.as_tensor(
+        run_answer(e1_from_eq7, K1, W1, w1, what="a batch of key sets K1 (2, 5, 3): work on the last two axes")
+    )
+    if got.shape != want.shape or not torch.allclose(got.double(), want, atol=1e-10):
+        raise AssertionError("a batch of key sets K1 (2, 5, 3): each set's scores must come from that set's keys")
+
+
+def hidden_check_ex2(mean_pooled_scores: Callable[[Tensor], tuple[Tensor, Tensor]]) -> None:
+    """Hidden test of Ex. 2: a batch of affinity matrices ``(2, 3, 5)``; the means run over the last two axes.
+
+    Raises ``AssertionError``.
+    """
+    Q, K = _rand(2, 3, 4, seed=141), _rand(2, 5, 4, seed=142)
+    A = dot_score(Q, K)
+    e_q, e_k = run_answer(mean_pooled_scores, A, what="a batch of affinity matrices (2, 3, 5)")
+    for b in range(2):
+        ref = ca.bidirectional_attention(Q[b], K[b], dot_score, granularity="fine", pool="mean")
+        _close(
+            torch.softmax(torch.as_tensor(e_q)[b], -1),
+            ref.a_q,
+            "a batch of affinity matrices: row means",
+            " (average over the last axis, not the first)",
+        )
+        _close(
+            torch.softmax(torch.as_tensor(e_k)[b], -1),
+            ref.a_k,
+            "a batch of affinity matrices: column means",
+            " (average over the second-to-last axis, not the first)",
+        )
+
+
+def hidden_check_ex3(data: AspectData, acc_rotatory: float, acc_target_only: float) -> None:
+    """Hidden test of Ex. 3: the test set holds the 500 sentences the exercise asks for, and both accuracies are fractions.
+
+    Raises ``AssertionError``.
+    """
+    if len(data.label) != 500:
+        raise AssertionError("the exercise's test set has 500 sentences")
+    for name, acc in (("rotatory", acc_rotatory), ("target-only", acc_target_only)):
+        if not 0.0 <= float(acc) <= 1.0:
+            raise AssertionError(f"the {name} accuracy is a fraction in [0, 1]")

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ._verdict import check_results_and_verdict
+from ._answers import run_answer
+from ._verdict import check_rerun, check_results_and_verdict
 
 _VARIANCE_CASES = ((8, 0.5), (64, 2.0), (256, 1.5))
 
@@ -35,16 +36,16 @@ def check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[int, fl
         ratio = float(dots.var()) / got_var
         if not abs(ratio - 1) < 0.1:
             raise AssertionError(
-                f"d_k={d}, sigma={s}: simulated variance {float(dots.var()):.4g}, yours {got_var:.4g} "
+                f"d_k={d}, sigma={s}: your variance does not match the simulation "
                 "(each product q_i k_i has variance E[q_i^2] E[k_i^2])"
             )
         scaled_var = float((dots / float(scale_fn(d, s))).var())
         if not abs(scaled_var - 1) < 0.1:
             raise AssertionError(
-                f"d_k={d}, sigma={s}: dividing by your scale leaves variance {scaled_var:.4g}, not 1 "
+                f"d_k={d}, sigma={s}: dividing by your scale does not leave variance 1 "
                 "(divide by the standard deviation, the square root of the variance)"
             )
-    return "correct: Var(q.k) = d_k sigma^4, divide by sigma^2 sqrt(d_k)"
+    return "correct: both functions match the simulation"
 
 
 def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
@@ -108,7 +109,7 @@ def check_ex3(
     noise = _estimated_noise(x_q, F)
     if not abs(noise - 0.8) < 0.1:
         raise AssertionError(f"the queries sit about {noise:.2f} from their keys per dimension; use noise=0.8")
-    d = check_results_and_verdict(
+    check_results_and_verdict(
         results,
         "scaled-multiplicative",
         "additive",
@@ -116,4 +117,56 @@ def check_ex3(
         not_from=first_run,
         not_from_hint="these accuracies come from the default task; train with task=harder_task",
     )
-    return f"correct: scaled-multiplicative - additive = {d}"
+    return "correct: the verdict follows from your paired difference"
+
+
+def hidden_check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[int, float], float]) -> None:
+    """Hidden test of Ex. 1: both functions against the exact moments, to a relative 1e-9, at other (d_k, sigma).
+
+    The exact variance is the sum of d_k products' variances E[q_i^2] E[k_i^2]
+    (computed here term by term). Raises ``AssertionError``.
+    """
+    for d, s in ((1, 0.3), (3, 3.0), (50, 0.9)):
+        exact = sum(s**2 * s**2 for _ in range(d))
+        if not math.isclose(float(var_fn(d, s)), exact, rel_tol=1e-9):
+            raise AssertionError(f"d_k={d}, sigma={s}: the variance is not exact (the simulation allows 10 %)")
+        if not math.isclose(float(scale_fn(d, s)) ** 2, exact, rel_tol=1e-9):
+            raise AssertionError(f"d_k={d}, sigma={s}: the scale is not exactly the standard deviation")
+
+
+def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
+    """Hidden test of Ex. 2: other shapes (one query; d_q = 1; d_k = 2) in float64, to 1e-10. Raises ``AssertionError``."""
+    gen = torch.Generator().manual_seed(17)
+    for n_q, n_f, d_q, d_k in ((1, 3, 4, 2), (2, 1, 1, 9)):
+        Qx, Kx = (
+            torch.randn(n_q, d_q, generator=gen, dtype=torch.float64),
+            torch.randn(n_f, d_k, generator=gen, dtype=torch.float64),
+        )
+        Wx = torch.randn(d_k, d_q, generator=gen, dtype=torch.float64)
+        want = torch.tensor(
+            [[float(Kx[l] @ Wx @ Qx[j]) / math.sqrt(d_k) for l in range(n_f)] for j in range(n_q)], dtype=torch.float64
+        )
+        e = torch.as_tensor(
+            run_answer(fn, Qx, Kx, Wx, what=f"n_q={n_q}, n_f={n_f}, d_q={d_q}, d_k={d_k}"), dtype=torch.float64
+        )
+        if e.shape != want.shape or not torch.allclose(e, want, rtol=1e-10, atol=1e-10):
+            raise AssertionError(
+                f"n_q={n_q}, n_f={n_f}, d_q={d_q}, d_k={d_k}: the scores differ from k_l^T W q / sqrt(d_k)"
+            )
+
+
+def hidden_check_ex3(
+    results: Mapping[str, Sequence[float]],
+    train_scores: Callable[..., Mapping[str, tuple[object, float]]],
+    harder_task: Callable[..., tuple[Tensor, Tensor, Tensor]],
+    seeds: Sequence[int],
+) -> None:
+    """Hidden test of Ex. 3: the first seed trained again on ``harder_task`` gives the first value of both rows.
+
+    ``train_scores(seed, names, task=...)`` is the chapter's training function,
+    returning ``{name: (model, accuracy)}``. Raises ``AssertionError``.
+    """
+    names = ("scaled-multiplicative", "additive")
+    again = train_scores(seeds[0], names, task=harder_task)
+    for name in names:
+        check_rerun(results[name], 0, float(again[name][1]), f"results[{name!r}]")

@@ -13,17 +13,20 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ._verdict import check_results_and_verdict
+from ._verdict import check_rerun, check_results_and_verdict
 
 
 def _compare(answer: object, want: Tensor, case: str, hint: str, atol: float, digits: int) -> None:
-    """Raise ``AssertionError`` unless ``answer`` (any array-like) has ``want``'s shape and values, to ``atol``."""
+    """Raise ``AssertionError`` unless ``answer`` (any array-like) has ``want``'s shape and values, to ``atol``.
+
+    The message shows the reader's values, never ``want``.
+    """
     got = torch.as_tensor(answer, dtype=want.dtype)
     if got.shape != want.shape:
         raise AssertionError(f"{case}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
     if not torch.allclose(got, want, atol=atol):
-        shown = [[round(x, digits) for x in t.tolist()] for t in (want, got)]
-        raise AssertionError(f"{case}: expected {shown[0]}, got {shown[1]} ({hint})")
+        shown = [round(x, digits) for x in got.tolist()]
+        raise AssertionError(f"{case}: your function gave {shown}, which is not right ({hint})")
 
 
 def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
@@ -45,7 +48,7 @@ def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
         for b in (0.0, 3.0):
             hint = "take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel"
             _compare(grad_fn(a, L, b), grad, f"n={n}, b={b}", hint, atol=1e-9, digits=4)
-    return "correct: E[(L_m - b) grad log a_m] = a_l (L_l - sum_m a_m L_m), whatever b"
+    return "correct: your closed form matches autograd for both baselines"
 
 
 def check_ex2(fn: Callable[[Tensor, int, int], Tensor]) -> str:
@@ -71,8 +74,9 @@ def check_ex3(results: Mapping[str, Sequence[float]], verdict: str, table_d2: Se
 
     ``results`` maps ``"D=4"`` and ``"D=2"`` to test accuracies per seed;
     ``results["D=2"]`` must be the local-p row of the chapter's experiment
-    (``table_d2``: same seeds, same recipe). ``verdict`` is ``"D=4"``, ``"D=2"``
-    or ``"not resolved"``, as the paired difference decides.
+    (``table_d2``: same seeds, same recipe), and ``results["D=4"]`` must not be
+    that row again (a run that left ``D`` at 2). ``verdict`` is ``"D=4"``,
+    ``"D=2"`` or ``"not resolved"``, as the paired difference decides.
     """
     if "D=2" not in results:
         raise AssertionError(f"results need the key 'D=2', got {sorted(results)}")
@@ -80,5 +84,58 @@ def check_ex3(results: Mapping[str, Sequence[float]], verdict: str, table_d2: Se
         raise AssertionError(
             "results['D=2'] must be the local-p accuracies of the experiment above (same seeds, same recipe)"
         )
-    d = check_results_and_verdict(results, "D=4", "D=2", verdict)
-    return f"correct: D=4 - D=2 = {d}"
+    check_results_and_verdict(
+        results,
+        "D=4",
+        "D=2",
+        verdict,
+        not_from={"D=4": table_d2},
+        not_from_hint="these are the D = 2 accuracies; train local-p with D=4",
+    )
+    return "correct: the verdict follows from your paired difference"
+
+
+def hidden_check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> None:
+    """Hidden test of Ex. 1: other sizes (1, 4, 20 choices) and baselines (-5, 100), against autograd, to 1e-10.
+
+    Raises ``AssertionError``.
+    """
+    gen = torch.Generator().manual_seed(77)
+    for n in (1, 4, 20):
+        e = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
+        L = 3 * torch.randn(n, generator=gen, dtype=torch.float64)
+        (torch.softmax(e, -1) * L).sum().backward()
+        grad = e.grad
+        if grad is None:  # cannot happen: e is a leaf with requires_grad
+            raise RuntimeError("autograd gave no gradient for the scores")
+        a = torch.softmax(e.detach(), -1)
+        for b in (-5.0, 100.0):
+            hint = "the baseline must cancel, for any b"
+            _compare(grad_fn(a, L, b), grad, f"n={n}, b={b}", hint, atol=1e-10, digits=4)
+
+
+def hidden_check_ex2(fn: Callable[[Tensor, int, int], Tensor]) -> None:
+    """Hidden test of Ex. 2: other lengths and windows (n_f = 1, 6, 15; D = 1, 3, 7), at both ends and inside.
+
+    Raises ``AssertionError``.
+    """
+    e = 2 * torch.randn(15, generator=torch.Generator().manual_seed(8))
+    for n, p, D in ((1, 0, 1), (6, 0, 3), (6, 5, 3), (15, 2, 3), (15, 13, 3), (15, 7, 7), (15, 14, 1)):
+        width = min(2 * D + 1, n)
+        start = min(max(p - D, 0), n - width)
+        want = torch.zeros(n)
+        want[start : start + width] = torch.softmax(e[:n][start : start + width], -1)
+        _compare(
+            fn(e[:n], p, D), want, f"n_f={n}, p={p}, D={D}", "the window keeps min(2D + 1, n_f) positions", 1e-6, 3
+        )
+
+
+def hidden_check_ex3(
+    results: Mapping[str, Sequence[float]], run_alignment: Callable[..., Mapping[str, float]], seeds: Sequence[int]
+) -> None:
+    """Hidden test of Ex. 3: the first seed of local-p trained again with D = 4 gives the first value of ``results["D=4"]``.
+
+    ``run_alignment(kind, seed, D=...)`` is the chapter's training function.
+    Raises ``AssertionError``.
+    """
+    check_rerun(results["D=4"], 0, float(run_alignment("local-p", seeds[0], D=4)["accuracy"]), "results['D=4']")

@@ -15,7 +15,8 @@ from torch import Tensor, nn
 
 from ..experiments.general_mechanisms import FeatureLookupModel
 from ..general_mechanisms import dimensionality as md
-from ._verdict import check_results_and_verdict
+from ._answers import run_answer
+from ._verdict import check_rerun, check_results_and_verdict
 
 _DIMS = ((3, 4, 5, 6), (8, 8, 2, 16), (1, 2, 3, 4), (5, 1, 7, 2))
 
@@ -31,10 +32,10 @@ def check_ex1(count_fn: Callable[[int, int, int, int], int]) -> str:
         got = int(count_fn(*dims))
         if got != want:
             raise AssertionError(
-                f"(d_q, d_k, d_v, d_w) = {dims}: expected {want}, got {got} "
+                f"(d_q, d_k, d_v, d_w) = {dims}: your count {got} is not the module's "
                 "(count W_1, W_2, the bias b and W_d; a bias after W_d would be useless)"
             )
-    return "correct: d_w (d_q + d_k + d_v + 1) weights"
+    return "correct: your count matches the module's parameters"
 
 
 def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
@@ -84,7 +85,7 @@ def check_ex3(
         want = {k: tuple(v.shape) for k, v in ref.named_parameters()}
         if got != want:
             raise AssertionError(f"multi_dimensional={multi}: parameter shapes {got}, expected {want} (d_w = 8)")
-    d = check_results_and_verdict(
+    check_results_and_verdict(
         results,
         "multi-dimensional",
         "single-dimensional",
@@ -92,4 +93,47 @@ def check_ex3(
         not_from=default_run,
         not_from_hint="these accuracies come from the default d_w = 32; train with d_w = 8",
     )
-    return f"correct: multi - single = {d}"
+    return "correct: the verdict follows from your paired difference"
+
+
+def hidden_check_ex1(count_fn: Callable[[int, int, int, int], int]) -> None:
+    """Hidden test of Ex. 1: other sizes, counted matrix by matrix here (W_1, W_2, b, W_d). Raises ``AssertionError``."""
+    for d_q, d_k, d_v, d_w in ((7, 3, 11, 5), (64, 64, 64, 128), (2, 9, 1, 1)):
+        want = d_w * d_q + d_w * d_k + d_w + d_w * d_v
+        if int(count_fn(d_q, d_k, d_v, d_w)) != want:
+            raise AssertionError(f"(d_q, d_k, d_v, d_w) = {(d_q, d_k, d_v, d_w)}: your count is not right")
+
+
+def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
+    """Hidden test of Ex. 2: other sizes (one position; d = 1; three queries) in float64, to 1e-10.
+
+    Raises ``AssertionError``.
+    """
+    gen = torch.Generator().manual_seed(31)
+    for n_q, n_f, d in ((3, 1, 5), (1, 4, 1), (2, 6, 3)):
+        Qx, Kx, Vx = (torch.randn(n, d, generator=gen, dtype=torch.float64) for n in (n_q, n_f, n_f))
+        want = torch.stack(
+            [
+                torch.stack([(torch.softmax(Qx[j, i] * Kx[:, i] / d**0.5, 0) * Vx[:, i]).sum() for i in range(d)])
+                for j in range(n_q)
+            ]
+        )
+        c = torch.as_tensor(run_answer(fn, Qx, Kx, Vx, what=f"n_q={n_q}, n_f={n_f}, d={d}"), dtype=torch.float64)
+        if c.shape != want.shape or not torch.allclose(c, want, atol=1e-10):
+            raise AssertionError(f"n_q={n_q}, n_f={n_f}, d={d}: the contexts differ from one softmax per feature")
+
+
+def hidden_check_ex3(
+    results: Mapping[str, Sequence[float]],
+    run: Callable[..., Mapping[str, float]],
+    seeds: Sequence[int],
+    make_model: Callable[[bool], nn.Module],
+) -> None:
+    """Hidden test of Ex. 3: the first seed trained again with ``make_model`` gives the first value of both rows.
+
+    ``run(seed, make_model=...)`` is the chapter's training function, returning
+    ``{name: accuracy}``. Raises ``AssertionError``.
+    """
+    again = run(seeds[0], make_model=make_model)
+    for name in ("multi-dimensional", "single-dimensional"):
+        check_rerun(results[name], 0, float(again[name]), f"results[{name!r}]")

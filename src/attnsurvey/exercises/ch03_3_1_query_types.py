@@ -16,7 +16,8 @@ import torch.nn.functional as F_
 from torch import Tensor
 
 from ..query_related import types as qt
-from ._verdict import check_results_and_verdict
+from ._answers import run_answer
+from ._verdict import check_rerun, check_results_and_verdict
 
 
 def check_ex1(penalty_uniform: Callable[[int, int], float]) -> str:
@@ -31,10 +32,10 @@ def check_ex1(penalty_uniform: Callable[[int, int], float]) -> str:
             got = float(penalty_uniform(r, n))
             if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9):
                 raise AssertionError(
-                    f"r={r}, n={n}: got {got:.10g}, expected {expected:.10g} "
+                    f"r={r}, n={n}: your penalty {got:.10g} is not right "
                     "(the diagonal of A A^T holds 1/n, and so does every off-diagonal entry)"
                 )
-    return "correct: P(r, n) = r (1 - 1/n)^2 + r (r - 1) / n^2"
+    return "correct: your formula matches redundancy_penalty"
 
 
 def check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> str:
@@ -68,6 +69,7 @@ def check_ex3(
     noisy_data: Callable[[int, torch.Generator], tuple[Tensor, Tensor, Tensor]],
     results: Mapping[str, Sequence[float]],
     verdict: str,
+    default_run: Mapping[str, Sequence[float]] | None = None,
 ) -> str:
     """Ex. 3: the louder data (noise 0.4), both models over five seeds, and the verdict.
 
@@ -75,9 +77,10 @@ def check_ex3(
     tokens, 4 classes and noise 0.4 (checked from the spread of the is-key entry
     of the distractors). ``results`` maps ``"learned query"`` and
     ``"mean pooling"`` to test accuracies per seed; ``verdict`` is one of the
-    two names or ``"not resolved"``. The check cannot tell whether ``results``
-    come from runs on the noisy data (it trains nothing): it checks the data
-    function and that ``verdict`` follows from the numbers given.
+    two names or ``"not resolved"``. ``default_run`` is the chapter's run on the
+    default data (``{name: accuracies}``): rows of ``results`` that repeat it
+    were not trained on the noisy data and fail. The check trains nothing: it
+    checks the data function and that ``verdict`` follows from the numbers given.
     """
     F, y, key = noisy_data(2000, torch.Generator().manual_seed(13))
     if tuple(F.shape[1:]) != (12, 5):
@@ -87,5 +90,59 @@ def check_ex3(
     noise = float(F[..., -1][distractor].std())
     if not abs(noise - 0.4) < 0.05:
         raise AssertionError(f"the distractors' is-key entry has spread {noise:.2f}; use noise=0.4")
-    d = check_results_and_verdict(results, "learned query", "mean pooling", verdict)
-    return f"correct: learned query - mean pooling = {d}"
+    check_results_and_verdict(
+        results,
+        "learned query",
+        "mean pooling",
+        verdict,
+        not_from=default_run,
+        not_from_hint="these accuracies come from the default data; train with make_data=noisy_data",
+    )
+    return "correct: the verdict follows from your paired difference"
+
+
+def hidden_check_ex1(penalty_uniform: Callable[[int, int], float]) -> None:
+    """Hidden test of Ex. 1: other sizes (r up to 12, n up to 50) against exact fractions, to a relative 1e-9.
+
+    Raises ``AssertionError``.
+    """
+    from fractions import Fraction
+
+    for r, n in ((12, 50), (7, 3), (4, 4)):
+        entry = Fraction(1, n)  # every entry of A A^T
+        exact = r * (entry - 1) ** 2 + (r * r - r) * entry**2
+        if not math.isclose(float(penalty_uniform(r, n)), float(exact), rel_tol=1e-9):
+            raise AssertionError(f"r={r}, n={n}: your penalty is not right")
+
+
+def hidden_check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> None:
+    """Hidden test of Ex. 2: other sizes (d_f = 4 with 3 tokens, one token with d_f = 8), to 1e-5.
+
+    Raises ``AssertionError``.
+    """
+    gen = torch.Generator().manual_seed(71)
+    for n, d in ((3, 4), (1, 8)):
+        F_ex = torch.randn(n, d, generator=gen)
+        weights = [tuple(torch.randn(d, d, generator=gen) for _ in range(3)) for _ in range(2)]
+        ref = F_ex
+        for W_q, W_k, W_v in weights:
+            ref = F_.layer_norm(ref + F_.scaled_dot_product_attention(ref @ W_q.T, ref @ W_k.T, ref @ W_v.T), (d,))
+        out = torch.as_tensor(run_answer(two_layers, F_ex, weights, what=f"n_f={n}, d_f={d}"))
+        if out.shape != ref.shape or not torch.allclose(out, ref, atol=1e-5):
+            raise AssertionError(f"n_f={n}, d_f={d}: the stack differs from two layers of Eq. (35) and (37)")
+
+
+def hidden_check_ex3(
+    results: Mapping[str, Sequence[float]],
+    run: Callable[..., Mapping[str, float]],
+    seeds: Sequence[int],
+    noisy_data: Callable[..., tuple[Tensor, Tensor, Tensor]],
+) -> None:
+    """Hidden test of Ex. 3: the first seed trained again on ``noisy_data`` gives the first value of both rows.
+
+    ``run(seed, make_data=...)`` is the chapter's training function, returning
+    ``{name: accuracy}``. Raises ``AssertionError``.
+    """
+    again = run(seeds[0], make_data=noisy_data)
+    for name in ("learned query", "mean pooling"):
+        check_rerun(results[name], 0, float(again[name]), f"results[{name!r}]")

@@ -31,7 +31,7 @@ def check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> str:
     assert tuple(got.shape) == tuple(u_final.shape), f"expected shape {tuple(u_final.shape)}, got {tuple(got.shape)}"
     diff = float((got - u_final).abs().max())
     assert diff < 1e-5, f"max |yours - memory_network_read| = {diff:.3g} (each hop adds its read to the query)"
-    return "correct: u^(S+1) = u^(1) + sum_s o^(s)"
+    return "correct: your unrolled query matches memory_network_read"
 
 
 def check_ex2(averaging_hops: Callable[..., Tensor]) -> str:
@@ -79,7 +79,63 @@ def check_ex3(polar_mass: Callable[[Tensor, Tensor], Tensor]) -> str:
     got = torch.as_tensor(polar_mass(a, polarity), dtype=want.dtype)
     assert tuple(got.shape) == (3,), f"expected one value per capsule, shape (3,), got {tuple(got.shape)}"
     assert torch.allclose(got, want, atol=1e-5), (
-        f"expected {[round(x, 4) for x in want.tolist()]}, got {[round(x, 4) for x in got.tolist()]} "
+        f"your masses {[round(x, 4) for x in got.tolist()]} are not right "
         "(sum the weights on polar words within a review, then average over reviews, per capsule)"
     )
     return "correct: mean attention mass on polar words per capsule"
+
+
+def hidden_check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> None:
+    """Hidden test of Ex. 1: one hop and five hops, against ``memory_network_read``. Raises ``AssertionError``."""
+    gen = torch.Generator().manual_seed(15)
+    for hops in (1, 5):
+        u1 = torch.randn(2, 3, generator=gen)
+        Ms = [torch.randn(2, 4, 3, generator=gen) for _ in range(hops)]
+        Cs = [torch.randn(2, 4, 3, generator=gen) for _ in range(hops)]
+        u_final, P = mh.memory_network_read(u1, Ms, Cs)
+        reads = [(P[:, k].unsqueeze(-2) @ Cs[k]).squeeze(-2) for k in range(hops)]
+        got = torch.as_tensor(unrolled(u1, reads))
+        if got.shape != u_final.shape or not torch.allclose(got, u_final, atol=1e-5):
+            raise AssertionError(f"{hops} hop(s): your query differs from memory_network_read (use every read)")
+
+
+def hidden_check_ex2(averaging_hops: Callable[..., Tensor]) -> None:
+    """Hidden test of Ex. 2: other sizes and hop counts (2 and 5 hops), against an explicit loop. Raises ``AssertionError``."""
+    gen = torch.Generator().manual_seed(16)
+    q0, K, V = (
+        torch.randn(3, 2, generator=gen),
+        torch.randn(3, 4, 4, generator=gen),
+        torch.randn(3, 4, 2, generator=gen),
+    )
+
+    def score(Q: Tensor, K_: Tensor) -> Tensor:
+        return Q @ K_.transpose(-1, -2)
+
+    for n_hops in (2, 5):
+        q, c = q0, V.mean(-2)
+        for _ in range(n_hops):
+            q = (q + c) / 2
+            a = torch.softmax(score(torch.cat([q, c], -1).unsqueeze(-2), K).squeeze(-2), -1)
+            c = (a.unsqueeze(-2) @ V).squeeze(-2)
+        got = torch.as_tensor(averaging_hops(q0, K, V, score, n_hops))
+        if got.shape != c.shape or not torch.allclose(got, c, atol=1e-5):
+            raise AssertionError(
+                f"{n_hops} hops: the last context differs from Eq. (41)-(42) with the averaging transform"
+            )
+
+
+def hidden_check_ex3(polar_mass: Callable[[Tensor, Tensor], Tensor]) -> None:
+    """Hidden test of Ex. 3: one review with four capsules, and a batch with a review without any polar word.
+
+    Raises ``AssertionError``.
+    """
+    gen = torch.Generator().manual_seed(19)
+    for B, d_y, n, neutral in ((1, 4, 6, False), (3, 2, 5, True)):
+        a = torch.softmax(torch.randn(B, d_y, n, generator=gen), -1)
+        polarity = torch.randint(-1, 2, (B, n), generator=gen)
+        if neutral:
+            polarity[0] = -1  # a review without a polar word
+        want = (a * (polarity >= 0).unsqueeze(1)).sum(-1).mean(0)
+        got = torch.as_tensor(polar_mass(a, polarity), dtype=want.dtype)
+        if got.shape != want.shape or not torch.allclose(got, want, atol=1e-6):
+            raise AssertionError(f"{B} review(s), {d_y} capsules: your masses are not right")

@@ -48,6 +48,17 @@ def check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> str:
     return "correct: the pair at t + k is a rotation of the pair at t by k * omega_i"
 
 
+def _decoder_with_trained_norms(seed: int) -> model.DecoderLayer:
+    """A pre-norm ``DecoderLayer(16, 2, 24)`` whose layer norms have random scales and shifts, as trained ones would."""
+    torch.manual_seed(seed)
+    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
+    with torch.no_grad():
+        for norm in (dec.norm1, dec.norm2, dec.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.5)
+    return dec
+
+
 def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecoderLayer]) -> str:
     """Ex. 2: ``to_torch(dec)`` returns a ``torch.nn.TransformerDecoderLayer`` equal to ``dec``.
 
@@ -59,12 +70,7 @@ def check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecod
     blocked). A twin that is post-norm, misses a copied weight or ignores the
     mask fails.
     """
-    torch.manual_seed(0)
-    dec = model.DecoderLayer(16, 2, 24, norm_first=True)
-    with torch.no_grad():
-        for norm in (dec.norm1, dec.norm2, dec.norm3):
-            norm.weight.uniform_(0.5, 1.5)
-            norm.bias.normal_(0.0, 0.5)
+    dec = _decoder_with_trained_norms(0)
     ref = to_torch(dec)
     if not isinstance(ref, torch.nn.TransformerDecoderLayer):
         raise AssertionError(f"return a torch.nn.TransformerDecoderLayer, got {type(ref).__name__}")
@@ -109,14 +115,64 @@ def check_ex3(
         got = float(evaluate(tagger, x, y))
         if not abs(got - want) < 1e-6:
             raise AssertionError(
-                f"length {n}: evaluate gave {got:.4f}, the token accuracy is {want:.4f} "
+                f"length {n}: evaluate gave {got:.4f}, which is not the token accuracy "
                 "(count correct positions over all positions, not whole sequences)"
             )
         accs[n] = want
     truth = accs[12] > 0.9
     if bool(generalises) != truth:
         raise AssertionError(
-            f"the model's token accuracy is {accs[8]:.3f} at length 8 and {accs[12]:.3f} at length 12: "
-            "compare the length-12 accuracy with 0.9 again"
+            "generalises does not follow from the token accuracy your evaluate gives at length 12: "
+            "compare it with 0.9 again"
         )
-    return f"correct: token accuracy {accs[8]:.3f} at length 8, {accs[12]:.3f} at length 12"
+    return "correct: evaluate is the token accuracy, and generalises follows from it"
+
+
+def hidden_check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> None:
+    """Hidden test of Ex. 1: a table with ``d = 8`` and other offsets (k = 1, 9, 33), row ``t + k`` hidden.
+
+    A frequency computed with the visible check's ``d = 16`` fails. Raises ``AssertionError``.
+    """
+    P = positional.sinusoidal_position_encoding(60, 8, dtype=torch.float64)
+    for t, k, i in ((4, 1, 1), (3, 33, 3), (20, 9, 0)):
+        hidden = P.clone()
+        hidden[t + k] = float("nan")
+        got = torch.as_tensor(rotate(hidden, t, k, i), dtype=torch.float64)
+        if got.shape != (2,) or not torch.allclose(got, P[t + k, 2 * i : 2 * i + 2], atol=1e-9):
+            raise AssertionError(f"d = 8, (t, k, i) = {(t, k, i)}: the rotated pair is not right (take d from P)")
+
+
+def hidden_check_ex2(to_torch: Callable[[model.DecoderLayer], torch.nn.TransformerDecoderLayer]) -> None:
+    """Hidden test of Ex. 2: the twin in training mode, on other lengths (9 targets, 2 memory positions).
+
+    ``DecoderLayer`` has no dropout, so a twin built with torch's default
+    dropout differs from it in training mode. Raises ``AssertionError``.
+    """
+    dec = _decoder_with_trained_norms(3)
+    ref = to_torch(dec)
+    g = torch.Generator().manual_seed(9)
+    Y, M = torch.randn(3, 9, 16, generator=g), torch.randn(3, 2, 16, generator=g)
+    ref.train()
+    dec.train()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        ours = dec(Y, M, causal_mask(9))[0]
+        theirs = ref(Y, M, tgt_mask=~causal_mask(9))
+    if not float((ours - theirs).abs().max()) < 1e-5:
+        raise AssertionError("in training mode on 9 positions the twin differs: build it with dropout=0.0")
+
+
+def hidden_check_ex3(
+    evaluate: Callable[[torch.nn.Module, Tensor, Tensor], float], tagger: torch.nn.Module, generalises: bool
+) -> None:
+    """Hidden test of Ex. 3: ``evaluate`` at length 5 on 7 sequences, and ``generalises`` a truth value.
+
+    Raises ``AssertionError``.
+    """
+    from ..data.sequences import reversal_batch
+
+    if not isinstance(generalises, bool):
+        raise AssertionError("generalises is True or False")
+    x, y = reversal_batch(7, 5, 10, torch.Generator().manual_seed(71))
+    if not abs(float(evaluate(tagger, x, y)) - _token_accuracy(tagger, x, y)) < 1e-6:
+        raise AssertionError("length 5, 7 sequences: evaluate is not the token accuracy")

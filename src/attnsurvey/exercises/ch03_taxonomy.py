@@ -7,7 +7,7 @@ import math
 from torch import Tensor
 
 from .. import taxonomy as tx
-from ._answers import dimensions_changed
+from ._answers import dimensions_changed, whole_number
 
 
 def check_ex1(n_points: int) -> str:
@@ -20,7 +20,7 @@ def check_ex1(n_points: int) -> str:
         raise AssertionError("close: but the empty set is not allowed (every sub-aspect has at least one value)")
     if n_points != expected:
         raise AssertionError("not yet: count the non-empty subsets of each sub-aspect and multiply")
-    return f"correct: {expected} points"
+    return "correct"
 
 
 def check_ex2(point: tx.TaxonomyPoint) -> str:
@@ -45,7 +45,43 @@ def check_ex3(point: tx.TaxonomyPoint, accuracy: float, train: dict[str, Tensor]
         )
     again = B.fit_and_evaluate(point, train, test, 4, epochs=8, seed=0)["accuracy"]
     if not math.isclose(float(accuracy), again, abs_tol=1e-6):
-        raise AssertionError(f"your accuracy {float(accuracy):.3f} is not what this point scores here ({again:.3f})")
+        raise AssertionError("your accuracy is not what this point scores on ex3_train/ex3_test with seed 0")
     if again < 0.9:
-        raise AssertionError(f"accuracy {again:.3f}: with a basic query the task should be solved; check the data")
-    return "correct: the score matters much less here than the query type"
+        raise AssertionError("with a basic query the task should be solved: check the data")
+    return "correct: your point changes the score only, and your accuracy is what it scores"
+
+
+def hidden_check_ex1(n_points: int) -> None:
+    """Hidden test of Ex. 1: the count against an enumeration of every non-empty subset, sub-aspect by sub-aspect.
+
+    Raises ``AssertionError``.
+    """
+    from itertools import combinations
+
+    total = 1
+    for aspects in tx.FIG3.values():
+        for mechanisms in aspects.values():
+            total *= sum(1 for r in range(1, len(mechanisms) + 1) for _ in combinations(mechanisms, r))
+    if isinstance(n_points, bool) or whole_number(n_points, "a number of points") != total:
+        raise AssertionError("count the non-empty subsets of each sub-aspect and multiply")
+
+
+def hidden_check_ex2(point: tx.TaxonomyPoint) -> None:
+    """Hidden test of Ex. 2: the point builds a model whose ``describe`` gives the point back. Raises ``AssertionError``."""
+    from .. import builder as B
+
+    if not isinstance(point, tx.TaxonomyPoint):
+        raise AssertionError("build the point with B.point(...)")
+    if B.describe(B.build_model(point, 16, 4)) != point:
+        raise AssertionError("the model built from your point does not describe itself as that point")
+
+
+def hidden_check_ex3(point: tx.TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor]) -> None:
+    """Hidden test of Ex. 3: the point also solves the task with another training seed (seed 1).
+
+    Raises ``AssertionError``.
+    """
+    from .. import builder as B
+
+    if B.fit_and_evaluate(point, train, test, 4, epochs=8, seed=1)["accuracy"] < 0.9:
+        raise AssertionError("with another training seed your point does not solve the task: keep the basic query")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..evaluation import extrinsic as ex
+from ._answers import run_answer
 
 
 def check_ex1(bp: float) -> str:
@@ -26,7 +27,7 @@ def check_ex1(bp: float) -> str:
         raise AssertionError(f"got {bp}: close, but give the value to at least four decimals")
     if not err < 5e-5:
         raise AssertionError(f"got {bp}: BP = exp(1 - r / c) when c < r (r is the reference length)")
-    return f"correct: BP = {want:.4f}"
+    return "correct"
 
 
 def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
@@ -74,10 +75,51 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
         got = float(drop_fn(model, x, y))
         if not abs(got - want) < 1e-6:
             raise AssertionError(
-                f"got {got:.4f}, expected {want:.4f}: the drop is (accuracy with learned weights) - "
+                f"your drop {got:.4f} is not right: the drop is (accuracy with learned weights) - "
                 "(accuracy with uniform weights)"
             )
         drops.append(want)
     if not any(abs(d) > 0.02 for d in drops):
         raise RuntimeError("internal: the check's models must separate learned and uniform weights")
     return "correct: the drop is learned minus uniform accuracy"
+
+
+def hidden_check_ex1(bp: float) -> None:
+    """Hidden test of Ex. 1: BP rounds to the right fourth decimal (recomputed from the lengths here).
+
+    Raises ``AssertionError``.
+    """
+    c, r = 30, 40
+    if round(float(bp), 4) != round(math.exp(1 - r / c), 4):
+        raise AssertionError("round the brevity penalty correctly to four decimals")
+
+
+def hidden_check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> None:
+    """Hidden test of Ex. 2: other corpora (an empty hypothesis, repeated letters, one long pair) against ``jiwer.cer``.
+
+    Raises ``AssertionError``.
+    """
+    import jiwer
+
+    for r, h in ((["abc"], [""]), (["aaaa", "b"], ["aa", "bbb"]), (["the cat sat on the mat"], ["a cat sat on mat"])):
+        got = float(run_answer(cer_fn, r, h, what=f"references {r}, hypotheses {h}"))
+        if not abs(got - jiwer.cer(r, h)) < 1e-6:
+            raise AssertionError(f"references {r}, hypotheses {h}: your CER disagrees with jiwer")
+
+
+def hidden_check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> None:
+    """Hidden test of Ex. 3: ``drop`` on a probe model of another size (16 tokens, 6 classes). Raises ``AssertionError``."""
+    from ..experiments.evaluation import ProbeModel
+    from ..training import seed_everything
+
+    g = torch.Generator().manual_seed(8)
+    x = torch.randint(0, 30, (150, 16), generator=g)
+    y = torch.randint(0, 6, (150, 1), generator=g)
+    seed_everything(4)
+    model = ProbeModel(8, 6, 16, vocab=30)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(6.0)
+    learned, uniform = ex.uniform_attention_ablation(model, x, y)
+    if not abs(float(drop_fn(model, x, y)) - (learned - uniform)) < 1e-6:
+        raise AssertionError("16 tokens, 6 classes: your drop is not learned minus uniform accuracy")

@@ -27,7 +27,7 @@ def check_ex1(ac_value: float) -> str:
             f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions "
             "(the rest is spread over 24 regions)"
         )
-    return f"correct: AC = {want:.4f}"
+    return "correct"
 
 
 def _links(pairs: list[tuple[int, int]]) -> Tensor:
@@ -54,8 +54,7 @@ def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> st
         got = tuple(float(v) for v in fn(A, S, P))
         if not (len(got) == 2 and abs(got[0] - want[0]) < 1e-6 and abs(got[1] - want[1]) < 1e-6):
             raise AssertionError(
-                f"got (precision, recall) = {got}, expected {want}: precision = |A & P| / |A|, "
-                "recall = |A & S| / |S|"
+                f"your (precision, recall) = {got} is not right: precision = |A & P| / |A|, " "recall = |A & S| / |S|"
             )
         one_minus = 1 - it.alignment_error_rate(A, S, P)
         if not min(want) - 1e-9 <= one_minus <= max(want) + 1e-9:
@@ -93,12 +92,58 @@ def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], flo
     got = float(model_aer(model, x, S, P))
     if abs(got - per_sentence) < 1e-6:
         raise AssertionError(
-            f"got {got:.4f}, expected {want:.4f}: that is the mean of per-sentence AERs; the corpus AER sums "
+            f"your AER {got:.4f} is the mean of per-sentence AERs; the corpus AER sums "
             "|A & S|, |A & P|, |A| and |S| over all sentences first"
         )
     if not abs(got - want) < 1e-6:
         raise AssertionError(
-            f"got {got:.4f}, expected {want:.4f}: take each target position's arg-max source position and compute "
+            f"your AER {got:.4f} is not right: take each target position's arg-max source position and compute "
             "one AER over the whole corpus with both the sure links S and the possible links P"
         )
     return "correct: corpus AER of the hard alignment"
+
+
+def hidden_check_ex1(ac_value: float) -> None:
+    """Hidden test of Ex. 1: AC against the exact fraction (0.5 + 3 * 0.5 / 24), to 1e-12. Raises ``AssertionError``."""
+    from fractions import Fraction
+
+    exact = Fraction(1, 2) + 3 * Fraction(1, 2) / 24
+    if not abs(float(ac_value) - float(exact)) < 1e-12:
+        raise AssertionError("AC is not exact: add the 0.5 and three shares of the remaining 0.5 over 24 regions")
+
+
+def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> None:
+    """Hidden test of Ex. 2: other sizes (2 x 2, 4 x 5), a hypothesis equal to ``S``, one with a link outside ``P``.
+
+    Raises ``AssertionError``.
+    """
+    S1 = it.links_to_matrix([(0, 0), (1, 1)], 2, 2)
+    S2 = it.links_to_matrix([(0, 1), (2, 2), (3, 4)], 4, 5)
+    P2 = S2 | it.links_to_matrix([(1, 0), (3, 3)], 4, 5)
+    cases = [(S1, S1, S1), (S2, P2, it.links_to_matrix([(0, 1), (1, 0), (2, 4), (3, 4)], 4, 5))]
+    for S, P, A in cases:
+        want = (float((A & P).sum() / A.sum()), float((A & S).sum() / S.sum()))
+        got = tuple(float(v) for v in fn(A, S, P))
+        if not (len(got) == 2 and all(abs(g - w) < 1e-9 for g, w in zip(got, want))):
+            raise AssertionError(f"a {tuple(S.shape)} alignment: your (precision, recall) is not right")
+
+
+def hidden_check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], float]) -> None:
+    """Hidden test of Ex. 3: another probe model on data without the echo (30 sentences of 5 words).
+
+    Raises ``AssertionError``.
+    """
+    from ..data.evaluation_tasks import toy_translation_task
+    from ..experiments.evaluation import ProbeModel
+
+    g = torch.Generator().manual_seed(9)
+    x, _, S, P = toy_translation_task(30, 5, 8, g, echo=False)
+    S[::3, 2:] = False
+    torch.manual_seed(2)
+    model = ProbeModel(8, 8, 10, n_q=5, vocab=8)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)
+        want = it.alignment_error_rate(it.hard_alignment(model(x)[1]), S, P)
+    if not abs(float(model_aer(model, x, S, P)) - want) < 1e-9:
+        raise AssertionError("30 sentences of 5 words without the echo: your AER is not the corpus AER")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from torch import Tensor
+
 from .. import taxonomy as tx
 from ._answers import dimensions_changed, whole_number
 
@@ -22,10 +24,10 @@ def check_ex1(answer: int) -> str:
     want = math.prod(sizes.values())
     if whole_number(answer, "a number of configurations") != want:
         raise AssertionError(
-            f"got {answer}: multiply the number of alternatives per dimension (scoring has {sizes['scoring']}, "
-            "alignment now 4, every other dimension 1); alternatives multiply, they do not add"
+            f"got {answer}: count the alternatives of every dimension in the row (alignment now has 4) and "
+            "multiply them; alternatives multiply, they do not add"
         )
-    return f"correct: {want} configurations"
+    return "correct"
 
 
 def check_ex2(ids: Iterable[str]) -> str:
@@ -37,7 +39,7 @@ def check_ex2(ids: Iterable[str]) -> str:
             f"got {got}: look for query-type cells with one alternative made of two mechanisms ('+'), "
             "not for cells listing alternatives (',')"
         )
-    return f"correct: {len(want)} rows combine two query types"
+    return "correct"
 
 
 def check_ex3(point: tx.TaxonomyPoint) -> str:
@@ -49,4 +51,41 @@ def check_ex3(point: tx.TaxonomyPoint) -> str:
         )
     if point.query_type != (("basic",),):
         raise AssertionError(f"the query type must be basic alone, got {point.as_strings()['query_type']}")
-    return "correct: row 11 with a basic query (one dimension changed)"
+    return "correct: the point changes only the query type, as asked"
+
+
+def hidden_check_ex1(answer: int) -> None:
+    """Hidden test of Ex. 1: the count against an enumeration of the row's configurations with four alignments.
+
+    Raises ``AssertionError``.
+    """
+    from itertools import product
+
+    row = tx.table3_row("table3:row02").point
+    options = [getattr(row, d) if d != "alignment" else ("global", "local", "soft", "hard") for d in tx.DIMENSIONS]
+    if isinstance(answer, bool) or whole_number(answer, "a number of configurations") != sum(
+        1 for _ in product(*options)
+    ):
+        raise AssertionError("list the configurations one by one and count them")
+
+
+def hidden_check_ex2(ids: Iterable[str]) -> None:
+    """Hidden test of Ex. 2: the ids against the rows whose printed query-type cell holds a "+".
+
+    Raises ``AssertionError``.
+    """
+    got = list(ids)
+    want = [r.id for r in tx.TABLE3 if "+" in str(r.point.as_strings()["query_type"])]
+    if len(got) != len(set(got)) or sorted(got) != sorted(want):
+        raise AssertionError("each row that combines query types with '+' once, and no other row")
+
+
+def hidden_check_ex3(point: tx.TaxonomyPoint, train: dict[str, Tensor], test: dict[str, Tensor]) -> None:
+    """Hidden test of Ex. 3: the point, trained once (seed 0, 6 epochs) on the chapter's data, solves the task.
+
+    Raises ``AssertionError``.
+    """
+    from .. import builder as B
+
+    if B.fit_and_evaluate(point, train, test, 4, epochs=6, seed=0)["accuracy"] < 0.9:
+        raise AssertionError("trained on the chapter's task, your point does not solve it: the query must be basic")

@@ -28,10 +28,10 @@ def check_ex1(answer: int) -> str:
     total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(16, 2).main.steps)
     if whole_number(answer, "a number of parameters") != total:
         raise AssertionError(
-            f"got {answer}: there are h heads and each W_d is (d/h) x (d/h), so the total is h (d/h)^2 = d^2 / h "
-            "(not d^2, which a single head of width d would need)"
+            f"got {answer}: count the entries of one head's W_d (each head has width d/h) and multiply by "
+            "the number of heads"
         )
-    return f"correct: {total} parameters (d^2 / h)"
+    return "correct"
 
 
 def check_ex2(model: torch.nn.Module) -> str:
@@ -64,3 +64,40 @@ def check_ex3(model: torch.nn.Module) -> str:
             "(is the model multi-dimensional?)"
         )
     return "correct: four heads, each with a 4 x 4 W_d"
+
+
+def hidden_check_ex1(answer: int) -> None:
+    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 16, h = 2.
+
+    Raises ``AssertionError``.
+    """
+    d, h = 16, 2
+    if isinstance(answer, bool) or whole_number(answer, "a number of parameters") != h * (d // h) ** 2:
+        raise AssertionError("count the entries of every head's W_d")
+
+
+def hidden_check_ex2(model: torch.nn.Module) -> None:
+    """Hidden test of Ex. 2: every other dimension of the model keeps the builder's default. Raises ``AssertionError``."""
+    want = B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
+    got = B.describe(model)
+    changed = [
+        d
+        for d in ("feature_multiplicity", "feature_levels", "feature_representations", "scoring", "dimensionality")
+        if getattr(got, d) != getattr(want, d)
+    ]
+    if changed:
+        raise AssertionError(
+            f"change only alignment, query type and query multiplicity; the model also changes {changed}"
+        )
+
+
+def hidden_check_ex3(model: torch.nn.Module) -> None:
+    """Hidden test of Ex. 3: the model is the chapter's multi-dimensional + multi-head point, nothing else changed.
+
+    Raises ``AssertionError``.
+    """
+    want = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
+    if B.describe(model) != want:
+        raise AssertionError(
+            "build the chapter's multi-dimensional + multi-head point (md_mh) with heads=4, nothing else"
+        )
