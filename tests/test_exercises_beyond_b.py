@@ -11,7 +11,7 @@ from attnsurvey.exercises import beyond_decoding as exd
 from attnsurvey.exercises import beyond_positions as exp
 from attnsurvey.exercises import beyond_trained as ext
 from attnsurvey.experiments import trained_transformer as tt
-from attnsurvey.experiments.long_positions import copy_back_accuracy, train_copy_back
+from attnsurvey.experiments.long_positions import next_token_accuracy, train_next_token
 
 
 def test_cache_gib():
@@ -60,10 +60,12 @@ def _negated(x, t):
 
 
 def test_sinusoidal_at_512():
-    model = train_copy_back("sinusoidal", 0)
-    exp.check_sinusoidal_at_512(copy_back_accuracy(model, 512))
+    model = train_next_token("sinusoidal", 0, n_train=16, steps=150)
+    exp.check_sinusoidal_at_512(next_token_accuracy(model, 512))
     with pytest.raises(AssertionError, match="training length"):
-        exp.check_sinusoidal_at_512(copy_back_accuracy(model, 64))
+        exp.check_sinusoidal_at_512(next_token_accuracy(model, 16))
+    with pytest.raises(AssertionError, match="is not what seed 0 gives"):  # trained at the default length 32, not 16
+        exp.check_sinusoidal_at_512(next_token_accuracy(train_next_token("sinusoidal", 0), 512))
 
 
 def test_uniform_mirrored():
@@ -172,7 +174,7 @@ def test_hidden_rotate_accepts_the_solution_and_rejects_d_typed_in():
 
 
 def test_hidden_sinusoidal_at_512_accepts_the_measurement_and_rejects_a_rounded_one():
-    acc = copy_back_accuracy(train_copy_back("sinusoidal", 0), 512)
+    acc = next_token_accuracy(train_next_token("sinusoidal", 0, n_train=16, steps=150), 512)
     exp.hidden_check_sinusoidal_at_512(acc)
     exp.check_sinusoidal_at_512(round(acc, 2))
     with pytest.raises(AssertionError, match="unrounded"):

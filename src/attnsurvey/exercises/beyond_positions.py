@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..beyond.positions import alibi_slopes, apply_rope
-from ..experiments.long_positions import copy_back_accuracy, train_copy_back
+from ..experiments.long_positions import next_token_accuracy, train_next_token
 
 
 def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
@@ -44,15 +44,22 @@ def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
     print("correct")
 
 
+#: Exercise 3: the chapter's next-token experiment, trained at n = 16 for 150 steps.
+EX3_TASK = {"n_train": 16, "steps": 150}
+
+
+def _sinusoidal_seed0() -> torch.nn.Module:
+    return train_next_token("sinusoidal", 0, n_train=EX3_TASK["n_train"], steps=EX3_TASK["steps"])
+
+
 def check_sinusoidal_at_512(answer: float) -> None:
-    """Exercise 3: copy-back accuracy at n = 512 of the chapter's sinusoidal model, seed 0 (within 0.01)."""
-    model = train_copy_back("sinusoidal", 0)
-    right = copy_back_accuracy(model, 512)
-    if math.isclose(answer, copy_back_accuracy(model, 64), abs_tol=1e-9) and not math.isclose(
-        answer, right, abs_tol=0.01
-    ):
-        raise AssertionError("that is the accuracy at the training length 64; evaluate at n=512")
-    assert math.isclose(answer, right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
+    """Exercise 3: next-token accuracy at n = 512 of the chapter's sinusoidal model, seed 0 (within 0.01)."""
+    model = _sinusoidal_seed0()
+    right = next_token_accuracy(model, 512)
+    at_train = next_token_accuracy(model, EX3_TASK["n_train"])
+    if math.isclose(float(answer), at_train, abs_tol=1e-9) and not math.isclose(float(answer), right, abs_tol=0.01):
+        raise AssertionError("that is the accuracy at the training length 16; evaluate at n=512")
+    assert math.isclose(float(answer), right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
     print("correct")
 
 
@@ -78,6 +85,5 @@ def hidden_check_sinusoidal_at_512(answer: float) -> None:
 
     Raises ``AssertionError``.
     """
-    model = train_copy_back("sinusoidal", 0)
-    if not math.isclose(float(answer), copy_back_accuracy(model, 512), abs_tol=1e-6):
+    if not math.isclose(float(answer), next_token_accuracy(_sinusoidal_seed0(), 512), abs_tol=1e-6):
         raise AssertionError("give the accuracy as measured at n=512, unrounded")
