@@ -54,6 +54,8 @@ DEBUG = False
 MARGIN_MM = {"top": 18, "bottom": 18, "left": 16, "right": 16}
 
 PRINT_CSS = """
+/* a book's type size on A4 (the HTML's 16px base would need some 760 pages) */
+html { font-size: 84% !important; }
 .bd-header, .bd-header-article, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
 .bd-footer-article, .prev-next-area, .headerlink, #pst-back-to-top,
 .header-article-items, .sidebar-toggle, .bd-search, .skip-link, .copybtn, .onlyprint,
@@ -67,7 +69,8 @@ pre, .highlight pre, div.cell_output pre, .output pre {
   white-space: pre-wrap !important; overflow-wrap: anywhere !important; overflow: visible !important;
 }
 pre, div.highlight, div.cell_input, div.cell_output { break-inside: auto !important; }
-code, a, td, th, .math { overflow-wrap: anywhere; }
+div.cell_output pre { font-size: .8em !important; }  /* printed tables of numbers fit a line */
+code, a, td, th, .math, h1, h2, h3, h4, h5, h6, p, li, dt, dd { overflow-wrap: anywhere; }
 div.cell_output, .highlight, div.output, .bd-article { overflow: visible !important; }
 img { max-width: 100% !important; height: auto; }
 table { max-width: 100%; }

@@ -16,12 +16,10 @@ from pypdf.
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import toc_files
+from tests.helpers import load_script, toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = ROOT / "_build" / "pdf" / "book.pdf"
@@ -37,11 +35,7 @@ SINGLE = ROOT / "_build" / "singlehtml" / "book" / "index.html"
 
 
 def _load_build_pdf():
-    spec = importlib.util.spec_from_file_location("build_pdf", ROOT / "scripts" / "build_pdf.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_pdf"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_pdf")
 
 
 #: The page margins in points, as build_pdf prints them.

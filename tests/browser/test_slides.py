@@ -9,27 +9,17 @@ from the local server is aborted and fails the test).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from tests.browser.common import ROOT, need, serve
+from tests.helpers import load_script
 
 TIMEOUT_MS = 60_000
 
 
-def _slides_module():
-    spec = importlib.util.spec_from_file_location("slides", ROOT / "scripts" / "slides.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["slides"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
-    slides = _slides_module()
+    slides = load_script("slides")
     need(slides.REVEAL.is_dir() and slides.MATHJAX.is_dir(), "no reveal.js/MathJax in book/_vendor: run make assets")
     pytest.importorskip("nbconvert")
     out = tmp_path_factory.mktemp("slides")
