@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import html
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,8 @@ from site_browser import chromium, serve  # noqa: E402
 
 SINGLE = ROOT / "_build" / "singlehtml"
 PDF = ROOT / "_build" / "pdf" / "book.pdf"
+#: What the print saw (layout width, clipped boxes, chapters and their first pages); tests/test_pdf.py reads it.
+REPORT = ROOT / "_build" / "pdf" / "book.json"
 WAIT_MS = 180_000
 DEBUG = False
 #: Page margins (also read by tests/test_pdf.py: no text may run into the right one).
@@ -71,7 +74,7 @@ pre, .highlight pre, div.cell_output pre, .output pre {
 pre, div.highlight, div.cell_input, div.cell_output { break-inside: auto !important; }
 div.cell_output pre { font-size: .8em !important; }  /* printed tables of numbers fit a line */
 code, a, td, th, .math, h1, h2, h3, h4, h5, h6, p, li, dt, dd { overflow-wrap: anywhere; }
-div.cell_output, .highlight, div.output, .bd-article { overflow: visible !important; }
+div.cell_output, .highlight, div.output, .bd-article, div.math, span.math { overflow: visible !important; }
 img { max-width: 100% !important; height: auto; }
 table { max-width: 100%; }
 /* collapsed solutions are printed open, at the end of their chapter */
@@ -210,6 +213,22 @@ PREPARE_JS = """([parts, solutionsTitle]) => {
     shrink(el, () => el.scrollWidth, el.clientWidth);
   }
   return chapters;
+}"""
+
+# What the paper would not show: the page's width (chromium shrinks a page wider than the paper)
+# and every box that clips what it holds (a code line cut at the margin).
+LAYOUT_JS = """() => {
+  const clipped = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('mjx-assistive-mml')) continue;
+    const cs = getComputedStyle(el);
+    if (cs.display === 'none' || cs.visibility === 'hidden') continue;
+    if (['hidden', 'auto', 'scroll', 'clip'].includes(cs.overflowX) && el.scrollWidth > el.clientWidth + 1) {
+      clipped.push(el.tagName.toLowerCase() + '.' + String(el.className).split(' ')[0] + ': ' +
+                   (el.textContent || '').trim().slice(0, 60));
+    }
+  }
+  return {wide: document.documentElement.scrollWidth, clipped};
 }"""
 
 # Removes the chapters (printed already) and fills in the contents' page numbers: {docname: page number}.
@@ -382,9 +401,13 @@ def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
         page.add_style_tag(content=PRINT_CSS)
         page.emulate_media(media="print")
         found = page.evaluate(PREPARE_JS, [[[c, d] for c, d in parts], "Solutions"])
-        wide = page.evaluate("() => document.documentElement.scrollWidth")
-        if wide > printable_width_px() + 1:
-            print(f"warning: the page is {wide} px wide, the paper {printable_width_px()} px: chromium shrinks it")
+        layout = page.evaluate(LAYOUT_JS)
+        if layout["wide"] > printable_width_px() + 1:
+            print(
+                f"warning: the page is {layout['wide']} px wide, the paper {printable_width_px()} px: chromium shrinks it"
+            )
+        for box in layout["clipped"][:10]:
+            print(f"warning: cut at the margin: {box}")
         chapters = [
             Chapter(c["doc"], c["title"], c["id"], part_of.get(c["doc"], ""), [tuple(s) for s in c["sections"]])
             for c in found
@@ -408,6 +431,12 @@ def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
             (PDF.parent / "debug-front.pdf").write_bytes(front)
         body = _replace_front(body, front, chapters[0].first)
         t3 = time.perf_counter()
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(
+            json.dumps(
+                {"printable_px": printable_width_px(), **layout, "chapters": [vars(c) for c in chapters]}, indent=1
+            )
+        )
         print(
             f"{t1 - t0:6.1f} s  load page, typeset math, draw widgets\n"
             f"{t2 - t1:6.1f} s  first print\n{t3 - t2:6.1f} s  contents with page numbers",

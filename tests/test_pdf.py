@@ -156,13 +156,10 @@ class Page:
         return " ".join(w.text for w in self.words)
 
 
-@pytest.fixture(scope="module")
-def pdf_pages(built_pdf) -> list[Page]:
+def _pages(pdf: Path) -> list[Page]:
     """Every page's words with their boxes (points, origin top left), from ``pdftotext -bbox``."""
-    if not shutil.which("pdftotext"):
-        pytest.skip("pdftotext (poppler-utils) not installed")
     out = subprocess.run(
-        ["pdftotext", "-bbox", "-enc", "UTF-8", str(built_pdf), "-"], capture_output=True, text=True, check=True
+        ["pdftotext", "-bbox", "-enc", "UTF-8", str(pdf), "-"], capture_output=True, text=True, check=True
     ).stdout
     pages = []
     for chunk in out.split("<page ")[1:]:
@@ -175,6 +172,23 @@ def pdf_pages(built_pdf) -> list[Page]:
         ]
         pages.append(Page(float(size[1]), float(size[2]), words))
     return pages
+
+
+def _past_right_margin(pages: list[Page], slack: float = 1.0) -> list[tuple[int, str, float]]:
+    """(page number, word, points past) of every word that ends in the right margin or beyond."""
+    return [
+        (i + 1, w.text, round(w.x1 - (p.width - MARGIN_PT["right"]), 1))
+        for i, p in enumerate(pages)
+        for w in p.words
+        if w.x1 > p.width - MARGIN_PT["right"] + slack
+    ]
+
+
+@pytest.fixture(scope="module")
+def pdf_pages(built_pdf) -> list[Page]:
+    if not shutil.which("pdftotext"):
+        pytest.skip("pdftotext (poppler-utils) not installed")
+    return _pages(built_pdf)
 
 
 @pytest.fixture(scope="module")
@@ -248,14 +262,35 @@ def test_contents_page_numbers_match_the_outline_and_the_footers(pdf_pages, outl
 
 
 def test_no_word_runs_past_the_right_margin(pdf_pages):
-    limit_slack = 1.0  # points
-    past = [
-        (i + 1, w.text, round(w.x1 - (p.width - MARGIN_PT["right"]), 1))
-        for i, p in enumerate(pdf_pages)
-        for w in p.words
-        if w.x1 > p.width - MARGIN_PT["right"] + limit_slack
-    ]
+    past = _past_right_margin(pdf_pages)
     assert not past, f"{len(past)} words past the right margin (page, word, points): {past[:10]}"
+
+
+def test_nothing_is_cut_at_the_margin_or_shrunk_to_fit(built_pdf):
+    """A box that clips its content (a code line cut at the margin) prints only what it shows, and
+    a page wider than the paper is shrunk whole by chromium: neither is seen by the word boxes
+    above, so the print's layout report (``build_pdf.LAYOUT_JS``) is checked as well."""
+    report = json.loads(_load_build_pdf().REPORT.read_text())
+    assert report["wide"] <= report["printable_px"] + 1, f"the page is {report['wide']} px wide"
+    assert report["clipped"] == [], report["clipped"][:10]
+
+
+def test_the_layout_check_sees_a_line_cut_at_the_margin():
+    """The check above has teeth: a long code line in a scrolling box (as the HTML prints it) is
+    reported; with the print stylesheet it wraps and nothing is reported."""
+    if not Path("/usr/bin/chromium").is_file():
+        pytest.skip("needs chromium")
+    build = _load_build_pdf()
+    line = " ".join(f"word{i}" for i in range(60))
+    with build.chromium() as browser:
+        page = browser.new_page()
+        page.set_viewport_size({"width": build.printable_width_px(), "height": 800})
+        page.set_content(f"<div class='highlight'><pre style='overflow:auto'>{line}</pre></div>")
+        cut = page.evaluate(build.LAYOUT_JS)
+        page.add_style_tag(content=build.PRINT_CSS)
+        wrapped = page.evaluate(build.LAYOUT_JS)
+    assert [c for c in cut["clipped"] if c.startswith("pre")], cut
+    assert wrapped["clipped"] == [] and wrapped["wide"] <= build.printable_width_px() + 1, wrapped
 
 
 def test_no_interactive_toggles_are_printed(pdf_text):
