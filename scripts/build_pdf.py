@@ -87,8 +87,8 @@ table { max-width: 100%; }
 #pdf-toc { break-after: page; }
 #pdf-toc h2 { margin-top: 0; }
 #pdf-toc ul { padding-left: 0; }
-#pdf-toc li { list-style: none; margin: .12em 0; display: flex; align-items: baseline; }
-#pdf-toc li.part { font-weight: bold; margin-top: .9em; break-after: avoid; }
+#pdf-toc li { list-style: none; margin: .05em 0; display: flex; align-items: baseline; }
+#pdf-toc li.part { font-weight: bold; margin-top: .5em; break-after: avoid; }
 #pdf-toc a { color: inherit; text-decoration: none; }
 #pdf-toc li.chapter { padding-left: 1.2em; }
 #pdf-toc .leader { flex: 1; border-bottom: 1px dotted #888; margin: 0 .4em; min-width: 2em; }
@@ -105,6 +105,8 @@ PREPARE_JS = """([parts, solutionsTitle]) => {
     if (u.hash && u.origin === location.origin &&
         (u.pathname === location.pathname || u.pathname.endsWith('/book/index.html'))) {
       a.setAttribute('href', u.hash);
+    } else if (u.origin === location.origin) {
+      a.removeAttribute('href');  // e.g. an image linked to its own file: no such file in the PDF
     }
   }
   // the code of hidden-input cells is left out, as the HTML shows it at first

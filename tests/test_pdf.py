@@ -293,6 +293,18 @@ def test_the_layout_check_sees_a_line_cut_at_the_margin():
     assert wrapped["clipped"] == [] and wrapped["wide"] <= build.printable_width_px() + 1, wrapped
 
 
+def test_links_stay_inside_the_pdf(outline, built_pdf):
+    """Links within the book are links within the PDF, never to the local server that printed it."""
+    pypdf = pytest.importorskip("pypdf")
+    local = []
+    for i, page in enumerate(pypdf.PdfReader(str(built_pdf)).pages):
+        for annot in page.get("/Annots") or []:
+            action = annot.get_object().get("/A") or {}
+            if action.get("/S") == "/URI" and re.match(r"https?://(127\.0\.0\.1|localhost)", action["/URI"]):
+                local.append((i + 1, action["/URI"]))
+    assert not local, local[:5]
+
+
 def test_no_interactive_toggles_are_printed(pdf_text):
     for toggle in ("Show code cell source", "Hide code cell source", "Click to show"):
         assert toggle not in pdf_text
