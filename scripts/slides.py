@@ -70,12 +70,13 @@ window.MathJax = {
   options: {ignoreHtmlClass: 'tex2jax_ignore', processHtmlClass: 'tex2jax_process'}
 };
 </script>
+<link rel="icon" href="data:,">
 <script id="MathJax-script" src="{{ resources.mathjax_url }}"></script>
 <style>
 .reveal .slides section { text-align: left; }
-.reveal h1, .reveal h2 { text-transform: none; }
-.reveal h1 { font-size: 64px; margin-top: 160px; }
-.reveal h2 { font-size: 46px; margin-bottom: 16px; }
+.reveal h1, .reveal h2 { text-transform: none !important; }
+.reveal h1 { font-size: 64px !important; margin-top: 160px !important; }
+.reveal h2 { font-size: 44px !important; margin-bottom: 16px !important; }
 .reveal .slides p, .reveal .slides li { font-size: 30px !important; line-height: 1.4 !important; }
 .reveal .slides code { font-size: 26px !important; }
 .reveal ol, .reveal ul { display: block; margin-left: 1.2em; }
@@ -93,9 +94,10 @@ window.MathJax = {
 function fit(slide) {
   if (!slide) return;
   for (const m of slide.querySelectorAll('mjx-container[display="true"]')) {
-    const math = m.querySelector('mjx-math');
-    for (let k = 0; math && k < 4 && math.offsetWidth > m.clientWidth + 1; k++) {
-      m.style.setProperty('font-size', parseFloat(getComputedStyle(m).fontSize) * m.clientWidth / math.offsetWidth * 0.98 + 'px', 'important');
+    const need = () => Math.max(m.scrollWidth, ...Array.from(m.querySelectorAll('mjx-math, mjx-mtable, mjx-itable')).map(e => e.scrollWidth));
+    const room = slide.clientWidth * 0.96;  // a formula's box grows with it: compare with the slide
+    for (let k = 0; k < 4 && need() > room + 1; k++) {
+      m.style.setProperty('font-size', parseFloat(getComputedStyle(m).fontSize) * room / need() * 0.98 + 'px', 'important');
     }
   }
   const room = Reveal.getConfig().height - 30;

@@ -58,22 +58,40 @@ STATE_JS = """() => ({
 })"""
 
 
+def _offline_page(browser, url: str):
+    """A page on which every request off ``url`` is aborted and recorded in the returned list."""
+    page = browser.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    foreign: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(url + "/"):
+            r.continue_()
+        else:
+            foreign.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    return page, foreign
+
+
+def test_the_offline_check_sees_a_request_to_another_host(browser, tmp_path):
+    (tmp_path / "deck.html").write_text(
+        "<html><head><script src='https://cdn.jsdelivr.net/npm/reveal.js/dist/reveal.js'></script></head>"
+        "<body><img src='http://198.51.100.7/figure.png'></body></html>"
+    )
+    with serve(tmp_path) as url:
+        page, foreign = _offline_page(browser, url)
+        page.goto(f"{url}/deck.html", wait_until="load")
+        page.close()
+    assert len(foreign) == 2, foreign
+
+
 def test_every_deck_is_offline_typeset_and_complete(decks, browser):
     out, written = decks
     problems = []
     with serve(out) as url:
-        page = browser.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        foreign: list[str] = []
-
-        def route(r):
-            if r.request.url.startswith(url + "/"):
-                r.continue_()
-            else:
-                foreign.append(r.request.url)
-                r.abort()
-
-        page.route("**/*", route)
+        page, foreign = _offline_page(browser, url)
         for deck in written:
             page.goto(f"{url}/{deck.name}", wait_until="load")
             page.wait_for_function("() => typeof Reveal !== 'undefined' && Reveal.isReady()")
