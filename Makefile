@@ -94,3 +94,9 @@ feedback: env
 
 pdf: env assets
 	$(PY) scripts/build_pdf.py
+
+# One offline reveal.js deck per chapter, from the chapters' tagged cells (scripts/slides.py).
+.PHONY: slides
+slides: env assets
+	$(PY) scripts/slides.py
+	@echo "The slides are in $(CURDIR)/_build/slides (one .html per chapter)"

@@ -85,7 +85,8 @@ def one_thread():
 #: scripts in quick mode, CONTRIBUTING's worked examples (mypy from a cold cache).
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
-    "tests/test_pdf.py": 70.0,
+    "tests/test_pdf.py": 110.0,
+    "tests/browser/test_slides.py": 35.0,
     "tests/test_grading.py": 50.0,
     "tests/test_contributing.py": 60.0,
     "tests/test_benchmarks.py": 70.0,

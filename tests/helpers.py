@@ -61,3 +61,17 @@ def refused_without_the_verdict(check, *args, match: str, hidden: str = "support
     message = str(err.value)
     assert hidden not in message, message
     return message
+
+
+def load_script(name: str):
+    """The module ``scripts/<name>.py`` (the scripts folder is not a package), registered as ``name``."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
