@@ -42,6 +42,24 @@ def test_repository_url_turns_on_launch_and_repository_buttons():
     assert [config.html_theme_options[k] for k in launch_switch.REPOSITORY_BUTTONS] == [True, True, True]
 
 
+def test_the_switch_reads_the_books_settings(tmp_path):
+    """jupyter-book's shallow merge drops repository and launch_buttons from the theme options; the switch
+    reads them from _config.yml (here a copy with the URL set) and only fills in what is missing."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["repository"]["url"] = "https://github.com/o/r"
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    theme = SimpleNamespace(html_theme_options={"search_bar_text": "Search this book..."})
+    launch_switch.switch(SimpleNamespace(srcdir=str(tmp_path)), theme)
+    options = theme.html_theme_options
+    assert options["repository_url"] == "https://github.com/o/r" and options["repository_branch"] == "main"
+    assert options["launch_buttons"] == config["launch_buttons"] and options["use_issues_button"] is True
+    assert options["search_bar_text"] == "Search this book..."
+    off = SimpleNamespace(html_theme_options={})
+    launch_switch.switch(SimpleNamespace(srcdir=str(ROOT)), off)
+    assert off.html_theme_options["launch_buttons"] == {"notebook_interface": "jupyterlab"}
+    assert not any(off.html_theme_options[k] for k in launch_switch.REPOSITORY_BUTTONS)
+
+
 def test_config_has_one_switch_and_it_is_off():
     """No button is set by hand in _config.yml (jupyter-book would refuse one without a URL): the URL decides."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())

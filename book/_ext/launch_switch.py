@@ -45,9 +45,34 @@ def launch_enabled(theme_options: dict) -> bool:
     return bool(repository_url(theme_options))
 
 
+def book_settings(srcdir: str | Path) -> dict:
+    """The theme options that ``_config.yml``'s ``repository`` and ``launch_buttons`` sections give.
+
+    jupyter-book derives them, but its (shallow) merge of ``sphinx.config.html_theme_options`` from
+    ``_config.yml`` replaces them, so they never reach the theme otherwise; read them from the file.
+    """
+    import yaml
+
+    path = Path(srcdir) / "_config.yml"
+    book = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    repository = book.get("repository") or {}
+    settings = {"launch_buttons": dict(book.get("launch_buttons") or {})}
+    for option, key in (("repository_url", "url"), ("repository_branch", "branch"), ("path_to_docs", "path_to_book")):
+        if key in repository:
+            settings[option] = repository[key]
+    return settings
+
+
 def switch(app: Sphinx | None, config: Config) -> None:
-    """Turn the launch and repository buttons on if ``repository_url`` is set, off (all of them) if not."""
+    """Turn the launch and repository buttons on if ``repository_url`` is set, off (all of them) if not.
+
+    With an ``app``, the repository and launch settings of its ``_config.yml`` fill in what the theme
+    options lack (:func:`book_settings`).
+    """
     options = dict(config.html_theme_options or {})
+    if app is not None:
+        for key, value in book_settings(app.srcdir).items():
+            options.setdefault(key, value)
     enabled = launch_enabled(options)
     if not enabled:
         buttons = dict(options.get("launch_buttons") or {})
