@@ -100,3 +100,15 @@ pdf: env assets
 slides: env assets
 	$(PY) scripts/slides.py
 	@echo "The slides are in $(CURDIR)/_build/slides (one .html per chapter)"
+
+# JupyterLab on the chapters in the project's environment (the chapters name the 'attnsurvey'
+# kernel, and their first cell pins any kernel), and the built site served on 127.0.0.1, where its search
+# shows excerpts (under file:// the browser refuses the page fetches that excerpts need: titles only).
+.PHONY: lab serve
+PORT ?= 8000
+lab: env
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/chapters $(LAB_ARGS)
+serve:
+	@test -f _build/html/index.html || { echo "no built site: run make book first"; exit 1; }
+	@echo "Serving the book at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
+	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html

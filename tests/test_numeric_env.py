@@ -139,6 +139,69 @@ def test_refuse_unpinned_names_the_problems_and_can_be_waived(monkeypatch):
     )
 
 
+# ------------------------------------------------------------------ pinning a running process (any kernel)
+PIN_PROBE = (
+    "import json, os, sys; BEFORE from attnsurvey import numeric_env as ne; line = ne.pin(); import torch; "
+    "print(json.dumps({'line': line, 'cap': torch.backends.cpu.get_cpu_capability(), 'problems': ne.problems(), "
+    f"'env': {{k: os.environ.get(k) for k in {sorted(DOCUMENTED)!r}}}}}))"
+)
+
+
+def _pin_in(env_update: dict[str, str], before: str = "") -> tuple[list[str], dict]:
+    """(lines printed before the result, result) of numeric_env.pin() in a fresh interpreter."""
+    env = {**os.environ, **env_update}
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", PIN_PROBE.replace("BEFORE", before)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
+    return out[:-1], json.loads(out[-1])
+
+
+def test_importing_the_pin_does_not_import_torch():
+    """pin() must run before torch loads, so neither attnsurvey nor numeric_env may import it."""
+    probe = "import sys, attnsurvey.numeric_env; print(sorted({'torch', 'numpy'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_pin_overrides_a_hostile_environment_in_process():
+    """Before torch loads, pin() replaces every variable the caller set: ATen takes its portable kernels, and
+    nothing is printed but the pinned line (the hash seed here is the pinned one)."""
+    printed, got = _pin_in({**HOSTILE, "PYTHONHASHSEED": "0"})
+    assert printed == [] and got["line"] == numeric_env.PINNED_LINE
+    assert got["env"] == DOCUMENTED and got["cap"] == numeric_env.EXPECTED_CPU_CAPABILITY and got["problems"] == []
+
+
+def test_pin_names_the_hash_seed_in_one_warning_and_goes_on():
+    printed, got = _pin_in(HOSTILE)
+    assert got["line"] == numeric_env.PINNED_LINE and got["cap"] == numeric_env.EXPECTED_CPU_CAPABILITY
+    assert got["env"] == DOCUMENTED  # child processes get the pinned seed
+    (warning,) = printed
+    assert warning.startswith(
+        numeric_env.WARNING_PREFIX + "PYTHONHASHSEED: this interpreter hashes strings with seed 7"
+    )
+    assert got["problems"] == [warning[len(numeric_env.WARNING_PREFIX) :].split(". The book")[0]]
+
+
+def test_pin_after_torch_ran_warns_and_says_not_pinned():
+    """torch loaded and used under other settings: pin() cannot undo that; it says so in one line, no exception."""
+    printed, got = _pin_in({**HOSTILE, "PYTHONHASHSEED": "0"}, before="import torch; torch.ones(2).sum(); ")
+    assert got["line"] == numeric_env.NOT_PINNED_LINE
+    (warning,) = printed
+    assert warning.startswith(numeric_env.WARNING_PREFIX + "this process may not be pinned: ")
+    assert "MKL_CBWR='AVX2' when torch was imported (pinned: 'COMPATIBLE')" in warning
+    if "avx2" in Path("/proc/cpuinfo").read_text():
+        assert got["cap"] == "AVX2" and "ATen CPU capability AVX2 (pinned: DEFAULT)" in warning
+    assert "PYTHONHASHSEED" not in warning
+
+
 def test_kernel_spec_carries_the_pin_and_applies_torch_settings(tmp_path):
     spec = numeric_env.kernel_spec("/x/bin/python")
     assert spec["env"] == DOCUMENTED
@@ -179,6 +242,13 @@ def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
     pinned = [sys.executable, "-m", "attnsurvey.numeric_env", "exec", "--", sys.executable, script]
     runs = [subprocess.run(pinned, env=env, capture_output=True, text=True, check=True).stdout for _ in range(2)]
     assert runs[0] == runs[1]
+    # the same digests, every family, from a process that pins itself before torch loads (a chapter's first cell)
+    in_process = (
+        "import runpy; from attnsurvey import numeric_env; numeric_env.pin(); runpy.run_path(%r, run_name='__main__')"
+    )
+    env_seed0 = {**env, "PYTHONHASHSEED": "0"}  # the fingerprint script refuses a process with another hash seed
+    pinned_here = [sys.executable, "-c", in_process % script]
+    assert subprocess.run(pinned_here, env=env_seed0, capture_output=True, text=True, check=True).stdout == runs[0]
     header, *rows = runs[0].strip().splitlines()
     assert header.startswith("numeric fingerprint (cpu: ")
     digests = dict(row.split() for row in rows)

@@ -23,7 +23,7 @@ environment says:
 
 Environment variables must be set *before* torch is imported, because ATen,
 MKL and oneDNN read them once when they load. The project applies them in
-three ways, all from this module:
+four ways, all from this module:
 
 * ``python -m attnsurvey.numeric_env exec -- CMD ...`` runs ``CMD`` with the
   pinned environment (the Makefile wraps pytest and the execute script in it);
@@ -32,8 +32,14 @@ three ways, all from this module:
   (they override the launching process's) and calls :func:`apply_torch` before
   the first cell; every chapter notebook names this kernel, so JupyterLab, the
   execute script and nbval all start notebooks the same way;
+* :func:`pin` pins the running process itself, when it is called before torch
+  is first imported: every chapter's first code cell calls it, so a chapter run
+  in any Jupyter kernel (a plain ``python3`` kernel, Colab, VS Code) computes
+  what the ``attnsurvey`` kernel computes; what a running process can no longer
+  change (``PYTHONHASHSEED``, or torch loaded before the pin) it names in one
+  printed warning;
 * :func:`problems` lists every way the running process differs from the pin
-  (the chapters' first cell raises on any; ``tests/conftest.py`` refuses to start
+  (:func:`check` raises on any; ``tests/conftest.py`` refuses to start
   an unpinned pytest run unless ``ATTNSURVEY_ALLOW_UNPINNED=1`` is set).
 
 Cost: the portable kernels are slower than the native ones, by how much
@@ -99,6 +105,26 @@ PINNED_ENV: dict[str, str] = {
 
 #: What ``torch.backends.cpu.get_cpu_capability()`` reports under the pin.
 EXPECTED_CPU_CAPABILITY = "DEFAULT"
+
+#: Variables that a library reads once, when it first initialises, and that no later call of this module
+#: verifies (ATen's CPU capability and the thread counts are checked directly): MKL's and oneDNN's
+#: instruction sets (torch), OpenBLAS's threads (NumPy). :func:`pin` names them if that library loaded first.
+READ_ONCE_BY: dict[str, str] = {
+    "MKL_CBWR": "torch",
+    "ONEDNN_MAX_CPU_ISA": "torch",
+    "DNNL_MAX_CPU_ISA": "torch",
+    "OPENBLAS_NUM_THREADS": "numpy",
+}
+
+#: The line :func:`check` and :func:`pin` return in a pinned process (each chapter's first cell prints it).
+PINNED_LINE = "numeric environment: pinned (portable CPU kernels, 1 thread, deterministic)"
+#: The line :func:`pin` returns when the numerics could not be pinned in the running process.
+NOT_PINNED_LINE = "numeric environment: NOT pinned (see the warning above): results may differ from the book's"
+#: How the one warning line that :func:`pin` prints starts (``tests/nbval_sanitize.cfg`` matches it).
+WARNING_PREFIX = "numeric environment warning: "
+
+#: ``PYTHONHASHSEED`` as this interpreter found it when this module was first imported (for messages only).
+_HASHSEED_AT_IMPORT = os.environ.get("PYTHONHASHSEED")
 
 #: Name of the Jupyter kernel that carries the pin (chapters' kernelspec name).
 KERNEL_NAME = "attnsurvey"
@@ -173,6 +199,8 @@ def problems() -> list[str]:
         for key, value in PINNED_ENV.items()
         if os.environ.get(key) != value
     ]
+    if os.environ.get("PYTHONHASHSEED") == PINNED_ENV["PYTHONHASHSEED"] and _hash_seed_differs():
+        found.append(_hash_seed_problem())
     torch = sys.modules.get("torch")
     if torch is not None:
         capability = torch.backends.cpu.get_cpu_capability()
@@ -185,6 +213,20 @@ def problems() -> list[str]:
         elif torch.is_deterministic_algorithms_warn_only_enabled():
             found.append("torch.use_deterministic_algorithms only warns (pinned: warn_only=False)")
     return found
+
+
+def _hash_seed_differs() -> bool:
+    """Whether this interpreter hashes strings with another seed than 0 (fixed when it started)."""
+    return sys.flags.hash_randomization != 0
+
+
+def _hash_seed_problem() -> str:
+    started = _HASHSEED_AT_IMPORT if _HASHSEED_AT_IMPORT not in (None, "", "0", "random") else None
+    seed = f"seed {started}" if started else "a random seed"
+    return (
+        f"PYTHONHASHSEED: this interpreter hashes strings with {seed} (pinned: 0), "
+        "and only a new interpreter can change that"
+    )
 
 
 def check() -> str:
@@ -202,7 +244,65 @@ def check() -> str:
             + ". Start notebooks with the 'attnsurvey' kernel (make env installs it) "
             "or run commands through `python -m attnsurvey.numeric_env exec -- ...`."
         )
-    return "numeric environment: pinned (portable CPU kernels, 1 thread, deterministic)"
+    return PINNED_LINE
+
+
+def pin() -> str:
+    """Pin the running process to the numeric environment, as far as a running process can be pinned.
+
+    Sets every variable of :data:`PINNED_ENV` in ``os.environ``, overriding what
+    the process inherited; switches matplotlib to the pinned backend if it is
+    already imported; then imports torch and calls :func:`apply_torch`. Called
+    before torch's first operation (every chapter's first code cell calls it
+    before importing anything else), this computes the same bits as ``exec`` and
+    the ``attnsurvey`` kernel: ATen, MKL and oneDNN read their variables lazily
+    (``scripts/numeric_fingerprint.py`` gives the same digests in every family).
+
+    What the process can no longer change, it names in ONE printed line that
+    starts with :data:`WARNING_PREFIX`, and goes on (it never raises for an
+    unpinned process):
+
+    * ``PYTHONHASHSEED``: an interpreter's string-hash seed is fixed when it
+      starts. This alone leaves the numerics pinned: no stored output depends on
+      the order in which a ``set`` of strings is iterated;
+    * torch (or NumPy) loaded and used before ``pin()``: the variables of
+      :data:`READ_ONCE_BY` that differed then may not have taken effect, and
+      :func:`problems` names a CPU capability ATen has already chosen.
+
+    Returns :data:`PINNED_LINE` if the numerics are pinned (the hash seed aside),
+    else :data:`NOT_PINNED_LINE`.
+    """
+    late = [
+        f"{key}={os.environ.get(key)!r} when {module} was imported (pinned: {PINNED_ENV[key]!r})"
+        for key, module in READ_ONCE_BY.items()
+        if module in sys.modules and os.environ.get(key) != PINNED_ENV[key]
+    ]
+    os.environ.update(PINNED_ENV)
+    if "matplotlib" in sys.modules:
+        import matplotlib
+
+        matplotlib.use(PINNED_ENV["MPLBACKEND"])
+    apply_torch()
+    numeric = late + problems()
+    hash_seed = [_hash_seed_problem()] if _hash_seed_differs() else []
+    numeric = [p for p in numeric if not p.startswith("PYTHONHASHSEED")]
+    if numeric:
+        print(
+            WARNING_PREFIX
+            + "this process may not be pinned: "
+            + "; ".join(numeric + hash_seed)
+            + ". Restart the kernel and run this cell first (before anything imports torch), or use the "
+            "'attnsurvey' kernel."
+        )
+        return NOT_PINNED_LINE
+    if hash_seed:
+        print(
+            WARNING_PREFIX
+            + hash_seed[0]
+            + ". The book's outputs do not depend on it (no output iterates a set of strings); "
+            "your own code might. Start the kernel (or python) with PYTHONHASHSEED=0 to pin it too."
+        )
+    return PINNED_LINE
 
 
 def kernel_spec(python: str) -> dict:
