@@ -36,7 +36,18 @@ ROOT = Path(__file__).resolve().parent
 
 #: Layer names, lowest first.
 LAYERS = ("foundations", "data", "mechanisms", "chapter support", "tooling")
-_FOUNDATIONS = {"_checks", "catalog", "registry", "masking", "training", "numeric_env", "stats", "plotting", "widgets"}
+_FOUNDATIONS = {
+    "_checks",
+    "catalog",
+    "display_table",
+    "registry",
+    "masking",
+    "training",
+    "numeric_env",
+    "stats",
+    "plotting",
+    "widgets",
+}
 _CHAPTER_SUPPORT = {"experiments", "exercises", "figures"}
 
 
