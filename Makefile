@@ -65,7 +65,7 @@ bench: env  # native speed: deliberately not pinned
 
 # Lint: ruff (rules and format in pyproject.toml) over the package, tests, benchmarks,
 # scripts and the book's Sphinx extensions; mypy (config in pyproject.toml) over the package.
-LINT_PATHS := conftest.py src tests benchmarks scripts book/_ext
+LINT_PATHS := conftest.py src tests tools benchmarks scripts book/_ext
 lint: env
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)

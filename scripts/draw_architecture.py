@@ -3,7 +3,7 @@ figure) and book/_static/architecture.json (the layers and the imports between m
 groups it shows). tests/test_architecture.py fails when the JSON no longer matches the
 code, which means: run this script again.
 
-    PYTHONPATH=src python scripts/draw_architecture.py
+    .venv/bin/python scripts/draw_architecture.py
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from attnsurvey import architecture as arch
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tools/ is a development package at the repository root
 
-OUT = Path(__file__).resolve().parent.parent / "book" / "_static"
+from tools import architecture as arch  # noqa: E402
+
+OUT = ROOT / "book" / "_static"
 
 
 def main() -> int:

@@ -8,11 +8,10 @@ import ast
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-from attnsurvey import architecture as arch
+from tools import architecture as arch
 
-SRC = Path(arch.__file__).resolve().parent
+SRC = arch.ROOT  # src/attnsurvey
 GRAPH = arch.import_graph()
 
 

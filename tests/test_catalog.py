@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from tools import catalog_index
 
 from attnsurvey import catalog
 
@@ -171,13 +172,21 @@ def test_markers_are_read_from_source(tmp_path):
         "def test_c(r):\n    pass\n"
         "def test_unmarked():\n    pass\n"
     )
-    found = catalog.tested_by(tmp_path / "tests")
+    found = catalog_index.tested_by(tmp_path / "tests")
     assert found == {
         "eq1": ["tests/test_x.py::test_a"],
         "eq2": ["tests/test_x.py::test_a", "tests/test_x.py::TestB::test_b"],
         "table3:row01": ["tests/test_x.py::test_c[table3:row01]"],
     }
-    assert catalog.tested_by(tmp_path / "missing") == {}
+    assert catalog_index.tested_by(tmp_path / "missing") == {}
+
+
+def test_installed_tests_index_is_up_to_date():
+    """The index shipped with the package equals a fresh read of tests/ (else: python -m tools.catalog_index)."""
+    assert catalog_index.INDEX.read_text() == catalog_index.render(
+        catalog_index.tested_by()
+    ), "src/attnsurvey/catalog_tests.json is stale: run .venv/bin/python -m tools.catalog_index"
+    assert catalog.tested_by() == catalog_index.tested_by()
 
 
 def test_every_survey_item_is_catalogued():

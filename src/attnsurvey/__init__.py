@@ -19,8 +19,8 @@ Below them: ``_checks``, ``registry``, ``masking``, ``catalog``, ``training``, `
 ``plotting``, ``widgets``, ``numeric_env`` (foundations) and ``data``
 (synthetic tasks only). Above them: ``experiments`` (the task models and
 training loops chapters run), ``exercises`` and ``figures``. Imports point
-down only; :mod:`attnsurvey.architecture` reads the import graph and
-``tests/test_architecture.py`` enforces it.
+down only; ``tools/architecture.py`` in the repository reads the import
+graph and ``tests/test_architecture.py`` enforces it.
 """
 
 __version__ = "0.2.0"

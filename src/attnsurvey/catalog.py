@@ -23,8 +23,9 @@ The catalog is declared where the code is, never in a separate table:
   unchanged. Objects a decorator cannot reach (a module constant, an alias)
   are declared with :func:`declare` right after their definition.
 * **Tests** carry a pytest marker, ``@pytest.mark.catalog("table2:additive")``
-  (registered in ``pyproject.toml``). ``tested_by`` is collected by reading
-  ``tests/`` with :mod:`ast`, so the catalog is complete without running pytest.
+  (registered in ``pyproject.toml``). ``tools/catalog_index.py`` reads ``tests/``
+  with :mod:`ast` (nothing is run) and writes the index ``catalog_tests.json``
+  that ships with the package; ``tests/test_catalog.py`` fails when it is stale.
   A parametrised test whose parameter ids are catalog ids marks itself with
   ``by_param=True``; its node ids then carry the parameter, ``test_x[table3:row01]``.
 
@@ -44,14 +45,13 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import json
 import pkgutil
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from typing import Any, TypeVar
 
 from .display_table import Table, table
@@ -186,9 +186,6 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
 }
 
-#: Where the tests live when the package is used from a checkout (``src/`` layout).
-TESTS_DIR = Path(__file__).resolve().parents[2] / "tests"
-
 T = TypeVar("T")
 
 
@@ -269,53 +266,23 @@ def catalogued(*ids: str, title: str | None = None, chapter: str | None = None) 
 # --------------------------------------------------------------------------- tests
 
 
-def _marker_ids(decorator: ast.expr) -> tuple[list[str], bool] | None:
-    """The ids of a ``@pytest.mark.catalog(...)`` decorator, and its ``by_param`` flag."""
-    if not isinstance(decorator, ast.Call):
-        return None
-    func = decorator.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "catalog"):
-        return None
-    if not (isinstance(func.value, ast.Attribute) and func.value.attr == "mark"):
-        return None
-    ids = [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    by_param = any(
-        k.arg == "by_param" and isinstance(k.value, ast.Constant) and k.value.value for k in decorator.keywords
-    )
-    return ids, by_param
+#: The tests index: catalog id -> pytest node ids, written from ``tests/`` by
+#: ``tools/catalog_index.py`` and installed with the package (so the catalog
+#: names its tests without the repository around it).
+TESTS_INDEX = "catalog_tests.json"
 
 
-def _marked_tests(tree: ast.Module) -> Iterator[tuple[str, list[str], bool]]:
-    for node in tree.body:
-        functions = [(node.name, node)] if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else []
-        if isinstance(node, ast.ClassDef):
-            functions = [
-                (f"{node.name}::{sub.name}", sub)
-                for sub in node.body
-                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef)
-            ]
-        for name, fn in functions:
-            for decorator in fn.decorator_list:
-                found = _marker_ids(decorator)
-                if found is not None:
-                    yield name, found[0], found[1]
+def tested_by() -> dict[str, list[str]]:
+    """The pytest node ids that check each catalog id, from the installed tests index.
 
-
-def tested_by(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
-    """id -> pytest node ids of the tests marked ``@pytest.mark.catalog(id)``, in file order.
-
-    Reads the test files with :mod:`ast`; nothing is imported or run. Returns
-    an empty mapping when ``tests_dir`` does not exist (an installed package).
+    Returns:
+        ``{id: [node id, ...]}`` in file order, as ``tools/catalog_index.py`` read
+        the ``@pytest.mark.catalog(...)`` markers of ``tests/``;
+        ``tests/test_catalog.py`` fails when the index is out of date.
     """
-    found: dict[str, list[str]] = {}
-    if not tests_dir.is_dir():
-        return found
-    for path in sorted(tests_dir.rglob("test_*.py")):
-        rel = path.relative_to(tests_dir.parent).as_posix()
-        for name, ids, by_param in _marked_tests(ast.parse(path.read_text(), filename=str(path))):
-            for id_ in ids:
-                found.setdefault(id_, []).append(f"{rel}::{name}[{id_}]" if by_param else f"{rel}::{name}")
-    return found
+    text = resources.files(__package__ or "attnsurvey").joinpath(TESTS_INDEX).read_text()
+    index: dict[str, list[str]] = json.loads(text)
+    return index
 
 
 # --------------------------------------------------------------------------- the catalog

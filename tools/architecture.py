@@ -9,7 +9,10 @@ that point the wrong way between the layers of :data:`LAYERS`;
 (the figure of the book's architecture page).
 :func:`normaliser_calls` and :func:`weight_files` find the files that compute
 attention weights themselves instead of through the core
-:func:`attnsurvey.attention.attend` (issue #12; the rule is in their docstrings).
+:func:`attnsurvey.attention.attend` (the rule is in their docstrings).
+
+This module is a development tool: it lives in ``tools/``, outside the installed
+package, and reads ``src/attnsurvey`` in a checkout.
 
 Layers, lowest first (a module may import from its own layer and those below)::
 
@@ -20,7 +23,6 @@ Layers, lowest first (a module may import from its own layer and those below)::
                   evaluation.*, beyond.*
     chapter support  experiments.* (task models and training loops of chapters),
                   exercises (self-checks), figures (the survey's drawings)
-    tooling       architecture                 (reads the others; imported by none)
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 PACKAGE = "attnsurvey"
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 
 #: Layer names, lowest first.
-LAYERS = ("foundations", "data", "mechanisms", "chapter support", "tooling")
+LAYERS = ("foundations", "data", "mechanisms", "chapter support")
 _FOUNDATIONS = {
     "_checks",
     "catalog",
@@ -180,8 +182,6 @@ def layer_of(module: str) -> str:
         return head
     if head in _CHAPTER_SUPPORT:
         return "chapter support"
-    if head == "architecture":
-        return "tooling"
     return "mechanisms" if head or not parts else "foundations"
 
 
@@ -465,7 +465,7 @@ def _category(file: str, function: str) -> str:
 
 
 def normaliser_calls(root: Path = ROOT) -> list[NormaliserCall]:
-    """Every call of a normaliser in the package's source, with its category (issue #12).
+    """Every call of a normaliser in the package's source, with its category.
 
     The rule. A *call site* is a call (read with :mod:`ast`, so docstrings and
     comments never count) whose callee is written as a name of
@@ -520,7 +520,7 @@ def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
 
     A file with call sites of two categories is listed under both. The files
     that compute attention weights themselves are those of ``core`` and
-    ``mechanism``; issue #12 asks for at most 6 of them.
+    ``mechanism``; the book's rule allows at most 6 of them.
     """
     files: dict[str, set[str]] = {category: set() for category in WEIGHT_CATEGORIES}
     for call in normaliser_calls(root):
@@ -529,7 +529,7 @@ def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def weights_report(root: Path = ROOT) -> str:
-    """A text list of the normaliser call sites per category (``python -m attnsurvey.architecture --weights``)."""
+    """A text list of the normaliser call sites per category (``python -m tools.architecture --weights``)."""
     calls = normaliser_calls(root)
     files = weight_files(root)
     computing = sorted(set(files["core"]) | set(files["mechanism"]))
