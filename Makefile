@@ -77,7 +77,7 @@ catalog: env
 clean:
 	rm -rf _build
 
-# Issue 14: the student version of every chapter (nbgrader format: solutions
+# The student version of every chapter (nbgrader format: solutions
 # replaced by stubs, outputs cleared) and the whole book as one PDF.
 .PHONY: student pdf test-grading feedback
 test-grading: env  # autograde every chapter's instructor and student versions (two runs each)

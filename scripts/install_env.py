@@ -9,7 +9,7 @@ the package itself (editable, no dependencies), both byte-compiled as pip does.
 uv (pinned in :data:`UV`, installed from the package index by the venv's pip)
 does the same install as pip but resolves, unpacks and byte-compiles in
 parallel: on the 2-core CI machine it took 47 s where pip took 138 s for
-``requirements.txt`` (same machine, same load; issue 10). uv does not read
+``requirements.txt`` (same machine, same load). uv does not read
 pip's configuration, so it is handed the package sources pip would use
 (``index-url``, ``extra-index-url``, ``find-links`` from ``pip config list``,
 ``PIP_*`` variables included: on CI that is where the CPU-only torch wheel is)

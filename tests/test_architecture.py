@@ -126,7 +126,7 @@ def test_book_figure_data_matches_the_code():
     assert stored == json.loads(json.dumps(arch.summary_data(GRAPH))), "run scripts/draw_architecture.py"
 
 
-#: The files allowed to compute attention weights themselves (issue #12: at most 6): the core and the
+#: The files allowed to compute attention weights themselves (at most 6): the core and the
 #: modules defining the normalisers; scoring.py's softmax Jacobian/saturation teaching helpers
 #: (scoring.py cannot import the core: the core imports its score functions); attention_step.py
 #: (its alignments are called directly; to be routed through attend_scores with hooks, as

@@ -63,7 +63,7 @@ def test_layer_figure_has_one_box_per_block(layer):
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 @pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
 def test_layer_figure_labels_fit_their_boxes(cls, norm_first):
-    """The pre-norm decoder layer (11 boxes) used to squeeze its labels out of their boxes."""
+    """Labels fit their boxes, also in the pre-norm decoder layer (11 boxes, the tightest)."""
     assert A.layout_problems(A.transformer_layer_figure(cls(8, 2, 16, norm_first=norm_first))) == []
 
 
@@ -247,7 +247,7 @@ def test_every_variant_the_book_teaches_is_drawn():
 def test_complexity_table_rows():
     rows = {c.mechanism: c for c in A.COMPLEXITY}
     lsh = next(c for c in A.COMPLEXITY if c.mechanism.startswith("LSH"))
-    assert "log n" in lsh.time, "LSH attention is O(n log n), not linear (issue 11)"
+    assert "log n" in lsh.time, "LSH attention is O(n log n), not linear"
     assert rows["Scaled dot-product (full)"].time == "O(n^2 d)"
     for c in A.COMPLEXITY:
         assert callable(A.resolve(c.implemented_by)), c

@@ -262,7 +262,7 @@ def test_describe_rejects_unknown_score_modules():
     ga = GeneralAttention(D, D)
     ga.score = OddScore()
     with pytest.raises(ValueError, match="does not know score module type 'OddScore'"):
-        B.describe(ga)  # formerly reported as "additive"
+        B.describe(ga)  # an unknown score is refused, not reported as "additive"
 
 
 @pytest.mark.catalog("eq41")

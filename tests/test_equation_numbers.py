@@ -1,4 +1,4 @@
-"""Equation numbers in the built HTML book (issue 11).
+"""Equation numbers in the built HTML book.
 
 Parses ``_build/html`` (``make book``; in CI the build runs before the tests)
 and checks that (i) each of the survey's 46 equations is displayed exactly once

@@ -100,7 +100,7 @@ def test_length_exact():
 
 def test_length_exact_decodes_the_model_itself(monkeypatch):
     # the check decodes greedily with the model it is given: the targets passed as "predictions" with an
-    # answer of 1.0 used to pass (the reference was computed from the reader's pred)
+    # answer of 1.0 must fail (a reference computed from the reader's pred would accept them)
     data = tt.reversal_data(64, torch.Generator().manual_seed(1))
     rows = (data.lengths == 12).nonzero().flatten()
     calls = []

@@ -1,4 +1,4 @@
-"""Exercises in nbgrader format: the student version and the autograder (issue 14).
+"""Exercises in nbgrader format: the student version and the autograder.
 
 On the fixture ``tests/fixtures/nbgrader_exercises.ipynb`` and on every chapter
 that has nbgrader cells: the student version (``scripts/student.py``, what
@@ -7,7 +7,7 @@ of the solution's code lines, no hidden tests, no dropdown solution block, no
 outputs - and keeps every test cell; autograding (``scripts/autograde.py``) the
 instructor version gives full marks and the blank student version zero.
 
-Grading a submission (issue 27), on the fixture ``tests/fixtures/nbgrader_checker.ipynb`` whose test cells
+Grading a submission, on the fixture ``tests/fixtures/nbgrader_checker.ipynb`` whose test cells
 call a checker module with hidden tests (``tests/fixtures/grading_checks.py``) and on one real chapter
 (ch06_1_decoding): a tampered submission earns nothing for what it tampered with (rewritten, deleted or
 renamed test cell, changed setup cell, answers that patch or swap the checker, hide errors, rewrite later

@@ -81,7 +81,7 @@ def test_problems_reports_an_unpinned_process():
 
 def test_problems_reports_torch_settings_in_process():
     """Threads, deterministic mode and its warn-only variant are checked in the running process
-    (seed_everything used to turn warn_only on, silently relaxing the pin)."""
+    (seed_everything must not turn warn_only on, which would silently relax the pin)."""
     assert numeric_env.problems() == []
     try:
         torch.use_deterministic_algorithms(True, warn_only=True)

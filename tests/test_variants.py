@@ -175,7 +175,7 @@ class _IgnoresInput(nn.Module):
 
 def test_reversible_backward_with_a_block_that_ignores_its_input():
     # no gradient reaches the input through such a block (autograd leaves .grad None); the
-    # memory-saving backward used to add None and raise TypeError
+    # memory-saving backward must skip the None rather than add it
     torch.manual_seed(0)
     rev = reformer.ReversibleSequence([(_IgnoresInput(), nn.Linear(2, 2))], memory_saving=True)
     x = rand(3, 4).requires_grad_(True)

@@ -1,4 +1,4 @@
-"""Sphinx extension: displayed equations show the number their label names (issue 11).
+"""Sphinx extension: displayed equations show the number their label names.
 
 A MyST display equation carries a label after its closing ``$$``::
 

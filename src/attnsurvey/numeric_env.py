@@ -54,8 +54,8 @@ math (VML), which ``torch.sqrt`` calls on CPU, seeds the square root with the
 approximate ``rsqrtps`` instruction, and Intel and AMD implement it
 differently; the result is not correctly rounded (about one float32 in six is
 one ulp off on the AMD EPYC where this was measured), so its last bit depends
-on the vendor. Every trained result used to take that square root inside Adam,
-thousands of times per run. The package therefore computes square roots with
+on the vendor. torch's default CPU Adam takes that square root thousands of
+times per run. The package therefore computes square roots with
 :func:`portable_sqrt` (correctly rounded, from IEEE operations only) and trains with
 :func:`portable_adam` (PyTorch's fused CPU Adam, whose square root is the IEEE
 instruction). ``tests/test_numeric_env.py`` keeps ``torch.sqrt`` and

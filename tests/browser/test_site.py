@@ -4,13 +4,13 @@ Checks per page: no raw TeX left (MathJax turned every math block into
 ``mjx-container`` elements) and none typeset as a TeX error or an undefined
 macro (``mathjax.py``), every ``<img>`` loaded, every widget view drawn from
 the stored widget state and every control of each widget changes what that
-widget shows when moved (issue 14; ``widgets.py``), exercise solutions hidden
+widget shows when moved (``widgets.py``), exercise solutions hidden
 until their toggle is clicked, no failed request, no request to a host other
 than the local server, no console error beyond ALLOWED_CONSOLE_ERRORS.
 
 Pages are opened one after the other, and every wait is on an event or a DOM
 condition with a generous timeout (a loaded CI machine once needed more than
-30 s for MathJax; issue 10), never a fixed sleep. Nor on playwright's
+30 s for MathJax), never a fixed sleep. Nor on playwright's
 ``networkidle`` (no request for 500 ms, a timing heuristic): on a loaded machine
 it never came for three pages whose every request had been answered, each
 failing after 120 s. Requests are counted from their own events instead

@@ -1,4 +1,4 @@
-"""``attnsurvey.widgets.explore`` responds in static, offline HTML (issue 14).
+"""``attnsurvey.widgets.explore`` responds in static, offline HTML.
 
 Executes a two-cell notebook that calls ``explore`` (a slider and a dropdown,
 nested Stacks linked with ``jslink``) in a kernel with widget state stored,

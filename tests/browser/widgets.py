@@ -11,7 +11,7 @@ has no control of its own that changes it, fails (:func:`widget_problems`).
 Used by ``test_site.py`` (every page of the book) and ``test_widgets_static.py``
 (a tiny fixture page, and copies of it broken on purpose). Waits are on events
 and DOM conditions, never fixed sleeps; timeouts are generous because CI
-machines may be loaded (issue 10).
+machines may be loaded.
 """
 
 from __future__ import annotations
