@@ -225,14 +225,20 @@ def _module_chapter(target: str) -> str:
 def declare(target: str, *ids: str, title: str | None = None, chapter: str | None = None) -> None:
     """Record that the object at dotted path ``target`` implements the catalog items ``ids``.
 
-    With ``title`` exactly one id is allowed and ``target`` becomes the item's
-    defining object; its ``chapter`` (a notebook path) defaults to the
-    ``CHAPTER`` constant of the module that defines ``target``. Declaring the
-    same pair again (a module reloaded) is a no-op.
+    Declaring the same pair again (a module reloaded) is a no-op.
 
-    Raises ``ValueError`` for no ids, a title or chapter with several ids, a
-    title with no chapter (none given and the module has no ``CHAPTER``), and
-    an id given a title by two different objects.
+    Args:
+        target: dotted path of the implementing object (``"attnsurvey.attention.attend"``).
+        *ids: catalog ids (``"eq3"``, ``"table2:additive"``, ``"extra:<name>"``).
+        title: the item's title; with it exactly one id is allowed and ``target``
+            becomes the item's defining object.
+        chapter: the notebook that teaches the item; defaults to the ``CHAPTER``
+            constant of the module that defines ``target``.
+
+    Raises:
+        ValueError: no ids, a title or chapter with several ids, a title with no
+            chapter (none given and the module has no ``CHAPTER``), or an id given a
+            title by two different objects.
     """
     _check_arguments(target, ids, title, chapter)
     if title is not None:
@@ -250,8 +256,16 @@ def declare(target: str, *ids: str, title: str | None = None, chapter: str | Non
 def catalogued(*ids: str, title: str | None = None, chapter: str | None = None) -> Callable[[T], T]:
     """Decorator: the decorated function or class implements the catalog items ``ids``.
 
-    See :func:`declare` for ``title`` and ``chapter`` (by default the ``CHAPTER``
-    of the object's module). Returns the object unchanged.
+    Args:
+        *ids: catalog ids, as for :func:`declare`.
+        title: the item's title (one id only); see :func:`declare`.
+        chapter: the teaching notebook; by default the ``CHAPTER`` of the object's module.
+
+    Returns:
+        A decorator that records the object and returns it unchanged.
+
+    Raises:
+        ValueError: as :func:`declare`, for the ids, title and chapter given.
     """
     _check_arguments("@catalogued", ids, title, chapter)
 
@@ -309,10 +323,14 @@ def _sort_key(entry_id: str) -> tuple[int, int, str]:
 def entries() -> list[dict[str, Any]]:
     """All catalog entries of the package, sorted in survey order.
 
-    Each entry is a dict with the fields of ``FIELDS`` and ``module`` (the
-    module of the defining object). Imports every module of the package.
-    Raises ``ValueError`` if an id is implemented somewhere but never given a
-    title and chapter.
+    Imports every module of the package (which runs the decorators).
+
+    Returns:
+        One dict per entry with the fields of ``FIELDS`` and ``module`` (the module
+        of the defining object).
+
+    Raises:
+        ValueError: an id is implemented somewhere but never given a title and chapter.
     """
     for name in _iter_modules():
         importlib.import_module(name)
@@ -339,7 +357,14 @@ def entries() -> list[dict[str, Any]]:
 
 
 def for_chapter(chapter: str) -> list[dict[str, Any]]:
-    """Entries whose ``chapter`` is the given notebook path (e.g. ``chapters/ch02_...ipynb``)."""
+    """The catalog entries one chapter teaches.
+
+    Args:
+        chapter: a notebook path, e.g. ``"chapters/ch02_general_attention_model.ipynb"``.
+
+    Returns:
+        The entries of :func:`entries` whose ``chapter`` is ``chapter`` (maybe none).
+    """
     return [e for e in entries() if e["chapter"] == chapter]
 
 
@@ -348,7 +373,14 @@ CATALOG_WIDTHS = (17, 33, 25, 25)
 
 
 def display_title(entry: dict[str, Any]) -> str:
-    """The title of a catalog entry for the book's tables: its ``MATH_TITLES`` form (LaTeX between ``$...$``) or its plain title."""
+    """The title of a catalog entry as the book's tables show it.
+
+    Args:
+        entry: one entry of :func:`entries`.
+
+    Returns:
+        Its ``MATH_TITLES`` form (LaTeX between ``$...$``) or else its plain title.
+    """
     return MATH_TITLES.get(entry["id"], entry["title"])
 
 
@@ -370,12 +402,16 @@ def _table(rows: list[dict[str, Any]]) -> Table:
 def chapter_table(chapter: str) -> Table:
     """The "where is this implemented" table of one chapter (for notebooks).
 
-    One row per catalog entry of ``chapter`` (a notebook path such as
-    ``chapters/ch02_general_attention_model.ipynb``): item, title (equations
-    typeset), implementing objects, tests. Returns a
-    :class:`attnsurvey.display_table.Table`, shown as an HTML table in the book
-    and in Jupyter and as one text record per item elsewhere. Raises
-    ``ValueError`` for a chapter without entries.
+    Args:
+        chapter: a notebook path such as ``"chapters/ch02_general_attention_model.ipynb"``.
+
+    Returns:
+        A :class:`attnsurvey.display_table.Table` with one row per catalog entry of
+        ``chapter``: item, title (equations typeset), implementing objects, tests;
+        shown as an HTML table in the book and in Jupyter, as text records elsewhere.
+
+    Raises:
+        ValueError: the chapter has no catalog entries.
     """
     rows = for_chapter(chapter)
     if not rows:
@@ -384,12 +420,21 @@ def chapter_table(chapter: str) -> Table:
 
 
 def full_table() -> Table:
-    """The whole catalog as one table (a :class:`attnsurvey.display_table.Table`, like :func:`chapter_table`)."""
+    """The whole catalog as one table.
+
+    Returns:
+        A :class:`attnsurvey.display_table.Table`, like :func:`chapter_table`, over every entry.
+    """
     return _table(entries())
 
 
 def summary() -> str:
-    """A coverage summary: how many expected items are catalogued, and which are not."""
+    """A coverage summary of the catalog.
+
+    Returns:
+        Text lines: how many of the survey's expected items are catalogued, how many
+        extra items there are, and the expected ids not yet catalogued.
+    """
     ids = {e["id"] for e in entries()}
     missing = [i for i in EXPECTED_IDS if i not in ids]
     extras = sorted(i for i in ids if i.startswith("extra:"))
@@ -404,7 +449,14 @@ def summary() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: a coverage summary, or the catalog as JSON with ``--json``."""
+    """The command line: a coverage summary, or the catalog as JSON with ``--json``.
+
+    Args:
+        argv: the arguments (``sys.argv[1:]`` when ``None``).
+
+    Returns:
+        The exit status, 0.
+    """
     parser = argparse.ArgumentParser(prog="python -m attnsurvey.catalog", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print the catalog as a JSON array")
     args = parser.parse_args(argv)

@@ -15,11 +15,19 @@ from .taxonomy import DIMENSIONS, TAXONOMY, TaxonomyPoint
 
 
 def point(**values: str) -> TaxonomyPoint:
-    """A point from keyword values, every dimension not given at its plain default.
+    """A taxonomy point from keyword values, every dimension not given at its plain default.
 
     Defaults: singular, single-level, single-representational, additive, global,
     single-dimensional, basic, singular. ``point(scoring="general")``.
-    Raises ``ValueError`` for an unknown dimension or value.
+
+    Args:
+        **values: a Table III cell per dimension, by dimension name.
+
+    Returns:
+        The :class:`~attnsurvey.taxonomy.TaxonomyPoint`.
+
+    Raises:
+        ValueError: an unknown dimension or value.
     """
     base = dict(
         feature_multiplicity="singular",
@@ -84,8 +92,14 @@ SCORE_POINTS: dict[str, str] = {spec.module.__name__: spec.taxonomy for _, spec 
 def score_point(score: nn.Module) -> str:
     """The Table III scoring value of a score module, from the score registry.
 
-    Raises ``ValueError`` for a score module type the registry does not know
-    (never a silent default).
+    Args:
+        score: a score module (``AdditiveScore``, ...).
+
+    Returns:
+        Its scoring value (``"additive"``, ...).
+
+    Raises:
+        ValueError: a score module type the registry does not know (never a silent default).
     """
     name = type(score).__name__
     if name not in SCORE_POINTS:
@@ -112,7 +126,15 @@ def describe(model: nn.Module) -> TaxonomyPoint:
     :data:`MODULE_POINTS` (what the module's type fixes), its heads (``h = 1`` is
     singular) and its ``score`` module (:data:`SCORE_POINTS`); every other
     dimension takes its plain default (see :func:`point`).
-    Raises ``ValueError`` for a module or score type the taxonomy does not know.
+
+    Args:
+        model: a model of :func:`~attnsurvey.builder.build_model` or a plain mechanism module.
+
+    Returns:
+        Its :class:`~attnsurvey.taxonomy.TaxonomyPoint`.
+
+    Raises:
+        ValueError: a module or score type the taxonomy does not know.
     """
     inspect = getattr(model, "taxonomy_values", None)
     if callable(inspect):

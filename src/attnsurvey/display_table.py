@@ -42,8 +42,15 @@ def _code_html(code: str) -> str:
 def inline_html(cell: str) -> str:
     """One cell's markup as HTML: escaped text, ``$...$`` as MathJax inline math, `` `...` `` as code.
 
-    Raises ``ValueError`` if the cell has an unmatched ``$`` or backtick
-    (a formula or code span left open would swallow the rest of the cell).
+    Args:
+        cell: the cell's text in this module's inline markup.
+
+    Returns:
+        The HTML of the cell.
+
+    Raises:
+        ValueError: an unmatched ``$`` or backtick (a formula or code span left open
+            would swallow the rest of the cell).
     """
     lines = []
     for line in cell.split("\n"):
@@ -67,16 +74,21 @@ def inline_html(cell: str) -> str:
 class Table:
     """A table with an HTML form (``_repr_html_``) and a plain-text form (``repr``).
 
-    header: the column names (``n_c`` of them); rows: one tuple of ``n_c``
-    cells per row, in the inline markup of this module; plain: the same rows
-    as plain text (defaults to ``rows`` with the markup left in). widths: the
-    share of the table's width of each column, in percent (a ``<colgroup>``;
-    none by default). css_class: the class of the ``<table>`` (the book's
-    stylesheet styles ``attnsurvey-table``). Each ``<td>`` carries its column
-    name as ``data-label``, for a narrow screen that shows rows as cards.
-    Raises ``ValueError`` if a row or a plain row does not have ``n_c`` cells,
-    if ``plain`` does not have one row per row, or if ``widths`` does not
-    have ``n_c`` entries.
+    Each ``<td>`` carries its column name as ``data-label``, for a narrow screen
+    that shows rows as cards.
+
+    Attributes:
+        header: the column names (``n_c`` of them).
+        rows: one tuple of ``n_c`` cells per row, in the inline markup of this module.
+        plain: the same rows as plain text (defaults to ``rows`` with the markup left in).
+        widths: each column's share of the table's width, in percent (a
+            ``<colgroup>``; none by default).
+        css_class: the class of the ``<table>`` (the book's stylesheet styles
+            ``attnsurvey-table``).
+
+    Raises:
+        ValueError: a row or a plain row without ``n_c`` cells, ``plain`` without
+            one row per row, or ``widths`` without ``n_c`` entries.
     """
 
     header: tuple[str, ...]
@@ -134,7 +146,17 @@ def table(
     plain: Sequence[Sequence[str]] | None = None,
     widths: Sequence[int] | None = None,
 ) -> Table:
-    """A :class:`Table` from lists (see there for the cell markup and what it raises)."""
+    """A :class:`Table` from lists.
+
+    Args:
+        header: the column names.
+        rows: the rows, one sequence of cells each, in the inline markup of this module.
+        plain: the rows as plain text (default: ``rows``).
+        widths: each column's share of the width, in percent.
+
+    Returns:
+        The :class:`Table` (see there for the cell markup and what it raises).
+    """
     return Table(
         tuple(header),
         tuple(tuple(r) for r in rows),

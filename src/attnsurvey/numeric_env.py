@@ -132,7 +132,14 @@ KERNEL_DISPLAY_NAME = "Python 3 (attnsurvey, pinned numerics)"
 
 
 def pinned_environ(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Return a copy of ``base`` (default: ``os.environ``) with :data:`PINNED_ENV` applied."""
+    """A copy of ``base`` with :data:`PINNED_ENV` applied.
+
+    Args:
+        base: the environment to start from (default: ``os.environ``).
+
+    Returns:
+        A new dict; ``base`` is not changed.
+    """
     env = dict(os.environ if base is None else base)
     env.update(PINNED_ENV)
     return env
@@ -161,7 +168,19 @@ def portable_sqrt(x: Tensor) -> Tensor:
     whatever the CPU did in the last float64 bit. A float64 input goes through
     ``torch.sqrt`` itself (its last bit may depend on the vendor). Negative
     entries give NaN and the gradient at 0 is infinite, as with
-    ``torch.sqrt``. Raises ``TypeError`` for a non-floating tensor.
+    ``torch.sqrt``.
+
+    Args:
+        x: a floating tensor of any shape.
+
+    Shape:
+        any; the output has the shape of ``x``.
+
+    Returns:
+        The element-wise square root, in the dtype of ``x``.
+
+    Raises:
+        TypeError: a non-floating tensor.
     """
     import torch
 
@@ -182,6 +201,16 @@ def portable_adam(params: Iterable[Tensor], lr: float = 1e-3) -> Optimizer:
     ``torch.sqrt`` (MKL VML, see the module docstring), whose last bit differs
     between Intel and AMD CPUs, and training magnifies such a bit into
     different printed results.
+
+    Args:
+        params: floating tensors that require gradients.
+        lr: the learning rate (betas and eps are Adam's defaults).
+
+    Shape:
+        any; each parameter keeps its shape.
+
+    Returns:
+        The fused ``torch.optim.Adam`` optimizer.
     """
     import torch
 
@@ -193,6 +222,9 @@ def problems() -> list[str]:
 
     Checks the environment variables and, if torch is loaded, the CPU
     capability ATen actually uses, the thread count and deterministic mode.
+
+    Returns:
+        One line per difference; an empty list in a pinned process.
     """
     found = [
         f"{key}={os.environ.get(key)!r} (pinned: {value!r})"
@@ -230,10 +262,16 @@ def _hash_seed_problem() -> str:
 
 
 def check() -> str:
-    """Raise ``RuntimeError`` listing :func:`problems` if the process is not pinned.
+    """Confirm that the process is pinned, or raise.
 
-    Returns a one-line confirmation otherwise (chapters print it in their first
-    cell, so a stored output records that it was produced under the pin).
+    Chapters print the confirmation in their first cell, so a stored output records
+    that it was produced under the pin.
+
+    Returns:
+        A one-line confirmation.
+
+    Raises:
+        RuntimeError: the process is not pinned; the message lists :func:`problems`.
     """
     found = problems()
     if found:
@@ -269,8 +307,9 @@ def pin() -> str:
       :data:`READ_ONCE_BY` that differed then may not have taken effect, and
       :func:`problems` names a CPU capability ATen has already chosen.
 
-    Returns :data:`PINNED_LINE` if the numerics are pinned (the hash seed aside),
-    else :data:`NOT_PINNED_LINE`.
+    Returns:
+        :data:`PINNED_LINE` if the numerics are pinned (the hash seed aside), else
+        :data:`NOT_PINNED_LINE`.
     """
     late = [
         f"{key}={os.environ.get(key)!r} when {module} was imported (pinned: {PINNED_ENV[key]!r})"
@@ -306,7 +345,14 @@ def pin() -> str:
 
 
 def kernel_spec(python: str) -> dict:
-    """The kernel.json of the ``attnsurvey`` kernel for interpreter ``python``."""
+    """The kernel.json of the ``attnsurvey`` kernel.
+
+    Args:
+        python: the interpreter the kernel runs.
+
+    Returns:
+        The kernel spec as a dict (argv, display name, the pinned environment).
+    """
     return {
         "argv": [
             python,
@@ -324,7 +370,14 @@ def kernel_spec(python: str) -> dict:
 
 
 def install_kernel(prefix: str | Path) -> Path:
-    """Write the ``attnsurvey`` kernel spec under ``prefix/share/jupyter/kernels``; return its folder."""
+    """Write the ``attnsurvey`` kernel spec under ``prefix/share/jupyter/kernels``.
+
+    Args:
+        prefix: the environment's prefix (e.g. ``.venv``).
+
+    Returns:
+        The kernel's folder.
+    """
     prefix = Path(prefix).resolve()
     python = prefix / "bin" / "python"
     folder = prefix / "share" / "jupyter" / "kernels" / KERNEL_NAME
@@ -354,8 +407,11 @@ def kernel_sockets() -> Config:
     uses these settings (:func:`kernel_manager`, :func:`notebook_client`);
     kernels that JupyterLab starts are unaffected.
 
-    Returns a traitlets ``Config`` for a kernel manager's or notebook client's ``config=``.
-    Raises ``ValueError`` if the temporary folder's path is too long for a Unix socket.
+    Returns:
+        A traitlets ``Config`` for a kernel manager's or notebook client's ``config=``.
+
+    Raises:
+        ValueError: the temporary folder's path is too long for a Unix socket.
     """
     import tempfile
     import uuid
@@ -372,23 +428,47 @@ def kernel_sockets() -> Config:
 
 
 def kernel_manager(**kwargs: Any) -> KernelManager:
-    """A ``jupyter_client.KernelManager`` (keyword arguments passed on) with :func:`kernel_sockets`'s settings.
+    """A ``jupyter_client.KernelManager`` with :func:`kernel_sockets`'s settings.
 
-    The project's pytest setup (``conftest.py``) makes nbval start its kernels with this."""
+    The project's pytest setup (``conftest.py``) makes nbval start its kernels with this.
+
+    Args:
+        **kwargs: passed on to ``KernelManager``.
+
+    Returns:
+        The kernel manager (not started).
+    """
     from jupyter_client.manager import KernelManager
 
     return KernelManager(config=kernel_sockets(), **kwargs)
 
 
 def notebook_client(nb: NotebookNode, **kwargs: Any) -> NotebookClient:
-    """An ``nbclient.NotebookClient`` for ``nb`` (keyword arguments passed on) whose kernel uses
-    :func:`kernel_sockets`'s settings: how the project's scripts and tests execute a notebook."""
+    """An ``nbclient.NotebookClient`` whose kernel uses :func:`kernel_sockets`'s settings.
+
+    This is how the project's scripts and tests execute a notebook.
+
+    Args:
+        nb: the notebook to execute.
+        **kwargs: passed on to ``NotebookClient``.
+
+    Returns:
+        The client (call ``execute()``).
+    """
     from nbclient import NotebookClient
 
     return NotebookClient(nb, config=kernel_sockets(), **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: ``exec`` a command pinned, ``install-kernel``, or ``show`` the pinned variables.
+
+    Args:
+        argv: the arguments (``sys.argv[1:]`` when ``None``).
+
+    Returns:
+        The exit status, 0 (``exec`` replaces this process with the command).
+    """
     parser = argparse.ArgumentParser(prog="python -m attnsurvey.numeric_env", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("exec", help="run a command in the pinned environment")

@@ -42,10 +42,33 @@ def attention_heatmap(
 ) -> Figure:
     """Heat maps of attention weights (queries x keys) with ONE shared colour bar.
 
-    ``weights`` is ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
-    on a common colour scale (``vmax`` defaults to the largest weight), so panels
-    are comparable. ``colorbar_label`` names what the colours show when the
-    matrix is not a weight (scores, counts, a code). Returns the matplotlib figure.
+    Panels share a colour scale (``vmax`` defaults to the largest weight), so they
+    are comparable.
+
+    Args:
+        weights: ``(n_q, n_f)`` or a stack ``(m, n_q, n_f)`` drawn side by side
+            (a tensor, an array or nested lists).
+        x_labels: one label per key (``n_f``).
+        y_labels: one label per query (``n_q``).
+        titles: one title per panel (``m``).
+        xlabel: the x-axis label.
+        ylabel: the y-axis label.
+        vmin: the lower end of the colour scale.
+        vmax: the upper end (default: the largest weight).
+        cmap: a matplotlib colour map name.
+        figsize: the figure size in inches (default: from the number of panels).
+        suptitle: a title above all panels.
+        colorbar_label: what the colours show when the matrix is not a weight
+            (scores, counts, a code).
+
+    Shape:
+        weights: ``(n_q, n_f)`` or ``(m, n_q, n_f)``.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        ValueError: ``weights`` is not 2-D or 3-D.
     """
     w = _to_numpy(weights)
     if w.ndim == 2:
@@ -82,7 +105,11 @@ def attention_heatmap(
 
 
 def show(fig: Figure) -> None:
-    """Display ``fig`` as a PNG image in a notebook and close it."""
+    """Display ``fig`` as a PNG image in a notebook and close it.
+
+    Args:
+        fig: a matplotlib figure.
+    """
     import io
 
     from IPython.display import Image, display
@@ -112,20 +139,36 @@ def trend_plot(
 ) -> Figure:
     """A trend over seeds: for every series, the mean at each ``x`` with ± 1 sd error bars (or a band).
 
-    ``series[name]`` holds one row per ``x`` value with the seeds' values there
-    (rows may differ in length); with ``by_seed=True`` it holds one row per seed
-    with a value per ``x`` instead. The spread is the sample standard deviation
-    (``ddof=1``, as :func:`attnsurvey.stats.mean_sd` prints it); an ``x`` where
-    any value is NaN (the method has no value there) is left as a gap. With
-    several series the error bars are offset sideways a little so that they do
-    not hide each other; ``band=True`` draws a shaded mean ± sd band instead (for
-    curves with many points). ``hline`` draws a labelled dashed reference level
-    ``(y, label)`` (chance, a computed bound), ``shade`` an ``x`` interval (the
-    training lengths). Draws into ``ax`` (or a new figure) and returns the figure.
+    The spread is the sample standard deviation (``ddof=1``, as
+    :func:`attnsurvey.stats.mean_sd` prints it); an ``x`` where any value is NaN
+    (the method has no value there) is left as a gap. With several series the error
+    bars are offset sideways a little so that they do not hide each other.
 
-    Raises ``ValueError`` when a series has not one row per ``x`` value (or, by
-    seed, one value per ``x`` in every row), when an ``x`` has fewer than two
-    values, or when ``ax`` belongs to a subfigure.
+    Args:
+        x: the x values.
+        series: ``series[name]`` holds one row per ``x`` value with the seeds' values
+            there (rows may differ in length); with ``by_seed=True``, one row per
+            seed with a value per ``x``.
+        by_seed: read ``series`` by seed (see above).
+        band: draw a shaded mean ± sd band instead of error bars (for curves with many points).
+        ax: the axes to draw into (default: a new figure).
+        xlabel: the x-axis label.
+        ylabel: the y-axis label.
+        title: the axes title.
+        logx: a logarithmic x axis.
+        ylim: the y range.
+        hline: a labelled dashed reference level ``(y, label)`` (chance, a computed bound).
+        shade: an ``x`` interval to shade (the training lengths).
+        shade_label: the legend label of the shaded interval.
+        figsize: the size of a new figure, in inches.
+
+    Returns:
+        The figure drawn into.
+
+    Raises:
+        ValueError: a series without one row per ``x`` value (or, by seed, one value
+            per ``x`` in every row), an ``x`` with fewer than two values, or an
+            ``ax`` that belongs to a subfigure.
     """
     xs = np.asarray(x, dtype=float)
     if ax is None:
@@ -177,7 +220,18 @@ FEATURE_FILL, QUERY_FILL, ATTENTION_FILL, OUTPUT_FILL, IO_FILL = "#dbe9f6", "#fd
 def diagram_axes(
     w: float, h: float, xlim: tuple[float, float], ylim: tuple[float, float], title: str
 ) -> tuple[Figure, Axes]:
-    """A ``w`` x ``h`` inch figure with bare axes spanning ``xlim`` x ``ylim``, for block diagrams."""
+    """A ``w`` x ``h`` inch figure with bare axes spanning ``xlim`` x ``ylim``, for block diagrams.
+
+    Args:
+        w: the width in inches.
+        h: the height in inches.
+        xlim: the x range of the axes.
+        ylim: the y range of the axes.
+        title: the axes title.
+
+    Returns:
+        ``(figure, axes)``.
+    """
     fig, ax = plt.subplots(figsize=(w, h))
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
@@ -189,7 +243,17 @@ def diagram_axes(
 def draw_box(
     ax: Axes, xy: tuple[float, float], text: str, w: float = 1.6, h: float = 0.6, color: str = "#dbe9f6", fs: int = 9
 ) -> None:
-    """Draw a rounded box of width ``w`` and height ``h`` centred at ``xy`` with ``text`` (for diagrams)."""
+    """Draw a rounded box centred at ``xy`` with ``text`` (for diagrams).
+
+    Args:
+        ax: the axes to draw into.
+        xy: the centre, in data coordinates.
+        text: the label inside the box.
+        w: the width, in data units.
+        h: the height, in data units.
+        color: the fill colour.
+        fs: the font size.
+    """
     from matplotlib.patches import FancyBboxPatch
 
     ax.add_patch(FancyBboxPatch((xy[0] - w / 2, xy[1] - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="#333"))
@@ -206,7 +270,18 @@ def draw_arrow(
     lw: float = 1.1,
     alpha: float = 1.0,
 ) -> None:
-    """Draw an arrow from ``a`` to ``b`` (curved when ``rad`` != 0), optionally labelled at its middle."""
+    """Draw an arrow from ``a`` to ``b``, optionally labelled at its middle (for diagrams).
+
+    Args:
+        ax: the axes to draw into.
+        a: the start, in data coordinates.
+        b: the end, in data coordinates.
+        text: a label at the middle of the arrow.
+        color: the arrow's colour.
+        rad: the curvature (0 = straight).
+        lw: the line width.
+        alpha: the opacity.
+    """
     from matplotlib.patches import FancyArrowPatch
 
     ax.add_patch(

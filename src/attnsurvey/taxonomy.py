@@ -151,6 +151,12 @@ def fig3_leaves(point: TaxonomyPoint) -> set[tuple[str, str, str]]:
     """The mechanisms of Fig. 3 a point uses, as ``(category, sub-aspect, mechanism)`` triples.
 
     Values without a place in Fig. 3 (Luong's "location" score) are left out.
+
+    Args:
+        point: a taxonomy point.
+
+    Returns:
+        The set of ``(category, sub-aspect, mechanism)`` triples.
     """
     out = set()
     for d in DIMENSIONS:
@@ -169,8 +175,14 @@ Cell = tuple[tuple[str, ...], ...]
 def parse_cell(text: str) -> Cell:
     """Parse a Table III cell such as ``"self-attention + basic"`` or ``"soft, hard"``.
 
-    Returns a tuple of alternatives, each a tuple of combined mechanisms.
-    Raises ``ValueError`` for an empty cell or an empty alternative.
+    Args:
+        text: the cell: alternatives separated by ``,``, combined mechanisms by ``+``.
+
+    Returns:
+        A tuple of alternatives, each a tuple of combined mechanisms.
+
+    Raises:
+        ValueError: an empty cell or an empty alternative.
     """
     alternatives = []
     for alt in text.split(","):
@@ -184,7 +196,14 @@ def parse_cell(text: str) -> Cell:
 
 
 def format_cell(cell: Cell) -> str:
-    """Inverse of :func:`parse_cell`."""
+    """The text of a Table III cell: the inverse of :func:`parse_cell`.
+
+    Args:
+        cell: a tuple of alternatives, each a tuple of combined mechanisms.
+
+    Returns:
+        The cell's text.
+    """
     return ", ".join(" + ".join(alt) for alt in cell)
 
 
@@ -197,7 +216,18 @@ def format_cell(cell: Cell) -> str:
 class TaxonomyPoint:
     """One model's position in the taxonomy: a :data:`Cell` per dimension.
 
-    Raises ``ValueError`` if a mechanism is not a value of its dimension in Fig. 3.
+    Attributes:
+        feature_multiplicity: §3.1.1 (singular, alternating-co-attention, ..., rotatory).
+        feature_levels: §3.1.2 (the values of Fig. 3's levels).
+        feature_representations: §3.1.3 (the values of Fig. 3's representations).
+        scoring: §3.2.1 (a score of the score registry: additive, multiplicative, ...).
+        alignment: §3.2.2 (global, soft, hard, local, reinforced).
+        dimensionality: §3.2.3 (the values of Fig. 3's dimensionality).
+        query_type: §3.3.1 (basic, specialized, self-attention).
+        query_multiplicity: §3.3.2 (singular, multi-head, multi-hop, capsule-based).
+
+    Raises:
+        ValueError: a mechanism is not a value of its dimension in Fig. 3.
     """
 
     feature_multiplicity: Cell
@@ -245,7 +275,14 @@ class TaxonomyPoint:
 
 @dataclass(frozen=True)
 class Table3Row:
-    """A row of Table III: the model's reference and its taxonomy point."""
+    """A row of Table III: the model's reference and its taxonomy point.
+
+    Attributes:
+        id: its catalog id, ``"table3:row01"`` ... ``"table3:row17"``.
+        model: the model's name.
+        reference: the survey's reference number for the model.
+        point: its :class:`TaxonomyPoint`.
+    """
 
     id: str
     model: str
@@ -326,7 +363,17 @@ del _r
 
 
 def table3_row(entry_id: str) -> Table3Row:
-    """Look up a Table III row by its catalog id, e.g. ``"table3:row07"``."""
+    """Look up a Table III row by its catalog id.
+
+    Args:
+        entry_id: ``"table3:row01"`` ... ``"table3:row17"``.
+
+    Returns:
+        The :class:`Table3Row`.
+
+    Raises:
+        ValueError: no such row.
+    """
     for row in TABLE3:
         if row.id == entry_id:
             return row
@@ -337,9 +384,13 @@ def table3_row(entry_id: str) -> Table3Row:
 def taxonomy_figure(highlight: TaxonomyPoint | None = None) -> Figure:
     """Draw Fig. 3 (:data:`FIG3`) as a tree: root -> 3 categories -> 8 sub-aspects -> mechanisms.
 
-    With ``highlight``, the mechanisms a model uses (through :data:`FIG3_LEAF`)
-    are drawn in bold on a coloured background, so the figure shows the model as
-    a point of the space. Returns the ``matplotlib.figure.Figure``.
+    Args:
+        highlight: a model's point; the mechanisms it uses (through :data:`FIG3_LEAF`)
+            are drawn in bold on a coloured background, so the figure shows the
+            model as a point of the space.
+
+    Returns:
+        The ``matplotlib.figure.Figure``.
     """
     import matplotlib.pyplot as plt
 

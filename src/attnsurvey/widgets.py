@@ -75,6 +75,10 @@ class Explorer(widgets.VBox):
     form lists, for every grid point in order, the values chosen and the text
     shown there (a figure as ``[figure]``): a changed result fails the chapter's
     output check like any printed number.
+
+    Args:
+        children: the controls and the results box.
+        text: the plain-text form.
     """
 
     def __init__(self, children: Sequence[widgets.Widget], text: str) -> None:
@@ -115,16 +119,23 @@ def explore(
 ) -> Explorer:
     """Precompute ``fn`` over a grid and return controls linked to the results in the browser.
 
-    grid: one keyword per parameter of ``fn``, a sequence of values (or a
-    ``{label: value}`` mapping for a dropdown with readable labels).
-    initial: the value shown first per parameter (default: the first).
-    controls: ``"slider"`` (default for numbers) or ``"dropdown"`` per parameter.
-    Returns an :class:`Explorer` (a ``VBox``: controls above the results; its
-    plain-text form lists every text result, for the notebook's output check);
-    display it as a cell's value.
-    Raises ``ValueError`` for an empty grid, an unknown initial value, or more
-    than :data:`MAX_RESULTS` results; ``TypeError`` if ``fn`` returns something
-    it cannot show.
+    Args:
+        fn: the function to explore; called once per grid point with one keyword
+            per parameter; returns text, a number or a matplotlib figure.
+        initial: the value shown first per parameter (default: the first).
+        controls: ``"slider"`` (default for numbers) or ``"dropdown"`` per parameter.
+        **grid: one keyword per parameter of ``fn``: a sequence of values, or a
+            ``{label: value}`` mapping for a dropdown with readable labels.
+
+    Returns:
+        An :class:`Explorer` (a ``VBox``: controls above the results; its plain-text
+        form lists every text result, for the notebook's output check); display it
+        as a cell's value.
+
+    Raises:
+        ValueError: an empty grid, an unknown initial value, or more than
+            :data:`MAX_RESULTS` results.
+        TypeError: ``fn`` returns something it cannot show.
     """
     if not grid:
         raise ValueError("explore needs at least one parameter grid, e.g. explore(fn, d_k=[4, 16, 64])")
@@ -169,7 +180,14 @@ def explore(
 
 
 def grid_size(**grid: Sequence[Any]) -> int:
-    """Number of results :func:`explore` would precompute for ``grid``."""
+    """The number of results :func:`explore` would precompute for ``grid``.
+
+    Args:
+        **grid: the grid, as for :func:`explore`.
+
+    Returns:
+        The product of the number of values per parameter.
+    """
     return math.prod(len(list(v)) for v in grid.values())
 
 
