@@ -331,7 +331,7 @@ def beam_search(
             alive = alive & ~ended
             # an example stops once no kept prefix can beat its best finished hypothesis: log P only falls
             # with each token, lp(Y) <= lp(length) and cp <= 0, so log P / lp(length) bounds every extension
-            hopeless = top / length_penalty(torch.tensor(length), alpha) <= best_score[:, None]
+            hopeless = ~alive | (top / length_penalty(torch.tensor(length), alpha) <= best_score[:, None])
             alive = alive & ~(found[:, None] & hopeless.all(-1, keepdim=True))
         raw = torch.where(alive, top, neg_inf)
     # examples with no finished hypothesis (always, without eos) take their best kept prefix
