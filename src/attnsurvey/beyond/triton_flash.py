@@ -29,7 +29,7 @@ lets query ``i`` attend only to keys ``j <= i`` (positions counted from the
 start of both sequences, as SDPA's ``is_causal``). On a computer without a GPU,
 Triton's interpreter runs the same kernels on CPU tensors (NumPy under the
 hood, slowly) when the environment variable ``TRITON_INTERPRET=1`` is set
-before ``triton`` is imported: that is how the tests and the book run them.
+before the first call: that is how the tests and the book run them.
 
 Importing this module does not import Triton; the kernels are compiled on the
 first call (:func:`_kernels`), and a missing Triton raises ``ImportError`` then.
@@ -90,7 +90,7 @@ def _fwd_kernel(
     D: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M  # this program's query block ...
-    bh = tl.program_id(1)  # ... of this (batch, head)
+    bh = tl.program_id(1).to(tl.int64)  # ... of this (batch, head); 64-bit offsets past 2**31 elements
     Q += bh * n_q * D
     K += bh * n_f * D
     V += bh * n_f * D
@@ -130,7 +130,7 @@ def _fwd_kernel(
 
 def _bwd_preprocess(O, dO, Delta, n_q, BLOCK_M: tl.constexpr, D: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)
     rows = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D)
     row_ok = rows < n_q
@@ -158,7 +158,7 @@ def _bwd_dkdv_kernel(
     D: tl.constexpr,
 ):
     start_n = tl.program_id(0) * BLOCK_N  # this program's key block
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)
     Q += bh * n_q * D
     dO += bh * n_q * D
     K += bh * n_f * D
@@ -216,7 +216,7 @@ def _bwd_dq_kernel(
     D: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M  # this program's query block
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)
     Q += bh * n_q * D
     dO += bh * n_q * D
     dQ += bh * n_q * D
@@ -261,7 +261,7 @@ def _import_triton() -> Any:
     except ImportError as err:  # pragma: no cover - triton is in requirements.txt
         raise ImportError(
             "flash_attention_triton needs the 'triton' package (pip install triton; it is in requirements.txt). "
-            "Without a GPU, set TRITON_INTERPRET=1 before importing triton to run the kernels on CPU tensors."
+            "Without a GPU, set TRITON_INTERPRET=1 to run the kernels on CPU tensors with Triton's interpreter."
         ) from err
     return triton
 
@@ -271,7 +271,7 @@ def _kernels(interpret: bool) -> dict[str, Any]:
     """The four kernels compiled with ``triton.jit`` (interpreted when ``interpret``), built once per mode."""
     global tl
     triton = _import_triton()
-    import triton.language as language  # type: ignore[import-untyped]
+    import triton.language as language  # type: ignore[import-untyped]  # no type information
 
     tl = language
     return {fn.__name__: triton.jit(fn) for fn in KERNELS}
@@ -299,7 +299,7 @@ def _interpreted_library(interpret: bool) -> Iterator[None]:
         return
     import triton.language as lang
     from triton.runtime.interpreter import InterpretedFunction  # type: ignore[import-untyped]  # no type information
-    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]
+    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]  # no type information
 
     found = [
         (mod, name, value)
@@ -363,8 +363,8 @@ def _check_device(x: Tensor, interpret: bool) -> None:
     elif x.device.type != "cuda":
         raise ValueError(
             f"the Triton kernels run on CUDA tensors, got tensors on {x.device}; on a computer without a GPU set "
-            "the environment variable TRITON_INTERPRET=1 before importing triton (e.g. TRITON_INTERPRET=1 python ...) "
-            "to run them on CPU tensors with Triton's interpreter"
+            "the environment variable TRITON_INTERPRET=1 (e.g. TRITON_INTERPRET=1 python ...) to run them "
+            "on CPU tensors with Triton's interpreter"
         )
 
 
@@ -451,8 +451,8 @@ def flash_attention_triton(
     log-sum-exp instead of storing them.
 
     Args:
-        Q: queries, float16 or float32, on a CUDA device (or on the CPU when
-            ``TRITON_INTERPRET=1`` was set before Triton was imported).
+        Q: queries, float16 or float32, on a CUDA device (or on the CPU when the
+            environment variable ``TRITON_INTERPRET=1`` is set).
         K: keys, same dtype and device as ``Q``.
         V: values, same dtype and device as ``Q``.
         is_causal: query ``i`` attends only to keys ``j <= i`` (counted from
