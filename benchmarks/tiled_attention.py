@@ -1,6 +1,6 @@
 """Exact attention in linear memory: plain `attend` vs tiled attention vs SDPA, time, memory and error.
 
-    python benchmarks/tiled_attention.py              # issue 15.1's targets and the cost curves (5 repeats)
+    python benchmarks/tiled_attention.py              # the targets and the cost curves (5 repeats)
     python benchmarks/tiled_attention.py --estimate   # only print how long that would take
     python benchmarks/tiled_attention.py --quick --repeats 2   # tiny sizes: checks the script runs
     python benchmarks/tiled_attention.py --speed-only          # only the speed targets against SDPA's flash kernel

@@ -447,8 +447,21 @@ class TiledAttentionFunction(torch.autograd.Function):
     With a non-finite input, the rows whose context is NaN get ``dO = 0`` and
     ``P = 0``, non-finite value rows are zeroed in ``dP``, and ``dQ``/``dK``
     come from :func:`~attnsurvey.attention.context` (a zero ``dS`` ignores a NaN row);
-    finite inputs take the plain products. Batch dimensions must already be
-    equal (the caller expands them).
+    finite inputs take the plain products.
+
+    Args:
+        Q: queries (float32 or float64; :func:`tiled_attend` converts half precision first).
+        K: keys.
+        V: values.
+        mask: boolean, ``True`` = may attend, or None.
+        settings: :class:`TileSettings` (causality, tile sizes, scale, dropout and its seed).
+
+    Shape:
+        Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)`` with equal batch
+        dimensions (the caller expands them); mask broadcastable to ``(..., n_q, n_f)``.
+
+    Returns:
+        The context ``(..., n_q, d_v)``.
     """
 
     @staticmethod
