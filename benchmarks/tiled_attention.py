@@ -1,8 +1,9 @@
 """Exact attention in linear memory: plain `attend` vs tiled attention vs SDPA, time, memory and error.
 
-    python benchmarks/tiled_attention.py              # issue 15.1's targets and the cost curves (5 repeats)
+    python benchmarks/tiled_attention.py              # the targets and the cost curves (5 repeats)
     python benchmarks/tiled_attention.py --estimate   # only print how long that would take
     python benchmarks/tiled_attention.py --quick --repeats 2   # tiny sizes: checks the script runs
+    python benchmarks/tiled_attention.py --speed-only          # only the speed targets against SDPA's flash kernel
 
 One head, batch 1, d = 64, float32, forward only, ``BENCH_THREADS`` threads (default 1).
 Every (method, n, repeat) runs in a fresh process (see ``_bench.Fresh``): after a
@@ -24,6 +25,11 @@ Also, on ``--repeats`` seeds: the largest forward error of tiled attention
 against ``F.scaled_dot_product_attention`` at n = 16,384 (float32, causal and
 not), and the largest gradient error (dQ, dK, dV) against SDPA's autograd at
 n = 2,048 (float64); the target table uses the largest over the seeds.
+Speed targets (``--speed-only`` runs just these, in this process): tiled forward
+against SDPA's fused CPU (flash) kernel at n = 16,384 (at most 1.2 times its time)
+and forward + backward at n = 4,096 (at most 1.5 times), d = 64, float32; each
+figure is the median of ``--repeats`` calls after one warm-up call, the two
+methods called in alternation.
 Results: ``benchmarks/results/tiled_attention.json`` (raw values, machine) and
 the figure ``book/figures/tiled_attention_cost.png`` shown in chapter 6.
 """
@@ -40,7 +46,8 @@ D = 64
 GRID = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 N_TARGET = 16384
 N_GRAD = 2048
-QUICK = {"grid": (256, 512, 1024), "n_target": 1024, "n_grad": 256}
+N_SPEED_FWD, N_SPEED_BWD = 16384, 4096
+QUICK = {"grid": (256, 512, 1024), "n_target": 1024, "n_grad": 256, "speed": (1024, 512)}
 
 
 def _available_bytes() -> int:
@@ -98,6 +105,71 @@ def errors(n_fwd: int, n_grad: int, seed: int) -> dict:
         ref = torch.autograd.grad(F.scaled_dot_product_attention(Q, K, V, is_causal=c), (Q, K, V), dO)
         out["grad_causal" if c else "grad"] = max(float((a - b).abs().max()) for a, b in zip(mine, ref))
     return out
+
+
+def speed(n_fwd: int, n_bwd: int, repeats: int) -> dict:
+    """Median seconds of tiled attention and SDPA (4-D, fused kernel): forward at n_fwd, forward + backward at n_bwd."""
+    import statistics
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    from attnsurvey.beyond.tiled import tiled_attend
+
+    g = torch.Generator().manual_seed(0)
+
+    def fwd(method, n):
+        Q, K, V = (torch.randn(1, 1, n, D, generator=g) for _ in range(3))
+        f = tiled_attend if method == "tiled" else F.scaled_dot_product_attention
+
+        def call():
+            with torch.no_grad():
+                return f(Q, K, V)
+
+        return call
+
+    def fwd_bwd(method, n):
+        Q, K, V = (torch.randn(1, 1, n, D, generator=g, requires_grad=True) for _ in range(3))
+        dO = torch.randn(1, 1, n, D, generator=g)
+        f = tiled_attend if method == "tiled" else F.scaled_dot_product_attention
+        return lambda: torch.autograd.grad(f(Q, K, V), (Q, K, V), dO)
+
+    out = {}
+    for what, make, n in (("forward", fwd, n_fwd), ("forward+backward", fwd_bwd, n_bwd)):
+        calls = {m: make(m, n) for m in ("tiled", "sdpa")}
+        times: dict[str, list[float]] = {m: [] for m in calls}
+        for m in calls:
+            calls[m]()  # warm-up
+        for _ in range(repeats):
+            for m, call in calls.items():  # alternate, so a change of load hits both
+                t0 = time.perf_counter()
+                call()
+                times[m].append(time.perf_counter() - t0)
+        out[what] = {"n": n, **{m: _bench.summary(t) for m, t in times.items()}}
+        out[what]["ratio"] = statistics.median(times["tiled"]) / statistics.median(times["sdpa"])
+    return out
+
+
+def speed_targets(sp: dict) -> list[dict]:
+    """The two speed targets: tiled / SDPA time, forward (<= 1.2) and forward + backward (<= 1.5)."""
+    return [
+        _bench.target(f"time tiled / SDPA flash, forward, n = {sp['forward']['n']}", sp["forward"]["ratio"], 1.2),
+        _bench.target(
+            f"time tiled / SDPA flash, forward+backward, n = {sp['forward+backward']['n']}",
+            sp["forward+backward"]["ratio"],
+            1.5,
+        ),
+    ]
+
+
+def print_speed(sp: dict, repeats: int) -> None:
+    print(f"\nspeed, d = {D}, float32, median (min-max) of {repeats} calls after a warm-up, seconds:")
+    for what, r in sp.items():
+        print(
+            f"  {what:16s} n = {r['n']:6d}: tiled {_bench.show(r['tiled'])}, SDPA {_bench.show(r['sdpa'])}, "
+            f"ratio {r['ratio']:.2f}"
+        )
 
 
 def plan(grid: tuple[int, ...], plain_max_n: int) -> list[tuple[str, int]]:
@@ -171,8 +243,23 @@ def main(argv: list[str] | None = None) -> int:
     _bench.add_common_arguments(p)
     p.add_argument("--max-n", type=int, default=max(GRID), help="largest n of the curves (never below the target n)")
     p.add_argument("--plain-max-n", type=int, default=N_TARGET, help="largest n for plain attend")
+    p.add_argument("--speed-only", action="store_true", help="only the speed targets against SDPA's flash kernel")
     args = p.parse_args(argv)
     threads = _bench.bench_threads()
+    n_speed = QUICK["speed"] if args.quick else (N_SPEED_FWD, N_SPEED_BWD)
+    if args.speed_only:
+        import torch
+
+        torch.set_num_threads(threads)
+        t_est = _bench.probe(_fn("tiled", 4096))
+        est = _bench.import_torch_seconds() + 2 * (args.repeats + 1) * t_est * ((n_speed[0] / 4096) ** 2 + 3)
+        info = _bench.begin(est, args.estimate)
+        if info is None:
+            return 0
+        sp = speed(*n_speed, args.repeats)
+        print_speed(sp, args.repeats)
+        _bench.end(info, speed_targets(sp), args.repeats)
+        return 0
     grid, n_target, n_grad = (
         (QUICK["grid"], QUICK["n_target"], QUICK["n_grad"]) if args.quick else (GRID, N_TARGET, N_GRAD)
     )
@@ -206,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  forward, float32, n = {n_target}: {err['forward']['max']:.2e} (causal {err['forward_causal']['max']:.2e})"
     )
     print(f"  gradients, float64, n = {n_grad}: {err['grad']['max']:.2e} (causal {err['grad_causal']['max']:.2e})")
+    sp = speed(*n_speed, args.repeats)
+    print_speed(sp, args.repeats)
     at = {r["method"]: r for r in cost if r["n"] == n_target}
     targets = [
         _bench.target(
@@ -226,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             _bench.median_ratio(at["tiled"]["seconds"], at["sdpa"]["seconds"]),
             2.0,
         ),
+        *speed_targets(sp),
     ]
     info = _bench.end(info, targets, args.repeats)
     result = {
@@ -245,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "cost": cost,
         "errors": err,
+        "speed": sp,
         "targets": targets,
     }
     out = _bench.out_dir(args.out, args.quick)

@@ -11,11 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnsurvey.beyond.tiled import (
+    BLOCK_K,
+    BLOCK_Q,
     attention_flops,
     attention_stats,
+    draw_dropout_seed,
+    dropout_keep_mask,
     finalize,
     online_softmax_merge,
     tile_bytes,
+    tile_settings,
     tile_stats,
     tiled_attend,
 )
@@ -267,3 +272,116 @@ def test_an_unknown_option_name_is_refused_not_ignored(call):
     torch.testing.assert_close(tiled_attend(Q, K, V, is_causal=True), ref)  # the right name: causal
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['is_casual'\]; TileOptions declares .*'is_causal'"):
         fn(Q, K, V, is_casual=True)
+
+
+@pytest.mark.catalog("extra:tiled-attention")
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 8e-3)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_half_precision_accumulates_in_float32(dtype, tol, is_causal):
+    """Large scores (near 500) and values near 1000: float16 scores overflow, float32 accumulation does not."""
+    g = torch.Generator().manual_seed(2)
+    Q = (torch.randn(2, 40, 16, generator=g) * 12).to(dtype)
+    K = (torch.randn(2, 40, 16, generator=g) * 12).to(dtype)
+    V = (1000 + torch.randn(2, 40, 8, generator=g)).to(dtype)
+    assert (Q.float() @ K.float().transpose(-1, -2)).abs().max() > 1000  # the scores overflow float16's 65504 / 4
+    c = tiled_attend(Q, K, V, is_causal=is_causal, block_q=8, block_k=16)
+    ref = F.scaled_dot_product_attention(Q.float(), K.float(), V.float(), is_causal=is_causal).to(dtype)
+    assert c.dtype == dtype and torch.isfinite(c).all()
+    torch.testing.assert_close(c.float(), ref.float(), rtol=tol, atol=0)  # within a rounding of the dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_gradients_match_float32_reference(dtype):
+    Q, K, V = (x.to(dtype).requires_grad_() for x in qkv(b=1, n_q=30, n_f=30, d=8))
+    c = tiled_attend(Q, K, V, block_q=8, block_k=8)
+    grads = torch.autograd.grad(c.float().sum(), (Q, K, V))
+    Qf, Kf, Vf = (x.detach().float().requires_grad_() for x in (Q, K, V))
+    refs = torch.autograd.grad(F.scaled_dot_product_attention(Qf, Kf, Vf).sum(), (Qf, Kf, Vf))
+    for g_, r_ in zip(grads, refs):
+        assert g_.dtype == dtype
+        torch.testing.assert_close(g_.float(), r_, atol=3e-2 if dtype == torch.bfloat16 else 4e-3, rtol=0)
+
+
+def dense_dropout_reference(Q, K, V, keep, p, is_causal=False):
+    """softmax(Q K^T / sqrt(d)) with the keep-mask applied and rescaled, times V: the dense oracle."""
+    e = Q @ K.transpose(-1, -2) / math.sqrt(Q.shape[-1])
+    if is_causal:
+        e = e.masked_fill(~causal_mask(Q.shape[-2], K.shape[-2]), -math.inf)
+    return (torch.softmax(e, -1) * keep / (1 - p)) @ V
+
+
+@pytest.mark.catalog("extra:tiled-attention")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_dropout_forward_and_gradients_match_dense_reference_with_the_same_mask(is_causal):
+    Q, K, V = qkv(n_q=23, n_f=29, d_v=6, dtype=torch.float64, grad=True)
+    if is_causal:
+        Q, K, V = (x[:, :23].detach().requires_grad_() for x in (Q, K, V))
+    p, seed = 0.3, 1234
+    c = tiled_attend(Q, K, V, is_causal=is_causal, block_q=5, block_k=7, dropout_p=p, dropout_seed=seed)
+    keep = dropout_keep_mask(seed, (2, Q.shape[-2], K.shape[-2]), p)
+    assert 0.2 < 1 - keep.float().mean() < 0.4  # about p of the weights dropped
+    ref = dense_dropout_reference(Q, K, V, keep, p, is_causal)
+    torch.testing.assert_close(c, ref, atol=1e-12, rtol=0)
+    dO = rand(*c.shape, seed=8, dtype=torch.float64)
+    for mine, theirs in zip(torch.autograd.grad(c, (Q, K, V), dO), torch.autograd.grad(ref, (Q, K, V), dO)):
+        torch.testing.assert_close(mine, theirs, atol=1e-12, rtol=0)
+
+
+def test_dropout_mask_is_independent_of_tiles_and_drawn_from_the_generator():
+    Q, K, V = qkv(n_q=17, n_f=19, dtype=torch.float64)
+    a = tiled_attend(Q, K, V, block_q=3, block_k=4, dropout_p=0.5, generator=torch.Generator().manual_seed(9))
+    b = tiled_attend(Q, K, V, block_q=17, block_k=19, dropout_p=0.5, generator=torch.Generator().manual_seed(9))
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    seed = draw_dropout_seed(torch.Generator().manual_seed(9))
+    ref = dense_dropout_reference(Q, K, V, dropout_keep_mask(seed, (2, 17, 19), 0.5), 0.5)
+    torch.testing.assert_close(a, ref, atol=1e-12, rtol=0)
+    other = tiled_attend(Q, K, V, dropout_p=0.5, dropout_seed=seed + 1)
+    assert not torch.allclose(a, other)  # another seed drops other weights
+    assert torch.equal(tiled_attend(Q, K, V, dropout_p=0.0, dropout_seed=5), tiled_attend(Q, K, V))
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\)"):
+        tiled_attend(Q, K, V, dropout_p=1.0)
+
+
+def test_gradcheck_with_dropout():
+    Q, K, V = qkv(b=1, n_q=5, n_f=6, d=3, dtype=torch.float64, grad=True)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: tiled_attend(q, k, v, block_q=2, block_k=4, dropout_p=0.4, dropout_seed=3), (Q, K, V)
+    )
+
+
+def test_zero_key_size_is_refused_with_a_clear_error():
+    Q, K, V = qkv(n_q=4, n_f=6, d=0, d_v=5)
+    # no one answer to match: the core gives zero contexts, SDPA the mean of the values
+    assert not torch.allclose(attend(Q, K, V)[0], F.scaled_dot_product_attention(Q, K, V))
+    with pytest.raises(ValueError, match=r"needs d_k >= 1 .* got d_k=0"):
+        tiled_attend(Q, K, V)
+
+
+def test_one_dimensional_key_mask_broadcasts():
+    Q, K, V = qkv(n_q=6, n_f=9)
+    keys = torch.tensor([True, False, True, True, False, True, True, True, False])
+    c = tiled_attend(Q, K, V, keys, block_q=4, block_k=2)
+    torch.testing.assert_close(c, F.scaled_dot_product_attention(Q, K, V, attn_mask=keys), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "call,symbol",
+    [
+        (lambda: tile_bytes(-1, 4, 2, 2, 8, 8), "n_q"),
+        (lambda: tile_bytes(4, 4, 2, 2, 8, -8), "d_v"),
+        (lambda: tile_bytes(4, 4, 0, 2, 8, 8), "block_q"),
+        (lambda: attention_flops(4, -5, 8, 8), "n_f"),
+        (lambda: attention_flops(4, 5, -8, 8), "d_k"),
+    ],
+)
+def test_negative_sizes_are_refused_naming_the_symbol(call, symbol):
+    with pytest.raises(ValueError, match=rf"^{symbol} must be at least"):
+        call()
+
+
+def test_tile_constants_are_the_defaults():
+    Q, K, V = qkv(b=1, n_q=3, n_f=3)
+    s = tile_settings(16, {})
+    assert (s.block_q, s.block_k) == (BLOCK_Q, BLOCK_K) == (256, 1024)
+    assert s.scale == 0.25 and s.dropout_seed is None
+    assert tiled_attend(Q, K, V).shape == (1, 3, 16)

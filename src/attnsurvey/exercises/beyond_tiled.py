@@ -1,4 +1,4 @@
-"""Exercise checks for chapter 6, exact attention in linear memory (``attnsurvey.beyond.tiled``)."""
+"""Exercise checks for chapter 6, exact attention in linear memory (``attnsurvey.beyond.tiled`` and ``io_model``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..beyond.io_model import flash_io
 from ._answers import run_answer, whole_number
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
@@ -108,3 +109,37 @@ def hidden_check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, bl
         raise AssertionError(
             "count the tiles one by one: a key tile is skipped only when all of it lies after the query tile"
         )
+
+
+def _hbm_reads_wrong(reads: Callable[[int, int, int], int], cases: list[tuple[int, int, int]]) -> tuple | None:
+    """The first ``(n, d, M)`` where ``reads`` differs from the instrumented count, or None."""
+    for n, d, M in cases:
+        got = run_answer(reads, n, d, M, what=f"hbm_reads({n}, {d}, {M})")
+        if whole_number(got, "a number of elements") != flash_io(n, d, M)["reads"]:
+            return n, d, M
+    return None
+
+
+def check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
+    """Exercise 4: ``reads(n, d, M)`` is the number of elements Algorithm 1 reads from slow memory.
+
+    Compared with the instrumented count of :func:`attnsurvey.beyond.io_model.flash_io`
+    (``n_q = n_f = n``, ``d_k = d_v = d``, the paper's block sizes) on sizes where
+    every block is full. Raises ``AssertionError`` with a hint that does not give the count.
+    """
+    wrong = _hbm_reads_wrong(reads, [(4096, 64, 65536), (1024, 64, 16384), (2048, 32, 32768)])
+    if wrong is not None:
+        raise AssertionError(
+            f"hbm_reads{wrong} differs from the instrumented count: which blocks does each step of the "
+            "inner loop load, and how many times does the outer loop run over all the queries?"
+        )
+    print("slow-memory reads check passed")
+
+
+def hidden_check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
+    """Hidden test of Exercise 4: sizes where ``M`` is not a multiple of ``4 d`` and the last key block is short.
+
+    Raises ``AssertionError``.
+    """
+    if _hbm_reads_wrong(reads, [(1000, 64, 20000), (777, 16, 5000), (64, 64, 262144)]) is not None:
+        raise AssertionError("round the block size and the number of blocks up to whole numbers")
