@@ -193,10 +193,10 @@ def test_no_check_output_states_an_answer(path):
     assert not bad, f"check outputs that give an answer away: {bad}"
 
 
-def test_every_chapter_has_three_check_cells_with_hidden_tests():
+def test_every_chapter_has_at_least_three_check_cells_with_hidden_tests():
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         cells = _check_cells(nbformat.read(path, as_version=4))
-        assert len(cells) == 3, path.name
+        assert len(cells) >= 3, path.name
         for cell in cells:
             src = cell.source
             assert "### BEGIN HIDDEN TESTS" in src and "### END HIDDEN TESTS" in src, (path.name, src[:80])
