@@ -144,7 +144,11 @@ class Result:
 
     @property
     def explained(self) -> bool:
-        """True unless the two sides differ and no mapped convention makes the difference vanish."""
+        """Whether the verdict needs no further explanation.
+
+        Returns:
+            True unless the two sides differ and no mapped convention makes the difference vanish.
+        """
         return self.status != "differs" or self.convention is not None
 
     def as_dict(self) -> dict[str, Any]:
@@ -184,6 +188,7 @@ def max_error(book: Tensor, library: Tensor) -> float:
         A float: 0 for equal tensors, ``inf`` if one holds NaN/Inf where the other does not.
 
     Raises:
+        TypeError: if either side is not a tensor.
         ValueError: if the shapes differ (an adapter that maps the layout wrongly).
     """
     if not isinstance(book, Tensor) or not isinstance(library, Tensor):
