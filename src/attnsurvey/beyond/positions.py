@@ -25,9 +25,8 @@ rows of ``W_Q`` and ``W_K`` are permuted (:func:`permute_rope_rows`);
 :func:`rotary_from_llama` loads a ``transformers`` LLaMA attention that way.
 
 Both schemes attend through the one attention core
-:func:`attnsurvey.attention.attend` (here by way of its wrapper
-:func:`attnsurvey.general_model.attend` and the multi-head module): RoPE
-transforms Q and K before it, ALiBi passes its ``bias`` argument.
+:func:`attnsurvey.attention.attend`, directly or through the multi-head module:
+RoPE transforms Q and K before it, ALiBi passes its ``bias`` argument.
 Shapes: ``(..., n, d)`` rows; heads as the axis before the sequence. Masks are
 boolean, ``True`` = may attend.
 """
@@ -41,10 +40,9 @@ import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes
-from ..attention import AttendOptions
+from ..attention import AttendOptions, attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
-from ..general_model import attend
 from ..masking import require_boolean_mask
 from ..query_related.multihead import SelfAttentionVariant
 from ..transformer.positional import sinusoidal_position_encoding

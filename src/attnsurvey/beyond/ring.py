@@ -22,11 +22,11 @@ its owner.
 Which positions a rank holds is its *layout*. ``"contiguous"``: rank ``r``
 holds positions ``r c ... (r + 1) c - 1``; under a causal mask rank ``P - 1``
 then has ``P`` times the work of rank 0, and the ring runs at the pace of the
-busiest rank. ``"zigzag"`` (load-balanced causal ring attention, as in
-Brandon et al.'s Striped Attention and in Llama 3's context parallelism): the
+busiest rank. ``"zigzag"`` (load-balanced causal ring attention): the
 sequence is cut into ``2P`` pieces and rank ``r`` holds pieces ``r`` and
 ``2P - 1 - r``, an early and a late one, so every rank has the same causal
-work. Tiles whose keys all lie after their queries (or in the padding) are
+work (Brandon et al.'s Striped Attention balances it instead by dealing the
+tokens out round-robin). Tiles whose keys all lie after their queries (or in the padding) are
 skipped, and :func:`ring_attention` can count the score entries it computes
 (``work=``), which is how the book measures balance (not by time).
 
@@ -535,6 +535,22 @@ class RingAttentionFunction(torch.autograd.Function):
     last step brings them back to the chunk's owner. Every rank of the group
     must call backward. Communication per rank: ``P - 1`` K/V chunks and
     ``P`` dK/dV chunks.
+
+    Args:
+        Q: this rank's queries (``forward``).
+        K: this rank's keys.
+        V: this rank's values.
+        ring: the rank's place on the ring and the call's settings (built by :func:`ring_attention`).
+        work: None, or a dict that the forward pass fills with its work counts.
+
+    Shape:
+        Q, K: ``(..., c, d_k)``; V: ``(..., c, d_v)``; context and ``dO``: ``(..., c, d_v)``.
+
+    Returns:
+        ``forward``: the context; ``backward``: ``(dQ, dK, dV, None, None)`` of this rank's rows.
+
+    Raises:
+        RuntimeError: from ``torch.distributed`` if a rank fails or does not take part.
     """
 
     @staticmethod
@@ -793,6 +809,9 @@ class RingResult:
         out: the context ``(..., n, d_v)``, in sequence order, padding dropped.
         work: per rank, ``{"score_entries": ..., "tiles": ...}`` counted by :func:`ring_attention`.
         grads: ``(dQ, dK, dV)`` of the whole sequence when ``dO`` was given, else None.
+
+    Shape:
+        out: ``(..., n, d_v)``; dQ, dK: ``(..., n, d_k)``; dV: ``(..., n, d_v)``.
     """
 
     out: Tensor
@@ -922,6 +941,9 @@ def demo(P: int = 2, n: int = 64, d: int = 16) -> float:
 
     Returns:
         The largest absolute difference of the contexts, over both masks.
+
+    Raises:
+        TimeoutError: if the processes take longer than 60 s.
     """
     import torch.nn.functional as F
 
@@ -948,6 +970,9 @@ def seeded_error(n: int, d: int, causal: bool, device: torch.device | None = Non
         d: the width.
         causal: whether to use the causal mask.
         device: where to compute (default CPU).
+
+    Shape:
+        output: ``(1,)``.
 
     Returns:
         A one-element tensor on ``device``.
@@ -994,6 +1019,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         0 on success, 1 if the demo's error exceeds 1e-5.
+
+    Raises:
+        SystemExit: (from argparse) on bad arguments, or without ``--demo`` outside ``torchrun``.
     """
     p = argparse.ArgumentParser(prog="python -m attnsurvey.beyond.ring", description=__doc__.split("\n")[0])
     p.add_argument("--demo", action="store_true", help="spawn P local processes and compare with one process")
