@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnsurvey.beyond import tiled
 from attnsurvey.beyond.ring import (
@@ -223,3 +225,18 @@ def test_ring_vs_ulysses_bytes_by_hand():
     assert gqa["ring"] == 3 * 2**16 * 2 * 4 and gqa["ulysses"] == 3 * 2**16 * (16 + 8) // 4
     with pytest.raises(ValueError, match="sequence_parallel_bytes needs d to be an integer >= 1, got d=-1"):
         sequence_parallel_bytes(1024, -1, 8, 4)
+
+
+@pytest.mark.catalog("extra:ring-balanced-causal")
+@settings(max_examples=40)
+@given(n=st.integers(1, 70), P=st.integers(1, 5), layout=st.sampled_from(["contiguous", "zigzag"]))
+def test_layouts_cover_every_position_once_and_tiles_cover_every_allowed_pair(n, P, layout):
+    X = torch.arange(float(n))[None, :, None]
+    chunks = shard(X, P, layout)
+    assert len({c.shape for c in chunks}) == 1  # equal chunks on every rank
+    torch.testing.assert_close(unshard(chunks, n, layout), X, atol=0, rtol=0)
+    # tiles never touch padding: without the mask the ranks compute exactly the n x n scores, no more
+    assert sum(w["score_entries"] for w in ring_work(n, P, layout, is_causal=False, block_q=4, block_k=3)) == n * n
+    # with it they compute at least the n (n + 1) / 2 allowed pairs (tiles the diagonal crosses are computed whole)
+    causal = sum(w["score_entries"] for w in ring_work(n, P, layout, block_q=4, block_k=3))
+    assert n * (n + 1) // 2 <= causal <= n * n
