@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F_
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnsurvey.beyond import positions as pos
 from attnsurvey.masking import causal_mask
@@ -226,3 +228,81 @@ def test_alibi_follows_the_device_of_its_slopes():
     assert out.device.type == a.device.type == "meta" and a.shape == (2, 2, 5, 5)
     with pytest.raises(ValueError, match=r"alibi_bias needs n_q to be an int >= 0, got n_q=-1"):
         pos.alibi_bias(pos.alibi_slopes(2), -1, 3)
+
+
+# --------------------------------------------------------------------------- RoPE layouts (rotate-half)
+
+
+def _rotate_half_by_hand(X: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """GPT-NeoX/LLaMA's formula, written out: x cos + rotate_half(x) sin with the angles repeated over both halves."""
+    n, d = X.shape[-2], X.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * theta
+    cos, sin = torch.cat([angles.cos(), angles.cos()], -1), torch.cat([angles.sin(), angles.sin()], -1)
+    rotated = torch.cat([-X[..., d // 2 :], X[..., : d // 2]], -1)
+    return (X * cos + rotated * sin).to(X.dtype)
+
+
+@pytest.mark.catalog("extra:rope-rotate-half")
+def test_rope_half_convention_matches_the_rotate_half_formula():
+    X = rand(3, 7, 12, dtype=torch.float64)
+    torch.testing.assert_close(pos.apply_rope(X, convention="half"), _rotate_half_by_hand(X))
+    # and the two layouts differ on the same vector (so the test above cannot pass for the default layout)
+    assert (pos.apply_rope(X, convention="half") - pos.apply_rope(X)).abs().max() > 0.1
+
+
+@pytest.mark.catalog("extra:rope-rotate-half")
+def test_rope_permutation_by_hand_and_inverse():
+    assert pos.rope_permutation(4).tolist() == [0, 2, 1, 3]
+    assert pos.rope_permutation(6).tolist() == [0, 3, 1, 4, 2, 5]
+    assert pos.rope_permutation(6, "interleaved", "half").tolist() == [0, 2, 4, 1, 3, 5]
+    assert pos.rope_permutation(6, "half", "half").tolist() == list(range(6))
+    # rows of W for h = 2 heads of d_k = 4: the permutation acts inside each head
+    W = torch.arange(8.0)[:, None]
+    assert pos.permute_rope_rows(W, 2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    back = pos.permute_rope_rows(pos.permute_rope_rows(W, 2), 2, "interleaved", "half")
+    torch.testing.assert_close(back, W, atol=0, rtol=0)
+
+
+@pytest.mark.catalog("extra:rope-rotate-half")
+@settings(max_examples=20)
+@given(half_d=st.integers(1, 6), n=st.integers(1, 9), offset=st.integers(0, 50))
+def test_layouts_agree_after_the_permutation(half_d, n, offset):
+    d = 2 * half_d
+    X = rand(2, n, d, seed=half_d * 100 + n, dtype=torch.float64)
+    perm = pos.rope_permutation(d)
+    torch.testing.assert_close(
+        pos.apply_rope(X[..., perm], offset, convention="interleaved"),
+        pos.apply_rope(X, offset, convention="half")[..., perm],
+    )
+
+
+@pytest.mark.catalog("extra:rope-rotate-half")
+def test_permuted_weights_give_the_same_attention_and_unpermuted_do_not():
+    torch.manual_seed(0)
+    half = pos.RotarySelfAttention(24, 3, convention="half").double()
+    inter = pos.RotarySelfAttention(24, 3).double()
+    state = {k: v.clone() for k, v in half.state_dict().items()}
+    inter.load_state_dict(state)  # the same weights, the other layout: a different model
+    X = rand(2, 10, 24, seed=3, dtype=torch.float64)
+    assert (inter(X)[0] - half(X)[0]).abs().max() > 1e-3
+    for name in ("W_Q.weight", "W_Q.bias", "W_K.weight", "W_K.bias"):
+        state[name] = pos.permute_rope_rows(state[name], 3)
+    inter.load_state_dict(state)
+    torch.testing.assert_close(inter(X, is_causal=True), half(X, is_causal=True))
+
+
+@pytest.mark.catalog("extra:rope", "extra:rope-rotate-half")
+def test_rope_base_and_convention_are_checked():
+    X = rand(1, 3, 4)
+    for base in (0.0, -10.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="base"):
+            pos.apply_rope(X, base=base)
+    with pytest.raises(ValueError, match="base"):
+        pos.RotarySelfAttention(8, 2, base=0.0)
+    with pytest.raises(ValueError, match="convention"):
+        pos.apply_rope(X, convention="neox")
+    with pytest.raises(ValueError, match="even head size"):
+        pos.rope_permutation(5)
+    with pytest.raises(ValueError, match=r"h=3 dividing its rows, got \(8, 2\)"):
+        pos.permute_rope_rows(torch.zeros(8, 2), 3)
