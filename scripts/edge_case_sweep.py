@@ -67,7 +67,7 @@ PKG = os.sep + "attnsurvey" + os.sep
 KINDS = ("ok", "clear", "crash", "silent", "n/a")
 
 #: sizes of the survey's symbols in the baseline call (all distinct, so an axis's size tells its symbol)
-SIZES = {"B": 2, "n_q": 3, "n_f": 5, "d": 4, "h": 2, "C": 3}
+SIZES = {"B": 2, "n_q": 3, "n_f": 5, "d": 4, "h": 2, "C": 7}
 #: modules whose callables train, draw, grade notebooks or re-execute the interpreter: not called
 NOT_CALLED = (
     "attnsurvey.experiments",
@@ -79,6 +79,7 @@ NOT_CALLED = (
     "attnsurvey.catalog",
     "attnsurvey.registry",
     "attnsurvey.architecture",
+    "attnsurvey.evaluation.intrinsic.adversarial_attention",
 )
 #: seconds one call may take before the case is abandoned (``n/a``, or ``silent`` for an accepted hyper-parameter)
 CALL_LIMIT = 2.0
@@ -91,6 +92,12 @@ SHAPE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {}
 #: hyper-parameter values that are valid for that callable (documented limits)
 VALID_HYPER: dict[tuple[str, str], set[str]] = {
     ("", "sigma"): {"0"},
+}
+#: extra keyword arguments under which a callable is swept again (a variant its defaults do not reach)
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "attnsurvey.feature_related.co_attention.bidirectional_attention": [{"granularity": "fine"}],
+    "attnsurvey.query_related.types.LearnedQueryAttention": [{"d_k": 3}],
+    "attnsurvey.query_related.capsule.CapsuleAttention": [{"d_k": 3}],
 }
 #: callables that follow torch's rule for a rank-2 attention mask (always ``(n_q, n_f)``, documented)
 RANK2_IS_QUERIES = ("attnsurvey.transformer.model.",)
@@ -205,6 +212,7 @@ class Arg:
 
     axes: tuple[str, ...]  # symbol per axis: "B", "n_q", "n_f", "d", "h", "C" or "<size>"
     kind: str  # "float", "long", "bool"
+    documented: bool = False  # the axes come from the docstring
 
 
 def _shape_from_doc(shape: str) -> tuple[str, ...] | None:
@@ -235,7 +243,7 @@ def _tensor_spec(name: str, ann: str, doc: dict[str, str], qualname: str) -> Arg
     if name in doc:
         axes = _shape_from_doc(doc[name])
         if axes is not None and len(axes) > 0:
-            return Arg(axes, kind)
+            return Arg(axes, kind, True)
     if is_mask:
         return Arg(("B", "n_q", "n_f") if name in ("mask", "attn_mask") else ("B", "n_f"), "bool")
     if name == "lengths":
@@ -339,6 +347,7 @@ class Plan:
     masks: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=lambda: dict(SIZES))
     error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # a VARIANTS entry
 
     def call_target(self) -> Callable[..., Any] | None:
         if inspect.isclass(self.obj) and not self.is_module:
@@ -434,7 +443,7 @@ def _maybe_hyper(plan: Plan, where: str, p: inspect.Parameter, ann: str) -> None
 # Running a plan
 # ------------------------------------------------------------------------------------------------
 def _ctor_kwargs(plan: Plan, sizes: dict[str, int], dtype: torch.dtype) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(plan.extra) if inspect.isclass(plan.obj) else {}
     for i, (k, v) in enumerate(plan.ctor.items()):
         if isinstance(v, tuple) and v and v[0] == "tensor":
             out[k] = make_tensor(k, v[1], sizes, dtype, 50 + i)
@@ -444,9 +453,11 @@ def _ctor_kwargs(plan: Plan, sizes: dict[str, int], dtype: torch.dtype) -> dict[
 
 
 def build_inputs(
-    plan: Plan, sizes: dict[str, int], dtype: torch.dtype = torch.float64, with_masks: bool = True
+    plan: Plan, sizes: dict[str, int], dtype: torch.dtype = torch.float64, with_masks: bool = False
 ) -> dict[str, Any]:
     kw: dict[str, Any] = dict(plan.scalars)
+    if not inspect.isclass(plan.obj):
+        kw.update(plan.extra)
     for i, (k, spec) in enumerate(plan.args.items()):
         if k in plan.masks and not with_masks:
             continue
@@ -680,17 +691,14 @@ def hyper_case(plan: Plan, where: str, hp: str, val: Any, sizes: dict[str, int])
 
 
 def _mask_in(axes: tuple[str, ...], km: torch.Tensor, sizes: dict[str, int]) -> torch.Tensor:
-    """The (B, n_f) key mask ``km`` laid out with the given axes (broadcast over the others)."""
-    m = km
+    """The (B, S) slot mask ``km`` laid out with the given axes (broadcast over the others; S is the last axis)."""
     shape = _sizes_of(axes, sizes)
-    if axes == ("n_f",):
+    if len(axes) == 1:
         return km[0].clone()
-    if axes and axes[0] == "B" and axes[-1] == "n_f":
+    if axes[0] == "B":
         view = [km.shape[0]] + [1] * (len(axes) - 2) + [km.shape[1]]
-        return m.reshape(view).expand(shape).clone()
-    if axes and axes[-1] == "n_f":
-        return km[0].expand(shape).clone()
-    raise ValueError("unsupported mask layout")
+        return km.reshape(view).expand(shape).clone()
+    return km[0].expand(shape).clone()
 
 
 def _suffix(name: str) -> str:
@@ -709,88 +717,104 @@ def governs(mask: str, arg: str, masks: list[str]) -> bool:
 
 def mask_cases(plan: Plan, mk: str, sizes: dict[str, int], case: Any, call: Any) -> Iterator[Result]:
     name = plan.qualname
-    axes = plan.args[mk].axes
-    if "n_f" not in axes:
-        yield Result(name, f"mask {mk}", "n/a", f"mask layout {axes} has no n_f axis")
-        return
-    n_f, B = sizes["n_f"], sizes["B"]
-    km = torch.ones(B, n_f, dtype=torch.bool)
-    km[:, -1] = False
-    poison_names = [
-        k
-        for k, spec in plan.args.items()
-        if k not in plan.masks
-        and spec.kind == "float"
-        and spec.axes[:1] == ("B",)
-        and "n_f" in spec.axes[1:]
-        and governs(mk, k, plan.masks)
-    ]
+    spec = plan.args[mk]
+    candidates = [spec.axes] if spec.documented else []
+    defaults = (("B", "n_q", "n_f"), ("B", "n_f"), ("B", "1", "n_f"), ("n_f",), ("B", "n_q"), ("n_q",))
+    candidates += [a for a in defaults if a not in candidates]
+    B = sizes["B"]
+    poison_names: list[str] = []
 
-    def with_mask(m: torch.Tensor, poison: float | None = None, grads: bool = False) -> Any:
+    def with_mask(axes: tuple[str, ...], km: torch.Tensor, poison: float | None = None, grads: bool = False) -> Any:
+        slot = axes[-1]
+        S = sizes[slot]
+
         def edit(kw: dict[str, Any]) -> None:
-            kw[mk] = m
+            kw[mk] = _mask_in(axes, km, sizes)
             for k in plan.masks:
                 if k != mk:
                     kw[k] = None
             if poison is not None:
                 for k in poison_names:
                     t = kw[k].clone()
-                    ax = plan.args[k].axes.index("n_f", 1)
-                    t.narrow(ax, n_f - 1, 1).fill_(poison)
+                    t.narrow(plan.args[k].axes.index(slot, 1), S - 1, 1).fill_(poison)
                     kw[k] = t
             if grads:
-                for k in poison_names:
-                    kw[k] = kw[k].detach().requires_grad_(True)
+                for k, sp in plan.args.items():
+                    if k not in plan.masks and sp.kind == "float":
+                        kw[k] = kw[k].detach().requires_grad_(True)
             edit.kw = kw  # type: ignore[attr-defined]
 
         out = call(sizes, edit=edit)
         if not grads:
             return out
-        ts = [unmasked(t, n_f) for t in tensors_of(out) if t.is_floating_point() and t.requires_grad]
+        ts = [unmasked(t, S) for t in tensors_of(out) if t.is_floating_point() and t.requires_grad]
         if not ts:
             return out, []
         sum(t.sum() for t in ts).backward()
-        got = [unmasked(edit.kw[k].grad, n_f) for k in poison_names if edit.kw[k].grad is not None]  # type: ignore[attr-defined]
+        grads_in = [edit.kw[k].grad for k in plan.args if isinstance(edit.kw.get(k), torch.Tensor)]  # type: ignore[attr-defined]
+        got = [unmasked(g, S) for g in grads_in if g is not None]
         mod = getattr(invoke, "last_module", None)
         if mod is not None:
             got += [p.grad for p in mod.parameters() if p.grad is not None]
         return out, got
 
-    doc_mask = _mask_in(axes, km, sizes)
-    clean = run_call(lambda: with_mask(doc_mask))
-    if clean[0] != "ok":
-        yield Result(name, f"mask {mk}", "n/a", f"the documented mask layout {axes} is refused: {clean[1]}")
+    axes: tuple[str, ...] = ()
+    clean: tuple[str, Any] = ("n/a", "no layout")
+    for lay in candidates:
+        if lay[-1] not in ("n_f", "n_q"):
+            continue
+        km0 = torch.ones(B, sizes[lay[-1]], dtype=torch.bool)
+        km0[:, -1] = False
+        clean = run_call(lambda lay=lay, km0=km0: with_mask(lay, km0))
+        if clean[0] == "ok":
+            axes = lay
+            break
+    if not axes:
+        yield Result(name, f"mask {mk}", "n/a", f"no mask layout accepted: {clean[1]}")
         return
     ref = clean[1]
+    slot = axes[-1]
+    S = sizes[slot]
+    km = torch.ones(B, S, dtype=torch.bool)
+    km[:, -1] = False
+    poison_names[:] = [
+        k
+        for k, sp in plan.args.items()
+        if k not in plan.masks
+        and sp.kind == "float"
+        and sp.axes[:1] == ("B",)
+        and slot in sp.axes[1:]
+        and governs(mk, k, plan.masks)
+    ]
     for value in (float("nan"), float("inf")):
         if not poison_names:
             break
         yield case(
             f"{value} in masked slot ({mk})",
-            lambda v=value: with_mask(doc_mask, v),
-            lambda out: same(out, ref, n_f),
+            lambda v=value: with_mask(axes, km, v),
+            lambda out: same(out, ref, S),
             "a masked slot changes the output",
         )
     if poison_names:
-        clean_g = run_call(lambda: with_mask(doc_mask, None, grads=True))
+        clean_g = run_call(lambda: with_mask(axes, km, None, grads=True))
         if clean_g[0] == "ok" and clean_g[1][1]:
             yield case(
                 f"grad, nan in masked slot ({mk})",
-                lambda: with_mask(doc_mask, float("nan"), grads=True),
+                lambda: with_mask(axes, km, float("nan"), grads=True),
                 lambda og: not any(bool(torch.isnan(g).any()) for g in og[1]),
                 "NaN reaches a gradient through a masked slot",
             )
-    none = torch.zeros_like(doc_mask)
-    yield case(f"fully masked ({mk})", lambda: with_mask(none), why="NaN for a fully masked row")
+    yield case(f"fully masked ({mk})", lambda: with_mask(axes, torch.zeros_like(km)), why="NaN for a fully masked row")
     # every mask layout, with per-example content (example b masks b + 1 keys), against the documented layout
-    per = torch.ones(B, n_f, dtype=torch.bool)
+    per = torch.ones(B, S, dtype=torch.bool)
     for b in range(B):
-        per[b, n_f - 1 - min(b, n_f - 1) :] = False
-    layouts: list[tuple[str, ...]] = [("B", "n_q", "n_f"), ("B", "1", "n_f"), ("B", "n_f"), ("n_f",), ("1", "n_f")]
+        per[b, S - 1 - min(b, S - 1) :] = False
+    other = "n_q" if slot == "n_f" else "n_f"
+    layouts: list[tuple[str, ...]] = [("B", other, slot), ("B", "1", slot), ("B", slot), (slot,), ("1", slot)]
     if axes not in layouts:
         layouts.insert(0, axes)
-    ref_per = run_call(lambda: with_mask(_mask_in(axes, per, sizes)))
-    ref_shared = run_call(lambda: with_mask(_mask_in(axes, per[:1].expand(B, -1), sizes)))
+    ref_per = run_call(lambda: with_mask(axes, per))
+    ref_shared = run_call(lambda: with_mask(axes, per[:1].expand(B, -1)))
     for lay in layouts:
         if lay == axes:
             continue
@@ -802,13 +826,15 @@ def mask_cases(plan: Plan, mk: str, sizes: dict[str, int], case: Any, call: Any)
         label = f"mask {mk} (" + ", ".join(lay) + ")"
         yield case(
             label,
-            lambda lay=lay, content=content: with_mask(_mask_in(lay, content, sizes)),
+            lambda lay=lay, content=content: with_mask(lay, content),
             lambda out, r=r: same(out, r[1], 10**9),
             "this mask layout is read differently from the documented one",
         )
     # a rank-2 (B, n) mask with B == n_q: ambiguous (batch or queries?): refused, or read as documented
+    n_f = sizes["n_f"]
     if (
         "n_q" in {a for s in plan.args.values() for a in s.axes}
+        and slot == "n_f"
         and len(axes) == 3
         and not name.startswith(RANK2_IS_QUERIES)
     ):
@@ -848,14 +874,17 @@ def sweep(only: str = "", callables: list[tuple[str, Any]] | None = None) -> lis
     torch.set_num_threads(1)
     results: list[Result] = []
     for qualname, obj in callables if callables is not None else public_callables(only):
-        try:
-            plan = plan_for(qualname, obj)
-        except Exception as exc:  # the harness cannot read this signature
-            results.append(Result(qualname, "all", "n/a", f"harness: {type(exc).__name__}: {exc}"))
-            continue
-        t = time.perf_counter()
-        results.extend(cases_for(plan))
-        TIMES[qualname] = time.perf_counter() - t
+        for extra in [{}, *VARIANTS.get(qualname, [])]:
+            label = qualname + ("[" + ", ".join(f"{k}={v!r}" for k, v in extra.items()) + "]" if extra else "")
+            try:
+                plan = plan_for(qualname, obj)
+            except Exception as exc:  # the harness cannot read this signature
+                results.append(Result(label, "all", "n/a", f"harness: {type(exc).__name__}: {exc}"))
+                continue
+            plan.extra, plan.qualname = extra, label
+            t = time.perf_counter()
+            results.extend(cases_for(plan))
+            TIMES[label] = time.perf_counter() - t
     return results
 
 
