@@ -25,6 +25,7 @@ from .._checks import (
     check_dim_equal,
     check_min_rank,
     check_nonempty,
+    check_sizes,
     check_weight,
 )
 from ..catalog import catalogued
@@ -335,6 +336,7 @@ class LinearMapScore(FunctionScore):
         cls.bias = bias
 
     def __init__(self, d_q: int, d_k: int) -> None:
+        check_sizes(type(self).__name__, d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=self.bias)
 
@@ -358,6 +360,7 @@ class AdditiveScore(ScoreModule):
     """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``."""
 
     def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
+        check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W1 = nn.Linear(d_q, d_w, bias=False)
         self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b
@@ -373,6 +376,7 @@ class ConcatScore(ScoreModule):
     """Module form of :func:`concat_score` with learned ``W`` and ``v``."""
 
     def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
+        check_sizes("ConcatScore", d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_q + d_k, d_w, bias=False)
         self.v = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
@@ -396,6 +400,7 @@ class ActivatedGeneralScore(ScoreModule):
     """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``."""
 
     def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
+        check_sizes("ActivatedGeneralScore", d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=False)
         self.b = nn.Parameter(torch.zeros(()))
@@ -436,6 +441,7 @@ class BilinearScore(ScoreModule):
     """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``."""
 
     def __init__(self, d_q: int, d_k: int) -> None:
+        check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
         super().__init__()
         # same scale as nn.Linear(d_q, d_k).weight.T, so it matches GeneralScore at init
         self.W = nn.Parameter((torch.rand(d_q, d_k) * 2 - 1) / math.sqrt(d_q))
@@ -452,6 +458,7 @@ class LocationScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, n_max: int) -> None:
+        check_sizes("LocationScore", d_q=d_q, n_max=n_max)
         super().__init__()
         if n_max < 1:
             raise ValueError(f"location score needs n_max >= 1, got n_max={n_max}")

@@ -37,6 +37,7 @@ from .._checks import (
     as_tensor,
     check_dim_equal,
     check_min_rank,
+    check_optional_sizes,
     check_rank,
     check_same_shape,
     check_sizes,
@@ -120,6 +121,7 @@ class QuerylessAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
+        check_sizes("QuerylessAttention", d_f=d_f, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_f, d_w)  # W and b of Eq. (33)
         self.w = nn.Parameter(torch.randn(d_w) / d_w**0.5)
@@ -170,6 +172,8 @@ class LearnedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
+        check_sizes("LearnedQueryAttention", d_f=d_f)
+        check_optional_sizes("LearnedQueryAttention", d_k=d_k)
         super().__init__()
         self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
         self.q = nn.Parameter(torch.zeros(d_f if d_k is None else d_k))
@@ -437,6 +441,7 @@ class StructuredSelfAttention(nn.Module):
     """
 
     def __init__(self, d: int, d_a: int, r: int) -> None:
+        check_sizes("StructuredSelfAttention", d=d, d_a=d_a)
         super().__init__()
         self.W_s1 = nn.Linear(d, d_a, bias=False)
         self.W_s2 = nn.Linear(d_a, r, bias=False)

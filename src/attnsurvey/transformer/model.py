@@ -48,7 +48,7 @@ from typing import ClassVar, Final, TypedDict, Unpack
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, with_defaults
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight, with_defaults
 from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
@@ -148,6 +148,7 @@ class FeedForward(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
     ) -> None:
+        check_sizes("FeedForward", d_model=d_model, d_ff=d_ff)
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -246,6 +247,7 @@ class _Layer(nn.Module):
         self_attn: nn.Module | None = None,
         **options: Unpack[LayerOptions],
     ) -> None:
+        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         o = with_defaults(options, LAYER_OPTIONS, "LayerOptions")
         bias, dropout = o["bias"], _check_dropout(o["dropout"])
@@ -379,6 +381,7 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         **layer_options: Unpack[LayerOptions],
     ) -> None:
+        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
@@ -547,6 +550,7 @@ class SequenceTagger(nn.Module):
         embed_scale: float = 1.0,
         **size: Unpack[TransformerSize],
     ) -> None:
+        check_sizes("SequenceTagger", vocab=vocab, n_out=n_out)
         super().__init__()
         full = with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model, h = full["d_model"], full["h"]

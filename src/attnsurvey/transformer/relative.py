@@ -26,7 +26,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..attention import attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
@@ -116,6 +116,7 @@ class RelativeSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, b: int = 4, bias: bool = True) -> None:
+        check_sizes("RelativeSelfAttention", d_model=d_model, h=h)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if b < 0:
@@ -200,6 +201,7 @@ class GaussianLocalSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, centre: str = "token", window: float = 4.0) -> None:
+        check_sizes("GaussianLocalSelfAttention", d_model=d_model, h=h)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if centre not in ("token", "predicted"):

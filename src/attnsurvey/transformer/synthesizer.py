@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_weight
+from .._checks import as_tensor, check_min_rank, check_optional_sizes, check_sizes, check_weight
 from ..attention import align_scores, context
 from ..catalog import catalogued
 from ..masking import attended_keys, zero_masked
@@ -85,6 +85,8 @@ class DenseSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
+        check_sizes("DenseSynthesizer", d_model=d_model)
+        check_optional_sizes("DenseSynthesizer", d_hidden=d_hidden)
         super().__init__()
         d_hidden = d_hidden or d_model
         self.lin1 = nn.Linear(d_model, d_hidden)
@@ -106,6 +108,7 @@ class RandomSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
+        check_sizes("RandomSynthesizer", d_model=d_model)
         super().__init__()
         self.R = nn.Parameter(torch.randn(max_len, max_len), requires_grad=not fixed)
         self.W_V = nn.Linear(d_model, d_model)

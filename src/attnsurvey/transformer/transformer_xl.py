@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..catalog import catalogued
 from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention, split_heads
@@ -122,6 +122,7 @@ class TransformerXLAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, h: int, mem_len: int) -> None:
+        check_sizes("TransformerXLAttention", d_model=d_model, h=h)
         super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
