@@ -80,6 +80,8 @@ NOT_CALLED = (
     "attnsurvey.registry",
     "attnsurvey.architecture",
     "attnsurvey.evaluation.intrinsic.adversarial_attention",
+    "attnsurvey.training.seed_everything",  # changes global state
+    "attnsurvey.stats.MeanSD",  # a record of numbers, not an input checker
 )
 #: seconds one call may take before the case is abandoned (``n/a``, or ``silent`` for an accepted hyper-parameter)
 CALL_LIMIT = 2.0
@@ -88,7 +90,9 @@ CALL_LIMIT = 2.0
 # Per-name overrides, where a signature and docstring are not enough (kept short).
 # ------------------------------------------------------------------------------------------------
 #: tensor shapes by (callable suffix, parameter); symbols as in SIZES
-SHAPE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {}
+SHAPE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("band_to_dense", "a_band"): ("B", "n_f", "5"),  # (..., n, 2w + 1) with w = 2
+}
 #: hyper-parameter values that are valid for that callable (documented limits)
 VALID_HYPER: dict[tuple[str, str], set[str]] = {
     ("", "sigma"): {"0"},
@@ -100,7 +104,11 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "attnsurvey.query_related.capsule.CapsuleAttention": [{"d_k": 3}],
 }
 #: callables that follow torch's rule for a rank-2 attention mask (always ``(n_q, n_f)``, documented)
-RANK2_IS_QUERIES = ("attnsurvey.transformer.model.",)
+RANK2_IS_QUERIES = (
+    "attnsurvey.transformer.model.",
+    "attnsurvey.transformer.reformer.shared_qk_attention",
+    "attnsurvey.transformer.synthesizer.",
+)
 #: callables whose ``*mask`` argument is data they turn into a mask, not a mask they apply
 MASK_IS_DATA = ("attnsurvey.feature_related.levels.sentence_mask",)
 #: integer sizes for which 0 is valid (an empty count, a window of half-width 0)

@@ -26,7 +26,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_optional_sizes, check_scored, check_sizes
+from ._checks import as_tensor, check_optional_sizes, check_scored, check_sizes, require_tensor
 from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
@@ -261,6 +261,7 @@ def token_accuracy(logits: Tensor, targets: Tensor) -> float:
 
     Raises ``ValueError`` for an empty or all-``PAD`` batch (nothing to score).
     """
+    as_tensor(logits, "logits"), require_tensor(targets, "targets")
     return accuracy(logits, targets, ignore_index=PAD)
 
 

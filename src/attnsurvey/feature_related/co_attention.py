@@ -267,6 +267,7 @@ def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
     q: ``(d_q,)``; W1: ``(d_w, d_q)``; b: ``(d_w,)``. Returns ``(d_w,)``.
     ``additive_score(q, K, W1, W2, w, b) == queryless_additive_score(K, W2, w, W1 q + b)``.
     """
+    as_tensor(q, "q"), as_tensor(W1, "W1"), as_tensor(b, "b")
     check_weight(W1, (b.shape[0], q.shape[-1]), "W_1", "(d_w, d_q)")
     return W1 @ q + b
 
@@ -486,6 +487,7 @@ def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **mask
     fully-masked set gets zero weights and a zero context.
     Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
     """
+    as_tensor(e1, "e1"), as_tensor(e2, "e2"), as_tensor(V1, "V1"), as_tensor(V2, "V2")
     mask1, mask2 = _masks(masks)
     for e, V, i in ((e1, V1, 1), (e2, V2, 2)):
         check_dim_equal(

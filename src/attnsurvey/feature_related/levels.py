@@ -317,6 +317,16 @@ def hierarchical_attention(
     padding is inert (NaN/Inf stored in a padded word reaches no output and no
     gradient, the projections' included). Raises ``ValueError`` on shape mismatches.
     """
+    for symbol, x in {
+        "F": F,
+        "q_S": q_S,
+        "W_K_S": W_K_S,
+        "W_V_S": W_V_S,
+        "q_D": q_D,
+        "W_K_D": W_K_D,
+        "W_V_D": W_V_D,
+    }.items():
+        as_tensor(x, symbol)
     _check_document(F, "F", "d_f^(S)")
     word_mask = _check_word_mask(word_mask, F, "F")
     F = zero_masked(F, word_mask)  # (..., n_S, n_w, d_f) with a (..., n_S, n_w) key mask
@@ -409,6 +419,7 @@ def hierarchical_scaled_attention(
     :func:`~attnsurvey.attention.context`: NaN/Inf in its value reaches no output and no
     gradient. Raises ``ValueError`` if V does not match the weights.
     """
+    as_tensor(a_word, "a_word"), as_tensor(a_chunk, "a_chunk"), as_tensor(V, "V")
     _check_document(V, "V", "d_v")
     if tuple(V.shape[:-1]) != tuple(a_word.shape):
         raise ValueError(

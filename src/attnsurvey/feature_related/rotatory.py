@@ -248,6 +248,7 @@ class RotatoryAttention(nn.Module):
         mask_r: Tensor | None = None,
         hops: int | None = None,
     ) -> RotatoryOutput:
+        as_tensor(F_t, "F_t"), as_tensor(F_l, "F_l"), as_tensor(F_r, "F_r")
         check_dim_equal(F_t.shape[-1], self.d_t, "RotatoryAttention", "d_t of F^t", "d_t of the module")
         check_dim_equal(F_l.shape[-1], self.d_c, "RotatoryAttention", "d_c of F^l", "d_c of the module")
         return rotatory_attention(

@@ -39,7 +39,7 @@ from .._checks import (
 )
 from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import check_mask, zero_masked
+from ..masking import check_attn_mask, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
@@ -96,7 +96,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     as_tensor(e, "e")
     check_min_rank(e, 3, "e", "(..., n_q, n_f, d_v)")
     if mask is not None:
-        check_mask(mask, e.shape[:-1])
+        check_attn_mask(mask, e.shape[:-1])
         mask = mask.unsqueeze(-1)  # the same mask for every feature
     return align_scores(e, mask, dim=-2)  # the core's alignment step, over the positions
 

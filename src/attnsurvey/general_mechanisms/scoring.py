@@ -22,9 +22,11 @@ from torch import Tensor, nn
 from .._checks import (
     as_tensor,
     check_batch_broadcast,
+    check_counts,
     check_dim_equal,
     check_min_rank,
     check_nonempty,
+    check_positive,
     check_sizes,
     check_weight,
 )
@@ -198,6 +200,7 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     float32, a few hundred in float16) are rescaled by their largest entry
     first, so the score stays the cosine. Raises ``ValueError`` on shape mismatches.
     """
+    check_positive("cosine_score", eps=eps)
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "cosine similarity score", "d_q", "d_k")
     return _unit_rows(Q, eps) @ _unit_rows(K, eps).transpose(-1, -2)
@@ -465,7 +468,7 @@ class LocationScore(ScoreModule):
         self.W_a = nn.Linear(d_q, n_max, bias=False)
 
     def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return location_score(Q, self.W_a.weight, K.shape[-2])
+        return location_score(Q, self.W_a.weight, as_tensor(K, "K").shape[-2])
 
 
 # --------------------------------------------------------------------------
@@ -642,6 +645,7 @@ def softmax_saturation(
     (:func:`softmax_jacobian`), i.e. how much gradient reaches the scores.
     Raises ``ValueError`` if ``d_k < 1`` or ``n_f < 2``.
     """
+    check_counts("softmax_saturation", n_samples=n_samples)
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
     e = _random_dot_scores(d_k, n_samples, n_f, scaled, generator)

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank, check_nonempty
-from ..masking import check_mask, masked_softmax
+from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 
 
@@ -40,7 +40,7 @@ def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
     """The mask broadcast to ``e``'s shape (all True when ``mask`` is None)."""
     if mask is None:
         return torch.ones_like(e, dtype=torch.bool)
-    check_mask(mask, e.shape)
+    check_attn_mask(mask, e.shape)
     return mask.expand(e.shape)
 
 

@@ -179,6 +179,7 @@ class CapsuleAttention(nn.Module):
         self.b_p = nn.Parameter(torch.zeros(d_y))
 
     def forward(self, F: Tensor, mask: Tensor | None = None) -> CapsuleOutput:
+        F = zero_masked(as_tensor(F, "F"), mask)  # a NaN in a padded slot reaches no W_K gradient
         K = F if self.W_K is None else self.W_K(F)
         return capsule_attention(K, F, self.Q_caps, self.W_p, self.b_p, mask)
 

@@ -184,6 +184,7 @@ class MultiHopAttention(nn.Module):
         return add_transform(q, c) if self.H is None else linear_transform(q, c, self.H.weight)
 
     def forward(self, q0: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        as_tensor(q0, "q0"), as_tensor(F, "F")
         scores: ScoreFn | list[ScoreFn] = self.scores[0]  # shared by every hop
         if len(self.scores) > 1:
             scores = list(self.scores)  # one per hop

@@ -38,6 +38,7 @@ from .._checks import (
     check_dim_equal,
     check_min_rank,
     check_optional_sizes,
+    check_positive,
     check_rank,
     check_same_shape,
     check_sizes,
@@ -179,6 +180,7 @@ class LearnedQueryAttention(nn.Module):
         self.q = nn.Parameter(torch.zeros(d_f if d_k is None else d_k))
 
     def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        F = zero_masked(as_tensor(F, "F"), mask)  # a NaN in a padded slot reaches no W_K gradient
         K = F if self.W_K is None else self.W_K(F)
         return learned_query_attention(K, F, self.q, mask)
 
@@ -206,6 +208,7 @@ def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     F: ``(..., n_f, d_f)``; W_Q: ``(d_q, d_f)``. Returns Q ``(..., n_f, d_q)``:
     one query per feature vector. Raises ``ValueError`` if ``W_Q`` is not ``(d_q, d_f)``.
     """
+    as_tensor(F, "F"), as_tensor(W_Q, "W_Q")
     _check_features(F, "F", "(..., n_f, d_f)")
     check_weight(W_Q, (W_Q.shape[0], F.shape[-1]), "W_Q", "(d_q, d_f)")
     return F @ W_Q.T
@@ -236,6 +239,7 @@ def self_attention(
     if order matters). Raises ``ValueError`` on weight shape mismatches or a
     mask that is not boolean (a float 0/1 mask would shift the scores, not select).
     """
+    as_tensor(F, "F"), as_tensor(W_Q, "W_Q"), as_tensor(W_K, "W_K"), as_tensor(W_V, "W_V")
     require_boolean_mask(mask, "self_attention")
     F = zero_masked(F, mask)  # a padded token holding NaN is inert in the gradients too
     Q = feature_queries(F, W_Q)
@@ -339,6 +343,7 @@ def update_residual_norm(
     ``beta`` (both ``(d_f,)``, default 1 and 0). F_old, C: ``(..., n_f, d_f)``.
     Raises ``ValueError`` on shape mismatches.
     """
+    check_positive("update_residual_norm", eps=eps)
     _check_update(F_old, C)
     d_f = F_old.shape[-1]
     x = F_old + C
@@ -404,6 +409,7 @@ def structured_self_attention(
     ``(..., r, n)``. Each row is Eq. (33) with its own ``w`` and a zero bias.
     Raises ``ValueError`` on weight shape mismatches.
     """
+    as_tensor(H, "H"), as_tensor(W_s1, "W_s1"), as_tensor(W_s2, "W_s2")
     _check_features(H, "H", "(..., n, d)")
     check_weight(W_s1, (W_s1.shape[0], H.shape[-1]), "W_s1", "(d_a, d)")
     check_weight(W_s2, (W_s2.shape[0], W_s1.shape[0]), "W_s2", "(r, d_a)")

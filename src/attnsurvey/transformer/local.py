@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
 from ..masking import band_mask
@@ -42,6 +42,7 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     full attention with :func:`local_window_mask`. ``n = 0`` gives empty
     results. Raises ``ValueError`` on bad shapes or ``w < 0``.
     """
+    check_counts("local_window_attention", w=w)
     for sym, t in (("Q", Q), ("K", K), ("V", V)):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, "(..., n, d)")
@@ -65,6 +66,8 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
 
 def band_to_dense(a_band: Tensor, w: int) -> Tensor:
     """Scatter band weights ``(..., n, 2w + 1)`` into a dense ``(..., n, n)`` matrix (for plots and checks)."""
+    as_tensor(a_band, "a_band")
+    check_counts("band_to_dense", w=w)
     n = a_band.shape[-2]
     padded = a_band.new_zeros(*a_band.shape[:-1], n + 2 * w)
     idx = torch.arange(n)[:, None] + torch.arange(2 * w + 1)[None, :]

@@ -106,6 +106,8 @@ def position_wise_ffn(
     W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)`` or None (no bias).
     Returns ``(..., n, d_model)``. Raises ``ValueError`` on shape mismatches.
     """
+    for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
+        as_tensor(x, symbol)
     as_tensor(X, "X")
     d_model, d_ff = X.shape[-1], W_1.shape[0]
     check_weight(W_1, (d_ff, d_model), "W_1", "(d_ff, d_model)")
