@@ -716,11 +716,11 @@ def _suffix(name: str) -> str:
 
 def governs(mask: str, arg: str, masks: list[str]) -> bool:
     """Whether ``mask`` covers the feature slots of ``arg`` (``mask_l`` covers ``F_l``; ``mask`` the rest)."""
-    suf = _suffix(mask)
+    suf = _suffix(mask).lstrip("_").lower()
     if suf:
-        return arg.endswith(suf)
-    claimed = {_suffix(m) for m in masks} - {""}
-    return not any(arg.endswith(c) for c in claimed)
+        return arg.lower().endswith(suf)
+    claimed = {_suffix(m).lstrip("_").lower() for m in masks} - {""}
+    return not any(arg.lower().endswith(c) for c in claimed)
 
 
 def mask_cases(plan: Plan, mk: str, sizes: dict[str, int], case: Any, call: Any) -> Iterator[Result]:
@@ -755,10 +755,11 @@ def mask_cases(plan: Plan, mk: str, sizes: dict[str, int], case: Any, call: Any)
         out = call(sizes, edit=edit)
         if not grads:
             return out
-        ts = [unmasked(t, S) for t in tensors_of(out) if t.is_floating_point() and t.requires_grad]
+        ts = [t for t in tensors_of(out) if t.is_floating_point() and t.requires_grad]
         if not ts:
             return out, []
-        sum(t.sum() for t in ts).backward()
+        # every output, padded rows included (made finite): a padded slot's own output must not poison a gradient
+        sum(t.nan_to_num(0.0, 0.0, 0.0).sum() for t in ts).backward()
         grads_in = [edit.kw[k].grad for k in plan.args if isinstance(edit.kw.get(k), torch.Tensor)]  # type: ignore[attr-defined]
         got = [unmasked(g, S) for g in grads_in if g is not None]
         mod = getattr(invoke, "last_module", None)

@@ -173,8 +173,11 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
     else:
         size, keys = f"n_f{_sup(i)}", f"K{_sup(i)}"
     check_boolean(mask, f"mask{i}")
-    if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
-        raise ValueError(f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]}, got {tuple(mask.shape)}")
+    if mask.dim() < 1 or mask.shape[-1] != K.shape[-2] or mask.dim() - 1 > K.dim() - 2:
+        raise ValueError(
+            f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]} and no more batch axes than "
+            f"{keys} {tuple(K.shape)}, got {tuple(mask.shape)}"
+        )
     try:
         torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
     except RuntimeError:
@@ -664,7 +667,7 @@ def bidirectional_attention(
             raise ValueError("fine-grained bi-directional attention is defined for order='parallel' only")
         if pool not in ("max", "mean"):
             raise ValueError(f"pool must be 'max' or 'mean', got {pool!r}")
-        S = score(Q, K)
+        S = score(zero_masked(Q, mask_q), zero_masked(K, mask_k))  # a NaN in a padded slot reaches no gradient
         _check_affinity(S, Q, K)
         if pool == "max":
             e_q, e_k = max_pooled_affinity_scores(S, mask1=mask_q, mask2=mask_k)
