@@ -84,7 +84,7 @@ NOT_CALLED = (
     "attnsurvey.stats.MeanSD",  # a record of numbers, not an input checker
 )
 #: seconds one call may take before the case is abandoned (``n/a``, or ``silent`` for an accepted hyper-parameter)
-CALL_LIMIT = 2.0
+CALL_LIMIT = 4.0
 
 # ------------------------------------------------------------------------------------------------
 # Per-name overrides, where a signature and docstring are not enough (kept short).
@@ -881,6 +881,13 @@ TIMES: dict[str, float] = {}
 def sweep(only: str = "", callables: list[tuple[str, Any]] | None = None) -> list[Result]:
     """Run every case for the public callables whose qualified name contains ``only``."""
     torch.set_num_threads(1)
+    # modules torch imports lazily on a first call: imported now, so that a call abandoned at CALL_LIMIT
+    # cannot leave one half-imported for every later case
+    for lazy in ("sympy", "sympy.printing", "torch._dynamo", "matplotlib.pyplot"):
+        try:
+            importlib.import_module(lazy)
+        except Exception:  # an optional speed-up of the later cases only
+            pass
     results: list[Result] = []
     for qualname, obj in callables if callables is not None else public_callables(only):
         for extra in [{}, *VARIANTS.get(qualname, [])]:

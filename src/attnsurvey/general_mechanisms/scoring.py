@@ -31,7 +31,7 @@ from .._checks import (
     check_weight,
 )
 from ..catalog import catalogued
-from ..masking import masked_softmax
+from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 from ..registry import Registry
 
@@ -624,6 +624,8 @@ def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
     receive almost no gradient. Raises ``ValueError`` for a non-float ``e``.
     """
     as_tensor(e, "e")
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool:
+        check_attn_mask(mask, e.shape)  # a rank-2 mask with B == n_q is ambiguous
     a = masked_softmax(e, mask, dim=-1)
     return torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)
 

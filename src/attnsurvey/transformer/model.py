@@ -48,7 +48,15 @@ from typing import ClassVar, Final, TypedDict, Unpack
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight, with_defaults
+from .._checks import (
+    as_tensor,
+    check_dim_equal,
+    check_min_rank,
+    check_sizes,
+    check_weight,
+    require_tensor,
+    with_defaults,
+)
 from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
@@ -538,7 +546,8 @@ class SequenceTagger(nn.Module):
     in :data:`TRANSFORMER_SIZE`); ``b`` is the clipping distance of ``"relative"``.
     ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; mask: the
     encoder's attention mask, boolean ``(batch, n, n)`` or ``(batch, 1, n)``,
-    ``True`` = may attend; returns
+    ``True`` = may attend (any other rank raises ``ValueError``: a ``(batch, n)``
+    mask would be read per query when ``batch == n``); returns
     ``(logits (batch, n, n_out), [weights per layer])``.
     """
 
@@ -570,6 +579,13 @@ class SequenceTagger(nn.Module):
         self.scale = embed_scale
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+        require_tensor(tokens, "tokens")
+        if mask is not None and (not isinstance(mask, Tensor) or mask.dim() != 3):
+            got = tuple(mask.shape) if isinstance(mask, Tensor) else type(mask).__name__
+            raise ValueError(
+                f"SequenceTagger: mask must have shape (batch, n, n) or (batch, 1, n), got {got}; "
+                "a (batch, n) key-padding mask is mask[:, None, :]"
+            )
         X = self.position(self.embed(tokens) * self.scale)
         H, weights = self.encoder(X, mask)
         return self.readout(H), weights
