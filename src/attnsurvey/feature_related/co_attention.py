@@ -173,10 +173,12 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
     else:
         size, keys = f"n_f{_sup(i)}", f"K{_sup(i)}"
     check_boolean(mask, f"mask{i}")
-    if mask.dim() < 1 or mask.shape[-1] != K.shape[-2] or mask.dim() - 1 > K.dim() - 2:
+    if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
+        raise ValueError(f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]}, got {tuple(mask.shape)}")
+    if mask.dim() - 1 > K.dim() - 2:
         raise ValueError(
-            f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]} and no more batch axes than "
-            f"{keys} {tuple(K.shape)}, got {tuple(mask.shape)}"
+            f"mask{i} of shape {tuple(mask.shape)} has more batch axes than {keys} {tuple(K.shape)}: "
+            f"it must have shape (..., {size})"
         )
     try:
         torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
