@@ -42,7 +42,6 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     full attention with :func:`local_window_mask`. ``n = 0`` gives empty
     results. Raises ``ValueError`` on bad shapes or ``w < 0``.
     """
-    check_counts("local_window_attention", w=w)
     for sym, t in (("Q", Q), ("K", K), ("V", V)):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, "(..., n, d)")
@@ -51,6 +50,7 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     check_dim_equal(Q.shape[-1], K.shape[-1], "local self-attention", "d_q", "d_k")
     if w < 0:
         raise ValueError(f"window half-width w must be >= 0, got w={w}")
+    check_counts("local_window_attention", w=w)  # an integer
     n = K.shape[-2]
     if n == 0:  # no positions: empty contexts and band weights
         batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])

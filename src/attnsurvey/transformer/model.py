@@ -115,8 +115,8 @@ def position_wise_ffn(
     Returns ``(..., n, d_model)``. Raises ``ValueError`` on shape mismatches.
     """
     for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
-        as_tensor(x, symbol)
-    as_tensor(X, "X")
+        if x is not None or symbol.startswith(("X", "W")):  # the biases may be None
+            as_tensor(x, symbol)
     d_model, d_ff = X.shape[-1], W_1.shape[0]
     check_weight(W_1, (d_ff, d_model), "W_1", "(d_ff, d_model)")
     check_weight(W_2, (d_model, d_ff), "W_2", "(d_model, d_ff)")
