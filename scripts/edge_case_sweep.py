@@ -62,7 +62,6 @@ from typing import Any
 
 import torch
 
-warnings.filterwarnings("ignore")
 PKG = os.sep + "attnsurvey" + os.sep
 KINDS = ("ok", "clear", "crash", "silent", "n/a")
 
@@ -880,7 +879,17 @@ TIMES: dict[str, float] = {}
 
 def sweep(only: str = "", callables: list[tuple[str, Any]] | None = None) -> list[Result]:
     """Run every case for the public callables whose qualified name contains ``only``."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the cases provoke warnings on purpose
+            return _sweep(only, callables)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _sweep(only: str, callables: list[tuple[str, Any]] | None) -> list[Result]:
     # modules torch imports lazily on a first call: imported now, so that a call abandoned at CALL_LIMIT
     # cannot leave one half-imported for every later case
     for lazy in ("sympy", "sympy.printing", "torch._dynamo", "matplotlib.pyplot"):
