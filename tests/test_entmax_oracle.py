@@ -52,7 +52,7 @@ def test_entmax_bisect_special_alphas_and_masks():
     bad = torch.where(mask, X, torch.full_like(X, float("nan")))
     torch.testing.assert_close(sm.entmax_bisect(bad, 1.5, mask), sm.entmax15(X, mask), rtol=0, atol=1e-10)
     assert torch.equal(sm.entmax_bisect(X, 1.5, torch.zeros_like(mask)), torch.zeros_like(X))
-    for alpha in (0.5, float("inf"), float("nan")):
+    for alpha in (0.0, -0.5, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="alpha"):
             sm.entmax_bisect(X, alpha)
     with pytest.raises(ValueError, match="k"):

@@ -146,3 +146,47 @@ def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Opt
     if unknown := sorted(given.keys() - defaults.keys()):
         raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
     return cast(_Options, {**defaults, **given})
+
+
+def check_optional_sizes(what: str, **sizes: int | None) -> None:
+    """:func:`check_sizes` for sizes that may be ``None`` (left to a default): each given one must be an integer >= 1."""
+    check_sizes(what, **{name: value for name, value in sizes.items() if value is not None})
+
+
+def check_counts(what: str, **counts: int) -> None:
+    """Raise ``ValueError`` unless every named count (``n=..``, ``n_f=..``) is an integer >= 0 (0 = empty)."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{what} needs {name} to be an integer >= 0, got {name}={value!r}")
+
+
+def check_nonnegative(what: str, **values: float) -> None:
+    """Raise ``ValueError`` unless every named value (a width ``sigma``, a window) is a finite number >= 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
+            raise ValueError(f"{what} needs {name} to be a finite number >= 0, got {name}={value!r}")
+
+
+def check_positive(what: str, **values: float) -> None:
+    """Raise ``ValueError`` unless every named value (an ``eps``, a scale) is a finite number > 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value <= 0:
+            raise ValueError(f"{what} needs {name} to be a finite number > 0, got {name}={value!r}")
+
+
+def require_tensor(x: object, symbol: str) -> Tensor:
+    """Return ``x`` if it is a ``torch.Tensor`` of any dtype (counts, labels), else raise :class:`InputTypeError`.
+
+    For arguments that may legitimately hold integers; floating-point inputs use :func:`as_tensor`.
+    """
+    if not isinstance(x, Tensor):
+        raise InputTypeError(
+            f"{symbol} must be a torch.Tensor, got {type(x).__module__}.{type(x).__name__}; "
+            f"convert it with torch.as_tensor({symbol})"
+        )
+    return x
+
+
+def _finite(value: float) -> bool:
+    """Whether a Python number is finite (neither NaN nor +-inf)."""
+    return value == value and value not in (float("inf"), float("-inf"))

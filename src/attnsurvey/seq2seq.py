@@ -26,7 +26,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_scored
+from ._checks import as_tensor, check_optional_sizes, check_scored, check_sizes, require_tensor
 from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
@@ -149,6 +149,8 @@ class Seq2Seq(nn.Module):
     """
 
     def __init__(self, vocab_size: int, d_emb: int = 32, d_h: int = 64, attention: bool = True, d_w: int | None = None):
+        check_sizes("Seq2Seq", vocab_size=vocab_size, d_emb=d_emb, d_h=d_h)
+        check_optional_sizes("Seq2Seq", d_w=d_w)
         super().__init__()
         if vocab_size <= BOS + 1 or d_emb < 1 or d_h < 1:
             raise ValueError(f"need vocab_size > {BOS + 1}, d_emb >= 1, d_h >= 1; got {vocab_size}, {d_emb}, {d_h}")
@@ -259,6 +261,7 @@ def token_accuracy(logits: Tensor, targets: Tensor) -> float:
 
     Raises ``ValueError`` for an empty or all-``PAD`` batch (nothing to score).
     """
+    as_tensor(logits, "logits"), require_tensor(targets, "targets")
     return accuracy(logits, targets, ignore_index=PAD)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_scored
+from ._checks import InputTypeError, as_tensor, check_counts, check_scored, check_sizes, require_tensor
 from .numeric_env import portable_adam
 
 M = TypeVar("M", bound=nn.Module)
@@ -83,6 +83,7 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
     when no position is left to score (an empty batch, or every target equal
     to ``ignore_index``): an accuracy over nothing is undefined, not NaN.
     """
+    as_tensor(logits, "logits"), require_tensor(targets, "targets")
     keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
     check_scored(int(keep.sum()), "accuracy", "targets")
     pred = logits.argmax(-1)
@@ -98,6 +99,7 @@ def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
     The chapters' count-based baselines use it. Raises ``ValueError`` for an empty
     batch or shapes other than ``(N, C)`` and ``(N,)``.
     """
+    require_tensor(counts, "counts"), require_tensor(targets, "targets")
     if counts.dim() != 2 or targets.shape != counts.shape[:1]:
         raise ValueError(
             f"counts must be (N, C) and targets (N,), got counts {tuple(counts.shape)}, targets {tuple(targets.shape)}"
@@ -120,6 +122,7 @@ def cross_entropy_mean(
     ``targets.shape == logits.shape[:-1]`` (flattening would otherwise pair a
     wrongly shaped target with the wrong position, silently).
     """
+    as_tensor(logits, "logits"), require_tensor(targets, "targets")
     if logits.dim() < 1 or tuple(targets.shape) != tuple(logits.shape[:-1]):
         raise ValueError(
             f"targets must have the shape of logits without its class axis, {tuple(logits.shape[:-1])} "
@@ -147,9 +150,19 @@ def minibatches(
     generator makes the batches reproducible. Raises ``ValueError`` if the
     tensors disagree on their first dimension.
     """
+    if not isinstance(tensors, (tuple, list)) or not tensors:
+        raise InputTypeError(f"tensors must be a non-empty tuple of tensors, got {type(tensors).__name__}")
+    check_sizes("minibatches", batch_size=batch_size)
+    check_counts("minibatches", epochs=epochs)
     n = len(tensors[0])
     if any(len(t) != n for t in tensors):
         raise ValueError(f"tensors must share their first dimension, got {[len(t) for t in tensors]}")
+    return _minibatches(tensors, n, epochs, batch_size, generator)
+
+
+def _minibatches(
+    tensors: tuple[Tensor, ...], n: int, epochs: int, batch_size: int, generator: torch.Generator | None
+) -> Iterator[tuple[Tensor, ...]]:
     for _ in range(epochs):
         order = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):

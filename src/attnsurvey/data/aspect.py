@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_counts
 from ._rows import Rows
 
 CATEGORIES = {
@@ -86,6 +87,7 @@ def _choice(seq, g):
 def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None = None) -> AspectData:
     """Sample ``n`` sentences (see the module docstring). ``p_empty`` is the chance
     that the target opens or closes the sentence, leaving one context empty."""
+    check_counts("make_aspect", n=n)
     g = generator
     tok = {w: i for i, w in enumerate(VOCAB)}
     cats = list(CATEGORIES)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_counts
 from ._rows import Rows
 
 PAD, KEY = 0, 1
@@ -48,6 +49,7 @@ class Documents(Rows):
 
 def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
     """Token names: ``<pad>``, ``KEY``, ``good0..``, ``bad0..``, ``w0..``."""
+    check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     return (
         ["<pad>", "KEY"]
         + [f"good{i}" for i in range(n_polarity)]
@@ -74,6 +76,7 @@ def make_documents(
     one polarity token, the marker in the deciding sentence, fillers otherwise.
     Raises ``ValueError`` for sizes that cannot hold a sentence.
     """
+    check_counts("make_documents", n_docs=n_docs, n_polarity=n_polarity, n_filler=n_filler)
     min_sentences = n_sentences if min_sentences is None else min_sentences
     if not 1 <= min_sentences <= n_sentences:
         raise ValueError(f"need 1 <= min_sentences <= n_S, got min_sentences={min_sentences}, n_S={n_sentences}")

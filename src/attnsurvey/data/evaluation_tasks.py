@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import check_nonnegative
 from ._rows import check_positive
 
 
@@ -86,6 +87,7 @@ def patch_image_task(
     ``(B, grid^2)`` a synthetic human attention map (Gaussian bump of width
     ``sigma`` regions around the object's centre, normalised to sum 1).
     """
+    check_nonnegative("patch_image_task", sigma=sigma)
     check_positive(n_examples=n_examples, grid=grid, patch=patch)
     if grid < 2:
         raise ValueError(f"grid must be >= 2 to hold a 2 x 2 object, got {grid}")

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from .._checks import check_counts, check_sizes
+
 
 def lookup_batch(
     batch: int, n_f: int, n_classes: int, generator: torch.Generator | None = None, noise: float = 0.1
@@ -47,9 +49,14 @@ def lookup_batch(
 def lookup_batches(
     steps: int, batch: int, n_f: int, n_classes: int, generator: torch.Generator | None = None
 ) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor]]:
-    """Yield ``steps`` batches of :func:`lookup_batch` (for ``attnsurvey.training.train``)."""
-    for _ in range(steps):
-        yield lookup_batch(batch, n_f, n_classes, generator)
+    """Yield ``steps`` batches of :func:`lookup_batch` (for ``attnsurvey.training.train``).
+
+    Raises ``ValueError`` (when called, not when iterated) unless ``batch``, ``n_f`` and
+    ``n_classes`` are integers >= 1 and ``steps`` one >= 0.
+    """
+    check_counts("lookup_batches", steps=steps)
+    check_sizes("lookup_batches", batch=batch, n_f=n_f, n_classes=n_classes)
+    return (lookup_batch(batch, n_f, n_classes, generator) for _ in range(steps))
 
 
 def step_lookup_batch(

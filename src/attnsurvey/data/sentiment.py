@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_counts
 from ._rows import Rows
 
 NEUTRAL = ("the", "movie", "was", "a", "plot", "actor", "and", "it", "film", "scene", "story", "music")
@@ -41,6 +42,7 @@ def keyword_features(
     Returns ``F`` ``(n, n_tokens, d_f)``, labels ``y`` ``(n,)`` and the key
     positions ``(n,)``. Raises ``ValueError`` for ``n_tokens < 2`` or ``n_classes < 2``.
     """
+    check_counts("keyword_features", n=n)
     if n_tokens < 2 or n_classes < 2:
         raise ValueError(f"need n_tokens >= 2 and n_classes >= 2, got {n_tokens}, {n_classes}")
     g = generator
@@ -82,6 +84,7 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
     shuffled. Raises
     ``ValueError`` if ``length < 5``.
     """
+    check_counts("sentiment_reviews", n=n)
     if length < 5:
         raise ValueError(f"a review needs length >= 5 tokens, got length={length}")
     g = generator
@@ -103,6 +106,7 @@ def mixed_reviews(n: int, length: int = 16, generator: torch.Generator | None = 
     label, so one can measure whether a class's capsule reads its own class's
     words within the same review. Raises ``ValueError`` if ``length < 6``.
     """
+    check_counts("mixed_reviews", n=n)
     if length < 6:
         raise ValueError(f"a mixed review needs length >= 6 tokens, got length={length}")
     g = generator

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from .._checks import check_counts, check_sizes
 from ..catalog import catalogued
 
 
@@ -35,8 +36,16 @@ def sorting_batches(
     steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None = None
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Yield ``steps`` batches from :func:`sorting_batch`, each with a length drawn from ``[n_min, n_max]``."""
+    check_sizes("sorting_batches", batch=batch, n_min=n_min, n_max=n_max)
+    check_counts("sorting_batches", steps=steps)
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
+    return _sorting_batches(steps, batch, n_min, n_max, generator)
+
+
+def _sorting_batches(
+    steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None
+) -> Iterator[tuple[Tensor, Tensor]]:
     for _ in range(steps):
         n = int(torch.randint(n_min, n_max + 1, (1,), generator=generator))
         yield sorting_batch(batch, n, generator)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_counts
 from ._rows import Rows
 
 PEOPLE = ("mary", "john", "sandra", "daniel", "fred", "bill")
@@ -64,6 +65,7 @@ def two_fact_stories(
     for one uniformly drawn object. Raises ``ValueError`` if a count exceeds
     the name lists (``n_people <= 6``, ``n_objects <= 5``, ``n_places <= 6``).
     """
+    check_counts("two_fact_stories", n=n)
     if not (1 <= n_people <= len(PEOPLE) and 1 <= n_objects <= len(OBJECTS) and 2 <= n_places <= len(PLACES)):
         raise ValueError(
             f"need 1 <= n_people <= {len(PEOPLE)}, 1 <= n_objects <= {len(OBJECTS)}, "

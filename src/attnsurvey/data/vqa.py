@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_counts
 from ._rows import Rows
 
 COLOURS = ("red", "green", "blue", "yellow", "purple")
@@ -72,6 +73,7 @@ def make_vqa(
     Raises ``ValueError`` if ``n_objects`` exceeds the number of cells, the
     number of colours or the number of shapes.
     """
+    check_counts("make_vqa", n=n)
     cells = grid * grid
     if not 1 <= n_objects <= min(cells, len(COLOURS), len(SHAPES)):
         raise ValueError(f"n_objects must lie in [1, {min(cells, len(COLOURS), len(SHAPES))}], got {n_objects}")

@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import InputTypeError, as_tensor, check_batch_broadcast
+from .._checks import InputTypeError, as_tensor, check_batch_broadcast, check_nonnegative, check_optional_sizes
 from ..catalog import catalogued
-from ..masking import check_boolean, check_mask
+from ..masking import check_attn_mask, check_boolean
 from ..training import accuracy
 
 CHAPTER = "chapters/ch04_1_extrinsic_evaluation.ipynb"
@@ -403,6 +403,8 @@ def ssim_window(
     ``int(truncate * sigma + 0.5)`` (an 11 x 11 window for sigma = 1.5), as in
     Wang et al. and ``scipy.ndimage.gaussian_filter``.
     """
+    check_optional_sizes("ssim_window", win_size=win_size)
+    check_nonnegative("ssim_window", sigma=sigma)
     if kind == "uniform":
         s = 7 if win_size is None else win_size
         if s < 1 or s % 2 == 0:
@@ -487,7 +489,7 @@ def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
     ``ValueError`` for a mask that is not boolean or does not broadcast to ``a``.
     """
     as_tensor(a, "a")
-    allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else check_mask(mask, a.shape).expand_as(a)
+    allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else check_attn_mask(mask, a.shape).expand_as(a)
     w = allowed.to(a.dtype)
     return w / w.sum(-1, keepdim=True).clamp_min(1.0)
 

@@ -10,6 +10,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .._checks import mean_or_zero
 from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
@@ -141,12 +142,13 @@ def classifier_loss(
     REINFORCE surrogate with a moving-average baseline, whose gradient trains
     the scores (hard) or the policy (reinforced). For reinforced alignment the
     cost being minimised also charges ``subset_cost`` per chosen position, so
-    the policy learns to keep few positions.
+    the policy learns to keep few positions. An empty batch gives a loss of 0 (still
+    on the graph, so a step on it changes nothing), the package's convention for losses.
     """
     F, q, t, y = batch
     logits, a, log_prob = model(q, F, t, generator)
     ce = nn.functional.cross_entropy(logits, y, reduction="none")
-    loss = ce.mean()
+    loss = mean_or_zero(ce)
     if log_prob is not None:
         cost = ce.detach()
         if model.align == "reinforced":

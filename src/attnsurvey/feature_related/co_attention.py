@@ -53,6 +53,7 @@ from .._checks import (
     check_min_rank,
     check_nonempty,
     check_rank,
+    check_sizes,
     check_weight,
     with_defaults,
 )
@@ -174,6 +175,11 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
     check_boolean(mask, f"mask{i}")
     if mask.dim() < 1 or mask.shape[-1] != K.shape[-2]:
         raise ValueError(f"mask{i} must have shape (..., {size}) with {size}={K.shape[-2]}, got {tuple(mask.shape)}")
+    if mask.dim() - 1 > K.dim() - 2:
+        raise ValueError(
+            f"mask{i} of shape {tuple(mask.shape)} has more batch axes than {keys} {tuple(K.shape)}: "
+            f"it must have shape (..., {size})"
+        )
     try:
         torch.broadcast_shapes(mask.shape[:-1], K.shape[:-2])
     except RuntimeError:
@@ -266,6 +272,7 @@ def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
     q: ``(d_q,)``; W1: ``(d_w, d_q)``; b: ``(d_w,)``. Returns ``(d_w,)``.
     ``additive_score(q, K, W1, W2, w, b) == queryless_additive_score(K, W2, w, W1 q + b)``.
     """
+    as_tensor(q, "q"), as_tensor(W1, "W1"), as_tensor(b, "b")
     check_weight(W1, (b.shape[0], q.shape[-1]), "W_1", "(d_w, d_q)")
     return W1 @ q + b
 
@@ -485,6 +492,7 @@ def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **mask
     fully-masked set gets zero weights and a zero context.
     Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
     """
+    as_tensor(e1, "e1"), as_tensor(e2, "e2"), as_tensor(V1, "V1"), as_tensor(V2, "V2")
     mask1, mask2 = _masks(masks)
     for e, V, i in ((e1, V1, 1), (e2, V2, 2)):
         check_dim_equal(
@@ -661,7 +669,7 @@ def bidirectional_attention(
             raise ValueError("fine-grained bi-directional attention is defined for order='parallel' only")
         if pool not in ("max", "mean"):
             raise ValueError(f"pool must be 'max' or 'mean', got {pool!r}")
-        S = score(Q, K)
+        S = score(zero_masked(Q, mask_q), zero_masked(K, mask_k))  # a NaN in a padded slot reaches no gradient
         _check_affinity(S, Q, K)
         if pool == "max":
             e_q, e_k = max_pooled_affinity_scores(S, mask1=mask_q, mask2=mask_k)
@@ -696,6 +704,7 @@ class QuerylessAdditiveScore(nn.Module):
     """
 
     def __init__(self, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
+        check_sizes("QuerylessAdditiveScore", d_k=d_k, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b^(1)
         self.w = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
@@ -770,6 +779,7 @@ class AlternatingCoAttention(_TwoSets):
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
+        check_sizes("AlternatingCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score0 = QuerylessAdditiveScore(self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_v1, self.d_k2, d_w)
@@ -799,6 +809,7 @@ class InteractiveCoAttention(_TwoSets):
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
+        check_sizes("InteractiveCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
@@ -817,6 +828,7 @@ class Affinity(nn.Module):
     """
 
     def __init__(self, d_k1: int, d_k2: int, kind: str = "bilinear", act: Activation = torch.tanh) -> None:
+        check_sizes("Affinity", d_k1=d_k1, d_k2=d_k2)
         super().__init__()
         if kind == "bilinear":
             self.W_A = nn.Parameter(torch.randn(d_k1, d_k2) / math.sqrt(math.sqrt(d_k1 * d_k2)))
@@ -854,6 +866,7 @@ class ParallelCoAttention(_TwoSets):
         scores: str = "additive",
         **sets: Unpack[TwoSetOptions],
     ) -> None:
+        check_sizes("ParallelCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         if scores not in ("additive", "max"):
             raise ValueError(f"scores must be 'additive' (Eq. 14-15) or 'max' (Eq. 16), got {scores!r}")
@@ -891,6 +904,7 @@ class MultiGrainedCoAttention(_TwoSets):
     def __init__(
         self, d_f1: int, d_f2: int, d_w: int, affinity: str = "bilinear", **sets: Unpack[TwoSetOptions]
     ) -> None:
+        check_sizes("MultiGrainedCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_optional_sizes, check_sizes, check_weight
 from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
@@ -186,6 +186,8 @@ class AttentionViaAttention(nn.Module):
         d_v_c: int | None = None,
         score: str = "additive",
     ) -> None:
+        check_sizes("AttentionViaAttention", d_q=d_q, d_f_w=d_f_w, d_f_c=d_f_c)
+        check_optional_sizes("AttentionViaAttention", d_k_w=d_k_w, d_v_w=d_v_w, d_k_c=d_k_c, d_v_c=d_v_c)
         super().__init__()
         d_k_w = d_f_w if d_k_w is None else d_k_w
         d_v_w = d_f_w if d_v_w is None else d_v_w
@@ -315,6 +317,16 @@ def hierarchical_attention(
     padding is inert (NaN/Inf stored in a padded word reaches no output and no
     gradient, the projections' included). Raises ``ValueError`` on shape mismatches.
     """
+    for symbol, x in {
+        "F": F,
+        "q_S": q_S,
+        "W_K_S": W_K_S,
+        "W_V_S": W_V_S,
+        "q_D": q_D,
+        "W_K_D": W_K_D,
+        "W_V_D": W_V_D,
+    }.items():
+        as_tensor(x, symbol)
     _check_document(F, "F", "d_f^(S)")
     word_mask = _check_word_mask(word_mask, F, "F")
     F = zero_masked(F, word_mask)  # (..., n_S, n_w, d_f) with a (..., n_S, n_w) key mask
@@ -407,6 +419,7 @@ def hierarchical_scaled_attention(
     :func:`~attnsurvey.attention.context`: NaN/Inf in its value reaches no output and no
     gradient. Raises ``ValueError`` if V does not match the weights.
     """
+    as_tensor(a_word, "a_word"), as_tensor(a_chunk, "a_chunk"), as_tensor(V, "V")
     _check_document(V, "V", "d_v")
     if tuple(V.shape[:-1]) != tuple(a_word.shape):
         raise ValueError(
@@ -457,6 +470,8 @@ class HierarchicalAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_k: int, d_v_S: int | None = None, d_v_D: int | None = None) -> None:
+        check_sizes("HierarchicalAttention", d_f=d_f, d_k=d_k)
+        check_optional_sizes("HierarchicalAttention", d_v_S=d_v_S, d_v_D=d_v_D)
         super().__init__()
         d_v_S = d_f if d_v_S is None else d_v_S
         d_v_D = d_v_S if d_v_D is None else d_v_D

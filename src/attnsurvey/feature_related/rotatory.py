@@ -46,7 +46,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_sizes
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import make_score
 from ..masking import masked_mean
@@ -225,6 +225,9 @@ class RotatoryAttention(nn.Module):
     """
 
     def __init__(self, d_t: int, d_c: int, hops: int = 1, score: str = "activated-general") -> None:
+        check_sizes("RotatoryAttention", d_t=d_t, d_c=d_c)
+        if not isinstance(hops, int) or hops < 1:
+            raise ValueError(f"hops must be a positive integer, got {hops!r}")
         super().__init__()
         if hops < 1:
             raise ValueError(f"hops must be a positive integer, got {hops}")
@@ -245,6 +248,7 @@ class RotatoryAttention(nn.Module):
         mask_r: Tensor | None = None,
         hops: int | None = None,
     ) -> RotatoryOutput:
+        as_tensor(F_t, "F_t"), as_tensor(F_l, "F_l"), as_tensor(F_r, "F_r")
         check_dim_equal(F_t.shape[-1], self.d_t, "RotatoryAttention", "d_t of F^t", "d_t of the module")
         check_dim_equal(F_l.shape[-1], self.d_c, "RotatoryAttention", "d_c of F^l", "d_c of the module")
         return rotatory_attention(

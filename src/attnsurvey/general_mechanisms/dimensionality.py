@@ -28,10 +28,18 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from .._checks import (
+    as_tensor,
+    check_batch_broadcast,
+    check_dim_equal,
+    check_min_rank,
+    check_nonempty,
+    check_sizes,
+    check_weight,
+)
 from ..attention import align_scores
 from ..catalog import catalogued
-from ..masking import check_mask, zero_masked
+from ..masking import check_attn_mask, zero_masked
 from .scoring import Activation, _check_param_dtype, _check_qk
 
 CHAPTER = "chapters/ch03_2_3_attention_dimensionality.ipynb"
@@ -88,7 +96,7 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     as_tensor(e, "e")
     check_min_rank(e, 3, "e", "(..., n_q, n_f, d_v)")
     if mask is not None:
-        check_mask(mask, e.shape[:-1])
+        check_attn_mask(mask, e.shape[:-1])
         mask = mask.unsqueeze(-1)  # the same mask for every feature
     return align_scores(e, mask, dim=-2)  # the core's alignment step, over the positions
 
@@ -159,6 +167,7 @@ class MultiDimensionalAttention(nn.Module):
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, act: Activation = torch.tanh) -> None:
+        check_sizes("MultiDimensionalAttention", d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
         super().__init__()
         self.W1 = nn.Linear(d_q, d_w, bias=False)
         self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_dim_equal, check_min_rank
 from ..attention import align_scores
 from ..catalog import catalogued
+from ..masking import check_attn_mask
 from ..training import cross_entropy_mean
 from .scoring import additive_score
 
@@ -56,6 +57,8 @@ def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     (:func:`attnsurvey.attention.align_scores`).
     """
     as_tensor(scores, "s (pointer scores)")
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool:
+        check_attn_mask(mask, scores.shape)  # a rank-2 mask with B == M is ambiguous
     return align_scores(scores, mask, log=True)
 
 

@@ -22,13 +22,16 @@ from torch import Tensor, nn
 from .._checks import (
     as_tensor,
     check_batch_broadcast,
+    check_counts,
     check_dim_equal,
     check_min_rank,
     check_nonempty,
+    check_positive,
+    check_sizes,
     check_weight,
 )
 from ..catalog import catalogued
-from ..masking import masked_softmax
+from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 from ..registry import Registry
 
@@ -197,6 +200,7 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     float32, a few hundred in float16) are rescaled by their largest entry
     first, so the score stays the cosine. Raises ``ValueError`` on shape mismatches.
     """
+    check_positive("cosine_score", eps=eps)
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "cosine similarity score", "d_q", "d_k")
     return _unit_rows(Q, eps) @ _unit_rows(K, eps).transpose(-1, -2)
@@ -335,6 +339,7 @@ class LinearMapScore(FunctionScore):
         cls.bias = bias
 
     def __init__(self, d_q: int, d_k: int) -> None:
+        check_sizes(type(self).__name__, d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=self.bias)
 
@@ -358,6 +363,7 @@ class AdditiveScore(ScoreModule):
     """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``."""
 
     def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
+        check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W1 = nn.Linear(d_q, d_w, bias=False)
         self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b
@@ -373,6 +379,7 @@ class ConcatScore(ScoreModule):
     """Module form of :func:`concat_score` with learned ``W`` and ``v``."""
 
     def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
+        check_sizes("ConcatScore", d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_q + d_k, d_w, bias=False)
         self.v = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
@@ -396,6 +403,7 @@ class ActivatedGeneralScore(ScoreModule):
     """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``."""
 
     def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
+        check_sizes("ActivatedGeneralScore", d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=False)
         self.b = nn.Parameter(torch.zeros(()))
@@ -436,6 +444,7 @@ class BilinearScore(ScoreModule):
     """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``."""
 
     def __init__(self, d_q: int, d_k: int) -> None:
+        check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
         super().__init__()
         # same scale as nn.Linear(d_q, d_k).weight.T, so it matches GeneralScore at init
         self.W = nn.Parameter((torch.rand(d_q, d_k) * 2 - 1) / math.sqrt(d_q))
@@ -452,13 +461,14 @@ class LocationScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, n_max: int) -> None:
+        check_sizes("LocationScore", d_q=d_q, n_max=n_max)
         super().__init__()
         if n_max < 1:
             raise ValueError(f"location score needs n_max >= 1, got n_max={n_max}")
         self.W_a = nn.Linear(d_q, n_max, bias=False)
 
     def forward(self, Q: Tensor, K: Tensor) -> Tensor:
-        return location_score(Q, self.W_a.weight, K.shape[-2])
+        return location_score(Q, self.W_a.weight, as_tensor(K, "K").shape[-2])
 
 
 # --------------------------------------------------------------------------
@@ -614,6 +624,8 @@ def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
     receive almost no gradient. Raises ``ValueError`` for a non-float ``e``.
     """
     as_tensor(e, "e")
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool:
+        check_attn_mask(mask, e.shape)  # a rank-2 mask with B == n_q is ambiguous
     a = masked_softmax(e, mask, dim=-1)
     return torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)
 
@@ -635,6 +647,7 @@ def softmax_saturation(
     (:func:`softmax_jacobian`), i.e. how much gradient reaches the scores.
     Raises ``ValueError`` if ``d_k < 1`` or ``n_f < 2``.
     """
+    check_counts("softmax_saturation", n_samples=n_samples)
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
     e = _random_dot_scores(d_k, n_samples, n_f, scaled, generator)

@@ -17,7 +17,7 @@ Options as in the ``entmax`` package (tested against it): ``k`` (sparsemax,
 1.5-entmax) sorts only the ``k`` largest scores (a partial sort) and falls
 back to the full sort when the support may be larger, so the result never
 depends on ``k``; :func:`entmax_bisect` computes alpha-entmax for any
-``alpha >= 1`` by bisection on the threshold; :func:`sparsemax_loss`,
+``alpha > 0`` by bisection on the threshold; :func:`sparsemax_loss`,
 :func:`entmax15_loss` and :func:`entmax_bisect_loss` are the Fenchel-Young
 losses whose gradient is ``a - onehot(y)``.
 """
@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .._checks import as_tensor, check_min_rank, check_nonempty
-from ..masking import check_mask, masked_softmax
+from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 
 
@@ -40,7 +40,7 @@ def _valid(e: Tensor, mask: Tensor | None) -> Tensor:
     """The mask broadcast to ``e``'s shape (all True when ``mask`` is None)."""
     if mask is None:
         return torch.ones_like(e, dtype=torch.bool)
-    check_mask(mask, e.shape)
+    check_attn_mask(mask, e.shape)
     return mask.expand(e.shape)
 
 
@@ -185,9 +185,14 @@ class _EntmaxBisect(torch.autograd.Function):
     def forward(ctx: Any, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:
         power = 1.0 / (alpha - 1.0)
         n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
-        top = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+        # the weight grows with X for alpha > 1 and shrinks with it for alpha < 1 (X = (alpha - 1) z):
+        # either way the bracket starts at the X of the largest score z
+        if alpha > 1:
+            top = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+        else:
+            top = X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True)
         top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi
+        lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi (hi < lo when alpha < 1)
 
         def weights(tau: Tensor) -> Tensor:
             return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
@@ -213,23 +218,27 @@ class _EntmaxBisect(torch.autograd.Function):
 
 
 def _check_alpha(alpha: float) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha >= 1):
-        raise ValueError(f"entmax needs a finite alpha >= 1 (1 = softmax, 2 = sparsemax), got alpha={alpha!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(
+            f"entmax needs a finite alpha > 0 (1 = softmax, 2 = sparsemax, below 1 denser than softmax), got alpha={alpha!r}"
+        )
     return float(alpha)
 
 
 def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim: int = -1, n_iter: int = 50) -> Tensor:
-    """alpha-entmax (Peters et al., 2019) for any ``alpha >= 1``, by bisection on the threshold.
+    """alpha-entmax (Peters et al., 2019) for any ``alpha > 0``, by bisection on the threshold.
 
     ``a_l = [(alpha - 1) e_l - tau]_+^{1 / (alpha - 1)}`` with ``tau`` such that the
     weights sum to 1; ``alpha = 1`` is the softmax, ``alpha = 2`` sparsemax and
-    ``alpha = 1.5`` :func:`entmax15`. ``n_iter`` halvings of the bracket
+    ``alpha = 1.5`` :func:`entmax15`. For ``0 < alpha < 1`` the map is defined too and
+    denser than the softmax (every allowed position keeps a positive weight; the
+    exponent ``1 / (alpha - 1)`` is negative). ``n_iter`` halvings of the bracket
     ``[max - 1, max - n^(1 - alpha)]`` locate tau (50 reach float64 precision);
     the weights are then renormalised. The gradient is the closed form
     ``g o dY - g (g . dY) / sum g`` with ``g = a^(2 - alpha)`` on the support.
     Masks (boolean broadcastable to e, ``True`` = may attend; a fully-masked row
     is all 0), infinite scores and dtypes as :func:`sparsemax`. Raises
-    ``ValueError`` unless ``alpha >= 1`` is finite and ``n_iter >= 1``.
+    ``ValueError`` unless ``alpha > 0`` is finite and ``n_iter >= 1``.
     """
     alpha = _check_alpha(alpha)
     if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:

@@ -26,7 +26,7 @@ import itertools
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_weight
+from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_sizes, check_weight
 from ..attention import context
 from ..catalog import catalogued
 from ..masking import check_mask, zero_masked
@@ -134,6 +134,7 @@ def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = Non
     broadcastable to e, ``True`` = may attend (a fully-masked row gives ``a = 0``,
     ``c = 0``). Returns ``(c, a)``. Raises ``ValueError`` on shape mismatches.
     """
+    as_tensor(e, "e"), as_tensor(A, "A"), as_tensor(V, "V")
     a = crf_marginals(e, A, mask)
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 24)", "n_f of a", "n_f of V")
@@ -151,10 +152,12 @@ class StructuredAttention(nn.Module):
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general") -> None:
+        check_sizes("StructuredAttention", d_q=d_q, d_k=d_k)
         super().__init__()
         self.score = make_score(score, d_q, d_k)
         self.A = nn.Parameter(torch.zeros(2, 2))
 
     def forward(self, q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        as_tensor(q, "q"), as_tensor(K, "K"), as_tensor(V, "V")
         e = self.score(q.unsqueeze(-2), zero_masked(K, mask)).squeeze(-2)  # padded keys inert in gradients too
         return structured_attend(e, self.A.to(e.dtype), V, mask)

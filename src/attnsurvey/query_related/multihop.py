@@ -27,7 +27,15 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype, check_sizes, check_weight
+from .._checks import (
+    as_tensor,
+    check_dim_equal,
+    check_min_rank,
+    check_optional_sizes,
+    check_same_dtype,
+    check_sizes,
+    check_weight,
+)
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore
@@ -158,6 +166,8 @@ class MultiHopAttention(nn.Module):
     def __init__(
         self, d_q: int, d_f: int, n_hops: int, d_k: int | None = None, transform: str = "add", share: bool = True
     ) -> None:
+        check_sizes("MultiHopAttention", d_q=d_q, d_f=d_f, n_hops=n_hops)
+        check_optional_sizes("MultiHopAttention", d_k=d_k)
         super().__init__()
         if transform not in ("add", "linear"):
             raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
@@ -174,6 +184,7 @@ class MultiHopAttention(nn.Module):
         return add_transform(q, c) if self.H is None else linear_transform(q, c, self.H.weight)
 
     def forward(self, q0: Tensor, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        as_tensor(q0, "q0"), as_tensor(F, "F")
         scores: ScoreFn | list[ScoreFn] = self.scores[0]  # shared by every hop
         if len(self.scores) > 1:
             scores = list(self.scores)  # one per hop

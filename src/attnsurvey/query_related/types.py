@@ -37,6 +37,8 @@ from .._checks import (
     as_tensor,
     check_dim_equal,
     check_min_rank,
+    check_optional_sizes,
+    check_positive,
     check_rank,
     check_same_shape,
     check_sizes,
@@ -120,6 +122,7 @@ class QuerylessAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
+        check_sizes("QuerylessAttention", d_f=d_f, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_f, d_w)  # W and b of Eq. (33)
         self.w = nn.Parameter(torch.randn(d_w) / d_w**0.5)
@@ -170,11 +173,14 @@ class LearnedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
+        check_sizes("LearnedQueryAttention", d_f=d_f)
+        check_optional_sizes("LearnedQueryAttention", d_k=d_k)
         super().__init__()
         self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
         self.q = nn.Parameter(torch.zeros(d_f if d_k is None else d_k))
 
     def forward(self, F: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        F = zero_masked(as_tensor(F, "F"), mask)  # a NaN in a padded slot reaches no W_K gradient
         K = F if self.W_K is None else self.W_K(F)
         return learned_query_attention(K, F, self.q, mask)
 
@@ -202,6 +208,7 @@ def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     F: ``(..., n_f, d_f)``; W_Q: ``(d_q, d_f)``. Returns Q ``(..., n_f, d_q)``:
     one query per feature vector. Raises ``ValueError`` if ``W_Q`` is not ``(d_q, d_f)``.
     """
+    as_tensor(F, "F"), as_tensor(W_Q, "W_Q")
     _check_features(F, "F", "(..., n_f, d_f)")
     check_weight(W_Q, (W_Q.shape[0], F.shape[-1]), "W_Q", "(d_q, d_f)")
     return F @ W_Q.T
@@ -232,6 +239,7 @@ def self_attention(
     if order matters). Raises ``ValueError`` on weight shape mismatches or a
     mask that is not boolean (a float 0/1 mask would shift the scores, not select).
     """
+    as_tensor(F, "F"), as_tensor(W_Q, "W_Q"), as_tensor(W_K, "W_K"), as_tensor(W_V, "W_V")
     require_boolean_mask(mask, "self_attention")
     F = zero_masked(F, mask)  # a padded token holding NaN is inert in the gradients too
     Q = feature_queries(F, W_Q)
@@ -335,6 +343,7 @@ def update_residual_norm(
     ``beta`` (both ``(d_f,)``, default 1 and 0). F_old, C: ``(..., n_f, d_f)``.
     Raises ``ValueError`` on shape mismatches.
     """
+    check_positive("update_residual_norm", eps=eps)
     _check_update(F_old, C)
     d_f = F_old.shape[-1]
     x = F_old + C
@@ -400,6 +409,7 @@ def structured_self_attention(
     ``(..., r, n)``. Each row is Eq. (33) with its own ``w`` and a zero bias.
     Raises ``ValueError`` on weight shape mismatches.
     """
+    as_tensor(H, "H"), as_tensor(W_s1, "W_s1"), as_tensor(W_s2, "W_s2")
     _check_features(H, "H", "(..., n, d)")
     check_weight(W_s1, (W_s1.shape[0], H.shape[-1]), "W_s1", "(d_a, d)")
     check_weight(W_s2, (W_s2.shape[0], W_s1.shape[0]), "W_s2", "(r, d_a)")
@@ -437,6 +447,7 @@ class StructuredSelfAttention(nn.Module):
     """
 
     def __init__(self, d: int, d_a: int, r: int) -> None:
+        check_sizes("StructuredSelfAttention", d=d, d_a=d_a)
         super().__init__()
         self.W_s1 = nn.Linear(d, d_a, bias=False)
         self.W_s2 = nn.Linear(d_a, r, bias=False)

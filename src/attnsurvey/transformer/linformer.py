@@ -82,6 +82,7 @@ class LinformerSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:
+        check_sizes("LinformerSelfAttention", d_model=d_model, h=h, n_max=n_max)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         check_sizes("LinformerSelfAttention", n_max=n_max, k=k)

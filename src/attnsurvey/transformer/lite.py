@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_weight
+from .._checks import as_tensor, check_min_rank, check_sizes, check_weight
 from ..catalog import catalogued
-from ..masking import check_boolean, zero_masked
+from ..masking import attended_keys, check_boolean, zero_masked
 from ..query_related.multihead import MultiHeadAttention
 from .model import FeedForward, residual_norm
 
@@ -94,14 +94,16 @@ class LiteTransformerBlock(nn.Module):
 
     ``forward(X, mask=None, *, key_padding_mask=None)`` returns ``(X', weights
     (..., h, n, n))``. mask: attention mask ``(..., n, n)`` for the attention
-    branch, boolean with ``True`` = may attend (or a float additive bias);
-    key_padding_mask: boolean ``(..., n)``, ``True`` = real token (may attend), applied
+    branch, boolean with ``True`` = may attend (or a float additive bias); without a
+    key_padding_mask, the keys a boolean mask lets no query attend count as padding
+    for the convolution branch too; key_padding_mask: boolean ``(..., n)``, ``True`` = real token (may attend), applied
     to both branches, so padding reaches no real token (the convolution treats
     padded positions as zeros beyond the end). Raises ``ValueError`` if
     ``d_model`` is odd or ``h`` does not divide ``d_model/2``.
     """
 
     def __init__(self, d_model: int, h: int, d_ff: int, kernel_size: int = 3) -> None:
+        check_sizes("LiteTransformerBlock", d_model=d_model, h=h, d_ff=d_ff, kernel_size=kernel_size)
         super().__init__()
         if d_model % 2 or (d_model // 2) % h:
             raise ValueError(f"d_model={d_model} must be even and d_model/2 divisible by h={h}")
@@ -115,7 +117,17 @@ class LiteTransformerBlock(nn.Module):
         self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         box: list[Tensor] = []
-        X = zero_masked(X, key_padding_mask)  # a padded token holding NaN is inert in the gradients too
+        as_tensor(X, "X")
+        # keys that no query may attend are padding for the convolution branch too
+        padding = key_padding_mask
+        if padding is None and isinstance(mask, Tensor) and mask.dtype == torch.bool and 2 <= mask.dim() <= X.dim():
+            keys = attended_keys(mask)
+            try:
+                if keys is not None and torch.broadcast_shapes(keys.shape, X.shape[:-1]) == X.shape[:-1]:
+                    padding = keys.expand(X.shape[:-1])
+            except RuntimeError:
+                pass  # a mask that does not fit: the attention branch reports it
+        X = zero_masked(X, padding)  # a padded token holding NaN is inert in the gradients too
 
         def lsra(Z: Tensor) -> Tensor:
             out, a = long_short_range_attention(
@@ -123,7 +135,7 @@ class LiteTransformerBlock(nn.Module):
                 lambda L: self.attn(L, L, mask, key_padding_mask=key_padding_mask),
                 self.W_conv,
                 self.b_conv,
-                key_padding_mask,
+                padding,
             )
             box.append(a)
             return out

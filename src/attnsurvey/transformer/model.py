@@ -48,7 +48,15 @@ from typing import ClassVar, Final, TypedDict, Unpack
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight, with_defaults
+from .._checks import (
+    as_tensor,
+    check_dim_equal,
+    check_min_rank,
+    check_sizes,
+    check_weight,
+    require_tensor,
+    with_defaults,
+)
 from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
@@ -106,7 +114,9 @@ def position_wise_ffn(
     W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)`` or None (no bias).
     Returns ``(..., n, d_model)``. Raises ``ValueError`` on shape mismatches.
     """
-    as_tensor(X, "X")
+    for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
+        if x is not None or symbol.startswith(("X", "W")):  # the biases may be None
+            as_tensor(x, symbol)
     d_model, d_ff = X.shape[-1], W_1.shape[0]
     check_weight(W_1, (d_ff, d_model), "W_1", "(d_ff, d_model)")
     check_weight(W_2, (d_model, d_ff), "W_2", "(d_model, d_ff)")
@@ -148,6 +158,7 @@ class FeedForward(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
     ) -> None:
+        check_sizes("FeedForward", d_model=d_model, d_ff=d_ff)
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -246,6 +257,7 @@ class _Layer(nn.Module):
         self_attn: nn.Module | None = None,
         **options: Unpack[LayerOptions],
     ) -> None:
+        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         o = with_defaults(options, LAYER_OPTIONS, "LayerOptions")
         bias, dropout = o["bias"], _check_dropout(o["dropout"])
@@ -379,6 +391,7 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         **layer_options: Unpack[LayerOptions],
     ) -> None:
+        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
@@ -533,7 +546,8 @@ class SequenceTagger(nn.Module):
     in :data:`TRANSFORMER_SIZE`); ``b`` is the clipping distance of ``"relative"``.
     ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; mask: the
     encoder's attention mask, boolean ``(batch, n, n)`` or ``(batch, 1, n)``,
-    ``True`` = may attend; returns
+    ``True`` = may attend (any other rank raises ``ValueError``: a ``(batch, n)``
+    mask would be read per query when ``batch == n``); returns
     ``(logits (batch, n, n_out), [weights per layer])``.
     """
 
@@ -547,6 +561,7 @@ class SequenceTagger(nn.Module):
         embed_scale: float = 1.0,
         **size: Unpack[TransformerSize],
     ) -> None:
+        check_sizes("SequenceTagger", vocab=vocab, n_out=n_out)
         super().__init__()
         full = with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model, h = full["d_model"], full["h"]
@@ -564,6 +579,13 @@ class SequenceTagger(nn.Module):
         self.scale = embed_scale
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+        require_tensor(tokens, "tokens")
+        if mask is not None and (not isinstance(mask, Tensor) or mask.dim() != 3):
+            got = tuple(mask.shape) if isinstance(mask, Tensor) else type(mask).__name__
+            raise ValueError(
+                f"SequenceTagger: mask must have shape (batch, n, n) or (batch, 1, n), got {got}; "
+                "a (batch, n) key-padding mask is mask[:, None, :]"
+            )
         X = self.position(self.embed(tokens) * self.scale)
         H, weights = self.encoder(X, mask)
         return self.readout(H), weights

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank
+from .._checks import as_tensor, check_min_rank, check_sizes
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
@@ -89,6 +89,7 @@ class LearnedPositionEncoding(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
+        check_sizes("LearnedPositionEncoding", d_model=d_model)
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)

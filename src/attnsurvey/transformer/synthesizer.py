@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_weight
+from .._checks import as_tensor, check_counts, check_min_rank, check_optional_sizes, check_sizes, check_weight
 from ..attention import align_scores, context
 from ..catalog import catalogued
 from ..masking import attended_keys, zero_masked
@@ -44,6 +44,8 @@ def dense_synthesizer_weights(
     may attend (a fully-masked row is all 0). Returns A ``(..., n, n)``. Raises
     ``ValueError`` if ``n > l`` or a weight has the wrong shape.
     """
+    for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
+        as_tensor(x, symbol)
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
     d_h, l = W_1.shape[0], W_2.shape[0]
@@ -67,6 +69,7 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
     R: ``(l, l)``; mask: boolean broadcastable to ``(n, n)``, ``True`` = may attend.
     Returns A ``(n, n)``. Raises ``ValueError`` if ``n > l``.
     """
+    check_counts("random_synthesizer_weights", n=n)
     as_tensor(R, "R")
     if R.dim() != 2 or R.shape[0] != R.shape[1]:
         raise ValueError(f"R must have shape (l, l), got {tuple(R.shape)}")
@@ -85,6 +88,8 @@ class DenseSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
+        check_sizes("DenseSynthesizer", d_model=d_model)
+        check_optional_sizes("DenseSynthesizer", d_hidden=d_hidden)
         super().__init__()
         d_hidden = d_hidden or d_model
         self.lin1 = nn.Linear(d_model, d_hidden)
@@ -106,11 +111,13 @@ class RandomSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
+        check_sizes("RandomSynthesizer", d_model=d_model)
         super().__init__()
         self.R = nn.Parameter(torch.randn(max_len, max_len), requires_grad=not fixed)
         self.W_V = nn.Linear(d_model, d_model)
         self.W_O = nn.Linear(d_model, d_model)
 
     def forward(self, X: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        as_tensor(X, "X")
         A = random_synthesizer_weights(self.R, X.shape[-2], mask)
         return self.W_O(context(A, _values(X, self.W_V, mask))), A

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, check_weight
 from ..catalog import catalogued
 from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention, split_heads
@@ -43,6 +43,7 @@ def rel_shift(BD: Tensor) -> Tensor:
     Entries above the causal boundary (``j > n_m + i``) are junk and must be
     masked. Pad one zero column, reinterpret the memory, drop one row.
     """
+    as_tensor(BD, "BD")
     *batch, n, klen = BD.shape
     padded = F_.pad(BD, (1, 0))  # (..., n, klen + 1)
     return padded.reshape(*batch, klen + 1, n)[..., 1:, :].reshape(*batch, n, klen)
@@ -53,6 +54,7 @@ def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tens
 
     :func:`attnsurvey.masking.causal_mask` with ``offset = n_m``.
     """
+    check_counts("xl_causal_mask", n=n, n_m=n_m)
     return causal_mask(n, n_m + n, device, offset=n_m)
 
 
@@ -122,6 +124,7 @@ class TransformerXLAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, h: int, mem_len: int) -> None:
+        check_sizes("TransformerXLAttention", d_model=d_model, h=h)
         super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
