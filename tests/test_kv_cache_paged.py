@@ -313,7 +313,7 @@ def test_decode_cost_against_hand_counts():
     assert cost.intensity == 328 / 288 and cost.kv_share == 40 / 288
     # a batch of 3 shares the weights: FLOPs and KV bytes triple, weight bytes do not
     assert dec.decode_step_cost(4, 2, 1, 8, 1, 5, vocab=3, batch=3) == dec.DecodeCost(984, 248, 120)
-    # 7B-like MHA at 4096 tokens: one FLOP per byte, the KV cache half of the bytes
+    # 7B-sized MHA at 4096 tokens, bfloat16: one FLOP per byte moved; a 2 GiB cache
     big = dec.decode_step_cost(4096, 32, 32, 16384, 32, 4096)
     assert big.kv_bytes == 2 * 2**30 and 0.9 < big.intensity < 1.1
     with pytest.raises(ValueError, match="must divide d_model"):
