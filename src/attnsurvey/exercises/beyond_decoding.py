@@ -108,9 +108,9 @@ def hidden_check_score_counts(with_cache: int, without_cache: int, T: int = 512)
         raise AssertionError("recount the scores step by step: step t has 1 or t queries against t keys")
 
 
-#: Exercise 4: the block size of the paged-cache exercise (visible check).
+#: Block-table exercise: the block size of the visible check.
 EX4_BLOCK_SIZE = 4
-#: Exercise 4: the block tables of two sequences (physical block ids in logical order).
+#: Block-table exercise: the block tables of two sequences (physical block ids in logical order).
 EX4_TABLES = {"a": [5, 0, 3], "b": [1, 7]}
 
 
@@ -133,7 +133,7 @@ def _check_slot(slot: Callable[[list[int], int, int], tuple[int, int]], block_si
 
 
 def check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
-    """Exercise 4: ``slot(table, block_size, t)`` returns ``(physical block, offset)`` of position ``t``.
+    """Block-table exercise: ``slot(table, block_size, t)`` returns ``(physical block, offset)`` of position ``t``.
 
     Checked on every position of the block tables in :data:`EX4_TABLES`. Raises
     ``AssertionError`` with a hint.
@@ -145,7 +145,7 @@ def check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> 
 
 
 def hidden_check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
-    """Hidden test of Exercise 4: other block sizes (1, 3, 16) and tables, against a real :class:`PagedKVCache`.
+    """Hidden test of the block-table exercise: other block sizes (1, 3, 16) and tables, against a real :class:`PagedKVCache`.
 
     Raises ``AssertionError``.
     """
