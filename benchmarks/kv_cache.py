@@ -15,6 +15,19 @@ this model, going from MHA to MQA saves 15-22 % of the multiply-adds of a recomp
 step, depending on its length), and that case is slow, so it is measured for MHA
 only unless ``--no-cache-kinds MHA GQA MQA``.
 
+Why MHA, GQA and MQA decode at nearly the same speed here: the roofline counts of
+:func:`attnsurvey.beyond.decoding.decode_step_cost` (exact, not measured) give, per
+generated token at the mean context length of the run, the bytes moved (weights read
+plus KV cache read, float32) and the FLOPs. For this small model the weights dominate
+the bytes (at 512 tokens MHA's cache is about a fifth of them, MQA's a few percent),
+and a machine bound by memory bandwidth would run MQA faster than MHA by the ratio
+of their bytes (the script prints it). The speeds measured here are close to each
+other instead, and the bytes per second they imply are far below the memory
+bandwidth of any current CPU (the model's 8 MiB even fit in a large last-level
+cache): a step of this small model is bound by the fixed cost of each call (Python,
+dispatch, many small kernels), which is the same for the three variants. The script
+prints the counts, the ratio a bandwidth-bound machine would show and the measured one.
+
     python benchmarks/kv_cache.py                   # 512 tokens, 5 repeats
     python benchmarks/kv_cache.py --estimate        # only print how long that would take
     python benchmarks/kv_cache.py --quick --repeats 2
@@ -85,6 +98,55 @@ def estimate(configs: list[tuple[str, bool]], tokens: int, repeats: int) -> floa
     return sum(secs[c] for _, c in configs) * (repeats + 0.1)
 
 
+def explain(runs: dict[tuple[str, bool], list[float]], tokens: int) -> dict[str, dict]:
+    """Roofline counts per generated token with the cache, and the rates the measured medians imply.
+
+    The new token at step ``s`` (1-based) attends to ``PROMPT + s`` keys; the counts
+    are taken at the mean of that over the run (they are linear in it).
+    """
+    import statistics
+
+    from attnsurvey.beyond.decoding import decode_step_cost
+
+    contexts = [PROMPT + s for s in range(1, tokens + 1)]
+    mean_context = statistics.fmean(contexts)
+    out: dict[str, dict] = {}
+    for kind, g in KV_HEADS.items():
+        costs = [
+            decode_step_cost(
+                MODEL["d_model"],
+                MODEL["n_heads"],
+                g,
+                MODEL["d_ff"],
+                MODEL["n_layers"],
+                n,
+                MODEL["vocab"],
+                bytes_per_value=4,
+            )
+            for n in contexts
+        ]
+        flops = statistics.fmean(c.flops for c in costs)
+        weight_bytes = costs[0].weight_bytes
+        kv_bytes = statistics.fmean(c.kv_bytes for c in costs)
+        speed = statistics.median(runs[(kind, True)]) if (kind, True) in runs else float("nan")
+        out[kind] = {
+            "mean_context": mean_context,
+            "flops": flops,
+            "weight_bytes": weight_bytes,
+            "kv_bytes": kv_bytes,
+            "kv_share": kv_bytes / (weight_bytes + kv_bytes),
+            "intensity": flops / (weight_bytes + kv_bytes),
+            "implied_bytes_per_s": speed * (weight_bytes + kv_bytes),
+            "implied_flops_per_s": speed * flops,
+            "median_tokens_per_s": speed,
+        }
+    mha = out["MHA"]
+    for r in out.values():
+        r["bandwidth_bound_speedup"] = (mha["weight_bytes"] + mha["kv_bytes"]) / (r["weight_bytes"] + r["kv_bytes"])
+        r["measured_speedup"] = r["median_tokens_per_s"] / mha["median_tokens_per_s"]
+    return out
+
+
 def plot(rows: list[dict], tokens: int, path: Path, title: str) -> None:
     import matplotlib
 
@@ -138,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             runs[(kind, cache)].append(run_once(models[kind], cache, tokens))
         print(f"round {r + 1}/{args.repeats} done", flush=True)
     d_head = MODEL["d_model"] // MODEL["n_heads"]
+    roofline = explain(runs, tokens)
     rows = []
     print(f"\n{'kind':4s} {'cache':>5s}  {'tokens/s: median (min-max)':>28s}  {'cache MiB':>9s}  {'parameters':>10s}")
     for kind, cache in configs:
@@ -158,6 +221,25 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{kind:4s} {'yes' if cache else 'no':>5s}  {_bench.show(row['tokens_per_second'], fmt='.4g'):>28s}  "
             f"{cache_bytes / 2**20:9.3f}  {row['parameters']:10d}"
+        )
+    print(
+        f"\nper generated token at the mean context of {roofline['MHA']['mean_context']:.1f} keys "
+        "(float32; exact counts, attnsurvey.beyond.decoding.decode_step_cost):"
+    )
+    print(
+        f"{'kind':4s} {'weights MiB':>11s} {'KV MiB':>7s} {'KV share':>8s} {'MFLOP':>6s} {'FLOP/B':>6s}"
+        f"  {'implied GB/s':>12s} {'implied GFLOP/s':>15s}"
+    )
+    for kind, r in roofline.items():
+        print(
+            f"{kind:4s} {r['weight_bytes'] / 2**20:11.3f} {r['kv_bytes'] / 2**20:7.3f} {r['kv_share']:8.3f} "
+            f"{r['flops'] / 1e6:6.2f} {r['intensity']:6.3f}  {r['implied_bytes_per_s'] / 1e9:12.3g} "
+            f"{r['implied_flops_per_s'] / 1e9:15.3g}"
+        )
+    for k in ("GQA", "MQA"):
+        print(
+            f"{k} / MHA tokens/s: {roofline[k]['bandwidth_bound_speedup']:.3f} if bound by bytes moved, "
+            f"{roofline[k]['measured_speedup']:.3f} measured (medians)"
         )
     speedups = {k: _bench.ratio_of(runs[(k, True)], runs[(k, False)]) for k in args.no_cache_kinds}
     for k, s in speedups.items():
@@ -198,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "rows": rows,
         "speedup_with_cache": speedups,
+        "roofline": roofline,
         "targets": targets,
     }
     out = _bench.out_dir(args.out, args.quick)

@@ -106,3 +106,60 @@ def hidden_check_score_counts(with_cache: int, without_cache: int, T: int = 512)
     uncached = sum(t * t for t in range(1, T + 1))
     if whole_number(with_cache, "a count") != cached or whole_number(without_cache, "a count") != uncached:
         raise AssertionError("recount the scores step by step: step t has 1 or t queries against t keys")
+
+
+#: Block-table exercise: the block size of the visible check.
+EX4_BLOCK_SIZE = 4
+#: Block-table exercise: the block tables of two sequences (physical block ids in logical order).
+EX4_TABLES = {"a": [5, 0, 3], "b": [1, 7]}
+
+
+def _slot_cases(block_size: int, tables: dict[str, list[int]]) -> list[tuple[list[int], int, tuple[int, int]]]:
+    return [
+        (table, t, (table[t // block_size], t % block_size))
+        for table in tables.values()
+        for t in range(block_size * len(table))
+    ]
+
+
+def _check_slot(slot: Callable[[list[int], int, int], tuple[int, int]], block_size: int, tables: dict) -> str | None:
+    cases = _slot_cases(block_size, tables)
+    got = [tuple(int(x) for x in slot(table, block_size, t)) for table, t, _ in cases]
+    if got == [want for _, _, want in cases]:
+        return None
+    if got == [(t // block_size, t % block_size) for _, t, _ in cases]:
+        return "that is the logical block number; the block table maps it to a physical block"
+    return "position t lies in logical block t // block_size at offset t % block_size; look the block up in the table"
+
+
+def check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
+    """Block-table exercise: ``slot(table, block_size, t)`` returns ``(physical block, offset)`` of position ``t``.
+
+    Checked on every position of the block tables in :data:`EX4_TABLES`. Raises
+    ``AssertionError`` with a hint.
+    """
+    hint = _check_slot(slot, EX4_BLOCK_SIZE, EX4_TABLES)
+    if hint:
+        raise AssertionError(hint)
+    print("correct: every position of both block tables is found")
+
+
+def hidden_check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
+    """Hidden test of the block-table exercise: other block sizes (1, 3, 16) and tables, against a real :class:`PagedKVCache`.
+
+    Raises ``AssertionError``.
+    """
+    from ..beyond.kv_cache import PagedKVCache
+
+    for block_size, lengths in ((1, (3, 2)), (3, (7, 4, 9)), (16, (40, 17))):
+        cache = PagedKVCache(64, block_size, 1, 1)
+        for s in range(len(lengths)):
+            cache.allocate(s)
+        for step in range(max(lengths)):  # interleaved appends: block tables that are not contiguous
+            for s, n in enumerate(lengths):
+                if step < n:
+                    cache.append(s, torch.zeros(1, 1, 1), torch.zeros(1, 1, 1))
+        for s, n in enumerate(lengths):
+            for t in range(n):
+                if tuple(int(x) for x in slot(cache.tables[s], block_size, t)) != cache.slot(s, t):
+                    raise AssertionError(f"block_size {block_size}: a position is not where the cache stores it")
