@@ -1,4 +1,7 @@
-"""Small, deterministic training helpers shared by every chapter's experiment."""
+"""Small, deterministic training helpers shared by every chapter's experiment.
+
+Shapes: N examples, C classes; ``...`` any leading (batch, position) axes.
+"""
 
 from __future__ import annotations
 
