@@ -7,6 +7,9 @@ and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` m
 ``h`` such steps the heads of :func:`attnsurvey.query_related.multihead.multi_head_attention`
 (Eq. 38-40), the package's one multi-head stack. :mod:`attnsurvey.builder`
 assembles them into a :class:`~attnsurvey.builder.TaxonomyModel`.
+
+Shapes: B batch, n_q queries, n_f feature vectors, d_q query size, d_f feature
+size, d_k key and value size, h heads.
 """
 
 from __future__ import annotations
@@ -259,4 +262,4 @@ class Heads(nn.Module):
         return self.W_O(c), torch.stack([o[1] for o in outs], dim=-3).mean(-3), None
 
 
-_Heads = Heads  # the former private name
+_Heads = Heads  # private alias

@@ -22,6 +22,9 @@ Documents are padded tensors: features ``F`` of shape ``(..., n_S, n_w, d_f)``
 shape ``(..., n_S, n_w)``, ``True`` = a real word (may attend), ``False`` =
 padding. A sentence without any real word gets zero weight and a zero
 sentence vector; a document without any real word gets a zero document vector.
+
+Shapes: n_S sentences, n_w words per sentence, d_f feature size, d_k key size, d_v
+value size; for attention-via-attention n_q queries, n_f^(w) words, n_f^(c) characters.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ its size changes with the input. ``s_{m,n}`` is the additive score of Table II
 (``W`` acts on the encoder state of input ``n``, ``U`` on the decoder state).
 For outputs that are permutations (sorting), positions already pointed to
 are masked out (boolean mask, ``True`` = may point).
+
+Shapes: B batch, N inputs (the positions to point to), M decoding steps, d_x input
+size, d_h encoder size, d_d decoder size, d_w hidden size of the pointer score.
 """
 
 from __future__ import annotations

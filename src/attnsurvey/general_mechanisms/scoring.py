@@ -7,6 +7,9 @@ this is the efficient way). Weights keep the survey's shapes, which are also
 ``nn.Linear.weight``'s: ``W_1`` is ``(d_w, d_q)``, ``W`` is ``(d_k, d_q)``.
 
 Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
+
+Shapes: n_q queries, n_f keys (feature vectors), d_q query size, d_k key size,
+d_w hidden size of the additive scores; ``...`` any batch dimensions.
 """
 
 from __future__ import annotations
@@ -335,7 +338,7 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
 def _overflow_safe_norm(X: Tensor) -> Tensor:
     """``||x||_2`` over the last axis; a row whose sum of squares overflows is rescaled by ``max |x_i|`` first.
 
-    Rows without overflow take the plain formula (bit-for-bit the former result).
+    Rows without overflow take the plain formula.
     A row holding Inf or NaN keeps its plain (non-finite) norm.
     """
     n = X.norm(dim=-1)

@@ -20,6 +20,9 @@ depends on ``k``; :func:`entmax_bisect` computes alpha-entmax for any
 ``alpha > 0`` by bisection on the threshold; :func:`sparsemax_loss`,
 :func:`entmax15_loss` and :func:`entmax_bisect_loss` are the Fenchel-Young
 losses whose gradient is ``a - onehot(y)``.
+
+Shapes: scores ``e`` ``(..., n_f)``, normalised over ``dim`` (the last by default);
+``...`` any batch dimensions.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ probabilities of *independent events*, so they do not sum to 1.
 
 Masks are boolean, ``True`` = may attend: a masked position is forced to
 ``z_l = 0`` and gets weight 0.
+
+Shapes: scores ``e`` ``(..., n_f)``, transitions ``A`` ``(2, 2)``, values ``V``
+``(..., n_f, d_v)``; ``...`` any batch dimensions.
 """
 
 from __future__ import annotations
