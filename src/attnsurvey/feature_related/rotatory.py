@@ -246,7 +246,7 @@ def rotatory_attention(
 
     Shape:
         F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``.
-        Returns r: ``(..., 2 d_c + 2 d_t)`` (with scores that keep the value sizes).
+        Returns r: ``(..., 2 d_c + 2 d_t)``.
 
     Returns:
         :class:`RotatoryOutput`: Eq. (20) of the last hop and all weights.

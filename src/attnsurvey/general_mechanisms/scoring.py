@@ -923,6 +923,7 @@ def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
     Raises:
         TypeError: if ``e`` is not a floating-point tensor.
+        ValueError: for a mask that is not boolean or does not broadcast to e.
     """
     as_tensor(e, "e")
     if isinstance(mask, Tensor) and mask.dtype == torch.bool:
