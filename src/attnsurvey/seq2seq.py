@@ -192,7 +192,7 @@ class Seq2Seq(nn.Module):
         Returns logits: ``(B, n_y, vocab)``, weights: ``(B, n_y, n_x)``.
 
     Raises:
-        ValueError: if ``vocab_size <= BOS + 1``, ``d_emb < 1``, ``d_h < 1`` or
+        ValueError: if a size is not an integer >= 1, ``vocab_size <= BOS + 1`` or
             ``d_h`` is odd; in ``forward``, for bad token tensors or a
             batch-size mismatch.
     """
@@ -313,6 +313,7 @@ def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
         The mean loss.
 
     Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: unless ``targets.shape == logits.shape[:-1]``.
     """
     return cross_entropy_mean(logits, targets, ignore_index=PAD)
@@ -332,6 +333,7 @@ def token_accuracy(logits: Tensor, targets: Tensor) -> float:
         The accuracy, a float in ``[0, 1]``.
 
     Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: for an empty or all-``PAD`` batch (nothing to score).
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")

@@ -120,6 +120,7 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
         The accuracy, a float in ``[0, 1]``.
 
     Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: when no position is left to score (an empty batch, or every
             target equal to ``ignore_index``): an accuracy over nothing is
             undefined, not NaN.
@@ -149,6 +150,7 @@ def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
         The expected accuracy, a float in ``[0, 1]``.
 
     Raises:
+        TypeError: if counts or targets is not a tensor.
         ValueError: for an empty batch or shapes other than ``(N, C)`` and ``(N,)``.
     """
     require_tensor(counts, "counts"), require_tensor(targets, "targets")
@@ -182,6 +184,7 @@ def cross_entropy_mean(
         The mean loss.
 
     Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: unless ``targets.shape == logits.shape[:-1]`` (flattening
             would otherwise pair a wrongly shaped target with the wrong
             position, silently).
@@ -234,7 +237,9 @@ def minibatches(
         An iterator over tuples of batches, one tensor per input tensor.
 
     Raises:
-        ValueError: if the tensors disagree on their first dimension.
+        TypeError: if ``tensors`` is not a non-empty tuple (or list) of tensors.
+        ValueError: if the tensors disagree on their first dimension, ``batch_size < 1``
+            or ``epochs < 0``.
     """
     if not isinstance(tensors, (tuple, list)) or not tensors:
         raise InputTypeError(f"tensors must be a non-empty tuple of tensors, got {type(tensors).__name__}")

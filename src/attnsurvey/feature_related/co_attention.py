@@ -314,7 +314,7 @@ def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
         The absorbed bias.
 
     Raises:
-        TypeError: if W1 is not a floating-point tensor.
+        TypeError: if q, W1 or b is not a floating-point tensor.
         ValueError: if W1 is not ``(d_w, d_q)``.
     """
     as_tensor(q, "q"), as_tensor(W1, "W1"), as_tensor(b, "b")
@@ -659,7 +659,8 @@ def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **mask
         :class:`CoAttention`.
 
     Raises:
-        TypeError: for a keyword other than ``mask1``/``mask2``.
+        TypeError: if a score vector or values tensor is not a floating-point tensor,
+            or for a keyword other than ``mask1``/``mask2``.
         ValueError: if a score vector and its values disagree on ``n_f``.
     """
     as_tensor(e1, "e1"), as_tensor(e2, "e2"), as_tensor(V1, "V1"), as_tensor(V2, "V2")
@@ -959,6 +960,10 @@ class QuerylessAdditiveScore(nn.Module):
 
     Shape:
         ``forward(K)``: K ``(..., n_f, d_k)``. Returns e: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`queryless_additive_score`.
     """
 
     def __init__(self, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
@@ -1044,6 +1049,10 @@ class AlternatingCoAttention(_TwoSets):
         F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
         masks ``(..., n_f^(i))``.
         Outputs as in :func:`alternating_co_attention`.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, or ``plain`` with ``d_k^(i) != d_f^(i)``;
+            in ``forward``, as :func:`alternating_co_attention`.
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
@@ -1083,6 +1092,10 @@ class InteractiveCoAttention(_TwoSets):
         F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
         masks ``(..., n_f^(i))``.
         Outputs as in :func:`interactive_co_attention`.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, or ``plain`` with ``d_k^(i) != d_f^(i)``;
+            in ``forward``, as :func:`interactive_co_attention`.
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
@@ -1114,7 +1127,8 @@ class Affinity(nn.Module):
         Returns A: ``(..., n_f^(1), n_f^(2))``.
 
     Raises:
-        ValueError: for an unknown kind, or ``kind="concat"`` with ``d_k1 != d_k2``.
+        ValueError: if a size is not an integer >= 1, for an unknown kind, or
+            ``kind="concat"`` with ``d_k1 != d_k2``.
     """
 
     def __init__(self, d_k1: int, d_k2: int, kind: str = "bilinear", act: Activation = torch.tanh) -> None:
@@ -1158,7 +1172,8 @@ class ParallelCoAttention(_TwoSets):
         Outputs as in :func:`parallel_co_attention`.
 
     Raises:
-        ValueError: for an unknown ``scores`` or ``affinity`` name, or ``plain``
+        ValueError: if a size is not an integer >= 1, for an unknown ``scores`` or
+            ``affinity`` name, or ``plain``
             with ``d_k^(i) != d_f^(i)``.
     """
 
@@ -1213,6 +1228,10 @@ class MultiGrainedCoAttention(_TwoSets):
         F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
         masks ``(..., n_f^(i))``.
         Returns c: ``(..., 2 d_v^(1) + 2 d_v^(2))``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, for an unknown ``affinity``, or ``plain``
+            with ``d_k^(i) != d_f^(i)``; in ``forward``, as :func:`multi_grained_co_attention`.
     """
 
     def __init__(

@@ -208,7 +208,8 @@ class AttentionViaAttention(nn.Module):
         F_c: ``(..., n_f^(c), d_f^(c))``. Returns c: ``(..., [n_q,] d_v^(w) + d_v^(c))``.
 
     Raises:
-        ValueError: for an unknown score name; in ``forward``, if q's size is not
+        ValueError: if a size is not an integer >= 1 or for an unknown score name; in
+            ``forward``, if q's size is not
             ``d_q`` or on the errors of :func:`attention_via_attention`.
         TypeError: in ``forward``, if q or F_w is not a floating-point tensor.
     """
@@ -607,7 +608,8 @@ class HierarchicalAttention(nn.Module):
 
     Raises:
         TypeError: in ``forward``, if F is not a floating-point tensor.
-        ValueError: in ``forward``, if F's feature size is not ``d_f`` or on the
+        ValueError: if a size is not an integer >= 1; in ``forward``, if F's feature
+            size is not ``d_f`` or on the
             errors of :func:`hierarchical_attention`.
     """
 

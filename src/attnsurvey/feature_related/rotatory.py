@@ -300,7 +300,8 @@ class RotatoryAttention(nn.Module):
         Returns r: ``(..., 2 d_c + 2 d_t)``.
 
     Raises:
-        ValueError: for ``hops < 1`` or an unknown score; in ``forward``, if a
+        ValueError: if a size is not an integer >= 1, for ``hops < 1`` or an unknown
+            score; in ``forward``, if a
             feature size differs from the module's or on the errors of
             :func:`rotatory_attention`.
     """

@@ -231,6 +231,10 @@ class MultiDimensionalAttention(nn.Module):
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
         Returns c: ``(..., n_q, d_v)``, A: ``(..., n_q, n_f, d_v)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`multidimensional_attend`.
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, act: Activation = torch.tanh) -> None:

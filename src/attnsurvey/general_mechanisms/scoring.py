@@ -327,7 +327,8 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
 
     Raises:
         TypeError: if an input or weight is not a floating-point tensor.
-        ValueError: if ``d_q != d_k`` or on another shape or dtype mismatch of Q and K.
+        ValueError: if ``d_q != d_k``, on another shape or dtype mismatch of Q and K, or
+            if ``eps`` is not a finite number > 0.
     """
     check_positive("cosine_score", eps=eps)
     _check_qk(Q, K)
@@ -517,6 +518,9 @@ class LinearMapScore(FunctionScore):
     Args:
         d_q: the query size.
         d_k: the key size.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as the subclass's function.
     """
 
     bias = False
@@ -557,6 +561,9 @@ class AdditiveScore(ScoreModule):
 
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`additive_score`.
     """
 
     def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
@@ -582,6 +589,9 @@ class ConcatScore(ScoreModule):
 
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`concat_score`.
     """
 
     def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
@@ -615,6 +625,10 @@ class ActivatedGeneralScore(ScoreModule):
 
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`activated_general_score`.
     """
 
     def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
@@ -674,6 +688,9 @@ class BilinearScore(ScoreModule):
 
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`bilinear_score`.
     """
 
     def __init__(self, d_q: int, d_k: int) -> None:
@@ -700,7 +717,8 @@ class LocationScore(ScoreModule):
         Returns e: ``(..., n_q, n_f)``.
 
     Raises:
-        ValueError: if ``n_max < 1``, or (in ``forward``) if ``n_f > n_max``.
+        ValueError: if ``d_q`` or ``n_max`` is not an integer >= 1, or (in ``forward``) if
+            ``n_f > n_max``.
     """
 
     def __init__(self, d_q: int, n_max: int) -> None:
@@ -959,7 +977,7 @@ def softmax_saturation(
         reaches the scores.
 
     Raises:
-        ValueError: if ``d_k < 1`` or ``n_f < 2``.
+        ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 0.
     """
     check_counts("softmax_saturation", n_samples=n_samples)
     if n_f < 2:

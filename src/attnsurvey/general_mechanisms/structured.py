@@ -213,6 +213,10 @@ class StructuredAttention(nn.Module):
     Shape:
         q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
         Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1 or ``score`` is unknown; in ``forward``, as
+            :func:`structured_attend`.
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general") -> None:

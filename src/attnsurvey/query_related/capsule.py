@@ -238,6 +238,9 @@ class CapsuleAttention(nn.Module):
     Shape:
         F: ``(..., n_f, d_f)``. Returns p: ``(..., d_y)``, r and c: ``(..., d_y, d_f)``,
         a: ``(..., d_y, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`capsule_attention`.
     """
 
     def __init__(self, d_f: int, d_y: int, d_k: int | None = None) -> None:

@@ -159,6 +159,10 @@ class QuerylessAttention(nn.Module):
     Shape:
         F: ``(..., n_f, d_f)``; mask: ``(..., n_f)``.
         Returns c: ``(..., d_f)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`queryless_attention`.
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
@@ -241,6 +245,10 @@ class LearnedQueryAttention(nn.Module):
     Shape:
         F: ``(..., n_f, d_f)``; mask: ``(..., n_f)``.
         Returns c: ``(..., d_f)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`learned_query_attention`.
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
@@ -508,7 +516,7 @@ def update_residual_norm(
 
     Raises:
         TypeError: if an input or weight is not a floating-point tensor.
-        ValueError: on shape mismatches.
+        ValueError: on shape mismatches, or if ``eps`` is not a finite number > 0.
     """
     check_positive("update_residual_norm", eps=eps)
     _check_update(F_old, C)
@@ -653,6 +661,10 @@ class StructuredSelfAttention(nn.Module):
 
     Shape:
         H: ``(..., n, d)``. Returns M: ``(..., r, d)``, A: ``(..., r, n)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`structured_self_attention`.
     """
 
     def __init__(self, d: int, d_a: int, r: int) -> None:
