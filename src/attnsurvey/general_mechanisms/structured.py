@@ -186,7 +186,7 @@ def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = Non
         ``(c, a)``: the context and the weights.
 
     Raises:
-        TypeError: for non-float scores.
+        TypeError: if e, A or V is not a floating-point tensor.
         ValueError: for empty scores, a wrong A shape, e and A of different
             dtypes, or a bad mask; or on a shape mismatch of the weights and V.
     """
