@@ -7,6 +7,9 @@ and Eq. (4) the context, or multi-dimensional attention (Eq. 30-32). ``Heads`` m
 ``h`` such steps the heads of :func:`attnsurvey.query_related.multihead.multi_head_attention`
 (Eq. 38-40), the package's one multi-head stack. :mod:`attnsurvey.builder`
 assembles them into a :class:`~attnsurvey.builder.TaxonomyModel`.
+
+Shapes: B batch, n_q queries, n_f feature vectors, d_q query size, d_f feature
+size, d_k key and value size, h heads.
 """
 
 from __future__ import annotations
@@ -50,14 +53,30 @@ def _score(name: str, d_q: int, d_k: int, n_max: int) -> ScoreModule:
 class AttentionStep(nn.Module):
     """The general attention module (Fig. 2, Eq. 1-4) with a chosen score, alignment, dimensionality.
 
-    ``forward(Q, F, generator=None)`` with queries Q ``(B, n_q, d_q)`` and features
-    F ``(B, n_f, d_f)`` returns ``(c, a, log_prob)``: contexts ``(B, n_q, d_k)``
+    ``forward(Q, F, generator=None)`` returns ``(c, a, log_prob)``: contexts
     (here ``d_v = d_k``: ``W_V`` is ``nn.Linear(d_f, d_k)``, like ``W_K``),
-    weights ``(B, n_q, n_f)`` (for multi-dimensional attention: averaged over the
-    features) and the log-probability of the sampled choice (hard, reinforced;
-    ``None`` otherwise), summed over queries ``(B,)``.
-    Raises ``ValueError`` for combinations without a component (multi-dimensional
-    attention with a non-additive score or a non-soft alignment).
+    weights (for multi-dimensional attention: averaged over the features) and the
+    log-probability of the sampled choice (hard, reinforced; ``None`` otherwise),
+    summed over queries.
+
+    Args:
+        d_q: the query size.
+        d_f: the feature size.
+        d_k: the key (and value) size.
+        scoring: a registered score name.
+        alignment: a registered alignment name.
+        dimensionality: ``"single-dimensional"`` or ``"multi-dimensional"``.
+        n_max: the longest ``n_f`` (for the location score).
+        window: the window size of local alignment.
+
+    Shape:
+        Q: ``(B, n_q, d_q)``; F: ``(B, n_f, d_f)``. Returns c: ``(B, n_q, d_k)``,
+        a: ``(B, n_q, n_f)``, log_prob: ``(B,)``.
+
+    Raises:
+        ValueError: for an unknown alignment or score, or combinations without a
+            component (multi-dimensional attention with a non-additive score or a
+            non-soft alignment).
     """
 
     def __init__(
@@ -185,6 +204,16 @@ class Heads(nn.Module):
     a feature axis, so a head's context is not ``a V`` and cannot go through
     :func:`attnsurvey.attention.attend`; those heads run their steps on the split
     queries, and the contexts are merged and mixed by ``W_O`` in the same way.
+
+    Args:
+        d: the model size (queries and features); each head gets ``d // h``.
+        h: the number of heads.
+        **step: the keyword arguments of :class:`AttentionStep` (scoring,
+            alignment, dimensionality, n_max, window).
+
+    Shape:
+        Q: ``(B, n_q, d)``; F: ``(B, n_f, d)``. Returns output: ``(B, n_q, d)``,
+        weights: ``(B, n_q, n_f)``, log_prob: ``(B,)``.
     """
 
     def __init__(self, d: int, h: int, **step: Any) -> None:
@@ -233,4 +262,4 @@ class Heads(nn.Module):
         return self.W_O(c), torch.stack([o[1] for o in outs], dim=-3).mean(-3), None
 
 
-_Heads = Heads  # the former private name
+_Heads = Heads  # private alias

@@ -18,10 +18,12 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """An ordered ``name -> object`` table with helpful errors.
 
-    ``kind`` names what is registered (``"score function"``); it appears in errors.
     ``register(name)`` is a decorator; ``register(name, obj)`` registers directly.
     ``registry[name]`` returns the object or raises ``ValueError`` listing the
     known names; ``names()`` returns them in registration order.
+
+    Args:
+        kind: names what is registered (``"score function"``); it appears in errors.
     """
 
     def __init__(self, kind: str) -> None:

@@ -68,9 +68,20 @@ def final_state(H: Tensor, lengths: Tensor) -> Tensor:
     """The fixed-length summary of the source, ``c = h_{n_x}``: each example's last valid state.
 
     This single vector is all a decoder *without* attention ever sees of the
-    source (the encoder-decoder bottleneck). H: ``(B, n_x, d_h)``;
-    lengths: ``(B,)`` in ``[1, n_x]``. Returns ``(B, d_h)``.
-    Raises ``ValueError`` on bad shapes or lengths.
+    source (the encoder-decoder bottleneck).
+
+    Args:
+        H: encoder states.
+        lengths: the number of valid source tokens of each example, in ``[1, n_x]``.
+
+    Shape:
+        H: ``(B, n_x, d_h)``; lengths: ``(B,)``. Returns ``(B, d_h)``.
+
+    Returns:
+        The last valid state of each example.
+
+    Raises:
+        ValueError: on bad shapes or lengths.
     """
     if not isinstance(H, Tensor) or H.dim() != 3:
         raise ValueError(f"H must have shape (B, n_x, d_h), got {getattr(H, 'shape', type(H).__name__)}")
@@ -83,10 +94,21 @@ def final_state(H: Tensor, lengths: Tensor) -> Tensor:
 def bidirectional_summary(H: Tensor, lengths: Tensor) -> Tensor:
     """The fixed-length summary of a bidirectional encoder: ``[h_fwd_{n_x}; h_bwd_1]``.
 
-    H: ``(B, n_x, d_h)`` whose first ``d_h/2`` features are the forward
-    direction and the last ``d_h/2`` the backward one. Each direction's last
-    state has read the whole source. Returns ``(B, d_h)``.
-    Raises ``ValueError`` on bad shapes, lengths or an odd ``d_h``.
+    Each direction's last state has read the whole source.
+
+    Args:
+        H: encoder states whose first ``d_h/2`` features are the forward
+            direction and the last ``d_h/2`` the backward one.
+        lengths: the number of valid source tokens of each example, in ``[1, n_x]``.
+
+    Shape:
+        H: ``(B, n_x, d_h)``; lengths: ``(B,)``. Returns ``(B, d_h)``.
+
+    Returns:
+        The concatenated last states of both directions.
+
+    Raises:
+        ValueError: on bad shapes, lengths or an odd ``d_h``.
     """
     fwd = final_state(H, lengths)
     if H.shape[-1] % 2:
@@ -116,10 +138,26 @@ def decoder_step(
     bottleneck, :func:`final_state`). Then ``s_t = GRU([y_{t-1}; c_t], s_{t-1})``
     and ``logits_t = W_o [s_t; c_t] + b_o``.
 
-    y_prev: ``(B, d_emb)`` embedding of the previous token; s_prev: ``(B, d_h)``;
-    H: ``(B, n_x, d_h)``; src_mask: ``(B, n_x)`` boolean, ``True`` = may attend.
-    Returns ``(logits (B, vocab), s_t (B, d_h), a_t (B, n_x) or None)``.
-    Raises ``ValueError`` if neither or both of ``attention`` and ``c_fixed`` are given.
+    Args:
+        y_prev: embedding of the previous token ``y_{t-1}``.
+        s_prev: the previous decoder state ``s_{t-1}``.
+        H: encoder states.
+        src_mask: boolean ``(B, n_x)``, ``True`` = may attend (a real source token).
+        cell: the decoder GRU cell.
+        readout: the output layer ``W_o, b_o``.
+        attention: the attention module (Bahdanau), or None.
+        c_fixed: the fixed context (bottleneck), or None.
+
+    Shape:
+        y_prev: ``(B, d_emb)``; s_prev: ``(B, d_h)``; H: ``(B, n_x, d_h)``;
+        src_mask: ``(B, n_x)``. Returns logits: ``(B, vocab)``, s_t: ``(B, d_h)``,
+        a_t: ``(B, n_x)``.
+
+    Returns:
+        ``(logits, s_t, a_t)``; ``a_t`` is None without attention.
+
+    Raises:
+        ValueError: if neither or both of ``attention`` and ``c_fixed`` are given.
     """
     if (attention is None) == (c_fixed is None):
         raise ValueError("decoder_step needs exactly one of attention (Bahdanau) or c_fixed (bottleneck)")
@@ -135,17 +173,28 @@ def decoder_step(
 class Seq2Seq(nn.Module):
     """A GRU encoder-decoder, with additive attention or with the fixed-length bottleneck.
 
+    ``forward(src, tgt_in, lengths)`` decodes with teacher forcing;
+    :meth:`greedy_decode` feeds back its own predictions. Both return the
+    attention weights (``None`` without attention).
+
     Args:
         vocab_size: number of token ids (including ``PAD`` and ``BOS``).
-        d_emb: embedding size. d_h: hidden size of encoder and decoder (``d_f = d_q = d_h``).
+        d_emb: embedding size.
+        d_h: hidden size of encoder and decoder (``d_f = d_q = d_h``), even (the
+            bidirectional encoder gives ``d_h/2`` per direction).
         attention: ``True`` for Bahdanau attention (``GeneralAttention`` with the
             additive score of Table II and ``K = V = H``), ``False`` for the
             plain encoder-decoder whose context is always ``h_{n_x}``.
         d_w: hidden size of the additive score (default ``d_h``).
 
-    ``forward(src, tgt_in, lengths)`` decodes with teacher forcing;
-    :meth:`greedy_decode` feeds back its own predictions. Both return the
-    attention weights ``(B, n_y, n_x)`` (``None`` without attention).
+    Shape:
+        src: ``(B, n_x)``; tgt_in: ``(B, n_y)``; lengths: ``(B,)``.
+        Returns logits: ``(B, n_y, vocab)``, weights: ``(B, n_y, n_x)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, ``vocab_size <= BOS + 1`` or
+            ``d_h`` is odd; in ``forward``, for bad token tensors or a
+            batch-size mismatch.
     """
 
     def __init__(self, vocab_size: int, d_emb: int = 32, d_h: int = 64, attention: bool = True, d_w: int | None = None):
@@ -249,9 +298,23 @@ class Seq2Seq(nn.Module):
 
 
 def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross-entropy over non-``PAD`` target tokens. logits ``(B, n_y, V)``, targets ``(B, n_y)``.
+    """Mean cross-entropy over non-``PAD`` target tokens.
 
     An empty or all-``PAD`` batch gives a loss of 0 (zero gradient), not NaN.
+
+    Args:
+        logits: decoder logits.
+        targets: target token ids (``PAD`` is not scored).
+
+    Shape:
+        logits: ``(B, n_y, V)``; targets: ``(B, n_y)``. Returns a scalar ``()``.
+
+    Returns:
+        The mean loss.
+
+    Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
+        ValueError: unless ``targets.shape == logits.shape[:-1]``.
     """
     return cross_entropy_mean(logits, targets, ignore_index=PAD)
 
@@ -259,7 +322,19 @@ def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
 def token_accuracy(logits: Tensor, targets: Tensor) -> float:
     """Fraction of non-``PAD`` target tokens predicted correctly.
 
-    Raises ``ValueError`` for an empty or all-``PAD`` batch (nothing to score).
+    Args:
+        logits: decoder logits.
+        targets: target token ids (``PAD`` is not scored).
+
+    Shape:
+        logits: ``(B, n_y, V)``; targets: ``(B, n_y)``.
+
+    Returns:
+        The accuracy, a float in ``[0, 1]``.
+
+    Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
+        ValueError: for an empty or all-``PAD`` batch (nothing to score).
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")
     return accuracy(logits, targets, ignore_index=PAD)
@@ -268,8 +343,18 @@ def token_accuracy(logits: Tensor, targets: Tensor) -> float:
 def sequence_accuracy(tokens: Tensor, targets: Tensor) -> float:
     """Fraction of sequences whose every non-``PAD`` token is right (exact match).
 
-    tokens, targets: ``(B, n_y)``. Raises ``ValueError`` if the shapes differ or
-    the batch is empty (B = 0: nothing to score).
+    Args:
+        tokens: predicted token ids.
+        targets: target token ids (``PAD`` positions count as right).
+
+    Shape:
+        tokens, targets: ``(B, n_y)``.
+
+    Returns:
+        The exact-match rate, a float in ``[0, 1]``.
+
+    Raises:
+        ValueError: if the shapes differ or the batch is empty (B = 0: nothing to score).
     """
     if tokens.shape != targets.shape:
         raise ValueError(f"tokens {tuple(tokens.shape)} and targets {tuple(targets.shape)} must have the same shape")

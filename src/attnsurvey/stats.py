@@ -34,7 +34,13 @@ def _decimals_for(sd: float) -> int:
 
 @dataclass(frozen=True)
 class MeanSD:
-    """Mean and sample standard deviation (``ddof = 1``) of ``n`` values."""
+    """Mean and sample standard deviation (``ddof = 1``) of ``n`` values.
+
+    Attributes:
+        mean: the mean.
+        sd: the sample standard deviation.
+        n: the number of values (seeds).
+    """
 
     mean: float
     sd: float
@@ -57,8 +63,15 @@ class MeanSD:
 def mean_sd(values: Iterable[float]) -> MeanSD:
     """Mean and sample standard deviation (``ddof = 1``) of ``values``.
 
-    Raises ``ValueError`` for fewer than two values or a non-finite value:
-    one seed has no spread, and a NaN would silently poison the summary.
+    Args:
+        values: one number per seed.
+
+    Returns:
+        A :class:`MeanSD`.
+
+    Raises:
+        ValueError: for fewer than two values or a non-finite value: one seed
+            has no spread, and a NaN would silently poison the summary.
     """
     xs = [float(v) for v in values]
     if len(xs) < 2:
@@ -74,7 +87,14 @@ def mean_sd(values: Iterable[float]) -> MeanSD:
 
 @dataclass(frozen=True)
 class Difference:
-    """A paired difference ``a - b`` over the same seeds, with a two-sided t interval."""
+    """A paired difference ``a - b`` over the same seeds, with a two-sided t interval.
+
+    Attributes:
+        diff: mean ± sd of the per-seed differences.
+        low: the lower end of the interval.
+        high: the upper end of the interval.
+        confidence: the confidence level of the interval (e.g. 0.95).
+    """
 
     diff: MeanSD
     low: float
@@ -99,9 +119,19 @@ class Difference:
 def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Difference:
     """Paired difference of two methods run on the same seeds: mean ± sd and a t interval.
 
-    ``a[i]`` and ``b[i]`` must come from the same seed. The interval is
-    ``mean ± t_{n-1} · sd / sqrt(n)``. Raises ``ValueError`` if the lengths
-    differ or fewer than two pairs are given.
+    The interval is ``mean ± t_{n-1} · sd / sqrt(n)``.
+
+    Args:
+        a: results of method a, one per seed.
+        b: results of method b; ``a[i]`` and ``b[i]`` must come from the same seed.
+        confidence: the confidence level of the interval.
+
+    Returns:
+        A :class:`Difference`.
+
+    Raises:
+        ValueError: if the lengths differ, fewer than two pairs are given, or a
+            difference is not finite.
     """
     if len(a) != len(b):
         raise ValueError(f"paired difference needs equal numbers of seeds, got {len(a)} and {len(b)}")
@@ -115,9 +145,16 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
 def over_seeds(run: Callable[[int], dict[str, float]], seeds: Sequence[int] = DEFAULT_SEEDS) -> dict[str, list[float]]:
     """Call ``run(seed)`` for every seed and collect each named result into a list.
 
-    ``run`` returns a dict ``{name: value}``; every call must return the same
-    names (raises ``ValueError`` otherwise). Returns ``{name: [value per seed]}``
-    in the order of ``seeds``, so paired comparisons line up.
+    Args:
+        run: ``seed -> {name: value}``; every call must return the same names.
+        seeds: the seeds, in order.
+
+    Returns:
+        ``{name: [value per seed]}`` in the order of ``seeds``, so paired
+        comparisons line up.
+
+    Raises:
+        ValueError: if two seeds return different names.
     """
     collected: dict[str, list[float]] = {}
     for i, seed in enumerate(seeds):
@@ -130,7 +167,19 @@ def over_seeds(run: Callable[[int], dict[str, float]], seeds: Sequence[int] = DE
 
 
 def table(results: dict[str, Sequence[float]], header: tuple[str, str] = ("", "mean ± sd")) -> str:
-    """A plain-text table: one row per name with its :class:`MeanSD` and ``n``."""
+    """A plain-text table: one row per name with its :class:`MeanSD` and ``n``.
+
+    Args:
+        results: ``{name: [value per seed]}``.
+        header: the titles of the name column and the value column.
+
+    Returns:
+        The table as a string.
+
+    Raises:
+        ValueError: for a name with fewer than two values or a non-finite one
+            (see :func:`mean_sd`).
+    """
     rows = [(name, mean_sd(vals)) for name, vals in results.items()]
     width = max([len(header[0])] + [len(n) for n, _ in rows])
     lines = [f"{header[0]:<{width}}  {header[1]} (n)"]

@@ -1,4 +1,7 @@
-"""Small, deterministic training helpers shared by every chapter's experiment."""
+"""Small, deterministic training helpers shared by every chapter's experiment.
+
+Shapes: N examples, C classes; ``...`` any leading (batch, position) axes.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +23,18 @@ B = TypeVar("B")
 
 
 def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python's, NumPy's and torch's global random states, turn on torch's deterministic algorithms
-    (an operation that has none raises, as under :func:`attnsurvey.numeric_env.apply_torch`), and return a
-    ``torch.Generator`` seeded with ``seed`` for explicit sampling. Threads are left alone (the pin sets them)."""
+    """Seed Python's, NumPy's and torch's global random states and return a seeded generator.
+
+    It also turns on torch's deterministic algorithms (an operation that has
+    none raises, as under :func:`attnsurvey.numeric_env.apply_torch`). Threads
+    are left alone (the pin sets them).
+
+    Args:
+        seed: the seed.
+
+    Returns:
+        A ``torch.Generator`` seeded with ``seed``, for explicit sampling.
+    """
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -33,7 +45,12 @@ def seed_everything(seed: int) -> torch.Generator:
 
 @dataclass
 class History:
-    """Loss per step and wall-clock seconds of a :func:`train` run."""
+    """Loss per step and wall-clock seconds of a :func:`train` run.
+
+    Attributes:
+        losses: the training loss of every step.
+        seconds: the wall-clock time of the run.
+    """
 
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
@@ -53,11 +70,23 @@ def train(
 ) -> History:
     """Train ``model`` with Adam on ``batches``; ``loss_fn(model, batch)`` returns a scalar.
 
-    The default optimizer is :func:`attnsurvey.numeric_env.portable_adam` (fused Adam, the
-    same bits on every CPU) with learning rate ``lr``; ``optimizer`` replaces it.
+    The default optimizer is :func:`attnsurvey.numeric_env.portable_adam` (fused
+    Adam, the same bits on every CPU). Deterministic given the seeds of the
+    model and data. The model is left in eval mode.
 
-    Gradients are clipped to norm ``clip`` (None disables). Returns a
-    :class:`History`. Deterministic given the seeds of the model and data.
+    Args:
+        model: the module to train.
+        loss_fn: ``(model, batch) -> loss``.
+        batches: the training batches, one optimizer step each.
+        lr: the learning rate of the default optimizer.
+        clip: the gradient norm to clip to (None disables).
+        optimizer: replaces the default optimizer.
+
+    Shape:
+        ``loss_fn`` returns a scalar ``()`` tensor.
+
+    Returns:
+        A :class:`History`.
     """
     opt = optimizer or portable_adam(model.parameters(), lr=lr)
     hist = History()
@@ -79,9 +108,22 @@ def train(
 def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
     """Fraction of positions where ``argmax(logits) == targets`` (optionally ignoring a label).
 
-    logits: ``(..., C)``; targets: ``(...)`` integer labels. Raises ``ValueError``
-    when no position is left to score (an empty batch, or every target equal
-    to ``ignore_index``): an accuracy over nothing is undefined, not NaN.
+    Args:
+        logits: class scores.
+        targets: integer labels.
+        ignore_index: a label whose positions are not scored, or None.
+
+    Shape:
+        logits: ``(..., C)``; targets: ``(...)``.
+
+    Returns:
+        The accuracy, a float in ``[0, 1]``.
+
+    Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
+        ValueError: when no position is left to score (an empty batch, or every
+            target equal to ``ignore_index``): an accuracy over nothing is
+            undefined, not NaN.
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")
     keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
@@ -93,11 +135,23 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
 def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
     """Expected accuracy of guessing the class with the largest count, ties broken uniformly at random.
 
-    counts: ``(N, C)`` a score per class (e.g. how often each label occurs in what a
-    rule may look at); targets: ``(N,)`` integer labels. An example scores ``1/k``
-    when its target is one of the ``k`` classes tied for the largest count, else 0.
-    The chapters' count-based baselines use it. Raises ``ValueError`` for an empty
-    batch or shapes other than ``(N, C)`` and ``(N,)``.
+    An example scores ``1/k`` when its target is one of the ``k`` classes tied
+    for the largest count, else 0. The chapters' count-based baselines use it.
+
+    Args:
+        counts: a score per class (e.g. how often each label occurs in what a
+            rule may look at).
+        targets: integer labels.
+
+    Shape:
+        counts: ``(N, C)``; targets: ``(N,)``.
+
+    Returns:
+        The expected accuracy, a float in ``[0, 1]``.
+
+    Raises:
+        TypeError: if counts or targets is not a tensor.
+        ValueError: for an empty batch or shapes other than ``(N, C)`` and ``(N,)``.
     """
     require_tensor(counts, "counts"), require_tensor(targets, "targets")
     if counts.dim() != 2 or targets.shape != counts.shape[:1]:
@@ -114,13 +168,26 @@ def cross_entropy_mean(
 ) -> Tensor:
     """Mean cross-entropy of ``targets`` under ``logits`` over the positions that are scored.
 
-    logits: ``(..., C)`` scores (or log-probabilities with ``log_probs=True``);
-    targets: ``(...)`` integer labels; positions whose target equals
-    ``ignore_index`` are skipped. The loss convention of the package: an empty
-    batch, or one with only ignored positions, gives 0 (with a zero gradient,
-    still on the graph) instead of NaN. Raises ``ValueError`` unless
-    ``targets.shape == logits.shape[:-1]`` (flattening would otherwise pair a
-    wrongly shaped target with the wrong position, silently).
+    The loss convention of the package: an empty batch, or one with only ignored
+    positions, gives 0 (with a zero gradient, still on the graph) instead of NaN.
+
+    Args:
+        logits: class scores (or log-probabilities with ``log_probs=True``).
+        targets: integer labels.
+        ignore_index: positions whose target equals it are skipped.
+        log_probs: ``logits`` are already log-probabilities.
+
+    Shape:
+        logits: ``(..., C)``; targets: ``(...)``. Returns a scalar ``()``.
+
+    Returns:
+        The mean loss.
+
+    Raises:
+        TypeError: if logits is not a floating-point tensor or targets not a tensor.
+        ValueError: unless ``targets.shape == logits.shape[:-1]`` (flattening
+            would otherwise pair a wrongly shaped target with the wrong
+            position, silently).
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")
     if logits.dim() < 1 or tuple(targets.shape) != tuple(logits.shape[:-1]):
@@ -137,18 +204,42 @@ def cross_entropy_mean(
 
 
 def fmt(x: float, digits: int = 3) -> str:
-    """Round ``x`` to ``digits`` significant digits for stable printed outputs."""
+    """Round ``x`` to ``digits`` significant digits for stable printed outputs.
+
+    Args:
+        x: the number.
+        digits: significant digits.
+
+    Returns:
+        The formatted string.
+    """
     return f"{x:.{digits}g}"
 
 
 def minibatches(
     tensors: tuple[Tensor, ...], epochs: int, batch_size: int = 100, generator: torch.Generator | None = None
 ) -> Iterator[tuple[Tensor, ...]]:
-    """Yield shuffled mini-batches of the tuple ``tensors`` (same first dimension) for ``epochs`` passes.
+    """Yield shuffled mini-batches of the tuple ``tensors`` for ``epochs`` passes.
 
-    The order comes from ``torch.randperm(..., generator=generator)``, so a seeded
-    generator makes the batches reproducible. Raises ``ValueError`` if the
-    tensors disagree on their first dimension.
+    The order comes from ``torch.randperm(..., generator=generator)``, so a
+    seeded generator makes the batches reproducible.
+
+    Args:
+        tensors: tensors sharing their first dimension ``N``.
+        epochs: the number of passes over the data.
+        batch_size: examples per batch (the last batch of a pass may be smaller).
+        generator: the random generator of the order (global one if None).
+
+    Shape:
+        Each tensor: ``(N, ...)``; each yielded tensor: ``(batch_size, ...)``.
+
+    Returns:
+        An iterator over tuples of batches, one tensor per input tensor.
+
+    Raises:
+        TypeError: if ``tensors`` is not a non-empty tuple (or list) of tensors.
+        ValueError: if the tensors disagree on their first dimension, ``batch_size < 1``
+            or ``epochs < 0``.
     """
     if not isinstance(tensors, (tuple, list)) or not tensors:
         raise InputTypeError(f"tensors must be a non-empty tuple of tensors, got {type(tensors).__name__}")

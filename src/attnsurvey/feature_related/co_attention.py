@@ -225,11 +225,26 @@ def _check_sets(
 def attend_vector(q: Tensor, K: Tensor, V: Tensor, score: ScoreFn, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One query vector attends to one feature set: Eq. (2)-(4) for a single ``q``.
 
-    q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask:
-    boolean ``(..., n_f)``, ``True`` = may attend. Returns ``(c, a)`` with
-    ``c`` ``(..., d_v)`` and ``a`` ``(..., n_f)``. An empty set (``n_f = 0``) or a
-    fully-masked one gives ``c = 0``. Raises ``ValueError`` on shape problems or a
-    mask that is not boolean (a float 0/1 mask would shift the scores, not select).
+    An empty set (``n_f = 0``) or a fully-masked one gives ``c = 0``.
+
+    Args:
+        q: the query.
+        K: keys.
+        V: values.
+        score: the score function ``(Q, K) -> e`` of Table II.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend; None attends everywhere.
+
+    Shape:
+        q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
+        Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: the context and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape problems or a mask that is not boolean (a float 0/1
+            mask would shift the scores, not select).
     """
     as_tensor(q, "q")
     require_boolean_mask(mask, "attend_vector")
@@ -252,8 +267,24 @@ def queryless_additive_score(
     It is the additive score of Eq. (6) without the ``W_1 q`` term: the "query"
     is learned into the bias (see :func:`absorbed_query_bias`), so it asks the
     generic question "which feature vectors matter most?".
-    K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)`` or None.
-    Returns e ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+
+    Args:
+        K: keys of set 1.
+        W: the key map ``W^(1)``.
+        w: the output vector ``w^(1)``.
+        b: the bias ``b^(1)``, or None for zero.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)``.
+        Returns e: ``(..., n_f)``.
+
+    Returns:
+        The scores ``e^(0)``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     as_tensor(K, "K^(1)")
     check_min_rank(K, 2, "K^(1)", "(..., n_f^(1), d_k^(1))")
@@ -269,8 +300,22 @@ def queryless_additive_score(
 def absorbed_query_bias(q: Tensor, W1: Tensor, b: Tensor) -> Tensor:
     """The bias that turns Eq. (6) with a fixed query ``q`` into Eq. (7): ``W_1 q + b``.
 
-    q: ``(d_q,)``; W1: ``(d_w, d_q)``; b: ``(d_w,)``. Returns ``(d_w,)``.
     ``additive_score(q, K, W1, W2, w, b) == queryless_additive_score(K, W2, w, W1 q + b)``.
+
+    Args:
+        q: the fixed query.
+        W1: the query map ``W_1``.
+        b: the bias ``b``.
+
+    Shape:
+        q: ``(d_q,)``; W1: ``(d_w, d_q)``; b: ``(d_w,)``. Returns ``(d_w,)``.
+
+    Returns:
+        The absorbed bias.
+
+    Raises:
+        TypeError: if q, W1 or b is not a floating-point tensor.
+        ValueError: if W1 is not ``(d_w, d_q)``.
     """
     as_tensor(q, "q"), as_tensor(W1, "W1"), as_tensor(b, "b")
     check_weight(W1, (b.shape[0], q.shape[-1]), "W_1", "(d_w, d_q)")
@@ -295,15 +340,34 @@ def alternating_co_attention(
     2. ``e^(2)_l = score2(c^(0), k^(2)_l)`` (Eq. 8), ``c^(2) = sum a^(2)_l v^(2)_l``;
     3. ``e^(1)_l = score1(c^(2), k^(1)_l)`` (Eq. 9), ``c^(1) = sum a^(1)_l v^(1)_l``.
 
-    K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``; K2, V2 likewise.
-    score0 maps ``K^(1)`` to ``(..., n_f^(1))``; score2 takes queries of size
-    ``d_v^(1)`` and keys of size ``d_k^(2)``; score1 queries of size ``d_v^(2)``
-    and keys of size ``d_k^(1)`` (both in the ``score(Q, K)`` form of Table II).
-    masks: ``mask1`` ``(..., n_f^(1))``, ``mask2`` ``(..., n_f^(2))``
-    (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked set gets
-    zero weights and a zero context. The steps are sequential:
-    each needs the previous context vector. Raises ``ValueError`` on empty or
-    mismatched feature sets.
+    The steps are sequential: each needs the previous context vector.
+
+    Args:
+        K1: keys of set 1.
+        V1: values of set 1.
+        K2: keys of set 2.
+        V2: values of set 2.
+        score0: maps ``K^(1)`` to scores ``(..., n_f^(1))``.
+        score2: ``score(Q, K)`` with queries of size ``d_v^(1)`` and keys of size ``d_k^(2)``.
+        score1: ``score(Q, K)`` with queries of size ``d_v^(2)`` and keys of size ``d_k^(1)``.
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked
+            set gets zero weights and a zero context.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``;
+        K2: ``(..., n_f^(2), d_k^(2))``; V2: ``(..., n_f^(2), d_v^(2))``.
+        Returns c1: ``(..., d_v^(1))``, c2: ``(..., d_v^(2))``, a1: ``(..., n_f^(1))``,
+        a2: ``(..., n_f^(2))``. c0: ``(..., d_v^(1))``, a0: ``(..., n_f^(1))``.
+
+    Returns:
+        :class:`AlternatingCoAttentionOutput`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on empty or mismatched feature sets, a bad mask, or a
+            ``score0`` result of the wrong shape.
     """
     mask1, mask2 = _masks(masks)
     _check_sets(K1, V1, K2, V2, mask1, mask2)
@@ -320,9 +384,19 @@ def alternating_co_attention(
 def mean_key(K: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted average key, Eq. (10): ``k_bar = (1/n_f) sum_l k_l``.
 
-    K: ``(..., n_f, d_k)``; mask: boolean ``(..., n_f)``, ``True`` = may attend (only
-    those rows are averaged). Returns ``(..., d_k)``. A fully-masked set has mean zero.
-    Raises ``ValueError`` for an empty set or a bad mask.
+    Args:
+        K: keys.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend (only those rows are averaged).
+
+    Shape:
+        K: ``(..., n_f, d_k)``. Returns ``(..., d_k)``.
+
+    Returns:
+        The mean key; zero for a fully-masked set.
+
+    Raises:
+        TypeError: if K is not a floating-point tensor.
+        ValueError: for an empty set or a bad mask.
     """
     _check_set(K, None, "")
     _check_set_mask(mask, K, "")
@@ -337,11 +411,32 @@ def interactive_co_attention(
 
     ``e^(1)_l = score1(k_bar^(2), k^(1)_l)`` and ``e^(2)_l = score2(k_bar^(1), k^(2)_l)``,
     with the mean keys of Eq. (10); both directions are independent, so they
-    can run in parallel. K1, V1, K2, V2 and masks as in
-    :func:`alternating_co_attention` (boolean, ``True`` = may attend; a
-    fully-masked set has mean key 0). score1 takes queries of size ``d_k^(2)``
-    and keys of size ``d_k^(1)``; score2 the reverse.
-    Raises ``ValueError`` on empty or mismatched feature sets.
+    can run in parallel.
+
+    Args:
+        K1: keys of set 1.
+        V1: values of set 1.
+        K2: keys of set 2.
+        V2: values of set 2.
+        score1: ``score(Q, K)`` with queries of size ``d_k^(2)`` and keys of size ``d_k^(1)``.
+        score2: ``score(Q, K)`` with queries of size ``d_k^(1)`` and keys of size ``d_k^(2)``.
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked
+            set gets zero weights and a zero context. A fully-masked set has mean key 0.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``;
+        K2: ``(..., n_f^(2), d_k^(2))``; V2: ``(..., n_f^(2), d_v^(2))``.
+        Returns c1: ``(..., d_v^(1))``, c2: ``(..., d_v^(2))``, a1: ``(..., n_f^(1))``,
+        a2: ``(..., n_f^(2))``.
+
+    Returns:
+        :class:`CoAttention`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on empty or mismatched feature sets or a bad mask.
     """
     mask1, mask2 = _masks(masks)
     _check_sets(K1, V1, K2, V2, mask1, mask2)
@@ -362,9 +457,23 @@ def affinity_matrix(K1: Tensor, K2: Tensor, W_A: Tensor, act: Activation = torch
 
     ``A_ij = act(k_i^(1)T W_A k_j^(2))`` compares every vector of set 1 with
     every vector of set 2, even when ``d_k^(1) != d_k^(2)``.
-    K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``;
-    W_A: ``(d_k^(1), d_k^(2))``. Returns A ``(..., n_f^(1), n_f^(2))``.
-    Raises ``ValueError`` on shape mismatches.
+
+    Args:
+        K1: keys of set 1.
+        K2: keys of set 2.
+        W_A: the bilinear map.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``;
+        W_A: ``(d_k^(1), d_k^(2))``. Returns A: ``(..., n_f^(1), n_f^(2))``.
+
+    Returns:
+        The affinity matrix ``A``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     _check_sets(K1, None, K2, None)
     check_weight(W_A, (K1.shape[-1], K2.shape[-1]), "W_A", "(d_k^(1), d_k^(2))")
@@ -379,9 +488,23 @@ def concat_affinity_matrix(K1: Tensor, K2: Tensor, w_A: Tensor) -> Tensor:
     ``d_k``. Splitting ``w_A = [w_a; w_b; w_c]`` gives the same numbers without
     building the ``(n_f^(1), n_f^(2), 3 d_k)`` tensor:
     ``A_ij = w_a.k_i + w_b.k_j + (k_i o w_c).k_j``.
-    K1: ``(..., n_f^(1), d_k)``; K2: ``(..., n_f^(2), d_k)``; w_A: ``(3 d_k,)``.
-    Returns A ``(..., n_f^(1), n_f^(2))``.
-    Raises ``ValueError`` if ``d_k^(1) != d_k^(2)`` or w_A is not ``(3 d_k,)``.
+
+    Args:
+        K1: keys of set 1.
+        K2: keys of set 2.
+        w_A: the weight vector of the concatenation.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k)``; K2: ``(..., n_f^(2), d_k)``; w_A: ``(3 d_k,)``.
+        Returns A: ``(..., n_f^(1), n_f^(2))``.
+
+    Returns:
+        The affinity matrix ``A``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``d_k^(1) != d_k^(2)``, w_A is not ``(3 d_k,)`` or on
+            another shape mismatch.
     """
     _check_sets(K1, None, K2, None)
     check_dim_equal(K1.shape[-1], K2.shape[-1], "the concatenation affinity (Eq. 13)", "d_k^(1)", "d_k^(2)")
@@ -428,15 +551,34 @@ def parallel_co_attention_scores(
     ``e^(2) = w_2 act(W_1 K^(1) A + W_2 K^(2))`` (survey, column form). In rows:
     ``e^(1) = act(A K2 W_2^T + K1 W_1^T) w_1``: the affinity matrix carries set
     2's projected keys into set 1's positions (and ``A^T`` the reverse).
-    K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``; A:
-    ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
-    w1, w2: ``(d_w,)``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
-    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend; padding
-    (mask False) is removed from ``A`` and from the keys before the products
-    (selected, so NaN/Inf stored in a padded slot reaches neither a real
-    position's score nor a gradient). Returns ``e^(1)``
-    ``(..., n_f^(1))`` and ``e^(2)`` ``(..., n_f^(2))``.
-    Raises ``ValueError`` on shape mismatches.
+    Padding (mask False) is removed from ``A`` and from the keys before the
+    products (selected, so NaN/Inf stored in a padded slot reaches neither a
+    real position's score nor a gradient).
+
+    Args:
+        K1: keys of set 1.
+        K2: keys of set 2.
+        A: the affinity matrix.
+        W1: the map of set 1's keys.
+        W2: the map of set 2's keys.
+        w1: the output vector of set 1.
+        w2: the output vector of set 2.
+        act: the activation (``tanh`` by default).
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; K2: ``(..., n_f^(2), d_k^(2))``;
+        A: ``(..., n_f^(1), n_f^(2))``; W1: ``(d_w, d_k^(1))``; W2: ``(d_w, d_k^(2))``;
+        w1, w2: ``(d_w,)``. Returns e1: ``(..., n_f^(1))``, e2: ``(..., n_f^(2))``.
+
+    Returns:
+        ``(e^(1), e^(2))``: the scores of both sets.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on shape mismatches or a bad mask.
     """
     mask1, mask2 = _masks(masks)
     _check_sets(K1, None, K2, None, mask1, mask2)
@@ -461,11 +603,24 @@ def max_pooled_affinity_scores(A: Tensor, **masks: Unpack[CoMasks]) -> tuple[Ten
     """Scores as the best match in the affinity matrix, Eq. (16).
 
     ``e^(1)_i = max_j A_ij`` (row maxima) and ``e^(2)_j = max_i A_ij`` (column maxima).
-    A: ``(..., n_f^(1), n_f^(2))``; the masks ``mask1`` ``(..., n_f^(1))`` and ``mask2``
-    ``(..., n_f^(2))`` (:class:`CoMasks`, boolean, ``True`` = may attend) exclude
-    padding from the maxima (a row with no real partner, or an empty other set, gets the
-    lowest finite score). Returns ``e^(1)`` ``(..., n_f^(1))`` and ``e^(2)``
-    ``(..., n_f^(2))``. Raises ``ValueError`` for a bad A or mask.
+    The masks exclude padding from the maxima (a row with no real partner, or an
+    empty other set, gets the lowest finite score).
+
+    Args:
+        A: the affinity matrix.
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend.
+
+    Shape:
+        A: ``(..., n_f^(1), n_f^(2))``. Returns e1: ``(..., n_f^(1))``, e2: ``(..., n_f^(2))``.
+
+    Returns:
+        ``(e^(1), e^(2))``: the scores of both sets.
+
+    Raises:
+        TypeError: if A is not a floating-point tensor, or for a keyword other
+            than ``mask1``/``mask2``.
+        ValueError: for a bad A or mask.
     """
     mask1, mask2 = _masks(masks)
     as_tensor(A, "A")
@@ -486,11 +641,27 @@ def max_pooled_affinity_scores(A: Tensor, **masks: Unpack[CoMasks]) -> tuple[Ten
 def co_attention_contexts(e1: Tensor, e2: Tensor, V1: Tensor, V2: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
     """Align both score vectors (softmax, Eq. 3) and form both context vectors (Eq. 4).
 
-    e1: ``(..., n_f^(1))``; e2: ``(..., n_f^(2))``; V1: ``(..., n_f^(1), d_v^(1))``;
-    V2: ``(..., n_f^(2), d_v^(2))``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
-    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend; a
-    fully-masked set gets zero weights and a zero context.
-    Raises ``ValueError`` if a score vector and its values disagree on ``n_f``.
+    Args:
+        e1: scores of set 1.
+        e2: scores of set 2.
+        V1: values of set 1.
+        V2: values of set 2.
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked
+            set gets zero weights and a zero context.
+
+    Shape:
+        e1: ``(..., n_f^(1))``; e2: ``(..., n_f^(2))``; V1: ``(..., n_f^(1), d_v^(1))``;
+        V2: ``(..., n_f^(2), d_v^(2))``. Returns c1: ``(..., d_v^(1))``, c2: ``(..., d_v^(2))``, a1: ``(..., n_f^(1))``,
+        a2: ``(..., n_f^(2))``.
+
+    Returns:
+        :class:`CoAttention`.
+
+    Raises:
+        TypeError: if a score vector or values tensor is not a floating-point tensor,
+            or for a keyword other than ``mask1``/``mask2``.
+        ValueError: if a score vector and its values disagree on ``n_f``.
     """
     as_tensor(e1, "e1"), as_tensor(e2, "e2"), as_tensor(V1, "V1"), as_tensor(V2, "V2")
     mask1, mask2 = _masks(masks)
@@ -518,10 +689,35 @@ def parallel_co_attention(
 ) -> CoAttention:
     """Parallel co-attention (Fig. 6): Eq. (14)-(15) scores, softmax, two contexts.
 
-    A is an affinity matrix from Eq. (12) or (13). Arguments as in
-    :func:`parallel_co_attention_scores` (masks boolean, ``True`` = may attend)
-    plus the values V1 ``(..., n_f^(1), d_v^(1))`` and V2 ``(..., n_f^(2), d_v^(2))``.
-    Returns :class:`CoAttention`.
+    Args:
+        K1: keys of set 1.
+        V1: values of set 1.
+        K2: keys of set 2.
+        V2: values of set 2.
+        A: an affinity matrix from Eq. (12) or (13).
+        W1: the map of set 1's keys.
+        W2: the map of set 2's keys.
+        w1: the output vector of set 1.
+        w2: the output vector of set 2.
+        act: the activation (``tanh`` by default).
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked
+            set gets zero weights and a zero context.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``;
+        K2: ``(..., n_f^(2), d_k^(2))``; V2: ``(..., n_f^(2), d_v^(2))``.
+        A and the weights as in :func:`parallel_co_attention_scores`.
+        Returns c1: ``(..., d_v^(1))``, c2: ``(..., d_v^(2))``, a1: ``(..., n_f^(1))``,
+        a2: ``(..., n_f^(2))``.
+
+    Returns:
+        :class:`CoAttention`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on shape mismatches or a bad mask.
     """
     _check_set(K1, V1, "1")
     _check_set(K2, V2, "2")
@@ -533,10 +729,26 @@ def parallel_co_attention(
 def max_pooled_co_attention(V1: Tensor, V2: Tensor, A: Tensor, **masks: Unpack[CoMasks]) -> CoAttention:
     """Co-attention with the max-pooled affinity scores of Eq. (16), then softmax and contexts.
 
-    V1: ``(..., n_f^(1), d_v^(1))``; V2: ``(..., n_f^(2), d_v^(2))``;
-    A: ``(..., n_f^(1), n_f^(2))``; masks: ``mask1`` ``(..., n_f^(1))``, ``mask2``
-    ``(..., n_f^(2))`` (:class:`CoMasks`), boolean, ``True`` = may attend.
-    Returns :class:`CoAttention`.
+    Args:
+        V1: values of set 1.
+        V2: values of set 2.
+        A: the affinity matrix.
+        **masks: ``mask1`` ``(..., n_f^(1))`` and ``mask2`` ``(..., n_f^(2))``
+            (:class:`CoMasks`), boolean, ``True`` = may attend; a fully-masked
+            set gets zero weights and a zero context.
+
+    Shape:
+        V1: ``(..., n_f^(1), d_v^(1))``; V2: ``(..., n_f^(2), d_v^(2))``;
+        A: ``(..., n_f^(1), n_f^(2))``. Returns c1: ``(..., d_v^(1))``, c2: ``(..., d_v^(2))``, a1: ``(..., n_f^(1))``,
+        a2: ``(..., n_f^(2))``.
+
+    Returns:
+        :class:`CoAttention`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on shape mismatches or a bad mask.
     """
     _check_set(V1, None, "1")
     _check_set(V2, None, "2")
@@ -567,12 +779,33 @@ def multi_grained_co_attention(
     form and its coarse scores are bilinear.
 
     The coarse part is :func:`interactive_co_attention` with score1 and score2;
-    the fine part is :func:`max_pooled_co_attention` on the affinity matrix A
-    ``(..., n_f^(1), n_f^(2))``. The four context vectors are concatenated:
-    ``c = concat(c1_coarse, c2_coarse, c1_fine, c2_fine)`` of size
-    ``2 d_v^(1) + 2 d_v^(2)``; masks: ``mask1``, ``mask2`` (:class:`CoMasks`,
-    boolean ``(..., n_f^(i))``, ``True`` = may attend), shared by both parts. Returns
-    :class:`MultiGrainedOutput`.
+    the fine part is :func:`max_pooled_co_attention` on the affinity matrix A.
+    The four context vectors are concatenated:
+    ``c = concat(c1_coarse, c2_coarse, c1_fine, c2_fine)``.
+
+    Args:
+        K1: keys of set 1.
+        V1: values of set 1.
+        K2: keys of set 2.
+        V2: values of set 2.
+        score1: the coarse score of set 1 (queries of size ``d_k^(2)``).
+        score2: the coarse score of set 2 (queries of size ``d_k^(1)``).
+        A: the affinity matrix.
+        **masks: ``mask1``, ``mask2`` (:class:`CoMasks`, boolean ``(..., n_f^(i))``,
+            ``True`` = may attend), shared by both parts.
+
+    Shape:
+        K1: ``(..., n_f^(1), d_k^(1))``; V1: ``(..., n_f^(1), d_v^(1))``;
+        K2: ``(..., n_f^(2), d_k^(2))``; V2: ``(..., n_f^(2), d_v^(2))``.
+        A: ``(..., n_f^(1), n_f^(2))``. Returns c: ``(..., 2 d_v^(1) + 2 d_v^(2))``.
+
+    Returns:
+        :class:`MultiGrainedOutput`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        TypeError: for a keyword other than ``mask1``/``mask2``.
+        ValueError: on empty or mismatched feature sets, a bad A or a bad mask.
     """
     coarse = interactive_co_attention(K1, V1, K2, V2, score1, score2, **masks)
     _check_affinity(A, K1, K2)
@@ -648,13 +881,33 @@ def bidirectional_attention(
       weighted sums. With ``pool="max"`` and an affinity matrix as ``score``
       this is the survey's Eq. (16). Only ``order="parallel"`` is defined.
 
-    Q: ``(..., n_Q, d_q)``; K: ``(..., n_K, d_k)``; V_q ``(..., n_Q, d_v^Q)``;
-    V_k ``(..., n_K, d_v^K)``; mask_q, mask_k: boolean ``(..., n_Q)`` and
-    ``(..., n_K)``, ``True`` = may attend (a real element of Q or K).
-    ``score_q2k`` (default ``score``) scores keys of Q against a query from K.
-    Compress functions take ``(X, mask)`` and return ``(..., d)``.
-    Returns :class:`BidirectionalOutput`. Raises ``ValueError`` for unknown
-    options, fine + alternating, or shape problems.
+    Args:
+        Q: the query sequence.
+        K: the key sequence.
+        score: the score function ``(Q, K) -> e`` (K2Q; fine: the pair scores S).
+        V_q: values of Q (defaults to Q).
+        V_k: values of K (defaults to K).
+        granularity: ``"coarse"`` or ``"fine"``.
+        order: ``"parallel"`` or ``"alternating"`` (coarse only).
+        score_q2k: scores keys of Q against a query from K (default ``score``).
+        compress_q: ``(X, mask) -> (..., d)`` summary of Q (default the masked mean).
+        compress_k: ``(X, mask) -> (..., d)`` summary of K (default the masked mean).
+        pool: ``"max"`` or ``"mean"`` pooling of S (fine only).
+        mask_q: boolean ``(..., n_Q)``, ``True`` = may attend (a real element of Q).
+        mask_k: boolean ``(..., n_K)``, ``True`` = may attend (a real element of K).
+
+    Shape:
+        Q: ``(..., n_Q, d_q)``; K: ``(..., n_K, d_k)``; V_q: ``(..., n_Q, d_v^Q)``;
+        V_k: ``(..., n_K, d_v^K)``. Returns c_k: ``(..., d_v^K)``, c_q: ``(..., d_v^Q)``,
+        a_k: ``(..., n_K)``, a_q: ``(..., n_Q)``.
+
+    Returns:
+        :class:`BidirectionalOutput`.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: for unknown options, fine + alternating, a bad mask, or
+            shape problems.
     """
     if granularity not in ("coarse", "fine"):
         raise ValueError(f"granularity must be 'coarse' or 'fine', got {granularity!r}")
@@ -700,7 +953,17 @@ def bidirectional_attention(
 class QuerylessAdditiveScore(nn.Module):
     """Eq. (7) with learned ``W^(1)`` ``(d_w, d_k)``, ``b^(1)`` ``(d_w,)``, ``w^(1)`` ``(d_w,)``.
 
-    ``forward(K)`` maps keys ``(..., n_f, d_k)`` to scores ``(..., n_f)``.
+    Args:
+        d_k: the key size.
+        d_w: the hidden size.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        ``forward(K)``: K ``(..., n_f, d_k)``. Returns e: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`queryless_additive_score`.
     """
 
     def __init__(self, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
@@ -772,10 +1035,24 @@ class AlternatingCoAttention(_TwoSets):
     additive score of Eq. (6). This sharing follows the survey's description of
     Lu et al.; their released code gives each of the three steps its own
     weights. Eq. (8) is an additive score with its own weights.
-    Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
     ``forward(F1, F2, mask1=None, mask2=None)`` (masks
     boolean ``(..., n_f^(i))``, ``True`` = may attend) returns
     :class:`AlternatingCoAttentionOutput`.
+
+    Args:
+        d_f1: the feature size of set 1.
+        d_f2: the feature size of set 2.
+        d_w: the hidden size of the additive scores.
+        **sets: ``d_k1``, ``d_k2``, ``plain`` (:class:`TwoSetOptions`).
+
+    Shape:
+        F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
+        masks ``(..., n_f^(i))``.
+        Outputs as in :func:`alternating_co_attention`.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, or ``plain`` with ``d_k^(i) != d_f^(i)``;
+            in ``forward``, as :func:`alternating_co_attention`.
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
@@ -802,10 +1079,23 @@ class InteractiveCoAttention(_TwoSets):
 
     Additive scores are the survey's choice; IAN (Ma et al.) itself uses the
     activated general score ``tanh(k^T W q + b)`` of Table II.
-
-    Keywords ``d_k1``, ``d_k2``, ``plain``: :class:`TwoSetOptions`.
     ``forward(F1, F2, mask1=None, mask2=None)`` (masks
     boolean ``(..., n_f^(i))``, ``True`` = may attend) returns :class:`CoAttention`.
+
+    Args:
+        d_f1: the feature size of set 1.
+        d_f2: the feature size of set 2.
+        d_w: the hidden size of the additive scores.
+        **sets: ``d_k1``, ``d_k2``, ``plain`` (:class:`TwoSetOptions`).
+
+    Shape:
+        F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
+        masks ``(..., n_f^(i))``.
+        Outputs as in :func:`interactive_co_attention`.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, or ``plain`` with ``d_k^(i) != d_f^(i)``;
+            in ``forward``, as :func:`interactive_co_attention`.
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
@@ -821,10 +1111,24 @@ class InteractiveCoAttention(_TwoSets):
 
 @catalogued("eq12", "eq13")
 class Affinity(nn.Module):
-    """A learned affinity matrix: ``kind="bilinear"`` (Eq. 12, ``W_A`` ``(d_k1, d_k2)``, tanh)
-    or ``kind="concat"`` (Eq. 13, ``w_A`` ``(3 d_k,)``, needs ``d_k1 == d_k2``).
+    """A learned affinity matrix: bilinear (Eq. 12) or concatenation (Eq. 13).
 
-    ``forward(K1, K2)`` returns A ``(..., n_f^(1), n_f^(2))``.
+    ``kind="bilinear"``: ``W_A`` ``(d_k1, d_k2)``, with ``act``; ``kind="concat"``:
+    ``w_A`` ``(3 d_k,)``, needs ``d_k1 == d_k2``.
+
+    Args:
+        d_k1: the key size of set 1.
+        d_k2: the key size of set 2.
+        kind: ``"bilinear"`` or ``"concat"``.
+        act: the activation of the bilinear form (``tanh`` by default).
+
+    Shape:
+        ``forward(K1, K2)``: K1 ``(..., n_f^(1), d_k^(1))``, K2 ``(..., n_f^(2), d_k^(2))``.
+        Returns A: ``(..., n_f^(1), n_f^(2))``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, for an unknown kind, or
+            ``kind="concat"`` with ``d_k1 != d_k2``.
     """
 
     def __init__(self, d_k1: int, d_k2: int, kind: str = "bilinear", act: Activation = torch.tanh) -> None:
@@ -849,12 +1153,28 @@ class Affinity(nn.Module):
 class ParallelCoAttention(_TwoSets):
     """Fine-grained parallel co-attention (Fig. 6) with learned weights.
 
-    ``affinity``: ``"bilinear"`` (Eq. 12) or ``"concat"`` (Eq. 13).
-    ``scores``: ``"additive"`` (Eq. 14-15, own ``W_1, W_2, w_1, w_2``) or
-    ``"max"`` (Eq. 16, no extra weights). Keywords ``d_k1``, ``d_k2``, ``plain``:
-    :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` (masks
-    boolean ``(..., n_f^(i))``, ``True`` = may attend) returns
-    :class:`CoAttention`; the last affinity matrix is kept in ``self.last_A`` for plotting.
+    ``forward(F1, F2, mask1=None, mask2=None)`` (masks boolean ``(..., n_f^(i))``,
+    ``True`` = may attend) returns :class:`CoAttention`; the last affinity
+    matrix is kept in ``self.last_A`` for plotting.
+
+    Args:
+        d_f1: the feature size of set 1.
+        d_f2: the feature size of set 2.
+        d_w: the hidden size of the additive scores.
+        affinity: ``"bilinear"`` (Eq. 12) or ``"concat"`` (Eq. 13).
+        scores: ``"additive"`` (Eq. 14-15, own ``W_1, W_2, w_1, w_2``) or
+            ``"max"`` (Eq. 16, no extra weights).
+        **sets: ``d_k1``, ``d_k2``, ``plain`` (:class:`TwoSetOptions`).
+
+    Shape:
+        F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
+        masks ``(..., n_f^(i))``.
+        Outputs as in :func:`parallel_co_attention`.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, for an unknown ``scores`` or
+            ``affinity`` name, or ``plain``
+            with ``d_k^(i) != d_f^(i)``.
     """
 
     def __init__(
@@ -894,11 +1214,24 @@ class MultiGrainedCoAttention(_TwoSets):
 
     (Fan et al.'s own fine-grained context-to-aspect step differs: see
     :func:`multi_grained_co_attention`.)
+    ``forward(F1, F2, mask1=None, mask2=None)`` (masks boolean ``(..., n_f^(i))``,
+    ``True`` = may attend) returns :class:`MultiGrainedOutput`.
 
-    ``affinity``: as in :class:`ParallelCoAttention`. Keywords ``d_k1``, ``d_k2``,
-    ``plain``: :class:`TwoSetOptions`. ``forward(F1, F2, mask1=None, mask2=None)`` (masks
-    boolean ``(..., n_f^(i))``, ``True`` = may attend)
-    returns :class:`MultiGrainedOutput` whose ``c`` has size ``2 d_v^(1) + 2 d_v^(2)``.
+    Args:
+        d_f1: the feature size of set 1.
+        d_f2: the feature size of set 2.
+        d_w: the hidden size of the additive scores.
+        affinity: as in :class:`ParallelCoAttention`.
+        **sets: ``d_k1``, ``d_k2``, ``plain`` (:class:`TwoSetOptions`).
+
+    Shape:
+        F1: ``(..., n_f^(1), d_f^(1))``; F2: ``(..., n_f^(2), d_f^(2))``;
+        masks ``(..., n_f^(i))``.
+        Returns c: ``(..., 2 d_v^(1) + 2 d_v^(2))``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, for an unknown ``affinity``, or ``plain``
+            with ``d_k^(i) != d_f^(i)``; in ``forward``, as :func:`multi_grained_co_attention`.
     """
 
     def __init__(

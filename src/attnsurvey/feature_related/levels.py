@@ -22,6 +22,9 @@ Documents are padded tensors: features ``F`` of shape ``(..., n_S, n_w, d_f)``
 shape ``(..., n_S, n_w)``, ``True`` = a real word (may attend), ``False`` =
 padding. A sentence without any real word gets zero weight and a zero
 sentence vector; a document without any real word gets a zero document vector.
+
+Shapes: n_S sentences, n_w words per sentence, d_f feature size, d_k key size, d_v
+value size; for attention-via-attention n_q queries, n_f^(w) words, n_f^(c) characters.
 """
 
 from __future__ import annotations
@@ -134,16 +137,36 @@ def attention_via_attention(
        ``c^(c), a^(c) = attend([q; c^(w)], K^(c), V^(c))``.
     3. The output context is ``[c^(w); c^(c)]``.
 
-    q: ``(..., n_q, d_q)`` (the query of the character-level query model);
-    F_w: ``(..., n_f^(w), d_f^(w))``; F_c: ``(..., n_f^(c), d_f^(c))``;
-    W_K_w ``(d_k^(w), d_f^(w))``, W_V_w ``(d_v^(w), d_f^(w))``,
-    W_K_c ``(d_k^(c), d_f^(c))``, W_V_c ``(d_v^(c), d_f^(c))``;
-    masks boolean ``(..., n_q, n_f)`` per level (broadcastable), True = may attend;
-    a feature vector no query may attend is inert (NaN/Inf stored there reaches
+    A feature vector no query may attend is inert (NaN/Inf stored there reaches
     no output and no gradient, the projections' included).
-    ``score_c`` receives queries of width ``d_q + d_v^(w)``.
-    Raises ``ValueError`` on shape mismatches (e.g. a dot score needs
-    ``d_q + d_v^(w) == d_k^(c)``) or a mask that is not boolean.
+
+    Args:
+        q: the query of the character-level query model.
+        F_w: word-level features.
+        F_c: character-level features.
+        W_K_w: word-level key map.
+        W_V_w: word-level value map.
+        W_K_c: character-level key map.
+        W_V_c: character-level value map.
+        mask_w: boolean, broadcastable to ``(..., n_q, n_f^(w))``, ``True`` = may attend.
+        mask_c: boolean, broadcastable to ``(..., n_q, n_f^(c))``, ``True`` = may attend.
+        score_w: the word-level score function.
+        score_c: the character-level score function; it receives queries of
+            width ``d_q + d_v^(w)``.
+
+    Shape:
+        q: ``(..., n_q, d_q)``; F_w: ``(..., n_f^(w), d_f^(w))``; F_c: ``(..., n_f^(c), d_f^(c))``;
+        W_K_w ``(d_k^(w), d_f^(w))``, W_V_w ``(d_v^(w), d_f^(w))``,
+        W_K_c ``(d_k^(c), d_f^(c))``, W_V_c ``(d_v^(c), d_f^(c))``.
+        Returns c: ``(..., n_q, d_v^(w) + d_v^(c))``.
+
+    Returns:
+        :class:`AttentionViaAttentionResult`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches (e.g. a dot score needs
+            ``d_q + d_v^(w) == d_k^(c)``) or a mask that is not boolean.
     """
     require_boolean_mask(mask_w, "attention_via_attention", "mask_w")
     require_boolean_mask(mask_c, "attention_via_attention", "mask_c")
@@ -162,17 +185,33 @@ def attention_via_attention(
 class AttentionViaAttention(nn.Module):
     """Module form of :func:`attention_via_attention` with learned projections and scores.
 
-    Args: d_q (query size), d_f_w / d_f_c (word / character feature sizes),
-    d_k_w, d_v_w, d_k_c, d_v_c (key and value sizes per level, default the
-    feature size), score: a Table II name for both levels (default
-    ``"additive"``, which allows ``d_q != d_k``).
-
     ``forward(q, F_w, F_c, mask_w=None, mask_c=None)`` takes one query per
     example ``(..., d_q)`` or many ``(..., n_q, d_q)`` and returns an
     :class:`AttentionViaAttentionResult` shaped like the query. mask_w, mask_c:
     boolean, ``True`` = may attend, broadcastable to the scores of their level,
     ``(..., n_f^(w))`` / ``(..., n_f^(c))`` with one query, ``(..., n_q, n_f)``
     with many; a fully-masked row gives zero weights and a zero context.
+
+    Args:
+        d_q: the query size.
+        d_f_w: the word feature size.
+        d_f_c: the character feature size.
+        d_k_w: the word key size (default ``d_f_w``).
+        d_v_w: the word value size (default ``d_f_w``).
+        d_k_c: the character key size (default ``d_f_c``).
+        d_v_c: the character value size (default ``d_f_c``).
+        score: a Table II name for both levels (default ``"additive"``, which
+            allows ``d_q != d_k``).
+
+    Shape:
+        q: ``(..., d_q)`` or ``(..., n_q, d_q)``; F_w: ``(..., n_f^(w), d_f^(w))``;
+        F_c: ``(..., n_f^(c), d_f^(c))``. Returns c: ``(..., [n_q,] d_v^(w) + d_v^(c))``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1 or for an unknown score name; in
+            ``forward``, if q's size is not
+            ``d_q`` or on the errors of :func:`attention_via_attention`.
+        TypeError: in ``forward``, if q or F_w is not a floating-point tensor.
     """
 
     def __init__(
@@ -252,9 +291,16 @@ class HierarchicalResult(NamedTuple):
 
 
 def sentence_mask(word_mask: Tensor) -> Tensor:
-    """``(..., n_S)``: True for sentences that hold at least one real word.
+    """Which sentences hold at least one real word.
 
-    word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend).
+    Args:
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend).
+
+    Shape:
+        word_mask: ``(..., n_S, n_w)``. Returns ``(..., n_S)``.
+
+    Returns:
+        Boolean, True for sentences with a real word.
     """
     return word_mask.any(-1)
 
@@ -269,14 +315,28 @@ def chunk_contexts(
     """Chunk (sentence) contexts, review eq. 8: ``c_m^chunk = Attention(q, K_m, V_m)`` for every m.
 
     Each sentence is attended separately with the same query, so word weights
-    are normalised *within* each sentence.
-    q: ``(..., d_q)`` one query per document, or ``(d_q,)`` shared by all (a
-    learned query, as in self-attention); K: ``(..., n_S, n_w, d_k)``;
-    V: ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend). Returns ``C`` ``(..., n_S, d_v)`` and word weights
-    ``(..., n_S, n_w)``; an all-padding sentence has zero weights and ``c = 0``.
-    Raises ``ValueError`` if K and V describe different documents or the mask
-    does not match them.
+    are normalised *within* each sentence; an all-padding sentence has zero
+    weights and ``c = 0``.
+
+    Args:
+        q: one query per document, or one shared by all (a learned query, as in
+            self-attention).
+        K: keys.
+        V: values.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend); None: all words real.
+        score: the score function (scaled dot product by default).
+
+    Shape:
+        q: ``(..., d_q)`` or ``(d_q,)``; K: ``(..., n_S, n_w, d_k)``; V: ``(..., n_S, n_w, d_v)``.
+        Returns C: ``(..., n_S, d_v)``, a: ``(..., n_S, n_w)``.
+
+    Returns:
+        ``(C, a)``: the chunk contexts and the word weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if K and V describe different documents or the mask does
+            not match them.
     """
     word_mask = _check_documents(q, K, V, word_mask)
     Q = q.unsqueeze(-2).unsqueeze(-3)  # (..., 1, 1, d_q): the same query for every sentence
@@ -306,16 +366,33 @@ def hierarchical_attention(
     with the constant (learned) query ``q_S``, giving ``c^(s)``. Attention
     Module[D]: the matrix ``C = [c^(1), ..., c^(n_S)]`` is the feature matrix
     of a second attention with keys ``W_K^(D) C``, values ``W_V^(D) C`` and
-    query ``q_D``, giving the document vector ``c^(D)``.
+    query ``q_D``, giving the document vector ``c^(D)``. Empty sentences get
+    zero weight and ``c^(s) = 0``; padding is inert (NaN/Inf stored in a padded
+    word reaches no output and no gradient, the projections' included).
 
-    F: ``(..., n_S, n_w, d_f^(S))``; q_S: ``(d_q^(S),)`` or ``(..., d_q^(S))``;
-    W_K_S ``(d_k^(S), d_f^(S))``; W_V_S ``(d_v^(S), d_f^(S))``; q_D:
-    ``(d_q^(D),)`` or ``(..., d_q^(D))``; W_K_D ``(d_k^(D), d_v^(S))``;
-    W_V_D ``(d_v^(D), d_v^(S))``; word_mask boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend). Returns a :class:`HierarchicalResult` with ``c``
-    ``(..., d_v^(D))``. Empty sentences get zero weight and ``c^(s) = 0``;
-    padding is inert (NaN/Inf stored in a padded word reaches no output and no
-    gradient, the projections' included). Raises ``ValueError`` on shape mismatches.
+    Args:
+        F: word features of the documents.
+        q_S: the sentence-level query.
+        W_K_S: the sentence-level key map.
+        W_V_S: the sentence-level value map.
+        q_D: the document-level query.
+        W_K_D: the document-level key map.
+        W_V_D: the document-level value map.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend); None: all words real.
+        score: the score function of both levels (scaled dot product by default).
+
+    Shape:
+        F: ``(..., n_S, n_w, d_f^(S))``; q_S: ``(d_q^(S),)`` or ``(..., d_q^(S))``;
+        W_K_S ``(d_k^(S), d_f^(S))``; W_V_S ``(d_v^(S), d_f^(S))``; q_D:
+        ``(d_q^(D),)`` or ``(..., d_q^(D))``; W_K_D ``(d_k^(D), d_v^(S))``;
+        W_V_D ``(d_v^(D), d_v^(S))``. Returns c: ``(..., d_v^(D))``.
+
+    Returns:
+        :class:`HierarchicalResult`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches or a bad mask.
     """
     for symbol, x in {
         "F": F,
@@ -353,16 +430,30 @@ def hierarchical_chunk_attention(
 
     Eq. 8: ``C_m^chunk = Attention(q, K_m, V_m)`` (see :func:`chunk_contexts`);
     eq. 9: ``c^doc = Attention(q, C^chunk, C^chunk)``: the same query attends
-    over the chunk contexts, which serve as both keys and values.
-    q: ``(..., d_q)`` or ``(d_q,)``; K: ``(..., n_S, n_w, d_k)``;
-    V: ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend); an empty sentence gets zero weight.
-    value_map: optional map applied to ``C^chunk`` to make the document-level
-    values (default: none, ``V^doc = C^chunk`` as in eq. 9); a linear map
-    keeps the equivalence with eq. 7, a non-linear one breaks it.
-    Returns a :class:`HierarchicalResult` (``c`` is ``(..., d_v)``).
-    Raises ``ValueError`` on shape mismatches (a dot score needs ``d_q == d_v``
-    at the document level, because the chunk contexts are the keys there).
+    over the chunk contexts, which serve as both keys and values. An empty
+    sentence gets zero weight.
+
+    Args:
+        q: the query, one per document or shared.
+        K: keys.
+        V: values.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend); None: all words real.
+        score: the score function of both levels (scaled dot product by default).
+        value_map: optional map applied to ``C^chunk`` to make the document-level
+            values (default: none, ``V^doc = C^chunk`` as in eq. 9); a linear map
+            keeps the equivalence with eq. 7, a non-linear one breaks it.
+
+    Shape:
+        q: ``(..., d_q)`` or ``(d_q,)``; K: ``(..., n_S, n_w, d_k)``;
+        V: ``(..., n_S, n_w, d_v)``. Returns c: ``(..., d_v)``.
+
+    Returns:
+        :class:`HierarchicalResult`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches (a dot score needs ``d_q == d_v`` at the
+            document level, because the chunk contexts are the keys there).
     """
     C, a_word = chunk_contexts(q, K, V, word_mask, score)
     word_mask = _check_word_mask(word_mask, K, "K")
@@ -379,13 +470,26 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
 
     ``a^scale_{mi} = a_{mi} a_m / sum_{s,w} a_{sw} a_s``: the weight of word
     ``i`` of chunk ``m`` times the weight of its chunk, renormalised over the
-    whole document. a_word: ``(..., n_S, n_w)`` non-negative word weights
-    (normalised per chunk or over the document: both occur); a_chunk:
-    ``(..., n_S)`` non-negative chunk weights; word_mask: boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend); a ``False`` word gets weight 0 (selected, so a
-    NaN weight there is inert). Returns ``(..., n_S, n_w)`` summing to 1 over each
-    document (all zeros if every product is zero). Raises ``ValueError`` on shape
-    mismatches or negative weights.
+    whole document.
+
+    Args:
+        a_word: non-negative word weights (normalised per chunk or over the
+            document: both occur).
+        a_chunk: non-negative chunk weights.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may
+            attend); a ``False`` word gets weight 0 (selected, so a NaN weight
+            there is inert).
+
+    Shape:
+        a_word: ``(..., n_S, n_w)``; a_chunk: ``(..., n_S)``. Returns ``(..., n_S, n_w)``.
+
+    Returns:
+        The scaled weights, summing to 1 over each document (all zeros if every
+        product is zero).
+
+    Raises:
+        TypeError: if a weight is not a floating-point tensor.
+        ValueError: on shape mismatches or negative weights.
     """
     as_tensor(a_word, "a_word")
     as_tensor(a_chunk, "a_chunk")
@@ -411,13 +515,28 @@ def hierarchical_scaled_attention(
 ) -> tuple[Tensor, Tensor]:
     """Document context from the scaled word weights of review eq. 7.
 
-    ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document. a_word
-    ``(..., n_S, n_w)``; a_chunk ``(..., n_S)``; V ``(..., n_S, n_w, d_v)``; word_mask:
-    boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend), as in
-    :func:`scaled_word_weights`. Returns ``(c, a_scale)``: ``(..., d_v)`` and
-    ``(..., n_S, n_w)``. A word of weight 0 (padding) is inert, as in
-    :func:`~attnsurvey.attention.context`: NaN/Inf in its value reaches no output and no
-    gradient. Raises ``ValueError`` if V does not match the weights.
+    ``c = sum_{m,i} a^scale_{mi} v_{mi}`` over all words of the document. A word
+    of weight 0 (padding) is inert, as in :func:`~attnsurvey.attention.context`:
+    NaN/Inf in its value reaches no output and no gradient.
+
+    Args:
+        a_word: non-negative word weights.
+        a_chunk: non-negative chunk weights.
+        V: values.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may
+            attend), as in :func:`scaled_word_weights`.
+
+    Shape:
+        a_word: ``(..., n_S, n_w)``; a_chunk: ``(..., n_S)``; V: ``(..., n_S, n_w, d_v)``.
+        Returns c: ``(..., d_v)``, a_scale: ``(..., n_S, n_w)``.
+
+    Returns:
+        ``(c, a_scale)``: the document context and the scaled weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if V does not match the weights, or on the errors of
+            :func:`scaled_word_weights`.
     """
     as_tensor(a_word, "a_word"), as_tensor(a_chunk, "a_chunk"), as_tensor(V, "V")
     _check_document(V, "V", "d_v")
@@ -439,12 +558,26 @@ def flat_attention(
     """Single-level (flat) attention over all words of a document, ignoring sentences.
 
     The baseline of the chapter: the document is read as one long sequence of
-    ``n_S * n_w`` words. q: ``(..., d_q)`` or ``(d_q,)``; K ``(..., n_S, n_w, d_k)``;
-    V ``(..., n_S, n_w, d_v)``; word_mask: boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend). Returns
-    ``(c, a)``: ``(..., d_v)`` and word weights ``(..., n_S, n_w)`` that sum to 1
-    over the whole document (0 and a zero context for a document without words). Raises
-    ``ValueError`` on shape mismatches.
+    ``n_S * n_w`` words.
+
+    Args:
+        q: the query, one per document or shared.
+        K: keys.
+        V: values.
+        word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend); None: all words real.
+        score: the score function (scaled dot product by default).
+
+    Shape:
+        q: ``(..., d_q)`` or ``(d_q,)``; K ``(..., n_S, n_w, d_k)``; V ``(..., n_S, n_w, d_v)``.
+        Returns c: ``(..., d_v)``, a: ``(..., n_S, n_w)``.
+
+    Returns:
+        ``(c, a)``: the context and word weights that sum to 1 over the whole
+        document (0 and a zero context for a document without words).
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     word_mask = _check_documents(q, K, V, word_mask)
     n_S, n_w = K.shape[-3], K.shape[-2]
@@ -459,14 +592,25 @@ def flat_attention(
 class HierarchicalAttention(nn.Module):
     """Module form of :func:`hierarchical_attention` (Fig. 8) with learned queries.
 
-    Args: d_f (word feature size ``d_f^(S)``), d_k (key size at both levels),
-    d_v_S (sentence vector size, default d_f), d_v_D (document vector size,
-    default d_v_S). The constant queries ``q_S`` and ``q_D`` (``(d_k,)`` each)
-    are parameters, so both levels are self-attention in the survey's sense.
+    The constant queries ``q_S`` and ``q_D`` (``(d_k,)`` each) are parameters,
+    so both levels are self-attention in the survey's sense.
+    ``forward(F, word_mask=None)`` with word_mask boolean ``(..., n_S, n_w)``,
+    ``True`` = a real word (may attend), returns a :class:`HierarchicalResult`.
 
-    ``forward(F, word_mask=None)`` with F ``(..., n_S, n_w, d_f)`` and word_mask
-    boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend), returns a
-    :class:`HierarchicalResult`.
+    Args:
+        d_f: the word feature size ``d_f^(S)``.
+        d_k: the key size at both levels.
+        d_v_S: the sentence vector size (default ``d_f``).
+        d_v_D: the document vector size (default ``d_v_S``).
+
+    Shape:
+        F: ``(..., n_S, n_w, d_f)``. Returns c: ``(..., d_v_D)``.
+
+    Raises:
+        TypeError: in ``forward``, if F is not a floating-point tensor.
+        ValueError: if a size is not an integer >= 1; in ``forward``, if F's feature
+            size is not ``d_f`` or on the
+            errors of :func:`hierarchical_attention`.
     """
 
     def __init__(self, d_f: int, d_k: int, d_v_S: int | None = None, d_v_D: int | None = None) -> None:

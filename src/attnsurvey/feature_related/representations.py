@@ -47,11 +47,23 @@ def _check_lists(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor
 def transform_representations(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Sequence[Tensor] | None = None) -> Tensor:
     """Size-normalised representations, Eq. (21): ``x^(t_i) = W_{e_i} x^(e_i) + b_{e_i}``.
 
-    xs: ``E`` tensors ``(..., d_{e_i})`` with the same leading shape; Ws:
-    ``W_{e_i}`` of shape ``(d_t, d_{e_i})``; bs: ``b_{e_i}`` of shape
-    ``(d_t,)`` (or None for no bias). Returns ``X_t`` ``(..., E, d_t)``.
-    Raises ``ValueError`` if a representation does not have the width its
-    weight expects, the ``d_t`` differ, or the leading shapes differ.
+    Args:
+        xs: the ``E`` representations, with the same leading shape.
+        Ws: one map ``W_{e_i}`` per representation.
+        bs: one bias ``b_{e_i}`` per representation, or None for no bias.
+
+    Shape:
+        each x: ``(..., d_{e_i})``; each W: ``(d_t, d_{e_i})``; each b: ``(d_t,)``.
+        Returns X_t: ``(..., E, d_t)``.
+
+    Returns:
+        The stacked transformed representations ``X_t``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if there is no representation, the lists differ in length, a
+            representation does not have the width its weight expects, the
+            ``d_t`` differ, or the leading shapes differ.
     """
     _check_lists(xs, Ws, bs)
     d_t = None
@@ -85,8 +97,19 @@ def transform_representations(xs: Sequence[Tensor], Ws: Sequence[Tensor], bs: Se
 def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
     """Query-less (self-attention) scores of the representations: ``e_i = w^T x^(t_i)``.
 
-    X_t: ``(..., E, d_t)``; w: ``(d_t,)``. Returns ``(..., E)``.
-    Raises ``ValueError`` if ``w`` is not ``(d_t,)``.
+    Args:
+        X_t: the transformed representations.
+        w: the score vector.
+
+    Shape:
+        X_t: ``(..., E, d_t)``; w: ``(d_t,)``. Returns ``(..., E)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``w`` is not ``(d_t,)`` or X_t has fewer than 2 dims.
     """
     as_tensor(X_t, "X_t")
     check_min_rank(X_t, 2, "X_t", "(..., E, d_t)")
@@ -98,10 +121,23 @@ def representation_scores(X_t: Tensor, w: Tensor) -> Tensor:
 def meta_embedding(X_t: Tensor, a: Tensor) -> Tensor:
     """The meta-embedding, Eq. (22): ``x^(e) = sum_i a_i x^(t_i)``.
 
-    X_t: ``(..., E, d_t)``; a: ``(..., E)``. Returns ``(..., d_t)``. A weight of
-    0 (a missing representation) is inert, as in :func:`~attnsurvey.attention.context`:
-    NaN/Inf in its ``x^(t_i)`` reaches neither ``x^(e)`` nor a gradient.
-    Raises ``ValueError`` if the two ``E`` differ.
+    A weight of 0 (a missing representation) is inert, as in
+    :func:`~attnsurvey.attention.context`: NaN/Inf in its ``x^(t_i)`` reaches
+    neither ``x^(e)`` nor a gradient.
+
+    Args:
+        X_t: the transformed representations.
+        a: one weight per representation.
+
+    Shape:
+        X_t: ``(..., E, d_t)``; a: ``(..., E)``. Returns ``(..., d_t)``.
+
+    Returns:
+        The meta-embedding ``x^(e)``.
+
+    Raises:
+        TypeError: if X_t or a is not a floating-point tensor.
+        ValueError: if the two ``E`` differ or X_t has fewer than 2 dims.
     """
     as_tensor(X_t, "X_t")
     as_tensor(a, "a")
@@ -146,14 +182,29 @@ def multi_representational_attention(
 ) -> MultiRepresentationResult:
     """Multi-representational attention: Eq. (21), self-attention scores, softmax, Eq. (22).
 
-    xs, Ws, bs as in :func:`transform_representations`; w: ``(d_t,)`` score
-    vector; mask: optional boolean ``(..., E)``, ``True`` = may attend (this
-    representation is available; e.g. a word missing from one embedding table
-    is ``False`` there). Returns a
-    :class:`MultiRepresentationResult`; weights sum to 1 over the available
-    representations (all zero, and ``x^(e) = 0``, if none is available). A
-    missing representation is inert: NaN/Inf stored there reaches no output and
-    no gradient. Raises ``ValueError`` on shape mismatches.
+    Weights sum to 1 over the available representations (all zero, and
+    ``x^(e) = 0``, if none is available). A missing representation is inert:
+    NaN/Inf stored there reaches no output and no gradient.
+
+    Args:
+        xs: the ``E`` representations, as in :func:`transform_representations`.
+        Ws: one map ``W_{e_i}`` per representation.
+        bs: one bias per representation, or None.
+        w: the score vector.
+        mask: optional boolean ``(..., E)``, ``True`` = may attend (this
+            representation is available; e.g. a word missing from one embedding
+            table is ``False`` there).
+
+    Shape:
+        each x: ``(..., d_{e_i})``; w: ``(d_t,)``. Returns x_e: ``(..., d_t)``,
+        a: ``(..., E)``, X_t: ``(..., E, d_t)``.
+
+    Returns:
+        :class:`MultiRepresentationResult`.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches or a bad mask.
     """
     X_t = transform_representations(_zero_missing(xs, mask), Ws, bs)
     e = representation_scores(X_t, w)
@@ -165,12 +216,21 @@ def multi_representational_attention(
 class MetaEmbedding(nn.Module):
     """Module form of :func:`multi_representational_attention` (dynamic meta-embeddings).
 
-    Args: dims (the widths ``d_{e_1}, ..., d_{e_E}``), d_t (common width),
-    combine: ``"attention"`` (Eq. 22 with learned weights) or ``"average"``
-    (the unweighted baseline ``a_i = 1/E``).
     ``forward(xs, mask=None)`` returns a :class:`MultiRepresentationResult`; mask:
     boolean ``(..., E)``, ``True`` = may attend (the representation is available).
-    Raises ``ValueError`` for an unknown ``combine``.
+
+    Args:
+        dims: the widths ``d_{e_1}, ..., d_{e_E}``.
+        d_t: the common width.
+        combine: ``"attention"`` (Eq. 22 with learned weights) or ``"average"``
+            (the unweighted baseline ``a_i = 1/E``).
+
+    Shape:
+        each x: ``(..., d_{e_i})``. Returns x_e: ``(..., d_t)``, a: ``(..., E)``.
+
+    Raises:
+        ValueError: for an unknown ``combine``; in ``forward``, for a number of
+            representations other than ``len(dims)`` or a shape mismatch.
     """
 
     def __init__(self, dims: Sequence[int], d_t: int, combine: str = "attention") -> None:

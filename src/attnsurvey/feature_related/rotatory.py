@@ -89,10 +89,20 @@ def _check_words(F: Tensor, x: str, allow_empty: bool) -> None:
 def target_pooling(F_t: Tensor, mask_t: Tensor | None = None) -> Tensor:
     """Mean-pooled target phrase, Eq. (17): ``r^t = (1/n_f^t) sum_i f^t_i``.
 
-    F_t: ``(..., n_f^t, d_t)``; mask_t: boolean ``(..., n_f^t)``, ``True`` = a real
-    word (may attend; padding is left out of the mean; a fully-masked phrase
-    gives zero). Returns ``(..., d_t)``.
-    Raises ``ValueError`` if the target phrase is empty (``n_f^t = 0``).
+    Args:
+        F_t: the target phrase's feature vectors.
+        mask_t: boolean ``(..., n_f^t)``, ``True`` = a real word (may attend;
+            padding is left out of the mean; a fully-masked phrase gives zero).
+
+    Shape:
+        F_t: ``(..., n_f^t, d_t)``. Returns ``(..., d_t)``.
+
+    Returns:
+        The target representation ``r^t``.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: if the target phrase is empty (``n_f^t = 0``) or the mask is bad.
     """
     _check_words(F_t, "t", allow_empty=False)
     _check_set_mask(mask_t, F_t, "_t")
@@ -105,12 +115,25 @@ def context_representation(
 ) -> tuple[Tensor, Tensor]:
     """Target-to-context attention, Eq. (18): ``e^l_i = score(r^t, k^l_i)``, then softmax and Eq. (4).
 
-    Keys and values are the context's feature vectors (``K = V = F^l``).
-    r_t: ``(..., d_t)``; F_c: ``(..., n_f^l, d_c)``; mask_c: boolean ``(..., n_f^l)``,
-    ``True`` = may attend.
-    Returns ``(r^l, a^l)``: ``(..., d_c)`` and ``(..., n_f^l)``. An empty
-    (``n_f^l = 0``) or fully-masked context gives ``r^l = 0``.
-    Raises ``ValueError`` on shape problems.
+    Keys and values are the context's feature vectors (``K = V = F^l``). An
+    empty (``n_f^l = 0``) or fully-masked context gives ``r^l = 0``.
+
+    Args:
+        r_t: the target representation (the query).
+        F_c: the context's feature vectors.
+        score: the score function ``(Q, K) -> e``.
+        mask_c: boolean ``(..., n_f^l)``, ``True`` = may attend.
+
+    Shape:
+        r_t: ``(..., d_t)``; F_c: ``(..., n_f^l, d_c)``.
+        Returns r_l: ``(..., d_c)``, a_l: ``(..., n_f^l)``.
+
+    Returns:
+        ``(r^l, a^l)``: the context representation and the weights.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: on shape problems or a bad mask.
     """
     as_tensor(r_t, "r^t")
     _check_words(F_c, "l", allow_empty=True)
@@ -125,10 +148,24 @@ def target_representation(
     """Context-to-target attention, Eq. (19): ``e^{l_t}_i = score(r^l, k^t_i)``, softmax, Eq. (4).
 
     Keys and values are the target's feature vectors (``K = V = F^t``).
-    r_c: ``(..., d_c)`` (``r^l`` or ``r^r``); F_t: ``(..., n_f^t, d_t)``; mask_t:
-    boolean ``(..., n_f^t)``, ``True`` = may attend (a fully-masked phrase gives 0).
-    Returns ``(r^{l_t}, a^{l_t})``: ``(..., d_t)`` and ``(..., n_f^t)``.
-    Raises ``ValueError`` on an empty target phrase or shape problems.
+
+    Args:
+        r_c: the context representation ``r^l`` or ``r^r`` (the query).
+        F_t: the target phrase's feature vectors.
+        score: the score function ``(Q, K) -> e``.
+        mask_t: boolean ``(..., n_f^t)``, ``True`` = may attend (a fully-masked
+            phrase gives 0).
+
+    Shape:
+        r_c: ``(..., d_c)``; F_t: ``(..., n_f^t, d_t)``.
+        Returns r_lt: ``(..., d_t)``, a_lt: ``(..., n_f^t)``.
+
+    Returns:
+        ``(r^{l_t}, a^{l_t})``: the target representation and the weights.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: on an empty target phrase, shape problems or a bad mask.
     """
     as_tensor(r_c, "r^l")
     _check_words(F_t, "t", allow_empty=False)
@@ -140,9 +177,23 @@ def target_representation(
 def rotatory_representation(r_l: Tensor, r_r: Tensor, r_lt: Tensor, r_rt: Tensor) -> Tensor:
     """The final representation, Eq. (20): ``r = concat(r^l, r^r, r^{l_t}, r^{r_t})``.
 
-    r_l: ``(..., d_v^l)``; r_r: ``(..., d_v^r)``; r_lt, r_rt: ``(..., d_v^t)``.
-    Returns ``(..., d_v^l + d_v^r + 2 d_v^t)``. Raises ``ValueError`` if the two
-    target representations differ in size or the batch shapes differ.
+    Args:
+        r_l: the left context representation.
+        r_r: the right context representation.
+        r_lt: the left-aware target representation.
+        r_rt: the right-aware target representation.
+
+    Shape:
+        r_l: ``(..., d_v^l)``; r_r: ``(..., d_v^r)``; r_lt, r_rt: ``(..., d_v^t)``.
+        Returns ``(..., d_v^l + d_v^r + 2 d_v^t)``.
+
+    Returns:
+        The concatenation ``r``.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: if the two target representations differ in size or the
+            batch shapes differ.
     """
     for name, x in (("r^l", r_l), ("r^r", r_r), ("r^{l_t}", r_lt), ("r^{r_t}", r_rt)):
         as_tensor(x, name)
@@ -176,16 +227,33 @@ def rotatory_attention(
     Hop 1: ``r^t`` (Eq. 17) queries both contexts (Eq. 18), the results query
     the target (Eq. 19). Hop ``s > 1``: ``r^{l_t}`` and ``r^{r_t}`` of hop
     ``s - 1`` query the left and right contexts, then the target again.
-    Returns Eq. (20) of the last hop and all weights (:class:`RotatoryOutput`).
+    Contexts may be empty (``n_f^l = 0``) or fully masked: then ``r^l = 0``
+    (see the module notes).
 
-    F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``;
-    mask_t, mask_l, mask_r: boolean ``(..., n_f^t)``, ``(..., n_f^l)``,
-    ``(..., n_f^r)``, ``True`` = may attend (a real word).
-    score_l, score_r: ``score(Q (..., 1, d_t), K (..., n, d_c))`` (Eq. 18);
-    score_lt, score_rt: ``score(Q (..., 1, d_c), K (..., n_f^t, d_t))`` (Eq. 19).
-    score_r / score_rt default to score_l / score_lt. Contexts may be empty
-    (``n_f^l = 0``) or fully masked: then ``r^l = 0`` (see the module notes).
-    Raises ``ValueError`` for ``hops < 1``, an empty target, or shape problems.
+    Args:
+        F_t: the target phrase's feature vectors.
+        F_l: the left context's feature vectors.
+        F_r: the right context's feature vectors.
+        score_l: ``score(Q (..., 1, d_t), K (..., n, d_c))`` of the left context (Eq. 18).
+        score_lt: ``score(Q (..., 1, d_c), K (..., n_f^t, d_t))`` of the target
+            from the left (Eq. 19).
+        score_r: as score_l for the right context (default score_l).
+        score_rt: as score_lt from the right (default score_lt).
+        hops: the number of rotations.
+        mask_t: boolean ``(..., n_f^t)``, ``True`` = may attend (a real word).
+        mask_l: boolean ``(..., n_f^l)``, ``True`` = may attend (a real word).
+        mask_r: boolean ``(..., n_f^r)``, ``True`` = may attend (a real word).
+
+    Shape:
+        F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``.
+        Returns r: ``(..., 2 d_c + 2 d_t)``.
+
+    Returns:
+        :class:`RotatoryOutput`: Eq. (20) of the last hop and all weights.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: for ``hops < 1``, an empty target, shape problems or a bad mask.
     """
     if not isinstance(hops, int) or hops < 1:
         raise ValueError(f"hops must be a positive integer, got {hops!r}")
@@ -215,13 +283,27 @@ def rotatory_attention(
 class RotatoryAttention(nn.Module):
     """Rotatory attention (LCR-Rot, Eq. 17-20) with four learned score functions.
 
-    Args: d_t: target feature size; d_c: context feature size; hops: number of
-    rotations (1 = LCR-Rot, more = the repeated form; all hops share the four score
-    functions, a simplification, see the module notes); score: a Table II name (default
-    ``"activated-general"``, as in the survey).
     ``forward(F_t, F_l, F_r, mask_t=None, mask_l=None, mask_r=None, hops=None)`` (masks
     boolean ``(..., n_f^x)``, ``True`` = may attend) returns :class:`RotatoryOutput`;
     ``r`` has size ``out_dim = 2 d_c + 2 d_t``.
+
+    Args:
+        d_t: target feature size.
+        d_c: context feature size.
+        hops: number of rotations (1 = LCR-Rot, more = the repeated form; all
+            hops share the four score functions, a simplification, see the
+            module notes).
+        score: a Table II name (default ``"activated-general"``, as in the survey).
+
+    Shape:
+        F_t: ``(..., n_f^t, d_t)``; F_l: ``(..., n_f^l, d_c)``; F_r: ``(..., n_f^r, d_c)``.
+        Returns r: ``(..., 2 d_c + 2 d_t)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1, for ``hops < 1`` or an unknown
+            score; in ``forward``, if a
+            feature size differs from the module's or on the errors of
+            :func:`rotatory_attention`.
     """
 
     def __init__(self, d_t: int, d_c: int, hops: int = 1, score: str = "activated-general") -> None:

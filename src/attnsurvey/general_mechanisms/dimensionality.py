@@ -59,10 +59,27 @@ def multidimensional_scores(
 
     The additive score of Table II with its vector ``w`` widened to a matrix
     ``W_d``: one score per feature of the values.
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W1: ``(d_w, d_q)``;
-    W2: ``(d_w, d_k)``; W_d: ``(d_w, d_v)``; b: ``(d_w,)`` or None.
-    Returns e ``(..., n_q, n_f, d_v)``: ``e[..., j, l, i]`` is ``e_{l,i}`` for query j.
-    Raises ``ValueError`` on shape or dtype mismatches and empty inputs.
+
+    Args:
+        Q: queries.
+        K: keys.
+        W1: the query map ``W_1``.
+        W2: the key map ``W_2``.
+        W_d: the output matrix ``W_d``.
+        b: the bias ``b``, or None.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W1: ``(d_w, d_q)``;
+        W2: ``(d_w, d_k)``; W_d: ``(d_w, d_v)``; b: ``(d_w,)``.
+        Returns e: ``(..., n_q, n_f, d_v)``; ``e[..., j, l, i]`` is ``e_{l,i}`` for query j.
+
+    Returns:
+        The score vectors ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape or dtype mismatches and empty inputs.
     """
     _check_qk(Q, K)
     as_tensor(W_d, "W_d")
@@ -86,12 +103,22 @@ def multidimensional_scores(
 def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Multi-dimensional attention weights, Eq. (32): a softmax over positions for every feature.
 
-    e: ``(..., n_q, n_f, d_v)`` score vectors; mask: boolean, broadcastable to
-    ``(..., n_q, n_f)``, ``True`` = may attend. Returns a ``(..., n_q, n_f, d_v)``
-    tensor whose every feature column ``a[..., j, :, i]`` sums to 1 over the
-    ``n_f`` positions (or is all zero if query ``j`` may attend to nothing).
-    Masked positions get weight 0 for every feature. Raises ``ValueError``
-    for a non-float ``e``, an ``e`` of rank < 3, or a bad mask.
+    Masked positions get weight 0 for every feature.
+
+    Args:
+        e: score vectors.
+        mask: boolean, broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
+
+    Shape:
+        e: ``(..., n_q, n_f, d_v)``. Returns ``(..., n_q, n_f, d_v)``.
+
+    Returns:
+        The weights; every feature column ``a[..., j, :, i]`` sums to 1 over the
+        ``n_f`` positions (or is all zero if query ``j`` may attend to nothing).
+
+    Raises:
+        TypeError: for a non-float ``e``.
+        ValueError: for an ``e`` of rank < 3 or a bad mask.
     """
     as_tensor(e, "e")
     check_min_rank(e, 3, "e", "(..., n_q, n_f, d_v)")
@@ -105,10 +132,23 @@ def multidimensional_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 def multidimensional_context(A: Tensor, V: Tensor) -> Tensor:
     """Element-wise context, Eq. (30): ``c = sum_l a_l o v_l``.
 
-    A: ``(..., n_q, n_f, d_v)`` weight vectors; V: ``(..., n_f, d_v)`` values.
-    Returns c ``(..., n_q, d_v)``. A zero weight ignores its value entry (NaN
-    or Inf at a masked position does not reach c). Raises ``ValueError`` if
-    ``n_f`` or ``d_v`` of the two differ.
+    A zero weight ignores its value entry (NaN or Inf at a masked position does
+    not reach c).
+
+    Args:
+        A: weight vectors.
+        V: values.
+
+    Shape:
+        A: ``(..., n_q, n_f, d_v)``; V: ``(..., n_f, d_v)``. Returns c: ``(..., n_q, d_v)``.
+
+    Returns:
+        The contexts ``c``.
+
+    Raises:
+        TypeError: if A or V is not a floating-point tensor.
+        ValueError: if ``n_f`` or ``d_v`` of the two differ, a rank is too small
+            or the batch dims do not broadcast.
     """
     as_tensor(A, "A")
     as_tensor(V, "V")
@@ -136,12 +176,29 @@ def multidimensional_attend(
 ) -> tuple[Tensor, Tensor]:
     """Multi-dimensional attention, Eq. (31), (32) and (30) in one call.
 
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
-    weights as in :func:`multidimensional_scores`; mask: boolean
-    ``(..., n_q, n_f)`` (broadcastable), ``True`` = may attend.
-    Returns ``(c, A)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f, d_v)``.
-    Raises ``ValueError`` on shape problems (e.g. ``W_d`` with ``d_v`` columns
-    different from the values' ``d_v``).
+    Args:
+        Q: queries.
+        K: keys.
+        V: values.
+        W1: the query map ``W_1``.
+        W2: the key map ``W_2``.
+        W_d: the output matrix ``W_d``.
+        b: the bias ``b``, or None.
+        mask: boolean ``(..., n_q, n_f)`` (broadcastable), ``True`` = may attend.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+        weights as in :func:`multidimensional_scores`.
+        Returns c: ``(..., n_q, d_v)``, A: ``(..., n_q, n_f, d_v)``.
+
+    Returns:
+        ``(c, A)``: the contexts and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape problems (e.g. ``W_d`` with ``d_v`` columns
+            different from the values' ``d_v``) or a bad mask.
     """
     as_tensor(V, "V")
     as_tensor(K, "K")
@@ -161,9 +218,23 @@ def multidimensional_attend(
 class MultiDimensionalAttention(nn.Module):
     """Module form of :func:`multidimensional_attend` with learned ``W_1``, ``W_2``, ``b``, ``W_d``.
 
-    ``forward(Q, K, V, mask=None)`` with Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)``,
-    V ``(..., n_f, d_v)`` and mask boolean broadcastable to ``(..., n_q, n_f)``,
-    ``True`` = may attend, returns ``(c, A)``: ``(..., n_q, d_v)`` and ``(..., n_q, n_f, d_v)``.
+    ``forward(Q, K, V, mask=None)`` with mask boolean broadcastable to
+    ``(..., n_q, n_f)``, ``True`` = may attend, returns ``(c, A)``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        d_v: the value size (columns of ``W_d``).
+        d_w: the hidden size.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
+        Returns c: ``(..., n_q, d_v)``, A: ``(..., n_q, n_f, d_v)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`multidimensional_attend`.
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, act: Activation = torch.tanh) -> None:

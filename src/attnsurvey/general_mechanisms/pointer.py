@@ -12,6 +12,9 @@ its size changes with the input. ``s_{m,n}`` is the additive score of Table II
 (``W`` acts on the encoder state of input ``n``, ``U`` on the decoder state).
 For outputs that are permutations (sorting), positions already pointed to
 are masked out (boolean mask, ``True`` = may point).
+
+Shapes: B batch, N inputs (the positions to point to), M decoding steps, d_x input
+size, d_h encoder size, d_d decoder size, d_w hidden size of the pointer score.
 """
 
 from __future__ import annotations
@@ -38,9 +41,23 @@ CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) -> Tensor:
     """Pointer scores ``s_{m,n} = v^T tanh(W h_n + U h_m)`` (nndl Eq. 8.15).
 
-    H: encoder states of the inputs ``(..., N, d_h)``; h_dec: decoder states
-    ``(..., M, d_d)``; W: ``(d_w, d_h)``; U: ``(d_w, d_d)``; v: ``(d_w,)``.
-    Returns ``(..., M, N)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        H: encoder states of the inputs.
+        h_dec: decoder states.
+        W: the map of the encoder states.
+        U: the map of the decoder states.
+        v: the output vector.
+
+    Shape:
+        H: ``(..., N, d_h)``; h_dec: ``(..., M, d_d)``; W: ``(d_w, d_h)``;
+        U: ``(d_w, d_d)``; v: ``(d_w,)``. Returns ``(..., M, N)``.
+
+    Returns:
+        The scores ``s``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     return additive_score(h_dec, H, U, W, v)
 
@@ -49,12 +66,25 @@ def pointer_scores(H: Tensor, h_dec: Tensor, W: Tensor, U: Tensor, v: Tensor) ->
 def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Log of the pointer distribution, ``log softmax_n(s_{m,n})`` over allowed positions (nndl Eq. 8.14).
 
-    scores: ``(..., M, N)``; mask: boolean broadcastable to the scores, ``True`` =
-    may attend (step m may point to input n).
-    Masked positions get the most negative finite value (probability 0 after exp);
-    allowed positions keep their exact log-probability even when it underflows
-    as a probability: the core's alignment step with ``log=True``
+    Masked positions get the most negative finite value (probability 0 after
+    exp); allowed positions keep their exact log-probability even when it
+    underflows as a probability: the core's alignment step with ``log=True``
     (:func:`attnsurvey.attention.align_scores`).
+
+    Args:
+        scores: pointer scores.
+        mask: boolean broadcastable to the scores, ``True`` = may attend (step m
+            may point to input n).
+
+    Shape:
+        scores: ``(..., M, N)``. Returns ``(..., M, N)``.
+
+    Returns:
+        The log-probabilities over the ``N`` inputs.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for a bad mask.
     """
     as_tensor(scores, "s (pointer scores)")
     if isinstance(mask, Tensor) and mask.dtype == torch.bool:
@@ -66,15 +96,25 @@ def pointer_log_probs(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 class PointerNetwork(nn.Module):
     """A small pointer network: LSTM encoder, LSTM-cell decoder, additive pointer.
 
-    Args: d_x: size of each input vector x_n (1 for numbers); d_h: hidden size;
-    d_w: size of the pointer's tanh layer.
-
-    ``forward(x, targets=None)`` with x ``(B, N, d_x)`` returns
-    ``(log_probs, pointers)``: ``(B, M, N)`` log-probabilities of every step
-    and ``(B, M)`` chosen indices, with ``M = N`` (one pointer per input; each
-    input is pointed to once). With ``targets`` ``(B, N)`` it uses teacher
-    forcing (the next decoder input is the *target* pointed input, as in
+    ``forward(x, targets=None)`` returns ``(log_probs, pointers)``: the
+    log-probabilities of every step and the chosen indices, with ``M = N`` (one
+    pointer per input; each input is pointed to once). With ``targets`` it uses
+    teacher forcing (the next decoder input is the *target* pointed input, as in
     nndl Eq. 8.13); without, it decodes greedily.
+
+    Args:
+        d_x: size of each input vector x_n (1 for numbers).
+        d_h: hidden size.
+        d_w: size of the pointer's tanh layer.
+
+    Shape:
+        x: ``(B, N, d_x)``; targets: ``(B, N)``.
+        Returns log_probs: ``(B, M, N)``, pointers: ``(B, M)``.
+
+    Raises:
+        TypeError: in ``forward``, if x is not a floating-point tensor.
+        ValueError: in ``forward``, if x is not ``(B, N, d_x)`` with ``N >= 1``
+            or targets is not ``(B, N)``.
     """
 
     def __init__(self, d_x: int = 1, d_h: int = 32, d_w: int = 32) -> None:
@@ -119,7 +159,18 @@ class PointerNetwork(nn.Module):
 
 
 def pointer_loss(model: PointerNetwork, batch: tuple[Tensor, Tensor]) -> Tensor:
-    """Teacher-forced negative log-likelihood of the target pointers (mean over steps; 0 for an empty batch)."""
+    """Teacher-forced negative log-likelihood of the target pointers (mean over steps).
+
+    Args:
+        model: the pointer network.
+        batch: ``(x, targets)``.
+
+    Shape:
+        x: ``(B, N, d_x)``; targets: ``(B, N)``. Returns a scalar ``()``.
+
+    Returns:
+        The mean loss; 0 for an empty batch.
+    """
     x, targets = batch
     logp, _ = model(x, targets)
     return cross_entropy_mean(logp, targets, log_probs=True)

@@ -7,6 +7,9 @@ this is the efficient way). Weights keep the survey's shapes, which are also
 ``nn.Linear.weight``'s: ``W_1`` is ``(d_w, d_q)``, ``W`` is ``(d_k, d_q)``.
 
 Functional forms take explicit weights; ``ScoreModule`` subclasses own them.
+
+Shapes: n_q queries, n_f keys (feature vectors), d_q query size, d_k key size,
+d_w hidden size of the additive scores; ``...`` any batch dimensions.
 """
 
 from __future__ import annotations
@@ -66,8 +69,21 @@ def _check_param_dtype(Q: Tensor, **params: Tensor | None) -> None:
 def dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Multiplicative (dot-product) score ``q^T k_l`` (Table II, row 2).
 
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
-    Raises ``ValueError`` unless ``d_q == d_k``.
+    Args:
+        Q: queries.
+        K: keys.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)`` (batch dims broadcast).
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``d_q != d_k``, Q or K is empty or has fewer than 2 dims,
+            their batch dims do not broadcast, or their dtypes differ.
     """
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "multiplicative score", "d_q", "d_k")
@@ -78,7 +94,21 @@ def dot_score(Q: Tensor, K: Tensor) -> Tensor:
 def scaled_dot_score(Q: Tensor, K: Tensor) -> Tensor:
     """Scaled multiplicative score ``q^T k_l / sqrt(d_k)`` (Table II, row 3).
 
-    Shapes as in :func:`dot_score`. Raises ``ValueError`` unless ``d_q == d_k``.
+    Args:
+        Q: queries.
+        K: keys.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)`` (batch dims broadcast).
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``d_q != d_k``, Q or K is empty or has fewer than 2 dims,
+            their batch dims do not broadcast, or their dtypes differ.
     """
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
@@ -102,10 +132,29 @@ def additive_score(
 ) -> Tensor:
     """Additive (concatenate) score ``w^T act(W_1 q + W_2 k_l + b)`` (Table II, row 1).
 
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W1: ``(d_w, d_q)``;
-    W2: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)`` or None.
-    Returns e ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches.
     Memory is ``O(n_q * n_f * d_w)`` because the activation is not bilinear.
+
+    Args:
+        Q: queries.
+        K: keys.
+        W1: the query map ``W_1``.
+        W2: the key map ``W_2``.
+        w: the output vector ``w``.
+        b: the bias ``b``, or None for no bias.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W1: ``(d_w, d_q)``;
+        W2: ``(d_w, d_k)``; w: ``(d_w,)``; b: ``(d_w,)``.
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on a shape mismatch of Q, K or a weight, or a weight whose
+            dtype differs from Q's.
     """
     _check_qk(Q, K)
     d_q, d_k = Q.shape[-1], K.shape[-1]
@@ -133,8 +182,26 @@ def additive_score(
 def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Concat score ``v^T tanh(W [q; k_l])`` (Luong et al., 2015; NLP review eq. 1).
 
-    W: ``(d_w, d_q + d_k)``; v: ``(d_w,)``. Equal to :func:`additive_score` with
-    ``W = [W_1, W_2]`` and no bias. Raises ``ValueError`` on shape mismatches.
+    Equal to :func:`additive_score` with ``W = [W_1, W_2]`` and no bias.
+
+    Args:
+        Q: queries.
+        K: keys.
+        W: the map of the concatenation ``[q; k_l]``.
+        v: the output vector ``v``.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W: ``(d_w, d_q + d_k)``;
+        v: ``(d_w,)``. Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on a shape mismatch of Q, K, W or v, or a weight whose dtype
+            differs from Q's.
     """
     _check_qk(Q, K)
     d_q, d_k = Q.shape[-1], K.shape[-1]
@@ -155,9 +222,24 @@ def concat_score(Q: Tensor, K: Tensor, W: Tensor, v: Tensor, act: Activation = t
 
 @catalogued("table2:general", title="General score k_l^T W q")
 def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
-    """General score ``k_l^T W q`` (Table II, row 4). W: ``(d_k, d_q)``.
+    """General score ``k_l^T W q`` (Table II, row 4).
 
-    Raises ``ValueError`` if W's shape does not match ``(d_k, d_q)``.
+    Args:
+        Q: queries.
+        K: keys.
+        W: the map ``W``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W: ``(d_k, d_q)``.
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if W's shape does not match ``(d_k, d_q)``, on a shape
+            mismatch of Q and K, or a dtype mismatch.
     """
     _check_qk(Q, K)
     check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
@@ -169,7 +251,22 @@ def general_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
 def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
     """Biased general score ``k_l^T (W q + b)`` (Table II, row 5).
 
-    W: ``(d_k, d_q)``; b: ``(d_k,)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        Q: queries.
+        K: keys.
+        W: the map ``W``.
+        b: the bias ``b``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W: ``(d_k, d_q)``;
+        b: ``(d_k,)``. Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on a shape mismatch of Q, K, W or b, or a dtype mismatch.
     """
     _check_qk(Q, K)
     check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
@@ -182,7 +279,24 @@ def biased_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor) -> Tensor:
 def activated_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, act: Activation = torch.tanh) -> Tensor:
     """Activated general score ``act(k_l^T W q + b)`` (Table II, row 6).
 
-    W: ``(d_k, d_q)``; b: a scalar. Raises ``ValueError`` on shape mismatches.
+    Args:
+        Q: queries.
+        K: keys.
+        W: the map ``W``.
+        b: the scalar bias ``b`` (a float or a one-element tensor).
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W: ``(d_k, d_q)``.
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on a shape mismatch of Q, K or W, or a tensor ``b`` with more
+            than one element.
     """
     _check_qk(Q, K)
     check_weight(W, (K.shape[-1], Q.shape[-1]), "W", "(d_k, d_q)")
@@ -195,10 +309,26 @@ def activated_general_score(Q: Tensor, K: Tensor, W: Tensor, b: Tensor | float, 
 def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
     """Similarity score: cosine similarity of ``q`` and ``k_l`` (Table II, row 7).
 
-    Needs ``d_q == d_k``. Zero vectors get similarity 0 (norms are clamped by
-    ``eps``). Vectors whose norm overflows the dtype (entries around 1e20 in
-    float32, a few hundred in float16) are rescaled by their largest entry
-    first, so the score stays the cosine. Raises ``ValueError`` on shape mismatches.
+    Zero vectors get similarity 0 (norms are clamped by ``eps``). Vectors whose
+    norm overflows the dtype (entries around 1e20 in float32, a few hundred in
+    float16) are rescaled by their largest entry first, so the score stays the cosine.
+
+    Args:
+        Q: queries.
+        K: keys.
+        eps: the smallest norm a vector is divided by.
+
+    Shape:
+        Q: ``(..., n_q, d)``; K: ``(..., n_f, d)`` (``d = d_q = d_k``).
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``, in ``[-1, 1]``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``d_q != d_k``, on another shape or dtype mismatch of Q and K, or
+            if ``eps`` is not a finite number > 0.
     """
     check_positive("cosine_score", eps=eps)
     _check_qk(Q, K)
@@ -209,7 +339,7 @@ def cosine_score(Q: Tensor, K: Tensor, eps: float = 1e-8) -> Tensor:
 def _overflow_safe_norm(X: Tensor) -> Tensor:
     """``||x||_2`` over the last axis; a row whose sum of squares overflows is rescaled by ``max |x_i|`` first.
 
-    Rows without overflow take the plain formula (bit-for-bit the former result).
+    Rows without overflow take the plain formula.
     A row holding Inf or NaN keeps its plain (non-finite) norm.
     """
     n = X.norm(dim=-1)
@@ -229,10 +359,24 @@ def _unit_rows(X: Tensor, eps: float) -> Tensor:
 def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     """Similarity score: negative Euclidean (L2) distance ``-||q - k_l||_2`` (Table II, row 7).
 
-    Needs ``d_q == d_k``; closer keys score higher. A distance whose squares
-    overflow the dtype is computed on the difference rescaled by its largest
-    entry (finite wherever the distance itself is). Raises ``ValueError`` on
-    shape mismatches.
+    Closer keys score higher. A distance whose squares overflow the dtype is
+    computed on the difference rescaled by its largest entry (finite wherever the
+    distance itself is).
+
+    Args:
+        Q: queries.
+        K: keys.
+
+    Shape:
+        Q: ``(..., n_q, d)``; K: ``(..., n_f, d)`` (``d = d_q = d_k``).
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e`` (all ``<= 0``).
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``d_q != d_k`` or on another shape or dtype mismatch of Q and K.
     """
     _check_qk(Q, K)
     check_dim_equal(Q.shape[-1], K.shape[-1], "Euclidean similarity score", "d_q", "d_k")
@@ -251,13 +395,29 @@ def euclidean_score(Q: Tensor, K: Tensor) -> Tensor:
     title="Bilinear score q^T W k_l: nndl eq. 8.5's x^T W q (the general score) written query-first, W transposed",
 )
 def bilinear_score(Q: Tensor, K: Tensor, W: Tensor) -> Tensor:
-    """Bilinear score ``q^T W k_l``, the query-first form of nndl eq. 8.5. W: ``(d_q, d_k)``.
+    """Bilinear score ``q^T W k_l``, the query-first form of nndl eq. 8.5.
 
     nndl eq. 8.5 writes the bilinear model key first, ``s(x, q) = x^T W q``: that
     is the general score ``k_l^T W q`` (:func:`general_score`). The book writes it
     query-first, ``q^T W k_l``, i.e. the general score with W transposed:
     ``bilinear_score(Q, K, W) == general_score(Q, K, W.T)``.
-    Raises ``ValueError`` if W's shape does not match ``(d_q, d_k)``.
+
+    Args:
+        Q: queries.
+        K: keys.
+        W: the bilinear map ``W``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; W: ``(d_q, d_k)``.
+        Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if W's shape does not match ``(d_q, d_k)``, on a shape
+            mismatch of Q and K, or a dtype mismatch.
     """
     _check_qk(Q, K)
     check_weight(W, (Q.shape[-1], K.shape[-1]), "W", "(d_q, d_k)")
@@ -274,8 +434,21 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
     position: it is ``(n_max, d_q)`` and the model can attend to at most
     ``n_max`` feature vectors (the first ``n_f`` rows are used).
 
-    Q: ``(..., n_q, d_q)``; W_a: ``(n_max, d_q)``. Returns e ``(..., n_q, n_f)``.
-    Raises ``ValueError`` if ``n_f > n_max``, ``n_f < 1`` or W_a is not ``(n_max, d_q)``.
+    Args:
+        Q: queries.
+        W_a: the location map ``W_a``, one row per position.
+        n_f: the number of feature vectors to score.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; W_a: ``(n_max, d_q)``. Returns e: ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``n_f > n_max``, ``n_f < 1``, Q has fewer than 2 dims or
+            W_a is not ``(n_max, d_q)``.
     """
     as_tensor(Q, "Q")
     check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
@@ -295,7 +468,14 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
 
 @catalogued("eq23")
 class ScoreModule(nn.Module):
-    """Base class: ``forward(Q, K) -> e`` with Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)``."""
+    """Base class of the score modules: ``forward(Q, K) -> e``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        NotImplementedError: from this base class's ``forward`` (subclasses override it).
+    """
 
     def forward(self, Q: Tensor, K: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -308,6 +488,10 @@ class FunctionScore(ScoreModule):
     ``class DotScore(FunctionScore, function=dot_score)``, and, if it learns
     weights, returns them from :meth:`weights` in the function's argument
     order (none by default); shapes, masks and errors are the function's.
+
+    Shape:
+        As the function's: Q ``(..., n_q, d_q)``, K ``(..., n_f, d_k)`` to
+        e ``(..., n_q, n_f)``.
     """
 
     function: staticmethod[..., Tensor]
@@ -330,6 +514,13 @@ class LinearMapScore(FunctionScore):
 
     ``W`` is ``nn.Linear(d_q, d_k)``: its weight is the survey's ``W``, its bias
     (a subclass declared with ``bias=True``) the survey's ``b``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as the subclass's function.
     """
 
     bias = False
@@ -360,7 +551,20 @@ class ScaledDotScore(FunctionScore, function=scaled_dot_score):
 
 @catalogued("table2:additive")
 class AdditiveScore(ScoreModule):
-    """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``."""
+    """Module form of :func:`additive_score` with learned ``W_1, W_2, w, b``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        d_w: the hidden size of the additive score.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`additive_score`.
+    """
 
     def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
         check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_w=d_w)
@@ -376,7 +580,19 @@ class AdditiveScore(ScoreModule):
 
 @catalogued("extra:concat-score")
 class ConcatScore(ScoreModule):
-    """Module form of :func:`concat_score` with learned ``W`` and ``v``."""
+    """Module form of :func:`concat_score` with learned ``W`` and ``v``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        d_w: the hidden size (rows of ``W``).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`concat_score`.
+    """
 
     def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
         check_sizes("ConcatScore", d_q=d_q, d_k=d_k, d_w=d_w)
@@ -400,7 +616,20 @@ class BiasedGeneralScore(LinearMapScore, function=biased_general_score, bias=Tru
 
 @catalogued("table2:activated-general")
 class ActivatedGeneralScore(ScoreModule):
-    """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``."""
+    """Module form of :func:`activated_general_score` with learned ``W`` and scalar ``b``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`activated_general_score`.
+    """
 
     def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
         check_sizes("ActivatedGeneralScore", d_q=d_q, d_k=d_k)
@@ -419,8 +648,18 @@ class CosineScore(ScoreModule):
 
     Cosine scores lie in [-1, 1], so a softmax over them is nearly uniform; a
     scale ``s`` (learned when ``learn_scale=True``) sharpens it: ``s * cos``.
-    ``s = 1 / temperature``; raises ``ValueError`` unless ``s`` is finite and
-    ``> 0`` (a temperature of 0 or below has no meaning).
+    ``s = 1 / temperature``.
+
+    Args:
+        scale: the initial scale ``s`` (1 / temperature).
+        learn_scale: learn ``s`` as a parameter instead of keeping it fixed.
+
+    Shape:
+        Q: ``(..., n_q, d)``; K: ``(..., n_f, d)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: unless ``s`` is finite and ``> 0`` (a temperature of 0 or
+            below has no meaning).
     """
 
     def __init__(self, scale: float = 1.0, learn_scale: bool = False) -> None:
@@ -441,7 +680,18 @@ class EuclideanScore(FunctionScore, function=euclidean_score):
 
 @catalogued("extra:bilinear-score")
 class BilinearScore(ScoreModule):
-    """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``."""
+    """Module form of :func:`bilinear_score` with learned ``W`` of shape ``(d_q, d_k)``.
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``. Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`bilinear_score`.
+    """
 
     def __init__(self, d_q: int, d_k: int) -> None:
         check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
@@ -457,7 +707,18 @@ class LocationScore(ScoreModule):
     """Module form of :func:`location_score` with a learned ``W_a`` ``(n_max, d_q)``.
 
     ``forward(Q, K)`` reads only the number of keys ``n_f = K.shape[-2]``.
-    Raises ``ValueError`` if ``n_max < 1``.
+
+    Args:
+        d_q: the query size.
+        n_max: the most feature vectors the score can address.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)`` (only ``n_f`` is read).
+        Returns e: ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if ``d_q`` or ``n_max`` is not an integer >= 1, or (in ``forward``) if
+            ``n_f > n_max``.
     """
 
     def __init__(self, d_q: int, n_max: int) -> None:
@@ -480,11 +741,14 @@ class LocationScore(ScoreModule):
 class ScoreSpec:
     """One registered score function.
 
-    build: ``(d_q, d_k, d_w, n_max) -> ScoreModule``; module: its class;
-    function: the parameter-free functional form ``(Q, K) -> e`` (None when the
-    score has weights); equal_dims: needs ``d_q == d_k``; taxonomy: its Table III
-    name (what :func:`attnsurvey.builder.describe` reports);
-    content: False for scores that ignore the keys' content (location).
+    Attributes:
+        build: ``(d_q, d_k, d_w, n_max) -> ScoreModule``.
+        module: its class.
+        function: the parameter-free functional form ``(Q, K) -> e`` (None when
+            the score has weights).
+        equal_dims: needs ``d_q == d_k``.
+        taxonomy: its Table III name (what :func:`attnsurvey.builder.describe` reports).
+        content: False for scores that ignore the keys' content (location).
     """
 
     build: Callable[[int, int, int, int | None], ScoreModule]
@@ -535,7 +799,14 @@ for _name, _spec in (
 def score_spec(name: str) -> ScoreSpec:
     """The registry entry of a score name (aliases such as ``"similarity"`` allowed).
 
-    Raises ``ValueError`` for an unknown name, listing the known ones.
+    Args:
+        name: a registered score name or an alias of :data:`SCORE_ALIASES`.
+
+    Returns:
+        Its :class:`ScoreSpec`.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
     """
     return SCORES[SCORE_ALIASES.get(name, name)]
 
@@ -546,11 +817,25 @@ def make_score(name: str, d_q: int, d_k: int, d_w: int | None = None, n_max: int
 
     Names: those registered in :data:`SCORES` (the content-based ones are
     :data:`SCORE_NAMES`; ``location`` needs ``n_max``) and the aliases of
-    :data:`SCORE_ALIASES` (``similarity`` is the cosine). ``d_w`` defaults to ``d_k``.
-    ``cosine`` gets a learned scale ``s`` that starts at ``sqrt(d_k)``: the cosine of two
-    random ``d_k``-vectors has a spread of about ``1 / sqrt(d_k)``, so its first scores
-    spread about as widely as the scaled dot product's. Raises ``ValueError`` for an unknown name (listing the known ones) or for
-    ``d_q != d_k`` where the score needs equality.
+    :data:`SCORE_ALIASES` (``similarity`` is the cosine). ``cosine`` gets a
+    learned scale ``s`` that starts at ``sqrt(d_k)``: the cosine of two random
+    ``d_k``-vectors has a spread of about ``1 / sqrt(d_k)``, so its first scores
+    spread about as widely as the scaled dot product's.
+
+    Args:
+        name: the score's registered name or alias.
+        d_q: the query size.
+        d_k: the key size.
+        d_w: the hidden size of the additive and concat scores (defaults to ``d_k``).
+        n_max: the most feature vectors the location score can address.
+
+    Returns:
+        A fresh :class:`ScoreModule`.
+
+    Raises:
+        ValueError: for an unknown name (listing the known ones), for
+            ``d_q != d_k`` where the score needs equality, or for ``location``
+            without ``n_max`` or with ``n_max < 1``.
     """
     spec = score_spec(name)
     if spec.equal_dims:
@@ -565,8 +850,19 @@ SCORE_NAMES = tuple(name for name, spec in SCORES.items() if spec.content)
 def score_function(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     """The parameter-free functional form ``(Q, K) -> e`` of a registered score.
 
-    Raises ``ValueError`` for an unknown name or a score that has weights (build
-    those with :func:`make_score` and pass the module).
+    Args:
+        name: the score's registered name or alias.
+
+    Shape:
+        The returned function maps Q ``(..., n_q, d_q)`` and K ``(..., n_f, d_k)``
+        to e ``(..., n_q, n_f)``.
+
+    Returns:
+        The function.
+
+    Raises:
+        ValueError: for an unknown name or a score that has weights (build those
+            with :func:`make_score` and pass the module).
     """
     spec = score_spec(name)
     if spec.function is None:
@@ -590,10 +886,21 @@ def dot_product_variance(
     """Empirical variance of ``q^T k`` (or ``q^T k / sqrt(d_k)``) for random unit-variance vectors.
 
     Draws ``n_samples`` pairs ``q, k`` with i.i.d. ``N(0, 1)`` entries in
-    ``R^{d_k}`` and returns the sample variance of their multiplicative score
+    ``R^{d_k}`` and measures the sample variance of their multiplicative score
     (Table II, row 2) or, with ``scaled=True``, of the scaled one (row 3).
     Theory (§3.2.1): ``Var(q^T k) = d_k`` and ``Var(q^T k / sqrt(d_k)) = 1``.
-    Raises ``ValueError`` if ``d_k < 1`` or ``n_samples < 2``.
+
+    Args:
+        d_k: the vector size.
+        n_samples: the number of pairs drawn.
+        scaled: score with the scaled multiplicative score.
+        generator: the random generator (the global one if None).
+
+    Returns:
+        The sample variance, a float.
+
+    Raises:
+        ValueError: if ``d_k < 1`` or ``n_samples < 2``.
     """
     if n_samples < 2:
         raise ValueError(f"n_samples must be >= 2 to estimate a variance, got {n_samples}")
@@ -618,10 +925,23 @@ def _random_dot_scores(d_k: int, n_samples: int, n_f: int, scaled: bool, generat
 def softmax_jacobian(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Jacobian of the softmax alignment, ``d a_i / d e_j = a_i (delta_ij - a_j)``.
 
-    e: scores ``(..., n_f)``; mask as in :func:`attnsurvey.masking.masked_softmax`
-    (``True`` = may attend). Returns ``(..., n_f, n_f)``. When one weight is
-    close to 1 (a saturated softmax) every entry is close to 0: the scores
-    receive almost no gradient. Raises ``ValueError`` for a non-float ``e``.
+    When one weight is close to 1 (a saturated softmax) every entry is close to
+    0: the scores receive almost no gradient.
+
+    Args:
+        e: the scores.
+        mask: as in :func:`attnsurvey.masking.masked_softmax` (``True`` = may
+            attend), or None.
+
+    Shape:
+        e: ``(..., n_f)``; mask broadcastable to e. Returns ``(..., n_f, n_f)``.
+
+    Returns:
+        The Jacobian of the weights with respect to the scores.
+
+    Raises:
+        TypeError: if ``e`` is not a floating-point tensor.
+        ValueError: for a mask that is not boolean or does not broadcast to e.
     """
     as_tensor(e, "e")
     if isinstance(mask, Tensor) and mask.dtype == torch.bool:
@@ -642,10 +962,22 @@ def softmax_saturation(
 
     Draws ``n_samples`` queries ``q`` and ``n_f`` keys each, with i.i.d.
     ``N(0, 1)`` entries, scores them with the (scaled, if ``scaled``)
-    multiplicative score and applies the softmax. Returns the mean largest
-    weight ``max_l a_l`` and the mean Frobenius norm of the softmax Jacobian
-    (:func:`softmax_jacobian`), i.e. how much gradient reaches the scores.
-    Raises ``ValueError`` if ``d_k < 1`` or ``n_f < 2``.
+    multiplicative score and applies the softmax.
+
+    Args:
+        d_k: the vector size.
+        n_f: the number of keys per query.
+        n_samples: the number of queries drawn.
+        scaled: score with the scaled multiplicative score.
+        generator: the random generator (the global one if None).
+
+    Returns:
+        The mean largest weight ``max_l a_l`` and the mean Frobenius norm of the
+        softmax Jacobian (:func:`softmax_jacobian`), i.e. how much gradient
+        reaches the scores.
+
+    Raises:
+        ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 0.
     """
     check_counts("softmax_saturation", n_samples=n_samples)
     if n_f < 2:

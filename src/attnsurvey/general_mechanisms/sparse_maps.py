@@ -20,6 +20,9 @@ depends on ``k``; :func:`entmax_bisect` computes alpha-entmax for any
 ``alpha > 0`` by bisection on the threshold; :func:`sparsemax_loss`,
 :func:`entmax15_loss` and :func:`entmax_bisect_loss` are the Fenchel-Young
 losses whose gradient is ``a - onehot(y)``.
+
+Shapes: scores ``e`` ``(..., n_f)``, normalised over ``dim`` (the last by default);
+``...`` any batch dimensions.
 """
 
 from __future__ import annotations
@@ -144,14 +147,26 @@ def sparsemax(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | Non
     ``z_(1) >= z_(2) >= ...`` the sorted scores, the support size is the largest
     ``k`` with ``1 + k z_(k) > sum_{j<=k} z_(j)``, and
     ``tau = (sum_{j<=k} z_(j) - 1) / k``. Unlike softmax it returns exact zeros.
-
-    e: scores, any shape, normalised over ``dim``; mask: boolean broadcastable
-    to e, ``True`` = may attend (masked entries get 0; a fully-masked row is all 0).
     Infinite scores: see the module notes (``-inf`` = masked, ``+inf`` = one-hot).
-    k: sort only the ``k`` largest scores (as the ``entmax`` package's ``k``);
-    the result is the same for every ``k``.
     float16/bfloat16 inputs are computed in float32 and cast back.
-    Raises ``ValueError`` for empty or non-float scores, a bad mask or ``k < 1``.
+
+    Args:
+        e: scores, normalised over ``dim``.
+        mask: boolean broadcastable to e, ``True`` = may attend (masked entries
+            get 0; a fully-masked row is all 0).
+        dim: the axis to normalise over.
+        k: sort only the ``k`` largest scores (as the ``entmax`` package's ``k``);
+            the result is the same for every ``k``.
+
+    Shape:
+        e: any shape, ``(..., n_f)`` along ``dim``. Returns the shape of e.
+
+    Returns:
+        The weights, summing to 1 over ``dim`` (0 for a fully-masked row).
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for empty scores, a bad mask or ``k < 1``.
     """
     z, valid, plus = _prepare(e, mask, dim, halve=False)
     tau = _partial(_sparsemax_threshold, z, valid, _check_k(k, z.shape[-1]))
@@ -167,10 +182,25 @@ def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None
     smoother. Exact sort-based threshold: with ``z = e/2`` sorted descending,
     for each ``k`` take the mean ``mu_k`` and the (biased) variance ``s_k`` of the
     top-k values, ``tau_k = mu_k - sqrt((1 - k s_k) / k)``; the support size is
-    the number of ``k`` with ``tau_k <= z_(k)``.
+    the number of ``k`` with ``tau_k <= z_(k)``. Infinite scores and dtypes as
+    :func:`sparsemax`.
 
-    Arguments (``k`` included; mask: boolean broadcastable to e, ``True`` = may
-    attend, a fully-masked row is all 0), infinite scores and errors as :func:`sparsemax`.
+    Args:
+        e: scores, normalised over ``dim``.
+        mask: boolean broadcastable to e, ``True`` = may attend; a fully-masked
+            row is all 0.
+        dim: the axis to normalise over.
+        k: sort only the ``k`` largest scores; the result is the same for every ``k``.
+
+    Shape:
+        e: any shape, ``(..., n_f)`` along ``dim``. Returns the shape of e.
+
+    Returns:
+        The weights, summing to 1 over ``dim`` (0 for a fully-masked row).
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for empty scores, a bad mask or ``k < 1``.
     """
     z, valid, plus = _prepare(e, mask, dim, halve=True)
     tau = _partial(_entmax15_threshold, z, valid, _check_k(k, z.shape[-1]))
@@ -236,9 +266,26 @@ def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim
     ``[max - 1, max - n^(1 - alpha)]`` locate tau (50 reach float64 precision);
     the weights are then renormalised. The gradient is the closed form
     ``g o dY - g (g . dY) / sum g`` with ``g = a^(2 - alpha)`` on the support.
-    Masks (boolean broadcastable to e, ``True`` = may attend; a fully-masked row
-    is all 0), infinite scores and dtypes as :func:`sparsemax`. Raises
-    ``ValueError`` unless ``alpha > 0`` is finite and ``n_iter >= 1``.
+    Infinite scores and dtypes as :func:`sparsemax`.
+
+    Args:
+        e: scores, normalised over ``dim``.
+        alpha: the entmax parameter, ``> 0``.
+        mask: boolean broadcastable to e, ``True`` = may attend; a fully-masked
+            row is all 0.
+        dim: the axis to normalise over.
+        n_iter: the number of bisection steps.
+
+    Shape:
+        e: any shape, ``(..., n_f)`` along ``dim``. Returns the shape of e.
+
+    Returns:
+        The weights, summing to 1 over ``dim`` (0 for a fully-masked row).
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: unless ``alpha > 0`` is finite and ``n_iter >= 1``; for
+            empty scores or a bad mask.
     """
     alpha = _check_alpha(alpha)
     if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
@@ -280,16 +327,45 @@ def sparsemax_loss(e: Tensor, target: Tensor, k: int | None = None) -> Tensor:
 
     ``L(e; y) = (a - onehot(y)) . e + (1 - ||a||^2) / 2`` with ``a = sparsemax(e)``;
     ``L >= 0``, 0 exactly when ``a`` is one-hot on ``y``; its gradient in ``e`` is
-    ``a - onehot(y)``. e: ``(..., n_f)``; target: integer ``(...)``. Returns the
-    per-row losses ``(...)`` (as the ``entmax`` package). Raises ``ValueError``
-    for bad scores or targets out of range.
+    ``a - onehot(y)``.
+
+    Args:
+        e: scores.
+        target: integer class of every row.
+        k: as in :func:`sparsemax`.
+
+    Shape:
+        e: ``(..., n_f)``; target: ``(...)``. Returns ``(...)``.
+
+    Returns:
+        The per-row losses (as the ``entmax`` package).
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for bad scores or targets out of range.
     """
     a = sparsemax(e, k=k)
     return _fenchel_young(e, target, a, _tsallis(a, 2.0))
 
 
 def entmax15_loss(e: Tensor, target: Tensor, k: int | None = None) -> Tensor:
-    """The 1.5-entmax loss: the Fenchel-Young loss of :func:`entmax15` (arguments as :func:`sparsemax_loss`)."""
+    """The 1.5-entmax loss: the Fenchel-Young loss of :func:`entmax15`.
+
+    Args:
+        e: scores.
+        target: integer class of every row.
+        k: as in :func:`entmax15`.
+
+    Shape:
+        e: ``(..., n_f)``; target: ``(...)``. Returns ``(...)``.
+
+    Returns:
+        The per-row losses.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for bad scores or targets out of range.
+    """
     a = entmax15(e, k=k)
     return _fenchel_young(e, target, a, _tsallis(a, 1.5))
 
@@ -297,8 +373,23 @@ def entmax15_loss(e: Tensor, target: Tensor, k: int | None = None) -> Tensor:
 def entmax_bisect_loss(e: Tensor, target: Tensor, alpha: float = 1.5, n_iter: int = 50) -> Tensor:
     """The alpha-entmax loss: the Fenchel-Young loss of :func:`entmax_bisect`.
 
-    ``alpha = 1`` gives the cross-entropy of the softmax. Arguments as
-    :func:`sparsemax_loss` and :func:`entmax_bisect`.
+    ``alpha = 1`` gives the cross-entropy of the softmax.
+
+    Args:
+        e: scores.
+        target: integer class of every row.
+        alpha: as in :func:`entmax_bisect`.
+        n_iter: as in :func:`entmax_bisect`.
+
+    Shape:
+        e: ``(..., n_f)``; target: ``(...)``. Returns ``(...)``.
+
+    Returns:
+        The per-row losses.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for a bad ``alpha`` or ``n_iter``, bad scores or targets out of range.
     """
     a = entmax_bisect(e, alpha, n_iter=n_iter)
     return _fenchel_young(e, target, a, _tsallis(a, _check_alpha(alpha)))

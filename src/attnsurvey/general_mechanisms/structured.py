@@ -17,6 +17,9 @@ probabilities of *independent events*, so they do not sum to 1.
 
 Masks are boolean, ``True`` = may attend: a masked position is forced to
 ``z_l = 0`` and gets weight 0.
+
+Shapes: scores ``e`` ``(..., n_f)``, transitions ``A`` ``(2, 2)``, values ``V``
+``(..., n_f, d_v)``; ``...`` any batch dimensions.
 """
 
 from __future__ import annotations
@@ -73,12 +76,23 @@ def _forward_backward(u: Tensor, A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """``log Z`` of the binary linear-chain CRF (forward algorithm, log space).
 
-    e: scores ``(..., n_f)`` (unary potential of ``z_l = 1``); A: transition
-    log-potentials ``(2, 2)``, ``A[i, j]`` for ``z_{l-1} = i, z_l = j``; mask:
-    boolean broadcastable to e, ``True`` = may attend (``False`` forces ``z_l = 0``).
-    Returns ``(...,)``.
     Its gradient with respect to e is the vector of marginals.
-    Raises ``ValueError`` for empty scores, a wrong A shape or a bad mask.
+
+    Args:
+        e: scores (unary potential of ``z_l = 1``).
+        A: transition log-potentials, ``A[i, j]`` for ``z_{l-1} = i, z_l = j``.
+        mask: boolean broadcastable to e, ``True`` = may attend (``False`` forces ``z_l = 0``).
+
+    Shape:
+        e: ``(..., n_f)``; A: ``(2, 2)``. Returns ``(...,)``.
+
+    Returns:
+        ``log Z`` of every row.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for empty scores, a wrong A shape, e and A of different
+            dtypes, or a bad mask.
     """
     work = torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype
     return _forward_backward(_unary(e, A, mask).to(work), A.to(work))[2].to(e.dtype)
@@ -91,11 +105,25 @@ def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tenso
 def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
     """Structured attention weights ``a_l = p(z_l = 1)`` by forward-backward in log space.
 
-    ``a_l = exp(alpha_l(1) + beta_l(1) - log Z)``. Arguments as
-    :func:`crf_log_partition` (mask: boolean broadcastable to e, ``True`` = may attend;
-    a masked position gets weight 0); returns ``(..., n_f)`` in ``[0, 1]``. Stable for
-    scores up to +-1e4; a fully-masked row gives all zeros. float16/bfloat16 inputs are
-    computed in float32 and cast back.
+    ``a_l = exp(alpha_l(1) + beta_l(1) - log Z)``. Stable for scores up to
+    +-1e4. float16/bfloat16 inputs are computed in float32 and cast back.
+
+    Args:
+        e: scores (unary potential of ``z_l = 1``).
+        A: transition log-potentials.
+        mask: boolean broadcastable to e, ``True`` = may attend; a masked
+            position gets weight 0, a fully-masked row all zeros.
+
+    Shape:
+        e: ``(..., n_f)``; A: ``(2, 2)``. Returns ``(..., n_f)``.
+
+    Returns:
+        The marginals, in ``[0, 1]``.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for empty scores, a wrong A shape, e and A of different
+            dtypes, or a bad mask.
     """
     u = _unary(e, A, mask)
     work = torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype  # log-space sums need range
@@ -106,8 +134,21 @@ def crf_marginals(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tensor:
 def crf_brute_force(e: Tensor, A: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Oracle: ``(log Z, marginals)`` by enumerating all ``2^n_f`` selections (n_f <= 14).
 
-    Arguments as :func:`crf_marginals` (mask: boolean broadcastable to e, ``True`` =
-    may attend). Raises ``ValueError`` for ``n_f > 14``.
+    Args:
+        e: scores (unary potential of ``z_l = 1``).
+        A: transition log-potentials.
+        mask: boolean broadcastable to e, ``True`` = may attend.
+
+    Shape:
+        e: ``(..., n_f)``; A: ``(2, 2)``. Returns log_Z: ``(...,)``, marginals: ``(..., n_f)``.
+
+    Returns:
+        ``(log Z, marginals)``.
+
+    Raises:
+        TypeError: for non-float scores.
+        ValueError: for empty scores, a wrong A shape, e and A of different
+            dtypes, or a bad mask; or ``n_f > 14``.
     """
     u = _unary(e, A, mask)
     n = u.shape[-2]
@@ -130,9 +171,24 @@ def crf_brute_force(e: Tensor, A: Tensor, mask: Tensor | None = None) -> tuple[T
 def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Structured attention: CRF marginals as weights, then ``c = sum_l a_l v_l`` (Eq. 24).
 
-    e: ``(..., n_f)``; A: ``(2, 2)``; V: ``(..., n_f, d_v)``; mask: boolean
-    broadcastable to e, ``True`` = may attend (a fully-masked row gives ``a = 0``,
-    ``c = 0``). Returns ``(c, a)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        e: scores.
+        A: transition log-potentials.
+        V: values.
+        mask: boolean broadcastable to e, ``True`` = may attend (a fully-masked
+            row gives ``a = 0``, ``c = 0``).
+
+    Shape:
+        e: ``(..., n_f)``; A: ``(2, 2)``; V: ``(..., n_f, d_v)``.
+        Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: the context and the weights.
+
+    Raises:
+        TypeError: if e, A or V is not a floating-point tensor.
+        ValueError: for empty scores, a wrong A shape, e and A of different
+            dtypes, or a bad mask; or on a shape mismatch of the weights and V.
     """
     as_tensor(e, "e"), as_tensor(A, "A"), as_tensor(V, "V")
     a = crf_marginals(e, A, mask)
@@ -145,10 +201,22 @@ def structured_attend(e: Tensor, A: Tensor, V: Tensor, mask: Tensor | None = Non
 class StructuredAttention(nn.Module):
     """Structured attention with a learned score (Table II) and transition matrix ``A`` ``(2, 2)``.
 
-    ``forward(q, K, V, mask=None)`` with q ``(..., d_q)``, K ``(..., n_f, d_k)``,
-    V ``(..., n_f, d_v)``, mask boolean ``(..., n_f)`` (``True`` = may attend)
-    returns ``(c, a)``; a masked
-    key holding NaN/Inf reaches no output and no gradient (the score's included).
+    ``forward(q, K, V, mask=None)`` with mask boolean ``(..., n_f)`` (``True`` =
+    may attend) returns ``(c, a)``; a masked key holding NaN/Inf reaches no
+    output and no gradient (the score's included).
+
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        score: a Table II name (default ``"general"``).
+
+    Shape:
+        q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
+        Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1 or ``score`` is unknown; in ``forward``, as
+            :func:`structured_attend`.
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general") -> None:

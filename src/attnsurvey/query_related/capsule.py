@@ -54,9 +54,19 @@ class CapsuleOutput(NamedTuple):
 def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
     """Scores of every capsule for every key, Eq. (43): ``e_{c,l} = q_c^T k_l``.
 
-    K: ``(..., n_f, d_k)``; Q_caps: ``(d_y, d_k)``, row ``c`` is capsule ``c``'s
-    learned query. Returns e ``(..., d_y, n_f)``. Raises ``ValueError`` unless
-    Q_caps is ``(d_y, d_k)``.
+    Args:
+        K: keys.
+        Q_caps: the capsules' learned queries, row ``c`` is capsule ``c``'s.
+
+    Shape:
+        K: ``(..., n_f, d_k)``; Q_caps: ``(d_y, d_k)``. Returns e: ``(..., d_y, n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: unless Q_caps is ``(d_y, d_k)`` and K has at least 2 dims.
     """
     as_tensor(K, "K")
     check_min_rank(K, 2, "K", "(..., n_f, d_k)")
@@ -69,9 +79,20 @@ def capsule_scores(K: Tensor, Q_caps: Tensor) -> Tensor:
 def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
     """Probability module, Eq. (44): ``p_c = sigmoid(w_c^T c_c + b_c)`` for every capsule.
 
-    c: ``(..., d_y, d_v)`` capsule contexts; W_p: ``(d_y, d_v)`` (row ``c`` is
-    ``w_c``); b_p: ``(d_y,)``. Returns p ``(..., d_y)``. Raises ``ValueError``
-    on shape mismatches.
+    Args:
+        c: capsule contexts.
+        W_p: the weights, row ``c`` is ``w_c``.
+        b_p: the biases.
+
+    Shape:
+        c: ``(..., d_y, d_v)``; W_p: ``(d_y, d_v)``; b_p: ``(d_y,)``. Returns p: ``(..., d_y)``.
+
+    Returns:
+        The capsule probabilities ``p``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     as_tensor(c, "c")
     check_min_rank(c, 2, "c", "(..., d_y, d_v)")
@@ -85,8 +106,19 @@ def capsule_probability(c: Tensor, W_p: Tensor, b_p: Tensor) -> Tensor:
 def capsule_reconstruction(p: Tensor, c: Tensor) -> Tensor:
     """Reconstruction module, Eq. (45): ``r_c = p_c c_c``.
 
-    p: ``(..., d_y)``; c: ``(..., d_y, d_v)``. Returns r ``(..., d_y, d_v)``.
-    Raises ``ValueError`` if the two ``d_y`` differ.
+    Args:
+        p: capsule probabilities.
+        c: capsule contexts.
+
+    Shape:
+        p: ``(..., d_y)``; c: ``(..., d_y, d_v)``. Returns r: ``(..., d_y, d_v)``.
+
+    Returns:
+        The reconstructions ``r``.
+
+    Raises:
+        TypeError: if p or c is not a floating-point tensor.
+        ValueError: if the two ``d_y`` differ.
     """
     as_tensor(p, "p")
     as_tensor(c, "c")
@@ -100,11 +132,27 @@ def capsule_attention(
 ) -> CapsuleOutput:
     """All ``d_y`` capsules at once: Eq. (43), align, context, Eq. (44) and Eq. (45).
 
-    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; Q_caps: ``(d_y, d_k)``;
-    W_p: ``(d_y, d_v)``; b_p: ``(d_y,)``; mask: boolean ``(..., n_f)``,
-    ``True`` = may attend. Returns a :class:`CapsuleOutput` ``(p, r, c, a)``.
     A fully-masked example gives zero contexts and ``p_c = sigmoid(b_c)``.
-    Raises ``ValueError`` on shape mismatches.
+
+    Args:
+        K: keys.
+        V: values.
+        Q_caps: the capsules' learned queries.
+        W_p: the probability weights.
+        b_p: the probability biases.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend.
+
+    Shape:
+        K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; Q_caps: ``(d_y, d_k)``;
+        W_p: ``(d_y, d_v)``; b_p: ``(d_y,)``. Returns p: ``(..., d_y)``,
+        r: ``(..., d_y, d_v)``, c: ``(..., d_y, d_v)``, a: ``(..., d_y, n_f)``.
+
+    Returns:
+        :class:`CapsuleOutput` ``(p, r, c, a)``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches or a bad mask.
     """
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
@@ -133,10 +181,25 @@ def capsule_loss(
     over ``c != y`` and divides by the number of classes instead; with two classes
     that is this loss halved.)
 
-    p: ``(B, d_y)``; r: ``(B, d_y, d_v)``; f_bar: ``(B, d_f)`` the unweighted
-    average of the feature vectors (needs ``d_v == d_f``); y: ``(B,)`` class
-    indices. Returns ``(L, J, U)`` as scalars (0 for an empty batch). Raises ``ValueError`` if
-    ``d_v != d_f`` or a label is out of range.
+    Args:
+        p: capsule probabilities.
+        r: capsule reconstructions.
+        f_bar: the unweighted average of the feature vectors (needs ``d_v == d_f``).
+        y: class indices.
+        lam: the weight ``lam`` of the reconstruction loss.
+        margin: the hinge margin.
+
+    Shape:
+        p: ``(B, d_y)``; r: ``(B, d_y, d_v)``; f_bar: ``(B, d_f)``; y: ``(B,)``.
+        Returns three scalars ``()``.
+
+    Returns:
+        ``(L, J, U)`` (0 for an empty batch).
+
+    Raises:
+        TypeError: if p, r or f_bar is not a floating-point tensor.
+        ValueError: if ``d_v != d_f``, y is not integer indices of shape ``(B,)``,
+            or a label is out of range.
     """
     as_tensor(p, "p")
     as_tensor(r, "r")
@@ -166,6 +229,18 @@ class CapsuleAttention(nn.Module):
     ``forward(F, mask=None)`` with mask boolean ``(..., n_f)``, ``True`` = may
     attend, returns a :class:`CapsuleOutput`;
     ``loss(out, F, y, mask=None, lam=1.0)`` the joint loss ``(L, J, U)``.
+
+    Args:
+        d_f: the feature size.
+        d_y: the number of classes (capsules).
+        d_k: the key size; None uses the features as keys.
+
+    Shape:
+        F: ``(..., n_f, d_f)``. Returns p: ``(..., d_y)``, r and c: ``(..., d_y, d_f)``,
+        a: ``(..., d_y, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as :func:`capsule_attention`.
     """
 
     def __init__(self, d_f: int, d_y: int, d_k: int | None = None) -> None:

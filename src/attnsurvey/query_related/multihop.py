@@ -54,7 +54,19 @@ Transform = Callable[[Tensor, Tensor], Tensor]
 def add_transform(q: Tensor, c: Tensor) -> Tensor:
     """Eq. (41) with ``transform(q, c) = q + c`` (the memory-network update).
 
-    q: ``(..., d_q)``; c: ``(..., d_v)``. Raises ``ValueError`` unless ``d_q == d_v``.
+    Args:
+        q: the query ``q^(s)``.
+        c: the context ``c^(s)``.
+
+    Shape:
+        q: ``(..., d_q)``; c: ``(..., d_v)`` with ``d_v = d_q``. Returns ``(..., d_q)``.
+
+    Returns:
+        The next query ``q^(s+1)``.
+
+    Raises:
+        TypeError: if q or c is not a floating-point tensor.
+        ValueError: unless ``d_q == d_v``.
     """
     as_tensor(q, "q")
     as_tensor(c, "c")
@@ -66,8 +78,20 @@ def add_transform(q: Tensor, c: Tensor) -> Tensor:
 def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
     """Eq. (41) with ``transform(q, c) = H q + c`` (Sukhbaatar et al.'s layer-wise form).
 
-    q: ``(..., d_q)``; c: ``(..., d_q)``; H: ``(d_q, d_q)``. Raises ``ValueError``
-    on shape mismatches.
+    Args:
+        q: the query ``q^(s)``.
+        c: the context ``c^(s)``.
+        H: the query map.
+
+    Shape:
+        q: ``(..., d_q)``; c: ``(..., d_q)``; H: ``(d_q, d_q)``. Returns ``(..., d_q)``.
+
+    Returns:
+        The next query ``q^(s+1)``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     as_tensor(q, "q")
     check_weight(H, (q.shape[-1], q.shape[-1]), "H", "(d_q, d_q)")
@@ -81,9 +105,22 @@ def linear_transform(q: Tensor, c: Tensor, H: Tensor) -> Tensor:
 def hop_scores(q_next: Tensor, c: Tensor, K: Tensor, score: ScoreFn) -> Tensor:
     """Scores of one hop, Eq. (42): ``e_l = score(concat(q^(s+1), c^(s)), k_l)``.
 
-    q_next: ``(..., d_q)``; c: ``(..., d_v)``; K: ``(..., n_f, d_k)``; ``score``
-    is any Table II function taking queries of size ``d_q + d_v``.
-    Returns e ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        q_next: the updated query ``q^(s+1)``.
+        c: the context ``c^(s)``.
+        K: keys.
+        score: any Table II function taking queries of size ``d_q + d_v``.
+
+    Shape:
+        q_next: ``(..., d_q)``; c: ``(..., d_v)``; K: ``(..., n_f, d_k)``.
+        Returns e: ``(..., n_f)``.
+
+    Returns:
+        The scores ``e^(s)``.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     as_tensor(q_next, "q^(s+1)")
     as_tensor(c, "c^(s)")
@@ -113,16 +150,30 @@ def multi_hop_attention(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The survey's general multi-hop attention, Eq. (41)-(42), for ``n_hops`` steps.
 
-    q0: ``(..., d_q)`` initial query; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
-    ``score(Q, K)`` takes queries of size ``d_q + d_v`` (a single function, or
-    a list with one per hop for unshared weights); ``transform(q, c)`` is Eq. (41)
-    (one function or a list with one per hop); c0: ``(..., d_v)`` initial
-    context, default the unweighted average of the values; mask: boolean
-    ``(..., n_f)``, ``True`` = may attend.
-    Returns ``(c, q, A)``: the last context ``(..., d_v)``, the last query
-    ``(..., d_q)`` and the weights of every hop ``(..., n_hops, n_f)``.
-    Raises ``ValueError`` if ``n_hops < 1``, a per-hop list has the wrong
-    length, or shapes do not match.
+    Args:
+        q0: the initial query ``q^(0)``.
+        K: keys.
+        V: values.
+        score: ``score(Q, K)`` taking queries of size ``d_q + d_v``: a single
+            function, or a list with one per hop for unshared weights.
+        n_hops: the number of hops.
+        transform: ``transform(q, c)`` of Eq. (41): one function or a list with
+            one per hop.
+        c0: the initial context, default the unweighted average of the values.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend.
+
+    Shape:
+        q0: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+        c0: ``(..., d_v)``. Returns c: ``(..., d_v)``, q: ``(..., d_q)``,
+        A: ``(..., n_hops, n_f)``.
+
+    Returns:
+        ``(c, q, A)``: the last context, the last query and the weights of every hop.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: if ``n_hops < 1``, a per-hop list has the wrong length, or
+            shapes do not match.
     """
     if n_hops < 1:
         raise ValueError(f"the number of hops must be >= 1, got n_hops={n_hops}")
@@ -153,14 +204,28 @@ def multi_hop_attention(
 class MultiHopAttention(nn.Module):
     """Module form of :func:`multi_hop_attention` with learned keys, values and scores.
 
-    Keys ``K = F W_K^T`` ``(d_k, d_f)``, values ``V = F W_V^T`` with ``d_v = d_q`` (so
-    the query can absorb the context); the score of every hop is the general score
-    ``concat(q, c)^T W k`` (Table II), shared across hops unless ``share=False``.
-    ``transform`` is ``"add"`` (``q + c``) or ``"linear"`` (``H q + c`` with a learned
-    ``H``). ``forward(q0, F, mask=None)`` returns ``(c, q, A)``; mask boolean
+    Keys ``K = F W_K^T`` (``W_K`` ``(d_k, d_f)``), values ``V = F W_V^T`` with
+    ``d_v = d_q`` (so the query can absorb the context); the score of every hop
+    is the general score ``concat(q, c)^T W k`` (Table II).
+    ``forward(q0, F, mask=None)`` returns ``(c, q, A)``; mask boolean
     ``(..., n_f)``, ``True`` = may attend; a masked feature vector holding NaN/Inf
-    reaches no output and no gradient (``W_K``'s and ``W_V``'s included). Raises
-    ``ValueError`` for an unknown transform.
+    reaches no output and no gradient (``W_K``'s and ``W_V``'s included).
+
+    Args:
+        d_q: the query size (and value size).
+        d_f: the feature size.
+        n_hops: the number of hops.
+        d_k: the key size (default ``d_f``).
+        transform: ``"add"`` (``q + c``) or ``"linear"`` (``H q + c`` with a learned ``H``).
+        share: share the score across hops (one score per hop if False).
+
+    Shape:
+        q0: ``(..., d_q)``; F: ``(..., n_f, d_f)``. Returns c: ``(..., d_q)``,
+        q: ``(..., d_q)``, A: ``(..., n_hops, n_f)``.
+
+    Raises:
+        ValueError: for an unknown transform or a size that is not an integer
+            >= 1; in ``forward``, as :func:`multi_hop_attention`.
     """
 
     def __init__(
@@ -199,12 +264,25 @@ class MultiHopAttention(nn.Module):
 def memory_hop(u: Tensor, M: Tensor, C: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One memory-network hop: address with ``p = softmax(M u)``, read ``o = sum_i p_i c_i``.
 
-    u: ``(..., d)`` controller state (the query); M: ``(..., n, d)`` input
-    memory (keys); C: ``(..., n, d_v)`` output memory (values); mask: boolean
-    ``(..., n)``, ``True`` = may attend (a real memory slot); a fully-masked
-    memory gives ``p = 0`` and ``o = 0``. Returns ``(o, p)``:
-    ``(..., d_v)`` and ``(..., n)``. Raises ``ValueError`` on shape mismatches or
-    when u, M and C do not share a dtype.
+    A fully-masked memory gives ``p = 0`` and ``o = 0``.
+
+    Args:
+        u: the controller state (the query).
+        M: the input memory (keys).
+        C: the output memory (values).
+        mask: boolean ``(..., n)``, ``True`` = may attend (a real memory slot).
+
+    Shape:
+        u: ``(..., d)``; M: ``(..., n, d)``; C: ``(..., n, d_v)``.
+        Returns o: ``(..., d_v)``, p: ``(..., n)``.
+
+    Returns:
+        ``(o, p)``: the read vector and the addressing weights.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor or u, M and C do
+            not share a dtype.
+        ValueError: on shape mismatches.
     """
     for sym, t, layout in (("M", M, "(..., n, d)"), ("C", C, "(..., n, d_v)")):
         as_tensor(t, sym)
@@ -226,13 +304,28 @@ def memory_network_read(
 ) -> tuple[Tensor, Tensor]:
     """Several memory hops with the query update ``u^(s+1) = u^(s) + o^(s)`` (article 4.3).
 
-    This is Eq. (41) with ``transform(q, c) = q + c`` (``H q + c`` if ``H``
-    ``(d, d)`` is given) and a score that ignores the ``c`` half of Eq. (42).
-    u: ``(..., d)``; M_hops, C_hops: one ``(..., n, d)`` tensor per hop (S hops); mask:
-    boolean ``(..., n)``, ``True`` = may attend (a real memory slot). Returns
-    ``(u_final, P)``: ``u^(S+1)`` ``(..., d)`` (the input of the answer layer) and the
-    addressing weights ``(..., S, n)``. Raises ``ValueError`` if the lists are empty or
-    of different lengths.
+    This is Eq. (41) with ``transform(q, c) = q + c`` (``H q + c`` if ``H`` is
+    given) and a score that ignores the ``c`` half of Eq. (42).
+
+    Args:
+        u: the initial controller state.
+        M_hops: the input memory of every hop (S hops).
+        C_hops: the output memory of every hop.
+        mask: boolean ``(..., n)``, ``True`` = may attend (a real memory slot).
+        H: the optional query map of :func:`linear_transform`.
+
+    Shape:
+        u: ``(..., d)``; each of M_hops, C_hops: ``(..., n, d)``; H: ``(d, d)``.
+        Returns u_final: ``(..., d)``, P: ``(..., S, n)``.
+
+    Returns:
+        ``(u_final, P)``: ``u^(S+1)`` (the input of the answer layer) and the
+        addressing weights.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor.
+        ValueError: if the lists are empty or of different lengths, or on the
+            shape errors of :func:`memory_hop`.
     """
     if not M_hops or len(M_hops) != len(C_hops):
         raise ValueError(f"need one input and one output memory per hop, got {len(M_hops)} and {len(C_hops)}")
@@ -252,10 +345,22 @@ class EndToEndMemoryNetwork(nn.Module):
     embedding tables ``E_0 .. E_S`` with ``S = n_hops`` ("adjacent" tying): the
     question is embedded with ``E_0``; hop ``s`` (``s = 0 .. S-1``) uses ``E_s`` for its
     input memory ``M`` and ``E_{s+1}`` for its output memory ``C``. The answer layer
-    reads the query after the last hop, ``u^(S+1)``. Token 0 is padding; an all-padding sentence is masked out.
+    reads the query after the last hop, ``u^(S+1)``. Token 0 is padding; an
+    all-padding sentence is masked out.
 
-    ``forward(story, question)`` takes ``story`` ``(B, n, L)`` and ``question``
-    ``(B, L_q)`` token ids and returns ``(logits (B, n_answers), P (B, S, n))``.
+    Args:
+        vocab_size: the number of token ids.
+        d: the embedding size.
+        n_hops: the number of hops ``S``.
+        n_answers: the number of answer classes.
+
+    Shape:
+        ``forward(story, question)``: story ``(B, n, L)`` and question ``(B, L_q)``
+        token ids. Returns logits: ``(B, n_answers)``, P: ``(B, S, n)``.
+
+    Raises:
+        ValueError: if ``n_hops < 1``; in ``forward``, if story is not
+            ``(B, n, L)`` or question not ``(B, L_q)`` with the same ``B``.
     """
 
     def __init__(self, vocab_size: int, d: int, n_hops: int, n_answers: int) -> None:

@@ -76,10 +76,26 @@ def _pool(e: Tensor, V: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
 def queryless_score(K: Tensor, W: Tensor, b: Tensor, w: Tensor, act: Activation = torch.tanh) -> Tensor:
     """Query-free score, Eq. (33): ``e_l = w^T act(W k_l + b)``.
 
-    K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; b: ``(d_w,)``; w: ``(d_w,)``.
-    Returns e ``(..., n_f)``: one score per key and no query axis. The bias
-    ``b`` plays the role of a (constant) query. Raises ``ValueError`` if a
-    weight does not match ``d_k`` or ``d_w``.
+    One score per key and no query axis. The bias ``b`` plays the role of a
+    (constant) query.
+
+    Args:
+        K: keys.
+        W: the key map ``W``.
+        b: the bias ``b``.
+        w: the output vector ``w``.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        K: ``(..., n_f, d_k)``; W: ``(d_w, d_k)``; b: ``(d_w,)``; w: ``(d_w,)``.
+        Returns e: ``(..., n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if K has fewer than 2 dims or a weight does not match ``d_k`` or ``d_w``.
     """
     _check_features(K, "K", "(..., n_f, d_k)")
     check_rank(w, 1, "w", "(d_w,)")
@@ -101,10 +117,26 @@ def queryless_attention(
 ) -> tuple[Tensor, Tensor]:
     """Self-attention pooling without a query: Eq. (33), then Eq. (3)-(4).
 
-    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; weights as in
-    :func:`queryless_score`; mask: boolean ``(..., n_f)``, ``True`` = may attend.
-    Returns ``(c, a)``: context ``(..., d_v)`` and weights ``(..., n_f)``.
-    Raises ``ValueError`` if K and V hold different numbers of vectors.
+    Args:
+        K: keys.
+        V: values.
+        W: the key map ``W`` of :func:`queryless_score`.
+        b: the bias ``b``.
+        w: the output vector ``w``.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend; None attends everywhere.
+        act: the activation (``tanh`` by default).
+
+    Shape:
+        K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; weights as in
+        :func:`queryless_score`. Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: the context and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if K and V hold different numbers of vectors or a weight
+            shape does not match.
     """
     _check_features(V, "V", "(..., n_f, d_v)")
     e = queryless_score(zero_masked(K, mask), W, b, w, act)  # padded keys inert in gradients too
@@ -118,7 +150,19 @@ class QuerylessAttention(nn.Module):
 
     Keys and values are the feature vectors themselves (``K = V = F``).
     ``forward(F, mask=None)`` with mask boolean ``(..., n_f)``, ``True`` = may
-    attend, returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
+    attend, returns ``(c, a)``.
+
+    Args:
+        d_f: the feature size.
+        d_w: the hidden size of the score.
+
+    Shape:
+        F: ``(..., n_f, d_f)``; mask: ``(..., n_f)``.
+        Returns c: ``(..., d_f)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`queryless_attention`.
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
@@ -138,9 +182,20 @@ class QuerylessAttention(nn.Module):
 def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
     """Score with a trainable constant query, Eq. (34): ``e_l = q^T k_l``.
 
-    K: ``(..., n_f, d_k)``; q: ``(d_k,)`` (one question for every input, e.g.
-    "which words decide the class?"). Returns e ``(..., n_f)``. Raises
-    ``ValueError`` unless ``q`` is a vector of size ``d_k``.
+    Args:
+        K: keys.
+        q: the learned query (one question for every input, e.g. "which words
+            decide the class?").
+
+    Shape:
+        K: ``(..., n_f, d_k)``; q: ``(d_k,)``. Returns e: ``(..., n_f)``.
+
+    Returns:
+        The scores ``e``.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: unless ``q`` is a vector of size ``d_k`` and K has at least 2 dims.
     """
     _check_features(K, "K", "(..., n_f, d_k)")
     as_tensor(q, "q")
@@ -153,9 +208,22 @@ def learned_query_score(K: Tensor, q: Tensor) -> Tensor:
 def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Attention pooling with a learned query: Eq. (34), then Eq. (3)-(4).
 
-    K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; q: ``(d_k,)``; mask:
-    boolean ``(..., n_f)``, ``True`` = may attend. Returns ``(c, a)``:
-    ``(..., d_v)`` and ``(..., n_f)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        K: keys.
+        V: values.
+        q: the learned query.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend; None attends everywhere.
+
+    Shape:
+        K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; q: ``(d_k,)``.
+        Returns c: ``(..., d_v)``, a: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: the context and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches.
     """
     _check_features(V, "V", "(..., n_f, d_v)")
     e = learned_query_score(zero_masked(K, mask), q)
@@ -167,9 +235,20 @@ def learned_query_attention(K: Tensor, V: Tensor, q: Tensor, mask: Tensor | None
 class LearnedQueryAttention(nn.Module):
     """Eq. (34) with a trainable query ``q`` ``(d_k,)`` and keys ``K = F W_K^T``.
 
-    With ``d_k=None`` the keys are the features themselves (``W_K = I``).
     Values are the features. ``forward(F, mask=None)`` with mask boolean
     ``(..., n_f)``, ``True`` = may attend, returns ``(c, a)``.
+
+    Args:
+        d_f: the feature size.
+        d_k: the key size; None uses the features themselves as keys (``W_K = I``).
+
+    Shape:
+        F: ``(..., n_f, d_f)``; mask: ``(..., n_f)``.
+        Returns c: ``(..., d_f)``, a: ``(..., n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`learned_query_attention`.
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
@@ -188,10 +267,22 @@ class LearnedQueryAttention(nn.Module):
 def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
     """Unweighted (masked) average of the feature vectors: the no-attention baseline.
 
-    F: ``(..., n_f, d_f)``; mask: boolean ``(..., n_f)``, ``True`` = may attend
-    (counted in the mean). Returns ``(..., d_f)``; zero for an example with no
-    allowed position. Equal to attention with all
-    scores equal (uniform weights).
+    Equal to attention with all scores equal (uniform weights).
+
+    Args:
+        F: feature vectors.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend (counted in the
+            mean); None averages all.
+
+    Shape:
+        F: ``(..., n_f, d_f)``. Returns ``(..., d_f)``.
+
+    Returns:
+        The mean; zero for an example with no allowed position.
+
+    Raises:
+        TypeError: if F is not a floating-point tensor.
+        ValueError: if F has fewer than 2 dims.
     """
     _check_features(F, "F", "(..., n_f, d_f)")
     e = torch.zeros(F.shape[:-1], dtype=F.dtype, device=F.device)
@@ -205,8 +296,19 @@ def mean_pool(F: Tensor, mask: Tensor | None = None) -> Tensor:
 def feature_queries(F: Tensor, W_Q: Tensor) -> Tensor:
     """Queries from the feature vectors, Eq. (35): ``Q = W_Q F``.
 
-    F: ``(..., n_f, d_f)``; W_Q: ``(d_q, d_f)``. Returns Q ``(..., n_f, d_q)``:
-    one query per feature vector. Raises ``ValueError`` if ``W_Q`` is not ``(d_q, d_f)``.
+    Args:
+        F: feature vectors.
+        W_Q: the query map.
+
+    Shape:
+        F: ``(..., n_f, d_f)``; W_Q: ``(d_q, d_f)``. Returns Q: ``(..., n_f, d_q)``.
+
+    Returns:
+        One query per feature vector.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: if ``W_Q`` is not ``(d_q, d_f)`` or F has fewer than 2 dims.
     """
     as_tensor(F, "F"), as_tensor(W_Q, "W_Q")
     _check_features(F, "F", "(..., n_f, d_f)")
@@ -231,13 +333,29 @@ def self_attention(
 
     Every feature vector asks its own question: ``Q = W_Q F``, ``K = W_K F``,
     ``V = W_V F``; row ``i`` of the result is the context for query ``q_i``.
-    F: ``(..., n_f, d_f)``; W_Q, W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``; mask:
-    boolean ``(..., n_f, n_f)`` (broadcastable), ``True`` = may attend.
-    Returns ``(C, A)``: contexts ``(..., n_f, d_v)`` and weights ``(..., n_f, n_f)``.
     The weights depend on the contents only, so permuting the rows of ``F``
     permutes the rows of ``C`` the same way (positions must be added to ``F``
-    if order matters). Raises ``ValueError`` on weight shape mismatches or a
-    mask that is not boolean (a float 0/1 mask would shift the scores, not select).
+    if order matters).
+
+    Args:
+        F: feature vectors.
+        W_Q: the query map.
+        W_K: the key map.
+        W_V: the value map.
+        mask: boolean, broadcastable to ``(..., n_f, n_f)``, ``True`` = may attend.
+        score: the score function ``(Q, K) -> e`` (scaled dot product by default).
+
+    Shape:
+        F: ``(..., n_f, d_f)``; W_Q, W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``.
+        Returns C: ``(..., n_f, d_v)``, A: ``(..., n_f, n_f)``.
+
+    Returns:
+        ``(C, A)``: the contexts and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on weight shape mismatches or a mask that is not boolean (a
+            float 0/1 mask would shift the scores, not select).
     """
     as_tensor(F, "F"), as_tensor(W_Q, "W_Q"), as_tensor(W_K, "W_K"), as_tensor(W_V, "W_V")
     require_boolean_mask(mask, "self_attention")
@@ -260,9 +378,21 @@ One query per token, a matrix ``(..., n_f, d_v)`` out.
 class SelfAttention(nn.Module):
     """Module form of :func:`self_attention` with learned ``W_Q``, ``W_K`` ``(d_k, d_f)``, ``W_V`` ``(d_v, d_f)``.
 
-    ``score`` is a Table II name (default ``scaled-multiplicative``).
     ``forward(F, mask=None)`` with mask boolean broadcastable to ``(..., n_f, n_f)``,
     ``True`` = may attend, returns ``(C, A)``.
+
+    Args:
+        d_f: the feature size.
+        d_k: the query/key size (defaults to ``d_f``).
+        d_v: the value size (defaults to ``d_f``).
+        score: a Table II name (default ``scaled-multiplicative``).
+
+    Shape:
+        F: ``(..., n_f, d_f)``. Returns C: ``(..., n_f, d_v)``, A: ``(..., n_f, n_f)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1 or ``score`` is unknown;
+            in ``forward``, as :func:`self_attention`.
     """
 
     def __init__(
@@ -302,10 +432,27 @@ def source2token(
     vector of scores, one per feature, and the softmax over positions runs per
     feature (Eq. (33) in multi-dimensional form). With ``W1 = 0`` the query
     drops out here and this is exactly Eq. (33), the single-dimensional form.
-    F: ``(..., n_f, d_f)``; W1, W2: ``(d_w, d_f)``; w, b: ``(d_w,)``; mask:
-    boolean ``(..., n_f)``, ``True`` = may attend (it also restricts the mean
-    ``s``). Returns ``(c, a)``: ``(..., d_f)`` and ``(..., n_f)``.
-    Raises ``ValueError`` on shape mismatches.
+
+    Args:
+        F: feature vectors (the tokens).
+        W1: the map of the source query ``s``.
+        W2: the map of the tokens.
+        w: the output vector of the additive score.
+        b: the bias of the additive score, or None.
+        mask: boolean ``(..., n_f)``, ``True`` = may attend (it also restricts
+            the mean ``s``).
+
+    Shape:
+        F: ``(..., n_f, d_f)``; W1, W2: ``(d_w, d_f)``; w, b: ``(d_w,)``.
+        Returns c: ``(..., d_f)``, a: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: the context and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches (from :func:`mean_pool` and
+            :func:`~attnsurvey.general_mechanisms.scoring.additive_score`).
     """
     s = mean_pool(F, mask)  # (..., d_f): the source as one query
     e = additive_score(s.unsqueeze(-2), zero_masked(F, mask), W1, W2, w, b).squeeze(-2)
@@ -325,8 +472,19 @@ def _check_update(F_old: Tensor, C: Tensor) -> None:
 def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     """Feature update by replacement, Eq. (36): ``f_new = c``.
 
-    F_old, C: ``(..., n_f, d_f)``. ``F_old`` only fixes the expected shape.
-    Raises ``ValueError`` unless the shapes are equal.
+    Args:
+        F_old: the old feature vectors (they only fix the expected shape).
+        C: the self-attention contexts.
+
+    Shape:
+        F_old, C: ``(..., n_f, d_f)``. Returns ``(..., n_f, d_f)``.
+
+    Returns:
+        ``C`` itself.
+
+    Raises:
+        TypeError: if F_old or C is not a floating-point tensor.
+        ValueError: unless the shapes are equal.
     """
     _check_update(F_old, C)
     return C
@@ -340,8 +498,25 @@ def update_residual_norm(
 
     Normalize is layer normalisation over ``d_f``: subtract the mean, divide by
     ``sqrt(var + eps)`` (biased variance), then scale by ``gamma`` and shift by
-    ``beta`` (both ``(d_f,)``, default 1 and 0). F_old, C: ``(..., n_f, d_f)``.
-    Raises ``ValueError`` on shape mismatches.
+    ``beta`` (default 1 and 0).
+
+    Args:
+        F_old: the old feature vectors.
+        C: the self-attention contexts.
+        gamma: the scale of the normalisation, or None for 1.
+        beta: the shift of the normalisation, or None for 0.
+        eps: added to the variance.
+
+    Shape:
+        F_old, C: ``(..., n_f, d_f)``; gamma, beta: ``(d_f,)``.
+        Returns ``(..., n_f, d_f)``.
+
+    Returns:
+        The new feature vectors.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on shape mismatches, or if ``eps`` is not a finite number > 0.
     """
     check_positive("update_residual_norm", eps=eps)
     _check_update(F_old, C)
@@ -370,7 +545,17 @@ class SelfAttentionUpdate(nn.Module):
     ``True`` = may attend, returns ``(F_new, A)``; a token no query may attend
     that holds NaN/Inf is zeroed first (:func:`~attnsurvey.masking.zero_masked`), so it
     reaches no real token's output and no gradient (the normalisation's included).
-    Raises ``ValueError`` for an unknown update name.
+
+    Args:
+        d_f: the feature size.
+        d_k: the query/key size (defaults to ``d_f``).
+        update: ``"replace"`` (Eq. 36) or ``"residual"`` (Eq. 37).
+
+    Shape:
+        F: ``(..., n_f, d_f)``. Returns F_new: ``(..., n_f, d_f)``, A: ``(..., n_f, n_f)``.
+
+    Raises:
+        ValueError: for an unknown update name.
     """
 
     def __init__(self, d_f: int, d_k: int | None = None, update: str = "residual") -> None:
@@ -403,11 +588,24 @@ def structured_self_attention(
 
     ``r`` learned queries (the rows of ``W_s2``) each read the sentence:
     every row of ``A`` is one attention distribution over the ``n`` tokens.
-    H: ``(..., n, d)`` token states; W_s1: ``(d_a, d)``; W_s2: ``(r, d_a)``;
-    mask: boolean ``(..., n)`` or ``(..., 1, n)``, ``True`` = may attend (a real token).
-    Returns ``(M, A)``: the matrix embedding ``(..., r, d)`` and the weights
-    ``(..., r, n)``. Each row is Eq. (33) with its own ``w`` and a zero bias.
-    Raises ``ValueError`` on weight shape mismatches.
+    Each row is Eq. (33) with its own ``w`` and a zero bias.
+
+    Args:
+        H: token states.
+        W_s1: the first map.
+        W_s2: the second map, one row per hop.
+        mask: boolean ``(..., n)`` or ``(..., 1, n)``, ``True`` = may attend (a real token).
+
+    Shape:
+        H: ``(..., n, d)``; W_s1: ``(d_a, d)``; W_s2: ``(r, d_a)``.
+        Returns M: ``(..., r, d)``, A: ``(..., r, n)``.
+
+    Returns:
+        ``(M, A)``: the matrix embedding and the weights.
+
+    Raises:
+        TypeError: if an input or weight is not a floating-point tensor.
+        ValueError: on weight shape mismatches or H of fewer than 2 dims.
     """
     as_tensor(H, "H"), as_tensor(W_s1, "W_s1"), as_tensor(W_s2, "W_s2")
     _check_features(H, "H", "(..., n, d)")
@@ -424,10 +622,22 @@ def structured_self_attention(
 def redundancy_penalty(A: Tensor) -> Tensor:
     """The redundancy penalty ``P = ||A A^T - I||_F^2`` of the structured embedding.
 
-    A: ``(..., r, n)`` rows of attention weights. Returns ``(...)``. It is zero
-    exactly when the ``r`` rows are one-hot on distinct tokens (or, for spread
-    rows, orthogonal with unit norm), and it grows when two rows look at the
-    same tokens. Raises ``ValueError`` for a tensor of rank < 2.
+    It is zero exactly when the ``r`` rows are one-hot on distinct tokens (or,
+    for spread rows, orthogonal with unit norm), and it grows when two rows look
+    at the same tokens.
+
+    Args:
+        A: rows of attention weights.
+
+    Shape:
+        A: ``(..., r, n)``. Returns ``(...)``.
+
+    Returns:
+        The penalty per example.
+
+    Raises:
+        TypeError: if A is not a floating-point tensor.
+        ValueError: for a tensor of rank < 2.
     """
     as_tensor(A, "A")
     check_min_rank(A, 2, "A", "(..., r, n)")
@@ -442,8 +652,19 @@ class StructuredSelfAttention(nn.Module):
 
     W_s1: ``nn.Linear(d, d_a, bias=False)``; W_s2: ``nn.Linear(d_a, r, bias=False)``.
     ``forward(H, mask=None)`` with mask boolean ``(..., n)``, ``True`` = may attend,
-    returns ``(M, A)``; ``penalty(A)`` the mean
-    redundancy penalty of a batch.
+    returns ``(M, A)``; ``penalty(A)`` the mean redundancy penalty of a batch.
+
+    Args:
+        d: the token state size.
+        d_a: the hidden size.
+        r: the number of hops (rows of A).
+
+    Shape:
+        H: ``(..., n, d)``. Returns M: ``(..., r, d)``, A: ``(..., r, n)``.
+
+    Raises:
+        ValueError: if a size is not an integer >= 1; in ``forward``, as
+            :func:`structured_self_attention`.
     """
 
     def __init__(self, d: int, d_a: int, r: int) -> None:
