@@ -38,8 +38,22 @@ def keyword_features(
     ``d_f = n_classes + 1``. Each sequence has one key token (``is_key = 1``)
     of the label's class at a random position; the ``n_tokens - 1`` others are
     distractors (``is_key = 0``) of uniformly random classes.
-    Returns ``F`` ``(n, n_tokens, d_f)``, labels ``y`` ``(n,)`` and the key
-    positions ``(n,)``. Raises ``ValueError`` for ``n_tokens < 2`` or ``n_classes < 2``.
+
+    Args:
+        n: the number of sequences.
+        n_tokens: tokens per sequence (>= 2).
+        n_classes: the number of classes (>= 2).
+        noise: the standard deviation of the noise added to every feature vector.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(F (n, n_tokens, d_f), y (n,), key positions (n,))``.
+
+    Returns:
+        ``(F, y, key positions)``.
+
+    Raises:
+        ValueError: for ``n_tokens < 2`` or ``n_classes < 2``.
     """
     if n_tokens < 2 or n_classes < 2:
         raise ValueError(f"need n_tokens >= 2 and n_classes >= 2, got {n_tokens}, {n_classes}")
@@ -58,7 +72,14 @@ def keyword_features(
 
 @dataclass
 class Reviews(Rows):
-    """Token ids of synthetic reviews, labels, and each token's polarity."""
+    """Token ids of synthetic reviews, labels, and each token's polarity.
+
+    Attributes:
+        tokens: ``(N, L)`` long token ids.
+        labels: ``(N,)`` long: 0 negative, 1 positive.
+        polarity: ``(N, L)`` long: -1 neutral, 0 negative word, 1 positive word.
+        vocab: the token names, index = token id.
+    """
 
     tokens: Tensor  # (N, L) long
     labels: Tensor  # (N,) long: 0 negative, 1 positive
@@ -70,7 +91,11 @@ class Reviews(Rows):
 
 
 def sentiment_vocab() -> tuple[str, ...]:
-    """The vocabulary of :func:`sentiment_reviews`: padding, neutral, negative, positive words."""
+    """The vocabulary of :func:`sentiment_reviews`: padding, neutral, negative, positive words.
+
+    Returns:
+        The token names, index = token id.
+    """
     return ("<pad>",) + NEUTRAL + NEGATIVE + POSITIVE
 
 
@@ -78,9 +103,18 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
     """Generate ``n`` reviews of ``length`` tokens whose polar words give the label.
 
     Each review holds ``m`` words of its label's polarity (``m`` uniform in
-    {1, 2, 3}) and ``length - m`` neutral filler words; positions are
-    shuffled. Raises
-    ``ValueError`` if ``length < 5``.
+    {1, 2, 3}) and ``length - m`` neutral filler words; positions are shuffled.
+
+    Args:
+        n: the number of reviews.
+        length: tokens per review (>= 5).
+        generator: the random generator.
+
+    Returns:
+        The reviews as :class:`Reviews`.
+
+    Raises:
+        ValueError: if ``length < 5``.
     """
     if length < 5:
         raise ValueError(f"a review needs length >= 5 tokens, got length={length}")
@@ -94,14 +128,25 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
 
 
 def mixed_reviews(n: int, length: int = 16, generator: torch.Generator | None = None) -> Reviews:
-    """Generate ``n`` reviews of ``length`` tokens with polar words of BOTH polarities; the majority gives the label.
+    """Generate ``n`` reviews with polar words of BOTH polarities; the majority gives the label.
 
     Each review holds ``m`` words of its label's polarity (``m`` uniform in
     {2, 3}), ``m - 1`` words of the other polarity and ``length - 2m + 1``
     neutral filler words; positions are shuffled. Unlike
     :func:`sentiment_reviews`, a review's polar words do not all point to its
     label, so one can measure whether a class's capsule reads its own class's
-    words within the same review. Raises ``ValueError`` if ``length < 6``.
+    words within the same review.
+
+    Args:
+        n: the number of reviews.
+        length: tokens per review (>= 6).
+        generator: the random generator.
+
+    Returns:
+        The reviews as :class:`Reviews`.
+
+    Raises:
+        ValueError: if ``length < 6``.
     """
     if length < 6:
         raise ValueError(f"a mixed review needs length >= 6 tokens, got length={length}")

@@ -43,9 +43,13 @@ D_CELL = len(COLOURS) + len(SHAPES) + 1
 class VQAData(Rows):
     """A batch of synthetic VQA examples.
 
-    image ``(n, grid*grid, D_CELL)``; question ``(n, QUESTION_LEN)`` token ids;
-    q_mask ``(n, QUESTION_LEN)`` (True = real token); answer ``(n,)`` index into
-    :data:`ANSWERS`; region ``(n,)`` the cell the answer depends on; grid size.
+    Attributes:
+        image: ``(n, grid*grid, D_CELL)`` cell features.
+        question: ``(n, QUESTION_LEN)`` token ids.
+        q_mask: ``(n, QUESTION_LEN)`` (True = real token).
+        answer: ``(n,)`` index into :data:`ANSWERS`.
+        region: ``(n,)`` the cell the answer depends on.
+        grid: the grid size.
     """
 
     image: Tensor
@@ -69,8 +73,19 @@ def make_vqa(
 ) -> VQAData:
     """Sample ``n`` synthetic VQA examples (see the module docstring).
 
-    Raises ``ValueError`` if ``n_objects`` exceeds the number of cells, the
-    number of colours or the number of shapes.
+    Args:
+        n: the number of examples.
+        grid: cells per side of the image.
+        n_objects: objects per image.
+        noise: the standard deviation of the noise added to the cells.
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`VQAData`.
+
+    Raises:
+        ValueError: if ``n_objects`` is below 1 or exceeds the number of cells, the
+            number of colours or the number of shapes.
     """
     cells = grid * grid
     if not 1 <= n_objects <= min(cells, len(COLOURS), len(SHAPES)):
