@@ -23,11 +23,26 @@ class ProbeModel(nn.Module):
     Query model: ``n_q`` learned query vectors (one per output position).
     Attention model: :class:`~attnsurvey.general_model.GeneralAttention`
     with score ``score``. Output model: :class:`~attnsurvey.general_model.OutputModel`.
+    ``features(x)`` returns F; ``head(F, weights=None)`` returns the logits and the
+    weights used; passing ``weights`` replaces the learned ones (ablation,
+    adversarial and permuted attention). ``forward(x, weights=None)`` chains both.
 
-    ``features(x)`` returns F ``(B, n_f, d)``; ``head(F, weights=None)``
-    returns logits ``(B, n_q, d_y)`` and the weights ``(B, n_q, n_f)`` used;
-    passing ``weights`` replaces the learned ones (ablation, adversarial and
-    permuted attention). ``forward(x, weights=None)`` chains both.
+    Args:
+        d: the feature and query size.
+        d_y: the number of classes.
+        n_max: the longest input (positions with an embedding).
+        n_q: the number of queries.
+        vocab: the number of token ids (token inputs).
+        d_in: the size of continuous inputs.
+        score: a Table II score name.
+
+    Shape:
+        - x: ``(B, n_f)`` token ids or ``(B, n_f, d_in)``; weights: ``(B, n_q, n_f)``.
+        - F: ``(B, n_f, d)``.
+        - Output: ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``.
+
+    Raises:
+        ValueError: unless exactly one of ``vocab`` and ``d_in`` is given.
     """
 
     def __init__(
