@@ -16,6 +16,8 @@ The task model, :class:`attnsurvey.experiments.feature_related.AspectModel`,
 uses word embeddings as the feature model (LCR-Rot uses Bi-LSTMs; embeddings keep the experiment fast), then either
 rotatory attention (:class:`attnsurvey.feature_related.rotatory.RotatoryAttention`)
 or one of two baselines, then the output model of Eq. (5).
+
+Shapes: n sentences, MAX_CONTEXT and MAX_TARGET padded lengths.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ sentence*. This is where sentence structure matters and a flat bag of words
 does not have it.
 
 Trailing sentences can be empty (all padding) to exercise the masks.
+
+Shapes: N documents, n_S sentences per document, n_w words per sentence.
 """
 
 from __future__ import annotations

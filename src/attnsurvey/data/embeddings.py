@@ -17,6 +17,8 @@ average cannot.
 
 Tables have different widths ``d_{e_i}``, as in Eq. (21). A classifier that
 reads the word's vectors must find the informative tables.
+
+Shapes: n_words words, E tables, d_{e_i} the width of table i.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ chapter's experiment is reproducible and needs no download.
   block of regions holds a striped object whose orientation is the label, the
   rest is noise. The object's regions are the ground-truth set ``G`` of Eq. (46),
   and a Gaussian bump around the object plays the "human" attention map.
+
+Shapes: B examples, n tokens, m target length, n_src source length, H x W image, grid^2 regions.
 """
 
 from __future__ import annotations

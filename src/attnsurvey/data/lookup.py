@@ -3,6 +3,8 @@
 Both tasks have a known answer, are generated from an explicit
 ``torch.Generator`` (nothing is downloaded), and are small enough to train on
 in a few seconds on a CPU.
+
+Shapes: n examples, n_f items, d_key key size, d_v value size.
 """
 
 from __future__ import annotations

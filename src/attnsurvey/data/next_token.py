@@ -6,6 +6,8 @@ uniformly. The best prediction of the next token reads the current token and
 the one ``lag`` positions before it, wherever they stand: a language-model-like
 task where what matters is recent, so a model trained on short sequences can
 be tested on longer ones (chapter 6.2).
+
+Shapes: batch sequences, n tokens.
 """
 
 from __future__ import annotations

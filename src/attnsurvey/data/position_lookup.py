@@ -8,6 +8,8 @@ ground truth is returned as ``t``, so how focused an alignment is can be
 measured exactly. Centring a local window on ``t`` hands it the answer (an
 oracle centre); :func:`step_lookup_batch` adds a decoder step ``s`` near ``t``,
 the centre that monotonic local attention (``p_t = s``) can honestly use.
+
+Shapes: batch examples, n_f positions (feature vectors), n_classes labels.
 """
 
 from __future__ import annotations

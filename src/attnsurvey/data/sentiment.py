@@ -8,6 +8,8 @@
   filler words with one to three words of the label's polarity (positive or
   negative). The ground truth of which token is positive, negative or
   neutral is returned, so one can check where each class capsule looks.
+
+Shapes: N (or n) examples, L tokens per review, d_f feature size.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ Token ids: ``PAD = 0`` (padding, ignored by losses), ``BOS = 1`` (the
 begin-of-sequence token the decoder starts from) and the symbols
 ``2 ... vocab_size - 1``. All sampling goes through an explicit
 ``torch.Generator``, so a seed fixes the data.
+
+Shapes: B batch, n_x source and n_y target length, n sequence length.
 """
 
 from __future__ import annotations

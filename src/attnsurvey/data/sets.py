@@ -19,6 +19,8 @@ The same items are organised three ways (§2.3 of the survey):
 attention model and an output model. With ``pool="mean"`` the attention
 model is replaced by uniform weights over the allowed items (mean pooling),
 the baseline of the chapter's experiment.
+
+Shapes: B batch, n items (H x W for a grid), d_f feature size, d_u query size.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The input is a set of ``n`` numbers; the output is the sequence of their
 indices in ascending order of value, so every output symbol is a *position of
 the input*. The book's example: ``20, 5, 10 -> pointers 1, 2, 0`` (0-based),
 i.e. ``5, 10, 20``.
+
+Shapes: batch examples, n numbers.
 """
 
 from __future__ import annotations

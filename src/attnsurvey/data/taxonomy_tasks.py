@@ -15,6 +15,8 @@ model with a constant query, Eq. 33/34): the same information, entering elsewher
 
 Everything is made in code from a ``torch.Generator``; the marker and class
 directions come from a separate fixed seed, so train and test sets share them.
+
+Shapes: B examples, n_f feature vectors, n_g query vectors, d feature size.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ The task model of Fig. 1 for this data is
 model (a linear layer), a question feature model (an embedding), one of the
 co-attention modules of :mod:`attnsurvey.feature_related.co_attention` (set 1
 = question words, set 2 = image cells), and an output model (Eq. 5).
+
+Shapes: n examples, grid*grid cells of D_CELL features, QUESTION_LEN question tokens.
 """
 
 from __future__ import annotations

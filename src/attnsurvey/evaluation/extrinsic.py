@@ -17,6 +17,9 @@ The last item of §4.1 is the ablation that tests whether the weights matter:
 replace the learned attention weights by a uniform average (:func:`uniform_weights`)
 in a trained model (:class:`attnsurvey.experiments.evaluation.ProbeModel`, a small task model of Fig. 1 whose
 attention weights can be overridden) and measure the drop (:func:`uniform_attention_ablation`).
+
+Shapes: ``...`` any leading axes, V vocabulary size, H x W image, B batch, n_q queries, n_f feature
+vectors.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@
 Weights ``a`` have the survey's shape ``(..., n_q, n_f)`` (one row per query);
 alignment matrices are boolean ``(..., n_tgt, n_src)`` with one row per target
 (query) position and one column per source (feature) position.
+
+Shapes: ``...`` leading batch axes, B batch, n_q queries, n_f feature vectors, n_tgt target and
+n_src source positions, d_y output size.
 """
 
 from __future__ import annotations

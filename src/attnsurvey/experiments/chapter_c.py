@@ -10,6 +10,9 @@
 * :func:`train_reversal_tagger`, :func:`reversal_accuracy`: the Transformer
   chapter's position experiment (sequence reversal), with the learned position
   table started at a chosen scale.
+
+Shapes: batch sequences, n tokens, d width, k projected length, r segments, n_q queries, n_f feature
+vectors.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 :class:`ProbeModel` is a small Fig. 1 task model whose attention weights can be
 read and replaced; the chapters train it and then apply the evaluation methods
 of :mod:`attnsurvey.evaluation` (ablation, adversarial and permuted attention).
+
+Shapes: B batch, n_f feature vectors, n_q queries, d feature size, d_y classes.
 """
 
 from __future__ import annotations

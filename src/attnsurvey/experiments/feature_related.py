@@ -6,6 +6,8 @@
   :mod:`attnsurvey.data.vqa`);
 * §3.1.2: the document classifier around hierarchical attention;
 * §3.1.3: the classifier on several representations (meta-embeddings).
+
+Shapes: n examples, n_S sentences, n_w words, E representations, d_{e_i} representation widths.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Task models of the general-mechanism chapters (§3.2): one model per chapter
 whose only varying part is the score (§3.2.1), the alignment (§3.2.2) or the
 dimensionality (§3.2.3) of its attention.
+
+Shapes: B batch, n_f feature vectors, d_q query size, d_f feature size, d_k key size, d_v value
+size.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The match-the-query task of :mod:`attnsurvey.data.sets`, trained on
 :class:`attnsurvey.general_model.TaskModel`, and :class:`FlatMLP`, the baseline
 without attention that sees the same inputs.
+
+Shapes: B batch, n items, d_f feature size, d_u query size.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ a linear read-out per position). Only the position information changes:
 * ``"relative"``: Shaw et al.'s clipped relative vectors
   (:class:`~attnsurvey.transformer.relative.RelativeSelfAttention`);
 * ``"rope"``, ``"alibi"``: :mod:`attnsurvey.beyond.positions`.
+
+Shapes: B batch, n tokens, h heads, vocab vocabulary size.
 """
 
 from __future__ import annotations

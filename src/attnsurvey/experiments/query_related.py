@@ -1,5 +1,7 @@
 """Task models of the query-related chapters (§3.3.1, §3.3.2): pooling baselines,
 a learned-query classifier and the capsule classifier.
+
+Shapes: B batch, n tokens, n_f feature vectors, d_f feature size.
 """
 
 from __future__ import annotations

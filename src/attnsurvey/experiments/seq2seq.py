@@ -1,5 +1,7 @@
 """Training and evaluation loops of the introduction (§1): the encoder-decoder of
 :mod:`attnsurvey.seq2seq` on the transduction tasks of :mod:`attnsurvey.data.sequences`.
+
+Shapes: as :mod:`attnsurvey.data.sequences` (B batch, n_x source, n_y target).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Each function returns a ``matplotlib.figure.Figure`` (display it with
 :func:`attnsurvey.plotting.show`).
 Trends over seeds (accuracy against length) are drawn by
 :func:`attnsurvey.plotting.trend_plot`.
+
+Shapes: n tokens.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ kernel of bandwidth ``h`` the weights are a softmax of the scores
 ``q = x``, keys ``k_i = x_i`` and values ``v_i = y_i`` (Eq. 2-4). The weights here are
 computed by the package's attention core (:func:`attnsurvey.attention.attend`) with that
 score, not by a softmax of their own.
+
+Shapes: n_q queries, n_f sample points.
 """
 
 from __future__ import annotations

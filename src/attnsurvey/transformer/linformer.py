@@ -10,6 +10,9 @@ The weights are ``(n, k)``: time and memory grow linearly in ``n`` for a
 fixed ``k``. The projections fix a maximum length ``n_max``; shorter inputs
 use the first ``n`` columns. Causal masks are not possible (each projected
 key mixes all positions), so this is for encoders.
+
+Shapes: ``...`` leading batch axes, n tokens (``n <= n_max``), k projected length, d_k key size, d_v
+value size, h heads.
 """
 
 from __future__ import annotations

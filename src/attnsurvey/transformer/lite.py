@@ -9,6 +9,8 @@ and shared across channel groups, or predicted from the input); here the branch
 is a plain depthwise convolution with one free kernel per channel.
 Attention no longer has to spend heads on local patterns, so a smaller
 model does as well.
+
+Shapes: ``...`` leading batch axes, n tokens, d (d_model) width, h heads.
 """
 
 from __future__ import annotations

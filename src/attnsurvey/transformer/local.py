@@ -5,6 +5,8 @@ into ``n x (2w + 1)``: linear time and memory in ``n``. The efficient form
 gathers each query's window of keys (``unfold``) instead of masking a full
 matrix; :func:`local_window_mask` gives the equivalent dense mask.
 Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n tokens, w window half-width, d_k key size, d_v value size.
 """
 
 from __future__ import annotations

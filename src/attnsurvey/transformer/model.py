@@ -38,6 +38,9 @@ always has one). The models built from these stacks (:class:`SequenceTagger`,
 not hold raises ``TypeError``. With copied weights
 (:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
 float64, eval mode, 1e-10).
+
+Shapes: ``...`` leading batch axes (B batch), n tokens (n_x source, n_y target), d_model model
+width, h heads, d_ff FFN width.
 """
 
 from __future__ import annotations

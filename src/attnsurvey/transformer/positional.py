@@ -6,6 +6,8 @@ shuffled the same way. Word order therefore has to be added to the inputs.
 The original Transformer adds a fixed sinusoidal code to each position;
 a learned table (one trainable vector per position) is the alternative.
 Both are added to the token embeddings: ``X + P[:n]``.
+
+Shapes: ``...`` leading batch axes, n positions, d_model code width, max_len table length.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ available (its self score is set to ``-1e5``).
 inverted exactly, ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``, so the
 backward pass recomputes each layer's input from its output instead of
 storing activations for every layer.
+
+Shapes: ``...`` leading batch axes, n tokens, d shared query/key size, d_v value size, m chunk size.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@
   0 at the centre and goes to ``-inf`` far from it.
 
 Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n_q queries, n_f keys, d_k key size, d_v value size, b clipping
+distance, h heads.
 """
 
 from __future__ import annotations

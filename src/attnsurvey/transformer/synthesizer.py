@@ -8,6 +8,8 @@ logits), ``A = softmax(B[:, :n])``.
 In both, the output is ``Y = A G(X)`` with a value projection ``G``.
 That these compete with dot-product attention on some tasks questions how
 much the *pairwise* comparison matters. Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n tokens, d model width, d_h hidden width, l longest sequence.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ Computing ``(q_i + v)^T W_R r_{i-j}`` for every pair by a loop is slow; the
 *relative shift* computes it for all pairs from one matrix product against
 the ``klen = n_m + n`` distances in descending order, then slides row ``i``
 left by ``n - 1 - i`` places (:func:`rel_shift`).
+
+Shapes: ``...`` leading batch axes, n segment length, n_m memory length, d_model model width, h
+heads.
 """
 
 from __future__ import annotations
