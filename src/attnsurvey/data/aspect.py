@@ -16,6 +16,8 @@ The task model, :class:`attnsurvey.experiments.feature_related.AspectModel`,
 uses word embeddings as the feature model (LCR-Rot uses Bi-LSTMs; embeddings keep the experiment fast), then either
 rotatory attention (:class:`attnsurvey.feature_related.rotatory.RotatoryAttention`)
 or one of two baselines, then the output model of Eq. (5).
+
+Shapes: n sentences, MAX_CONTEXT and MAX_TARGET padded lengths.
 """
 
 from __future__ import annotations
@@ -54,9 +56,15 @@ MAX_TARGET = 2
 class AspectData(Rows):
     """Padded token ids and masks of a batch of sentences split around the target.
 
-    left ``(n, MAX_CONTEXT)``, target ``(n, MAX_TARGET)``, right ``(n, MAX_CONTEXT)``
-    with boolean masks (True = real word); label ``(n,)`` (0 negative, 1 positive);
-    opinion ``(n, 2)``: side (0 left, 1 right) and position of the target's opinion word.
+    Attributes:
+        left: ``(n, MAX_CONTEXT)`` token ids left of the target.
+        target: ``(n, MAX_TARGET)`` token ids of the target.
+        right: ``(n, MAX_CONTEXT)`` token ids right of the target.
+        mask_l: boolean ``(n, MAX_CONTEXT)``, True = real word.
+        mask_t: boolean ``(n, MAX_TARGET)``, True = real word.
+        mask_r: boolean ``(n, MAX_CONTEXT)``, True = real word.
+        label: ``(n,)`` (0 negative, 1 positive).
+        opinion: ``(n, 2)``: side (0 left, 1 right) and position of the target's opinion word.
     """
 
     left: Tensor
@@ -85,8 +93,17 @@ def _choice(seq, g):
 
 
 def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None = None) -> AspectData:
-    """Sample ``n`` sentences (see the module docstring). ``p_empty`` is the chance
-    that the target opens or closes the sentence, leaving one context empty."""
+    """Sample ``n`` sentences (see the module docstring).
+
+    Args:
+        n: the number of sentences.
+        p_empty: the chance that the target opens or closes the sentence, leaving one
+            context empty.
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`AspectData`.
+    """
     check_counts("make_aspect", n=n)
     g = generator
     tok = {w: i for i, w in enumerate(VOCAB)}

@@ -12,6 +12,8 @@ sentence*. This is where sentence structure matters and a flat bag of words
 does not have it.
 
 Trailing sentences can be empty (all padding) to exercise the masks.
+
+Shapes: N documents, n_S sentences per document, n_w words per sentence.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ PAD, KEY = 0, 1
 class Documents(Rows):
     """A batch of synthetic documents.
 
-    tokens ``(N, n_S, n_w)`` long (0 = padding); word_mask ``(N, n_S, n_w)``
-    bool (True = real word); labels ``(N,)`` long in {0, 1}; key_sentence
-    ``(N,)`` the index of the deciding sentence; vocab: token names.
+    Attributes:
+        tokens: ``(N, n_S, n_w)`` long (0 = padding).
+        word_mask: ``(N, n_S, n_w)`` bool (True = real word).
+        labels: ``(N,)`` long in {0, 1}.
+        key_sentence: ``(N,)`` the index of the deciding sentence.
+        vocab: token names.
     """
 
     tokens: Tensor
@@ -48,7 +53,15 @@ class Documents(Rows):
 
 
 def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
-    """Token names: ``<pad>``, ``KEY``, ``good0..``, ``bad0..``, ``w0..``."""
+    """Token names: ``<pad>``, ``KEY``, ``good0..``, ``bad0..``, ``w0..``.
+
+    Args:
+        n_polarity: the number of ``good`` and of ``bad`` tokens.
+        n_filler: the number of filler tokens ``w``.
+
+    Returns:
+        The names, index = token id.
+    """
     check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     return (
         ["<pad>", "KEY"]
@@ -70,11 +83,27 @@ def make_documents(
 ) -> Documents:
     """Sample ``n_docs`` documents whose label is decided by the sentence holding ``KEY``.
 
-    Each document has between ``min_sentences`` (default ``n_sentences``) and
-    ``n_sentences`` real sentences (the rest are all padding); each real
-    sentence has between ``min_words`` and ``n_words`` tokens in random order:
-    one polarity token, the marker in the deciding sentence, fillers otherwise.
-    Raises ``ValueError`` for sizes that cannot hold a sentence.
+    Each document has between ``min_sentences`` and ``n_sentences`` real sentences
+    (the rest are all padding); each real sentence has between ``min_words`` and
+    ``n_words`` tokens in random order: one polarity token, the marker in the
+    deciding sentence, fillers otherwise.
+
+    Args:
+        n_docs: the number of documents ``N``.
+        n_sentences: the sentences per document ``n_S`` (padded).
+        n_words: the words per sentence ``n_w`` (padded).
+        min_words: the fewest words of a real sentence (>= 2).
+        min_sentences: the fewest real sentences (None: ``n_sentences``).
+        n_polarity: the number of ``good`` and of ``bad`` tokens.
+        n_filler: the number of filler tokens.
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`Documents`.
+
+    Raises:
+        ValueError: for sizes that cannot hold a sentence (``min_sentences`` outside
+            ``[1, n_S]`` or ``min_words`` outside ``[2, n_w]``).
     """
     check_counts("make_documents", n_docs=n_docs, n_polarity=n_polarity, n_filler=n_filler)
     min_sentences = n_sentences if min_sentences is None else min_sentences

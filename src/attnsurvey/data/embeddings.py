@@ -17,6 +17,8 @@ average cannot.
 
 Tables have different widths ``d_{e_i}``, as in Eq. (21). A classifier that
 reads the word's vectors must find the informative tables.
+
+Shapes: n_words words, E tables, d_{e_i} the width of table i.
 """
 
 from __future__ import annotations
@@ -32,8 +34,15 @@ KINDS = ("informative", "shuffled", "noise")
 
 @dataclass
 class EmbeddingTables:
-    """Tables ``(n_words, d_{e_i})`` each, word classes ``(n_words,)``, names, kinds,
-    and ``known`` ``(n_words, E)``: True where table i covers the word."""
+    """Word embedding tables with the words' classes.
+
+    Attributes:
+        tables: ``E`` tables ``(n_words, d_{e_i})`` each.
+        classes: ``(n_words,)`` word classes.
+        names: the tables' names.
+        kinds: the tables' kinds.
+        known: ``(n_words, E)``: True where table i covers the word.
+    """
 
     tables: list[Tensor]
     classes: Tensor
@@ -65,11 +74,23 @@ def make_embedding_tables(
     standard normal). Prototypes have unit-variance entries. ``coverage``
     (default 1) is the fraction of words the table knows; the others get
     random ``unknown_scale * N(0, I)`` vectors (like randomly initialised
-    out-of-vocabulary rows). ``offset`` adds one shared random direction,
-    scaled by ``offset``, to every known row of a prototype table (trained
-    embeddings share such a common mean direction; unknown rows lack it).
-    Raises ``ValueError`` for an unknown kind, a non-positive width or a
-    coverage outside (0, 1].
+    out-of-vocabulary rows).
+
+    Args:
+        n_words: the vocabulary size.
+        n_classes: the number of word classes.
+        specs: one ``(kind, d_e, noise[, coverage])`` per table.
+        generator: the random generator.
+        unknown_scale: the scale of the vectors of unknown words.
+        offset: adds one shared random direction, scaled by ``offset``, to every known
+            row of a prototype table (trained embeddings share such a common mean
+            direction; unknown rows lack it).
+
+    Returns:
+        The tables as :class:`EmbeddingTables`.
+
+    Raises:
+        ValueError: for an unknown kind, a non-positive width or a coverage outside (0, 1].
     """
     g = generator
     classes = torch.randint(0, n_classes, (n_words,), generator=g)

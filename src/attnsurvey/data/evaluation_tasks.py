@@ -14,6 +14,8 @@ chapter's experiment is reproducible and needs no download.
   block of regions holds a striped object whose orientation is the label, the
   rest is noise. The object's regions are the ground-truth set ``G`` of Eq. (46),
   and a Gaussian bump around the object plays the "human" attention map.
+
+Shapes: B examples, n tokens, m target length, n_src source length, H x W image, grid^2 regions.
 """
 
 from __future__ import annotations
@@ -30,8 +32,22 @@ def signal_token_task(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Sequences of ``n`` noise tokens (ids ``n_classes ..``) with one signal token (id = class).
 
-    Returns ``x`` ``(B, n)`` token ids, ``y`` ``(B, 1)`` labels and ``gold``
-    ``(B, 1, n)`` boolean gold alignment (True at the signal position).
+    Args:
+        n_examples: the number of sequences ``B``.
+        n: the sequence length.
+        n_classes: the number of classes (signal token ids).
+        n_noise: the number of noise token ids.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x (B, n), y (B, 1), gold (B, 1, n))``.
+
+    Returns:
+        ``(x, y, gold)``: token ids, labels and the boolean gold alignment (True at the
+        signal position).
+
+    Raises:
+        ValueError: for a size below 1.
     """
     check_positive(n_examples=n_examples, n=n, n_classes=n_classes, n_noise=n_noise)
     x = torch.randint(n_classes, n_classes + n_noise, (n_examples, n), generator=generator)
@@ -52,12 +68,25 @@ def toy_translation_task(
     The source ``x`` is ``w`` itself, or with ``echo=True`` the sentence
     followed by a verbatim copy of itself (``n_src = 2m``): the copy carries
     the same information but the annotators link only the first occurrence.
+    ``S[b, j, m-1-j]`` is True; ``P[b, j, i]`` is True for every ``i < m`` with
+    ``w[b, i] == w[b, m-1-j]`` (the same word elsewhere in the sentence: attending
+    there gives the same output); ``S`` lies within ``P``.
 
-    Returns ``x`` ``(B, n_src)``, ``y`` ``(B, m)``, the sure links ``S`` and
-    the possible links ``P`` as boolean ``(B, m, n_src)`` matrices (``S``
-    within ``P``): ``S[b, j, m-1-j]`` is True; ``P[b, j, i]`` is True for every
-    ``i < m`` with ``w[b, i] == w[b, m-1-j]`` (the same word elsewhere in the
-    sentence: attending there gives the same output).
+    Args:
+        n_examples: the number of sentences ``B``.
+        m: the sentence length.
+        vocab: the vocabulary size.
+        generator: the random generator.
+        echo: append a copy of the sentence to the source.
+
+    Shape:
+        - Output: ``(x (B, n_src), y (B, m), S (B, m, n_src), P (B, m, n_src))``.
+
+    Returns:
+        ``(x, y, S, P)``: source, target, and the boolean sure and possible links.
+
+    Raises:
+        ValueError: for a size below 1.
     """
     check_positive(n_examples=n_examples, m=m, vocab=vocab)
     w = torch.randint(0, vocab, (n_examples, m), generator=generator)
@@ -81,11 +110,26 @@ def patch_image_task(
     are horizontal (label 0), vertical (1) or diagonal (2). Background pixels
     are Gaussian noise of standard deviation ``noise``.
 
-    Returns a dict: ``images`` ``(B, H, W)``; ``regions`` ``(B, grid^2, patch^2)``
-    (the feature vectors, one per region, row-major); ``y`` ``(B, 1)``;
-    ``G`` ``(B, grid^2)`` boolean ground-truth regions of Eq. (46); ``human``
-    ``(B, grid^2)`` a synthetic human attention map (Gaussian bump of width
-    ``sigma`` regions around the object's centre, normalised to sum 1).
+    Args:
+        n_examples: the number of images ``B``.
+        grid: regions per side (>= 2).
+        patch: pixels per region side.
+        generator: the random generator.
+        noise: the standard deviation of the background.
+        sigma: the width (in regions) of the synthetic human attention map.
+
+    Shape:
+        - images: ``(B, H, W)`` with ``H = W = grid * patch``.
+        - regions: ``(B, grid^2, patch^2)`` (the feature vectors, one per region, row-major).
+        - y: ``(B, 1)``; G: ``(B, grid^2)``; human: ``(B, grid^2)``.
+
+    Returns:
+        A dict with ``images``, ``regions``, ``y``, ``G`` (boolean ground-truth regions
+        of Eq. (46)) and ``human`` (a synthetic human attention map: a Gaussian bump of
+        width ``sigma`` regions around the object's centre, normalised to sum 1).
+
+    Raises:
+        ValueError: for a size below 1 or ``grid < 2``.
     """
     check_nonnegative("patch_image_task", sigma=sigma)
     check_positive(n_examples=n_examples, grid=grid, patch=patch)

@@ -3,6 +3,8 @@
 Both tasks have a known answer, are generated from an explicit
 ``torch.Generator`` (nothing is downloaded), and are small enough to train on
 in a few seconds on a CPU.
+
+Shapes: n examples, n_f items, d_key key size, d_v value size.
 """
 
 from __future__ import annotations
@@ -31,9 +33,22 @@ def key_lookup(
     ``y_m``. A model must score the query against every key (Eq. 23), so the
     task isolates the score function.
 
-    Returns ``x_q`` ``(n, d_key)``, ``F`` ``(n, n_f, d_key + n_classes)`` and the
-    targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
-    or a negative ``noise``.
+    Args:
+        n: the number of examples.
+        n_f: items per example.
+        d_key: the key size.
+        n_classes: the number of labels.
+        noise: the standard deviation of the query noise (>= 0).
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x_q (n, d_key), F (n, n_f, d_key + n_classes), y (n,))``.
+
+    Returns:
+        ``(x_q, F, y)`` with int64 targets ``y``.
+
+    Raises:
+        ValueError: for a size below 1 or a negative ``noise``.
     """
     keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
     rows = torch.arange(n)
@@ -75,9 +90,22 @@ def magnitude_lookup(
     the key (the product forms) and no single distance in a linear projection
     can express.
 
-    Returns ``x_q`` ``(n, 1)``, ``F`` ``(n, n_f, d_key + n_classes)`` and the
-    targets ``y`` ``(n,)`` (int64). Raises ``ValueError`` for a size below 1
-    or a negative ``noise``.
+    Args:
+        n: the number of examples.
+        n_f: items per example.
+        d_key: the key size.
+        n_classes: the number of labels.
+        noise: the standard deviation of the query noise (>= 0).
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x_q (n, 1), F (n, n_f, d_key + n_classes), y (n,))``.
+
+    Returns:
+        ``(x_q, F, y)`` with int64 targets ``y``.
+
+    Raises:
+        ValueError: for a size below 1 or a negative ``noise``.
     """
     keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
     rows = torch.arange(n)
@@ -101,8 +129,20 @@ def featurewise_lookup(
     must be read from different items: one scalar weight per item (Eq. 4) cannot
     do it, one weight per item *and feature* (Eq. 30) can.
 
-    Returns ``q`` ``(n, d_v * n_f)``, ``K`` ``(n, n_f, n_f)``, ``V`` ``(n, n_f, d_v)``
-    and ``y`` ``(n, d_v)`` (float 0/1). Raises ``ValueError`` for a size below 1.
+    Args:
+        n: the number of examples.
+        n_f: items per example.
+        d_v: the value size.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(q (n, d_v * n_f), K (n, n_f, n_f), V (n, n_f, d_v), y (n, d_v))``.
+
+    Returns:
+        ``(q, K, V, y)`` with ``y`` float 0/1.
+
+    Raises:
+        ValueError: for a size below 1.
     """
     check_positive(n=n, n_f=n_f, d_v=d_v)
     tags = torch.argsort(torch.rand(n, n_f, generator=generator), dim=-1)  # random permutation per example

@@ -6,6 +6,8 @@ uniformly. The best prediction of the next token reads the current token and
 the one ``lag`` positions before it, wherever they stand: a language-model-like
 task where what matters is recent, so a model trained on short sequences can
 be tested on longer ones (chapter 6.2).
+
+Shapes: batch sequences, n tokens.
 """
 
 from __future__ import annotations
@@ -19,15 +21,31 @@ from .sequences import IGNORE
 def lagged_sum_batch(
     batch: int, n: int, vocab: int, generator: torch.Generator, *, lag: int = 1, p_noise: float = 0.1
 ) -> tuple[Tensor, Tensor]:
-    """Inputs ``x`` ``(batch, n)`` and next-token targets ``y`` ``(batch, n)``, ``y[:, t] = x_{t+1}``.
+    """Inputs and next-token targets ``y[:, t] = x_{t+1}`` of the lagged-sum sequences.
 
     The first ``lag + 1`` tokens are uniform; token ``t > lag`` is
     ``(x_{t-1} + x_{t-1-lag}) mod vocab`` with probability ``1 - p_noise``, else
     uniform. The first ``lag`` targets (whose rule would read before the start)
     are :data:`~attnsurvey.data.sequences.IGNORE`. A predictor that knows the
-    rule is right with probability ``1 - p_noise + p_noise / vocab``. Raises
-    ``ValueError`` unless ``batch >= 1``, ``vocab >= 2``, ``1 <= lag < n`` and
-    ``0 <= p_noise <= 1``.
+    rule is right with probability ``1 - p_noise + p_noise / vocab``.
+
+    Args:
+        batch: the number of sequences.
+        n: the sequence length.
+        vocab: the vocabulary size.
+        generator: the random generator.
+        lag: the second summand's distance.
+        p_noise: the chance of a uniform token.
+
+    Shape:
+        - Output: ``(x (batch, n), y (batch, n))``.
+
+    Returns:
+        ``(x, y)``.
+
+    Raises:
+        ValueError: unless ``batch >= 1``, ``vocab >= 2``, ``1 <= lag < n`` and
+            ``0 <= p_noise <= 1``.
     """
     if batch < 1 or vocab < 2 or not 1 <= lag < n or not 0.0 <= p_noise <= 1.0:
         raise ValueError(

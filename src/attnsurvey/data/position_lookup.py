@@ -8,6 +8,8 @@ ground truth is returned as ``t``, so how focused an alignment is can be
 measured exactly. Centring a local window on ``t`` hands it the answer (an
 oracle centre); :func:`step_lookup_batch` adds a decoder step ``s`` near ``t``,
 the centre that monotonic local attention (``p_t = s``) can honestly use.
+
+Shapes: batch examples, n_f positions (feature vectors), n_classes labels.
 """
 
 from __future__ import annotations
@@ -25,10 +27,22 @@ def lookup_batch(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One batch ``(F, q, t, y)`` of the look-up task.
 
-    F: ``(batch, n_f, n_classes + n_f)`` feature vectors; q: ``(batch, n_f)``
-    one-hot queries; t: ``(batch,)`` the position that matters; y: ``(batch,)``
-    the label, ``y = token[t]``. Raises ``ValueError`` for sizes below 1 or
-    negative noise.
+    Args:
+        batch: the batch size.
+        n_f: the number of positions.
+        n_classes: the number of labels.
+        generator: the random generator.
+        noise: the noise added to the feature vectors (>= 0).
+
+    Shape:
+        - Output: ``(F (batch, n_f, n_classes + n_f), q (batch, n_f), t (batch,), y (batch,))``.
+
+    Returns:
+        ``(F, q, t, y)``: feature vectors, one-hot queries, the position that matters
+        and the label ``y = token[t]``.
+
+    Raises:
+        ValueError: for sizes below 1 or negative noise.
     """
     if batch < 1 or n_f < 1 or n_classes < 1:
         raise ValueError(f"lookup_batch needs batch, n_f, n_classes >= 1, got {batch}, {n_f}, {n_classes}")
@@ -51,8 +65,22 @@ def lookup_batches(
 ) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor]]:
     """Yield ``steps`` batches of :func:`lookup_batch` (for ``attnsurvey.training.train``).
 
-    Raises ``ValueError`` (when called, not when iterated) unless ``batch``, ``n_f`` and
-    ``n_classes`` are integers >= 1 and ``steps`` one >= 0.
+    Args:
+        steps: the number of batches.
+        batch: the batch size.
+        n_f: the number of positions.
+        n_classes: the number of labels.
+        generator: the random generator.
+
+    Shape:
+        - Each item: as :func:`lookup_batch`.
+
+    Returns:
+        An iterator over ``(F, q, t, y)`` batches.
+
+    Raises:
+        ValueError: (when called, not when iterated) unless ``batch``, ``n_f`` and
+            ``n_classes`` are integers >= 1 and ``steps`` one >= 0.
     """
     check_counts("lookup_batches", steps=steps)
     check_sizes("lookup_batches", batch=batch, n_f=n_f, n_classes=n_classes)
@@ -74,9 +102,23 @@ def step_lookup_batch(
     ``delta`` uniform in ``{-max_shift, ..., max_shift}``: a decoder step whose
     index is a guess of where to look (Luong et al.'s monotonic ``p_t = s``),
     off by up to ``max_shift`` positions (``max_shift = 0`` makes ``s = t``).
-    Returns ``(F, q, s, t, y)``: F ``(batch, n_f, n_classes + n_f)``, q
-    ``(batch, n_f)``, s, t and y ``(batch,)``. Raises ``ValueError`` for sizes
-    below 1, a negative noise or ``max_shift`` outside ``[0, n_f - 1]``.
+
+    Args:
+        batch: the batch size.
+        n_f: the number of positions.
+        n_classes: the number of labels.
+        max_shift: the largest offset of ``s`` from ``t``, in ``[0, n_f - 1]``.
+        generator: the random generator.
+        noise: the noise added to the feature vectors (>= 0).
+
+    Shape:
+        - Output: ``(F (batch, n_f, n_classes + n_f), q (batch, n_f), s (batch,), t (batch,), y (batch,))``.
+
+    Returns:
+        ``(F, q, s, t, y)``.
+
+    Raises:
+        ValueError: for sizes below 1, a negative noise or ``max_shift`` outside ``[0, n_f - 1]``.
     """
     if not 0 <= max_shift <= n_f - 1:
         raise ValueError(f"max_shift must lie in [0, n_f - 1] = [0, {n_f - 1}], got {max_shift}")

@@ -8,6 +8,8 @@
   filler words with one to three words of the label's polarity (positive or
   negative). The ground truth of which token is positive, negative or
   neutral is returned, so one can check where each class capsule looks.
+
+Shapes: N (or n) examples, L tokens per review, d_f feature size.
 """
 
 from __future__ import annotations
@@ -39,8 +41,22 @@ def keyword_features(
     ``d_f = n_classes + 1``. Each sequence has one key token (``is_key = 1``)
     of the label's class at a random position; the ``n_tokens - 1`` others are
     distractors (``is_key = 0``) of uniformly random classes.
-    Returns ``F`` ``(n, n_tokens, d_f)``, labels ``y`` ``(n,)`` and the key
-    positions ``(n,)``. Raises ``ValueError`` for ``n_tokens < 2`` or ``n_classes < 2``.
+
+    Args:
+        n: the number of sequences.
+        n_tokens: tokens per sequence (>= 2).
+        n_classes: the number of classes (>= 2).
+        noise: the standard deviation of the noise added to every feature vector.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(F (n, n_tokens, d_f), y (n,), key positions (n,))``.
+
+    Returns:
+        ``(F, y, key positions)``.
+
+    Raises:
+        ValueError: for ``n_tokens < 2`` or ``n_classes < 2``.
     """
     check_counts("keyword_features", n=n)
     if n_tokens < 2 or n_classes < 2:
@@ -60,7 +76,14 @@ def keyword_features(
 
 @dataclass
 class Reviews(Rows):
-    """Token ids of synthetic reviews, labels, and each token's polarity."""
+    """Token ids of synthetic reviews, labels, and each token's polarity.
+
+    Attributes:
+        tokens: ``(N, L)`` long token ids.
+        labels: ``(N,)`` long: 0 negative, 1 positive.
+        polarity: ``(N, L)`` long: -1 neutral, 0 negative word, 1 positive word.
+        vocab: the token names, index = token id.
+    """
 
     tokens: Tensor  # (N, L) long
     labels: Tensor  # (N,) long: 0 negative, 1 positive
@@ -72,7 +95,11 @@ class Reviews(Rows):
 
 
 def sentiment_vocab() -> tuple[str, ...]:
-    """The vocabulary of :func:`sentiment_reviews`: padding, neutral, negative, positive words."""
+    """The vocabulary of :func:`sentiment_reviews`: padding, neutral, negative, positive words.
+
+    Returns:
+        The token names, index = token id.
+    """
     return ("<pad>",) + NEUTRAL + NEGATIVE + POSITIVE
 
 
@@ -80,9 +107,18 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
     """Generate ``n`` reviews of ``length`` tokens whose polar words give the label.
 
     Each review holds ``m`` words of its label's polarity (``m`` uniform in
-    {1, 2, 3}) and ``length - m`` neutral filler words; positions are
-    shuffled. Raises
-    ``ValueError`` if ``length < 5``.
+    {1, 2, 3}) and ``length - m`` neutral filler words; positions are shuffled.
+
+    Args:
+        n: the number of reviews.
+        length: tokens per review (>= 5).
+        generator: the random generator.
+
+    Returns:
+        The reviews as :class:`Reviews`.
+
+    Raises:
+        ValueError: if ``length < 5``.
     """
     check_counts("sentiment_reviews", n=n)
     if length < 5:
@@ -97,14 +133,25 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
 
 
 def mixed_reviews(n: int, length: int = 16, generator: torch.Generator | None = None) -> Reviews:
-    """Generate ``n`` reviews of ``length`` tokens with polar words of BOTH polarities; the majority gives the label.
+    """Generate ``n`` reviews with polar words of BOTH polarities; the majority gives the label.
 
     Each review holds ``m`` words of its label's polarity (``m`` uniform in
     {2, 3}), ``m - 1`` words of the other polarity and ``length - 2m + 1``
     neutral filler words; positions are shuffled. Unlike
     :func:`sentiment_reviews`, a review's polar words do not all point to its
     label, so one can measure whether a class's capsule reads its own class's
-    words within the same review. Raises ``ValueError`` if ``length < 6``.
+    words within the same review.
+
+    Args:
+        n: the number of reviews.
+        length: tokens per review (>= 6).
+        generator: the random generator.
+
+    Returns:
+        The reviews as :class:`Reviews`.
+
+    Raises:
+        ValueError: if ``length < 6``.
     """
     check_counts("mixed_reviews", n=n)
     if length < 6:

@@ -9,6 +9,8 @@ Token ids: ``PAD = 0`` (padding, ignored by losses), ``BOS = 1`` (the
 begin-of-sequence token the decoder starts from) and the symbols
 ``2 ... vocab_size - 1``. All sampling goes through an explicit
 ``torch.Generator``, so a seed fixes the data.
+
+Shapes: B batch, n_x source and n_y target length, n sequence length.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ TASKS = ("reverse", "copy", "sort")
 class SeqBatch:
     """A batch of a transduction task, padded on the right with ``PAD``.
 
-    src: ``(B, n_x)`` input tokens; tgt_in: ``(B, n_y)`` decoder inputs for
-    teacher forcing (``BOS`` then the target shifted right); tgt_out: ``(B, n_y)``
-    targets; lengths: ``(B,)`` true lengths (here ``n_y = n_x`` per example).
+    Attributes:
+        src: ``(B, n_x)`` input tokens.
+        tgt_in: ``(B, n_y)`` decoder inputs for teacher forcing (``BOS`` then the target
+            shifted right).
+        tgt_out: ``(B, n_y)`` targets.
+        lengths: ``(B,)`` true lengths (here ``n_y = n_x`` per example).
     """
 
     src: Tensor
@@ -43,14 +48,27 @@ class SeqBatch:
 
 
 def target_positions(task: str, src: Tensor, lengths: Tensor) -> Tensor:
-    """The source position each output token is copied from, ``(B, n_y)`` (-1 on padding).
+    """The source position each output token is copied from (-1 on padding).
 
-    Entry ``[b, t]`` belongs to output step ``t`` and holds a source position;
-    these tasks have ``n_y = n_x``, so the shape is also that of ``src``. For
-    ``reverse`` this is the anti-diagonal ``n - 1 - t``; for ``copy`` the
+    Entry ``[b, t]`` belongs to output step ``t`` and holds a source position.
+    For ``reverse`` this is the anti-diagonal ``n - 1 - t``; for ``copy`` the
     diagonal ``t``; for ``sort`` the (stable) arg-sort of the valid tokens.
-    It is the ground-truth alignment of the task. Raises ``ValueError`` for an
-    unknown task.
+    It is the ground-truth alignment of the task.
+
+    Args:
+        task: ``"reverse"``, ``"copy"`` or ``"sort"``.
+        src: the source tokens.
+        lengths: the true lengths.
+
+    Shape:
+        - src: ``(B, n_x)``; lengths: ``(B,)``.
+        - Output: ``(B, n_y)``; these tasks have ``n_y = n_x``, so it is the shape of ``src``.
+
+    Returns:
+        The source positions.
+
+    Raises:
+        ValueError: for an unknown task.
     """
     _check_task(task)
     B, n = src.shape
@@ -75,11 +93,20 @@ def transduction_batch(
 ) -> SeqBatch:
     """Sample a batch of the ``task`` ("reverse", "copy" or "sort").
 
-    batch_size: B. lengths: a fixed length ``n`` or an inclusive range
-    ``(min, max)`` sampled uniformly per example (then the batch is padded to
-    the longest). vocab_size: number of token ids including ``PAD`` and ``BOS``.
-    Returns a :class:`SeqBatch`. Raises ``ValueError`` for an unknown task, a
-    non-positive size or length, or a vocabulary without symbols.
+    Args:
+        batch_size: B.
+        lengths: a fixed length ``n`` or an inclusive range ``(min, max)`` sampled
+            uniformly per example (then the batch is padded to the longest).
+        vocab_size: number of token ids including ``PAD`` and ``BOS``.
+        task: ``"reverse"``, ``"copy"`` or ``"sort"``.
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`SeqBatch`.
+
+    Raises:
+        ValueError: for an unknown task, a non-positive size or length, or a vocabulary
+            without symbols.
     """
     _check_task(task)
     if batch_size < 1:
@@ -106,13 +133,27 @@ def _check_task(task: str) -> None:
 
 
 def reversal_batch(batch: int, n: int, vocab: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Random token sequences ``x`` ``(batch, n)`` in ``[0, vocab)`` and targets ``y = reversed(x)``.
+    """Random token sequences ``x`` in ``[0, vocab)`` and targets ``y = reversed(x)``.
 
     The answer at position ``i`` is the token at position ``n - 1 - i``: a model
     must know *where* each token is, so a position-blind model cannot solve it.
     Fixed length, no padding (the Transformer chapter's tagger task; see
     :func:`transduction_batch` for the padded encoder-decoder version).
-    Raises ``ValueError`` for non-positive sizes.
+
+    Args:
+        batch: the number of sequences.
+        n: the sequence length.
+        vocab: the number of token ids (>= 2).
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x (batch, n), y (batch, n))``.
+
+    Returns:
+        ``(x, y)``.
+
+    Raises:
+        ValueError: for non-positive sizes or ``vocab < 2``.
     """
     if batch < 1 or n < 1 or vocab < 2:
         raise ValueError(f"need batch >= 1, n >= 1, vocab >= 2; got batch={batch}, n={n}, vocab={vocab}")
@@ -126,12 +167,27 @@ IGNORE = -100  #: label of positions without a target (``F.cross_entropy``'s def
 def copy_back_batch(
     batch: int, n: int, vocab: int, k: int, generator: torch.Generator | None = None
 ) -> tuple[Tensor, Tensor]:
-    """The "copy the token ``k`` positions back" task: ``x`` ``(batch, n)`` in ``[0, vocab)``, ``y[:, t] = x[:, t - k]``.
+    """The "copy the token ``k`` positions back" task: ``y[:, t] = x[:, t - k]``.
 
     The first ``k`` positions have no answer and are labelled :data:`IGNORE`.
     The answer depends only on the *offset* ``k``, never on the absolute
     position, so a model that represents offsets can solve it at any length.
-    Raises ``ValueError`` unless ``batch, n >= 1``, ``vocab >= 2`` and ``0 <= k < n``.
+
+    Args:
+        batch: the number of sequences.
+        n: the sequence length.
+        vocab: the number of token ids.
+        k: the offset, ``0 <= k < n``.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x (batch, n), y (batch, n))``, x in ``[0, vocab)``.
+
+    Returns:
+        ``(x, y)``.
+
+    Raises:
+        ValueError: unless ``batch, n >= 1``, ``vocab >= 2`` and ``0 <= k < n``.
     """
     if batch < 1 or n < 1 or vocab < 2 or not 0 <= k < n:
         raise ValueError(

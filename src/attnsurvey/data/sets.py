@@ -19,6 +19,8 @@ The same items are organised three ways (§2.3 of the survey):
 attention model and an output model. With ``pool="mean"`` the attention
 model is replaced by uniform weights over the allowed items (mean pooling),
 the baseline of the chapter's experiment.
+
+Shapes: B batch, n items (H x W for a grid), d_f feature size, d_u query size.
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ LAYOUTS = ("sequence", "grid", "graph")
 class MatchBatch:
     """A batch of the match-the-query task.
 
-    F: ``(B, n, d_f)`` (or ``(B, H, W, d_f)`` for a grid); q: ``(B, d_u)`` queries;
-    y: ``(B,)`` labels to predict; target: ``(B,)`` index of the matching item
-    in the flattened set; mask: ``(B, n)`` boolean, ``True`` = may attend;
-    adjacency: ``(B, n, n)`` for graphs, else None.
+    Attributes:
+        F: ``(B, n, d_f)`` (or ``(B, H, W, d_f)`` for a grid) feature vectors.
+        q: ``(B, d_u)`` queries.
+        y: ``(B,)`` labels to predict.
+        target: ``(B,)`` index of the matching item in the flattened set.
+        mask: ``(B, n)`` boolean, ``True`` = may attend.
+        adjacency: ``(B, n, n)`` for graphs, else None.
     """
 
     F: Tensor
@@ -65,11 +70,22 @@ def match_query_batch(
 ) -> MatchBatch:
     """Sample a batch of the task in one ``layout`` ("sequence", "grid" or "graph").
 
-    n_items: ``n`` (for a grid, a perfect square ``H = W = sqrt(n)``); d_u: size
-    of the key part; n_classes: ``C``; noise: standard deviation of the noise
-    added to the query; edge_prob: probability of each undirected edge of the
-    random graph (the query node always gets at least one neighbour).
-    Raises ``ValueError`` for an unknown layout, a non-square grid or sizes < 1.
+    Args:
+        batch_size: B.
+        n_items: ``n`` (for a grid, a perfect square ``H = W = sqrt(n)``).
+        d_u: size of the key part.
+        n_classes: ``C``.
+        layout: ``"sequence"``, ``"grid"`` or ``"graph"``.
+        noise: standard deviation of the noise added to the query.
+        edge_prob: probability of each undirected edge of the random graph (the query
+            node always gets at least one neighbour).
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`MatchBatch`.
+
+    Raises:
+        ValueError: for an unknown layout, a non-square grid or sizes < 1.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose one of {list(LAYOUTS)}")

@@ -4,6 +4,8 @@ The input is a set of ``n`` numbers; the output is the sequence of their
 indices in ascending order of value, so every output symbol is a *position of
 the input*. The book's example: ``20, 5, 10 -> pointers 1, 2, 0`` (0-based),
 i.e. ``5, 10, 20``.
+
+Shapes: batch examples, n numbers.
 """
 
 from __future__ import annotations
@@ -21,10 +23,22 @@ from ..catalog import catalogued
 def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """A batch of numbers to sort and the pointers that sort them.
 
-    Returns ``x`` ``(batch, n, 1)`` with values uniform in ``[0, 1)`` and
-    targets ``(batch, n)``: ``targets[b, m]`` is the index of the ``m``-th
-    smallest value (``x[b, targets[b], 0]`` is ascending).
-    Raises ``ValueError`` unless ``batch >= 1`` and ``n >= 1``.
+    ``targets[b, m]`` is the index of the ``m``-th smallest value
+    (``x[b, targets[b], 0]`` is ascending).
+
+    Args:
+        batch: the batch size.
+        n: numbers per example.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(x (batch, n, 1), targets (batch, n))``, x uniform in ``[0, 1)``.
+
+    Returns:
+        ``(x, targets)``.
+
+    Raises:
+        ValueError: unless ``batch >= 1`` and ``n >= 1``.
     """
     if batch < 1 or n < 1:
         raise ValueError(f"sorting_batch needs batch >= 1 and n >= 1, got batch={batch}, n={n}")
@@ -35,7 +49,25 @@ def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) 
 def sorting_batches(
     steps: int, batch: int, n_min: int, n_max: int, generator: torch.Generator | None = None
 ) -> Iterator[tuple[Tensor, Tensor]]:
-    """Yield ``steps`` batches from :func:`sorting_batch`, each with a length drawn from ``[n_min, n_max]``."""
+    """Yield ``steps`` batches from :func:`sorting_batch`, each with a length drawn from ``[n_min, n_max]``.
+
+    Args:
+        steps: the number of batches.
+        batch: the batch size.
+        n_min: the shortest length.
+        n_max: the longest length.
+        generator: the random generator.
+
+    Shape:
+        - Each item: as :func:`sorting_batch`, with its own ``n``.
+
+    Returns:
+        An iterator over ``(x, targets)`` batches.
+
+    Raises:
+        ValueError: (when called) unless ``batch``, ``n_min`` and ``n_max`` are integers >= 1 with
+            ``n_min <= n_max``, and ``steps`` one >= 0.
+    """
     check_sizes("sorting_batches", batch=batch, n_min=n_min, n_max=n_max)
     check_counts("sorting_batches", steps=steps)
     if not 1 <= n_min <= n_max:

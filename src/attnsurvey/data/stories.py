@@ -35,7 +35,16 @@ PLACES = ("kitchen", "garden", "office", "hallway", "bedroom", "bathroom")
 
 @dataclass
 class Stories(Rows):
-    """A batch of stories, as token ids, with answers and supporting-fact indices."""
+    """A batch of stories, as token ids, with answers and supporting-fact indices.
+
+    Attributes:
+        story: ``(N, n_sentences, 3)`` long token ids (0 = padding).
+        question: ``(N, 2)`` long token ids.
+        answer: ``(N,)`` long, index into ``places``.
+        support: ``(N, 2)`` long: the indices of "p took o" and "p went l".
+        vocab: the token names.
+        places: the place names.
+    """
 
     story: Tensor  # (N, n_sentences, 3) long
     question: Tensor  # (N, 2) long
@@ -62,8 +71,20 @@ def two_fact_stories(
 
     Every person goes to one uniformly drawn place; every object is taken by
     one uniformly drawn person; the sentences are shuffled; the question asks
-    for one uniformly drawn object. Raises ``ValueError`` if a count exceeds
-    the name lists (``n_people <= 6``, ``n_objects <= 5``, ``n_places <= 6``).
+    for one uniformly drawn object.
+
+    Args:
+        n: the number of stories.
+        n_people: the number of people (<= 6).
+        n_objects: the number of objects (<= 5).
+        n_places: the number of places (<= 6).
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`Stories`.
+
+    Raises:
+        ValueError: if a count exceeds the name lists.
     """
     check_counts("two_fact_stories", n=n)
     if not (1 <= n_people <= len(PEOPLE) and 1 <= n_objects <= len(OBJECTS) and 2 <= n_places <= len(PLACES)):

@@ -15,6 +15,8 @@ model with a constant query, Eq. 33/34): the same information, entering elsewher
 
 Everything is made in code from a ``torch.Generator``; the marker and class
 directions come from a separate fixed seed, so train and test sets share them.
+
+Shapes: B examples, n_f feature vectors, n_g query vectors, d feature size.
 """
 
 from __future__ import annotations
@@ -43,11 +45,26 @@ def two_marker_task(
 ) -> dict[str, Tensor]:
     """Make ``n_examples`` examples of the two-marker look-up task.
 
-    Returns a dict: ``F`` ``(B, n_f, d)`` feature vectors; ``G`` ``(B, 2, d)``
-    the query input (the asked marker plus noise, and a pure-noise vector);
-    ``y`` ``(B,)`` labels; ``pos`` ``(B,)`` the position of the asked item (the
-    gold alignment); ``k`` ``(B,)`` which marker was asked.
-    Raises ``ValueError`` if ``n_f < 2`` or a size is not positive.
+    Args:
+        n_examples: the number of examples ``B``.
+        n_f: feature vectors per example (>= 2).
+        d: the feature size.
+        n_classes: the number of labels.
+        generator: the random generator of the examples.
+        noise: the standard deviation of the noise.
+        seed: the fixed seed of the marker and class directions (shared by train and
+            test sets).
+
+    Shape:
+        - F: ``(B, n_f, d)``; G: ``(B, 2, d)``; y, pos, k: ``(B,)``.
+
+    Returns:
+        A dict: ``F`` feature vectors; ``G`` the query input (the asked marker plus noise,
+        and a pure-noise vector); ``y`` labels; ``pos`` the position of the asked item
+        (the gold alignment); ``k`` which marker was asked.
+
+    Raises:
+        ValueError: if ``n_f < 2`` or a size is not positive.
     """
     for name, v in (("n_examples", n_examples), ("d", d), ("n_classes", n_classes)):
         if v < 1:
@@ -74,11 +91,21 @@ def two_marker_task(
 def question_in_features(task: dict[str, Tensor]) -> dict[str, Tensor]:
     """A copy of ``task`` whose feature vectors carry the question: ``F' = F + mean(G)``.
 
-    ``task`` holds ``F`` ``(B, n_f, d)`` and ``G`` ``(B, n_g, d)`` (and any other entries,
-    passed through unchanged). Returns a new dict with ``F'`` ``(B, n_f, d)`` where
-    ``f'_l = f_l + (1/n_g) sum_j g_j`` for every ``l``; ``G`` is kept so that a model that
-    reads it still can. Raises ``ValueError`` if ``F`` or ``G`` is missing or their batch
-    size or width ``d`` differ.
+    ``f'_l = f_l + (1/n_g) sum_j g_j`` for every ``l``; ``G`` is kept so that a model
+    that reads it still can; other entries pass through unchanged.
+
+    Args:
+        task: a dict holding ``F`` and ``G``.
+
+    Shape:
+        - F: ``(B, n_f, d)``; G: ``(B, n_g, d)``.
+        - Output: ``F'`` ``(B, n_f, d)``.
+
+    Returns:
+        A new dict with ``F'`` in place of ``F``.
+
+    Raises:
+        ValueError: if ``F`` or ``G`` is missing or their batch size or width ``d`` differ.
     """
     if "F" not in task or "G" not in task:
         raise ValueError(f"task must hold F (B, n_f, d) and G (B, n_g, d), got keys {sorted(task)}")

@@ -18,6 +18,8 @@ The task model of Fig. 1 for this data is
 model (a linear layer), a question feature model (an embedding), one of the
 co-attention modules of :mod:`attnsurvey.feature_related.co_attention` (set 1
 = question words, set 2 = image cells), and an output model (Eq. 5).
+
+Shapes: n examples, grid*grid cells of D_CELL features, QUESTION_LEN question tokens.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ D_CELL = len(COLOURS) + len(SHAPES) + 1
 class VQAData(Rows):
     """A batch of synthetic VQA examples.
 
-    image ``(n, grid*grid, D_CELL)``; question ``(n, QUESTION_LEN)`` token ids;
-    q_mask ``(n, QUESTION_LEN)`` (True = real token); answer ``(n,)`` index into
-    :data:`ANSWERS`; region ``(n,)`` the cell the answer depends on; grid size.
+    Attributes:
+        image: ``(n, grid*grid, D_CELL)`` cell features.
+        question: ``(n, QUESTION_LEN)`` token ids.
+        q_mask: ``(n, QUESTION_LEN)`` (True = real token).
+        answer: ``(n,)`` index into :data:`ANSWERS`.
+        region: ``(n,)`` the cell the answer depends on.
+        grid: the grid size.
     """
 
     image: Tensor
@@ -70,8 +76,19 @@ def make_vqa(
 ) -> VQAData:
     """Sample ``n`` synthetic VQA examples (see the module docstring).
 
-    Raises ``ValueError`` if ``n_objects`` exceeds the number of cells, the
-    number of colours or the number of shapes.
+    Args:
+        n: the number of examples.
+        grid: cells per side of the image.
+        n_objects: objects per image.
+        noise: the standard deviation of the noise added to the cells.
+        generator: the random generator.
+
+    Returns:
+        The batch as :class:`VQAData`.
+
+    Raises:
+        ValueError: if ``n_objects`` is below 1 or exceeds the number of cells, the
+            number of colours or the number of shapes.
     """
     check_counts("make_vqa", n=n)
     cells = grid * grid

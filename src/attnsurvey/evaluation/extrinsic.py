@@ -17,6 +17,9 @@ The last item of §4.1 is the ablation that tests whether the weights matter:
 replace the learned attention weights by a uniform average (:func:`uniform_weights`)
 in a trained model (:class:`attnsurvey.experiments.evaluation.ProbeModel`, a small task model of Fig. 1 whose
 attention weights can be overridden) and measure the drop (:func:`uniform_attention_ablation`).
+
+Shapes: ``...`` any leading axes, V vocabulary size, H x W image, B batch, n_q queries, n_f feature
+vectors.
 """
 
 from __future__ import annotations
@@ -56,7 +59,15 @@ def _check_corpus(hypotheses: Sequence, references: Sequence, what: str) -> None
 
 @catalogued("extra:bleu")
 def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
-    """Counts of the ``n``-grams (tuples) of a token list."""
+    """Counts of the ``n``-grams (tuples) of a token list.
+
+    Args:
+        tokens: the token list.
+        n: the n-gram length.
+
+    Returns:
+        A ``Counter`` from n-gram tuple to its count.
+    """
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
@@ -78,14 +89,24 @@ def bleu(
     total reference length ``r`` (per sentence, the reference length closest to
     the hypothesis length; ties go to the shorter), else 1.
 
-    hypotheses: one string per sentence. references: one string per sentence,
-    or one list of alternative references per sentence. ``tokenize`` splits a
-    string into tokens (default whitespace, which equals sacrebleu's
-    ``tokenize="none"``). ``smooth`` follows sacrebleu: ``"none"``,
-    ``"floor"`` (zero counts replaced by ``smooth_value``, default 0.1),
-    ``"add-k"`` (add ``smooth_value``, default 1, to counts for n > 1) and
-    ``"exp"`` (the k-th zero precision becomes ``1 / (2^k total_n)``; sacrebleu's default).
-    Raises ``ValueError`` for an empty corpus, mismatched lengths, or an unknown smoothing.
+    Args:
+        hypotheses: one string per sentence.
+        references: one string per sentence, or one list of alternative references per sentence.
+        max_n: the longest n-gram (>= 1).
+        smooth: as in sacrebleu: ``"none"``, ``"floor"`` (zero counts replaced by
+            ``smooth_value``, default 0.1), ``"add-k"`` (add ``smooth_value``, default 1,
+            to counts for n > 1) or ``"exp"`` (the k-th zero precision becomes
+            ``1 / (2^k total_n)``; sacrebleu's default).
+        smooth_value: the value of ``"floor"`` and ``"add-k"`` (None: their default).
+        tokenize: splits a string into tokens (default whitespace, which equals
+            sacrebleu's ``tokenize="none"``).
+
+    Returns:
+        The corpus BLEU score in [0, 100].
+
+    Raises:
+        ValueError: for an empty corpus, mismatched lengths, a sentence without a
+            reference, ``max_n < 1``, or an unknown smoothing.
     """
     _check_corpus(hypotheses, references, "BLEU")
     if smooth not in {"none", "floor", "add-k", "exp"}:
@@ -144,13 +165,25 @@ def bleu(
 def perplexity(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -> float:
     """Perplexity ``exp(-(1/N) sum_t log p(y_t | ...))`` of a language model.
 
-    logits: ``(..., V)`` unnormalised scores over the vocabulary; targets:
-    ``(...)`` integer token ids. Positions whose target equals ``ignore_index``
-    (padding) are skipped. A model that is uniform over ``V`` tokens has
-    perplexity exactly ``V``. Raises ``ValueError`` on shape mismatch, an
-    out-of-range target, or when no position is left to score, and
-    :class:`~attnsurvey._checks.InputTypeError` for targets that are not a
-    ``torch.long`` (or ``uint8``) tensor.
+    Positions whose target equals ``ignore_index`` (padding) are skipped. A model
+    that is uniform over ``V`` tokens has perplexity exactly ``V``.
+
+    Args:
+        logits: unnormalised scores over the vocabulary.
+        targets: integer token ids.
+        ignore_index: a target id that is not scored (None: score all).
+
+    Shape:
+        - logits: ``(..., V)``; targets: ``(...)``.
+
+    Returns:
+        The perplexity as a Python float.
+
+    Raises:
+        ValueError: on shape mismatch, an out-of-range target, or when no position is
+            left to score.
+        TypeError: (:class:`~attnsurvey._checks.InputTypeError`) for logits that are not
+            floating point or targets that are not a ``torch.long`` (or ``uint8``) tensor.
     """
     as_tensor(logits, "logits")
     if not isinstance(targets, Tensor) or targets.dtype not in (torch.long, torch.uint8):
@@ -188,6 +221,13 @@ def edit_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> tuple[in
     backtrace. Among alignments of equal cost the backtrace prefers hits and
     substitutions, then deletions; ``S + D + I`` is the edit distance
     whichever is chosen.
+
+    Args:
+        reference: the reference tokens.
+        hypothesis: the hypothesis tokens.
+
+    Returns:
+        ``(S, D, I, H)``, four counts.
     """
     n, m = len(reference), len(hypothesis)
     cost = [[0] * (m + 1) for _ in range(n + 1)]
@@ -245,12 +285,20 @@ def _error_rate(
 def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> float:
     """Word error rate ``(S + D + I) / N`` over a corpus, ``N`` = number of reference words.
 
-    Argument order as in ``jiwer.wer(reference, hypothesis)``. Sentences are
-    strings split on whitespace (or token lists). Counts are summed over the
-    corpus before dividing (so long sentences weigh more), as jiwer does.
-    WER can exceed 1 when the hypothesis has many insertions. Raises
-    ``ValueError`` for an empty corpus, mismatched lengths, a single string paired with
-    a list, or references with no words.
+    Argument order as in ``jiwer.wer(reference, hypothesis)``. Counts are summed
+    over the corpus before dividing (so long sentences weigh more), as jiwer does.
+    WER can exceed 1 when the hypothesis has many insertions.
+
+    Args:
+        references: the reference sentences, strings split on whitespace (or token lists).
+        hypotheses: the hypothesis sentences, in the same form.
+
+    Returns:
+        The WER as a Python float.
+
+    Raises:
+        ValueError: for an empty corpus, mismatched lengths, a single string paired with
+            a list, or references with no words.
     """
     return _error_rate(references, hypotheses, "WER", "word")
 
@@ -259,8 +307,16 @@ def wer(references: str | Sequence[str], hypotheses: str | Sequence[str]) -> flo
 def per(references: str | Sequence[Sequence[str]], hypotheses: str | Sequence[Sequence[str]]) -> float:
     """Phoneme error rate: the WER computation on phoneme sequences.
 
-    references, hypotheses: one entry per utterance, each a list of phoneme
-    symbols (``["h", "@", "l", "oU"]``) or a string of space-separated phonemes. Raises ``ValueError`` like :func:`wer`.
+    Args:
+        references: one entry per utterance, a list of phoneme symbols
+            (``["h", "@", "l", "oU"]``) or a string of space-separated phonemes.
+        hypotheses: the recognised phonemes, in the same form.
+
+    Returns:
+        ``(S + D + I) / N`` over the corpus, ``N`` the number of reference phonemes.
+
+    Raises:
+        ValueError: like :func:`wer`.
     """
     return _error_rate(references, hypotheses, "PER", "phoneme")
 
@@ -274,16 +330,29 @@ def precision_recall_f1(
 ) -> tuple[float, float, float]:
     """Precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)`` and F1 (their harmonic mean), §4.1.
 
-    predicted, target: integer labels of the same shape. ``average``:
-    ``"binary"`` (class ``positive`` only), ``"micro"`` (pool TP, FP, FN over
-    the classes) or ``"macro"`` (unweighted mean of the per-class values). The
-    classes are, as in scikit-learn's ``precision_recall_fscore_support``, the
+    The classes are, as in scikit-learn's ``precision_recall_fscore_support``, the
     labels that occur in ``predicted`` or ``target`` (a class absent from both
     is not averaged), or ``0 .. num_classes - 1`` when ``num_classes`` is given
     (scikit-learn's ``labels=range(num_classes)``: an absent class then counts
     with precision, recall and F1 of 0). A ratio with a zero denominator is
-    defined as 0 (scikit-learn's ``zero_division=0``). Raises ``ValueError`` on
-    shape mismatch, empty input, unknown ``average`` or ``num_classes < 1``.
+    defined as 0 (scikit-learn's ``zero_division=0``).
+
+    Args:
+        predicted: integer predicted labels.
+        target: integer true labels.
+        average: ``"binary"`` (class ``positive`` only), ``"micro"`` (pool TP, FP, FN over
+            the classes) or ``"macro"`` (unweighted mean of the per-class values).
+        num_classes: the number of classes (None: the labels that occur).
+        positive: the positive class of ``"binary"``.
+
+    Shape:
+        - predicted, target: any shape, the same for both.
+
+    Returns:
+        ``(precision, recall, f1)`` as Python floats.
+
+    Raises:
+        ValueError: on shape mismatch, empty input, unknown ``average`` or ``num_classes < 1``.
     """
     if predicted.shape != target.shape:
         raise ValueError(
@@ -324,10 +393,23 @@ def precision_recall_f1(
 def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
     """Intersection over union of axis-aligned boxes ``(x1, y1, x2, y2)``.
 
-    box_a, box_b: ``(..., 4)`` (broadcast); returns ``(...)``. Two boxes that
-    do not overlap have IoU 0; two empty boxes have IoU 0. Raises ``ValueError``
-    if the last dimension is not 4, the leading shapes do not broadcast, or a box
-    has ``x2 < x1`` or ``y2 < y1``.
+    Two boxes that do not overlap have IoU 0; two empty boxes have IoU 0.
+
+    Args:
+        box_a: the first boxes.
+        box_b: the second boxes (broadcast against box_a).
+
+    Shape:
+        - box_a, box_b: ``(..., 4)``.
+        - Output: ``(...)``, the broadcast leading shape.
+
+    Returns:
+        The IoU of every pair of boxes.
+
+    Raises:
+        ValueError: if the last dimension is not 4, the leading shapes do not broadcast,
+            or a box has ``x2 < x1`` or ``y2 < y1``.
+        TypeError: if a box tensor is not floating point.
     """
     for name, b in (("box_a", box_a), ("box_b", box_b)):
         as_tensor(b, name)
@@ -347,11 +429,24 @@ def box_iou(box_a: Tensor, box_b: Tensor) -> Tensor:
 
 @catalogued("extra:iou")
 def mask_iou(mask_a: Tensor, mask_b: Tensor) -> Tensor:
-    """IoU ``|A and B| / |A or B|`` of boolean masks over the last two dims ``(..., H, W)``.
+    """IoU ``|A and B| / |A or B|`` of boolean masks over the last two dims.
 
-    mask_a, mask_b: boolean region (segmentation) masks, ``True`` = the pixel lies in
-    the region; they are not attention masks. Two empty masks have IoU 0. Raises
-    ``ValueError`` if the masks are not boolean or differ in shape.
+    These are region (segmentation) masks, not attention masks. Two empty masks
+    have IoU 0.
+
+    Args:
+        mask_a: boolean region mask, ``True`` = the pixel lies in the region.
+        mask_b: boolean region mask of the same shape.
+
+    Shape:
+        - mask_a, mask_b: ``(..., H, W)``.
+        - Output: ``(...)``.
+
+    Returns:
+        The IoU per mask pair.
+
+    Raises:
+        ValueError: if the masks are not boolean or differ in shape.
     """
     check_boolean(mask_a, "mask_a", "the pixel lies in the region")
     check_boolean(mask_b, "mask_b", "the pixel lies in the region")
@@ -380,10 +475,23 @@ def _check_images(x: Tensor, y: Tensor, data_range: float) -> None:
 def psnr(x: Tensor, y: Tensor, data_range: float) -> float:
     """Peak signal-to-noise ratio ``10 log10(R^2 / MSE)`` in decibels.
 
-    x, y: images of one shape; ``data_range`` R is the span of possible pixel
-    values (1.0 for floats in [0, 1], 255 for bytes). It is required, not
-    guessed from the dtype. Identical images have MSE 0 and PSNR ``math.inf``,
-    returned explicitly. Raises ``ValueError`` for different shapes or R <= 0.
+    Identical images have MSE 0 and PSNR ``math.inf``, returned explicitly.
+
+    Args:
+        x: the first image.
+        y: the second image.
+        data_range: R, the span of possible pixel values (1.0 for floats in [0, 1], 255
+            for bytes); required, not guessed from the dtype.
+
+    Shape:
+        - x, y: any shape, the same for both.
+
+    Returns:
+        The PSNR in dB as a Python float.
+
+    Raises:
+        ValueError: for different shapes, empty images or R <= 0.
+        TypeError: if an image is not a floating-point tensor.
     """
     _check_images(x, y, data_range)
     mse = float(((x.double() - y.double()) ** 2).mean())
@@ -398,10 +506,23 @@ def ssim_window(
 ) -> Tensor:
     """The 2-D averaging window of SSIM, normalised to sum 1 (float64).
 
-    ``"uniform"``: a ``win_size x win_size`` box (default 7, scikit-image's
-    default). ``"gaussian"``: ``exp(-r^2 / (2 sigma^2))`` truncated at radius
-    ``int(truncate * sigma + 0.5)`` (an 11 x 11 window for sigma = 1.5), as in
-    Wang et al. and ``scipy.ndimage.gaussian_filter``.
+    Args:
+        kind: ``"uniform"``: a ``win_size x win_size`` box; ``"gaussian"``:
+            ``exp(-r^2 / (2 sigma^2))`` truncated at radius ``int(truncate * sigma + 0.5)``
+            (an 11 x 11 window for sigma = 1.5), as in Wang et al. and
+            ``scipy.ndimage.gaussian_filter``.
+        win_size: the side of the uniform box (default 7, scikit-image's default).
+        sigma: the width of the Gaussian.
+        truncate: the Gaussian's radius in units of sigma.
+
+    Shape:
+        - Output: ``(s, s)`` with odd ``s``.
+
+    Returns:
+        The window.
+
+    Raises:
+        ValueError: for an even or non-positive ``win_size`` or an unknown ``kind``.
     """
     check_optional_sizes("ssim_window", win_size=win_size)
     check_nonnegative("ssim_window", sigma=sigma)
@@ -438,16 +559,33 @@ def ssim(
     ``SSIM = (2 mu_x mu_y + C1)(2 sigma_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(sigma_x^2 + sigma_y^2 + C2))``
     with ``C1 = (K1 R)^2``, ``C2 = (K2 R)^2``. The mean is taken over the
     pixels whose window lies inside the image (a "valid" convolution), which is
-    what scikit-image reports after cropping. ``sample_covariance=True``
-    multiplies (co)variances by ``N/(N-1)``, ``N`` the window size (scikit-image's
-    default; with the uniform window it gives Wang et al.'s unweighted
-    statistics, which divide by ``N-1``). False keeps the window weights as
-    they are, the population form of Wang et al.'s Gaussian-weighted
-    statistics (their Eqs. 14-16).
+    what scikit-image reports after cropping. Identical images give 1.
 
-    x, y: ``(H, W)`` images. ``data_range`` R as in :func:`psnr`. Identical
-    images give 1. Raises ``ValueError`` for different shapes, non-2-D images,
-    or images smaller than the window.
+    Args:
+        x: the first image.
+        y: the second image.
+        data_range: R, as in :func:`psnr`.
+        window: ``"gaussian"`` or ``"uniform"`` (see :func:`ssim_window`).
+        win_size: the side of the uniform window (None: its default).
+        sigma: the width of the Gaussian window.
+        K1: the constant of ``C1``.
+        K2: the constant of ``C2``.
+        sample_covariance: True multiplies (co)variances by ``N/(N-1)``, ``N`` the
+            window size (scikit-image's default; with the uniform window it gives Wang
+            et al.'s unweighted statistics, which divide by ``N-1``). False keeps the
+            window weights as they are, the population form of Wang et al.'s
+            Gaussian-weighted statistics (their Eqs. 14-16).
+
+    Shape:
+        - x, y: ``(H, W)``.
+
+    Returns:
+        The mean SSIM as a Python float.
+
+    Raises:
+        ValueError: for different shapes, empty or non-2-D images, R <= 0, or images smaller
+            than the window.
+        TypeError: if an image is not a floating-point tensor.
     """
     _check_images(x, y, data_range)
     if x.dim() != 2:
@@ -480,13 +618,27 @@ def ssim(
     title="Ablation: replace learned attention weights by a uniform average and measure the drop",
 )
 def uniform_weights(a: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Uniform attention weights of ``a``'s shape ``(..., n_q, n_f)``: ``1 / n_f`` each.
+    """Uniform attention weights of ``a``'s shape: ``1 / n_f`` each.
 
     With a boolean ``mask`` (True = may attend) the weight ``1 / (number of
     allowed positions)`` goes to the allowed positions only; a fully-masked row
     stays zero. Using these weights turns the context vector (Eq. 4) into an
-    unweighted average of the values, the ablation of §4.1. Raises
-    ``ValueError`` for a mask that is not boolean or does not broadcast to ``a``.
+    unweighted average of the values, the ablation of §4.1.
+
+    Args:
+        a: attention weights (only the shape, dtype and device are used).
+        mask: boolean, broadcastable to ``a``, ``True`` = may attend.
+
+    Shape:
+        - a: ``(..., n_q, n_f)``.
+        - Output: ``(..., n_q, n_f)``.
+
+    Returns:
+        The uniform weights.
+
+    Raises:
+        ValueError: for a mask that is not boolean or does not broadcast to ``a``.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     allowed = torch.ones_like(a, dtype=torch.bool) if mask is None else check_attn_mask(mask, a.shape).expand_as(a)
@@ -500,11 +652,19 @@ def uniform_attention_ablation(model: nn.Module, x: Tensor, y: Tensor) -> tuple[
     """Accuracy of a trained model with its learned weights and with uniform weights.
 
     ``model(x, weights=None)`` returns ``(logits, weights)`` and uses ``weights``
-    when given (e.g. :class:`attnsurvey.experiments.evaluation.ProbeModel`).
+    when given (e.g. :class:`attnsurvey.experiments.evaluation.ProbeModel`). The drop
+    between the two accuracies measures how much the model relies on *where* it looks.
 
-    x: model inputs ``(B, n_f)`` (or ``(B, n_f, d_in)``); y: labels ``(B, n_q)``.
-    Returns ``(accuracy with learned attention, accuracy with uniform attention)``:
-    the drop between them measures how much the model relies on *where* it looks.
+    Args:
+        model: the trained model.
+        x: the model inputs.
+        y: the labels.
+
+    Shape:
+        - x: ``(B, n_f)`` (or ``(B, n_f, d_in)``); y: ``(B, n_q)``.
+
+    Returns:
+        ``(accuracy with learned attention, accuracy with uniform attention)``.
     """
     logits, a = model(x)
     learned = accuracy(logits, y)

@@ -16,6 +16,9 @@
 Weights ``a`` have the survey's shape ``(..., n_q, n_f)`` (one row per query);
 alignment matrices are boolean ``(..., n_tgt, n_src)`` with one row per target
 (query) position and one column per source (feature) position.
+
+Shapes: ``...`` leading batch axes, B batch, n_q queries, n_f feature vectors, n_tgt target and
+n_src source positions, d_y output size.
 """
 
 from __future__ import annotations
@@ -48,13 +51,25 @@ Head = Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]]
 def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
     """Attention correctness, Eq. (46): ``AC = sum_{i : R_i in G} a_i``.
 
-    a: ``(..., n_f)`` attention weights over the regions ``R_1 .. R_{n_f}``;
-    G: boolean ``(..., n_f)``, True where region ``R_i`` belongs to the
-    ground-truth set (in Liu et al.'s captioning study, the regions that
-    annotators boxed as the referent of a caption word, not gaze data).
-    Returns ``(...)``. With weights that sum to 1 the value lies in [0, 1]:
-    1 when all weight is on ground-truth regions.
-    Raises ``ValueError`` if G is not boolean or the shapes differ.
+    With weights that sum to 1 the value lies in [0, 1]: 1 when all weight is on
+    ground-truth regions.
+
+    Args:
+        a: attention weights over the regions ``R_1 .. R_{n_f}``.
+        G: boolean, True where region ``R_i`` belongs to the ground-truth set (in Liu
+            et al.'s captioning study, the regions that annotators boxed as the referent
+            of a caption word, not gaze data).
+
+    Shape:
+        - a, G: ``(..., n_f)``.
+        - Output: ``(...)``.
+
+    Returns:
+        The attention correctness per row.
+
+    Raises:
+        ValueError: if G is not boolean or the shapes differ.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     check_boolean(G, "G", "region in the ground truth")
@@ -67,9 +82,21 @@ def attention_correctness(a: Tensor, G: Tensor) -> Tensor:
 
 @catalogued("extra:aer")
 def links_to_matrix(links: Iterable[tuple[int, int]], n_tgt: int, n_src: int) -> Tensor:
-    """Boolean ``(n_tgt, n_src)`` alignment matrix from ``(target j, source i)`` links.
+    """Boolean alignment matrix from ``(target j, source i)`` links.
 
-    Raises ``ValueError`` naming the link if a position does not exist.
+    Args:
+        links: the ``(j, i)`` pairs.
+        n_tgt: the number of target positions.
+        n_src: the number of source positions.
+
+    Shape:
+        - Output: ``(n_tgt, n_src)``.
+
+    Returns:
+        The alignment matrix, ``True`` = a link.
+
+    Raises:
+        ValueError: naming the link if a position does not exist.
     """
     M = torch.zeros(n_tgt, n_src, dtype=torch.bool)
     for link in links:
@@ -84,12 +111,26 @@ def links_to_matrix(links: Iterable[tuple[int, int]], n_tgt: int, n_src: int) ->
 
 @catalogued("extra:aer")
 def hard_alignment(a: Tensor, threshold: float | None = None) -> Tensor:
-    """Hard links from soft weights ``a`` ``(..., n_tgt, n_src)``.
+    """Hard links from soft weights ``a``.
 
     Without ``threshold``: each target position links to its arg-max source.
-    With ``threshold``: every link whose weight exceeds it. Returns boolean
-    links shaped like ``a``; an empty source (``n_src = 0``) gives no links.
-    Raises ``ValueError`` unless ``a`` is a floating-point tensor of rank >= 1.
+    With ``threshold``: every link whose weight exceeds it. An empty source
+    (``n_src = 0``) gives no links.
+
+    Args:
+        a: soft alignment weights.
+        threshold: the weight a link must exceed (None: arg-max links).
+
+    Shape:
+        - a: ``(..., n_tgt, n_src)``.
+        - Output: boolean ``(..., n_tgt, n_src)``.
+
+    Returns:
+        The links, ``True`` = a link.
+
+    Raises:
+        ValueError: unless ``a`` has rank >= 1.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     check_min_rank(a, 1, "a", "(..., n_tgt, n_src)")
@@ -106,10 +147,22 @@ def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float
 
     ``AER = 1 - (|A and S| + |A and P|) / (|A| + |S|)`` with sure links ``S``
     and possible links ``P`` (``S`` is always counted as possible, so ``P`` is
-    taken as ``P or S``; ``P = None`` means ``P = S``). All three are boolean
-    ``(..., n_tgt, n_src)``; counts are summed over the batch (corpus AER).
-    0 is perfect. Raises ``ValueError`` for non-boolean inputs, different
-    shapes, or when ``A`` and ``S`` are both empty.
+    taken as ``P or S``). Counts are summed over the batch (corpus AER). 0 is perfect.
+
+    Args:
+        A: boolean hypothesis links, ``True`` = a link.
+        S: boolean sure links.
+        P: boolean possible links (None: ``P = S``).
+
+    Shape:
+        - A, S, P: ``(..., n_tgt, n_src)``.
+
+    Returns:
+        The AER as a Python float.
+
+    Raises:
+        ValueError: for non-boolean inputs, different shapes, or when ``A`` and ``S``
+            are both empty.
     """
     P = S if P is None else P
     for name, M in (("A", A), ("S", S), ("P", P)):
@@ -133,12 +186,27 @@ def alignment_error_rate(A: Tensor, S: Tensor, P: Tensor | None = None) -> float
 def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
     """Cross-entropy of attention weights against gold alignments.
 
-    a: ``(..., n_q, n_f)`` weights; gold: boolean ``(..., n_q, n_f)``. Each
-    gold row is normalised to a distribution ``g`` (uniform over its links)
+    Each gold row is normalised to a distribution ``g`` (uniform over its links)
     and the loss is ``-sum_i g_i log a_i``, averaged over the rows that have
     at least one gold link. float16 and bfloat16 weights are computed in float32
-    and the loss cast back (``eps`` underflows to 0 in float16: ``log 0``
-    gave an infinite loss). Raises ``ValueError`` on a shape mismatch.
+    and the loss cast back (``eps`` underflows to 0 in float16, so ``log 0``
+    would make the loss infinite).
+
+    Args:
+        a: attention weights.
+        gold: boolean gold alignments, ``True`` = a gold link.
+        eps: added to the weights inside the log.
+
+    Shape:
+        - a, gold: ``(..., n_q, n_f)``.
+        - Output: a scalar ``()``.
+
+    Returns:
+        The loss.
+
+    Raises:
+        ValueError: on a shape mismatch or a gold mask that is not boolean.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     check_boolean(gold, "gold", "a gold link")
@@ -162,10 +230,26 @@ def alignment_loss(a: Tensor, gold: Tensor, eps: float = 1e-9) -> Tensor:
 def supervised_attention_loss(logits: Tensor, y: Tensor, a: Tensor, gold: Tensor, lam: float) -> Tensor:
     """Joint loss of supervised attention: ``CE(logits, y) + lam * alignment_loss(a, gold)``.
 
-    logits: ``(..., d_y)``; y: ``(...)`` labels; a, gold as in
-    :func:`alignment_loss`. ``lam = 0`` is ordinary training. An empty batch
-    gives 0 (the package's loss convention). Raises ``ValueError`` for ``lam < 0``
-    or labels y whose shape is not ``logits.shape[:-1]`` (one label per row of logits).
+    ``lam = 0`` is ordinary training. An empty batch gives 0 (the package's loss convention).
+
+    Args:
+        logits: the class scores.
+        y: the labels, one per row of logits.
+        a: attention weights, as in :func:`alignment_loss`.
+        gold: boolean gold alignments, as in :func:`alignment_loss`.
+        lam: the weight of the alignment loss (>= 0).
+
+    Shape:
+        - logits: ``(..., d_y)``; y: ``(...)``; a, gold: ``(..., n_q, n_f)``.
+        - Output: a scalar ``()``.
+
+    Returns:
+        The joint loss.
+
+    Raises:
+        ValueError: for ``lam < 0``, labels y whose shape is not ``logits.shape[:-1]``,
+            or as :func:`alignment_loss`.
+        TypeError: if logits is not a floating-point tensor.
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
@@ -196,7 +280,21 @@ def _check_pair(x: Tensor, y: Tensor, what: str) -> tuple[Tensor, Tensor]:
 
 @catalogued("extra:rank-correlation")
 def rankdata(x: Tensor) -> Tensor:
-    """Ranks 1..n of a 1-D tensor, ties sharing their average rank (scipy's ``"average"``)."""
+    """Ranks 1..n of a 1-D tensor, ties sharing their average rank (scipy's ``"average"``).
+
+    Args:
+        x: the values (converted to float64).
+
+    Shape:
+        - x: ``(n,)``.
+        - Output: ``(n,)`` float64.
+
+    Returns:
+        The ranks.
+
+    Raises:
+        TypeError: if ``torch.as_tensor`` cannot convert x.
+    """
     x = torch.as_tensor(x, dtype=torch.float64)
     n = x.numel()
     order = torch.argsort(x, stable=True)
@@ -218,8 +316,18 @@ def rankdata(x: Tensor) -> Tensor:
 def spearman(x: Tensor, y: Tensor) -> float:
     """Spearman's rank correlation: the Pearson correlation of the (average) ranks.
 
-    x, y: 1-D of equal length n >= 2. Returns NaN if either is constant (as scipy).
-    Raises ``ValueError`` on shape problems.
+    Args:
+        x: the first sequence.
+        y: the second sequence.
+
+    Shape:
+        - x, y: ``(n,)`` with ``n >= 2``.
+
+    Returns:
+        The correlation as a Python float; NaN if either is constant (as scipy).
+
+    Raises:
+        ValueError: unless x and y are 1-D of one length n >= 2.
     """
     x, y = _check_pair(x, y, "Spearman correlation")
     rx, ry = rankdata(x), rankdata(y)
@@ -234,7 +342,19 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
 
     ``C``/``D`` are concordant/discordant pairs, ``n0 = n(n-1)/2``, ``T_x`` and
     ``T_y`` the pairs tied in x and in y (scipy's default variant). O(n^2).
-    Returns NaN if either is constant. Raises ``ValueError`` on shape problems.
+
+    Args:
+        x: the first sequence.
+        y: the second sequence.
+
+    Shape:
+        - x, y: ``(n,)`` with ``n >= 2``.
+
+    Returns:
+        Tau-b as a Python float; NaN if either is constant.
+
+    Raises:
+        ValueError: unless x and y are 1-D of one length n >= 2.
     """
     x, y = _check_pair(x, y, "Kendall tau")
     dx = torch.sign(x[:, None] - x[None, :])
@@ -255,13 +375,27 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
 def gradient_importance(head: Head, F: Tensor, target: Tensor | None = None, detach_attention: bool = True) -> Tensor:
     """Gradient x input importance of every feature vector for the predicted logit.
 
-    ``head(F, weights)`` returns ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``
-    (as :meth:`attnsurvey.experiments.evaluation.ProbeModel.head`). For each
-    example the importance of ``f_l`` is ``|sum_d dlogit_y/dF_{l,d} * F_{l,d}|``
-    for the first query's target class ``y`` (default: the predicted class).
-    ``detach_attention=True`` holds the weights fixed, as Jain & Wallace did,
-    so the gradient measures each value's effect on the output.
-    Returns ``(B, n_f)``.
+    For each example the importance of ``f_l`` is ``|sum_d dlogit_y/dF_{l,d} * F_{l,d}|``
+    for the first query's target class ``y``.
+
+    Args:
+        head: ``head(F, weights)`` returns ``(logits, weights)`` (as
+            :meth:`attnsurvey.experiments.evaluation.ProbeModel.head`).
+        F: the feature vectors.
+        target: the target class per example (None: the predicted class).
+        detach_attention: True holds the weights fixed, as Jain & Wallace did, so the
+            gradient measures each value's effect on the output.
+
+    Shape:
+        - F: ``(B, n_f, d_f)``; head's logits ``(B, n_q, d_y)``, weights ``(B, n_q, n_f)``;
+          target: ``(B,)``.
+        - Output: ``(B, n_f)``.
+
+    Returns:
+        The importance of every feature vector.
+
+    Raises:
+        TypeError: if F is not a floating-point tensor.
     """
     as_tensor(F, "F")
     F = F.detach().requires_grad_(True)
@@ -284,8 +418,22 @@ def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
 
     ``JS(p, q) = KL(p || m)/2 + KL(q || m)/2`` with ``m = (p + q)/2``; in
     ``[0, log 2]``. float16 and bfloat16 are computed in float32 and cast back
-    (``eps`` underflows to 0 in float16, and ``0 * log 0`` gave NaN).
-    Raises ``ValueError`` for different shapes.
+    (``eps`` underflows to 0 in float16, where ``0 * log 0`` would give NaN).
+
+    Args:
+        p: the first distributions.
+        q: the second distributions.
+        eps: added inside the logs.
+
+    Shape:
+        - p, q: ``(..., n)``.
+        - Output: ``(...)``.
+
+    Returns:
+        The divergence per row.
+
+    Raises:
+        ValueError: for different shapes.
     """
     if p.shape != q.shape:
         raise ValueError(f"JS divergence needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
@@ -300,7 +448,22 @@ def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
 
 @catalogued("extra:adversarial-attention")
 def total_variation(p: Tensor, q: Tensor) -> Tensor:
-    """Total variation distance ``sum |p - q| / 2`` over the last dim, in [0, 1]."""
+    """Total variation distance ``sum |p - q| / 2`` over the last dim, in [0, 1].
+
+    Args:
+        p: the first distributions.
+        q: the second distributions.
+
+    Shape:
+        - p, q: ``(..., n)``.
+        - Output: ``(...)``.
+
+    Returns:
+        The distance per row.
+
+    Raises:
+        ValueError: for different shapes.
+    """
     if p.shape != q.shape:
         raise ValueError(f"total variation needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
     return (p - q).abs().sum(-1) / 2
@@ -323,10 +486,28 @@ def adversarial_attention(
     Maximises ``JS(a_adv, a)`` subject to ``TVD(output(a_adv), output(a)) <= eps``
     (Jain & Wallace 2019) by Adam on the logits of ``a_adv`` with the penalty
     ``penalty * relu(TVD - eps)``, keeping per row the best feasible point seen
-    (``a`` itself, with JS 0, if none is found). ``output_fn`` maps weights of
-    ``a``'s shape ``(..., n_q, n_f)`` to output probabilities ``(..., n_q, d_y)``.
-    The start is ``log a`` plus Gaussian noise from ``generator``.
-    Returns ``(a_adv, js, tvd)`` with ``js``, ``tvd`` of shape ``(..., n_q)``.
+    (``a`` itself, with JS 0, if none is found). The start is ``log a`` plus
+    Gaussian noise from ``generator``.
+
+    Args:
+        output_fn: maps weights of ``a``'s shape to output probabilities.
+        a: the model's attention weights.
+        eps: the allowed output change in total variation (>= 0).
+        steps: the number of Adam steps.
+        lr: Adam's learning rate.
+        penalty: the weight of the constraint penalty.
+        generator: the random generator of the starting noise.
+
+    Shape:
+        - a: ``(..., n_q, n_f)``; output_fn's output: ``(..., n_q, d_y)``.
+        - Output: ``(a_adv (..., n_q, n_f), js (..., n_q), tvd (..., n_q))``.
+
+    Returns:
+        ``(a_adv, js, tvd)``.
+
+    Raises:
+        ValueError: if ``eps < 0``.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     if eps < 0:
@@ -360,12 +541,26 @@ def adversarial_attention(
 
 @catalogued("extra:permuted-attention", title="Permuted attention weights and the resulting output change")
 def permuted_attention(a: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Shuffle each row of weights ``a`` ``(..., n_f)`` by its own random permutation.
+    """Shuffle each row of weights ``a`` by its own random permutation.
 
     The set of weight values is kept; which feature vector gets which weight
     is scrambled. Rows still sum to what they summed to. Empty weights
-    (``n_f = 0`` or no rows) are returned as they are. Raises ``ValueError``
-    unless ``a`` is a floating-point tensor of rank >= 1.
+    (``n_f = 0`` or no rows) are returned as they are.
+
+    Args:
+        a: the attention weights.
+        generator: the random generator of the permutations.
+
+    Shape:
+        - a: ``(..., n_f)``.
+        - Output: ``(..., n_f)``.
+
+    Returns:
+        The shuffled weights.
+
+    Raises:
+        ValueError: unless ``a`` has rank >= 1.
+        TypeError: if ``a`` is not a floating-point tensor.
     """
     as_tensor(a, "a")
     check_min_rank(a, 1, "a", "(..., n_f)")
@@ -383,8 +578,24 @@ def permutation_output_change(
 ) -> Tensor:
     """Median total-variation change of the output over ``n_perm`` random permutations of ``a``.
 
-    Returns ``(..., n_q)``: a small value means the output does not care
-    which feature vector receives which weight.
+    A small value means the output does not care which feature vector receives
+    which weight.
+
+    Args:
+        output_fn: maps weights of ``a``'s shape to output probabilities.
+        a: the attention weights.
+        n_perm: the number of permutations (>= 1).
+        generator: the random generator of the permutations.
+
+    Shape:
+        - a: ``(..., n_q, n_f)``; output_fn's output: ``(..., n_q, d_y)``.
+        - Output: ``(..., n_q)``.
+
+    Returns:
+        The median change per query.
+
+    Raises:
+        ValueError: if ``n_perm < 1``.
     """
     if n_perm < 1:
         raise ValueError(f"n_perm must be >= 1, got {n_perm}")

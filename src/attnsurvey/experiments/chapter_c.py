@@ -10,6 +10,9 @@
 * :func:`train_reversal_tagger`, :func:`reversal_accuracy`: the Transformer
   chapter's position experiment (sequence reversal), with the learned position
   table started at a chosen scale.
+
+Shapes: batch sequences, n tokens, d width, k projected length, r segments, n_q queries, n_f feature
+vectors.
 """
 
 from __future__ import annotations
@@ -38,15 +41,25 @@ def analytic_attention_cost(
 ) -> dict[str, float | str]:
     """Analytic cost of one head of ``method`` on ``n`` tokens of width ``d`` (float32).
 
-    method: ``"full"``, ``"local"`` (half-width ``w``), ``"linformer"`` (``k``
-    projected rows) or ``"lsh"`` (``n_buckets`` buckets, chunks of ``m``
-    attending to themselves and the previous chunk). Returns
-    ``{"macs", "weight_bytes", "order"}``: multiply-adds of the score, context
-    (and projection or hashing) products, the bytes of the attention-weight
-    matrix the method materialises, and the growth order in ``n``. LSH also
-    sorts the ``n`` bucket ids, ``O(n log n)`` comparisons, counted as
-    ``n log2 n`` in ``macs``. Raises ``ValueError`` for an unknown method or
-    non-positive sizes.
+    LSH also sorts the ``n`` bucket ids, ``O(n log n)`` comparisons, counted as
+    ``n log2 n`` in ``macs``.
+
+    Args:
+        method: ``"full"``, ``"local"``, ``"linformer"`` or ``"lsh"``.
+        n: the number of tokens.
+        d: the width.
+        w: the half-width of ``"local"``.
+        k: the projected rows of ``"linformer"``.
+        m: the chunk size of ``"lsh"`` (chunks attend to themselves and the previous chunk).
+        n_buckets: the buckets of ``"lsh"``.
+
+    Returns:
+        ``{"macs", "weight_bytes", "order"}``: multiply-adds of the score, context (and
+        projection or hashing) products, the bytes of the attention-weight matrix the
+        method materialises, and the growth order in ``n``.
+
+    Raises:
+        ValueError: for an unknown method or non-positive sizes.
     """
     if min(n, d, w + 1, k, m, n_buckets) < 1:
         raise ValueError(f"sizes must be positive, got n={n}, d={d}, w={w}, k={k}, m={m}, n_buckets={n_buckets}")
@@ -71,14 +84,31 @@ def analytic_attention_cost(
 def low_rank_sequences(
     batch: int, n: int, d: int, r: int, noise: float, generator: torch.Generator
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Queries, keys and values ``(batch, n, d)`` whose keys and values are low-rank along the sequence.
+    """Queries, keys and values whose keys and values are low-rank along the sequence.
 
     The ``n`` positions form ``r`` contiguous segments of ``n / r`` tokens;
     every token of a segment has the segment's key and value (a standard
     normal prototype, drawn per sequence) plus Gaussian noise of standard
     deviation ``noise``. Queries are standard normal. With ``noise = 0`` the
     key and value matrices have rank at most ``r`` and the segment averages
-    summarise them exactly. Raises ``ValueError`` if ``r`` does not divide ``n``.
+    summarise them exactly.
+
+    Args:
+        batch: the number of sequences.
+        n: the sequence length.
+        d: the width.
+        r: the number of segments (divides n).
+        noise: the standard deviation of the noise.
+        generator: the random generator.
+
+    Shape:
+        - Output: ``(Q, K, V)``, each ``(batch, n, d)``.
+
+    Returns:
+        ``(Q, K, V)``.
+
+    Raises:
+        ValueError: if ``r`` does not divide ``n``.
     """
     if r < 1 or n % r:
         raise ValueError(f"the number of segments r={r} must divide n={n}")
@@ -92,11 +122,24 @@ def low_rank_sequences(
 
 
 def segment_average(n: int, r: int) -> Tensor:
-    """The ``(r, n)`` projection that averages each of ``r`` contiguous segments of ``n / r`` positions.
+    """The projection that averages each of ``r`` contiguous segments of ``n / r`` positions.
 
     As Linformer's ``E = F`` on :func:`low_rank_sequences` it reproduces full
     attention exactly when the noise is zero (equal segment sizes cancel in the
-    softmax). Raises ``ValueError`` if ``r`` does not divide ``n``.
+    softmax).
+
+    Args:
+        n: the sequence length.
+        r: the number of segments.
+
+    Shape:
+        - Output: ``(r, n)``.
+
+    Returns:
+        The averaging projection.
+
+    Raises:
+        ValueError: if ``r`` does not divide ``n``.
     """
     if r < 1 or n % r:
         raise ValueError(f"the number of segments r={r} must divide n={n}")
@@ -105,7 +148,18 @@ def segment_average(n: int, r: int) -> Tensor:
 
 
 def relative_error(c: Tensor, ref: Tensor) -> float:
-    """``||c - ref|| / ||ref||`` (Frobenius norms over everything): 0 is exact, predicting zeros gives 1."""
+    """``||c - ref|| / ||ref||`` (Frobenius norms over everything): 0 is exact, predicting zeros gives 1.
+
+    Args:
+        c: the approximation.
+        ref: the reference.
+
+    Shape:
+        - c, ref: any shape, the same for both.
+
+    Returns:
+        The relative error as a Python float.
+    """
     return float((c - ref).norm() / ref.norm())
 
 
@@ -120,12 +174,30 @@ def fit_linformer_projections(
     lr: float = 0.05,
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Learn Linformer's ``E, F`` ``(k, n)`` so that its output matches ``target`` (full attention) on these inputs.
+    """Learn Linformer's ``E, F`` so that its output matches ``target`` (full attention) on these inputs.
 
-    Q, K, V: ``(batch, n, d)`` training sequences; target: their full-attention
-    outputs. Starts from random ``N(0, 1/k)`` projections (as the untrained
-    experiment does) and runs ``steps`` Adam steps on the mean squared error.
-    Returns the detached ``(E, F)``.
+    Starts from random ``N(0, 1/k)`` projections (as the untrained experiment does)
+    and runs ``steps`` Adam steps on the mean squared error.
+
+    Args:
+        Q: the training queries.
+        K: the training keys.
+        V: the training values.
+        target: their full-attention outputs.
+        k: the projected length.
+        steps: the number of Adam steps.
+        lr: the learning rate.
+        generator: the random generator of the initial projections.
+
+    Shape:
+        - Q, K, V: ``(batch, n, d)``; target: ``(batch, n, d)``.
+        - Output: ``(E (k, n), F (k, n))``.
+
+    Returns:
+        The detached ``(E, F)``.
+
+    Raises:
+        ValueError: as :func:`~attnsurvey.transformer.linformer.linformer_attention`.
     """
     n = K.shape[-2]
     E = (torch.randn(k, n, generator=generator) / k**0.5).requires_grad_(True)
@@ -154,10 +226,27 @@ def adversarial_trace(
     The search itself is unchanged: ``output_fn`` is wrapped so that each
     candidate it evaluates is scored as the search scores it (JS divergence
     from ``a``, total variation of the output from the output at ``a``).
-    Returns ``(a_adv, js, tvd, best_js_per_step)`` where the first three are
-    the search's results and ``best_js_per_step`` ``(steps, ...)`` holds, per
-    step and row, the largest JS divergence of a feasible candidate
-    (``TVD <= eps``) seen so far: the curve whose flattening shows convergence.
+
+    Args:
+        output_fn: maps weights of ``a``'s shape to output probabilities.
+        a: the model's attention weights.
+        eps: the allowed output change in total variation.
+        steps: the number of search steps.
+        generator: the random generator of the search's start.
+        search_kw: further keyword options of ``adversarial_attention`` (lr, penalty).
+
+    Shape:
+        - a: ``(..., n_q, n_f)``.
+        - Output: ``a_adv`` ``(..., n_q, n_f)``; ``js``, ``tvd`` ``(..., n_q)``;
+          ``best_js_per_step`` ``(steps, ..., n_q)``.
+
+    Returns:
+        ``(a_adv, js, tvd, best_js_per_step)``: the search's results and, per step and
+        row, the largest JS divergence of a feasible candidate (``TVD <= eps``) seen so
+        far: the curve whose flattening shows convergence.
+
+    Raises:
+        ValueError: as :func:`~attnsurvey.evaluation.intrinsic.adversarial_attention`.
     """
     from ..evaluation.intrinsic import adversarial_attention, js_divergence, total_variation
 
@@ -196,15 +285,28 @@ def train_reversal_tagger(
 ) -> SequenceTagger:
     """Train the Transformer chapter's two-layer tagger (d = 16, h = 2) on reversal of ``n`` tokens.
 
-    position: ``"none"``, ``"sinusoidal"``, ``"learned"`` or ``"relative"`` (clipping
-    distance ``b``). ``seed`` fixes the initial weights and the ``steps`` batches of
-    ``batch`` sequences. For ``"learned"`` the position table ``P (16, 16)`` is
-    redrawn from ``N(0, learned_sd^2)`` (with a generator seeded by ``seed``) after
-    the rest of the model is built, so two values of ``learned_sd`` differ in the
-    scale of the table only; ``learned_sd = 1`` matches the token embeddings,
-    which ``nn.Embedding`` draws from ``N(0, 1)``. Returns the model in eval mode.
-    Raises ``ValueError`` for ``n > 16``, a non-positive ``learned_sd`` or an
-    unknown position.
+    For ``"learned"`` the position table ``P (16, 16)`` is redrawn from
+    ``N(0, learned_sd^2)`` (with a generator seeded by ``seed``) after the rest of
+    the model is built, so two values of ``learned_sd`` differ in the scale of the
+    table only; ``learned_sd = 1`` matches the token embeddings, which
+    ``nn.Embedding`` draws from ``N(0, 1)``.
+
+    Args:
+        position: ``"none"``, ``"sinusoidal"``, ``"learned"`` or ``"relative"``.
+        seed: fixes the initial weights and the ``steps`` batches.
+        n: the sequence length (<= 16).
+        vocab: the vocabulary size.
+        steps: the number of training steps.
+        batch: sequences per batch.
+        lr: the learning rate.
+        learned_sd: the standard deviation of the learned position table (> 0).
+        b: the clipping distance of ``"relative"``.
+
+    Returns:
+        The model, in eval mode.
+
+    Raises:
+        ValueError: for ``n > 16``, a non-positive ``learned_sd`` or an unknown position.
     """
     if not 1 <= n <= REVERSAL_MAX_LEN:
         raise ValueError(f"the reversal length n must be in 1..{REVERSAL_MAX_LEN}, got n={n}")
@@ -228,6 +330,17 @@ def train_reversal_tagger(
 
 @torch.no_grad()
 def reversal_accuracy(tagger: SequenceTagger, n: int, vocab: int = 10, n_test: int = 500, seed: int = 123) -> float:
-    """Token accuracy of ``tagger`` on ``n_test`` fresh reversal sequences of length ``n`` (test seed ``seed``)."""
+    """Token accuracy of ``tagger`` on ``n_test`` fresh reversal sequences of length ``n``.
+
+    Args:
+        tagger: the trained tagger.
+        n: the sequence length.
+        vocab: the vocabulary size.
+        n_test: the number of test sequences.
+        seed: the test seed.
+
+    Returns:
+        The token accuracy in [0, 1].
+    """
     x, y = reversal_batch(n_test, n, vocab, torch.Generator().manual_seed(seed))
     return accuracy(tagger(x)[0], y)

@@ -3,6 +3,8 @@
 :class:`ProbeModel` is a small Fig. 1 task model whose attention weights can be
 read and replaced; the chapters train it and then apply the evaluation methods
 of :mod:`attnsurvey.evaluation` (ablation, adversarial and permuted attention).
+
+Shapes: B batch, n_f feature vectors, n_q queries, d feature size, d_y classes.
 """
 
 from __future__ import annotations
@@ -23,11 +25,26 @@ class ProbeModel(nn.Module):
     Query model: ``n_q`` learned query vectors (one per output position).
     Attention model: :class:`~attnsurvey.general_model.GeneralAttention`
     with score ``score``. Output model: :class:`~attnsurvey.general_model.OutputModel`.
+    ``features(x)`` returns F; ``head(F, weights=None)`` returns the logits and the
+    weights used; passing ``weights`` replaces the learned ones (ablation,
+    adversarial and permuted attention). ``forward(x, weights=None)`` chains both.
 
-    ``features(x)`` returns F ``(B, n_f, d)``; ``head(F, weights=None)``
-    returns logits ``(B, n_q, d_y)`` and the weights ``(B, n_q, n_f)`` used;
-    passing ``weights`` replaces the learned ones (ablation, adversarial and
-    permuted attention). ``forward(x, weights=None)`` chains both.
+    Args:
+        d: the feature and query size.
+        d_y: the number of classes.
+        n_max: the longest input (positions with an embedding).
+        n_q: the number of queries.
+        vocab: the number of token ids (token inputs).
+        d_in: the size of continuous inputs.
+        score: a Table II score name.
+
+    Shape:
+        - x: ``(B, n_f)`` token ids or ``(B, n_f, d_in)``; weights: ``(B, n_q, n_f)``.
+        - F: ``(B, n_f, d)``.
+        - Output: ``(logits (B, n_q, d_y), weights (B, n_q, n_f))``.
+
+    Raises:
+        ValueError: unless exactly one of ``vocab`` and ``d_in`` is given.
     """
 
     def __init__(

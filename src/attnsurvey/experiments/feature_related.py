@@ -6,6 +6,8 @@
   :mod:`attnsurvey.data.vqa`);
 * §3.1.2: the document classifier around hierarchical attention;
 * §3.1.3: the classifier on several representations (meta-embeddings).
+
+Shapes: n examples, n_S sentences, n_w words, E representations, d_{e_i} representation widths.
 """
 
 from __future__ import annotations
@@ -64,16 +66,27 @@ class DocumentOutput(NamedTuple):
 class DocumentClassifier(nn.Module):
     """Document classifier: embeddings -> attention -> linear output model (Eq. 5 logits).
 
-    kind ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8);
-    kind ``"flat"``: :func:`flat_attention` with a learned query over all
-    words; kind ``"flat-context"``: the same flat attention over word vectors
-    that also carry their sentence, ``f_w + mean of f over the real words of
-    w's sentence`` (the sentence structure given as input, not as a hierarchy).
-    Token id 0 is padding. ``forward(tokens, word_mask)`` with tokens
-    ``(..., n_S, n_w)`` (long) and word_mask boolean ``(..., n_S, n_w)``,
-    ``True`` = a real word (may attend; default ``tokens != 0``) returns a
-    :class:`DocumentOutput`.
-    Raises ``ValueError`` for an unknown kind.
+    Token id 0 is padding.
+
+    Args:
+        vocab_size: the number of token ids.
+        d_e: the embedding width.
+        n_classes: the number of classes.
+        kind: ``"hierarchical"``: :class:`HierarchicalAttention` (Fig. 8); ``"flat"``:
+            :func:`flat_attention` with a learned query over all words;
+            ``"flat-context"``: the same flat attention over word vectors that also
+            carry their sentence, ``f_w + mean of f over the real words of w's
+            sentence`` (the sentence structure given as input, not as a hierarchy).
+        d_k: the key size of the attention (None: d_e).
+
+    Shape:
+        - tokens: ``(..., n_S, n_w)`` long.
+        - word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may attend;
+          default ``tokens != 0``).
+        - Output: a :class:`DocumentOutput`.
+
+    Raises:
+        ValueError: for an unknown kind or tokens of rank < 2.
     """
 
     def __init__(
@@ -112,17 +125,25 @@ class DocumentClassifier(nn.Module):
 class RepresentationClassifier(nn.Module):
     """Classifier on several representations of one input (the §3.1.3 experiment).
 
-    combine ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width
-    d_t, then a linear output model; ``"concat"``: a linear output model on the
-    plain concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention); ``"mlp"``:
-    the concatenation through one hidden layer of ``d_hidden`` ReLU units, then
-    the linear output model (a nonlinear baseline without attention; choose
-    ``d_hidden`` to match another model's parameter count).
-    ``forward(xs)`` with xs a list of ``E`` tensors ``(..., d_{e_i})`` returns
-    ``(logits (..., n_classes), a)`` where ``a`` ``(..., E)`` are the
-    representation weights (None for concat and mlp).
-    Raises ``ValueError`` for an unknown ``combine`` or ``"mlp"`` without a
-    positive ``d_hidden``.
+    Args:
+        dims: the widths ``d_{e_i}`` of the ``E`` representations.
+        d_t: the common width of :class:`MetaEmbedding`.
+        n_classes: the number of classes.
+        combine: ``"attention"`` or ``"average"``: :class:`MetaEmbedding` to width d_t,
+            then a linear output model; ``"concat"``: a linear output model on the plain
+            concatenation ``[x^(e_1); ...; x^(e_E)]`` (no attention); ``"mlp"``: the
+            concatenation through one hidden layer of ``d_hidden`` ReLU units, then the
+            linear output model (a nonlinear baseline without attention).
+        d_hidden: the hidden width of ``"mlp"`` (choose it to match another model's
+            parameter count).
+
+    Shape:
+        - xs: a list of ``E`` tensors ``(..., d_{e_i})``.
+        - Output: ``(logits (..., n_classes), a (..., E))``, ``a`` the representation
+          weights (None for concat and mlp).
+
+    Raises:
+        ValueError: for an unknown ``combine`` or ``"mlp"`` without a positive ``d_hidden``.
     """
 
     def __init__(
@@ -159,13 +180,22 @@ class RepresentationClassifier(nn.Module):
 class AspectModel(nn.Module):
     """Task model for :class:`AspectData`.
 
-    ``kind="target-only"``: Eq. (17) alone (the mean target phrase) -> output.
-    ``kind="mean-contexts"``: mean of left, target and right (no attention) -> output.
-    ``kind="mean-contexts-mlp"``: the same three means through one hidden layer of
-    :data:`ASPECT_MLP_HIDDEN` ReLU units -> output (a nonlinear baseline of rotatory's size).
-    ``kind="rotatory"``: rotatory attention with ``hops`` rotations -> Eq. (20) -> output.
-    ``forward(data)`` returns ``(logits (n, 2), output of the attention or None)``.
-    Raises ``ValueError`` for an unknown kind.
+    Args:
+        kind: ``"target-only"``: Eq. (17) alone (the mean target phrase) -> output;
+            ``"mean-contexts"``: mean of left, target and right (no attention) -> output;
+            ``"mean-contexts-mlp"``: the same three means through one hidden layer of
+            :data:`ASPECT_MLP_HIDDEN` ReLU units -> output (a nonlinear baseline of
+            rotatory's size); ``"rotatory"``: rotatory attention with ``hops`` rotations
+            -> Eq. (20) -> output.
+        d: the embedding width.
+        hops: the number of rotations of ``"rotatory"``.
+
+    Shape:
+        - data: an :class:`AspectData` of ``n`` sentences.
+        - Output: ``(logits (n, 2), output of the attention or None)``.
+
+    Raises:
+        ValueError: for an unknown kind.
     """
 
     def __init__(self, kind: str = "rotatory", d: int = 12, hops: int = 1) -> None:
@@ -202,7 +232,20 @@ class AspectModel(nn.Module):
 def train_aspect(
     kind: str, data: AspectData, hops: int = 1, steps: int = 200, batch_size: int = 64, lr: float = 2e-2, seed: int = 0
 ) -> AspectModel:
-    """Train an :class:`AspectModel` with Adam and cross-entropy; deterministic given ``seed``."""
+    """Train an :class:`AspectModel` with Adam and cross-entropy; deterministic given ``seed``.
+
+    Args:
+        kind: the model kind (see :class:`AspectModel`).
+        data: the training sentences.
+        hops: the number of rotations.
+        steps: the number of training steps.
+        batch_size: sentences per batch.
+        lr: the learning rate.
+        seed: the seed of the weights and batches.
+
+    Returns:
+        The trained model.
+    """
     torch.manual_seed(seed)
     model = AspectModel(kind, hops=hops)
     g = torch.Generator().manual_seed(seed)
@@ -213,8 +256,18 @@ def train_aspect(
 
 @torch.no_grad()
 def evaluate_aspect(model: AspectModel, data: AspectData) -> dict[str, float]:
-    """Accuracy overall and on sentences with an empty context; for rotatory models
-    also the mean weight (last hop) on the target's own opinion word."""
+    """Accuracy overall and on sentences with an empty context.
+
+    For rotatory models also the mean weight (last hop) on the target's own opinion word.
+
+    Args:
+        model: the trained model.
+        data: the test sentences.
+
+    Returns:
+        ``{"accuracy", "accuracy_empty_context"}`` and, for rotatory models,
+        ``"weight_on_opinion"``.
+    """
     logits, out = model(data)
     empty = ~data.mask_l.any(-1) | ~data.mask_r.any(-1)
     res = {
@@ -232,12 +285,23 @@ def evaluate_aspect(model: AspectModel, data: AspectData) -> dict[str, float]:
 class VQAModel(nn.Module):
     """Task model for :class:`VQAData` with one of :data:`VQA_VARIANTS` as attention model.
 
-    ``forward(data)`` returns ``(logits (n, len(ANSWERS)), image weights (n, cells),
-    question weights (n, QUESTION_LEN))``. For ``mean-pooling`` the weights are
-    uniform over cells and real tokens (no attention at all); for
-    ``question-independent`` the image weights come from the query-less score of
-    Eq. (7) and the question is mean-pooled; for ``multi-grained`` they are the
-    average of its coarse and fine weights.
+    For ``mean-pooling`` the weights are uniform over cells and real tokens (no
+    attention at all); for ``question-independent`` the image weights come from the
+    query-less score of Eq. (7) and the question is mean-pooled; for
+    ``multi-grained`` they are the average of its coarse and fine weights.
+
+    Args:
+        variant: one of :data:`VQA_VARIANTS`.
+        d: the feature width.
+        d_w: the width of the additive scores.
+
+    Shape:
+        - data: a :class:`VQAData` of ``n`` examples.
+        - Output: ``(logits (n, len(ANSWERS)), image weights (n, cells),
+          question weights (n, QUESTION_LEN))``.
+
+    Raises:
+        ValueError: for an unknown variant.
     """
 
     def __init__(self, variant: str, d: int = 16, d_w: int = 16) -> None:
@@ -290,7 +354,19 @@ class VQAModel(nn.Module):
 def train_vqa(
     variant: str, data: VQAData, steps: int = 300, batch_size: int = 64, lr: float = 1e-2, seed: int = 0
 ) -> VQAModel:
-    """Train a :class:`VQAModel` with Adam and cross-entropy; deterministic given ``seed``."""
+    """Train a :class:`VQAModel` with Adam and cross-entropy; deterministic given ``seed``.
+
+    Args:
+        variant: the attention variant (see :class:`VQAModel`).
+        data: the training examples.
+        steps: the number of training steps.
+        batch_size: examples per batch.
+        lr: the learning rate.
+        seed: the seed of the weights and batches.
+
+    Returns:
+        The trained model.
+    """
     torch.manual_seed(seed)
     model = VQAModel(variant)
     g = torch.Generator().manual_seed(seed)
@@ -302,8 +378,15 @@ def train_vqa(
 
 @torch.no_grad()
 def evaluate_vqa(model: VQAModel, data: VQAData) -> dict[str, float]:
-    """Accuracy, mean image attention mass on the true region, and how often the
-    most-attended cell is the true region."""
+    """Accuracy, mean image attention mass on the true region, and how often the most-attended cell is it.
+
+    Args:
+        model: the trained model.
+        data: the test examples.
+
+    Returns:
+        ``{"accuracy", "mass_on_region", "argmax_on_region"}``.
+    """
     logits, a_img, _ = model(data)
     idx = torch.arange(len(data))
     return {
@@ -318,8 +401,20 @@ def plot_vqa_example(
 ) -> Any:
     """Draw image ``i`` of ``data``: each object as a coloured marker on its cell.
 
-    ``weights`` ``(grid*grid,)`` (optional) shades each cell by its attention
-    weight; the true region gets a dashed frame. Returns the matplotlib figure.
+    The true region gets a dashed frame.
+
+    Args:
+        data: the examples.
+        i: the index of the example.
+        weights: shades each cell by its attention weight (optional).
+        ax: the matplotlib axes to draw in (None: a new figure).
+        title: the axes' title.
+
+    Shape:
+        - weights: ``(grid*grid,)``.
+
+    Returns:
+        The matplotlib figure.
     """
     import matplotlib.pyplot as plt
 

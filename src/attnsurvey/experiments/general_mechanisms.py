@@ -1,6 +1,9 @@
 """Task models of the general-mechanism chapters (§3.2): one model per chapter
 whose only varying part is the score (§3.2.1), the alignment (§3.2.2) or the
 dimensionality (§3.2.3) of its attention.
+
+Shapes: B batch, n_f feature vectors, d_q query size, d_f feature size, d_k key size, d_v value
+size.
 """
 
 from __future__ import annotations
@@ -44,9 +47,17 @@ class ScoreComparisonModel(nn.Module):
     score is ``make_score(score, d_k, d_k)``; the alignment is the softmax
     (Eq. 3) and the output model is a linear layer (the logits of Eq. 5).
 
-    ``forward(x_q, F, mask=None)``: x_q ``(..., d_in)``, F ``(..., n_f, d_f)``,
-    mask boolean ``(..., n_f)``, ``True`` = may attend (as :class:`GeneralAttention`);
-    returns logits ``(..., n_classes)`` and attention weights ``(..., n_f)``.
+    Args:
+        score: a Table II score name.
+        d_in: the size of the query input.
+        d_f: the feature size.
+        d_k: the key (and query) size.
+        n_classes: the number of classes.
+
+    Shape:
+        - x_q: ``(..., d_in)``; F: ``(..., n_f, d_f)``.
+        - mask: boolean ``(..., n_f)``, ``True`` = may attend (as :class:`GeneralAttention`).
+        - Output: ``(logits (..., n_classes), weights (..., n_f))``.
     """
 
     def __init__(self, score: str, d_in: int, d_f: int, d_k: int, n_classes: int) -> None:
@@ -63,18 +74,32 @@ class ScoreComparisonModel(nn.Module):
 class AlignmentClassifier(nn.Module):
     """A task model whose only varying part is the alignment function (the chapter's experiment).
 
-    Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
-    query ``q`` ``(B, d_q)`` per example scores the keys with the general score
-    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
-    weights; the context (Eq. 24 or 26) feeds a linear output layer.
+    Feature vectors ``F`` give keys and values (Eq. 1); one query ``q`` per example
+    scores the keys with the general score (Table II); ``align`` turns the scores into
+    weights; the context (Eq. 24 or 26) feeds a linear output layer. Hard and
+    reinforced alignments sample in training mode and act greedily in eval mode.
+    forward returns ``(logits, a, log_prob)``, where ``log_prob`` is the
+    log-probability of the sampled hard choice or subset (``None`` for deterministic
+    alignments).
 
-    ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
-    where ``log_prob`` is the log-probability of the sampled hard choice or
-    subset (``None`` for deterministic alignments) and ``t`` are the output
-    steps used as monotonic positions (``local-m``: the window softmax of
-    Eq. 27 alone, while ``local-p`` adds the Gaussian of Eq. 29, as in Luong
-    et al.). Hard and reinforced alignments sample in training mode and act
-    greedily in eval mode.
+    Args:
+        d_q: the query size.
+        d_f: the feature size.
+        n_classes: the number of classes.
+        align: one of :data:`ALIGNMENTS`.
+        d_k: the key size.
+        D: the window half-width of the local alignments (>= 0).
+
+    Shape:
+        - q: ``(B, d_q)``; F: ``(B, n_f, d_f)``.
+        - t: ``(B,)`` the output steps used as monotonic positions (``local-m``: the
+          window softmax of Eq. 27 alone, while ``local-p`` adds the Gaussian of Eq. 29,
+          as in Luong et al.).
+        - Output: ``(logits (B, n_classes), a (B, n_f), log_prob or None)``.
+
+    Raises:
+        ValueError: for an unknown alignment, a ``D`` that is not a finite number >= 0,
+            or ``local-m`` without ``t``.
     """
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
@@ -140,10 +165,21 @@ def classifier_loss(
 
     Cross-entropy, plus for the stochastic alignments (hard, reinforced) the
     REINFORCE surrogate with a moving-average baseline, whose gradient trains
-    the scores (hard) or the policy (reinforced). For reinforced alignment the
-    cost being minimised also charges ``subset_cost`` per chosen position, so
-    the policy learns to keep few positions. An empty batch gives a loss of 0 (still
-    on the graph, so a step on it changes nothing), the package's convention for losses.
+    the scores (hard) or the policy (reinforced). An empty batch gives a loss of 0
+    (still on the graph, so a step on it changes nothing), the package's convention for losses.
+
+    Args:
+        model: the classifier.
+        batch: ``(F, q, t, y)``: feature vectors, queries, output steps and labels.
+        generator: the random generator of the sampled alignments.
+        subset_cost: for reinforced alignment, the cost charged per chosen position, so
+            the policy learns to keep few positions.
+
+    Shape:
+        - Output: a scalar ``()``.
+
+    Returns:
+        The loss to minimise.
     """
     F, q, t, y = batch
     logits, a, log_prob = model(q, F, t, generator)
@@ -175,8 +211,16 @@ class FeatureLookupModel(nn.Module):
     ``y_i = s_i c_i + t_i``, so the answer for feature ``i`` can only use
     feature ``i`` of the context.
 
-    ``forward(q, K, V)``: q ``(..., d_q)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``;
-    returns logits ``(..., d_v)`` and weights ``(..., n_f, d_v)``.
+    Args:
+        d_q: the query size.
+        d_k: the key size.
+        d_v: the value size (the number of features).
+        d_w: the hidden size of the additive score.
+        multi_dimensional: one weight per item and feature (True) or per item (False).
+
+    Shape:
+        - q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
+        - Output: ``(logits (..., d_v), weights (..., n_f, d_v))``.
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:

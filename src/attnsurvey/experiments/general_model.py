@@ -3,6 +3,8 @@
 The match-the-query task of :mod:`attnsurvey.data.sets`, trained on
 :class:`attnsurvey.general_model.TaskModel`, and :class:`FlatMLP`, the baseline
 without attention that sees the same inputs.
+
+Shapes: B batch, n items, d_f feature size, d_u query size.
 """
 
 from __future__ import annotations
@@ -22,14 +24,27 @@ from ..training import History, accuracy, train
 class FlatMLP(nn.Module):
     """A baseline without attention: one hidden ReLU layer on everything the task model sees.
 
-    Input: the query ``q`` ``(B, d_u)``, the feature vectors ``F`` ``(B, n, d_f)`` with
-    masked items set to zero, and the mask itself, concatenated into one vector of size
-    ``d_u + n (d_f + 1)``; then ``Linear -> ReLU -> Linear`` to ``n_classes`` logits.
-    It can in principle compute any answer from these inputs, so it tests whether the
-    attention's structure (one score per item, the weighted average) helps at equal size.
-    ``forward(F, q, mask)`` (mask boolean ``(B, n)``, ``True`` = may attend, default all)
-    returns ``(logits (B, n_classes), None)``: there are no weights. Raises ``ValueError``
-    if ``F`` does not hold ``n`` items of width ``d_f`` or a size is below 1.
+    Input: the query, the feature vectors with masked items set to zero, and the mask
+    itself, concatenated into one vector of size ``d_u + n (d_f + 1)``; then
+    ``Linear -> ReLU -> Linear`` to ``n_classes`` logits. It can in principle compute
+    any answer from these inputs, so it tests whether the attention's structure (one
+    score per item, the weighted average) helps at equal size.
+
+    Args:
+        d_f: the feature size.
+        d_u: the query size.
+        n_items: the number of items ``n``.
+        n_classes: the number of classes.
+        d_hidden: the hidden width.
+
+    Shape:
+        - F: ``(B, n, d_f)``; q: ``(B, d_u)``.
+        - mask: boolean ``(B, n)``, ``True`` = may attend (default all).
+        - Output: ``(logits (B, n_classes), None)``: there are no weights.
+
+    Raises:
+        ValueError: if ``F`` does not hold ``n`` items of width ``d_f``, a size is below 1,
+            or the mask is not boolean.
     """
 
     def __init__(self, d_f: int, d_u: int, n_items: int, n_classes: int, d_hidden: int) -> None:
@@ -59,7 +74,19 @@ def fit_match_query(
     lr: float = 1e-2,
     **task: Any,
 ) -> History:
-    """Train ``model`` on fresh batches of :func:`match_query_batch` (``task`` = its keyword arguments)."""
+    """Train ``model`` on fresh batches of :func:`match_query_batch`.
+
+    Args:
+        model: the model to train.
+        steps: the number of training steps.
+        generator: the random generator of the batches.
+        batch_size: examples per batch.
+        lr: the learning rate.
+        task: the keyword arguments of :func:`match_query_batch`.
+
+    Returns:
+        The training :class:`attnsurvey.training.History`.
+    """
 
     def batches() -> Iterator[tuple[Tensor, ...]]:
         for _ in range(steps):
@@ -77,8 +104,17 @@ def fit_match_query(
 def evaluate_match_query(
     model: TaskModel | FlatMLP, n: int, generator: torch.Generator, **task: Any
 ) -> dict[str, float]:
-    """Label accuracy, and how often the largest weight falls on the matching item
-    (``hit``, only for a model with weights)."""
+    """Label accuracy, and how often the largest weight falls on the matching item.
+
+    Args:
+        model: the trained model.
+        n: the number of test examples.
+        generator: the random generator of the test batch.
+        task: the keyword arguments of :func:`match_query_batch`.
+
+    Returns:
+        ``{"accuracy"}``, plus ``"hit"`` for a model with weights.
+    """
     b = match_query_batch(n, generator=generator, **task)
     logits, a = model(b.flat_F(), b.q, b.mask)
     out = {"accuracy": accuracy(logits, b.y)}

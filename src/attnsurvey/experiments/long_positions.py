@@ -11,6 +11,8 @@ a linear read-out per position). Only the position information changes:
 * ``"relative"``: Shaw et al.'s clipped relative vectors
   (:class:`~attnsurvey.transformer.relative.RelativeSelfAttention`);
 * ``"rope"``, ``"alibi"``: :mod:`attnsurvey.beyond.positions`.
+
+Shapes: B batch, n tokens, h heads, vocab vocabulary size.
 """
 
 from __future__ import annotations
@@ -40,14 +42,24 @@ _Tagger = TypeVar("_Tagger", bound=nn.Module)
 class PositionTagger(nn.Module):
     """Embedding + position information + one causal encoder layer + read-out.
 
-    Args: vocab, encoding (one of :data:`ENCODINGS`), d_model, h, d_ff, max_len
-    (rows of the learned table; the sinusoidal code is tabulated for
-    ``SINUSOIDAL_TABLE`` positions), b (clipping distance of
-    ``"relative"``), learned_sd (the learned table starts as ``N(0, learned_sd^2)``;
-    the default 1 matches the token embeddings, which ``nn.Embedding`` draws
-    from ``N(0, 1)``). ``forward(tokens)``: ``(B, n)`` integers -> ``(logits (B, n,
-    vocab), weights (B, h, n, n))``. Raises ``ValueError`` for an unknown
-    encoding, or (absolute encodings) for ``n > max_len``.
+    Args:
+        vocab: the vocabulary size.
+        encoding: one of :data:`ENCODINGS`.
+        d_model: the model width.
+        h: the number of heads.
+        d_ff: the FFN width.
+        max_len: rows of the learned table (the sinusoidal code is tabulated for
+            ``SINUSOIDAL_TABLE`` positions).
+        b: the clipping distance of ``"relative"``.
+        learned_sd: the learned table starts as ``N(0, learned_sd^2)``; the default 1
+            matches the token embeddings, which ``nn.Embedding`` draws from ``N(0, 1)``.
+
+    Shape:
+        - tokens: ``(B, n)`` integers.
+        - Output: ``(logits (B, n, vocab), weights (B, h, n, n))``.
+
+    Raises:
+        ValueError: for an unknown encoding, or (absolute encodings) for ``n > max_len``.
     """
 
     def __init__(
@@ -118,15 +130,33 @@ COPY_BACK: Final[CopyBackTask] = {"n_train": 64, "k": 3, "vocab": 8, "steps": 80
 
 
 def copy_back_task(task: CopyBackTask) -> CopyBackTask:
-    """Every option of ``task``, the missing ones from :data:`COPY_BACK`; ``TypeError`` for an undeclared name."""
+    """Every option of ``task``, the missing ones from :data:`COPY_BACK`.
+
+    Args:
+        task: some options of :class:`CopyBackTask`.
+
+    Returns:
+        All the options.
+
+    Raises:
+        TypeError: for an undeclared name.
+    """
     return with_defaults(task, COPY_BACK, "CopyBackTask")
 
 
 def fit_copy_back(model: _Tagger, generator: torch.Generator, **task: Unpack[CopyBackTask]) -> _Tagger:
-    """Train any causal tagger (``model(x)`` -> logits ``(B, n, vocab)``, or a tuple starting with them) on copy-``k``-back.
+    """Train any causal tagger on copy-``k``-back.
 
-    Keyword options: :class:`CopyBackTask` (defaults in :data:`COPY_BACK`).
-    Batches of length ``n_train`` are drawn from ``generator``. Returns the model in eval mode.
+    Batches of length ``n_train`` are drawn from ``generator``.
+
+    Args:
+        model: the tagger; ``model(x)`` returns logits ``(B, n, vocab)``, or a tuple
+            starting with them.
+        generator: the random generator of the batches.
+        task: keyword options of :class:`CopyBackTask` (defaults in :data:`COPY_BACK`).
+
+    Returns:
+        The model, in eval mode.
     """
     t = copy_back_task(task)
     data = (copy_back_batch(t["batch"], t["n_train"], t["vocab"], t["k"], generator) for _ in range(t["steps"]))
@@ -137,10 +167,15 @@ def fit_copy_back(model: _Tagger, generator: torch.Generator, **task: Unpack[Cop
 def train_copy_back(encoding: str, seed: int, **kw: Any) -> PositionTagger:
     """Train a :class:`PositionTagger` with :func:`fit_copy_back` at length ``n_train``.
 
-    ``seed`` fixes the initial weights and the data; ``kw`` holds the options of
-    :class:`CopyBackTask` (defaults in :data:`COPY_BACK`: ``n_train=64``, ``k=3``,
-    ``vocab=8``, ...) and the model's (``d_model``, ``h``, ``d_ff``, ``b``).
-    Returns the model in eval mode.
+    Args:
+        encoding: one of :data:`ENCODINGS`.
+        seed: fixes the initial weights and the data.
+        kw: the options of :class:`CopyBackTask` (defaults in :data:`COPY_BACK`:
+            ``n_train=64``, ``k=3``, ``vocab=8``, ...) and the model's (``d_model``, ``h``,
+            ``d_ff``, ``b``).
+
+    Returns:
+        The model, in eval mode.
     """
     task = copy_back_task(cast(CopyBackTask, {key: kw.pop(key) for key in COPY_BACK if key in kw}))
     g = seed_everything(seed)
@@ -167,10 +202,19 @@ def copy_back_accuracy(
     batch: int = 32,
     seed: int = 1000,
 ) -> float:
-    """Token accuracy on fresh sequences of length ``n`` (positions with a target only; ``k``, ``vocab`` as trained).
+    """Token accuracy on fresh sequences of length ``n`` (positions with a target only).
 
-    Returns ``nan`` when the model cannot represent length ``n`` at all (a
-    learned table shorter than ``n``).
+    Args:
+        model: the trained tagger.
+        n: the test length.
+        k: the offset, as trained.
+        vocab: the vocabulary size, as trained.
+        batch: the number of test sequences.
+        seed: the test seed.
+
+    Returns:
+        The accuracy; ``nan`` when the model cannot represent length ``n`` at all (a
+        learned table shorter than ``n``).
     """
     if _beyond_table(model, n):
         return math.nan
@@ -186,11 +230,21 @@ def extrapolation_table(
     models: dict[str, PositionTagger] | None = None,
     **train_kw: Any,
 ) -> dict[str, list[list[float]]]:
-    """Accuracy per encoding, per seed, per test length: ``{encoding: [[acc at each length] per seed]}``.
+    """Accuracy per encoding, per seed, per test length on copy-back.
 
     Training is at ``lengths[0]``. Every encoding is trained on the same seeds
-    (the same batches). If ``models`` is a dict, the model of the first seed of
-    each encoding is stored in it (to look at its attention).
+    (the same batches).
+
+    Args:
+        encodings: the position encodings to compare.
+        seeds: the training seeds.
+        lengths: the test lengths, the first the training length.
+        models: if a dict, the model of the first seed of each encoding is stored in it
+            (to look at its attention).
+        train_kw: further options of :func:`train_copy_back`.
+
+    Returns:
+        ``{encoding: [[acc at each length] per seed]}``.
     """
     k, vocab = train_kw.get("k", COPY_BACK["k"]), train_kw.get("vocab", COPY_BACK["vocab"])
     out: dict[str, list[list[float]]] = {}
@@ -240,11 +294,20 @@ NEXT_TOKEN: Final[NextTokenTask] = {
 
 
 def train_next_token(encoding: str, seed: int, **task: Unpack[NextTokenTask]) -> PositionTagger:
-    """Train a causal :class:`PositionTagger` to predict the next token of lagged-sum sequences of length ``n_train``.
+    """Train a causal :class:`PositionTagger` to predict the next token of lagged-sum sequences.
 
-    ``seed`` fixes the initial weights and the batches; options: :class:`NextTokenTask`
-    (defaults in :data:`NEXT_TOKEN`). Returns the model in eval mode.
-    Raises ``ValueError`` for an unknown encoding or option values the task refuses.
+    The sequences have length ``n_train``.
+
+    Args:
+        encoding: one of :data:`ENCODINGS`.
+        seed: fixes the initial weights and the batches.
+        task: options of :class:`NextTokenTask` (defaults in :data:`NEXT_TOKEN`).
+
+    Returns:
+        The model, in eval mode.
+
+    Raises:
+        ValueError: for an unknown encoding or option values the task refuses.
     """
     t = with_defaults(task, NEXT_TOKEN, "NextTokenTask")
     g = seed_everything(seed)
@@ -269,8 +332,19 @@ def next_token_accuracy(
 ) -> float:
     """Next-token accuracy on ``batch`` fresh lagged-sum sequences of length ``n`` (positions with a target).
 
-    ``nan`` when a learned position table is shorter than ``n``. The best possible
-    accuracy is ``1 - p_noise + p_noise / vocab``.
+    The best possible accuracy is ``1 - p_noise + p_noise / vocab``.
+
+    Args:
+        model: the trained tagger.
+        n: the test length.
+        vocab: the vocabulary size.
+        lag: the lag of the sequences.
+        p_noise: the chance of a uniform token.
+        batch: the number of test sequences.
+        seed: the test seed.
+
+    Returns:
+        The accuracy; ``nan`` when a learned position table is shorter than ``n``.
     """
     if _beyond_table(model, n):
         return math.nan
@@ -286,11 +360,20 @@ def next_token_table(
     models: dict[tuple[str, int], PositionTagger] | None = None,
     **task: Unpack[NextTokenTask],
 ) -> dict[str, list[list[float]]]:
-    """Next-token accuracy per encoding, per seed, per test length: ``{encoding: [[acc at each length] per seed]}``.
+    """Next-token accuracy per encoding, per seed, per test length.
 
     Training is at ``task["n_train"]`` (default :data:`NEXT_TOKEN`); every encoding
-    runs on the same seeds. If ``models`` is a dict, every trained model is stored in it
-    under ``(encoding, seed)``.
+    runs on the same seeds.
+
+    Args:
+        encodings: the position encodings to compare.
+        seeds: the training seeds.
+        lengths: the test lengths.
+        models: if a dict, every trained model is stored in it under ``(encoding, seed)``.
+        task: keyword options of :class:`NextTokenTask`.
+
+    Returns:
+        ``{encoding: [[acc at each length] per seed]}``.
     """
     t = with_defaults(task, NEXT_TOKEN, "NextTokenTask")
     out: dict[str, list[list[float]]] = {}
@@ -312,7 +395,20 @@ def far_attention_mass(model: nn.Module, n: int, far: int, vocab: int = NEXT_TOK
     :func:`next_token_accuracy`); its weights ``(B, h, n, n)`` give, for each
     query ``t >= far``, the summed weight on keys ``j <= t - far``. With ``far``
     the training length, that is the weight on offsets the model never saw in
-    training. Raises ``ValueError`` unless ``1 <= far < n``.
+    training.
+
+    Args:
+        model: the trained tagger.
+        n: the test length.
+        far: the distance (``1 <= far < n``).
+        vocab: the vocabulary size.
+        seed: the test seed.
+
+    Returns:
+        The mean far weight.
+
+    Raises:
+        ValueError: unless ``1 <= far < n``.
     """
     if not 1 <= far < n:
         raise ValueError(f"need 1 <= far < n, got far={far}, n={n}")

@@ -1,5 +1,7 @@
 """Task models of the query-related chapters (§3.3.1, §3.3.2): pooling baselines,
 a learned-query classifier and the capsule classifier.
+
+Shapes: B batch, n tokens, n_f feature vectors, d_f feature size.
 """
 
 from __future__ import annotations
@@ -14,8 +16,17 @@ from ..query_related.types import LearnedQueryAttention, mean_pool
 class MeanPoolClassifier(nn.Module):
     """Baseline without attention: average the feature vectors, then an MLP.
 
-    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, None)`` (no weights),
-    so it can stand in wherever an attention classifier returns ``(logits, a)``.
+    It returns no weights, so it can stand in wherever an attention classifier
+    returns ``(logits, a)``.
+
+    Args:
+        d_f: the feature size.
+        n_classes: the number of classes.
+        hidden: the hidden width of the MLP.
+
+    Shape:
+        - F: ``(..., n_f, d_f)``.
+        - Output: ``(logits (..., n_classes), None)``.
     """
 
     def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
@@ -29,7 +40,13 @@ class MeanPoolClassifier(nn.Module):
 class LearnedQueryClassifier(nn.Module):
     """Eq. (34) pooling with one learned query, then a linear output layer.
 
-    ``forward(F)`` with F ``(..., n_f, d_f)`` returns ``(logits, a)``.
+    Args:
+        d_f: the feature size.
+        n_classes: the number of classes.
+
+    Shape:
+        - F: ``(..., n_f, d_f)``.
+        - Output: ``(logits (..., n_classes), a (..., n_f))``.
     """
 
     def __init__(self, d_f: int, n_classes: int) -> None:
@@ -43,7 +60,17 @@ class LearnedQueryClassifier(nn.Module):
 
 
 class MeanPoolTokenClassifier(nn.Module):
-    """Baseline without attention over token ids: averaged embeddings (padding id 0 ignored), then a linear layer."""
+    """Baseline without attention over token ids: averaged embeddings (padding id 0 ignored), then a linear layer.
+
+    Args:
+        vocab_size: the number of token ids.
+        d: the embedding width.
+        n_classes: the number of classes.
+
+    Shape:
+        - tokens: ``(B, n)`` ids.
+        - Output: logits ``(B, n_classes)``.
+    """
 
     def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
         super().__init__()
@@ -58,12 +85,23 @@ class MeanPoolTokenClassifier(nn.Module):
 class CapsuleClassifier(nn.Module):
     """Word embeddings (the feature model) followed by :class:`CapsuleAttention`.
 
-    ``forward(tokens)`` takes ids ``(B, n)`` (0 = padding) and returns
-    ``(CapsuleOutput, F, mask)``; the predicted class is ``argmax p``.
-    With ``attend=False`` the capsule queries are fixed at zero, so every
-    capsule's weights are uniform over the real tokens (``c_c`` is the mean
-    embedding): the same model, loss and probability and reconstruction
-    modules without attention, a baseline that differs only in Eq. (43).
+    The predicted class is ``argmax p``. With ``attend=False`` the capsule queries
+    are fixed at zero, so every capsule's weights are uniform over the real tokens
+    (``c_c`` is the mean embedding): the same model, loss and probability and
+    reconstruction modules without attention, a baseline that differs only in Eq. (43).
+
+    Args:
+        vocab_size: the number of token ids (0 = padding).
+        d: the embedding width.
+        d_y: the number of classes (capsules).
+        attend: learn the capsule queries (True) or fix them at zero (False).
+
+    Shape:
+        - tokens: ``(B, n)`` ids.
+        - Output: ``(CapsuleOutput, F (B, n, d), mask (B, n))``.
+
+    Raises:
+        IndexError: for a token id outside ``[0, vocab_size)`` (from the embedding).
     """
 
     def __init__(self, vocab_size: int, d: int, d_y: int, attend: bool = True) -> None:

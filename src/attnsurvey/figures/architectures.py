@@ -59,7 +59,14 @@ _SUBLAYER_LABELS = {
 
 @dataclass(frozen=True)
 class Step:
-    """One box of a variant's diagram and the package object that implements it."""
+    """One box of a variant's diagram and the package object that implements it.
+
+    Attributes:
+        label: the box's text.
+        implemented_by: the dotted path below ``attnsurvey`` of the implementation.
+        color: the box's fill colour.
+        from_below: False: no arrow from the row below (the box reads none of its output).
+    """
 
     label: str
     implemented_by: str  # dotted path below ``attnsurvey``
@@ -71,9 +78,11 @@ class Step:
 class Branches:
     """Boxes drawn side by side in one row: parallel branches, or alternatives.
 
-    ``join`` is the word drawn between the boxes (``"or"`` for alternatives; empty
-    for branches computed in parallel, whose arrows fan out from the row below
-    and into the row above).
+    Attributes:
+        steps: the boxes, left to right.
+        join: the word drawn between the boxes (``"or"`` for alternatives; empty for
+            branches computed in parallel, whose arrows fan out from the row below and
+            into the row above).
     """
 
     steps: tuple[Step, ...]
@@ -81,7 +90,18 @@ class Branches:
 
 
 def resolve(path: str) -> object:
-    """The package object named by a dotted path below ``attnsurvey`` (raises ``AttributeError``/``ImportError``)."""
+    """The package object named by a dotted path below ``attnsurvey``.
+
+    Args:
+        path: the dotted path, e.g. ``"transformer.local.local_window_attention"``.
+
+    Returns:
+        The object.
+
+    Raises:
+        ImportError: if a module on the path does not exist.
+        AttributeError: if the last name does not exist.
+    """
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(f"attnsurvey.{module}"), name)
 
@@ -89,11 +109,18 @@ def resolve(path: str) -> object:
 def layer_blocks(layer: nn.Module) -> list[tuple[str, str]]:
     """The blocks of a Transformer layer, bottom to top, as ``(label, kind)``.
 
-    kind is ``"attention"``, ``"ffn"``, ``"norm"`` or ``"add"``. Reads the
-    layer's attention and feed-forward children in registration order and its
-    ``norm_first`` flag (post-norm: sub-layer, then Add & LayerNorm; pre-norm:
-    LayerNorm, sub-layer, Add). Raises ``TypeError`` if the layer has no such
-    children or not one LayerNorm per sub-layer.
+    Reads the layer's attention and feed-forward children in registration order
+    and its ``norm_first`` flag (post-norm: sub-layer, then Add & LayerNorm;
+    pre-norm: LayerNorm, sub-layer, Add).
+
+    Args:
+        layer: an encoder or decoder layer.
+
+    Returns:
+        The blocks; kind is ``"attention"``, ``"ffn"``, ``"norm"`` or ``"add"``.
+
+    Raises:
+        TypeError: if the layer has no such children or not one LayerNorm per sub-layer.
     """
     children = dict(layer.named_children())
     sublayers = [name for name in children if name in _SUBLAYER_LABELS]
@@ -148,7 +175,18 @@ def _finish(fig: Figure, ax: Axes, title: str) -> Figure:
 
 
 def transformer_layer_figure(layer: nn.Module, title: str | None = None) -> Figure:
-    """Draw one encoder or decoder layer with its residual connections (see :func:`layer_blocks`)."""
+    """Draw one encoder or decoder layer with its residual connections (see :func:`layer_blocks`).
+
+    Args:
+        layer: the layer to draw.
+        title: the figure's title (None: none).
+
+    Returns:
+        The figure.
+
+    Raises:
+        TypeError: as :func:`layer_blocks`.
+    """
     blocks = layer_blocks(layer)
     labels = ["input X (n x d_model)"] + [b[0] for b in blocks] + ["output (n x d_model)"]
     colors = [IO_COLOR] + [_KIND_COLOR[b[1]] for b in blocks] + [IO_COLOR]
@@ -175,8 +213,16 @@ def encoder_decoder_figure(model: nn.Module | None = None) -> Figure:
     s_{t-1} is the query of the attention over the encoder states h_l (Eq. 2-4),
     ``s_t = cell([y_{t-1}; c_t], s_{t-1})`` and ``y_t`` is read out from
     ``[s_t; c_t]``. The encoder is drawn bidirectional when the model's is. The
-    boxes carry the class names of the model's children. Raises ``TypeError`` for
-    a model without attention.
+    boxes carry the class names of the model's children.
+
+    Args:
+        model: the model to draw (None: a small ``Seq2Seq(vocab_size=8, attention=True)``).
+
+    Returns:
+        The figure.
+
+    Raises:
+        TypeError: for a model without attention.
     """
     from attnsurvey.seq2seq import Seq2Seq
 
@@ -352,7 +398,14 @@ def _variant_column(ax: Axes, rows: list[Step | Branches], w: float = 3.2, h: fl
 def variant_figure(name: str) -> Figure:
     """Draw the attention step of one Transformer variant (a key of :data:`VARIANTS`).
 
-    Raises ``ValueError`` for an unknown name.
+    Args:
+        name: the variant.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: for an unknown name.
     """
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; choose one of {sorted(VARIANTS)}")
@@ -363,7 +416,11 @@ def variant_figure(name: str) -> Figure:
 
 
 def variants_figure() -> Figure:
-    """All variants side by side (one column each, rows bottom to top as in :func:`variant_figure`)."""
+    """All variants side by side (one column each, rows bottom to top as in :func:`variant_figure`).
+
+    Returns:
+        The figure.
+    """
     fig, axes = plt.subplots(1, len(VARIANTS), figsize=(3.3 * len(VARIANTS), 6.0))
     fig.subplots_adjust(left=0.01, right=0.99, wspace=0.05)
     tallest = max(len(rows) for rows in VARIANTS.values())
@@ -377,7 +434,15 @@ def variants_figure() -> Figure:
 
 @dataclass(frozen=True)
 class Cost:
-    """Analytic cost of one mechanism (one head of self-attention over n positions of width d)."""
+    """Analytic cost of one mechanism (one head of self-attention over n positions of width d).
+
+    Attributes:
+        mechanism: the mechanism's name.
+        time: its time cost, in O-notation.
+        memory: its memory cost, in O-notation.
+        implemented_by: the dotted path below ``attnsurvey`` of the implementation.
+        n_exponent: growth of the multiply-adds with n at fixed d and other sizes.
+    """
 
     mechanism: str
     time: str
@@ -427,7 +492,14 @@ COMPLEXITY: list[Cost] = [
 
 
 def complexity_markdown(rows: list[Cost] = COMPLEXITY) -> str:
-    """The complexity table as a Markdown table (for ``IPython.display.Markdown``)."""
+    """The complexity table as a Markdown table (for ``IPython.display.Markdown``).
+
+    Args:
+        rows: the mechanisms' costs (default :data:`COMPLEXITY`).
+
+    Returns:
+        The Markdown source.
+    """
     lines = ["| mechanism | time | memory | implemented by |", "| --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r.mechanism} | `{r.time}` | `{r.memory}` | `attnsurvey.{r.implemented_by}` |")
@@ -445,7 +517,14 @@ def _symbols(mechanism: str) -> str:
 
 
 def complexity_table(rows: list[Cost] = COMPLEXITY) -> Table:
-    """The complexity table for notebooks: an HTML table with typeset costs, and plain text (see ``display_table``)."""
+    """The complexity table for notebooks: an HTML table with typeset costs, and plain text (see ``display_table``).
+
+    Args:
+        rows: the mechanisms' costs (default :data:`COMPLEXITY`).
+
+    Returns:
+        The table, displayable in a notebook.
+    """
     header = ("mechanism", "time", "memory", "implemented by")
     cells = [
         (_symbols(r.mechanism), f"${_tex(r.time)}$", f"${_tex(r.memory)}$", f"`attnsurvey.{r.implemented_by}`")
@@ -458,10 +537,19 @@ def complexity_table(rows: list[Cost] = COMPLEXITY) -> Table:
 def cost_curves_figure(results: dict) -> Figure:
     """Measured time and memory against n, per method, from ``benchmarks/attention_cost.py``'s JSON.
 
-    results: the saved JSON (``{"settings": {...}, "machine": {...}, "attention": [{"method", "n",
-    "seconds", "peak_mib"}, ...]}``) where ``seconds`` and ``peak_mib`` are summaries over the repeats
-    (``{"median", "min", "max", ...}``). Each point is the median, its bar the min-max range. Log-log
-    axes (n in base 2, labelled as plain numbers); the machine and settings are in the title. Raises ``KeyError`` if the JSON lacks those fields.
+    Each point is the median, its bar the min-max range. Log-log axes (n in base 2,
+    labelled as plain numbers); the machine and settings are in the title.
+
+    Args:
+        results: the saved JSON (``{"settings": {...}, "machine": {...}, "attention":
+            [{"method", "n", "seconds", "peak_mib"}, ...]}``) where ``seconds`` and
+            ``peak_mib`` are summaries over the repeats (``{"median", "min", "max", ...}``).
+
+    Returns:
+        The figure.
+
+    Raises:
+        KeyError: if the JSON lacks those fields.
     """
     rows = results["attention"]
     methods = sorted({r["method"] for r in rows}, key=[r["method"] for r in rows].index)
@@ -515,7 +603,14 @@ def diagram_edges(ax: Axes, tol: float = 0.1) -> list[tuple[str | None, str | No
     ``from``/``to`` are the texts of the boxes (drawn by ``draw_box``) nearest to
     the arrow's tail and head within ``tol`` data units of the box, ``None``
     where no box is that close; colour is a hex string, linestyle matplotlib's
-    (``"solid"``, ``"--"``, ...). Raises nothing; an axes without arrows gives ``[]``.
+    (``"solid"``, ``"--"``, ...).
+
+    Args:
+        ax: the axes of the diagram.
+        tol: the largest distance, in data units, from an arrow end to its box.
+
+    Returns:
+        One tuple per arrow; ``[]`` for axes without arrows.
     """
     boxes = [
         (p.get_x(), p.get_y(), p.get_x() + p.get_width(), p.get_y() + p.get_height(), t.get_text())
@@ -539,11 +634,18 @@ def diagram_edges(ax: Axes, tol: float = 0.1) -> list[tuple[str | None, str | No
 
 
 def layout_problems(fig: Figure, tol_px: float = 0.5) -> list[str]:
-    """What is unreadable in a drawn diagram, one message each (``[]`` when it reads cleanly).
+    """What is unreadable in a drawn diagram, one message each.
 
     Renders ``fig`` and reports: a box's text wider or taller than its box; a
     free text (not a box's) that overlaps a box or crosses an arrow; a box not
-    wholly inside its axes (so clipped). ``tol_px``: pixels of slack. Raises nothing.
+    wholly inside its axes (so clipped).
+
+    Args:
+        fig: the figure.
+        tol_px: pixels of slack.
+
+    Returns:
+        The problems; ``[]`` when the diagram reads cleanly.
     """
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg canvas has it
@@ -588,7 +690,14 @@ def layout_problems(fig: Figure, tol_px: float = 0.5) -> list[str]:
 
 
 def box_labels(fig: Figure) -> list[str]:
-    """The texts drawn in a figure's axes (box labels, arrow labels)."""
+    """The texts drawn in a figure's axes (box labels, arrow labels).
+
+    Args:
+        fig: the figure.
+
+    Returns:
+        The texts, in drawing order.
+    """
     return [t.get_text() for ax in fig.axes for t in ax.texts]
 
 

@@ -4,6 +4,8 @@ Each function returns a ``matplotlib.figure.Figure`` (display it with
 :func:`attnsurvey.plotting.show`).
 Trends over seeds (accuracy against length) are drawn by
 :func:`attnsurvey.plotting.trend_plot`.
+
+Shapes: n tokens.
 """
 
 from __future__ import annotations
@@ -21,9 +23,14 @@ def transformer_blocks_figure(norm_first: bool = False) -> Figure:
     with layer normalisation, repeated ``N`` times. Right: the decoder layer,
     with causal (masked) self-attention, cross-attention whose keys and values
     come from the encoder output, and the feed-forward network, then a linear
-    read-out and a softmax. ``norm_first`` labels the residual wrappers as
-    pre-norm (``x + f(LN(x))``) instead of post-norm (``LN(x + f(x))``, the
-    original).
+    read-out and a softmax.
+
+    Args:
+        norm_first: label the residual wrappers as pre-norm (``x + f(LN(x))``) instead
+            of post-norm (``LN(x + f(x))``, the original).
+
+    Returns:
+        The figure.
     """
     from ..plotting import ATTENTION_FILL, FEATURE_FILL, IO_FILL, OUTPUT_FILL, diagram_axes, draw_arrow, draw_box
 
@@ -102,14 +109,25 @@ def transformer_blocks_figure(norm_first: bool = False) -> Figure:
 def reformer_pipeline_figure(buckets: Tensor, chunk_size: int) -> Figure:
     """Reformer's LSH attention in three rows, drawn from the bucket of every token.
 
-    ``buckets`` ``(n,)``: the bucket of each token, as
-    :func:`~attnsurvey.transformer.reformer.lsh_hash` returns it. Row 1: the
-    ``n`` tokens in their order, coloured by bucket. Row 2: sorted by bucket, then
-    position (the sort of :func:`~attnsurvey.transformer.reformer.lsh_attention`).
+    Row 1: the ``n`` tokens in their order, coloured by bucket. Row 2: sorted by
+    bucket, then position (the sort of :func:`~attnsurvey.transformer.reformer.lsh_attention`).
     Row 3: the sorted row cut into chunks of ``chunk_size``; each token attends to
     the tokens of its own bucket in its chunk and the previous one. Each square
-    shows the token's position. Raises ``ValueError`` unless ``buckets`` is one
-    dimensional and ``chunk_size`` divides ``n``.
+    shows the token's position.
+
+    Args:
+        buckets: the bucket of each token, as
+            :func:`~attnsurvey.transformer.reformer.lsh_hash` returns it.
+        chunk_size: the chunk length ``m``.
+
+    Shape:
+        - buckets: ``(n,)``.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: unless ``buckets`` is one dimensional and ``chunk_size`` divides ``n``.
     """
     if buckets.dim() != 1:
         raise ValueError(f"buckets must have shape (n,), got {tuple(buckets.shape)}")
@@ -157,7 +175,17 @@ def xl_recurrence_figure(n_seg: int = 4, n_layers: int = 3) -> Figure:
     attends to every memory state of layer ``l`` and, causally, to the states
     of its own segment up to itself (the mask of
     :func:`~attnsurvey.transformer.transformer_xl.xl_causal_mask`, memory length
-    ``n_seg``); the lines of the last token are drawn dark. Raises ``ValueError`` unless ``1 <= n_seg <= 8`` and ``1 <= n_layers <= 4``.
+    ``n_seg``); the lines of the last token are drawn dark.
+
+    Args:
+        n_seg: tokens per segment.
+        n_layers: the number of layers.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: unless ``1 <= n_seg <= 8`` and ``1 <= n_layers <= 4``.
     """
     if not (1 <= n_seg <= 8 and 1 <= n_layers <= 4):
         raise ValueError(f"draw 1..8 tokens per segment and 1..4 layers, got n_seg={n_seg}, n_layers={n_layers}")

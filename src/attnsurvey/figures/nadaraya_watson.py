@@ -7,6 +7,8 @@ kernel of bandwidth ``h`` the weights are a softmax of the scores
 ``q = x``, keys ``k_i = x_i`` and values ``v_i = y_i`` (Eq. 2-4). The weights here are
 computed by the package's attention core (:func:`attnsurvey.attention.attend`) with that
 score, not by a softmax of their own.
+
+Shapes: n_q queries, n_f sample points.
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ from ..attention import ScoreFn, attend
 def gaussian_kernel_score(h: float) -> ScoreFn:
     """The score ``e_i = -(q - k_i)^2 / (2 h^2)`` for one-dimensional queries and keys.
 
-    Returns a callable ``(Q (..., n_q, 1), K (..., n_f, 1)) -> e (..., n_q, n_f)`` for
-    :func:`attnsurvey.attention.attend`. Raises ``ValueError`` if ``h <= 0``.
+    Args:
+        h: the bandwidth (> 0).
+
+    Returns:
+        A callable ``(Q (..., n_q, 1), K (..., n_f, 1)) -> e (..., n_q, n_f)`` for
+        :func:`attnsurvey.attention.attend`.
+
+    Raises:
+        ValueError: if ``h <= 0``.
     """
     if not h > 0:
         raise ValueError(f"the bandwidth h must be > 0, got {h}")
@@ -37,10 +46,23 @@ def gaussian_kernel_score(h: float) -> ScoreFn:
 def nadaraya_watson(x_query: Tensor, x: Tensor, y: Tensor, h: float) -> tuple[Tensor, Tensor]:
     """Nadaraya-Watson predictions and weights: ``y_hat(q) = sum_i a_i(q) y_i`` (Eq. 2-4).
 
-    x_query ``(n_q,)``, x and y ``(n_f,)``; returns ``(y_hat (n_q,), a (n_q, n_f))`` with
-    ``a_i(q) = softmax_i(-(q - x_i)^2 / (2 h^2))``, computed by ``attend``. Raises
-    ``ValueError`` if x and y differ in length, an input is not one-dimensional, or
-    ``h <= 0``.
+    ``a_i(q) = softmax_i(-(q - x_i)^2 / (2 h^2))``, computed by ``attend``.
+
+    Args:
+        x_query: the query points.
+        x: the sample points.
+        y: the sample values.
+        h: the bandwidth (> 0).
+
+    Shape:
+        - x_query: ``(n_q,)``; x, y: ``(n_f,)``.
+        - Output: ``(y_hat (n_q,), a (n_q, n_f))``.
+
+    Returns:
+        ``(y_hat, a)``: the predictions and the weights.
+
+    Raises:
+        ValueError: if x and y differ in length, an input is not one-dimensional, or ``h <= 0``.
     """
     for name, t in (("x_query", x_query), ("x", x), ("y", y)):
         if t.dim() != 1:
@@ -55,13 +77,25 @@ def nadaraya_watson(x_query: Tensor, x: Tensor, y: Tensor, h: float) -> tuple[Te
 def nadaraya_watson_figure(
     x_query: float = 2.6, h: float = 0.45, n: int = 14, seed: int = 0, figsize: tuple[float, float] = (7.5, 4.6)
 ) -> Figure:
-    """Two panels: points ``(x_i, y_i)`` with the regression curve, the query and its prediction
-    (top); the kernel weights ``a_i`` over the ``x_i`` for that query (bottom).
+    """Two panels: the points with the regression curve, the query and its prediction (top); the weights (bottom).
 
     The ``n`` points are ``x_i ~ U(0, 5)`` and ``y_i = sin(x_i) + x_i / 2 + 0.25 eps_i`` drawn
     from ``seed``. The top panel's line labelled ``"weighted average"`` is the point
-    ``(x_query, sum_i a_i y_i)``; the bottom panel's bars are the weights at the ``x_i``.
-    Raises ``ValueError`` for ``n < 2`` or ``h <= 0``.
+    ``(x_query, sum_i a_i y_i)``; the bottom panel's bars are the kernel weights ``a_i``
+    at the ``x_i`` for that query.
+
+    Args:
+        x_query: the query point.
+        h: the bandwidth (> 0).
+        n: the number of points (>= 2).
+        seed: the seed of the points.
+        figsize: the figure size in inches.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: for ``n < 2`` or ``h <= 0``.
     """
     if n < 2:
         raise ValueError(f"need n >= 2 points, got {n}")

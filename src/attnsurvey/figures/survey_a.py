@@ -29,6 +29,13 @@ def encoder_decoder_figure(n: int = 5, steps: int = 3) -> Figure:
     The right panel draws, for output step ``t``, lines to every encoder state
     with a width that follows an illustrative reversal alignment (step ``t``
     leans on source position ``n + 1 - t``).
+
+    Args:
+        n: the number of encoder states.
+        steps: the number of output steps drawn.
+
+    Returns:
+        The figure.
     """
     import math
 
@@ -73,7 +80,11 @@ def encoder_decoder_figure(n: int = 5, steps: int = 3) -> Figure:
 
 
 def task_model_figure() -> Figure:
-    """Fig. 1 (survey Fig. 1): the task model, feature model + query model + attention model + output model."""
+    """Fig. 1 (survey Fig. 1): the task model, feature model + query model + attention model + output model.
+
+    Returns:
+        The figure.
+    """
     fig, ax = _axes(10, 2.6, (0, 12.4), (0, 3), "Figure 1 (survey Fig. 1): the task model")
     draw_box(ax, (0.8, 1.5), "input\n$X$", w=1.1, color=_IO)
     draw_box(ax, (3.2, 2.2), "feature model", color=_FEAT)
@@ -91,7 +102,11 @@ def task_model_figure() -> Figure:
 
 
 def attention_module_figure() -> Figure:
-    """Fig. 2 (survey Fig. 2): inside the general attention module, with the equation of each arrow."""
+    """Fig. 2 (survey Fig. 2): inside the general attention module, with the equation of each arrow.
+
+    Returns:
+        The figure.
+    """
     fig, ax = _axes(10, 3.0, (0, 12.4), (0, 3.4), "Figure 2 (survey Fig. 2): inside the general attention module")
     draw_box(ax, (0.9, 2.6), "features $F$", w=1.4, color=_FEAT)
     draw_box(ax, (0.9, 0.7), "query $q$", w=1.4, color=_QUERY)
@@ -165,6 +180,9 @@ def alternating_co_attention_figure() -> Figure:
     Module [1] attends to F^(1) with no query (Eq. 7) and gives c^(0); c^(0)
     queries F^(2) in module [2] (Eq. 8) and gives c^(2); c^(2) queries F^(1)
     again in module [3] (Eq. 9) and gives c^(1). The output is [c^(1); c^(2)].
+
+    Returns:
+        The figure.
     """
     fig, ax = _co_attention_axes(4, "alternating co-attention", "$F^{(1)}$", "$F^{(2)}$")
     _module(ax, (3.4, 2.8), "module [1]\nno query, Eq. (7)")
@@ -184,6 +202,9 @@ def interactive_co_attention_figure() -> Figure:
 
     The mean key of each set (Eq. 10) queries the *other* set (Eq. 11); both
     modules run in parallel, and the two contexts are concatenated.
+
+    Returns:
+        The figure.
     """
     fig, ax = _co_attention_axes(5, "interactive co-attention", "$F^{(1)}$", "$F^{(2)}$")
     draw_box(ax, (3.5, 2.8), "mean key $\\bar{k}^{(1)}$\nEq. (10)", w=1.9, h=0.7, color="#ffffff")
@@ -201,6 +222,9 @@ def parallel_co_attention_figure() -> Figure:
     The keys of both sets meet in the affinity matrix A (Eq. 12); A carries
     each set's keys to the other set's positions, and both score vectors are
     computed at the same time (Eq. 14 and 15).
+
+    Returns:
+        The figure.
     """
     fig, ax = _co_attention_axes(6, "parallel co-attention", "$K^{(1)}$", "$K^{(2)}$")
     draw_box(ax, (3.8, 1.8), "affinity $A$\nEq. (12)", w=1.7, h=0.8, color="#ffffff")
@@ -217,6 +241,9 @@ def attention_via_attention_figure() -> Figure:
     The character-level query q^(c) attends to the word-level features F^(w)
     and gives c^(w); the query concatenated with c^(w) then attends to the
     character-level features F^(c) and gives c^(c); the output is [c^(w); c^(c)].
+
+    Returns:
+        The figure.
     """
     fig, ax = _axes(10, 3.2, (0, 12.4), (0, 3.6), "Figure 7 (survey Fig. 7): attention-via-attention")
     draw_box(ax, (1.0, 3.0), "query $q^{(c)}$", w=1.4, color=_QUERY)
@@ -243,6 +270,12 @@ def hierarchical_attention_figure(n_sentences: int = 3) -> Figure:
     Each sentence's word features F^(s) go through the sentence-level module
     (no query: self-attention) and give c^(s); the matrix C = [c^(1), ...,
     c^(n_S)] goes through the document-level module and gives c^(D).
+
+    Args:
+        n_sentences: the number of sentences drawn.
+
+    Returns:
+        The figure.
     """
     fig, ax = _axes(10, 3.4, (0, 12.4), (0, 3.8), "Figure 8 (survey Fig. 8): hierarchical attention")
     ys = [3.1 - 1.2 * s for s in range(n_sentences)]

@@ -29,7 +29,15 @@ def multi_head_figure(h: int = 3) -> Figure:
     The query q and the feature matrix F enter every head; head j projects
     them with its own W_q^(j), W_K^(j), W_V^(j) (Eq. 38), attends (Eq. 39) and
     returns c^(j); the head contexts are concatenated and mixed by W_O (Eq. 40).
-    Raises ``ValueError`` unless ``1 <= h <= 6``.
+
+    Args:
+        h: the number of heads.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: unless ``1 <= h <= 6``.
     """
     if not 1 <= h <= 6:
         raise ValueError(f"draw between 1 and 6 heads, got h={h}")
@@ -81,7 +89,16 @@ def multi_hop_figure(n_hops: int = 3) -> Figure:
     (Eq. 42; the same F at every hop) and returns c^(s+1). Grey dashed arrows:
     the optional connections, the context c^(s) into the transform of hop s
     (as its query instead of q^(s), or with it: Eq. 41's second argument, as in
-    LCR-Rot-hop). Raises ``ValueError`` unless ``1 <= n_hops <= 5``.
+    LCR-Rot-hop).
+
+    Args:
+        n_hops: the number of hops.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: unless ``1 <= n_hops <= 5``.
     """
     if not 1 <= n_hops <= 5:
         raise ValueError(f"draw between 1 and 5 hops, got n_hops={n_hops}")
@@ -142,8 +159,17 @@ def capsule_figure(d_y: int = 2, class_names: tuple[str, ...] | None = None) -> 
     Every capsule reads the same feature vectors with its own learned query
     q_c (attention module, Eq. 43 + softmax + weighted average), turns its
     context c_c into a probability p_c (probability module, Eq. 44) and scales
-    c_c by it (reconstruction module, Eq. 45). Raises ``ValueError`` unless
-    ``1 <= d_y <= 4`` and the names (if given) number ``d_y``.
+    c_c by it (reconstruction module, Eq. 45).
+
+    Args:
+        d_y: the number of capsules (classes).
+        class_names: the classes' names (None: generic names).
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: unless ``1 <= d_y <= 4`` and the names (if given) number ``d_y``.
     """
     if not 1 <= d_y <= 4:
         raise ValueError(f"draw between 1 and 4 capsules, got d_y={d_y}")

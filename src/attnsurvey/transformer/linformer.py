@@ -10,6 +10,9 @@ The weights are ``(n, k)``: time and memory grow linearly in ``n`` for a
 fixed ``k``. The projections fix a maximum length ``n_max``; shorter inputs
 use the first ``n`` columns. Causal masks are not possible (each projected
 key mixes all positions), so this is for encoders.
+
+Shapes: ``...`` leading batch axes, n tokens (``n <= n_max``), k projected length, d_k key size, d_v
+value size, h heads.
 """
 
 from __future__ import annotations
@@ -30,10 +33,22 @@ CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer's length projections of the keys and values: ``(E K, F V)``.
 
-    K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; E, F: ``(k, n_max)`` with
-    ``n <= n_max`` (columns ``:n`` are used). Returns ``(..., k, d_k)`` and
-    ``(..., k, d_v)``. Raises ``ValueError`` if ``n > n_max``, shapes differ or
-    the four do not share a dtype.
+    Args:
+        K: the keys.
+        V: the values.
+        E: the key projection (columns ``:n`` are used).
+        F: the value projection (columns ``:n`` are used).
+
+    Shape:
+        - K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; E, F: ``(k, n_max)`` with ``n <= n_max``.
+        - Output: ``(E K (..., k, d_k), F V (..., k, d_v))``.
+
+    Returns:
+        ``(E K, F V)``.
+
+    Raises:
+        ValueError: if ``n > n_max`` or shapes differ.
+        TypeError: if an input is not a floating-point tensor or the four do not share a dtype.
     """
     for sym, t in (("K", K), ("V", V), ("E", E), ("F", F)):
         as_tensor(t, sym)
@@ -57,10 +72,26 @@ def linformer_projection(K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Te
 def linformer_attention(Q: Tensor, K: Tensor, V: Tensor, E: Tensor, F: Tensor) -> tuple[Tensor, Tensor]:
     """Linformer attention ``softmax(Q (E K)^T / sqrt(d_k)) (F V)``: :func:`attend` on projected keys.
 
-    Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``;
-    E, F: ``(k, n_max)`` with ``n <= n_max`` (columns ``:n`` are used).
-    Returns ``(c (..., n, d_v), a (..., n, k))``. With ``k = n`` and ``E = F = I``
-    it is full attention. Raises ``ValueError`` if ``n > n_max`` or shapes differ.
+    With ``k = n`` and ``E = F = I`` it is full attention.
+
+    Args:
+        Q: the queries.
+        K: the keys.
+        V: the values.
+        E: the key projection (columns ``:n`` are used).
+        F: the value projection (columns ``:n`` are used).
+
+    Shape:
+        - Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``;
+          E, F: ``(k, n_max)`` with ``n <= n_max``.
+        - Output: ``(c (..., n, d_v), a (..., n, k))``.
+
+    Returns:
+        ``(c, a)``: the contexts and the weights over the ``k`` projected keys.
+
+    Raises:
+        ValueError: if ``n > n_max`` or shapes differ.
+        TypeError: if an input is not a floating-point tensor or the dtypes differ.
     """
     as_tensor(Q, "Q")
     check_dim_equal(Q.shape[-1], K.shape[-1], "Linformer attention", "d_q", "d_k")
@@ -74,11 +105,22 @@ class LinformerSelfAttention(SelfAttentionVariant):
     """Multi-head Linformer self-attention: :class:`MultiHeadAttention` whose ``kv_transform``
     projects the keys and values to length ``k``; ``E`` and ``F`` are shared by the heads.
 
-    Args: d_model, h, n_max (longest input), k (projected length).
-    ``forward(X, mask=None, **options)`` returns ``(output (..., n, d_model), weights (..., h, n, k))``;
-    a mask or bias covers the ``k`` projected keys, and ``key_padding_mask`` and
+    A mask or bias covers the ``k`` projected keys; ``key_padding_mask`` and
     ``is_causal`` (which refer to input positions) are refused.
-    Raises ``ValueError`` if ``h`` does not divide ``d_model``.
+
+    Args:
+        d_model: the model width.
+        h: the number of heads (must divide d_model).
+        n_max: the longest input (>= 1).
+        k: the projected length (>= 1).
+
+    Shape:
+        ``forward(X, mask=None, **options)``: X ``(..., n, d_model)`` with ``n <= n_max``;
+        returns ``(output (..., n, d_model), weights (..., h, n, k))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model`` or ``n_max`` or ``k`` is not an
+            integer >= 1.
     """
 
     def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:

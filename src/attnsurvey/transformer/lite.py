@@ -9,6 +9,8 @@ and shared across channel groups, or predicted from the input); here the branch
 is a plain depthwise convolution with one free kernel per channel.
 Attention no longer has to spend heads on local patterns, so a smaller
 model does as well.
+
+Shapes: ``...`` leading batch axes, n tokens, d (d_model) width, h heads.
 """
 
 from __future__ import annotations
@@ -32,13 +34,28 @@ CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 def depthwise_conv(X: Tensor, W: Tensor, b: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
     """Depthwise 1-D convolution over the sequence axis with 'same' padding.
 
-    X: ``(..., n, d)``; W: ``(d, kernel_size)`` (one filter per channel, odd size);
-    b: ``(d,)``. ``out[i, c] = sum_t W[c, t] X[i - r + t, c] + b[c]``, ``r = kernel_size // 2``.
-    mask: boolean ``(..., n)``, ``True`` = a real token; a padded position counts
-    as the zero padding beyond the ends (its value, even NaN, is inert), so a real
-    token's output equals that of the unpadded sequence. ``n = 0`` gives an empty
-    ``(..., 0, d)`` result. Raises ``ValueError`` for an even kernel, mismatched
-    widths or a mask that is not boolean ``(..., n)``.
+    ``out[i, c] = sum_t W[c, t] X[i - r + t, c] + b[c]``, ``r = kernel_size // 2``.
+    A padded position counts as the zero padding beyond the ends (its value, even
+    NaN, is inert), so a real token's output equals that of the unpadded sequence.
+    ``n = 0`` gives an empty ``(..., 0, d)`` result.
+
+    Args:
+        X: the sequence.
+        W: one filter per channel, of odd size.
+        b: the bias per channel, or None.
+        mask: boolean, ``True`` = a real token.
+
+    Shape:
+        - X: ``(..., n, d)``; W: ``(d, kernel_size)``; b: ``(d,)``; mask: ``(..., n)``.
+        - Output: ``(..., n, d)``.
+
+    Returns:
+        The convolved sequence.
+
+    Raises:
+        ValueError: for an even kernel, mismatched widths or a mask that is not
+            boolean ``(..., n)``.
+        TypeError: if X is not a floating-point tensor.
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
@@ -72,12 +89,26 @@ def long_short_range_attention(
 ) -> tuple[Tensor, Tensor]:
     """LSRA: ``concat(attention(X_left), conv(X_right))`` with the channels split in half.
 
-    X: ``(..., n, d)`` with even ``d``; attention maps ``(..., n, d/2)`` to
-    ``(output, weights)``; W_conv: ``(d/2, kernel_size)``. key_padding_mask:
-    boolean ``(..., n)``, ``True`` = real token (may attend, the key-padding
-    polarity): padded positions are zero (inert) in the convolution branch (the
-    attention callable handles its own mask).
-    Returns ``(Y, weights)``. Raises ``ValueError`` if ``d`` is odd.
+    Padded positions are zero (inert) in the convolution branch; the attention
+    callable handles its own mask.
+
+    Args:
+        X: the sequence (even width).
+        attention: maps ``(..., n, d/2)`` to ``(output, weights)``.
+        W_conv: the depthwise filters of the convolution branch.
+        b_conv: their bias, or None.
+        key_padding_mask: boolean, ``True`` = real token (may attend, the key-padding polarity).
+
+    Shape:
+        - X: ``(..., n, d)``; W_conv: ``(d/2, kernel_size)``; key_padding_mask: ``(..., n)``.
+        - Output: ``(Y (..., n, d), weights)`` (the weights as the attention callable returns them).
+
+    Returns:
+        ``(Y, weights)``.
+
+    Raises:
+        ValueError: if ``d`` is odd (or as :func:`depthwise_conv`).
+        TypeError: if X is not a floating-point tensor.
     """
     as_tensor(X, "X")
     d = X.shape[-1]
@@ -92,14 +123,26 @@ def long_short_range_attention(
 class LiteTransformerBlock(nn.Module):
     """A Lite Transformer encoder block: LSRA and FFN, each with residual + LayerNorm (post-norm).
 
-    ``forward(X, mask=None, *, key_padding_mask=None)`` returns ``(X', weights
-    (..., h, n, n))``. mask: attention mask ``(..., n, n)`` for the attention
-    branch, boolean with ``True`` = may attend (or a float additive bias); without a
+    key_padding_mask is applied to both branches, so padding reaches no real token
+    (the convolution treats padded positions as zeros beyond the end). Without a
     key_padding_mask, the keys a boolean mask lets no query attend count as padding
-    for the convolution branch too; key_padding_mask: boolean ``(..., n)``, ``True`` = real token (may attend), applied
-    to both branches, so padding reaches no real token (the convolution treats
-    padded positions as zeros beyond the end). Raises ``ValueError`` if
-    ``d_model`` is odd or ``h`` does not divide ``d_model/2``.
+    for the convolution branch too.
+
+    Args:
+        d_model: the model width (even; ``d_model/2`` divisible by ``h``).
+        h: the number of heads of the attention branch.
+        d_ff: the FFN width.
+        kernel_size: the size of the depthwise convolution (odd).
+
+    Shape:
+        - X: ``(..., n, d_model)``.
+        - mask: attention mask ``(..., n, n)`` for the attention branch, boolean with
+          ``True`` = may attend (or a float additive bias).
+        - key_padding_mask: boolean ``(..., n)``, ``True`` = real token (may attend).
+        - Output: ``(X' (..., n, d_model), weights (..., h, n, n))``.
+
+    Raises:
+        ValueError: if ``d_model`` is odd or ``h`` does not divide ``d_model/2``.
     """
 
     def __init__(self, d_model: int, h: int, d_ff: int, kernel_size: int = 3) -> None:

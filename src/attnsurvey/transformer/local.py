@@ -5,6 +5,8 @@ into ``n x (2w + 1)``: linear time and memory in ``n``. The efficient form
 gathers each query's window of keys (``unfold``) instead of masking a full
 matrix; :func:`local_window_mask` gives the equivalent dense mask.
 Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n tokens, w window half-width, d_k key size, d_v value size.
 """
 
 from __future__ import annotations
@@ -23,9 +25,21 @@ CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 
 @catalogued("extra:local-window-attention")
 def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` band mask ``|i - j| <= w`` (``True`` = may attend): :func:`attnsurvey.masking.band_mask`.
+    """Boolean band mask ``|i - j| <= w`` (``True`` = may attend): :func:`attnsurvey.masking.band_mask`.
 
-    Raises ``ValueError`` unless ``w >= 0``.
+    Args:
+        n: the sequence length.
+        w: the half-width.
+        device: where to build the mask.
+
+    Shape:
+        - Output: ``(n, n)``.
+
+    Returns:
+        The band mask.
+
+    Raises:
+        ValueError: unless ``w >= 0``.
     """
     return band_mask(n, w, device=device)
 
@@ -36,11 +50,26 @@ def local_window_mask(n: int, w: int, device: torch.device | None = None) -> Ten
 def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Tensor, Tensor]:
     """Sliding-window attention in ``O(n w)`` memory.
 
-    Q, K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; w: half-width. Returns
-    ``(c (..., n, d_v), a_band (..., n, 2w + 1))`` where ``a_band[..., i, t]`` is
-    the weight of key ``i - w + t`` (zero outside the sequence). Equal to
-    full attention with :func:`local_window_mask`. ``n = 0`` gives empty
-    results. Raises ``ValueError`` on bad shapes or ``w < 0``.
+    ``a_band[..., i, t]`` is the weight of key ``i - w + t`` (zero outside the
+    sequence). Equal to full attention with :func:`local_window_mask`. ``n = 0``
+    gives empty results.
+
+    Args:
+        Q: the queries.
+        K: the keys.
+        V: the values.
+        w: the half-width (>= 0).
+
+    Shape:
+        - Q, K: ``(..., n, d_k)``; V: ``(..., n, d_v)``.
+        - Output: ``(c (..., n, d_v), a_band (..., n, 2w + 1))``.
+
+    Returns:
+        ``(c, a_band)``: the contexts and the band weights.
+
+    Raises:
+        ValueError: on bad shapes or ``w < 0``.
+        TypeError: if an input is not a floating-point tensor.
     """
     for sym, t in (("Q", Q), ("K", K), ("V", V)):
         as_tensor(t, sym)
@@ -65,7 +94,19 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
 
 
 def band_to_dense(a_band: Tensor, w: int) -> Tensor:
-    """Scatter band weights ``(..., n, 2w + 1)`` into a dense ``(..., n, n)`` matrix (for plots and checks)."""
+    """Scatter band weights into a dense matrix (for plots and checks).
+
+    Args:
+        a_band: the band weights, ``a_band[..., i, t]`` for key ``i - w + t``.
+        w: the half-width.
+
+    Shape:
+        - a_band: ``(..., n, 2w + 1)``.
+        - Output: ``(..., n, n)``.
+
+    Returns:
+        The dense weights (zero outside the band).
+    """
     as_tensor(a_band, "a_band")
     check_counts("band_to_dense", w=w)
     n = a_band.shape[-2]

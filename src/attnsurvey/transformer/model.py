@@ -38,6 +38,9 @@ always has one). The models built from these stacks (:class:`SequenceTagger`,
 not hold raises ``TypeError``. With copied weights
 (:func:`from_torch_transformer_state_dict`) the outputs equal torch's (tests:
 float64, eval mode, 1e-10).
+
+Shapes: ``...`` leading batch axes (B batch), n tokens (n_x source, n_y target), d_model model
+width, h heads, d_ff FFN width.
 """
 
 from __future__ import annotations
@@ -110,9 +113,24 @@ def position_wise_ffn(
 ) -> Tensor:
     """The position-wise feed-forward network ``FFN(x) = W_2 act(W_1 x + b_1) + b_2``, applied to every row.
 
-    X: ``(..., n, d_model)``; W_1: ``(d_ff, d_model)``; b_1: ``(d_ff,)`` or None;
-    W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)`` or None (no bias).
-    Returns ``(..., n, d_model)``. Raises ``ValueError`` on shape mismatches.
+    Args:
+        X: the inputs.
+        W_1: the first weight.
+        b_1: the first bias, or None (no bias).
+        W_2: the second weight.
+        b_2: the second bias, or None (no bias).
+        activation: the activation ``act``, a callable ``Tensor -> Tensor``.
+
+    Shape:
+        - X: ``(..., n, d_model)``; W_1: ``(d_ff, d_model)``; b_1: ``(d_ff,)``;
+          W_2: ``(d_model, d_ff)``; b_2: ``(d_model,)``.
+        - Output: ``(..., n, d_model)``.
+
+    Returns:
+        The FFN applied to every row of X.
+
+    Raises:
+        ValueError: on shape mismatches.
     """
     for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
         if x is not None or symbol.startswith(("X", "W")):  # the biases may be None
@@ -136,7 +154,21 @@ def position_wise_ffn(
 def residual_norm(
     X: Tensor, sublayer: Callable[[Tensor], Tensor], norm: Callable[[Tensor], Tensor], norm_first: bool
 ) -> Tensor:
-    """One residual sub-layer: post-norm ``norm(X + f(X))`` or pre-norm ``X + f(norm(X))``."""
+    """One residual sub-layer: post-norm ``norm(X + f(X))`` or pre-norm ``X + f(norm(X))``.
+
+    Args:
+        X: the sub-layer's input.
+        sublayer: ``f``, shape-preserving.
+        norm: the normalisation (e.g. a LayerNorm).
+        norm_first: pre-norm (True) or post-norm (False).
+
+    Shape:
+        - X: ``(..., n, d_model)``.
+        - Output: ``(..., n, d_model)``.
+
+    Returns:
+        The sub-layer's output with the residual added.
+    """
     if norm_first:
         return X + sublayer(norm(X))
     return norm(X + sublayer(X))
@@ -145,8 +177,20 @@ def residual_norm(
 class FeedForward(nn.Module):
     """Module form of :func:`position_wise_ffn` (``linear1``: ``W_1``, ``linear2``: ``W_2``).
 
-    activation: ``"relu"``, ``"gelu"`` or a callable; dropout: applied after the
-    activation (training mode only), as in torch; bias: False drops ``b_1``, ``b_2``.
+    Args:
+        d_model: the model width.
+        d_ff: the hidden width of the FFN.
+        activation: ``"relu"``, ``"gelu"`` or a callable.
+        dropout: applied after the activation (training mode only), as in torch.
+        bias: False drops ``b_1``, ``b_2``.
+
+    Shape:
+        - X: ``(..., n, d_model)``.
+        - Output: ``(..., n, d_model)``.
+
+    Raises:
+        ValueError: if dropout lies outside ``[0, 1]`` or ``activation`` is an unknown name.
+        TypeError: if ``activation`` is neither a name nor a callable.
     """
 
     def __init__(
@@ -283,19 +327,25 @@ class _Layer(nn.Module):
 class EncoderLayer(_Layer):
     """One Transformer encoder layer: self-attention and FFN, each with residual + LayerNorm.
 
-    Args: ``(d_model, h, d_ff, norm_first=False, self_attn=None, **options)``:
-    see :class:`_Layer` (``options``: :class:`LayerOptions`, as
-    ``torch.nn.TransformerEncoderLayer``: activation, dropout, bias, layer_norm_eps).
-    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)``: X
-    ``(..., n, d_model)``, mask boolean ``(..., n, n)`` or ``(..., 1, n)`` for
-    padding, ``True`` = may attend (a rank-2 ``(n, n)`` mask serves every example,
-    whatever the batch size), key_padding_mask boolean ``(..., n)`` (``True`` =
-    real token, may attend),
-    is_causal adds the causal mask; returns ``(X', weights (..., h, n, n))``.
-    A padded token (by key_padding_mask or a mask of X's rank) holding NaN/Inf
-    is set to 0 first, so it reaches no real output and no weight's gradient.
-    Raises ``ValueError`` if ``h`` does not divide ``d_model``, X has the wrong
-    width, or dropout lies outside ``[0, 1]``.
+    A rank-2 ``(n, n)`` mask serves every example, whatever the batch size. A padded
+    token (by key_padding_mask or a mask of X's rank) holding NaN/Inf is set to 0
+    first, so it reaches no real output and no weight's gradient.
+
+    Args:
+        d_model, h, d_ff, norm_first, self_attn: see :class:`_Layer`.
+        options: :class:`LayerOptions`, as ``torch.nn.TransformerEncoderLayer``: activation,
+            dropout, bias, layer_norm_eps.
+
+    Shape:
+        - X: ``(..., n, d_model)``.
+        - mask: boolean ``(..., n, n)`` or ``(..., 1, n)`` for padding, ``True`` = may attend.
+        - key_padding_mask: boolean ``(..., n)``, ``True`` = real token, may attend;
+          ``is_causal`` adds the causal mask.
+        - Output: ``(X' (..., n, d_model), weights (..., h, n, n))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model``, X has the wrong width, or dropout
+            lies outside ``[0, 1]``.
     """
 
     has_cross_attention = False
@@ -318,21 +368,28 @@ class EncoderLayer(_Layer):
 class DecoderLayer(_Layer):
     """One Transformer decoder layer: causal self-attention, cross-attention, FFN.
 
-    Args: ``(d_model, h, d_ff, norm_first=False, self_attn=None, **options)`` as
-    :class:`EncoderLayer` (see :class:`_Layer`; options: :class:`LayerOptions`, as
-    ``torch.nn.TransformerDecoderLayer``: activation, dropout, bias, layer_norm_eps).
-
-    ``forward(Y, M, self_mask=None, memory_mask=None, **masks)``: Y ``(..., n_y, d_model)``
-    decoder states; M ``(..., n_x, d_model)`` encoder output; self_mask boolean
-    ``(..., n_y, n_y)`` (pass a causal mask, see :func:`attnsurvey.masking.causal_mask`);
-    memory_mask boolean ``(..., n_y or 1, n_x)``; both ``True`` = may attend;
-    keyword-only masks: :class:`DecoderMasks`
-    (``self_key_padding_mask`` ``(..., n_y)``, ``memory_key_padding_mask`` ``(..., n_x)``,
-    ``self_is_causal``). Returns ``(Y', self weights, cross weights)``. As in
-    :class:`EncoderLayer`, a rank-2 mask serves every example and padded tokens
+    As in :class:`EncoderLayer`, a rank-2 mask serves every example and padded tokens
     of Y and M holding NaN/Inf reach no real output and no gradient.
-    Raises ``ValueError`` if Y or M has the wrong width, ``TypeError`` for an
-    unknown mask option.
+
+    Args:
+        d_model, h, d_ff, norm_first, self_attn: as :class:`EncoderLayer` (see :class:`_Layer`).
+        options: :class:`LayerOptions`, as ``torch.nn.TransformerDecoderLayer``: activation,
+            dropout, bias, layer_norm_eps.
+
+    Shape:
+        - Y: ``(..., n_y, d_model)`` decoder states; M: ``(..., n_x, d_model)`` encoder output.
+        - self_mask: boolean ``(..., n_y, n_y)``, ``True`` = may attend (pass a causal mask, see
+          :func:`attnsurvey.masking.causal_mask`).
+        - memory_mask: boolean ``(..., n_y or 1, n_x)``, ``True`` = may attend.
+        - keyword-only masks (:class:`DecoderMasks`): ``self_key_padding_mask`` ``(..., n_y)``,
+          ``memory_key_padding_mask`` ``(..., n_x)``, ``self_is_causal``.
+        - Output: ``(Y' (..., n_y, d_model), self weights (..., h, n_y, n_y),
+          cross weights (..., h, n_y, n_x))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model``, dropout lies outside ``[0, 1]``,
+            or Y or M has the wrong width.
+        TypeError: for an unknown mask option.
     """
 
     has_cross_attention = True
@@ -411,11 +468,21 @@ class _Stack(nn.Module):
 class Encoder(_Stack):
     """A stack of ``n_layers`` :class:`EncoderLayer` (plus a final LayerNorm when pre-norm).
 
-    ``Encoder(n_layers, d_model, h, d_ff, norm_first=False, self_attn_factory=None, *, final_norm=None, **options)``
-    (see :class:`_Stack`; options: :class:`LayerOptions`).
-    ``forward(X, mask=None, *, key_padding_mask=None, is_causal=False)`` returns
-    ``(X', [weights per layer])``; the masks (boolean, ``True`` = may attend) go to
-    every layer as in :class:`EncoderLayer`.
+    The masks (boolean, ``True`` = may attend) go to every layer as in :class:`EncoderLayer`.
+
+    Args:
+        n_layers: the number of layers (>= 1).
+        d_model, h, d_ff, norm_first: as :class:`EncoderLayer`.
+        self_attn_factory: builds each layer's self-attention module (None: the standard one).
+        final_norm: whether to end with a LayerNorm (None: when ``norm_first``); see :class:`_Stack`.
+        options: :class:`LayerOptions`, passed to every layer.
+
+    Shape:
+        - X: ``(..., n, d_model)``; mask, key_padding_mask: as :class:`EncoderLayer`.
+        - Output: ``(X' (..., n, d_model), [weights (..., h, n, n) per layer])``.
+
+    Raises:
+        ValueError: if ``n_layers < 1`` or a layer rejects its arguments or input (see :class:`EncoderLayer`).
     """
 
     layer_type = EncoderLayer
@@ -432,11 +499,22 @@ class Encoder(_Stack):
 
 @catalogued("extra:transformer-decoder")
 class Decoder(_Stack):
-    """A stack of ``n_layers`` :class:`DecoderLayer`. ``forward(Y, M, self_mask, memory_mask, **masks)``
-    (masks: :class:`DecoderMasks`, the same for every layer; every mask boolean,
-    ``True`` = may attend, shaped as in :class:`DecoderLayer`) returns
-    ``(Y', [self weights per layer], [cross weights per layer])``. Constructor arguments
-    as :class:`Encoder` (see :class:`_Stack`).
+    """A stack of ``n_layers`` :class:`DecoderLayer`.
+
+    The masks (:class:`DecoderMasks`, the same for every layer; every mask boolean,
+    ``True`` = may attend) are shaped as in :class:`DecoderLayer`.
+
+    Args:
+        n_layers, d_model, h, d_ff, norm_first, self_attn_factory, final_norm, options:
+            as :class:`Encoder` (see :class:`_Stack`).
+
+    Shape:
+        - Y: ``(..., n_y, d_model)`` decoder states; M: ``(..., n_x, d_model)`` encoder output.
+        - Output: ``(Y' (..., n_y, d_model), [self weights (..., h, n_y, n_y) per layer],
+          [cross weights (..., h, n_y, n_x) per layer])``.
+
+    Raises:
+        ValueError: if ``n_layers < 1`` or a layer rejects its arguments or inputs (see :class:`DecoderLayer`).
     """
 
     layer_type = DecoderLayer
@@ -461,15 +539,29 @@ _TORCH_NAMES = (("multihead_attn.", "cross_attn."), ("linear1.", "ffn.linear1.")
 
 
 def from_torch_transformer_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Map the state dict of ``torch.nn.TransformerEncoderLayer``, ``DecoderLayer``, ``TransformerEncoder``,
-    ``TransformerDecoder`` or ``Transformer`` to this module's names.
+    """Map the state dict of a torch Transformer module to this module's names.
 
-    Every attention block (``self_attn``, ``multihead_attn`` -> ``cross_attn``) goes
-    through :func:`~attnsurvey.query_related.multihead.from_torch_state_dict`;
+    Accepts ``torch.nn.TransformerEncoderLayer``, ``DecoderLayer``, ``TransformerEncoder``,
+    ``TransformerDecoder`` or ``Transformer``. Every attention block (``self_attn``,
+    ``multihead_attn`` -> ``cross_attn``) goes through
+    :func:`~attnsurvey.query_related.multihead.from_torch_state_dict`;
     ``linear1``/``linear2`` -> ``ffn.linear1``/``ffn.linear2``; a stack's final
     ``norm`` -> ``final_norm``. Load the result into the matching
     :class:`EncoderLayer`, :class:`DecoderLayer`, :class:`Encoder` or :class:`Decoder`
     (for ``nn.Transformer``, ``encoder.*`` and ``decoder.*`` keys for the two stacks).
+
+    Args:
+        state_dict: the torch module's ``state_dict()``.
+
+    Shape:
+        Every tensor keeps its shape except the packed ``in_proj`` weights and biases,
+        split into ``W_Q``/``W_K``/``W_V`` weights ``(d_model, d_model)`` and biases ``(d_model,)``.
+
+    Returns:
+        A new dict with this module's parameter names.
+
+    Raises:
+        ValueError: if an attention block lacks its input projection weights.
     """
     out: dict[str, Tensor] = {}
     blocks: dict[str, dict[str, Tensor]] = {}
@@ -535,20 +627,30 @@ def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
 class SequenceTagger(nn.Module):
     """Token embeddings + position information + :class:`Encoder` + a linear read-out per position.
 
-    ``position``: ``"sinusoidal"``, ``"learned"`` (absolute codes added to the
-    embeddings), ``"relative"`` (each layer uses
-    :class:`~attnsurvey.transformer.relative.RelativeSelfAttention` with clipping ``b``),
-    ``"gaussian"`` (each layer uses
-    :class:`~attnsurvey.transformer.relative.GaussianLocalSelfAttention`) or
-    ``"none"`` (position-blind: permutation-equivariant).
-    ``embed_scale`` multiplies the embeddings (the paper uses ``sqrt(d_model)``).
-    The other keyword options are the sizes of :class:`TransformerSize` (defaults
-    in :data:`TRANSFORMER_SIZE`); ``b`` is the clipping distance of ``"relative"``.
-    ``forward(tokens, mask=None)``: tokens ``(batch, n)`` integers; mask: the
-    encoder's attention mask, boolean ``(batch, n, n)`` or ``(batch, 1, n)``,
-    ``True`` = may attend (any other rank raises ``ValueError``: a ``(batch, n)``
-    mask would be read per query when ``batch == n``); returns
-    ``(logits (batch, n, n_out), [weights per layer])``.
+    Args:
+        vocab: the vocabulary size.
+        n_out: the number of output classes per position.
+        position: ``"sinusoidal"``, ``"learned"`` (absolute codes added to the
+            embeddings), ``"relative"`` (each layer uses
+            :class:`~attnsurvey.transformer.relative.RelativeSelfAttention` with clipping ``b``),
+            ``"gaussian"`` (each layer uses
+            :class:`~attnsurvey.transformer.relative.GaussianLocalSelfAttention`) or
+            ``"none"`` (position-blind: permutation-equivariant).
+        b: the clipping distance of ``"relative"``.
+        embed_scale: multiplies the embeddings (the paper uses ``sqrt(d_model)``).
+        size: the other keyword options, the sizes of :class:`TransformerSize` (defaults
+            in :data:`TRANSFORMER_SIZE`).
+
+    Shape:
+        - tokens: ``(batch, n)`` integers.
+        - mask: the encoder's attention mask, boolean ``(batch, n, n)`` or ``(batch, 1, n)``,
+          ``True`` = may attend (any other rank raises ``ValueError``: a ``(batch, n)``
+          mask would be read per query when ``batch == n``).
+        - Output: ``(logits (batch, n, n_out), [weights (batch, h, n, n) per layer])``.
+
+    Raises:
+        ValueError: for an unknown ``position``, a size the layers reject, or (in ``forward``)
+            a mask of another rank.
     """
 
     def __init__(
@@ -595,12 +697,18 @@ class SequenceTagger(nn.Module):
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder Transformer with sinusoidal positions and a linear generator.
 
-    ``forward(src, tgt_in, src_lengths=None)``: src ``(batch, n_x)`` and tgt_in
-    ``(batch, n_y)`` integer tokens (tgt_in is the target shifted right);
-    src_lengths ``(batch,)`` masks padded source positions. The decoder's
-    self-attention is causal. Returns logits ``(batch, n_y, vocab_tgt)``.
-    Keyword options: the sizes of :class:`TransformerSize` (defaults in
-    :data:`TRANSFORMER_SIZE`), the same for the encoder and the decoder stack.
+    The decoder's self-attention is causal; tgt_in is the target shifted right.
+
+    Args:
+        vocab_src: the source vocabulary size.
+        vocab_tgt: the target vocabulary size.
+        size: keyword options, the sizes of :class:`TransformerSize` (defaults in
+            :data:`TRANSFORMER_SIZE`), the same for the encoder and the decoder stack.
+
+    Shape:
+        - src: ``(batch, n_x)`` integer tokens; tgt_in: ``(batch, n_y)`` integer tokens.
+        - src_lengths: ``(batch,)``, masks padded source positions.
+        - Output: logits ``(batch, n_y, vocab_tgt)``.
     """
 
     def __init__(

@@ -6,6 +6,8 @@ shuffled the same way. Word order therefore has to be added to the inputs.
 The original Transformer adds a fixed sinusoidal code to each position;
 a learned table (one trainable vector per position) is the alternative.
 Both are added to the token embeddings: ``X + P[:n]``.
+
+Shapes: ``...`` leading batch axes, n positions, d_model code width, max_len table length.
 """
 
 from __future__ import annotations
@@ -28,12 +30,26 @@ CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
 def sinusoidal_position_encoding(
     n: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
 ) -> Tensor:
-    """The sinusoidal table ``P`` of shape ``(n, d_model)`` (Vaswani et al., 2017).
+    """The sinusoidal table ``P`` (Vaswani et al., 2017).
 
     ``P[t, 2i] = sin(t / base^(2i/d_model))`` and ``P[t, 2i+1] = cos(t / base^(2i/d_model))``.
     For any offset ``k``, ``P[t + k]`` is a fixed rotation of ``P[t]`` in every
     (sin, cos) pair, so relative offsets are linear functions of the code.
-    Raises ``ValueError`` unless ``n >= 0`` and ``d_model`` is a positive even number.
+
+    Args:
+        n: the number of positions.
+        d_model: the code width.
+        base: the base of the wavelengths.
+        dtype: the dtype of the table.
+
+    Shape:
+        - Output: ``(n, d_model)``.
+
+    Returns:
+        The table ``P``.
+
+    Raises:
+        ValueError: unless ``n >= 0`` and ``d_model`` is a positive even number.
     """
     if n < 0:
         raise ValueError(f"sequence length n must be >= 0, got n={n}")
@@ -61,9 +77,19 @@ def _check_length(X: Tensor, max_len: int, what: str) -> None:
 class SinusoidalPositionEncoding(nn.Module):
     """Adds the fixed sinusoidal code: ``forward(X) = X + P[:n]``.
 
-    X: ``(..., n, d_model)``. The table is precomputed for ``max_len`` positions
-    (a buffer, not a parameter). Raises ``ValueError`` if ``n > max_len`` or the
-    width is not ``d_model``.
+    The table is precomputed for ``max_len`` positions (a buffer, not a parameter).
+
+    Args:
+        d_model: the model width (positive, even).
+        max_len: the number of positions in the table.
+
+    Shape:
+        - X: ``(..., n, d_model)``.
+        - Output: ``(..., n, d_model)``.
+
+    Raises:
+        ValueError: if ``n > max_len`` or the width is not ``d_model``.
+        TypeError: if X is not a floating-point tensor.
     """
 
     P: Tensor  # the (max_len, d_model) table, a buffer
@@ -82,10 +108,22 @@ class SinusoidalPositionEncoding(nn.Module):
 
 @catalogued("extra:learned-position", title="Learned absolute position embeddings (one trainable vector per position)")
 class LearnedPositionEncoding(nn.Module):
-    """Adds a learned vector per position: ``forward(X) = X + P[:n]``, ``P`` ``(max_len, d_model)``.
+    """Adds a learned vector per position: ``forward(X) = X + P[:n]``.
 
-    Positions beyond ``max_len`` have no vector: ``ValueError``. Initialised
-    with small normal values (std 0.02).
+    Initialised with small normal values (std 0.02).
+
+    Args:
+        d_model: the model width.
+        max_len: the number of positions with a vector.
+
+    Shape:
+        - P: ``(max_len, d_model)``; X: ``(..., n, d_model)``.
+        - Output: ``(..., n, d_model)``.
+
+    Raises:
+        ValueError: if ``n > max_len`` (positions beyond ``max_len`` have no vector) or the
+            width is not ``d_model``.
+        TypeError: if X is not a floating-point tensor.
     """
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:

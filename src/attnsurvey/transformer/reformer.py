@@ -13,6 +13,8 @@ available (its self score is set to ``-1e5``).
 inverted exactly, ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``, so the
 backward pass recomputes each layer's input from its output instead of
 storing activations for every layer.
+
+Shapes: ``...`` leading batch axes, n tokens, d shared query/key size, d_v value size, m chunk size.
 """
 
 from __future__ import annotations
@@ -35,13 +37,37 @@ SELF_SCORE = -1e5
 
 
 def self_score(dtype: torch.dtype) -> float:
-    """The score of a token with itself in shared-QK attention: ``-1e5``, or half the
-    dtype's minimum where -1e5 does not fit (float16), so it stays above the mask fill."""
+    """The score of a token with itself in shared-QK attention.
+
+    It is ``-1e5``, or half the dtype's minimum where -1e5 does not fit (float16),
+    so it stays above the mask fill.
+
+    Args:
+        dtype: the dtype of the scores.
+
+    Returns:
+        The self-score as a Python float.
+    """
     return max(SELF_SCORE, torch.finfo(dtype).min / 2)
 
 
 def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None = None) -> Tensor:
-    """A random projection ``R`` ``(d, n_buckets // 2)`` for :func:`lsh_hash`. Raises unless n_buckets is 1 or even."""
+    """A random projection ``R`` for :func:`lsh_hash`.
+
+    Args:
+        d: the width of the hashed vectors.
+        n_buckets: the number of buckets, 1 or even.
+        generator: the random generator (None: torch's global one).
+
+    Shape:
+        - Output: ``(d, n_buckets // 2)``.
+
+    Returns:
+        The projection ``R``.
+
+    Raises:
+        ValueError: unless n_buckets is 1 or even.
+    """
     if n_buckets < 1 or (n_buckets > 1 and n_buckets % 2):
         raise ValueError(f"n_buckets must be 1 or an even number, got n_buckets={n_buckets}")
     return torch.randn(d, max(n_buckets // 2, 1), generator=generator)
@@ -52,9 +78,25 @@ def random_rotations(d: int, n_buckets: int, generator: torch.Generator | None =
     title="Reformer LSH attention: angular hashing, sort, chunk, attend within buckets (shared QK)",
 )
 def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
-    """Angular LSH buckets ``argmax([x R; -x R])`` for rows of X ``(..., n, d)``; returns ``(..., n)`` ints.
+    """Angular LSH buckets ``argmax([x R; -x R])`` for the rows of X.
 
     With ``n_buckets = 1`` every vector lands in bucket 0.
+
+    Args:
+        X: the vectors to hash.
+        R: the random projection (see :func:`random_rotations`).
+        n_buckets: the number of buckets.
+
+    Shape:
+        - X: ``(..., n, d)``; R: ``(d, n_buckets/2)``.
+        - Output: ``(..., n)`` integers in ``[0, n_buckets)``.
+
+    Returns:
+        The bucket of every row.
+
+    Raises:
+        ValueError: if R does not have shape ``(d, n_buckets/2)``.
+        TypeError: if X is not a floating-point tensor.
     """
     if n_buckets == 1:
         return torch.zeros(X.shape[:-1], dtype=torch.long, device=X.device)
@@ -75,11 +117,24 @@ def _shared_scores(Qc: Tensor, Kc: Tensor) -> Tensor:
 def shared_qk_attention(QK: Tensor, V: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Full shared-QK attention, the target LSH attention approximates.
 
-    QK: ``(..., n, d)`` (queries; keys are their unit-normalised copies);
-    V: ``(..., n, d_v)``; mask boolean ``(..., n, n)``, ``True`` = may attend.
-    A token's score with itself is ``-1e5`` (used only when nothing else is allowed).
-    Returns ``(c, a)``. Raises ``ValueError`` on shape mismatches or a mask that is
-    not boolean.
+    Keys are the unit-normalised copies of the queries. A token's score with itself
+    is ``-1e5`` (used only when nothing else is allowed).
+
+    Args:
+        QK: the queries.
+        V: the values.
+        mask: boolean, ``True`` = may attend.
+
+    Shape:
+        - QK: ``(..., n, d)``; V: ``(..., n, d_v)``; mask: ``(..., n, n)``.
+        - Output: ``(c (..., n, d_v), a (..., n, n))``.
+
+    Returns:
+        ``(c, a)``: the contexts and the weights.
+
+    Raises:
+        ValueError: on shape mismatches or a mask that is not boolean.
+        TypeError: if QK or V is not a floating-point tensor.
     """
     require_boolean_mask(mask, "shared_qk_attention")
     as_tensor(QK, "QK")
@@ -107,11 +162,28 @@ def lsh_attention(
 ) -> tuple[Tensor, Tensor]:
     """LSH attention (one hash round): sort by bucket, chunk, attend within bucket to this and the previous chunk.
 
-    QK: ``(..., n, d)``; V: ``(..., n, d_v)``; n_buckets: 1 or even; chunk_size
-    ``m`` must divide ``n``; R: rotations ``(d, n_buckets/2)`` (drawn with
-    ``generator`` if None). Returns ``(c (..., n, d_v), buckets (..., n))``.
     With one bucket and ``m = n`` it is exactly :func:`shared_qk_attention`;
-    ``n = 0`` gives empty results. Raises ``ValueError`` if ``m`` does not divide ``n``.
+    ``n = 0`` gives empty results.
+
+    Args:
+        QK: the shared queries/keys.
+        V: the values.
+        n_buckets: the number of buckets, 1 or even.
+        chunk_size: the chunk length ``m``; must divide ``n``.
+        R: the rotations for :func:`lsh_hash` (drawn with ``generator`` if None).
+        generator: the random generator used to draw ``R``.
+
+    Shape:
+        - QK: ``(..., n, d)``; V: ``(..., n, d_v)``; R: ``(d, n_buckets/2)``.
+        - Output: ``(c (..., n, d_v), buckets (..., n))``.
+
+    Returns:
+        ``(c, buckets)``: the contexts and each token's bucket.
+
+    Raises:
+        ValueError: if ``m`` does not divide ``n``, QK has rank < 2, the ``n`` of QK and V
+            differ, ``R`` has the wrong shape or ``n_buckets`` is neither 1 nor even.
+        TypeError: if QK or V is not a floating-point tensor.
     """
     as_tensor(QK, "QK")
     as_tensor(V, "V")
@@ -155,7 +227,23 @@ def lsh_attention(
 
 
 def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tensor, Tensor]:
-    """Brute-force reference: shared-QK attention restricted to pairs in the same bucket, ``O(n^2)``."""
+    """Brute-force reference: shared-QK attention restricted to pairs in the same bucket, ``O(n^2)``.
+
+    Args:
+        QK: the shared queries/keys.
+        V: the values.
+        buckets: each token's bucket (e.g. from :func:`lsh_hash`).
+
+    Shape:
+        - QK: ``(..., n, d)``; V: ``(..., n, d_v)``; buckets: ``(..., n)``.
+        - Output: ``(c (..., n, d_v), a (..., n, n))``.
+
+    Returns:
+        ``(c, a)``: the contexts and the weights.
+
+    Raises:
+        ValueError: as :func:`shared_qk_attention`.
+    """
     mask = buckets[..., :, None] == buckets[..., None, :]
     return shared_qk_attention(QK, V, mask)
 
@@ -165,14 +253,42 @@ def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tenso
     title="Reversible residual layers: y1 = x1 + F(x2), y2 = x2 + G(y1), inverted in the backward pass",
 )
 def reversible_forward(x1: Tensor, x2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
-    """A reversible residual block: ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)``."""
+    """A reversible residual block: ``y_1 = x_1 + F(x_2)``, ``y_2 = x_2 + G(y_1)``.
+
+    Args:
+        x1: the first half ``x_1``.
+        x2: the second half ``x_2``.
+        f: the module ``F``.
+        g: the module ``G``.
+
+    Shape:
+        - x1, x2: ``(..., d/2)``.
+        - Output: ``(y_1, y_2)``, each ``(..., d/2)``.
+
+    Returns:
+        ``(y_1, y_2)``.
+    """
     y1 = x1 + f(x2)
     return y1, x2 + g(y1)
 
 
 @catalogued("extra:reversible-layers")
 def reversible_inverse(y1: Tensor, y2: Tensor, f: nn.Module, g: nn.Module) -> tuple[Tensor, Tensor]:
-    """The exact inverse of :func:`reversible_forward`: ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``."""
+    """The exact inverse of :func:`reversible_forward`: ``x_2 = y_2 - G(y_1)``, ``x_1 = y_1 - F(x_2)``.
+
+    Args:
+        y1: the first output half ``y_1``.
+        y2: the second output half ``y_2``.
+        f: the module ``F``.
+        g: the module ``G``.
+
+    Shape:
+        - y1, y2: ``(..., d/2)``.
+        - Output: ``(x_1, x_2)``, each ``(..., d/2)``.
+
+    Returns:
+        ``(x_1, x_2)``.
+    """
     x2 = y2 - g(y1)
     return y1 - f(x2), x2
 
@@ -223,10 +339,20 @@ class _ReversibleFunction(torch.autograd.Function):
 class ReversibleSequence(nn.Module):
     """A stack of reversible blocks ``(F_i, G_i)`` acting on ``x = [x_1; x_2]`` (last axis split in half).
 
-    ``forward(x)`` with ``memory_saving=True`` stores only the final output for
-    backward and reconstructs every layer's input on the way back; with
-    ``False`` it runs plain autograd (for comparison). Both give the same
-    output and gradients. Raises ``ValueError`` if the width is odd.
+    With ``memory_saving=True`` forward stores only the final output for backward and
+    reconstructs every layer's input on the way back; with ``False`` it runs plain
+    autograd (for comparison). Both give the same output and gradients.
+
+    Args:
+        blocks: the pairs ``(F_i, G_i)``, each module mapping ``(..., d/2)`` to ``(..., d/2)``.
+        memory_saving: reconstruct inputs in backward (True) or use plain autograd (False).
+
+    Shape:
+        - x: ``(..., d)`` with ``d`` even.
+        - Output: ``(..., d)``.
+
+    Raises:
+        ValueError: if the width ``d`` is odd.
     """
 
     def __init__(self, blocks: Sequence[tuple[nn.Module, nn.Module]], memory_saving: bool = True) -> None:
@@ -255,7 +381,15 @@ class ReversibleSequence(nn.Module):
 
 
 def saved_activation_bytes(fn: Callable[..., object], *args: object) -> int:
-    """Bytes of tensors autograd saves for backward while running ``fn(*args)`` (parameters excluded)."""
+    """Bytes of tensors autograd saves for backward while running ``fn(*args)`` (parameters excluded).
+
+    Args:
+        fn: the function to run.
+        args: its positional arguments.
+
+    Returns:
+        The number of bytes saved for backward.
+    """
     params: set[int] = set()  # data pointers of the parameters of the module arguments
     total = 0
 

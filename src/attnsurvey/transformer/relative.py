@@ -17,6 +17,9 @@
   0 at the centre and goes to ``-inf`` far from it.
 
 Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n_q queries, n_f keys, d_k key size, d_v value size, b clipping
+distance, h heads.
 """
 
 from __future__ import annotations
@@ -38,9 +41,22 @@ CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
 
 @catalogued("extra:relative-position", title="Relative positions with clipping (review eq. 14-15; Shaw et al. 2018)")
 def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device | None = None) -> Tensor:
-    """Offsets ``clip(j - i, b)`` of review eq. 15 as a ``(n_q, n_f)`` integer tensor in ``[-b, b]``.
+    """Offsets ``clip(j - i, b)`` of review eq. 15 as an integer tensor in ``[-b, b]``.
 
-    Raises ``ValueError`` unless ``b >= 0``.
+    Args:
+        n_q: the number of queries.
+        n_f: the number of keys.
+        b: the clipping distance.
+        device: where to build the tensor.
+
+    Shape:
+        - Output: ``(n_q, n_f)``.
+
+    Returns:
+        The clipped offsets.
+
+    Raises:
+        ValueError: unless ``b >= 0``.
     """
     check_counts("clipped_relative_positions", n_q=n_q, n_f=n_f)
     if b < 0:
@@ -61,13 +77,29 @@ def relative_position_attention(
 ) -> tuple[Tensor, Tensor]:
     """Self-attention with clipped relative positions, review eq. 14-15 (Shaw et al., 2018).
 
-    Q: ``(..., n_q, d_k)`` projected queries ``x_i W^Q``; K: ``(..., n_f, d_k)``;
-    V: ``(..., n_f, d_v)``; A_K: ``(2b+1, d_k)`` and A_V: ``(2b+1, d_v)`` hold the
-    vectors for offsets ``-b..b`` (row ``b + clip(j - i, b)``); mask boolean,
-    broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend (a fully-masked
-    row gives zero weights and ``z = 0``). Returns ``(z, alpha)``: ``(..., n_q, d_v)``
-    and ``(..., n_q, n_f)``. Raises ``ValueError`` on shape mismatches, an
-    even number of rows in ``A_K``, or a mask that is not boolean.
+    A_K and A_V hold the vectors for offsets ``-b..b`` (row ``b + clip(j - i, b)``).
+    A fully-masked row gives zero weights and ``z = 0``.
+
+    Args:
+        Q: the projected queries ``x_i W^Q``.
+        K: the projected keys.
+        V: the projected values.
+        A_K: the key-side offset vectors.
+        A_V: the value-side offset vectors.
+        mask: boolean, broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
+
+    Shape:
+        - Q: ``(..., n_q, d_k)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+          A_K: ``(2b+1, d_k)``; A_V: ``(2b+1, d_v)``.
+        - Output: ``(z (..., n_q, d_v), alpha (..., n_q, n_f))``.
+
+    Returns:
+        ``(z, alpha)``: the contexts and the weights.
+
+    Raises:
+        ValueError: on shape mismatches, an even number of rows in ``A_K``, or a mask
+            that is not boolean.
+        TypeError: if an input is not a floating-point tensor.
     """
     require_boolean_mask(mask, "relative_position_attention")
     for sym, t in (("Q", Q), ("K", K), ("V", V), ("A_K", A_K), ("A_V", A_V)):
@@ -107,13 +139,23 @@ def _relative_values(alpha: Tensor, aV: Tensor) -> Tensor:
 class RelativeSelfAttention(SelfAttentionVariant):
     """Multi-head self-attention with relative positions (review eq. 14-15).
 
-    Args: d_model, h (heads), b (clipping distance). The offset tables
-    ``A_K``, ``A_V`` (``(2b+1, d_model/h)``) are shared by the heads, as in
-    Shaw et al. ``forward(X, X_kv=None, mask=None, **options)`` takes ``X`` ``(..., n, d_model)``
-    and returns ``(output, weights (..., h, n, n))``; it is self-attention only,
-    so ``X_kv`` must be ``None`` or ``X`` itself. Raises ``ValueError`` if ``h``
-    does not divide ``d_model``. A configuration of :class:`MultiHeadAttention`:
-    its ``score_fn`` adds the key-side offsets, its ``context_hook`` the value-side ones.
+    The offset tables ``A_K``, ``A_V`` (``(2b+1, d_model/h)``) are shared by the heads,
+    as in Shaw et al. A configuration of :class:`MultiHeadAttention`: its ``score_fn``
+    adds the key-side offsets, its ``context_hook`` the value-side ones.
+
+    Args:
+        d_model: the model width.
+        h: the number of heads (must divide d_model).
+        b: the clipping distance (>= 0).
+        bias: whether the projections have biases.
+
+    Shape:
+        ``forward(X, X_kv=None, mask=None, **options)``: X ``(..., n, d_model)``; it is
+        self-attention only, so ``X_kv`` must be ``None`` or ``X`` itself; returns
+        ``(output (..., n, d_model), weights (..., h, n, n))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model`` or ``b < 0``.
     """
 
     def __init__(self, d_model: int, h: int, b: int = 4, bias: bool = True) -> None:
@@ -144,9 +186,21 @@ class RelativeSelfAttention(SelfAttentionVariant):
 def gaussian_local_bias(P: Tensor, D: Tensor, n_f: int) -> Tensor:
     """The Gaussian bias ``G_ij = -(j - P_i)^2 / (2 sigma_i^2)``, ``sigma_i = D_i / 2`` (review eq. 16).
 
-    P: ``(..., n_q)`` centres (real-valued positions); D: ``(..., n_q)`` window
-    sizes, all > 0; returns G ``(..., n_q, n_f)`` with entries in ``(-inf, 0]``.
-    Raises ``ValueError`` if the shapes differ or a window size is not positive.
+    Args:
+        P: the centres (real-valued positions).
+        D: the window sizes, all > 0.
+        n_f: the number of key positions.
+
+    Shape:
+        - P, D: ``(..., n_q)``.
+        - Output: G ``(..., n_q, n_f)`` with entries in ``(-inf, 0]``.
+
+    Returns:
+        The bias G.
+
+    Raises:
+        ValueError: if the shapes differ or a window size is not positive.
+        TypeError: if P or D is not a floating-point tensor.
     """
     as_tensor(P, "P")
     as_tensor(D, "D")
@@ -167,10 +221,25 @@ def gaussian_biased_attention(
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention with an additive bias, ``alpha_ij = softmax_j(e_ij + G_ij)`` (review eq. 16).
 
-    Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, G broadcastable
-    to ``(..., n_q, n_f)``; mask boolean, ``True`` = may attend. Returns ``(c, alpha)``.
-    Raises ``ValueError`` if G does not broadcast to the scores or the mask is not
-    boolean (an additive float mask belongs in G).
+    Args:
+        Q: the queries.
+        K: the keys.
+        V: the values.
+        G: the additive bias (e.g. :func:`gaussian_local_bias`).
+        mask: boolean, ``True`` = may attend.
+
+    Shape:
+        - Q: ``(..., n_q, d_k)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+          G: broadcastable to ``(..., n_q, n_f)``.
+        - Output: ``(c (..., n_q, d_v), alpha (..., n_q, n_f))``.
+
+    Returns:
+        ``(c, alpha)``: the contexts and the weights.
+
+    Raises:
+        ValueError: if G does not broadcast to the scores, ``d_q != d_k``, or the mask is
+            not boolean (an additive float mask belongs in G).
+        TypeError: if Q or K is not a floating-point tensor.
     """
     require_boolean_mask(mask, "gaussian_biased_attention")
     as_tensor(Q, "Q")
@@ -196,9 +265,22 @@ class GaussianLocalSelfAttention(SelfAttentionVariant):
     ``P_i = n * sigmoid(v_P^T tanh(W_P q_i))`` and ``D_i = n * sigmoid(v_D^T tanh(W_P q_i))``.
     ``centre="token"``: ``P_i = i`` and one learned window ``D`` per head
     (initialised to ``window``); this book's simplification (Yang et al. always
-    predict the centre). ``forward(X, X_kv=None, mask=None, **options)`` returns
-    ``(output, weights (..., h, n, n))``; self-attention only. A configuration of
+    predict the centre). Self-attention only. A configuration of
     :class:`MultiHeadAttention` whose ``score_fn`` adds the Gaussian bias.
+
+    Args:
+        d_model: the model width.
+        h: the number of heads (must divide d_model).
+        centre: ``"token"`` or ``"predicted"``.
+        window: the initial window ``D`` of ``centre="token"`` (> 0).
+
+    Shape:
+        ``forward(X, X_kv=None, mask=None, **options)``: X ``(..., n, d_model)``; returns
+        ``(output (..., n, d_model), weights (..., h, n, n))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model``, ``centre`` is unknown or
+            ``window <= 0``.
     """
 
     def __init__(self, d_model: int, h: int, centre: str = "token", window: float = 4.0) -> None:

@@ -8,6 +8,8 @@ logits), ``A = softmax(B[:, :n])``.
 In both, the output is ``Y = A G(X)`` with a value projection ``G``.
 That these compete with dot-product attention on some tasks questions how
 much the *pairwise* comparison matters. Masks are boolean, ``True`` = may attend.
+
+Shapes: ``...`` leading batch axes, n tokens, d model width, d_h hidden width, l longest sequence.
 """
 
 from __future__ import annotations
@@ -39,10 +41,26 @@ def dense_synthesizer_weights(
 ) -> Tensor:
     """Dense Synthesizer weights ``A = softmax(W_2 relu(W_1 x_i + b_1) + b_2)[:, :n]``.
 
-    X: ``(..., n, d)``; W_1: ``(d_h, d)``; b_1: ``(d_h,)``; W_2: ``(l, d_h)``; b_2:
-    ``(l,)`` with ``l >= n``; mask: boolean broadcastable to ``(..., n, n)``, ``True`` =
-    may attend (a fully-masked row is all 0). Returns A ``(..., n, n)``. Raises
-    ``ValueError`` if ``n > l`` or a weight has the wrong shape.
+    Args:
+        X: the inputs.
+        W_1: the first weight.
+        b_1: the first bias.
+        W_2: the second weight.
+        b_2: the second bias.
+        mask: boolean broadcastable to ``(..., n, n)``, ``True`` = may attend
+            (a fully-masked row is all 0).
+
+    Shape:
+        - X: ``(..., n, d)``; W_1: ``(d_h, d)``; b_1: ``(d_h,)``; W_2: ``(l, d_h)``;
+          b_2: ``(l,)`` with ``l >= n``.
+        - Output: A ``(..., n, n)``.
+
+    Returns:
+        The weights A.
+
+    Raises:
+        ValueError: if ``n > l`` or a weight has the wrong shape.
+        TypeError: if X is not a floating-point tensor.
     """
     for symbol, x in {"X": X, "W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}.items():
         as_tensor(x, symbol)
@@ -66,8 +84,21 @@ def dense_synthesizer_weights(
 def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) -> Tensor:
     """Random Synthesizer weights ``A = softmax(R[:n, :n])``, the same for every input.
 
-    R: ``(l, l)``; mask: boolean broadcastable to ``(n, n)``, ``True`` = may attend.
-    Returns A ``(n, n)``. Raises ``ValueError`` if ``n > l``.
+    Args:
+        R: the random logits.
+        n: the sequence length.
+        mask: boolean broadcastable to ``(n, n)``, ``True`` = may attend.
+
+    Shape:
+        - R: ``(l, l)``.
+        - Output: A ``(n, n)``.
+
+    Returns:
+        The weights A.
+
+    Raises:
+        ValueError: if ``n > l`` or R is not square.
+        TypeError: if R is not a floating-point tensor.
     """
     check_counts("random_synthesizer_weights", n=n)
     as_tensor(R, "R")
@@ -79,12 +110,24 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
 
 @catalogued("extra:synthesizer-dense")
 class DenseSynthesizer(nn.Module):
-    """Dense Synthesizer layer: ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)``.
+    """Dense Synthesizer layer: forward returns ``(W_O (A W_V X), A)``.
 
-    mask: boolean ``(..., n, n)`` or ``(n, n)``, ``True`` = may attend. A key no
-    query may attend is padding: NaN/Inf stored there reaches neither the output
-    nor any gradient (parameters included); a fully-masked query row gets the
+    A key no query may attend is padding: NaN/Inf stored there reaches neither the
+    output nor any gradient (parameters included); a fully-masked query row gets the
     context 0 (output ``W_O 0``, its bias).
+
+    Args:
+        d_model: the model width.
+        max_len: the longest sequence ``l``.
+        d_hidden: the hidden width ``d_h`` (None: d_model).
+
+    Shape:
+        - X: ``(..., n, d_model)`` with ``n <= max_len``.
+        - mask: boolean ``(..., n, n)`` or ``(n, n)``, ``True`` = may attend.
+        - Output: ``(output (..., n, d_model), A (..., n, n))``.
+
+    Raises:
+        ValueError: if ``n > max_len`` (see :func:`dense_synthesizer_weights`).
     """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
@@ -104,10 +147,22 @@ class DenseSynthesizer(nn.Module):
 
 @catalogued("extra:synthesizer-random")
 class RandomSynthesizer(nn.Module):
-    """Random Synthesizer layer; ``fixed=True`` keeps ``R`` at its random initial value.
+    """Random Synthesizer layer: forward returns ``(W_O (A W_V X), A)``.
 
-    ``forward(X, mask=None)`` returns ``(W_O (A W_V X), A)`` with A ``(n, n)``; mask:
-    boolean ``(n, n)``, ``True`` = may attend. Padding is inert as in :class:`DenseSynthesizer`.
+    Padding is inert as in :class:`DenseSynthesizer`.
+
+    Args:
+        d_model: the model width.
+        max_len: the longest sequence ``l`` (``R`` is ``(l, l)``).
+        fixed: keep ``R`` at its random initial value (not trained).
+
+    Shape:
+        - X: ``(..., n, d_model)`` with ``n <= max_len``.
+        - mask: boolean ``(n, n)``, ``True`` = may attend.
+        - Output: ``(output (..., n, d_model), A (n, n))``.
+
+    Raises:
+        ValueError: if ``n > max_len`` (see :func:`random_synthesizer_weights`).
     """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:

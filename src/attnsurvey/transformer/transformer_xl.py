@@ -13,6 +13,9 @@ Computing ``(q_i + v)^T W_R r_{i-j}`` for every pair by a loop is slow; the
 *relative shift* computes it for all pairs from one matrix product against
 the ``klen = n_m + n`` distances in descending order, then slides row ``i``
 left by ``n - 1 - i`` places (:func:`rel_shift`).
+
+Shapes: ``...`` leading batch axes, n segment length, n_m memory length, d_model model width, h
+heads.
 """
 
 from __future__ import annotations
@@ -39,9 +42,19 @@ CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 def rel_shift(BD: Tensor) -> Tensor:
     """The relative shift: ``out[..., i, j] = BD[..., i, n - 1 - i + j]`` wherever ``j <= n_m + i``.
 
-    BD: ``(..., n, klen)`` with column ``r`` holding distance ``klen - 1 - r``.
-    Entries above the causal boundary (``j > n_m + i``) are junk and must be
-    masked. Pad one zero column, reinterpret the memory, drop one row.
+    Column ``r`` of BD holds distance ``klen - 1 - r``. Entries above the causal
+    boundary (``j > n_m + i``) are junk and must be masked. Pad one zero column,
+    reinterpret the memory, drop one row.
+
+    Args:
+        BD: the position scores, one column per distance.
+
+    Shape:
+        - BD: ``(..., n, klen)`` with ``klen = n_m + n``.
+        - Output: ``(..., n, klen)``.
+
+    Returns:
+        The shifted scores, column ``j`` for key ``j``.
     """
     as_tensor(BD, "BD")
     *batch, n, klen = BD.shape
@@ -50,9 +63,20 @@ def rel_shift(BD: Tensor) -> Tensor:
 
 
 def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n_m + n)``: query ``i`` (absolute ``n_m + i``) may see keys ``j <= n_m + i``.
+    """Boolean mask: query ``i`` (absolute ``n_m + i``) may see keys ``j <= n_m + i``.
 
-    :func:`attnsurvey.masking.causal_mask` with ``offset = n_m``.
+    :func:`attnsurvey.masking.causal_mask` with ``offset = n_m``; ``True`` = may attend.
+
+    Args:
+        n: the segment length.
+        n_m: the memory length.
+        device: where to build the mask.
+
+    Shape:
+        - Output: ``(n, n_m + n)``.
+
+    Returns:
+        The causal mask over memory and segment.
     """
     check_counts("xl_causal_mask", n=n, n_m=n_m)
     return causal_mask(n, n_m + n, device, offset=n_m)
@@ -73,10 +97,31 @@ def xl_attention(
 ) -> tuple[Tensor, Tensor]:
     """One Transformer-XL attention step over memory ``M`` and segment ``X`` (causal).
 
-    X: ``(..., n, d_model)``; M: ``(..., n_m, d_model)`` or None (its gradient is
-    stopped); W_Q, W_K, W_V, W_R: ``(d_model, d_model)``; W_O: ``(d_model, d_model)``;
-    u, v: ``(h, d_model / h)``. Returns ``(output (..., n, d_model), weights (..., h, n, n_m + n))``.
-    Raises ``ValueError`` if ``h`` does not divide ``d_model`` or a shape is wrong.
+    The gradient through M is stopped.
+
+    Args:
+        X: the current segment.
+        M: the memory, or None.
+        W_Q: the query projection.
+        W_K: the key projection.
+        W_V: the value projection.
+        W_O: the output projection.
+        W_R: the projection of the relative position codes.
+        u: the content bias per head.
+        v: the position bias per head.
+        h: the number of heads (must divide d_model).
+
+    Shape:
+        - X: ``(..., n, d_model)``; M: ``(..., n_m, d_model)``;
+          W_Q, W_K, W_V, W_R, W_O: ``(d_model, d_model)``; u, v: ``(h, d_model / h)``.
+        - Output: ``(output (..., n, d_model), weights (..., h, n, n_m + n))``.
+
+    Returns:
+        ``(output, weights)``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model`` or a shape is wrong.
+        TypeError: if X or M is not a floating-point tensor.
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d_model)")
@@ -119,8 +164,21 @@ def xl_attention(
 class TransformerXLAttention(nn.Module):
     """Module form of :func:`xl_attention` that also returns the next memory.
 
-    ``forward(X, M=None)`` returns ``(output, new_memory, weights)``; the new
-    memory is the last ``mem_len`` rows of ``[M; X]``, detached.
+    The new memory is the last ``mem_len`` rows of ``[M; X]``, detached.
+
+    Args:
+        d_model: the model width.
+        h: the number of heads (must divide d_model).
+        mem_len: the number of rows kept as memory (>= 0).
+
+    Shape:
+        - X: ``(..., n, d_model)``; M: ``(..., n_m, d_model)`` or None.
+        - Output: ``(output (..., n, d_model), new_memory (..., min(mem_len, n_m + n), d_model),
+          weights (..., h, n, n_m + n))``.
+
+    Raises:
+        ValueError: if ``h`` does not divide ``d_model``, ``mem_len < 0``, or an input
+            shape is wrong (see :func:`xl_attention`).
     """
 
     def __init__(self, d_model: int, h: int, mem_len: int) -> None:
