@@ -103,6 +103,9 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
 
     Returns:
         The batch as :class:`AspectData`.
+
+    Raises:
+        ValueError: ``n`` is not an integer >= 0.
     """
     check_counts("make_aspect", n=n)
     g = generator

@@ -61,6 +61,9 @@ def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
 
     Returns:
         The names, index = token id.
+
+    Raises:
+        ValueError: ``n_polarity`` or ``n_filler`` is not an integer >= 0.
     """
     check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     return (

@@ -33,10 +33,18 @@ KV_VARIANT: Final[KVVariantOptions] = {**COPY_BACK, "steps": 120, "d_model": 32,
 
 
 def train_kv_variant(n_kv_heads: int, seed: int, **options: Unpack[KVVariantOptions]) -> TinyDecoderLM:
-    """Train one variant; ``seed`` fixes weights and data. Returns the model in eval mode.
+    """Train one copy-back decoder variant; ``seed`` fixes weights and data.
 
-    Keyword options: :class:`KVVariantOptions` (defaults in :data:`KV_VARIANT`).
-    Raises ``TypeError`` for an option it does not declare.
+    Args:
+        n_kv_heads: key/value heads (``n_heads`` for MHA, fewer for GQA, 1 for MQA).
+        seed: the seed of the weights and the data.
+        **options: :class:`KVVariantOptions` (defaults in :data:`KV_VARIANT`).
+
+    Returns:
+        The trained model, in eval mode.
+
+    Raises:
+        TypeError: an option it does not declare.
     """
     o: KVVariantOptions = {**KV_VARIANT, **options}
     d_model, n_heads = o.pop("d_model"), o.pop("n_heads")
@@ -52,9 +60,14 @@ def train_kv_variant(n_kv_heads: int, seed: int, **options: Unpack[KVVariantOpti
 def kv_sharing_table(
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4), **options: Unpack[KVVariantOptions]
 ) -> dict[str, list[float]]:
-    """Copy-back accuracy at the training length, ``{variant: [accuracy per seed]}``.
+    """Copy-back accuracy at the training length of every variant (MHA, GQA, MQA) over seeds.
 
-    Keyword options: :class:`KVVariantOptions`, for every variant (defaults in :data:`KV_VARIANT`).
+    Args:
+        seeds: the seeds; each variant trains once per seed.
+        **options: :class:`KVVariantOptions`, for every variant (defaults in :data:`KV_VARIANT`).
+
+    Returns:
+        ``{variant: [accuracy per seed]}``.
     """
     task: KVVariantOptions = {**KV_VARIANT, **options}
     n, k, vocab = task["n_train"], task["k"], task["vocab"]

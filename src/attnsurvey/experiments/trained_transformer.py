@@ -316,7 +316,18 @@ def scores(pred: Tensor, data: SeqBatch) -> dict[str, float]:
 
 @torch.no_grad()
 def cross_attention(model: Seq2SeqTransformer, data: SeqBatch) -> list[Tensor]:
-    """Cross-attention weights with teacher forcing, one ``(B, h, n_y, n_x)`` tensor per decoder layer."""
+    """Cross-attention weights with teacher forcing, one tensor per decoder layer.
+
+    Args:
+        model: a trained :class:`Seq2SeqTransformer`.
+        data: the batch (sources, lengths, decoder inputs).
+
+    Shape:
+        Output: one ``(B, h, n_y, n_x)`` tensor per decoder layer.
+
+    Returns:
+        The list of weights, first layer first.
+    """
     M, mask = model.encode(data.src, data.lengths)
     Y = model.position(model.tgt_embed(data.tgt_in) * model.scale)
     _, _, cross = model.decoder(Y, M, causal_mask(Y.shape[-2]), mask)
@@ -325,11 +336,20 @@ def cross_attention(model: Seq2SeqTransformer, data: SeqBatch) -> list[Tensor]:
 
 @catalogued("extra:trained-transformer")
 def mirrored_weight(a: Tensor, data: SeqBatch) -> Tensor:
-    """Mean weight each head puts on the mirrored source position ``n - 1 - t``: ``(h,)``.
+    """Mean weight each head puts on the mirrored source position ``n - 1 - t``.
 
-    a: cross-attention ``(B, h, n_y, n_x)``; averaged over the valid output
-    positions of every example. A head that implements reversal scores 1;
-    uniform attention over ``n`` positions scores ``1/n``.
+    Averaged over the valid output positions of every example. A head that
+    implements reversal scores 1; uniform attention over ``n`` positions scores ``1/n``.
+
+    Args:
+        a: cross-attention weights of one layer.
+        data: the batch they were computed on (its lengths mark the valid positions).
+
+    Shape:
+        a: ``(B, h, n_y, n_x)``; output ``(h,)``.
+
+    Returns:
+        The mean mirrored weight per head.
     """
     pos = target_positions("reverse", data.src, data.lengths)  # (B, n), -1 on padding
     valid = pos >= 0
@@ -341,10 +361,12 @@ def mirrored_weight(a: Tensor, data: SeqBatch) -> Tensor:
 class SeedResult:
     """Scores of one trained seed on the test set (each a dict of :func:`scores`), and its mirrored weights.
 
-    greedy: greedy decoding; beam: beam search without a length penalty
-    (``alpha = 0``); beam_lp: the same beam with the length penalty;
-    identity: the baseline that outputs its input; mirrored: per decoder layer,
-    per head, the :func:`mirrored_weight`.
+    Attributes:
+        greedy: greedy decoding.
+        beam: beam search without a length penalty (``alpha = 0``).
+        beam_lp: the same beam with the length penalty.
+        identity: the baseline that outputs its input.
+        mirrored: per decoder layer, per head, the :func:`mirrored_weight`.
     """
 
     greedy: dict[str, float]

@@ -106,6 +106,10 @@ def band_to_dense(a_band: Tensor, w: int) -> Tensor:
 
     Returns:
         The dense weights (zero outside the band).
+
+    Raises:
+        TypeError: ``a_band`` is not a tensor.
+        ValueError: ``w`` is not an integer >= 0.
     """
     as_tensor(a_band, "a_band")
     check_counts("band_to_dense", w=w)

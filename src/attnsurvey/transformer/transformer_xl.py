@@ -55,6 +55,9 @@ def rel_shift(BD: Tensor) -> Tensor:
 
     Returns:
         The shifted scores, column ``j`` for key ``j``.
+
+    Raises:
+        TypeError: ``BD`` is not a tensor.
     """
     as_tensor(BD, "BD")
     *batch, n, klen = BD.shape
@@ -77,6 +80,9 @@ def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tens
 
     Returns:
         The causal mask over memory and segment.
+
+    Raises:
+        ValueError: ``n`` or ``n_m`` is not an integer >= 0.
     """
     check_counts("xl_causal_mask", n=n, n_m=n_m)
     return causal_mask(n, n_m + n, device, offset=n_m)
