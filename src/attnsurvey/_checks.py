@@ -125,12 +125,29 @@ def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> N
 
 def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: int = 2) -> None:
     """Raise unless the leading (batch) dimensions of ``a`` and ``b`` broadcast."""
-    try:
-        torch.broadcast_shapes(a.shape[:-tail], b.shape[:-tail])
-    except RuntimeError:
-        raise ValueError(
-            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} " "do not broadcast"
-        ) from None
+    if broadcast_batch(a.shape[:-tail], b.shape[:-tail]) is None:
+        raise ValueError(f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} do not broadcast")
+
+
+def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The broadcast of ``shapes`` (torch's rules), or None when they do not broadcast.
+
+    Args:
+        *shapes: sizes of tensors' leading (batch) axes.
+
+    Returns:
+        The broadcast shape as a tuple, or None. Plain Python on tuples: cheaper than
+        ``torch.broadcast_shapes``, which the attention core would otherwise call per head.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, size in enumerate(s, start=rank - len(s)):
+            if size != 1:
+                if out[i] != 1 and out[i] != size:
+                    return None
+                out[i] = size
+    return tuple(out)
 
 
 _Options = TypeVar("_Options", bound=Mapping[str, object])

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._checks import as_tensor
+from ._checks import as_tensor, broadcast_batch
 from .catalog import catalogued
 from .registry import Registry
 
@@ -73,11 +73,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
     scores without changing their shape.
     """
     check_boolean(mask, symbol)
-    try:
-        out = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        out = None
-    if out != torch.Size(scores_shape):
+    if broadcast_batch(mask.shape, scores_shape) != tuple(scores_shape):
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to the scores e "
             f"of shape {tuple(scores_shape)} (..., n_q, n_f)"
@@ -137,11 +133,8 @@ def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = 
     0-d mask or a shape that does not broadcast.
     """
     check_boolean(mask, symbol)
-    target = torch.Size((*scores_shape[:-2], scores_shape[-1]))
-    try:
-        out = torch.broadcast_shapes(mask.shape, target) if mask.dim() >= 1 else None
-    except RuntimeError:
-        out = None
+    target = (*scores_shape[:-2], scores_shape[-1])
+    out = broadcast_batch(mask.shape, target) if mask.dim() >= 1 else None
     if out != target:
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to {tuple(target)} (..., n_f): one entry "
@@ -312,14 +305,10 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
-    try:  # a key mask's batch axes must broadcast against X's (else the caller's own check reports it)
-        torch.broadcast_shapes(km.shape[:-1], X.shape[:-2])
-    except RuntimeError:
+    if broadcast_batch(km.shape[:-1], X.shape[:-2]) is None:  # the caller's own check reports it
         return X
-    bad = nonfinite_rows(X)
-    if bad is None:
-        return X
-    return torch.where((km | ~bad)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    keep = km | torch.isfinite(X).all(-1)  # tensor ops only: no host synchronisation
+    return torch.where(keep[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def attended_keys(mask: Tensor | None) -> Tensor | None:
@@ -398,6 +387,12 @@ def key_padding_mask(lengths: Tensor, n_f: int) -> Tensor:
     Raises ``ValueError`` if ``lengths`` is not 1-D or a length lies outside ``[0, n_f]``.
     """
     lengths = torch.as_tensor(lengths)
+    if lengths.dtype == torch.bool or lengths.is_complex():
+        raise ValueError(f"lengths must be integers (batch,), got dtype={lengths.dtype}")
+    if lengths.is_floating_point():
+        if not bool((lengths == lengths.round()).all()):  # host sync: a builder, not the attention path
+            raise ValueError(f"lengths must be whole numbers (batch,), got {lengths.tolist()}")
+        lengths = lengths.long()
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (batch,), got shape {tuple(lengths.shape)}")
     _check_size(n_f, "n_f")
