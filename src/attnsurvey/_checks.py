@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypeVar, cast
 
-import torch
 from torch import Tensor
 
 
@@ -126,7 +125,9 @@ def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> N
 def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: int = 2) -> None:
     """Raise unless the leading (batch) dimensions of ``a`` and ``b`` broadcast."""
     if broadcast_batch(a.shape[:-tail], b.shape[:-tail]) is None:
-        raise ValueError(f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} do not broadcast")
+        raise ValueError(
+            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} do not broadcast"
+        )
 
 
 def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
@@ -139,7 +140,9 @@ def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
         The broadcast shape as a tuple, or None. Plain Python on tuples: cheaper than
         ``torch.broadcast_shapes``, which the attention core would otherwise call per head.
     """
-    rank = max((len(s) for s in shapes), default=0)
+    rank = 0
+    for s in shapes:
+        rank = rank if rank >= len(s) else len(s)
     out = [1] * rank
     for s in shapes:
         for i, size in enumerate(s, start=rank - len(s)):

@@ -25,9 +25,10 @@ query/key width, ``d_v`` the value width.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict, Unpack, overload
+from typing import Any, Literal, TypedDict, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
@@ -484,7 +485,23 @@ def split_float_mask(mask: Tensor) -> tuple[Tensor, Tensor]:
     return ~blocked, mask.masked_fill(blocked, 0.0)
 
 
-def _check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Tensor:
+def check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Tensor:
+    """Check an additive score bias against the scores and return it in ``dtype``.
+
+    Args:
+        bias: a floating-point tensor added to the scores.
+        scores_shape: the shape of the scores.
+        dtype: the dtype of the scores.
+
+    Shape:
+        bias: broadcastable to ``scores_shape`` ``(..., n_q, n_f)`` without changing it.
+
+    Returns:
+        ``bias`` cast to ``dtype``.
+
+    Raises:
+        ValueError: for a bias that is not a floating-point tensor or does not broadcast.
+    """
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         raise ValueError(
             f"bias must be a floating-point tensor added to the scores, got {getattr(bias, 'dtype', type(bias).__name__)}"
@@ -710,7 +727,7 @@ def attend(
         mask = None
     allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, Q.device)
     if bias is not None:
-        bias = _check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
+        bias = check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
     if blocked is not None:
         allowed = blocked if allowed is None else allowed & blocked
     return attend_unchecked(
@@ -726,6 +743,12 @@ def attend(
         generator=generator,
         need_weights=need_weights,
     )
+
+
+#: The default of every :class:`AttendOptions` option: :func:`attend`'s own (read from its signature).
+ATTEND_DEFAULTS: AttendOptions = cast(
+    AttendOptions, {name: inspect.signature(attend).parameters[name].default for name in AttendOptions.__annotations__}
+)
 
 
 def attend_unchecked(
@@ -895,6 +918,8 @@ def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: Any) -> Tenso
 
 __all__ = [
     "ALIGNMENTS",
+    "ATTEND_DEFAULTS",
+    "check_bias",
     "AttendOptions",
     "align_scores",
     "allowed_positions",

@@ -51,10 +51,28 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import AlignFn, AttendOptions, ScoreFn, attend
+from .._checks import (
+    as_tensor,
+    broadcast_batch,
+    check_dim_equal,
+    check_min_rank,
+    check_same_dtype,
+    check_weight,
+    with_defaults,
+)
+from ..attention import (
+    ATTEND_DEFAULTS,
+    AlignFn,
+    AttendOptions,
+    ScoreFn,
+    attend_unchecked,
+    check_bias,
+    resolve_align,
+    resolve_score,
+    split_float_mask,
+)
 from ..catalog import catalogued
-from ..masking import check_attn_mask, check_key_padding_mask, zero_unattended
+from ..masking import check_attn_mask, check_key_padding_mask, check_mask, zero_unattended
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -245,7 +263,8 @@ def multi_head_attention(
     h_kv = h if h_kv is None else h_kv
     if h_kv < 1 or h % h_kv:
         raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
-    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = map(_weight_and_bias, (W_Q, W_K, W_V, W_O))
+    weights = tuple(map(_weight_and_bias, (W_Q, W_K, W_V, W_O)))
+    (W_Q, _), (W_K, _), (W_V, _), (W_O, _) = weights
     hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
     if hdk % h or hdv % h:
         raise ValueError(f"h={h} must divide h*d_k={hdk} and h*d_v={hdv}")
@@ -253,19 +272,79 @@ def multi_head_attention(
     check_weight(W_K, (hdk // h * h_kv, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
     check_weight(W_V, (hdv // h * h_kv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
+    return _multi_head(
+        Q,
+        F_k,
+        F_v,
+        weights,
+        h,
+        h_kv,
+        mask,
+        need_weights=need_weights,
+        average_attn_weights=average_attn_weights,
+        bias_k=bias_k,
+        bias_v=bias_v,
+        add_zero_attn=add_zero_attn,
+        memory=memory,
+        kv_transform=kv_transform,
+        score=score,
+        context_hook=context_hook,
+        options=options,
+    )
+
+
+def _multi_head(
+    Q: Tensor,
+    F_k: Tensor,
+    F_v: Tensor,
+    weights: tuple[tuple[Tensor, Tensor | None], ...],
+    h: int,
+    h_kv: int,
+    mask: Tensor | None,
+    *,
+    need_weights: bool,
+    average_attn_weights: bool,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    memory: Tensor | None,
+    kv_transform: KVTransform | None,
+    score: str | ScoreFn | None,
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None,
+    options: AttendOptions,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`multi_head_attention` after its checks of Q, F_k, F_v (tensors of rank >= 2) and the weights.
+
+    Checks the masks and options once, then calls :func:`~attnsurvey.attention.attend_unchecked`.
+    """
+    opts = with_defaults(options, ATTEND_DEFAULTS, "AttendOptions")
+    dropout_p = opts["dropout_p"]
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
+    score_fn, scale = resolve_score(score, opts["scale"])
+    align_fn = resolve_align(opts["align"])
+    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = weights
     self_attention = Q is F_k and memory is None
     if memory is not None:
         _check_memory(memory, F_k, F_v)
         F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
-    F_k, F_v = (zero_unattended(F, options.get("key_padding_mask"), mask) for F in (F_k, F_v))
+    kpm_given = opts["key_padding_mask"]
+    same_kv = F_v is F_k
+    F_k = zero_unattended(F_k, kpm_given, mask)
+    F_v = F_k if same_kv else zero_unattended(F_v, kpm_given, mask)
     Q = F_k if self_attention else Q  # a padded position is a query too
     q = _project(Q, W_Q, b_Q)  # Eq. (38): one query per head (stacked)
     k = _project(F_k, W_K, b_K)
     v = _project(F_v, W_V, b_V)
+    check_same_dtype(Q=q, K=k, V=v)
     extra = 0
     if (bias_k is None) != (bias_v is None):
         raise ValueError("bias_k and bias_v go together (add_bias_kv)")
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = broadcast_batch(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if batch is None:
+        raise ValueError(
+            f"batch dimensions of Q {tuple(Q.shape)}, F_k {tuple(F_k.shape)} and F_v {tuple(F_v.shape)} do not broadcast"
+        )
     if bias_k is not None and bias_v is not None:  # both or neither (checked above)
         _check_bias_kv(bias_k, "bias_k", k.shape[-1], "h*d_k")
         _check_bias_kv(bias_v, "bias_v", v.shape[-1], "h*d_v")
@@ -279,23 +358,47 @@ def multi_head_attention(
     q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
     if kv_transform is not None:
         k, v = kv_transform(k, v)
-    _refuse_positional_options(options, kv_transform is not None, memory is not None, k.shape[-2])
+        check_dim_equal(k.shape[-2], v.shape[-2], "kv_transform", "n_f of k", "n_f of v")
+    _refuse_positional_options(opts, kv_transform is not None, memory is not None, k.shape[-2])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if score_fn is None:
+        check_dim_equal(q.shape[-1], k.shape[-1], "scaled multiplicative score", "d_q", "d_k")
     rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
-    mask = head_mask(
-        _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, Q.shape[-2], k.shape[-2], batch
-    )
-    options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), rank)
-    key_padding_mask = options.get("key_padding_mask")
-    if key_padding_mask is not None:  # checked as the caller gave it: (..., n_f), memory included
-        n_f = k.shape[-2] - extra
-        check_key_padding_mask(key_padding_mask, torch.Size((*batch, Q.shape[-2], n_f)))
-        key_padding_mask = key_padding_mask.expand(*key_padding_mask.shape[:-1], n_f)
-        options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
-    c, a = attend(
-        q, k, v, mask, score, need_weights=need_weights or context_hook is not None, enable_gqa=h_kv != h, **options
+    scores_shape = torch.Size((*batch, h, n_q, n_k))
+    allowed: Tensor | None = None
+    bias = head_mask(_pad_keys(opts["bias"], extra, 0.0), rank)
+    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, n_q, n_k, batch)
+    if mask is not None and mask.is_floating_point():  # torch's float mask: an additive bias, -inf masked
+        allowed, float_bias = split_float_mask(mask)
+        bias = float_bias if bias is None else bias + float_bias
+    elif mask is not None:
+        allowed = check_mask(mask, scores_shape)
+    if bias is not None:
+        bias = check_bias(bias, scores_shape, q.dtype)
+    if kpm_given is not None:  # checked as the caller gave it: (..., n_f), memory included
+        kpm = check_key_padding_mask(kpm_given, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
+        kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True).unsqueeze(-3)  # a head axis
+        allowed = kpm if allowed is None else allowed & kpm
+    if opts["is_causal"]:
+        causal = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril()
+        allowed = causal if allowed is None else allowed & causal
+    if h_kv != h:  # grouped-query attention: each key/value head serves h / h_kv query heads
+        k, v = k.repeat_interleave(h // h_kv, dim=-3), v.repeat_interleave(h // h_kv, dim=-3)
+    c, a = attend_unchecked(
+        q,
+        k,
+        v,
+        allowed,
+        bias=bias,
+        score_fn=score_fn,
+        scale=scale,
+        align_fn=align_fn,
+        dropout_p=dropout_p,
+        generator=opts["generator"],
+        need_weights=need_weights or context_hook is not None,
     )  # Eq. (39): one context per head
     if context_hook is not None:
-        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes attend compute the weights
+        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes the weights be computed
         a = a if need_weights else None
     out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
     if a is not None and average_attn_weights:
@@ -409,15 +512,13 @@ class MultiHeadAttention(nn.Module):
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
         options.setdefault("dropout_p", self.dropout if self.training else 0.0)
         options.setdefault("align", self.align)
-        out, a = multi_head_attention(
+        out, a = _multi_head(  # the weights are the module's own, made to fit in __init__
             X_q,
             X_kv,
             X_v,
-            self.W_Q,
-            self.W_K,
-            self.W_V,
-            self.W_O,
+            tuple(_weight_and_bias(W) for W in (self.W_Q, self.W_K, self.W_V, self.W_O)),
             self.h,
+            self.h_kv,
             mask,
             need_weights=need_weights,
             average_attn_weights=avg,
@@ -425,11 +526,10 @@ class MultiHeadAttention(nn.Module):
             bias_v=self.bias_v,
             add_zero_attn=self.add_zero_attn,
             memory=memory,
-            score=self.score_fn,
             kv_transform=self.kv_transform if kv_transform is None else kv_transform,
-            h_kv=self.h_kv,
+            score=self.score_fn,
             context_hook=self.context_hook,
-            **options,
+            options=options,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
