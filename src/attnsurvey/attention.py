@@ -474,7 +474,8 @@ def split_float_mask(mask: Tensor) -> tuple[Tensor, Tensor]:
         mask: any; both results have its shape.
 
     Returns:
-        ``(allowed, bias)``: boolean ``True`` where the mask is not ``-inf``; the mask with its
+        ``(allowed, bias)``: boolean ``allowed``, ``True`` = may attend (where the mask is not
+        ``-inf``); the mask with its
         ``-inf`` entries replaced by 0.
 
     Raises:

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
-    ALIGNMENTS,
+    ALIGNMENT_KINDS,
     HardAlignHook,
     MovingAverageBaseline,
     PredictivePosition,
@@ -64,7 +64,7 @@ class AlignmentClassifier(nn.Module):
 
     Feature vectors ``F`` ``(B, n_f, d_f)`` give keys and values (Eq. 1); one
     query ``q`` ``(B, d_q)`` per example scores the keys with the general score
-    (Table II); ``align`` (one of :data:`ALIGNMENTS`) turns the scores into
+    (Table II); ``align`` (one of :data:`ALIGNMENT_KINDS`) turns the scores into
     weights; the context (Eq. 24 or 26) feeds a linear output layer.
 
     ``forward(q, F, t=None, generator=None)`` returns ``(logits, a, log_prob)``,
@@ -78,8 +78,8 @@ class AlignmentClassifier(nn.Module):
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
         super().__init__()
-        if align not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
+        if align not in ALIGNMENT_KINDS:
+            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENT_KINDS}")
         self.align, self.D = align, _check_D(D)
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_k, bias=False)
