@@ -230,8 +230,11 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
     float16 and bfloat16 are summed in float32 and the mean cast back, so a sum
     beyond the dtype's range (1000 values of 70 in float16) does not overflow.
-    Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
+    Raises ``ValueError`` for a non-boolean mask or a shape that does not fit, and
+    ``TypeError`` (:func:`attnsurvey._checks.as_tensor`) for an X that is not a
+    floating-point tensor (a list or NumPy array included).
     """
+    as_tensor(X, "X")
     if mask is None:
         if X.shape[dim] == 0:
             return X.sum(dim)

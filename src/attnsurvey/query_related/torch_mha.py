@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._checks import as_tensor
 from .multihead import MultiHeadAttention
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
@@ -157,6 +158,8 @@ class TorchMultiheadAttention(MultiHeadAttention):
         Raises:
             ValueError: for masks of another dtype or shape, or inputs that do not fit the module.
         """
+        for sym, t in (("query", query), ("key", key), ("value", value)):
+            as_tensor(t, sym)
         unbatched = query.dim() == 2
         if unbatched:
             query, key, value = (x.unsqueeze(1 if not self.batch_first else 0) for x in (query, key, value))
