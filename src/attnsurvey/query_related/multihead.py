@@ -40,6 +40,10 @@ The review's matrix form (:func:`multi_head_matrix_form`) is a spelling of it, a
 the taxonomy builder's heads (:class:`attnsurvey.attention_step.Heads`) call it with
 per-head score and alignment hooks; their one exception, multi-dimensional
 attention (Eq. 30-32), has a weight per feature, so its context is not ``a V``.
+
+Shape legend: ``B`` batch (``...``: any leading axes), ``h`` heads (``h_kv`` key/value
+heads), ``n_q`` queries, ``n_f`` feature vectors, ``d_q``/``d_f`` the query/feature
+widths, ``d_k``/``d_v`` the per-head key/value widths, ``d_o`` the output width.
 """
 
 from __future__ import annotations
@@ -83,9 +87,20 @@ Projection = Tensor | nn.Linear
 
 @catalogued("eq38")
 def split_heads(X: Tensor, h: int) -> Tensor:
-    """``(..., n, h*d) -> (..., h, n, d)``: head ``j`` gets columns ``j*d:(j+1)*d``.
+    """Split the stacked head columns: head ``j`` gets columns ``j*d:(j+1)*d``.
 
-    Raises ``ValueError`` if ``h < 1``, X has rank < 2, or h does not divide the width.
+    Args:
+        X: the stacked projections.
+        h: the number of heads.
+
+    Shape:
+        X: ``(..., n, h*d)``; returns ``(..., h, n, d)``.
+
+    Returns:
+        The per-head tensor.
+
+    Raises:
+        ValueError: if ``h < 1``, X has rank < 2, or h does not divide the width.
     """
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
@@ -99,7 +114,17 @@ def split_heads(X: Tensor, h: int) -> Tensor:
 
 @catalogued("eq40")
 def merge_heads(X: Tensor) -> Tensor:
-    """``(..., h, n, d) -> (..., n, h*d)``, the inverse of :func:`split_heads` (concatenation, Eq. 40)."""
+    """Concatenate the heads (Eq. 40), the inverse of :func:`split_heads`.
+
+    Args:
+        X: the per-head tensor.
+
+    Shape:
+        X: ``(..., h, n, d)``; returns ``(..., n, h*d)``.
+
+    Returns:
+        The concatenation.
+    """
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
@@ -109,13 +134,26 @@ def head_mask(
 ) -> Tensor | None:
     """Give an attention mask or float bias a head axis: shared ``(..., n_q, n_f)`` -> ``(..., 1, n_q, n_f)``.
 
-    mask: boolean (``True`` = may attend) or a float additive bias.
-    q_rank: the rank of the (unsplit) queries ``(..., n_q, d_q)``; a mask of rank
-    ``<= q_rank`` is shared by the heads, one of rank ``q_rank + 1`` is per head
-    ``(..., h, n_q, n_f)``. With ``n_q``, ``n_f`` and the batch shape, a boolean
-    shared mask is checked first (an ambiguous ``(B, n_f)`` shape raises, see
-    :func:`attnsurvey.masking.check_attn_mask`). Raises ``ValueError`` for a
-    mask that is neither boolean nor floating, or of rank < 2.
+    With ``n_q``, ``n_f`` and the batch shape, a boolean shared mask is checked first (an
+    ambiguous ``(B, n_f)`` shape raises, see :func:`attnsurvey.masking.check_attn_mask`).
+
+    Args:
+        mask: boolean (``True`` = may attend) or a float additive bias; None passes through.
+        q_rank: the rank of the (unsplit) queries; a mask of rank ``<= q_rank`` is shared
+            by the heads, one of rank ``q_rank + 1`` is per head.
+        n_q: the number of queries (for the check).
+        n_f: the number of keys (for the check).
+        batch: the batch shape of the scores (for the check).
+
+    Shape:
+        mask: ``(..., n_q, n_f)`` (shared) or ``(..., h, n_q, n_f)`` (per head);
+        returns ``(..., 1 or h, n_q, n_f)``.
+
+    Returns:
+        The mask with a head axis, or None.
+
+    Raises:
+        ValueError: for a mask that is neither boolean nor floating, of rank < 2, or ambiguous.
     """
     if mask is None:
         return None
@@ -214,46 +252,60 @@ def multi_head_attention(
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, Eq. (38)-(40): ``h`` heads attend in parallel, then concatenate and mix.
 
-    Q: ``(..., n_q, d_q)`` queries; F_k: ``(..., n_f, d_f)`` features for keys;
-    F_v: ``(..., n_f, d_f)`` features for values (usually the same tensor).
-    W_Q ``(h*d_k, d_q)``, W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``,
-    W_O ``(d_o, h*d_v)``: weight matrices, or ``nn.Linear`` modules holding
-    them (their biases are then added to the projections).
-    mask: boolean (``True`` = may attend) or float additive; shared by the heads,
-    ``(..., n_q, n_f)`` with rank at most ``r`` (a head axis is inserted), or
-    per head, ``(..., h, n_q, n_f)`` with rank ``r + 1``, where ``r`` is 2 plus
-    the number of batch axes of Q and F_k broadcast (learned queries ``(n_q, d_q)``
-    shared by features ``(B, n_f, d_f)`` take a ``(B, n_q, n_f)`` mask per example).
-    need_weights: return the weights; average_attn_weights: average them over
-    the heads. score: a per-head ``(q, k) -> e``, as the ``score`` of
-    :func:`attnsurvey.attention.attend`.
-    ``**options`` (:class:`attnsurvey.attention.AttendOptions`) go to
-    :func:`~attnsurvey.attention.attend` for every head, with its defaults:
-    is_causal, dropout_p, generator, scale, align as there, and
-    key_padding_mask: boolean ``(..., n_f)`` (the same batch axes), ``True`` =
-    may attend; bias: float additive scores, shaped like ``mask``. Feature rows
-    that the key_padding_mask, or a boolean mask of their rank, leaves unattended
-    and that hold NaN/Inf are set to 0 before they are projected, so they reach
-    neither the outputs nor any weight's gradient (in self-attention, where Q is
-    F_k, the padded queries too).
-    bias_k, bias_v ``(h*d_k,)``/``(h*d_v,)``: one extra learned key/value
-    appended to the sequence; add_zero_attn: append a zero key and value (both
-    as in ``torch.nn.MultiheadAttention``; masks get an allowed column).
-    memory: ``(..., n_m, d_f)`` states prepended to both F_k and F_v (masks
-    must then cover ``n_m + n_f`` keys). kv_transform: ``(k, v) -> (k, v)`` on the
-    per-head keys and values ``(..., h, n, d)`` before attending (masks must
-    match the transformed length). ``is_causal`` is refused with memory or a
-    kv_transform, and ``key_padding_mask`` with a kv_transform: both name input
-    positions, and key ``j`` is then no longer input position ``j``. h_kv: number of key/value heads (default h;
-    fewer heads give grouped-query attention). context_hook: ``(c, a) -> c`` on the
-    per-head contexts and weights before the heads are merged (e.g. the value-side
-    relative-position term of Shaw et al.); it makes the weights be computed.
+    Inputs, weights, masks and options are checked here once; the heads then go through
+    :func:`~attnsurvey.attention.attend_unchecked`. Feature rows that the key_padding_mask,
+    or a boolean mask of their rank, leaves unattended and that hold NaN/Inf are set to 0
+    before they are projected, so they reach neither the outputs nor any weight's gradient
+    (in self-attention, where Q is F_k, the padded queries too). ``is_causal`` is refused
+    with memory or a kv_transform, and ``key_padding_mask`` with a kv_transform: both name
+    input positions, and key ``j`` is then no longer input position ``j``.
 
-    Returns the output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')``
-    (or ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``).
-    Raises ``ValueError`` if ``h`` does not divide the projection widths, a
-    weight has the wrong shape, a mask is bad, or ``is_causal`` or
-    ``key_padding_mask`` meets memory or a kv_transform as described above.
+    Args:
+        Q: the queries.
+        F_k: features for keys.
+        F_v: features for values (usually the same tensor as F_k).
+        W_Q: query projection, a weight matrix or an ``nn.Linear`` (its bias is then added).
+        W_K: key projection, likewise.
+        W_V: value projection, likewise.
+        W_O: output projection, likewise.
+        h: the number of heads.
+        mask: boolean (``True`` = may attend) or float additive; shared by the heads (rank at
+            most ``r``, a head axis is inserted) or per head (rank ``r + 1``), where ``r`` is 2
+            plus the number of batch axes of Q and F_k broadcast.
+        need_weights: return the weights.
+        average_attn_weights: average the weights over the heads.
+        bias_k: one extra learned key appended to the sequence (as torch's add_bias_kv).
+        bias_v: one extra learned value, likewise.
+        add_zero_attn: append a zero key and value (masks get an allowed column).
+        memory: states prepended to both F_k and F_v (masks must then cover ``n_m + n_f`` keys).
+        kv_transform: ``(k, v) -> (k, v)`` on the per-head keys and values before attending
+            (masks must match the transformed length).
+        score: a per-head ``(q, k) -> e``, as the ``score`` of :func:`attnsurvey.attention.attend`.
+        h_kv: the number of key/value heads (default h; fewer give grouped-query attention).
+        context_hook: ``(c, a) -> c`` on the per-head contexts and weights before the heads
+            are merged (e.g. Shaw et al.'s value-side relative positions); it makes the
+            weights be computed.
+        **options: :class:`attnsurvey.attention.AttendOptions` for every head, with
+            :func:`~attnsurvey.attention.attend`'s defaults; key_padding_mask is boolean
+            ``(..., n_f)`` (the batch axes of the scores), ``True`` = may attend; bias is
+            float, shaped like ``mask``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; F_k, F_v: ``(..., n_f, d_f)``; W_Q ``(h*d_k, d_q)``,
+        W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``, W_O ``(d_o, h*d_v)``;
+        memory ``(..., n_m, d_f)``; bias_k ``(h*d_k,)``, bias_v ``(h*d_v,)``.
+
+    Returns:
+        The output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')`` (or
+        ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``), ``n_f'`` counting
+        memory and extra keys.
+
+    Raises:
+        TypeError: for inputs that are not floating-point tensors (lists and NumPy arrays
+            included) or an unknown option.
+        ValueError: if ``h`` does not divide the projection widths, a weight has the wrong
+            shape, a mask is bad, or ``is_causal`` or ``key_padding_mask`` meets memory or a
+            kv_transform as described above.
     """
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
@@ -408,31 +460,44 @@ def _multi_head(
 
 @catalogued("eq40")
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of
-    :func:`multi_head_attention`.
+    """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of :func:`multi_head_attention`.
 
-    Args: d_model (query and output size), h (heads), d_k/d_v per head
-    (default ``d_model // h``), bias (biases on the projections, as
-    ``nn.MultiheadAttention`` by default). Keyword-only, as in torch: dropout
-    (on the weights, training mode only), add_bias_kv, add_zero_attn, kdim/vdim
-    (key and value feature sizes, default d_model), batch_first (default True:
-    ``(B, n, d)``; False: ``(n, B, d)``), average_attn_weights (default False:
-    per-head weights), h_kv (key/value heads, default h; fewer heads, each shared
-    by a group of query heads, give grouped-query attention), device, dtype.
-    Raises ``ValueError`` if ``h < 1`` or ``h`` does not divide ``d_model`` when
-    d_k/d_v are not given, ``h_kv`` does not divide ``h``, or ``dropout`` is
-    outside ``[0, 1]``.
+    The weights are made to fit in ``__init__``; ``forward`` checks its inputs once and
+    runs the stack without re-checking the weights. ``forward(X_q, X_kv=None, mask=None,
+    *, X_v=None, need_weights=True, average_attn_weights=None, memory=None,
+    kv_transform=None, **options)`` returns ``(output, weights)`` with masks ``True`` =
+    may attend; ``X_kv=None`` is self-attention, ``X_v`` (default ``X_kv``) gives separate
+    value features; ``kv_transform`` replaces the module's hook for this call (e.g. a KV
+    cache's ``append``); ``options`` (:class:`attnsurvey.attention.AttendOptions`) go to
+    the stack, with ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval
+    mode) and ``align`` to the module's ``align`` hook.
 
-    ``forward(X_q, X_kv=None, mask=None, *, X_v=None, need_weights=True,
-    average_attn_weights=None, memory=None, kv_transform=None, **options)`` returns
-    ``(output, weights)`` with masks ``True`` = may attend; ``X_kv=None`` is
-    self-attention, ``X_v`` (default ``X_kv``) gives separate value features;
-    ``kv_transform`` replaces the module's hook for this call (e.g. a KV cache's
-    ``append``); ``options``
-    (:class:`attnsurvey.attention.AttendOptions`: key_padding_mask, bias,
-    is_causal, generator, ...) go to :func:`multi_head_attention`, with
-    ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval mode) and
-    ``align`` to the module's ``align`` hook.
+    Args:
+        d_model: the query and output size.
+        h: the number of heads.
+        d_k: the per-head key size (default ``d_model // h``).
+        d_v: the per-head value size (default ``d_model // h``).
+        bias: biases on the projections.
+        dropout: attention dropout (training mode only).
+        add_bias_kv: one learned extra key and value.
+        add_zero_attn: one extra zero key and value.
+        kdim: the key feature size (default d_model).
+        vdim: the value feature size (default d_model).
+        batch_first: ``(B, n, d)`` inputs (default); False: ``(n, B, d)``.
+        average_attn_weights: return the head-averaged weights by default.
+        h_kv: key/value heads (default h; fewer, each shared by a group of query heads,
+            give grouped-query attention).
+        device: where the parameters live.
+        dtype: the parameters' dtype.
+
+    Shape:
+        forward: X_q ``(..., n_q, d_model)``, X_kv ``(..., n_f, kdim)``, X_v ``(..., n_f, vdim)``;
+        returns ``(..., n_q, d_model)`` and weights ``(..., h, n_q, n_f)`` (``(..., n_q, n_f)`` averaged).
+
+    Raises:
+        ValueError: if ``h < 1`` or ``h`` does not divide ``d_model`` when d_k/d_v are not
+            given, ``h_kv`` does not divide ``h``, or ``dropout`` is outside ``[0, 1]``;
+            ``forward`` as :func:`multi_head_attention`.
     """
 
     #: Hooks a variant overrides (see the module notes): a per-head score
