@@ -1,6 +1,18 @@
-"""The one attention core against ``F.scaled_dot_product_attention`` (issue 12's speed targets).
+"""The one attention core against ``F.scaled_dot_product_attention``: speed targets and graph breaks.
 
-Two comparisons on ``BENCH_THREADS`` threads (default 1):
+Small-size figures first (``--only small`` runs just these, in one process):
+
+* masked ``attend`` at ``(B, h, n, d) = (8, 4, 32, 16)`` (a key-padding mask
+  ``(B, 1, 1, n)``, weights not requested) against ``F.scaled_dot_product_attention``
+  with the same mask, calls alternating in rounds; target: within 1.5x;
+* graph breaks under ``torch._dynamo.explain`` in masked ``attend`` and in
+  ``MultiHeadAttention.forward`` with a key-padding mask; target: 0;
+* one training step (forward, backward, Adam) of the trained Transformer of
+  ``chapters/ch06_4_trained_transformer.ipynb`` (batch 32), reported in ms. ``--src PATH``
+  imports the package from another checkout's ``src`` (e.g. the main branch), which
+  gives the "before" figure of a change.
+
+Then two large comparisons on ``BENCH_THREADS`` threads (default 1):
 
 * ``attend`` on one head, batch 1, ``n = 16384``, ``d = 64``, float32, weights not
   requested (``need_weights=False``), inputs ``(1, n, d)``, against
@@ -19,6 +31,8 @@ RSS during one call minus the RSS before it); the ratio is that of the medians.
     python benchmarks/core_attention.py              # the targets, 5 repeats, saves JSON
     python benchmarks/core_attention.py --estimate   # only print how long that would take
     python benchmarks/core_attention.py --quick --repeats 2
+    python benchmarks/core_attention.py --only small                         # the small figures only
+    python benchmarks/core_attention.py --only small --src /work/main/src    # the same for another checkout
 
 Results: ``benchmarks/results/core_attention.json`` with the machine and raw values.
 """
@@ -31,6 +45,8 @@ import time
 import _bench
 
 TARGET = 1.2
+SMALL_TARGET = 1.5
+SMALL = (8, 4, 32, 16)
 PAIRS = (("attend", "sdpa", 16384), ("mha", "projections+sdpa", 512), ("mha", "projections+sdpa", 2048))
 QUICK_PAIRS = (("attend", "sdpa", 1024), ("mha", "projections+sdpa", 128), ("mha", "projections+sdpa", 256))
 
@@ -117,21 +133,118 @@ def estimate(pairs: tuple[tuple[str, str, int], ...], repeats: int) -> float:
     return total
 
 
+def _per_call(fn, calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def small_figures(repeats: int, quick: bool) -> tuple[dict, list[dict]]:
+    """Masked attend against SDPA, graph breaks, and the training step (see the module notes); in this process."""
+    import torch
+    import torch.nn.functional as F_
+
+    from attnsurvey.attention import attend
+    from attnsurvey.experiments import trained_transformer as tt
+    from attnsurvey.masking import key_padding_mask
+    from attnsurvey.query_related.multihead import MultiHeadAttention
+
+    g = torch.Generator().manual_seed(0)
+    B, h, n, d = SMALL
+    Q, K, V = (torch.randn(B, h, n, d, generator=g) for _ in range(3))
+    kpm = key_padding_mask(torch.randint(1, n + 1, (B,), generator=g), n)
+    m4 = kpm[:, None, None, :]
+    fns = {
+        "attend (masked)": lambda: attend(Q, K, V, m4, need_weights=False),
+        "sdpa (same mask)": lambda: F_.scaled_dot_product_attention(Q, K, V, attn_mask=m4),
+    }
+    calls = 20 if quick else 300
+    walls: dict[str, list[float]] = {c: [] for c in fns}
+    for fn in fns.values():
+        _per_call(fn, calls)  # warm-up
+    for r in range(repeats):
+        for c in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+            walls[c].append(_per_call(fns[c], calls))
+    print(f"masked attend at (B, h, n, d) = {SMALL}, us per call: median (min-max) over {repeats} rounds")
+    for c, w in walls.items():
+        print(f"  {c:20s} {_bench.show(_bench.summary(w), 1e6)}")
+    ratio = _bench.ratio_of(walls["attend (masked)"], walls["sdpa (same mask)"])
+    print(f"  ratio (paired)       {_bench.show(ratio)}")
+
+    import torch._dynamo as dynamo
+
+    dynamo.reset()
+    breaks = {
+        "attend (masked)": dynamo.explain(lambda Q, K, V, m: attend(Q, K, V, m, need_weights=False))(
+            Q, K, V, m4
+        ).graph_break_count,
+    }
+    mha = MultiHeadAttention(h * d, h)
+    X = torch.randn(B, n, h * d, generator=g)
+    breaks["MultiHeadAttention.forward"] = dynamo.explain(lambda X, m: mha(X, key_padding_mask=m))(
+        X, kpm
+    ).graph_break_count
+    dynamo.reset()
+    print("graph breaks under torch._dynamo.explain: " + ", ".join(f"{k} {v}" for k, v in breaks.items()))
+
+    torch.manual_seed(0)
+    model = tt.make_model()
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    batch = tt.reversal_data(32, torch.Generator().manual_seed(1))
+
+    def train_step() -> None:
+        opt.zero_grad()
+        tt._loss(model, batch).backward()
+        opt.step()
+
+    steps = 3 if quick else 40
+    _per_call(train_step, steps)
+    step_s = [_per_call(train_step, steps) for _ in range(repeats)]
+    step = _bench.summary(step_s)
+    print(f"trained Transformer, one training step (batch 32), ms: {_bench.show(step, 1e3)}")
+    targets = [
+        _bench.target(f"masked attend / SDPA at {SMALL}, forward time", ratio["median"], SMALL_TARGET),
+        *(_bench.target(f"graph breaks in {k}", float(v), 0.0, unit="") for k, v in breaks.items()),
+    ]
+    return {"walls": walls, "ratio": ratio, "graph_breaks": breaks, "train_step_s": step}, targets
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     _bench.add_common_arguments(p)
+    p.add_argument("--only", choices=("small", "all"), default="all", help="small: the small-size figures only")
+    p.add_argument("--src", help="import attnsurvey from this src folder (another checkout) instead of this one")
     args = p.parse_args(argv)
+    if args.src:
+        import sys
+
+        sys.path.insert(0, args.src)
     threads = _bench.bench_threads()
     pairs = QUICK_PAIRS if args.quick else PAIRS
     import torch
 
     torch.set_num_threads(threads)
+    import attnsurvey
+
+    print(f"attnsurvey from {attnsurvey.__file__}")
+    if args.only == "small":
+        info = _bench.begin(5.0 * args.repeats + 20.0, args.estimate)
+        if info is None:
+            return 0
+        small, targets = small_figures(args.repeats, args.quick)
+        info = _bench.end(info, targets, args.repeats)
+        result = {"settings": _bench.settings(args, threads, 0.0), "machine": info, "small": small, "targets": targets}
+        _bench.save(_bench.out_dir(args.out, args.quick) / "core_attention_small.json", result)
+        return 0
     est = estimate(pairs, args.repeats)
     info = _bench.begin(est, args.estimate)
     if info is None:
         return 0
+    small, small_targets = small_figures(args.repeats, args.quick)
+    print()
     fresh = _bench.Fresh(["attnsurvey.attention", "attnsurvey.query_related.multihead"])
-    rows, targets, ratios = [], [], {}
+    rows, targets, ratios = [], list(small_targets), {}
     print(f"{'case':18s} {'n':>6s}  {'ms: median (min-max)':>26s}  {'peak MiB: median (min-max)':>28s}")
     for a, b, n in pairs:
         mem = {c: [] for c in (a, b)}
@@ -167,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             **_bench.settings(args, threads, est),
         },
         "machine": info,
+        "small": small,
         "rows": rows,
         "ratios": ratios,
         "targets": targets,

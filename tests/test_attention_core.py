@@ -558,7 +558,7 @@ def test_zero_masked_and_zero_unattended_use_only_masks_that_line_up():
     assert torch.equal(Z[0, :3], X[0, :3]) and torch.equal(Z[1, [0, 2, 3]], X[1, [0, 2, 3]])  # finite rows kept
     assert torch.all(Z[0, 3] == 0) and torch.all(Z[1, 1] == 0)
     finite = rand(2, 4, 3, dtype=D64)
-    assert mk.zero_masked(finite, real) is finite  # finite X: returned as it is (bit-identical results)
+    assert torch.equal(mk.zero_masked(finite, real), finite)  # finite X: the same values (bit-identical results)
     assert mk.zero_masked(X, torch.ones(4, 4, dtype=torch.bool)) is X  # a (4, 4) key mask cannot fit batch 2
     torch.testing.assert_close(mk.zero_unattended(X, None, real[:, None, :].expand(2, 4, 4)), Z)
     assert mk.zero_unattended(X, None, torch.ones(4, 4, dtype=torch.bool)) is X  # shared (n_q, n_f): not used

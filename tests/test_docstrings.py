@@ -41,7 +41,7 @@ MASK_PARAM = re.compile(r"^masks?(?:\d+|_\w+)?$|_mask$")
 #: name to the phrase its docstring must hold instead (checked below), the reason in a comment.
 OTHER_MEANING: dict[str, str] = {
     # torch.nn.MultiheadAttention's drop-in keeps torch's polarity (bool True = blocked, float = additive)
-    "attnsurvey.query_related.multihead.MultiheadAttention.forward": "is ``True`` where attention is *blocked*",
+    "attnsurvey.query_related.torch_mha.TorchMultiheadAttention.forward": "is ``True`` where attention is *blocked*",
     # segmentation masks of an IoU metric: pixels of a region, not positions anyone attends to
     "attnsurvey.evaluation.extrinsic.mask_iou": "``True`` = the pixel lies in the region",
     # a generic masked mean: the mask selects the positions averaged, no scores are involved

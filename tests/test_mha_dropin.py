@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from attnsurvey.query_related import multihead as mh
+from attnsurvey.query_related.torch_mha import TorchMultiheadAttention, from_torch_state_dict
 
 from .helpers import rand
 
@@ -20,7 +21,7 @@ def pair(embed=8, heads=2, seed=0, **kw):
     with torch.no_grad():  # non-zero biases so that every parameter matters
         for p in ref.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
-    return ref, mh.MultiheadAttention.from_torch(ref)
+    return ref, TorchMultiheadAttention.from_torch(ref)
 
 
 def inputs(L=4, S=5, B=3, E=8, batch_first=False, kdim=None, vdim=None):
@@ -127,11 +128,11 @@ def test_dropout_eval_matches_and_train_drops():
 @pytest.mark.catalog("eq40")
 def test_load_state_dict_of_torch_module():
     ref, _ = pair(add_bias_kv=True)
-    ours = mh.MultiheadAttention(8, 2, add_bias_kv=True, dtype=D64).eval()
+    ours = TorchMultiheadAttention(8, 2, add_bias_kv=True, dtype=D64).eval()
     ours.load_state_dict(ref.state_dict())
     check(ours, ref, *inputs())
     ref2, _ = pair(kdim=6, vdim=3, seed=1)
-    mapped = mh.from_torch_state_dict(ref2.state_dict())
+    mapped = from_torch_state_dict(ref2.state_dict())
     assert set(mapped) == {
         "W_Q.weight",
         "W_K.weight",
@@ -143,7 +144,17 @@ def test_load_state_dict_of_torch_module():
         "W_O.bias",
     }
     with pytest.raises(ValueError, match="not a torch.nn.MultiheadAttention state dict"):
-        mh.from_torch_state_dict({"W_O.weight": torch.zeros(2, 2)})
+        from_torch_state_dict({"W_O.weight": torch.zeros(2, 2)})
+
+
+@pytest.mark.parametrize("drop", ["out_proj.weight", "k_proj_weight"])
+def test_from_torch_state_dict_names_a_missing_key_in_a_value_error(drop):
+    ref = nn.MultiheadAttention(8, 2, kdim=4, vdim=4)  # separate q/k/v projection weights
+    sd = {k: v for k, v in ref.state_dict().items() if k != drop}
+    with pytest.raises(ValueError, match=drop):
+        from_torch_state_dict(sd)
+    with pytest.raises(ValueError, match=drop):
+        TorchMultiheadAttention(8, 2, kdim=4, vdim=4).load_state_dict(sd)
 
 
 def test_survey_form_has_every_option():

@@ -481,6 +481,7 @@ def _shape_cases():
     from attnsurvey.general_model import GeneralAttention
     from attnsurvey.query_related import capsule as cp
     from attnsurvey.query_related import multihead as mh
+    from attnsurvey.query_related.torch_mha import TorchMultiheadAttention
 
     g = torch.Generator().manual_seed(0)
     r = lambda *s: torch.randn(*s, generator=g)
@@ -488,7 +489,7 @@ def _shape_cases():
     K, q = r(B, n_f, 4), r(B, 4)
     wide = torch.ones(B, n_f + 1, dtype=torch.bool)  # (2, 6): one key too many
     torch.manual_seed(0)
-    mha, dropin = mh.MultiHeadAttention(4, 2), mh.MultiheadAttention(4, 2, batch_first=True)
+    mha, dropin = mh.MultiHeadAttention(4, 2), TorchMultiheadAttention(4, 2, batch_first=True)
     Xq = r(B, n_q, 4)
     shown = r"mask of shape \(2, 6\) does not broadcast to \(2, 5\) \(\.\.\., n_f\)"
     return {
@@ -549,11 +550,11 @@ def test_the_dropin_still_takes_every_mask_shape_torch_takes():
     """The shape checks above refuse nothing torch accepts: (L, S), (B * num_heads, L, S) and unbatched (S,)."""
     from torch import nn
 
-    from attnsurvey.query_related import multihead as mh
+    from attnsurvey.query_related.torch_mha import TorchMultiheadAttention
 
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64).eval()
-    ours = mh.MultiheadAttention.from_torch(ref)
+    ours = TorchMultiheadAttention.from_torch(ref)
     g = torch.Generator().manual_seed(1)
     Xq, Xk = (
         torch.randn(2, 3, 4, generator=g, dtype=torch.float64),

@@ -342,7 +342,7 @@ _NORMALISER_FACTORIES = frozenset({"alpha_entmax_align"})
 #: assigned to the name passed as ``align=name``) is a hook that the core runs between its masking steps
 #: (masked scores filled before, masked weights zeroed after).
 CORE_ENTRY_POINTS = frozenset(
-    {"attend", "attend_scores", "align_scores", "multi_head_attention", "MultiHeadAttention", "MultiheadAttention"}
+    {"attend", "attend_scores", "align_scores", "multi_head_attention", "MultiHeadAttention", "TorchMultiheadAttention"}
 )
 #: (a) The core and the modules that define the normalisers (paths below the package root).
 CORE_FILES = (

@@ -1,6 +1,7 @@
 """Input validation shared by every public function.
 
-Errors name the survey's symbols (Table I) and the shapes that were seen, so a
+Each public function checks and converts its inputs once, at its edge, with these
+helpers, then calls private code that trusts them. Errors name the survey's symbols (Table I) and the shapes that were seen, so a
 reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypeVar, cast
 
-import torch
 from torch import Tensor
 
 
@@ -19,17 +19,27 @@ class InputTypeError(TypeError, ValueError):
     The package does not convert NumPy arrays, Python lists or integer tensors
     silently (an int tensor would truncate random rotations, a list has no
     dtype to follow): it raises this error naming the argument, what it got and
-    how to convert. It subclasses ``ValueError`` too, so code written against
-    the earlier ``ValueError`` keeps working.
+    how to convert. It subclasses ``ValueError`` too, so a caller that catches
+    ``ValueError`` for any bad argument catches it as well.
     """
 
 
 def as_tensor(x: object, symbol: str) -> Tensor:
     """Return ``x`` if it is a floating-point ``torch.Tensor``, else raise :class:`InputTypeError`.
 
-    The one place where inputs are type-checked: NumPy arrays, Python lists and
-    scalars, and integer/boolean tensors are rejected with a message naming
+    The one place where inputs are type-checked: NumPy arrays, Python lists and scalars,
+    and integer/boolean tensors are rejected (not converted) with a message naming
     ``symbol`` and the conversion to apply (``torch.as_tensor(x, dtype=torch.float32)``).
+
+    Args:
+        x: the argument.
+        symbol: its name (the survey's symbol) for the message.
+
+    Returns:
+        ``x``.
+
+    Raises:
+        InputTypeError: a ``TypeError`` (and ``ValueError``) for anything else.
     """
     if not isinstance(x, Tensor):
         raise InputTypeError(
@@ -47,42 +57,79 @@ def as_tensor(x: object, symbol: str) -> Tensor:
 def mean_or_zero(x: Tensor) -> Tensor:
     """Mean of every entry of ``x``; an empty ``x`` gives 0 (still on x's graph).
 
-    The package's convention for *losses* averaged over a batch or over the
-    unpadded tokens: an empty batch, or one with only padding, contributes a
-    loss of 0 and a zero gradient instead of NaN. (Metrics such as accuracy
-    raise ``ValueError`` instead: see :func:`check_scored`.)
+    The package's convention for *losses* averaged over a batch or over the unpadded
+    tokens; metrics raise instead (:func:`check_scored`).
+
+    Args:
+        x: the values.
+
+    Returns:
+        A 0-d tensor.
     """
     return x.mean() if x.numel() else x.sum()
 
 
 def check_scored(count: int, what: str, symbols: str) -> None:
-    """Raise ``ValueError`` when a metric has nothing to score (its mean would be 0/0 = NaN).
+    """Raise when a metric has nothing to score (its mean would be 0/0 = NaN).
 
-    The package's convention for *metrics* (accuracy, perplexity, evaluators):
-    a value over no items is undefined, so it is an error that names the inputs.
+    Args:
+        count: the number of items scored.
+        what: the metric's name.
+        symbols: the inputs, named in the message.
+
+    Raises:
+        ValueError: when ``count == 0``.
     """
     if count == 0:
         raise ValueError(f"{what} is undefined over no items: {symbols} holds nothing to score (empty or all padding)")
 
 
 def check_sizes(what: str, **sizes: int) -> None:
-    """Raise ``ValueError`` unless every named size (``d_k=..``, ``n_hops=..``) is an integer >= 1."""
+    """Check that every named size (``d_k=..``, ``n_hops=..``) is an integer >= 1.
+
+    Args:
+        what: the caller, named in the message.
+        **sizes: the sizes by name.
+
+    Raises:
+        ValueError: naming the first size that is not an integer >= 1.
+    """
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} needs {name} to be an integer >= 1, got {name}={value!r}")
 
 
 def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
-    """Raise unless ``x`` has at least ``rank`` dimensions (``layout`` names them)."""
+    """Check that ``x`` has at least ``rank`` dimensions.
+
+    Args:
+        x: the tensor.
+        rank: the least rank.
+        symbol: its name for the message.
+        layout: its shape in symbols, e.g. ``"(..., n_f, d_k)"``.
+
+    Raises:
+        ValueError: naming ``symbol``, ``layout`` and the shape seen.
+    """
     if x.dim() < rank:
         raise ValueError(f"{symbol} must have shape {layout}, got shape {tuple(x.shape)}")
 
 
 def check_rank(x: Tensor, rank: int, symbol: str, layout: str) -> Tensor:
-    """Return ``x`` if it is a floating-point tensor with exactly ``rank`` dimensions (``layout`` names them).
+    """Return ``x`` if it is a floating-point tensor with exactly ``rank`` dimensions.
 
-    Raises :class:`InputTypeError` for a non-tensor (see :func:`as_tensor`) and
-    ``ValueError`` naming ``symbol``, ``layout`` and the shape seen otherwise.
+    Args:
+        x: the argument.
+        rank: the rank required.
+        symbol: its name for the message.
+        layout: its shape in symbols.
+
+    Returns:
+        ``x``.
+
+    Raises:
+        InputTypeError: for a non-tensor (see :func:`as_tensor`).
+        ValueError: naming ``symbol``, ``layout`` and the shape seen.
     """
     as_tensor(x, symbol)
     if x.dim() != rank:
@@ -91,19 +138,47 @@ def check_rank(x: Tensor, rank: int, symbol: str, layout: str) -> Tensor:
 
 
 def check_same_shape(a: Tensor, b: Tensor, name_a: str, name_b: str, what: str) -> None:
-    """Raise ``ValueError`` (``what``, then both shapes) unless ``a`` and ``b`` have one shape."""
+    """Check that ``a`` and ``b`` have one shape.
+
+    Args:
+        a: the first tensor.
+        b: the second tensor.
+        name_a: the first's name.
+        name_b: the second's name.
+        what: the lead-in of the message.
+
+    Raises:
+        ValueError: ``what``, then both shapes.
+    """
     if a.shape != b.shape:
         raise ValueError(f"{what}, got {name_a} {tuple(a.shape)}, {name_b} {tuple(b.shape)}")
 
 
 def check_nonempty(x: Tensor, dim: int, symbol: str, size_name: str) -> None:
-    """Raise if dimension ``dim`` of ``x`` (called ``size_name``) is zero."""
+    """Check that dimension ``dim`` of ``x`` is not empty.
+
+    Args:
+        x: the tensor.
+        dim: the axis.
+        symbol: its name for the message.
+        size_name: the axis' symbol, e.g. ``"n_f"``.
+
+    Raises:
+        ValueError: if the axis has size 0.
+    """
     if x.shape[dim] == 0:
         raise ValueError(f"{symbol} is empty: {size_name}=0 in shape {tuple(x.shape)}")
 
 
 def check_same_dtype(**tensors: Tensor) -> None:
-    """Raise if the named tensors do not share one dtype."""
+    """Check that the named tensors share one dtype.
+
+    Args:
+        **tensors: the tensors by name.
+
+    Raises:
+        InputTypeError: listing every dtype seen.
+    """
     dtypes = {name: t.dtype for name, t in tensors.items()}
     if len(set(dtypes.values())) > 1:
         seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
@@ -111,26 +186,80 @@ def check_same_dtype(**tensors: Tensor) -> None:
 
 
 def check_dim_equal(a: int, b: int, what: str, name_a: str, name_b: str) -> None:
-    """Raise ``ValueError`` with ``what`` as the lead-in if ``a != b``."""
+    """Check that two sizes are equal.
+
+    Args:
+        a: the first size.
+        b: the second size.
+        what: the lead-in of the message.
+        name_a: the first's symbol.
+        name_b: the second's symbol.
+
+    Raises:
+        ValueError: with both sizes, if they differ.
+    """
     if a != b:
         raise ValueError(f"{what} needs {name_a} == {name_b}, got {name_a}={a}, {name_b}={b}")
 
 
 def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> None:
-    """Raise unless weight ``W`` has exactly ``shape`` (``layout`` spells it in symbols)."""
+    """Check that weight ``W`` is a floating-point tensor of exactly ``shape``.
+
+    Args:
+        W: the weight.
+        shape: the shape required.
+        symbol: its name for the message.
+        layout: the shape in symbols.
+
+    Raises:
+        InputTypeError: for a non-tensor.
+        ValueError: for another shape.
+    """
     as_tensor(W, symbol)
     if tuple(W.shape) != tuple(shape):
         raise ValueError(f"{symbol} must have shape {layout} = {tuple(shape)}, got {tuple(W.shape)}")
 
 
 def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: int = 2) -> None:
-    """Raise unless the leading (batch) dimensions of ``a`` and ``b`` broadcast."""
-    try:
-        torch.broadcast_shapes(a.shape[:-tail], b.shape[:-tail])
-    except RuntimeError:
+    """Check that the leading (batch) dimensions of ``a`` and ``b`` broadcast.
+
+    Args:
+        a: the first tensor.
+        b: the second tensor.
+        name_a: the first's name.
+        name_b: the second's name.
+        tail: how many trailing (non-batch) axes each has.
+
+    Raises:
+        ValueError: with both shapes, if they do not broadcast.
+    """
+    if broadcast_batch(a.shape[:-tail], b.shape[:-tail]) is None:
         raise ValueError(
-            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} " "do not broadcast"
-        ) from None
+            f"batch dimensions of {name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)} do not broadcast"
+        )
+
+
+def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The broadcast of ``shapes`` (torch's rules), or None when they do not broadcast.
+
+    Args:
+        *shapes: sizes of tensors' leading (batch) axes.
+
+    Returns:
+        The broadcast shape as a tuple, or None. Plain Python on tuples: cheaper than
+        ``torch.broadcast_shapes``, which the attention core would otherwise call per head.
+    """
+    rank = 0
+    for s in shapes:
+        rank = rank if rank >= len(s) else len(s)
+    out = [1] * rank
+    for s in shapes:
+        for i, size in enumerate(s, start=rank - len(s)):
+            if size != 1:
+                if out[i] != 1 and out[i] != size:
+                    return None
+                out[i] = size
+    return tuple(out)
 
 
 _Options = TypeVar("_Options", bound=Mapping[str, object])

@@ -1,93 +1,68 @@
-"""The one attention core: every mechanism's weights and context go through :func:`attend`.
+"""The attention core: Eq. (2)-(4) of the general attention model (Fig. 2) in one function, :func:`attend`.
 
-New core API (for everyone adapting code to it)
-------------------------------------------------
-:func:`attend` is the general attention module of Fig. 2 (Eq. 2-4) with the
-options of ``torch.nn.functional.scaled_dot_product_attention``. The positional
-call ``attend(Q, K, V, mask, score)`` is unchanged and returns ``(c, a)``; every
-new option is keyword-only. The score is any Table II callable ``(Q, K) -> e``
-or a registered parameter-free name (``"scaled-multiplicative"``, ...,
-:data:`attnsurvey.general_mechanisms.scoring.SCORES`); the alignment is a name
-of :data:`ALIGNMENTS` (``"softmax"``, ``"sparsemax"``, ``"entmax15"``,
-``"hard"``) or a callable ``(e, mask) -> a`` (e.g. local alignment with
-``lambda e, m: local_align(e, p, D, m)``). ``mask`` (boolean, ``True`` = may
-attend, ``(..., n_q, n_f)``; a float mask is an additive bias as in torch) and
-``key_padding_mask`` (boolean ``(..., n_f)``, one axis per batch axis of the
-scores) are different arguments; ``bias`` adds float scores (relative
-positions, ALiBi); ``is_causal`` adds the top-left causal mask. With
-``need_weights=False`` the weights are not returned (``a is None``) and, for the
-plain scaled dot-product + softmax configuration, the call dispatches to
-``F.scaled_dot_product_attention``. Masks are built by :mod:`attnsurvey.masking`.
+Every mechanism of the package computes its weights and context here: the
+scores (a Table II score, Eq. 2), the alignment (Eq. 3; a name of the registry
+:data:`ALIGNMENTS` or a callable ``(e, mask) -> a``), and the context ``c = a V``
+(Eq. 4). The options are those of ``torch.nn.functional.scaled_dot_product_attention``
+(masks, bias, causality, dropout, scale, grouped-query attention); with
+``need_weights=False`` and the plain configuration the call runs that kernel, and
+:func:`dispatch_reason` says why another call does not.
 
-Signatures::
+Validation happens once, at the public edge: :func:`attend` checks and converts
+its inputs and then calls :func:`attend_unchecked`, which trusts them (the
+multi-head stack, having checked its own inputs, calls it directly). No step of
+the default path reads a tensor's value on the host: masked positions are made
+inert with ``torch.where``, so the core runs under ``torch.compile`` without
+graph breaks.
 
-    attend(Q, K, V, mask=None, score=None, *, key_padding_mask=None, bias=None,
-           is_causal=False, dropout_p=0.0, generator=None, scale=None,
-           enable_gqa=False, need_weights=True, align="softmax") -> (c, a | None)
-    AttendOptions: TypedDict  # the pass-through keyword options (all but need_weights, enable_gqa)
-    attention_scores(Q, K, score=None, *, scale=None) -> e
-    align_scores(e, mask=None, align="softmax", *, dim=-1, log=False) -> a   # the alignment step, masks inert
-    attend_scores(e, V, mask=None, align="softmax") -> (c, a)  # Eq. (3)-(4) for scores computed elsewhere
-    allowed_positions(scores_shape, mask=None, key_padding_mask=None, is_causal=False, device=None) -> bool | None
-    context(a, V) -> c
-    ALIGNMENTS: Registry  # name -> (e, mask) -> a: softmax, sparsemax, entmax15, alpha-entmax, uniform, hard
-    alpha_entmax_align(alpha, n_iter=50) -> (e, mask) -> a
-    dropout_weights(a, p, generator=None) -> a
+Masks are boolean, ``True`` = may attend (built by :mod:`attnsurvey.masking`);
+a float mask is an additive bias as in torch, its ``-inf`` entries masked.
 
-    # attnsurvey.query_related.multihead: the one multi-head stack
-    multi_head_attention(Q, F_k, F_v, W_Q, W_K, W_V, W_O, h, mask=None, *, need_weights=True,
-        average_attn_weights=False, bias_k, bias_v, add_zero_attn, memory, kv_transform,
-        score, h_kv, context_hook, **options: AttendOptions) -> (out, a | None)
-        # W_Q, ..., W_O: weight matrices or nn.Linear modules (weight and bias)
-    MultiHeadAttention(d_model, h, d_k=None, d_v=None, bias=False, *, dropout, add_bias_kv,
-        add_zero_attn, kdim, vdim, batch_first=True, ...)   # hooks: score_fn, align, kv_transform, context_hook
-    MultiheadAttention(...)  # drop-in for torch.nn.MultiheadAttention (torch's mask polarity), .from_torch(m)
-
-    # attnsurvey.masking: minus_inf(dtype), masked_softmax, masked_log_softmax, masked_mean,
-    # causal_mask(n_q, n_f, offset), padding_mask / key_padding_mask(lengths, n_f), band_mask,
-    # forward_mask, backward_mask, additive_mask, MASKS registry, make_mask(kind, ...)
-
-Layering: this module imports only :mod:`attnsurvey.masking`, the score
-functions, the sparse maps and :mod:`attnsurvey._checks`; everything else
-(``general_model``, multi-head, the Transformer variants) imports it.
+Shape legend: ``B`` batch (any number of leading axes, ``...``), ``h`` heads,
+``n_q`` queries, ``n_f`` feature vectors (keys and values), ``d_q``/``d_k`` the
+query/key width, ``d_v`` the value width.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict, Unpack, overload
+from typing import Any, Literal, TypedDict, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from ._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_same_dtype
+from ._checks import as_tensor, broadcast_batch, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
-from .masking import (
-    check_attn_mask,
-    check_key_padding_mask,
-    check_mask,
-    masked_log_softmax,
-    masked_softmax,
-    minus_inf,
-    nonfinite_rows,
-)
+from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_log_softmax, masked_softmax, minus_inf
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 AlignFn = Callable[[Tensor, Tensor | None], Tensor]
 
-#: Alignment functions by name: ``(e, mask) -> a`` with mask boolean or None.
+#: Alignment (normalisation) functions by name: ``(e, mask) -> a`` with mask boolean or None.
 ALIGNMENTS: Registry[AlignFn] = Registry("alignment function")
 
 
 @ALIGNMENTS.register("softmax")
 def softmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Soft alignment, Eq. (3)/(25): the masked softmax over the last axis (fully-masked rows: 0).
+    """Soft alignment, Eq. (3)/(25): the masked softmax over the last axis.
 
-    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` = may attend.
+    Args:
+        e: the scores.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+
+    Shape:
+        e: ``(..., n_q, n_f)``; returns the same shape.
+
+    Returns:
+        The weights; a fully-masked row is all zeros.
+
+    Raises:
+        ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
     return masked_softmax(e, mask, dim=-1)
 
@@ -100,8 +75,20 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
     """The alignment ``(e, mask) -> a`` of alpha-entmax (bisection, any ``alpha >= 1``).
 
     ``attend(..., align=alpha_entmax_align(1.2))``; the registered name
-    ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection. Raises
-    ``ValueError`` (when called) unless ``alpha >= 1`` is finite.
+    ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection.
+
+    Args:
+        alpha: the entmax exponent (1: softmax, 2: sparsemax).
+        n_iter: bisection steps.
+
+    Shape:
+        the returned function maps scores ``(..., n_q, n_f)`` to weights of the same shape.
+
+    Returns:
+        The alignment function ``(e, mask) -> a``.
+
+    Raises:
+        ValueError: when the returned function is called, unless ``alpha >= 1`` is finite.
     """
 
     def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
@@ -117,8 +104,18 @@ ALIGNMENTS.register("alpha-entmax", alpha_entmax_align(1.5))
 def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Uniform weights over the allowed positions (the scores are ignored): the mean-pooling baseline.
 
-    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` =
-    may attend. A fully-masked row is all zeros.
+    Args:
+        e: the scores (only their shape is used).
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+
+    Shape:
+        e: ``(..., n_q, n_f)``; returns the same shape.
+
+    Returns:
+        ``1 / (number of allowed positions)`` at each allowed position; a fully-masked row is all zeros.
+
+    Raises:
+        ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
     return masked_softmax(torch.zeros_like(e), mask, dim=-1)
 
@@ -127,9 +124,26 @@ def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 def argmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Deterministic hard alignment, Eq. (26): one-hot on the first largest allowed score.
 
-    e: scores ``(..., n_q, n_f)``; mask: boolean broadcastable to e, ``True`` =
-    may attend. A fully-masked row is all zeros. The one-hot weights carry no gradient.
+    Args:
+        e: the scores, a floating-point tensor.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+
+    Shape:
+        e: ``(..., n_q, n_f)``; returns the same shape.
+
+    Returns:
+        One-hot weights (no gradient). A fully-masked row, and every row when ``n_f = 0``
+        (an empty key set has nothing to point at), are all zeros.
+
+    Raises:
+        TypeError: if ``e`` is not a floating-point tensor (a list or NumPy array included).
+        ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
+    as_tensor(e, "e")
+    if mask is not None:
+        check_mask(mask, e.shape)
+    if e.shape[-1] == 0:
+        return torch.zeros_like(e)
     filled = e if mask is None else torch.where(mask, e, minus_inf(e.dtype))
     a = F_.one_hot(filled.argmax(-1), e.shape[-1]).to(e.dtype)
     if mask is not None:
@@ -137,7 +151,19 @@ def argmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     return a
 
 
-def _resolve_align(align: str | AlignFn) -> AlignFn:
+def resolve_align(align: str | AlignFn) -> AlignFn:
+    """The alignment function that ``align`` names (or ``align`` itself when it is a callable).
+
+    Args:
+        align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+
+    Returns:
+        The callable.
+
+    Raises:
+        ValueError: for an unknown name.
+        TypeError: for anything that is neither a string nor callable.
+    """
     if isinstance(align, str):
         return ALIGNMENTS[align]
     if not callable(align):
@@ -147,8 +173,23 @@ def _resolve_align(align: str | AlignFn) -> AlignFn:
     return align
 
 
-def _resolve_score(score: str | ScoreFn | None, scale: float | None) -> tuple[ScoreFn | None, float | None]:
-    """``(score function or None for the plain dot product, scale of the plain product)``."""
+def resolve_score(score: str | ScoreFn | None, scale: float | None = None) -> tuple[ScoreFn | None, float | None]:
+    """Normalise a score argument: ``(score function, or None for the plain dot product; scale of the product)``.
+
+    Args:
+        score: a Table II callable ``(Q, K) -> e``, a registered parameter-free name, or None
+            (the scaled multiplicative score).
+        scale: replaces the ``1/sqrt(d_k)`` of the scaled product; None keeps it.
+
+    Returns:
+        ``(fn, scale)``: ``fn`` is None for the (scaled) dot product, which the core computes
+        itself (``scale`` None means ``1/sqrt(d_k)``; :func:`~attnsurvey.general_mechanisms.scoring.dot_score`
+        gives scale 1).
+
+    Raises:
+        ValueError: for a scale that is not a finite number, or a scale with another score.
+        TypeError: for a score that is neither a name nor callable.
+    """
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
         raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
     if isinstance(score, str):
@@ -164,23 +205,20 @@ def _resolve_score(score: str | ScoreFn | None, scale: float | None) -> tuple[Sc
     return score, None
 
 
-def attention_scores(Q: Tensor, K: Tensor, score: str | ScoreFn | None = None, *, scale: float | None = None) -> Tensor:
-    """Attention scores, Eq. (2): ``e_l = score(q, k_l)`` for every query and key.
+def _dot_scale(d_k: int, scale: float | None) -> float:
+    """The factor of the plain product: ``scale``, else ``1/sqrt(d_k)`` (1 for ``d_k = 0``, whose scores are 0)."""
+    if scale is not None:
+        return scale
+    return 1.0 / math.sqrt(d_k) if d_k else 1.0
 
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
-    ``score`` is any function of Table II or a registered parameter-free name
-    (default: the scaled multiplicative score ``q^T k / sqrt(d_k)``, or
-    ``scale * q^T k`` when ``scale`` is given). Raises ``ValueError`` if the
-    score function's shape requirements fail or it returns the wrong shape.
-    """
-    fn, scale = _resolve_score(score, scale)
+
+def _scores(Q: Tensor, K: Tensor, fn: ScoreFn | None, scale: float | None) -> Tensor:
+    """Eq. (2) on checked inputs: the (scaled) dot product when ``fn`` is None, else ``fn(Q, K)``."""
     if fn is None:
-        if scale is None:
-            e = scaled_dot_score(Q, K)
-        else:
-            e = dot_score(Q, K) * scale
-    else:
-        e = fn(Q, K)
+        if scale is None and K.shape[-1]:  # divided, as scaled_dot_score does: the same bits
+            return (Q @ K.transpose(-1, -2)) / math.sqrt(K.shape[-1])
+        return (Q @ K.transpose(-1, -2)) * _dot_scale(K.shape[-1], scale)
+    e = fn(Q, K)
     if e.shape[-2:] != (Q.shape[-2], K.shape[-2]):
         raise ValueError(
             f"score function returned shape {tuple(e.shape)}, expected (..., n_q={Q.shape[-2]}, n_f={K.shape[-2]})"
@@ -188,41 +226,92 @@ def attention_scores(Q: Tensor, K: Tensor, score: str | ScoreFn | None = None, *
     return e
 
 
+def attention_scores(Q: Tensor, K: Tensor, score: str | ScoreFn | None = None, *, scale: float | None = None) -> Tensor:
+    """Attention scores, Eq. (2): ``e_l = score(q, k_l)`` for every query and key.
+
+    Args:
+        Q: the queries.
+        K: the keys.
+        score: a function of Table II or a registered parameter-free name; default the scaled
+            multiplicative score ``q^T k / sqrt(d_k)`` (``scale * q^T k`` when ``scale`` is given).
+        scale: the factor of the multiplicative score.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; returns e ``(..., n_q, n_f)``.
+
+    Returns:
+        The scores. With ``d_k = 0`` the (scaled) product is 0 everywhere (an empty sum).
+
+    Raises:
+        TypeError: if Q or K is not a floating-point tensor, or for a bad score argument.
+        ValueError: if the score's shape requirements fail or it returns the wrong shape.
+    """
+    as_tensor(Q, "Q")
+    as_tensor(K, "K")
+    check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
+    check_min_rank(K, 2, "K", "(..., n_f, d_k)")
+    fn, scale = resolve_score(score, scale)
+    if fn is None:
+        check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
+    return _scores(Q, K, fn, scale)
+
+
 def context(a: Tensor, V: Tensor) -> Tensor:
     """Context vectors, Eq. (4): ``c = sum_l a_l v_l``.
 
-    a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
-    A zero weight is inert: NaN/Inf in a value row that gets weight 0 does not
-    reach c. Raises ``ValueError`` if the two ``n_f`` differ or the batch axes do not broadcast.
+    A zero weight is inert: NaN/Inf in a value row that gets weight 0 does not reach c.
+
+    Args:
+        a: the attention weights.
+        V: the values.
+
+    Shape:
+        a: ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., n_q, d_v)``.
+
+    Returns:
+        The context vectors.
+
+    Raises:
+        TypeError: if a or V is not a floating-point tensor.
+        ValueError: if the two ``n_f`` differ or the batch axes do not broadcast.
     """
     as_tensor(a, "a")
     as_tensor(V, "V")
     check_min_rank(V, 2, "V", "(..., n_f, d_v)")
     check_dim_equal(a.shape[-1], V.shape[-2], "context (Eq. 4)", "n_f of a", "n_f of V")
-    check_batch_broadcast(a, V, "a", "V")
+    if broadcast_batch(a.shape[:-2], V.shape[:-2]) is None:
+        raise ValueError(f"batch dimensions of a {tuple(a.shape)} and V {tuple(V.shape)} do not broadcast")
     return _inert_product(a, V)
 
 
-def _inert_product(a: Tensor, V: Tensor, bad_v: Tensor | None = None) -> Tensor:
+def _inert_product(a: Tensor, V: Tensor) -> Tensor:
     """``a @ V`` in which a zero weight ignores its value row even when that row holds NaN/Inf.
 
-    ``0 * NaN`` is NaN in a plain product; here a masked (zero-weight) value is
-    inert, and a query that gives a non-finite value row a non-zero weight gets NaN.
-    bad_v: the rows of V to treat as non-finite (default: found here).
+    Tensor operations only (no host synchronisation): non-finite value rows are replaced
+    by 0 and a query that gives such a row a non-zero weight gets NaN.
     """
-    bad_v = nonfinite_rows(V) if bad_v is None else bad_v
-    if bad_v is None:
-        return a @ V
-    V0 = torch.where(bad_v[..., None], torch.zeros((), dtype=V.dtype), V)
-    poisoned = ((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True)
-    return torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype), a @ V0)
+    good_v = torch.isfinite(V).all(-1)  # (..., n_f)
+    V0 = torch.where(good_v[..., None], V, torch.zeros((), dtype=V.dtype, device=V.device))
+    poisoned = ((a != 0) & ~good_v[..., None, :]).any(-1, keepdim=True)
+    return torch.where(poisoned, torch.full((), float("nan"), dtype=V.dtype, device=V.device), a @ V0)
 
 
 def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
     """Attention dropout: zero each weight with probability ``p``, scale the rest by ``1/(1-p)``.
 
-    Uses ``generator`` for the draws (reproducible), selects with ``torch.where``.
-    ``p = 1`` zeroes everything. Raises ``ValueError`` unless ``0 <= p <= 1``.
+    Args:
+        a: the weights.
+        p: the drop probability; ``p = 1`` zeroes everything (a NaN weight stays NaN).
+        generator: the random generator of the draws (reproducible); None: torch's global one.
+
+    Shape:
+        a: any; returns the same shape.
+
+    Returns:
+        The weights after dropout (selected with ``torch.where``).
+
+    Raises:
+        ValueError: unless ``0 <= p <= 1``.
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {p}")
@@ -235,28 +324,51 @@ def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = Non
     return torch.where(keep, a / (1.0 - p), zero)
 
 
+def _align(e: Tensor, mask: Tensor | None, align_fn: AlignFn) -> Tensor:
+    """The alignment over the last axis on checked inputs: masked scores filled, masked weights set to 0."""
+    if mask is None:
+        return torch.softmax(e, dim=-1) if align_fn is softmax_align else align_fn(e, None)
+    e = torch.where(mask, e, minus_inf(e.dtype))
+    a = torch.softmax(e, dim=-1) if align_fn is softmax_align else align_fn(e, mask)
+    return torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
+
+
 def align_scores(
     e: Tensor, mask: Tensor | None = None, align: str | AlignFn = "softmax", *, dim: int = -1, log: bool = False
 ) -> Tensor:
-    """The alignment step of :func:`attend`, Eq. (3): scores ``e`` ``(..., n_q, n_f)`` to weights.
+    """The alignment step of :func:`attend`, Eq. (3): scores to weights.
 
-    mask: boolean broadcastable to e, ``True`` = may attend; masked scores are
-    replaced by :func:`attnsurvey.masking.minus_inf` before ``align`` sees them
-    and the weights there are set to exactly 0 afterwards (``torch.where``, so
-    NaN/Inf at masked positions are inert); a fully-masked row is all zeros.
-    align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
-    dim: the axis the weights are normalised over (default the last, ``n_f``;
-    multi-dimensional attention, Eq. 32, normalises over positions ``dim=-2``
-    for every feature). The softmax normalises along ``dim`` in place (the
-    kernel of ``torch.softmax(e, dim)``); any other alignment sees ``e`` (and
-    the mask) with ``dim`` moved last, and its weights are moved back.
-    log: return the log-weights ``log softmax(e)`` (a pointer network's output,
-    exact where the weight itself underflows); masked positions and
-    fully-masked rows get ``minus_inf`` (weight 0 after ``exp``), never NaN.
-    Raises ``ValueError`` for a bad mask, an unknown alignment name, a ``dim``
-    out of range, or ``log=True`` with an alignment other than the softmax.
+    Masked scores are replaced by :func:`attnsurvey.masking.minus_inf` before the alignment
+    sees them and the weights there are set to exactly 0 afterwards (``torch.where``, so
+    NaN/Inf at masked positions are inert).
+
+    Args:
+        e: the scores, a floating-point tensor.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+        align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+        dim: the axis the weights are normalised over (default the last, ``n_f``;
+            multi-dimensional attention, Eq. 32, normalises over positions, ``dim=-2``).
+            The softmax normalises along ``dim`` in place; any other alignment sees ``e``
+            (and the mask) with ``dim`` moved last, and its weights are moved back.
+        log: return the log-weights ``log softmax(e)`` (a pointer network's output, exact
+            where the weight itself underflows); masked positions and fully-masked rows get
+            ``minus_inf`` (weight 0 after ``exp``), never NaN.
+
+    Shape:
+        e: ``(..., n_q, n_f)`` (or any shape with ``dim``); returns the same shape.
+
+    Returns:
+        The weights (log-weights with ``log=True``). A fully-masked row is all zeros, and so
+        is every row of an empty key set (``n_f = 0``, nothing to attend to).
+
+    Raises:
+        TypeError: if ``e`` is not a floating-point tensor (lists and NumPy arrays included),
+            or ``align`` is neither a name nor callable.
+        ValueError: for a bad mask, an unknown alignment name, a ``dim`` out of range, or
+            ``log=True`` with an alignment other than the softmax.
     """
-    align_fn = _resolve_align(align)
+    as_tensor(e, "e")
+    align_fn = resolve_align(align)
     if not -e.dim() <= dim < e.dim():
         raise ValueError(f"dim={dim} is out of range for the scores e of shape {tuple(e.shape)}")
     dim %= e.dim()
@@ -266,17 +378,14 @@ def align_scores(
         if align_fn is not softmax_align:
             raise ValueError("log-weights (log=True) exist for the softmax alignment only (log 0 = -inf elsewhere)")
         return masked_log_softmax(e, mask, dim=dim)
+    if e.shape[dim] == 0:
+        return torch.zeros_like(e)
     if dim != e.dim() - 1:
         if align_fn is softmax_align:
             return masked_softmax(e, mask, dim=dim)
         moved = None if mask is None else mask.expand(e.shape).movedim(dim, -1)
-        return align_scores(e.movedim(dim, -1), moved, align_fn).movedim(-1, dim)
-    if mask is not None:
-        e = torch.where(mask, e, minus_inf(e.dtype))
-    a = align_fn(e, mask)
-    if mask is not None:
-        a = torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
-    return a
+        return _align(e.movedim(dim, -1), moved, align_fn).movedim(-1, dim)
+    return _align(e, mask, align_fn)
 
 
 def attend_scores(
@@ -284,12 +393,22 @@ def attend_scores(
 ) -> tuple[Tensor, Tensor]:
     """Eq. (3)-(4) for scores computed elsewhere: align ``e`` (:func:`align_scores`), then ``c = a V``.
 
-    e: ``(..., n_f)`` (one query per example; then V is ``(..., n_f, d_v)`` with one
-    more axis than e and c is ``(..., d_v)``) or ``(..., n_q, n_f)`` with V of the
-    same rank (c is ``(..., n_q, d_v)``). mask: boolean broadcastable to e, ``True``
-    = may attend; align as :func:`attend`. Returns ``(c, a)``; a fully-masked row
-    gives zero weights and a zero context. Raises ``ValueError`` if the ``n_f`` of
-    e and V differ, or for a bad mask or alignment name.
+    Args:
+        e: the scores.
+        V: the values.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend.
+        align: as :func:`attend`.
+
+    Shape:
+        e: ``(..., n_f)`` (one query per example; V ``(..., n_f, d_v)`` has one more axis and
+        c is ``(..., d_v)``) or ``(..., n_q, n_f)`` with V of the same rank (c ``(..., n_q, d_v)``).
+
+    Returns:
+        ``(c, a)``; a fully-masked row gives zero weights and a zero context.
+
+    Raises:
+        TypeError: if e or V is not a floating-point tensor.
+        ValueError: if the ``n_f`` of e and V differ, or for a bad mask or alignment name.
     """
     as_tensor(e, "e")
     as_tensor(V, "V")
@@ -310,12 +429,23 @@ def allowed_positions(
 ) -> Tensor | None:
     """Combine an attention mask, a key-padding mask and causality into one boolean mask.
 
-    scores_shape: ``(..., n_q, n_f)``; mask: boolean, broadcastable, ``True`` =
-    may attend (rank-2 ambiguous shapes rejected, see
-    :func:`attnsurvey.masking.check_attn_mask`); key_padding_mask: boolean
-    ``(..., n_f)`` with one axis per batch axis of the scores; is_causal: query
-    ``i`` may attend to ``j <= i``. Returns a mask broadcastable to the scores,
-    or None when nothing is masked. Raises ``ValueError`` on bad masks.
+    Args:
+        scores_shape: the shape of the scores.
+        mask: boolean, broadcastable, ``True`` = may attend (rank-2 ambiguous shapes are
+            rejected, see :func:`attnsurvey.masking.check_attn_mask`).
+        key_padding_mask: boolean, one axis per batch axis of the scores, ``True`` = may attend.
+        is_causal: query ``i`` may attend to ``j <= i``.
+        device: where the causal mask is built.
+
+    Shape:
+        scores_shape: ``(..., n_q, n_f)``; mask: broadcastable to it; key_padding_mask:
+        ``(..., n_f)``; returns a mask broadcastable to the scores.
+
+    Returns:
+        The combined mask, or None when nothing is masked.
+
+    Raises:
+        ValueError: for a bad mask.
     """
     scores_shape = torch.Size(scores_shape)
     allowed = None
@@ -331,16 +461,53 @@ def allowed_positions(
     return allowed
 
 
-def _check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Tensor:
+def split_float_mask(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """torch's float attention mask as ``(allowed, bias)``: its ``-inf`` entries masked, the rest added.
+
+    Tensor operations only (no host synchronisation), so the split costs the same
+    whether or not the mask holds ``-inf``.
+
+    Args:
+        mask: a floating-point additive mask.
+
+    Shape:
+        mask: any; both results have its shape.
+
+    Returns:
+        ``(allowed, bias)``: boolean ``allowed``, ``True`` = may attend (where the mask is not
+        ``-inf``); the mask with its
+        ``-inf`` entries replaced by 0.
+
+    Raises:
+        TypeError: if the mask is not a floating-point tensor.
+    """
+    as_tensor(mask, "mask")
+    blocked = mask == float("-inf")
+    return ~blocked, mask.masked_fill(blocked, 0.0)
+
+
+def check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Tensor:
+    """Check an additive score bias against the scores and return it in ``dtype``.
+
+    Args:
+        bias: a floating-point tensor added to the scores.
+        scores_shape: the shape of the scores.
+        dtype: the dtype of the scores.
+
+    Shape:
+        bias: broadcastable to ``scores_shape`` ``(..., n_q, n_f)`` without changing it.
+
+    Returns:
+        ``bias`` cast to ``dtype``.
+
+    Raises:
+        ValueError: for a bias that is not a floating-point tensor or does not broadcast.
+    """
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         raise ValueError(
             f"bias must be a floating-point tensor added to the scores, got {getattr(bias, 'dtype', type(bias).__name__)}"
         )
-    try:
-        ok = torch.broadcast_shapes(bias.shape, scores_shape) == scores_shape
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if broadcast_batch(bias.shape, scores_shape) != tuple(scores_shape):
         raise ValueError(
             f"bias of shape {tuple(bias.shape)} does not broadcast to the scores e of shape {tuple(scores_shape)}"
         )
@@ -365,13 +532,19 @@ class AttendOptions(TypedDict, total=False):
     """The keyword options of :func:`attend` that a caller passes through unchanged.
 
     :func:`attnsurvey.query_related.multihead.multi_head_attention` and
-    ``MultiHeadAttention.forward`` take them as ``**options`` and hand them to
-    :func:`attend` for every head; :func:`attend` itself also takes
-    ``need_weights`` and ``enable_gqa`` (which multi-head attention sets from
-    its own arguments). Defaults and
-    meanings are :func:`attend`'s: key_padding_mask (None), bias (None),
-    is_causal (False), dropout_p (0.0), generator (None), scale (None:
-    ``1/sqrt(d_k)``), align (``"softmax"``).
+    ``MultiHeadAttention.forward`` take them as ``**options`` and hand them on for
+    every head; :func:`attend` itself also takes ``need_weights`` and ``enable_gqa``
+    (which multi-head attention sets from its own arguments). Defaults and meanings
+    are :func:`attend`'s (:data:`ATTEND_DEFAULTS`).
+
+    Args:
+        key_padding_mask: boolean ``(..., n_f)``, ``True`` = may attend (default None).
+        bias: float, added to the scores (default None).
+        is_causal: top-left causal mask (default False).
+        dropout_p: attention dropout (default 0.0).
+        generator: the dropout's random generator (default None).
+        scale: the factor of the multiplicative score (default None: ``1/sqrt(d_k)``).
+        align: a name of :data:`ALIGNMENTS` or a callable (default ``"softmax"``).
     """
 
     key_padding_mask: Tensor | None
@@ -381,6 +554,61 @@ class AttendOptions(TypedDict, total=False):
     generator: torch.Generator | None
     scale: float | None
     align: str | AlignFn
+
+
+def dispatch_reason(
+    score: str | ScoreFn | None = None,
+    *,
+    align: str | AlignFn = "softmax",
+    need_weights: bool = True,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+    empty: bool = False,
+) -> str | None:
+    """Why :func:`attend` with these arguments does not run ``F.scaled_dot_product_attention``, or None if it does.
+
+    As torch's ``MultiheadAttention`` reports why it left its fast path. Masks, a bias,
+    ``is_causal``, ``scale`` and grouped-query attention never block the kernel.
+
+    Args:
+        score: as :func:`attend` (None or the scaled/plain dot product keep the kernel).
+        align: as :func:`attend` (only the softmax keeps the kernel).
+        need_weights: True asks for the weights, which the kernel does not return.
+        dropout_p: the attention dropout.
+        generator: a seeded generator for the dropout: the kernel draws from torch's own.
+        empty: the call has no key (``n_f = 0``) or no query: its result is zeros.
+
+    Returns:
+        None when the kernel runs, else one of the reasons, naming the argument:
+        ``"need_weights=True: the weights are requested"``, ``"score: a custom score function"``,
+        ``"align: not the softmax"``, ``"generator: seeded dropout"``, ``"empty: no key or no query"``.
+
+    Raises:
+        TypeError, ValueError: for a score or alignment that :func:`attend` would refuse.
+    """
+    fn, _ = resolve_score(score)
+    return _dispatch_reason(fn, resolve_align(align), need_weights, dropout_p, generator, empty)
+
+
+def _dispatch_reason(
+    fn: ScoreFn | None,
+    align_fn: AlignFn,
+    need_weights: bool,
+    dropout_p: float,
+    generator: torch.Generator | None,
+    empty: bool,
+) -> str | None:
+    if empty:
+        return "empty: no key or no query"
+    if need_weights:
+        return "need_weights=True: the weights are requested"
+    if fn is not None:
+        return "score: a custom score function"
+    if align_fn is not softmax_align:
+        return "align: not the softmax"
+    if generator is not None and dropout_p > 0.0:
+        return "generator: seeded dropout"
+    return None
 
 
 # The weights are a Tensor unless need_weights=False: callers that keep the default get (Tensor, Tensor).
@@ -427,34 +655,51 @@ def attend(
 ) -> tuple[Tensor, Tensor | None]:
     """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
 
-    Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
-    mask: attention mask broadcastable to ``(..., n_q, n_f)``, boolean with
-    ``True`` = may attend (a float mask is added to the scores, as in torch;
-    its ``-inf`` entries count as masked, so a row of them gives a zero context).
-    score: a Table II callable ``(Q, K) -> e`` or a parameter-free registered
-    name; default the scaled multiplicative score (``scale`` replaces its
-    ``1/sqrt(d_k)``). key_padding_mask: boolean ``(..., n_f)``, one axis per
-    batch axis of the scores, ``True`` = may attend. bias: float, broadcastable
-    to the scores, added before the alignment (relative positions, ALiBi).
-    is_causal: query ``i`` may attend to keys ``j <= i`` (top-left, as SDPA).
-    dropout_p: attention dropout on the weights (draws from ``generator``).
-    enable_gqa: K and V may have fewer heads (axis -3) than Q, each shared by a
-    group of query heads. need_weights: return the weights (after dropout) or
-    None. align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
-    The keyword options other than need_weights and enable_gqa are the ones
-    callers pass through (:class:`AttendOptions`).
+    Masked positions are inert: NaN/Inf in a masked key or value reaches neither the
+    outputs nor the gradients (a query that may attend a non-finite key or value gets
+    NaN). A fully-masked row and an empty feature set (``n_f = 0``) give all-zero weights
+    and a zero context; NaN/Inf in the query of a fully-masked row reaches no gradient.
+    With ``d_k = 0`` every score is 0 (an empty sum), so the weights are uniform over the
+    allowed keys and the context is their mean, as in ``F.scaled_dot_product_attention``.
+    The plain configuration (scaled dot product, softmax, ``need_weights=False``, no
+    seeded dropout) runs ``F.scaled_dot_product_attention``; :func:`dispatch_reason`
+    says why another does not. The checks run here once; the computation is
+    :func:`attend_unchecked`.
 
-    Returns ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)``
-    (``a`` is None when ``need_weights=False``). Masked positions are inert:
-    NaN/Inf in a masked key or value reaches neither the outputs nor the
-    gradients (a query that may attend a non-finite key or value gets NaN).
-    A fully-masked row, and an empty feature set (``n_f = 0``), give all-zero
-    weights and a zero context; NaN/Inf in the query of a fully-masked row
-    reaches no gradient either. The plain configuration (scaled dot product,
-    softmax, ``need_weights=False``, no generator) runs
-    ``F.scaled_dot_product_attention``.
-    Raises ``ValueError`` for shape, dtype or mask problems (an ambiguous
-    rank-2 mask included) and ``TypeError`` for a bad score/align argument.
+    Args:
+        Q: the queries.
+        K: the keys.
+        V: the values.
+        mask: attention mask, boolean with ``True`` = may attend (a float mask is added to
+            the scores, as in torch; its ``-inf`` entries count as masked).
+        score: a Table II callable ``(Q, K) -> e`` or a parameter-free registered name;
+            default the scaled multiplicative score (``scale`` replaces its ``1/sqrt(d_k)``).
+        key_padding_mask: boolean, one axis per batch axis of the scores, ``True`` = may attend.
+        bias: float, broadcastable to the scores, added before the alignment (relative
+            positions, ALiBi).
+        is_causal: query ``i`` may attend to keys ``j <= i`` (top-left, as SDPA).
+        dropout_p: attention dropout on the weights (draws from ``generator``).
+        generator: the random generator of the dropout.
+        scale: the factor of the multiplicative score.
+        enable_gqa: K and V may have fewer heads (axis -3) than Q, each shared by a group
+            of query heads.
+        need_weights: return the weights (after dropout), else None.
+        align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
+        mask and bias: broadcastable to ``(..., n_q, n_f)``; key_padding_mask: ``(..., n_f)``.
+
+    Returns:
+        ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)`` (None when
+        ``need_weights=False``).
+
+    Raises:
+        TypeError: if Q, K or V is not a floating-point tensor (lists and NumPy arrays
+            included; see :func:`attnsurvey._checks.as_tensor`), the dtypes differ, or for
+            a bad score/align argument.
+        ValueError: for shape or mask problems (an ambiguous rank-2 mask included) or a
+            dropout probability outside ``[0, 1]``.
     """
     for sym, t, layout in (("Q", Q, "(..., n_q, d_q)"), ("K", K, "(..., n_f, d_k)"), ("V", V, "(..., n_f, d_v)")):
         as_tensor(t, sym)
@@ -463,110 +708,235 @@ def attend(
     check_same_dtype(Q=Q, K=K, V=V)
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
-    fn, scale = _resolve_score(score, scale)
-    align_fn = _resolve_align(align)
+    fn, scale = resolve_score(score, scale)
+    align_fn = resolve_align(align)
     if enable_gqa:
         K, V = _expand_gqa(Q, K, V)
-    check_batch_broadcast(Q, K, "Q", "K")
-    check_batch_broadcast(K, V, "K", "V")
-    batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
-    n_q, n_f = Q.shape[-2], K.shape[-2]
-    scores_shape = torch.Size((*batch, n_q, n_f))
+    batch = broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    if batch is None:
+        raise ValueError(
+            f"batch dimensions of Q {tuple(Q.shape)}, K {tuple(K.shape)} and V {tuple(V.shape)} do not broadcast"
+        )
+    if fn is None:
+        check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
+    scores_shape = torch.Size((*batch, Q.shape[-2], K.shape[-2]))
     blocked = None
     if mask is not None and isinstance(mask, Tensor) and mask.is_floating_point():
         # torch's float attn_mask is an additive bias; its -inf entries mask, as a boolean False does
-        blocked = mask == float("-inf")
-        if bool(blocked.any()):
-            mask = mask.masked_fill(blocked, 0.0)
-        else:
-            blocked = None
+        blocked, mask = split_float_mask(mask)
         bias = mask if bias is None else bias + mask
         mask = None
     allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, Q.device)
     if bias is not None:
-        bias = _check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
+        bias = check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
     if blocked is not None:
-        allowed = ~blocked if allowed is None else allowed & ~blocked
-    if n_f == 0 or Q.numel() == 0:
-        a = Q.new_zeros(scores_shape)
+        allowed = blocked if allowed is None else allowed & blocked
+    return attend_unchecked(
+        Q,
+        K,
+        V,
+        allowed,
+        bias=bias,
+        score_fn=fn,
+        scale=scale,
+        align_fn=align_fn,
+        dropout_p=dropout_p,
+        generator=generator,
+        need_weights=need_weights,
+    )
+
+
+#: The default of every :class:`AttendOptions` option: :func:`attend`'s own (read from its signature).
+ATTEND_DEFAULTS: AttendOptions = cast(
+    AttendOptions, {name: inspect.signature(attend).parameters[name].default for name in AttendOptions.__annotations__}
+)
+
+
+def attend_unchecked(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    allowed: Tensor | None,
+    *,
+    bias: Tensor | None = None,
+    score_fn: ScoreFn | None = None,
+    scale: float | None = None,
+    align_fn: AlignFn = softmax_align,
+    dropout_p: float = 0.0,
+    generator: torch.Generator | None = None,
+    need_weights: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend` on inputs that the caller has checked: no validation, no host synchronisation.
+
+    For callers that validated their inputs once at their own public edge (the multi-head
+    stack); everyone else calls :func:`attend`, which checks and then calls this.
+
+    Args:
+        Q: the queries, K: the keys, V: the values (one floating dtype, broadcastable batch axes).
+        allowed: one boolean mask, ``True`` = may attend (the attention mask, key-padding
+            mask, causality and a float mask's ``-inf`` entries combined), or None.
+        bias: float additive scores in the dtype of Q, or None.
+        score_fn: a score callable ``(Q, K) -> e``, or None for the (scaled) dot product
+            (:func:`resolve_score`).
+        scale: the factor of the dot product (None: ``1/sqrt(d_k)``).
+        align_fn: an alignment callable (:func:`resolve_align`).
+        dropout_p: attention dropout, in ``[0, 1]``.
+        generator: the dropout's random generator.
+        need_weights: return the weights.
+
+    Shape:
+        as :func:`attend`; ``allowed`` and ``bias`` broadcast to ``(..., n_q, n_f)``.
+
+    Returns:
+        ``(c, a)`` as :func:`attend`.
+    """
+    n_q, n_f = Q.shape[-2], K.shape[-2]
+    batch = broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    assert batch is not None, "attend_unchecked needs broadcastable batch axes"
+    if n_f == 0 or n_q == 0 or 0 in batch:
+        a = Q.new_zeros(*batch, n_q, n_f)
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
-    bad_k = bad_v = None
-    if allowed is not None:  # masked positions may hold NaN/Inf: find them so they stay inert
-        bad_k, bad_v, bad_q = nonfinite_rows(K), nonfinite_rows(V), nonfinite_rows(Q)
-        if bad_q is not None:  # a query that may attend nothing: its NaN would reach dK and dV as 0 * NaN
-            Q = torch.where((bad_q & ~allowed.any(-1))[..., None], torch.zeros((), dtype=Q.dtype), Q)
-    plain = fn is None and align_fn is softmax_align
-    if plain and not need_weights and bad_k is None and bad_v is None and (generator is None or dropout_p == 0.0):
-        check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
+    alive = bad_k = bad_v = None
+    if allowed is not None:  # masked positions may hold NaN/Inf: make them inert with tensor operations
+        if allowed.dim() < 2:
+            allowed = allowed.reshape((1,) * (2 - allowed.dim()) + tuple(allowed.shape))
+        alive = allowed.any(-1, keepdim=True)  # (..., n_q, 1): a query that may attend something
+        Q, K, V, bad_k, bad_v = _inert_inputs(Q, K, V, allowed, alive)
+    reason = _dispatch_reason(score_fn, align_fn, need_weights, dropout_p, generator, False)
+    if reason is None:
         Q, K, V = (t if t.shape[:-2] == batch else t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
-        return _sdpa(Q, K, V, allowed, bias, scale, dropout_p), None
-    if bad_k is not None:
-        K = torch.where(bad_k[..., None], torch.zeros((), dtype=K.dtype), K)
-    e = attention_scores(Q, K, fn, scale=scale)
+        c = _sdpa(Q, K, V, allowed, alive, bias, _dot_scale(K.shape[-1], scale), dropout_p)
+        if bad_k is not None and bad_v is not None and allowed is not None:  # who may see a non-finite row: NaN
+            c = c + _nan_where((allowed & (bad_k | bad_v)[..., None, :]).any(-1, keepdim=True), c)
+        return c, None
+    e = _scores(Q, K, score_fn, scale)
     if bad_k is not None:  # a query allowed to see a non-finite key gets a NaN score there
-        e = torch.where(bad_k[..., None, :], torch.full((), float("nan"), dtype=e.dtype), e)
+        e = e + _nan_where(bad_k[..., None, :], e)
     if bias is not None:
         e = e + bias
-    a = dropout_weights(align_scores(e, allowed, align_fn), dropout_p, generator)
-    c = a @ V if bad_v is None else _inert_product(a, V, bad_v)
+    a = dropout_weights(_align(e, allowed, align_fn), dropout_p, generator)
+    c = a @ V
+    if bad_v is not None:  # a non-zero weight on a non-finite value row: NaN
+        c = c + _nan_where(((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True), c)
     return c, (a if need_weights else None)
 
 
+def _nan_where(cond: Tensor, like: Tensor) -> Tensor:
+    """NaN where ``cond``, 0 elsewhere, in the dtype of ``like`` (added to make rows NaN)."""
+    return torch.where(cond, torch.full((), float("nan"), dtype=like.dtype, device=like.device), 0.0).to(like.dtype)
+
+
+def _nonfinite_rows(X: Tensor) -> Tensor:
+    """``(..., n)``: True where a row of X ``(..., n, d)`` holds NaN/Inf (its float32 sum is not finite).
+
+    ``s - s`` is 0 for a finite sum and NaN otherwise: two plain kernels, cheaper than ``isfinite``.
+    """
+    acc = torch.float32 if X.dtype in (torch.float16, torch.bfloat16) else X.dtype
+    total = X.sum(-1, dtype=acc)
+    return (total - total) != 0
+
+
+def _inert_inputs(
+    Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor, alive: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+    """Q, K, V with the entries that no output may see set to 0, by tensor operations (no host synchronisation).
+
+    The query of a row that may attend nothing becomes 0 (its NaN would reach dK and dV
+    as ``0 * NaN``). For a key mask shared by the queries (``allowed`` ``(..., 1, n_f)``)
+    the key and value rows that no query may attend become 0, and the non-finite rows that
+    the queries may attend stay as they are, so they reach exactly those queries. For a
+    mask that varies over the queries every non-finite key and value row becomes 0 and
+    the rows are returned (``(..., n_f)`` each) for the caller to poison the queries
+    that may see them.
+    """
+    zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
+    Q = torch.where(alive, Q, zero)
+    if allowed.shape[-2] == 1:  # one key mask for every query
+        seen = allowed.squeeze(-2)[..., None]
+        return Q, torch.where(seen, K, zero), torch.where(seen, V, zero), None, None
+    bad_k, bad_v = _nonfinite_rows(K), _nonfinite_rows(V)
+    return Q, K.nan_to_num(0.0, 0.0, 0.0), V.nan_to_num(0.0, 0.0, 0.0), bad_k, bad_v
+
+
 def _sdpa(
-    Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None, bias: Tensor | None, scale: float | None, dropout_p: float
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    allowed: Tensor | None,
+    alive: Tensor | None,
+    bias: Tensor | None,
+    scale: float,
+    dropout_p: float,
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` with this package's mask semantics (fully-masked rows give 0).
 
-    Q, K, V share their batch shape. Inputs of another rank are viewed as
-    ``(batch, 1, n, d)``: SDPA's fused (flash) CPU kernel, linear in memory, only
-    runs on 4-D inputs.
+    Q, K, V share their batch shape; ``alive`` (``(..., n_q, 1)``) marks the rows that may
+    attend something. Inputs of another rank are viewed as ``(batch, 1, n, d)``: SDPA's
+    fused (flash) CPU kernel, linear in memory, only runs on 4-D inputs.
     """
     if Q.dim() != 4:
         batch, n_q, n_f = Q.shape[:-2], Q.shape[-2], K.shape[-2]
         to4 = lambda t: t.reshape(-1, 1, *t.shape[-2:])  # noqa: E731
-        if allowed is not None:
-            allowed = to4(allowed.expand(*batch, n_q, n_f))
+        if allowed is not None and alive is not None:
+            allowed, alive = to4(allowed.expand(*batch, n_q, n_f)), to4(alive.expand(*batch, n_q, 1))
         if bias is not None:
             bias = to4(bias.expand(*batch, n_q, n_f))
-        c = _sdpa(to4(Q), to4(K), to4(V), allowed, bias, scale, dropout_p)
+        c = _sdpa(to4(Q), to4(K), to4(V), allowed, alive, bias, scale, dropout_p)
         return c.reshape(*batch, n_q, V.shape[-1])
-    if allowed is None:
+    if allowed is None or alive is None:
         return F_.scaled_dot_product_attention(Q, K, V, attn_mask=bias, dropout_p=dropout_p, scale=scale)
-    alive = allowed.any(-1, keepdim=True)
-    if not bool(alive.all()):
-        allowed = allowed | ~alive  # let dead rows attend anywhere (finite), then zero them below
+    on_cpu = Q.device.type == "cpu"  # torch's CPU kernels give a fully-masked row 0 and finite gradients
+    if not on_cpu:
+        allowed = allowed | ~alive  # elsewhere: dead rows attend anywhere (finite: their query is 0), zeroed below
     attn_mask: Tensor = (
         allowed if bias is None else torch.where(allowed, bias, torch.full((), float("-inf"), dtype=bias.dtype))
     )
     c = F_.scaled_dot_product_attention(Q, K, V, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
-    if not bool(alive.all()):
-        c = torch.where(alive, c, torch.zeros((), dtype=c.dtype))
-    return c
+    return c if on_cpu else c * alive  # a dead row's context is finite (its query and keys are): exactly 0
 
 
 def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: Any) -> Tensor:
     """The context of plain scaled dot-product attention, ``softmax(Q K^T / sqrt(d_k)) V``.
 
-    A shorthand for ``attend(Q, K, V, need_weights=False, **options)[0]``
-    (so it dispatches to ``F.scaled_dot_product_attention``). Options and
-    errors as :func:`attend`.
+    A shorthand for ``attend(Q, K, V, need_weights=False, **options)[0]`` (so it
+    dispatches to ``F.scaled_dot_product_attention``).
+
+    Args:
+        Q: the queries, K: the keys, V: the values.
+        **options: the keyword options of :func:`attend`.
+
+    Shape:
+        as :func:`attend`; returns ``(..., n_q, d_v)``.
+
+    Returns:
+        The context.
+
+    Raises:
+        TypeError, ValueError: as :func:`attend`.
     """
     return attend(Q, K, V, need_weights=False, **options)[0]
 
 
 __all__ = [
     "ALIGNMENTS",
+    "ATTEND_DEFAULTS",
+    "check_bias",
     "AttendOptions",
     "align_scores",
     "allowed_positions",
     "alpha_entmax_align",
     "attend_scores",
+    "attend_unchecked",
     "uniform_align",
     "argmax_align",
     "attend",
     "attention_scores",
     "context",
+    "dispatch_reason",
     "dropout_weights",
+    "resolve_align",
+    "resolve_score",
     "scaled_dot_product",
     "softmax_align",
+    "split_float_mask",
 ]

@@ -28,25 +28,61 @@ from .general_model import align, keys_values
 from .query_related import multihead as _multihead
 from .taxonomy import TAXONOMY
 
-_SOFT = ("global", "soft")
+#: The taxonomy's names of the soft (softmax) alignment.
+SOFT_ALIGNMENTS = ("global", "soft")
 
 
-def _bad(dim: str, value: str, why: str) -> ValueError:
+def taxonomy_error(dim: str, value: str, why: str) -> ValueError:
+    """The error for a configuration without a component: ``ValueError("dim='value': why")``.
+
+    Args:
+        dim: the taxonomy dimension.
+        value: its value.
+        why: the reason.
+
+    Returns:
+        The error, for the caller to raise.
+    """
     return ValueError(f"{dim}={value!r}: {why}")
 
 
-def _add_lp(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
-    """Add a log-probability to a running total (None: nothing sampled yet)."""
+def add_log_prob(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
+    """Add a log-probability to a running total (None: nothing sampled yet).
+
+    Args:
+        total: the running total, or None.
+        lp: the log-probability of one more sampled choice, or None.
+
+    Shape:
+        both ``(B,)``.
+
+    Returns:
+        The new total, or None when nothing has been sampled.
+    """
     if lp is None:
         return total
     return lp if total is None else total + lp
 
 
-def _score(name: str, d_q: int, d_k: int, n_max: int) -> ScoreModule:
+def step_score(name: str, d_q: int, d_k: int, n_max: int) -> ScoreModule:
+    """The score module ``name`` (Table II) for one attention step.
+
+    Args:
+        name: a registered score name.
+        d_q: the query size.
+        d_k: the key size.
+        n_max: the longest feature sequence (for the location score).
+
+    Returns:
+        The score module.
+
+    Raises:
+        ValueError: naming the scoring dimension, for an unknown score or bad sizes.
+    """
     try:
         return make_score(name, d_q, d_k, n_max=n_max)
     except ValueError as err:
-        raise _bad("scoring", name, str(err)) from None
+        raise taxonomy_error("scoring", name, str(err)) from None
 
 
 # ----------------------------------------------------------------------------- one attention step
@@ -96,11 +132,11 @@ class AttentionStep(nn.Module):
         self.W_V = nn.Linear(d_f, d_k, bias=False)
         if dimensionality == "multi-dimensional":
             if scoring != "additive":
-                raise _bad(
+                raise taxonomy_error(
                     "dimensionality", dimensionality, f"Eq. (31) widens the additive score; got scoring={scoring!r}"
                 )
-            if alignment not in _SOFT:
-                raise _bad(
+            if alignment not in SOFT_ALIGNMENTS:
+                raise taxonomy_error(
                     "dimensionality", dimensionality, f"Eq. (32) is a softmax per feature; got alignment={alignment!r}"
                 )
             self._md = _dimensionality.multidimensional_attend
@@ -108,8 +144,8 @@ class AttentionStep(nn.Module):
             self.W2 = nn.Linear(d_k, d_k, bias=True)
             self.W_d = nn.Parameter(torch.randn(d_k, d_k) / math.sqrt(d_k))
             return
-        self.score = _score(scoring, d_q, d_k, n_max)
-        if alignment in _SOFT:  # Eq. (25) is the softmax of Eq. (3)
+        self.score = step_score(scoring, d_q, d_k, n_max)
+        if alignment in SOFT_ALIGNMENTS:  # Eq. (25) is the softmax of Eq. (3)
             self._soft = align
         elif alignment == "hard":
             self._hard = _alignment.hard_align
@@ -122,7 +158,7 @@ class AttentionStep(nn.Module):
             self.policy = make_score("general", d_q, d_k)
             self.policy_bias = nn.Parameter(torch.tensor(1.0))  # start by keeping most positions
         else:
-            raise _bad("alignment", alignment, f"choose from {TAXONOMY['general']['alignment']}")
+            raise taxonomy_error("alignment", alignment, f"choose from {TAXONOMY['general']['alignment']}")
 
     def forward(
         self, Q: Tensor, F: Tensor, generator: torch.Generator | None = None
@@ -145,7 +181,7 @@ class AttentionStep(nn.Module):
         The log-probability of the sampled choice (hard, reinforced) is summed over
         the queries; it is None for the deterministic alignments.
         """
-        if self.alignment in _SOFT:  # Eq. (25)
+        if self.alignment in SOFT_ALIGNMENTS:  # Eq. (25)
             return self._soft(e, mask), None
         if self.alignment == "hard":  # Eq. (26)
             h = self._hard(e, "sample" if self.training else "argmax", generator, mask)
@@ -184,7 +220,7 @@ class _StepHooks:
             m = None if mask is None else mask.expand(e.shape)[..., j, :, :]
             a_j, lp = step.weights(e[..., j, :, :], self.q[..., j, :, :], self.k[..., j, :, :], self.generator, m)
             a.append(a_j)
-            self.log_prob = _add_lp(self.log_prob, lp)
+            self.log_prob = add_log_prob(self.log_prob, lp)
         return torch.stack(a, -3)
 
 
@@ -234,7 +270,7 @@ class Heads(nn.Module):
         if first.dimensionality == "multi-dimensional":
             return self._multidimensional(Q, F, generator)
         hooks = _StepHooks(steps, generator)
-        soft = first.alignment in _SOFT
+        soft = first.alignment in SOFT_ALIGNMENTS
         shared_score = soft and next(first.score.parameters(), None) is None  # one parameter-free score for all heads
         out, a = _multihead.multi_head_attention(
             Q,
@@ -260,6 +296,3 @@ class Heads(nn.Module):
         outs = [step(Qh[..., j, :, :], F, generator) for j, step in enumerate(self.steps)]
         c = _multihead.merge_heads(torch.stack([o[0] for o in outs], dim=-3))
         return self.W_O(c), torch.stack([o[1] for o in outs], dim=-3).mean(-3), None
-
-
-_Heads = Heads  # private alias

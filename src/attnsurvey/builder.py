@@ -76,7 +76,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_tensor, with_defaults
-from .attention_step import _SOFT, AttentionStep, Heads, _add_lp, _bad, _Heads, _score
+from .attention_step import SOFT_ALIGNMENTS, AttentionStep, Heads, add_log_prob, step_score, taxonomy_error
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
 from .feature_related import co_attention as _co_attention
@@ -194,7 +194,9 @@ class TaxonomyModel(nn.Module):
             if v < 1:
                 raise ValueError(f"{name} must be >= 1, got {name}={v}")
         if hop_form not in HOP_FORMS:
-            raise _bad("query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {hop_form!r}")
+            raise taxonomy_error(
+                "query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {hop_form!r}"
+            )
         self.hop_form = hop_form
         cfg = {d: getattr(point, d)[0] for d in DIMENSIONS}
         self.point, self.d, self.n_classes, self.n_max = point, d_model, n_classes, n_max
@@ -210,16 +212,16 @@ class TaxonomyModel(nn.Module):
         self.fm, self.fl, self.fr, self.qt, self.qm = fm, fl, fr, qt, qm
         step = dict(scoring=sc, alignment=al, dimensionality=dm, n_max=n_max, window=window)
         if {"capsule-based", "multi-head"} <= qm:
-            raise _bad(
+            raise taxonomy_error(
                 "query_multiplicity",
                 " + ".join(sorted(qm)),
                 "capsule-based attention with several heads is not supported",
             )
         if "singular" in qm and len(qm) > 1:
-            raise _bad("query_multiplicity", "singular", "cannot be combined with another query multiplicity")
+            raise taxonomy_error("query_multiplicity", "singular", "cannot be combined with another query multiplicity")
         h = heads if "multi-head" in qm else 1
         if d_model % h:
-            raise _bad("query_multiplicity", "multi-head", f"h={h} must divide d_model={d_model}")
+            raise taxonomy_error("query_multiplicity", "multi-head", f"h={h} must divide d_model={d_model}")
         self.n_hops = hops if "multi-hop" in qm else 1
         if self.n_hops > 1:
             self._hop = _multihop.add_transform
@@ -235,12 +237,12 @@ class TaxonomyModel(nn.Module):
 
         # query type
         if qt - {"basic", "specialized", "self-attention"}:
-            raise _bad("query_type", " + ".join(sorted(qt)), "unknown query type")
+            raise taxonomy_error("query_type", " + ".join(sorted(qt)), "unknown query type")
         if "self-attention" in qt and len(qt) > 1:  # token-to-token layer first (Eq. 35, 37)
             self._fq = _types.feature_queries
             self._update = _types.update_residual_norm
             self.W_Q_self = nn.Linear(d_model, d_model, bias=False)
-            self.self_layer = _Heads(d_model, h, **step)
+            self.self_layer = Heads(d_model, h, **step)
         if "specialized" in qt:
             lqa = _types.LearnedQueryAttention
             self.query_model = lqa(d_model, d_model)
@@ -249,41 +251,41 @@ class TaxonomyModel(nn.Module):
         else:  # self-attention alone: a learned query vector (Eq. 34)
             self.u = nn.Parameter(torch.randn(d_model) / math.sqrt(d_model))
         if len(qt & {"basic", "specialized"}) > 1:
-            raise _bad("query_type", "basic + specialized", "a model here has one outside query")
+            raise taxonomy_error("query_type", "basic + specialized", "a model here has one outside query")
 
         # levels and the main attention
         if fl != "single-level":
             if qm != {"singular"}:
-                raise _bad(
+                raise taxonomy_error(
                     "feature_levels",
                     fl,
                     f"its component takes one query; got query_multiplicity={' + '.join(sorted(qm))!r}",
                 )
-            if al not in _SOFT or dm != "single-dimensional":
-                raise _bad(
+            if al not in SOFT_ALIGNMENTS or dm != "single-dimensional":
+                raise taxonomy_error(
                     "feature_levels", fl, f"its component uses the softmax; got alignment={al!r}, dimensionality={dm!r}"
                 )
             if sc == "location":
-                raise _bad("feature_levels", fl, "the location score needs one flat sequence of positions")
+                raise taxonomy_error("feature_levels", fl, "the location score needs one flat sequence of positions")
         if fl == "hierarchical":
             self._hier = _levels.hierarchical_chunk_attention
             self.W_K_h = nn.Linear(d_model, d_model, bias=False)
             self.W_V_h = nn.Linear(d_model, d_model, bias=False)
-            self.score_h = _score(sc, d_model, d_model, n_max)
+            self.score_h = step_score(sc, d_model, d_model, n_max)
         elif fl == "attention-via-attention":
             ava = _levels.AttentionViaAttention
             try:
                 self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=sc)
             except ValueError as err:
-                raise _bad("scoring", sc, f"with feature_levels={fl!r}: {err}") from None
+                raise taxonomy_error("scoring", sc, f"with feature_levels={fl!r}: {err}") from None
         elif "capsule-based" in qm:
             self.Q_caps = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
             self._caps_p = _capsule.capsule_probability
             self.W_p = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
             self.b_p = nn.Parameter(torch.zeros(n_classes))
-            self.main = _Heads(d_model, 1, **step)
+            self.main = Heads(d_model, 1, **step)
         else:
-            self.main = _Heads(d_model, h, **step)
+            self.main = Heads(d_model, h, **step)
         main_width = 2 * d_model if fl == "attention-via-attention" else d_model
 
         # feature multiplicity: extra context vectors from F and G together
@@ -294,15 +296,17 @@ class TaxonomyModel(nn.Module):
             extra = 4 * d_model if fm == "multi-grained-co-attention" else 2 * d_model
         elif fm == "rotatory":
             if sc == "location":
-                raise _bad("feature_multiplicity", fm, "rotatory attention scores words against phrases, not positions")
+                raise taxonomy_error(
+                    "feature_multiplicity", fm, "rotatory attention scores words against phrases, not positions"
+                )
             rot = _rotatory.RotatoryAttention
             try:
                 self.rot = rot(d_model, d_model, hops=self.n_hops, score=sc)
             except ValueError as err:
-                raise _bad("scoring", sc, f"with feature_multiplicity='rotatory': {err}") from None
+                raise taxonomy_error("scoring", sc, f"with feature_multiplicity='rotatory': {err}") from None
             extra = self.rot.out_dim
         elif fm != "singular":
-            raise _bad("feature_multiplicity", fm, "unknown")
+            raise taxonomy_error("feature_multiplicity", fm, "unknown")
         self.out = nn.Linear(main_width + extra, n_classes) if ("capsule-based" not in qm or extra) else None
         self.last_weights: Tensor | None = None
         self.last_log_prob: Tensor | None = None
@@ -340,7 +344,7 @@ class TaxonomyModel(nn.Module):
             F = self.meta([F, self.embed2(F)])[0]  # the meta-embedding x^(e), Eq. (22)
         if "self-attention" in self.qt and len(self.qt) > 1:
             C, _, lp = self.self_layer(self._fq(F, self.W_Q_self.weight), F, generator)
-            F, log_prob = self._update(F, C), _add_lp(log_prob, lp)
+            F, log_prob = self._update(F, C), add_log_prob(log_prob, lp)
         q = self._query(F, G)  # (B, 1, d)
         parts = []
         if self.fl == "hierarchical":
@@ -373,7 +377,7 @@ class TaxonomyModel(nn.Module):
                 else:  # the memory-network form: attend with q^(s), then q^(s+1) = q^(s) + c^(s)
                     c, a, lp = self.main(Q, F, generator)
                     Q = self._hop(Q, c) if self.n_hops > 1 else Q
-                log_prob = _add_lp(log_prob, lp)
+                log_prob = add_log_prob(log_prob, lp)
             if "capsule-based" not in self.qm:
                 parts.append(c.squeeze(-2))
         self.last_weights = a
@@ -412,7 +416,7 @@ class TaxonomyModel(nn.Module):
             dm = "multi-dimensional" if hasattr(step, "W_d") else "single-dimensional"
             named = self.point.alignment[0][0]  # "soft" and "global" are one mechanism: keep the point's word
             markers = {"position": "local", "policy": "reinforced", "_hard": "hard"}
-            al = _marked(step, markers, named if named in _SOFT else "global")
+            al = _marked(step, markers, named if named in SOFT_ALIGNMENTS else "global")
         sc = "additive" if scorer is None else score_point(scorer)
         qt: tuple[str, ...] = ()
         if hasattr(self, "self_layer"):

@@ -23,6 +23,9 @@ Builders (registered in :data:`MASKS` by name): ``causal`` (:func:`causal_mask`)
 ``padding`` (:func:`padding_mask`, :func:`key_padding_mask`), ``band`` (local
 window, :func:`band_mask`), ``forward`` and ``backward`` (DiSAN's directional
 masks, :func:`forward_mask`, :func:`backward_mask`).
+
+Shape legend: ``B`` batch (``...``: any leading axes), ``h`` heads, ``n_q`` queries,
+``n_f`` feature vectors (keys), ``d`` a feature width (``d_k``, ``d_v``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._checks import as_tensor
+from ._checks import as_tensor, broadcast_batch
 from .catalog import catalogued
 from .registry import Registry
 
@@ -43,9 +46,17 @@ MASKS: Registry[Callable[..., Tensor]] = Registry("mask kind")
 def minus_inf(dtype: torch.dtype) -> float:
     """The fill value for masked scores: the most negative finite number of ``dtype``.
 
-    Finite (not ``-inf``), so a fully-masked row gives a finite softmax with
-    finite gradients, which the caller then zeroes with ``torch.where``.
-    Raises ``TypeError`` for a non-floating dtype.
+    Finite (not ``-inf``), so a fully-masked row gives a finite softmax with finite
+    gradients, which the caller then zeroes with ``torch.where``.
+
+    Args:
+        dtype: a floating-point dtype.
+
+    Returns:
+        ``torch.finfo(dtype).min``.
+
+    Raises:
+        TypeError: for a non-floating dtype.
     """
     if not dtype.is_floating_point:
         raise TypeError(f"minus_inf needs a floating-point dtype, got {dtype}")
@@ -55,10 +66,15 @@ def minus_inf(dtype: torch.dtype) -> float:
 def check_boolean(mask: object, symbol: str, meaning: str = "may attend", *, who: str = "", why: str = "") -> None:
     """The package's one refusal of a mask that is not a boolean tensor.
 
-    mask: must be a boolean tensor, ``True`` = ``meaning`` (default ``"may attend"``;
-    e.g. ``"keep"`` for a masked mean, ``"real word"`` for a word mask). Raises
-    ``ValueError`` naming ``symbol`` and the dtype (or type) seen, prefixed by ``who``
-    and followed by ``why`` when given.
+    Args:
+        mask: the mask to check; ``True`` = ``meaning``.
+        symbol: its name in the message.
+        meaning: what ``True`` means (default ``"may attend"``; ``"keep"`` for a masked mean).
+        who: a prefix naming the caller.
+        why: a suffix explaining the refusal.
+
+    Raises:
+        ValueError: naming ``symbol`` and the dtype (or type) seen.
     """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         got = f"dtype={mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
@@ -66,18 +82,24 @@ def check_boolean(mask: object, symbol: str, meaning: str = "may attend", *, who
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
-    """Validate a boolean ``mask`` against scores of shape ``(..., n_q, n_f)`` and return it.
+    """Validate a boolean ``mask`` against the scores and return it.
 
-    The mask must be boolean, ``True`` = may attend, broadcastable to the scores. Raises
-    ``ValueError`` if the mask is not a boolean tensor or does not broadcast to the
-    scores without changing their shape.
+    Args:
+        mask: boolean, ``True`` = may attend.
+        scores_shape: the shape of the scores.
+        symbol: the mask's name in the message.
+
+    Shape:
+        mask: broadcastable to ``scores_shape`` ``(..., n_q, n_f)`` without changing it.
+
+    Returns:
+        ``mask``.
+
+    Raises:
+        ValueError: if the mask is not a boolean tensor or does not broadcast to the scores.
     """
     check_boolean(mask, symbol)
-    try:
-        out = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        out = None
-    if out != torch.Size(scores_shape):
+    if broadcast_batch(mask.shape, scores_shape) != tuple(scores_shape):
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to the scores e "
             f"of shape {tuple(scores_shape)} (..., n_q, n_f)"
@@ -88,10 +110,17 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
 def require_boolean_mask(mask: object, who: str, symbol: str = "mask") -> None:
     """Refuse a ``mask`` that is neither None nor boolean, for functions whose contract is a boolean mask.
 
-    Such a contract reads the mask as boolean, ``True`` = may attend. The core reads a
-    float mask as torch does, as an additive bias, so a float 0/1 mask given where a
-    boolean one is meant would silently shift the scores instead of selecting positions.
-    Raises ``ValueError`` naming ``who`` and the argument ``symbol``.
+    The core reads a float mask as torch does, as an additive bias, so a float 0/1 mask
+    given where a boolean one (``True`` = may attend) is meant would silently shift the
+    scores instead of selecting positions.
+
+    Args:
+        mask: None or the mask.
+        who: the caller's name for the message.
+        symbol: the argument's name.
+
+    Raises:
+        ValueError: naming ``who`` and ``symbol``.
     """
     if mask is not None:
         check_boolean(
@@ -103,13 +132,25 @@ def require_boolean_mask(mask: object, who: str, symbol: str = "mask") -> None:
 
 
 def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
-    """:func:`check_mask` for an attention mask ``(..., n_q, n_f)``, rejecting ambiguous shapes.
+    """:func:`check_mask` for an attention mask, rejecting ambiguous shapes.
 
-    mask: boolean, ``True`` = may attend, broadcastable to the scores.
     A rank-2 mask ``(n, n_f)`` applied to scores ``(B, ..., n_q, n_f)`` with
-    ``B == n_q == n > 1`` could be a per-query mask or a ``(B, n_f)`` key-padding
-    mask; it raises ``ValueError`` (pass ``key_padding_mask=`` for the latter,
-    or add a leading axis, ``mask[None]``, for the former).
+    ``B == n_q == n > 1`` could be a per-query mask or a ``(B, n_f)`` key-padding mask.
+
+    Args:
+        mask: boolean, ``True`` = may attend.
+        scores_shape: the shape of the scores.
+        symbol: the mask's name in the message.
+
+    Shape:
+        mask: broadcastable to ``scores_shape`` ``(..., n_q, n_f)``.
+
+    Returns:
+        ``mask``.
+
+    Raises:
+        ValueError: for a bad mask or an ambiguous one (pass ``key_padding_mask=`` for the
+            latter reading, or add a leading axis, ``mask[None]``, for the former).
     """
     check_mask(mask, scores_shape, symbol)
     if (
@@ -128,20 +169,29 @@ def check_attn_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask"
 
 
 def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> Tensor:
-    """Validate a mask ``(..., n_f)`` shared by every query of scores ``(..., n_q, n_f)``; return it as ``(..., 1, n_f)``.
+    """Validate a mask shared by every query of the scores; return it with a query axis.
 
-    mask: boolean, ``True`` = may attend, broadcastable to the scores' shape without
-    the query axis, ``(..., n_f)``. For functions that give the caller's per-key mask
-    a query axis themselves: an error shows the shape the caller passed, not the
-    reshaped one. Raises ``ValueError`` naming ``symbol`` for a non-boolean mask, a
-    0-d mask or a shape that does not broadcast.
+    For functions that give the caller's per-key mask a query axis themselves: an error
+    shows the shape the caller passed, not the reshaped one.
+
+    Args:
+        mask: boolean, ``True`` = may attend.
+        scores_shape: the shape of the scores.
+        symbol: the mask's name in the message.
+
+    Shape:
+        mask: ``(..., n_f)``, broadcastable to the scores without their query axis;
+        returns ``(..., 1, n_f)``.
+
+    Returns:
+        The mask with a query axis.
+
+    Raises:
+        ValueError: for a non-boolean mask, a 0-d mask or a shape that does not broadcast.
     """
     check_boolean(mask, symbol)
-    target = torch.Size((*scores_shape[:-2], scores_shape[-1]))
-    try:
-        out = torch.broadcast_shapes(mask.shape, target) if mask.dim() >= 1 else None
-    except RuntimeError:
-        out = None
+    target = (*scores_shape[:-2], scores_shape[-1])
+    out = broadcast_batch(mask.shape, target) if mask.dim() >= 1 else None
     if out != target:
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to {tuple(target)} (..., n_f): one entry "
@@ -151,14 +201,24 @@ def check_shared_key_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = 
 
 
 def check_one_query_mask(mask: Tensor, query_batch: torch.Size, K: object) -> Tensor:
-    """Validate a key mask ``(..., n_f)`` for one query per example; return it as ``(..., 1, n_f)``.
+    """Validate a key mask for one query per example; return it with a query axis.
 
-    mask: boolean, ``True`` = may attend, checked (as :func:`check_shared_key_mask`) against
-    the scores ``(..., 1, n_f)`` of a query with batch axes ``query_batch`` and keys
-    ``K`` ``(..., n_f, d_k)``, so an error shows the shape the caller passed. Where ``K``
-    is no tensor of rank >= 2 or the batch axes do not broadcast, the mask only gets its
-    query axis: the attention core then reports that problem first.
-    Raises ``ValueError`` for a mask that does not fit.
+    Where ``K`` is no tensor of rank >= 2 or the batch axes do not broadcast, the mask
+    only gets its query axis: the attention core then reports that problem first.
+
+    Args:
+        mask: boolean, ``True`` = may attend.
+        query_batch: the batch axes of the query.
+        K: the keys.
+
+    Shape:
+        mask: ``(..., n_f)``; K: ``(..., n_f, d_k)``; returns ``(..., 1, n_f)``.
+
+    Returns:
+        The mask with a query axis.
+
+    Raises:
+        ValueError: for a mask that does not fit.
     """
     if isinstance(K, Tensor) and K.dim() >= 2:
         try:
@@ -171,11 +231,24 @@ def check_one_query_mask(mask: Tensor, query_batch: torch.Size, K: object) -> Te
 
 
 def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = "key_padding_mask") -> Tensor:
-    """Validate a key-padding mask ``(..., n_f)`` and return it as ``(..., 1, n_f)``.
+    """Validate a key-padding mask and return it with a query axis.
 
-    It needs one axis per batch axis of the scores ``(..., n_q, n_f)`` (rank
-    ``len(scores_shape) - 1``; size 1 broadcasts), so its alignment is never
-    guessed. Raises ``ValueError`` for a non-boolean mask or another rank/shape.
+    It needs one axis per batch axis of the scores (size 1 broadcasts), so its alignment
+    is never guessed.
+
+    Args:
+        kpm: boolean, ``True`` = may attend.
+        scores_shape: the shape of the scores.
+        symbol: the mask's name in the message.
+
+    Shape:
+        kpm: ``(..., n_f)`` of rank ``len(scores_shape) - 1``; returns ``(..., 1, n_f)``.
+
+    Returns:
+        The mask with a query axis.
+
+    Raises:
+        ValueError: for a non-boolean mask or another rank or shape.
     """
     check_boolean(kpm, symbol)
     want = len(scores_shape) - 1
@@ -191,12 +264,23 @@ def check_key_padding_mask(kpm: Tensor, scores_shape: torch.Size, symbol: str = 
 def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """Softmax of scores ``e`` over ``dim``, ignoring positions where ``mask`` is False.
 
-    e: floating scores, any shape; mask: boolean broadcastable to e (``True`` =
-    may attend). Numerically safe for very large scores (it subtracts the row
-    maximum); masked positions are inert (selected away, so NaN/Inf there do
-    not matter); fully-masked rows get all-zero weights.
-    Raises ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are
-    not a floating-point tensor.
+    Numerically safe for very large scores (it subtracts the row maximum); masked
+    positions are inert (selected away, so NaN/Inf there do not matter).
+
+    Args:
+        e: floating-point scores.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+        dim: the axis normalised over.
+
+    Shape:
+        e: any, e.g. ``(..., n_q, n_f)``; returns the same shape.
+
+    Returns:
+        The weights; fully-masked rows get all-zero weights.
+
+    Raises:
+        ValueError: for a bad mask.
+        TypeError: for scores that are not a floating-point tensor.
     """
     as_tensor(e, "e")
     if mask is None:
@@ -210,12 +294,24 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
 def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """``log softmax`` of ``e`` over ``dim`` restricted to the allowed positions.
 
-    mask: boolean broadcastable to e, ``True`` = may attend. Allowed positions get their
-    exact log-probability (also when it is far below the float range of the probability
-    itself, e.g. -1000); masked positions and fully-masked rows get :func:`minus_inf`
-    (probability 0 after ``exp``), never NaN; masked entries are inert. Raises
-    ``ValueError`` for a bad mask and ``TypeError`` for scores ``e`` that are not a
-    floating-point tensor.
+    Allowed positions get their exact log-probability (also far below the float range of
+    the probability itself, e.g. -1000); masked entries are inert.
+
+    Args:
+        e: floating-point scores.
+        mask: boolean, broadcastable to ``e``, ``True`` = may attend; None: all allowed.
+        dim: the axis normalised over.
+
+    Shape:
+        e: any; returns the same shape.
+
+    Returns:
+        The log-weights; masked positions and fully-masked rows get :func:`minus_inf`
+        (probability 0 after ``exp``), never NaN.
+
+    Raises:
+        ValueError: for a bad mask.
+        TypeError: for scores that are not a floating-point tensor.
     """
     as_tensor(e, "e")
     if mask is None:
@@ -229,16 +325,29 @@ def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> 
 def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
     """Mean of ``X`` over ``dim``, counting only positions where ``mask`` is True.
 
-    X: ``(..., n, d)`` (``dim=-2``, the default) or any shape; mask: boolean,
-    ``True`` = counted in the mean (so a key-padding mask works as is),
-    shaped like ``X`` without its last axis when ``dim=-2`` (``(..., n)``; fewer
-    leading axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch), or
-    broadcastable to ``X`` otherwise. Masked entries are inert (NaN there is
-    ignored). A slice with no allowed position (or ``n = 0``) gives 0, not NaN.
-    float16 and bfloat16 are summed in float32 and the mean cast back, so a sum
-    beyond the dtype's range (1000 values of 70 in float16) does not overflow.
-    Raises ``ValueError`` for a non-boolean mask or a shape that does not fit.
+    Masked entries are inert (NaN there is ignored). float16 and bfloat16 are summed in
+    float32 and the mean cast back, so a sum beyond the dtype's range does not overflow.
+
+    Args:
+        X: floating-point values.
+        mask: boolean, ``True`` = counted in the mean (so a key-padding mask works as is);
+            None: a plain mean.
+        dim: the axis averaged over.
+
+    Shape:
+        X: ``(..., n, d)`` with ``dim=-2`` (the default) and mask ``(..., n)`` (fewer leading
+        axes broadcast, so a 1-D ``(n,)`` mask is shared by the batch); otherwise mask is
+        broadcastable to X. Returns X without axis ``dim``.
+
+    Returns:
+        The mean; a slice with no allowed position (or ``n = 0``) gives 0, not NaN.
+
+    Raises:
+        ValueError: for a non-boolean mask or a shape that does not fit.
+        TypeError: for an X that is not a floating-point tensor (a list or NumPy array
+            included; :func:`attnsurvey._checks.as_tensor`).
     """
+    as_tensor(X, "X")
     if mask is None:
         if X.shape[dim] == 0:
             return X.sum(dim)
@@ -263,13 +372,15 @@ def masked_mean(X: Tensor, mask: Tensor | None = None, dim: int = -2) -> Tensor:
 def all_finite(X: Tensor) -> bool:
     """True when every entry of ``X`` is finite (no NaN, no +-Inf); an empty tensor counts as finite.
 
-    One reduction, without a temporary of X's size: a NaN or an infinity makes the
-    sum NaN or infinite, so a finite sum proves every entry finite. Only a sum that
-    overflows (entries near the dtype's largest value) or a real NaN/Inf falls
-    through to the exact element-wise test. This matters for overlapping views
-    such as the unfolded key windows of local attention, where an element-wise
-    test would allocate the whole window tensor. Not differentiable (a test, not
-    a value).
+    One reduction, without a temporary of X's size, except when the sum overflows or a
+    real NaN/Inf is present. It reads the result on the host (a synchronisation), so the
+    attention core does not use it; it is for tests and non-differentiable decisions.
+
+    Args:
+        X: any tensor.
+
+    Returns:
+        A Python bool.
     """
     with torch.no_grad():
         if bool(torch.isfinite(X.sum())):
@@ -278,10 +389,17 @@ def all_finite(X: Tensor) -> bool:
 
 
 def nonfinite_rows(X: Tensor) -> Tensor | None:
-    """``(..., n)`` True where a row of X ``(..., n, d)`` holds NaN/Inf; None when every entry is finite.
+    """The rows of ``X`` that hold NaN/Inf, or None when every entry is finite.
 
-    The all-finite case (the usual one) costs one reduction and no temporary of X's size
-    (:func:`all_finite`).
+    Args:
+        X: any tensor of rank >= 1.
+
+    Shape:
+        X: ``(..., n, d)``; returns ``(..., n)``.
+
+    Returns:
+        Boolean, True at a non-finite row; None when all are finite (decided on the host:
+        :func:`all_finite`).
     """
     if all_finite(X):
         return None
@@ -289,17 +407,24 @@ def nonfinite_rows(X: Tensor) -> Tensor | None:
 
 
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
-    """``X`` ``(..., n_f, d)`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
+    """``X`` with its non-finite rows at masked positions replaced by 0 (selected, not multiplied).
 
-    mask: boolean key mask ``(..., n_f)``, or an attention mask ``(..., n_q, n_f)``
-    of X's rank (then the rows no query may attend are zeroed), ``True`` = may
-    attend. Used before a score is computed from the features, so a NaN or Inf
-    stored in a padded slot reaches neither the scores' gradients nor the
-    parameters' (``0 * NaN`` in a backward pass is NaN). Finite rows are left
-    as they are, so finite inputs give bit-identical results; a masked row that
-    holds NaN/Inf gets weight 0 anyway (in self-attention its own, padded,
-    output row becomes finite). A mask that does not fit is returned unchanged
-    for the caller's own check to report.
+    Used before a score is computed from the features, so a NaN or Inf stored in a padded
+    slot reaches neither the scores' gradients nor the parameters'. Finite rows keep their
+    values (bit-identical results); tensor operations only, no host synchronisation. A mask
+    that does not fit is ignored, for the caller's own check to report.
+
+    Args:
+        X: the features.
+        mask: boolean key mask, or an attention mask of X's rank (then the rows no query
+            may attend are zeroed), ``True`` = may attend; None: X unchanged.
+
+    Shape:
+        X: ``(..., n_f, d)``; mask: ``(..., n_f)`` or ``(..., n_q, n_f)``; returns X's shape
+        (broadcast against the mask's batch axes).
+
+    Returns:
+        The cleaned features.
     """
     if (
         mask is None
@@ -312,21 +437,26 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
     km = mask.any(-2) if mask.dim() >= 2 and mask.dim() == X.dim() else mask
     if km.dim() >= X.dim() or km.shape[-1] != X.shape[-2] or (1 < km.dim() < X.dim() - 1):
         return X
-    try:  # a key mask's batch axes must broadcast against X's (else the caller's own check reports it)
-        torch.broadcast_shapes(km.shape[:-1], X.shape[:-2])
-    except RuntimeError:
+    if broadcast_batch(km.shape[:-1], X.shape[:-2]) is None:  # the caller's own check reports it
         return X
-    bad = nonfinite_rows(X)
-    if bad is None:
-        return X
-    return torch.where((km | ~bad)[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    keep = km | torch.isfinite(X).all(-1)  # tensor ops only: no host synchronisation
+    return torch.where(keep[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def attended_keys(mask: Tensor | None) -> Tensor | None:
-    """The key mask ``(..., n_f)`` of a boolean attention mask ``(..., n_q, n_f)``: ``True`` where some query may attend.
+    """The key mask of a boolean attention mask: ``True`` where some query may attend.
 
-    A key no query may attend is padding. A 1-D mask is a key mask already, and
-    None or a float mask is returned unchanged, for the caller's own check to report.
+    A key no query may attend is padding. A 1-D mask is a key mask already, and None or
+    a float mask is returned unchanged, for the caller's own check to report.
+
+    Args:
+        mask: boolean, ``True`` = may attend, or None.
+
+    Shape:
+        mask: ``(..., n_q, n_f)``; returns ``(..., n_f)``.
+
+    Returns:
+        The key mask (or ``mask`` itself, see above).
     """
     if isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() >= 2:
         return mask.any(-2)
@@ -336,13 +466,19 @@ def attended_keys(mask: Tensor | None) -> Tensor | None:
 def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = None) -> Tensor:
     """:func:`zero_masked` with the masks a layer or multi-head call holds, used only where they line up with X.
 
-    X: ``(..., n_f, d)`` features (keys, values, or a self-attention input).
-    key_padding_mask: boolean ``(..., n_f)`` of rank ``X.dim() - 1``; mask: a
-    boolean attention mask of X's rank (rows no query may attend are zeroed);
-    both ``True`` = may attend.
-    Any other mask (a shared ``(n_q, n_f)`` mask against batched X, a per-head
-    mask, a float bias) is not used: its key axis cannot be matched to X's rows
-    for certain. Finite rows are left as they are (bit-identical results).
+    Any other mask (a shared ``(n_q, n_f)`` mask against batched X, a per-head mask, a
+    float bias) is not used: its key axis cannot be matched to X's rows for certain.
+
+    Args:
+        X: features (keys, values, or a self-attention input).
+        key_padding_mask: boolean, ``True`` = may attend, of rank ``X.dim() - 1``.
+        mask: a boolean attention mask of X's rank, ``True`` = may attend.
+
+    Shape:
+        X: ``(..., n_f, d)``; key_padding_mask: ``(..., n_f)``; mask: ``(..., n_q, n_f)``.
+
+    Returns:
+        X with the non-finite rows that no query may attend set to 0.
     """
     if isinstance(key_padding_mask, Tensor) and key_padding_mask.dim() == X.dim() - 1:
         X = zero_masked(X, key_padding_mask)
@@ -352,8 +488,18 @@ def zero_unattended(X: Tensor, key_padding_mask: object = None, mask: object = N
 def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """The additive form of a boolean mask: ``0`` where allowed, ``-inf`` where not.
 
-    mask: boolean, any shape, ``True`` = may attend. dtype: the float dtype of the
-    result (default: the default dtype). Raises ``ValueError`` for a non-boolean mask.
+    Args:
+        mask: boolean, ``True`` = may attend.
+        dtype: the float dtype of the result (default: the default dtype).
+
+    Shape:
+        mask: any; returns the same shape.
+
+    Returns:
+        The additive mask.
+
+    Raises:
+        ValueError: for a non-boolean mask.
     """
     check_boolean(mask, "mask")
     dtype = torch.get_default_dtype() if dtype is None else dtype
@@ -368,12 +514,26 @@ def _check_size(value: int, name: str, minimum: int = 0) -> None:
 
 @MASKS.register("causal")
 def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = None, offset: int = 0) -> Tensor:
-    """Boolean ``(n_q, n_f)`` mask where query ``i`` may attend to positions ``j <= i + offset``.
+    """Boolean causal mask: query ``i`` may attend (``True``) to positions ``j <= i + offset``.
 
-    ``offset = 0`` is the usual causal mask (top-left aligned, as ``is_causal``
-    in ``F.scaled_dot_product_attention``); ``offset = n_m`` lets a segment see
-    ``n_m`` memory positions first (Transformer-XL). ``n_f`` defaults to ``n_q``.
-    Raises ``ValueError`` for negative sizes.
+    ``offset = 0`` is the usual causal mask (top-left aligned, as ``is_causal`` in
+    ``F.scaled_dot_product_attention``); ``offset = n_m`` lets a segment see ``n_m``
+    memory positions first (Transformer-XL).
+
+    Args:
+        n_q: the number of queries.
+        n_f: the number of keys (default ``n_q``).
+        device: where to build it.
+        offset: how many positions beyond the diagonal each query sees.
+
+    Shape:
+        returns ``(n_q, n_f)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: for negative sizes.
     """
     n_f = n_q if n_f is None else n_f
     _check_size(n_q, "n_q")
@@ -383,21 +543,51 @@ def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = 
 
 @MASKS.register("padding")
 def padding_mask(lengths: Tensor, n_f: int) -> Tensor:
-    """Boolean ``(batch, 1, n_f)`` attention mask that allows the first ``lengths[b]`` positions.
+    """Boolean attention mask that allows (``True`` = may attend) the first ``lengths[b]`` positions.
 
-    The query axis of size 1 makes it an attention mask for scores
-    ``(batch, n_q, n_f)``; :func:`key_padding_mask` gives the ``(batch, n_f)`` form.
-    Raises ``ValueError`` if a length is negative or exceeds ``n_f``.
+    The query axis of size 1 makes it an attention mask for scores ``(B, n_q, n_f)``;
+    :func:`key_padding_mask` gives the ``(B, n_f)`` form.
+
+    Args:
+        lengths: one length per example.
+        n_f: the number of positions.
+
+    Shape:
+        lengths: ``(B,)``; returns ``(B, 1, n_f)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: as :func:`key_padding_mask`.
     """
     return key_padding_mask(lengths, n_f)[:, None, :]
 
 
 def key_padding_mask(lengths: Tensor, n_f: int) -> Tensor:
-    """Boolean ``(batch, n_f)`` key-padding mask: ``True`` at the first ``lengths[b]`` positions.
+    """Boolean key-padding mask: ``True`` (may attend) at the first ``lengths[b]`` positions.
 
-    Raises ``ValueError`` if ``lengths`` is not 1-D or a length lies outside ``[0, n_f]``.
+    Args:
+        lengths: one length per example, integers (whole-number floats are accepted).
+        n_f: the number of positions.
+
+    Shape:
+        lengths: ``(B,)``; returns ``(B, n_f)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: if ``lengths`` is not 1-D, holds a fractional or non-numeric length,
+            or a length lies outside ``[0, n_f]``.
     """
     lengths = torch.as_tensor(lengths)
+    if lengths.dtype == torch.bool or lengths.is_complex():
+        raise ValueError(f"lengths must be integers (batch,), got dtype={lengths.dtype}")
+    if lengths.is_floating_point():
+        if not bool((lengths == lengths.round()).all()):  # host sync: a builder, not the attention path
+            raise ValueError(f"lengths must be whole numbers (batch,), got {lengths.tolist()}")
+        lengths = lengths.long()
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (batch,), got shape {tuple(lengths.shape)}")
     _check_size(n_f, "n_f")
@@ -409,9 +599,22 @@ def key_padding_mask(lengths: Tensor, n_f: int) -> Tensor:
 
 @MASKS.register("band")
 def band_mask(n_q: int, w: int, n_f: int | None = None, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n_q, n_f)`` local-window mask ``|i - j| <= w`` (``True`` = may attend).
+    """Boolean local-window mask ``|i - j| <= w`` (``True`` = may attend).
 
-    Raises ``ValueError`` unless ``w >= 0`` and the sizes are ints >= 0.
+    Args:
+        n_q: the number of queries.
+        w: the window half-width.
+        n_f: the number of keys (default ``n_q``).
+        device: where to build it.
+
+    Shape:
+        returns ``(n_q, n_f)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: unless ``w >= 0`` and the sizes are ints >= 0.
     """
     n_f = n_q if n_f is None else n_f
     _check_size(n_q, "n_q")
@@ -424,12 +627,24 @@ def band_mask(n_q: int, w: int, n_f: int | None = None, device: torch.device | N
 
 @MASKS.register("forward")
 def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` DiSAN forward mask: ``M[i, j] = j < i`` (``True`` = may attend).
+    """Boolean DiSAN forward mask: ``M[i, j] = j < i`` (``True`` = may attend).
 
-    Query ``i`` (the row) sees only the earlier tokens, what a forward RNN has
-    read before step ``i``; the first row is empty. This is the direction of
-    the authors' released code, whose ``'forward'`` mask keeps row > column.
-    Raises ``ValueError`` unless ``n >= 1``.
+    Query ``i`` (the row) sees only the earlier tokens, what a forward RNN has read
+    before step ``i``; the first row is empty. This is the direction of the authors'
+    released code, whose ``'forward'`` mask keeps row > column.
+
+    Args:
+        n: the sequence length.
+        device: where to build it.
+
+    Shape:
+        returns ``(n, n)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: unless ``n >= 1``.
     """
     _check_size(n, "sequence length n", 1)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
@@ -437,10 +652,22 @@ def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
 
 @MASKS.register("backward")
 def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(n, n)`` DiSAN backward mask: ``M[i, j] = j > i`` (``True`` = may attend).
+    """Boolean DiSAN backward mask: ``M[i, j] = j > i`` (``True`` = may attend).
 
     Query ``i`` (the row) sees only the later tokens; the last row is empty.
-    Raises ``ValueError`` unless ``n >= 1``.
+
+    Args:
+        n: the sequence length.
+        device: where to build it.
+
+    Shape:
+        returns ``(n, n)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: unless ``n >= 1``.
     """
     _check_size(n, "sequence length n", 1)
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
@@ -449,6 +676,15 @@ def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
 def make_mask(kind: str, *args: object, **kwargs: object) -> Tensor:
     """Build a mask by its registered name (:data:`MASKS`): ``make_mask("causal", 4)``.
 
-    Raises ``ValueError`` for an unknown kind (listing the known ones) or bad arguments.
+    Args:
+        kind: a name of :data:`MASKS`.
+        *args: the builder's positional arguments.
+        **kwargs: the builder's keyword arguments.
+
+    Returns:
+        The boolean mask, ``True`` = may attend.
+
+    Raises:
+        ValueError: for an unknown kind (listing the known ones) or bad arguments.
     """
     return MASKS[kind](*args, **kwargs)

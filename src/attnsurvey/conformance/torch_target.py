@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import attend
-from ..query_related.multihead import from_torch_state_dict, multi_head_attention
+from ..query_related.multihead import multi_head_attention
+from ..query_related.torch_mha import from_torch_state_dict
 from ..transformer.model import DecoderLayer, EncoderLayer, from_torch_transformer_state_dict
 from . import Check, Convention, Pair
 

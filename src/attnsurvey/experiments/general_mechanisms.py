@@ -17,7 +17,7 @@ from .._checks import mean_or_zero
 from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
-    ALIGNMENTS,
+    ALIGNMENT_KINDS,
     HardAlignHook,
     MovingAverageBaseline,
     PredictivePosition,
@@ -75,7 +75,8 @@ class AlignmentClassifier(nn.Module):
     """A task model whose only varying part is the alignment function (the chapter's experiment).
 
     Feature vectors ``F`` give keys and values (Eq. 1); one query ``q`` per example
-    scores the keys with the general score (Table II); ``align`` turns the scores into
+    scores the keys with the general score (Table II); ``align`` (one of
+    :data:`ALIGNMENT_KINDS`) turns the scores into
     weights; the context (Eq. 24 or 26) feeds a linear output layer. Hard and
     reinforced alignments sample in training mode and act greedily in eval mode.
     forward returns ``(logits, a, log_prob)``, where ``log_prob`` is the
@@ -86,7 +87,7 @@ class AlignmentClassifier(nn.Module):
         d_q: the query size.
         d_f: the feature size.
         n_classes: the number of classes.
-        align: one of :data:`ALIGNMENTS`.
+        align: one of :data:`ALIGNMENT_KINDS`.
         d_k: the key size.
         D: the window half-width of the local alignments (>= 0).
 
@@ -104,8 +105,8 @@ class AlignmentClassifier(nn.Module):
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
         super().__init__()
-        if align not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENTS}")
+        if align not in ALIGNMENT_KINDS:
+            raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENT_KINDS}")
         self.align, self.D = align, _check_D(D)
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_k, bias=False)

@@ -46,7 +46,8 @@ from .sparse_maps import sparsemax as sparsemax  # re-exported: taught with the 
 
 CHAPTER = "chapters/ch03_2_2_attention_alignment.ipynb"
 
-ALIGNMENTS = ("uniform", "soft", "sparsemax", "entmax15", "hard", "local-m", "local-p", "reinforced", "structured")
+#: The alignment kinds of §3.2.2 that this module implements (Eq. 24-29 and the relatives it adds).
+ALIGNMENT_KINDS = ("uniform", "soft", "sparsemax", "entmax15", "hard", "local-m", "local-p", "reinforced", "structured")
 
 
 # --------------------------------------------------------------------------- helpers

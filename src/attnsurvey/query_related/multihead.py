@@ -33,28 +33,50 @@ score terms, e.g. a Gaussian or ALiBi bias), ``mask``/``key_padding_mask``/
 alignments), ``h_kv`` (grouped-query attention), and torch's ``bias_k``/``bias_v``
 and ``add_zero_attn``. :class:`MultiHeadAttention` is its module form (the survey's
 argument names, ``True`` = may attend), :class:`SelfAttentionVariant` its self-attention
-form that the positional and Linformer variants subclass, and :class:`MultiheadAttention` is a drop-in
-replacement for ``torch.nn.MultiheadAttention`` (torch's signature and mask
-polarity; :func:`from_torch_state_dict` maps torch's parameter names).
+form that the positional and Linformer variants subclass; the drop-in replacement
+for ``torch.nn.MultiheadAttention`` (torch's signature and mask polarity) is
+:class:`attnsurvey.query_related.torch_mha.TorchMultiheadAttention`.
 The review's matrix form (:func:`multi_head_matrix_form`) is a spelling of it, and
 the taxonomy builder's heads (:class:`attnsurvey.attention_step.Heads`) call it with
 per-head score and alignment hooks; their one exception, multi-dimensional
 attention (Eq. 30-32), has a weight per feature, so its context is not ``a V``.
+
+Shape legend: ``B`` batch (``...``: any leading axes), ``h`` heads (``h_kv`` key/value
+heads), ``n_q`` queries, ``n_f`` feature vectors, ``d_q``/``d_f`` the query/feature
+widths, ``d_k``/``d_v`` the per-head key/value widths, ``d_o`` the output width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
-from ..attention import AlignFn, AttendOptions, ScoreFn, attend
+from .._checks import (
+    as_tensor,
+    broadcast_batch,
+    check_dim_equal,
+    check_min_rank,
+    check_same_dtype,
+    check_weight,
+    with_defaults,
+)
+from ..attention import (
+    ATTEND_DEFAULTS,
+    AlignFn,
+    AttendOptions,
+    ScoreFn,
+    attend_unchecked,
+    check_bias,
+    resolve_align,
+    resolve_score,
+    split_float_mask,
+)
 from ..catalog import catalogued
-from ..masking import check_attn_mask, check_key_padding_mask, zero_unattended
+from ..masking import check_attn_mask, check_key_padding_mask, check_mask, zero_unattended
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -65,9 +87,20 @@ Projection = Tensor | nn.Linear
 
 @catalogued("eq38")
 def split_heads(X: Tensor, h: int) -> Tensor:
-    """``(..., n, h*d) -> (..., h, n, d)``: head ``j`` gets columns ``j*d:(j+1)*d``.
+    """Split the stacked head columns: head ``j`` gets columns ``j*d:(j+1)*d``.
 
-    Raises ``ValueError`` if ``h < 1``, X has rank < 2, or h does not divide the width.
+    Args:
+        X: the stacked projections.
+        h: the number of heads.
+
+    Shape:
+        X: ``(..., n, h*d)``; returns ``(..., h, n, d)``.
+
+    Returns:
+        The per-head tensor.
+
+    Raises:
+        ValueError: if ``h < 1``, X has rank < 2, or h does not divide the width.
     """
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
@@ -81,7 +114,17 @@ def split_heads(X: Tensor, h: int) -> Tensor:
 
 @catalogued("eq40")
 def merge_heads(X: Tensor) -> Tensor:
-    """``(..., h, n, d) -> (..., n, h*d)``, the inverse of :func:`split_heads` (concatenation, Eq. 40)."""
+    """Concatenate the heads (Eq. 40), the inverse of :func:`split_heads`.
+
+    Args:
+        X: the per-head tensor.
+
+    Shape:
+        X: ``(..., h, n, d)``; returns ``(..., n, h*d)``.
+
+    Returns:
+        The concatenation.
+    """
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
@@ -91,13 +134,26 @@ def head_mask(
 ) -> Tensor | None:
     """Give an attention mask or float bias a head axis: shared ``(..., n_q, n_f)`` -> ``(..., 1, n_q, n_f)``.
 
-    mask: boolean (``True`` = may attend) or a float additive bias.
-    q_rank: the rank of the (unsplit) queries ``(..., n_q, d_q)``; a mask of rank
-    ``<= q_rank`` is shared by the heads, one of rank ``q_rank + 1`` is per head
-    ``(..., h, n_q, n_f)``. With ``n_q``, ``n_f`` and the batch shape, a boolean
-    shared mask is checked first (an ambiguous ``(B, n_f)`` shape raises, see
-    :func:`attnsurvey.masking.check_attn_mask`). Raises ``ValueError`` for a
-    mask that is neither boolean nor floating, or of rank < 2.
+    With ``n_q``, ``n_f`` and the batch shape, a boolean shared mask is checked first (an
+    ambiguous ``(B, n_f)`` shape raises, see :func:`attnsurvey.masking.check_attn_mask`).
+
+    Args:
+        mask: boolean (``True`` = may attend) or a float additive bias; None passes through.
+        q_rank: the rank of the (unsplit) queries; a mask of rank ``<= q_rank`` is shared
+            by the heads, one of rank ``q_rank + 1`` is per head.
+        n_q: the number of queries (for the check).
+        n_f: the number of keys (for the check).
+        batch: the batch shape of the scores (for the check).
+
+    Shape:
+        mask: ``(..., n_q, n_f)`` (shared) or ``(..., h, n_q, n_f)`` (per head);
+        returns ``(..., 1 or h, n_q, n_f)``.
+
+    Returns:
+        The mask with a head axis, or None.
+
+    Raises:
+        ValueError: for a mask that is neither boolean nor floating, of rank < 2, or ambiguous.
     """
     if mask is None:
         return None
@@ -196,46 +252,60 @@ def multi_head_attention(
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, Eq. (38)-(40): ``h`` heads attend in parallel, then concatenate and mix.
 
-    Q: ``(..., n_q, d_q)`` queries; F_k: ``(..., n_f, d_f)`` features for keys;
-    F_v: ``(..., n_f, d_f)`` features for values (usually the same tensor).
-    W_Q ``(h*d_k, d_q)``, W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``,
-    W_O ``(d_o, h*d_v)``: weight matrices, or ``nn.Linear`` modules holding
-    them (their biases are then added to the projections).
-    mask: boolean (``True`` = may attend) or float additive; shared by the heads,
-    ``(..., n_q, n_f)`` with rank at most ``r`` (a head axis is inserted), or
-    per head, ``(..., h, n_q, n_f)`` with rank ``r + 1``, where ``r`` is 2 plus
-    the number of batch axes of Q and F_k broadcast (learned queries ``(n_q, d_q)``
-    shared by features ``(B, n_f, d_f)`` take a ``(B, n_q, n_f)`` mask per example).
-    need_weights: return the weights; average_attn_weights: average them over
-    the heads. score: a per-head ``(q, k) -> e``, as the ``score`` of
-    :func:`attnsurvey.attention.attend`.
-    ``**options`` (:class:`attnsurvey.attention.AttendOptions`) go to
-    :func:`~attnsurvey.attention.attend` for every head, with its defaults:
-    is_causal, dropout_p, generator, scale, align as there, and
-    key_padding_mask: boolean ``(..., n_f)`` (the same batch axes), ``True`` =
-    may attend; bias: float additive scores, shaped like ``mask``. Feature rows
-    that the key_padding_mask, or a boolean mask of their rank, leaves unattended
-    and that hold NaN/Inf are set to 0 before they are projected, so they reach
-    neither the outputs nor any weight's gradient (in self-attention, where Q is
-    F_k, the padded queries too).
-    bias_k, bias_v ``(h*d_k,)``/``(h*d_v,)``: one extra learned key/value
-    appended to the sequence; add_zero_attn: append a zero key and value (both
-    as in ``torch.nn.MultiheadAttention``; masks get an allowed column).
-    memory: ``(..., n_m, d_f)`` states prepended to both F_k and F_v (masks
-    must then cover ``n_m + n_f`` keys). kv_transform: ``(k, v) -> (k, v)`` on the
-    per-head keys and values ``(..., h, n, d)`` before attending (masks must
-    match the transformed length). ``is_causal`` is refused with memory or a
-    kv_transform, and ``key_padding_mask`` with a kv_transform: both name input
-    positions, and key ``j`` is then no longer input position ``j``. h_kv: number of key/value heads (default h;
-    fewer heads give grouped-query attention). context_hook: ``(c, a) -> c`` on the
-    per-head contexts and weights before the heads are merged (e.g. the value-side
-    relative-position term of Shaw et al.); it makes the weights be computed.
+    Inputs, weights, masks and options are checked here once; the heads then go through
+    :func:`~attnsurvey.attention.attend_unchecked`. Feature rows that the key_padding_mask,
+    or a boolean mask of their rank, leaves unattended and that hold NaN/Inf are set to 0
+    before they are projected, so they reach neither the outputs nor any weight's gradient
+    (in self-attention, where Q is F_k, the padded queries too). ``is_causal`` is refused
+    with memory or a kv_transform, and ``key_padding_mask`` with a kv_transform: both name
+    input positions, and key ``j`` is then no longer input position ``j``.
 
-    Returns the output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')``
-    (or ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``).
-    Raises ``ValueError`` if ``h`` does not divide the projection widths, a
-    weight has the wrong shape, a mask is bad, or ``is_causal`` or
-    ``key_padding_mask`` meets memory or a kv_transform as described above.
+    Args:
+        Q: the queries.
+        F_k: features for keys.
+        F_v: features for values (usually the same tensor as F_k).
+        W_Q: query projection, a weight matrix or an ``nn.Linear`` (its bias is then added).
+        W_K: key projection, likewise.
+        W_V: value projection, likewise.
+        W_O: output projection, likewise.
+        h: the number of heads.
+        mask: boolean (``True`` = may attend) or float additive; shared by the heads (rank at
+            most ``r``, a head axis is inserted) or per head (rank ``r + 1``), where ``r`` is 2
+            plus the number of batch axes of Q and F_k broadcast.
+        need_weights: return the weights.
+        average_attn_weights: average the weights over the heads.
+        bias_k: one extra learned key appended to the sequence (as torch's add_bias_kv).
+        bias_v: one extra learned value, likewise.
+        add_zero_attn: append a zero key and value (masks get an allowed column).
+        memory: states prepended to both F_k and F_v (masks must then cover ``n_m + n_f`` keys).
+        kv_transform: ``(k, v) -> (k, v)`` on the per-head keys and values before attending
+            (masks must match the transformed length).
+        score: a per-head ``(q, k) -> e``, as the ``score`` of :func:`attnsurvey.attention.attend`.
+        h_kv: the number of key/value heads (default h; fewer give grouped-query attention).
+        context_hook: ``(c, a) -> c`` on the per-head contexts and weights before the heads
+            are merged (e.g. Shaw et al.'s value-side relative positions); it makes the
+            weights be computed.
+        **options: :class:`attnsurvey.attention.AttendOptions` for every head, with
+            :func:`~attnsurvey.attention.attend`'s defaults; key_padding_mask is boolean
+            ``(..., n_f)`` (the batch axes of the scores), ``True`` = may attend; bias is
+            float, shaped like ``mask``.
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; F_k, F_v: ``(..., n_f, d_f)``; W_Q ``(h*d_k, d_q)``,
+        W_K ``(h_kv*d_k, d_f)``, W_V ``(h_kv*d_v, d_f)``, W_O ``(d_o, h*d_v)``;
+        memory ``(..., n_m, d_f)``; bias_k ``(h*d_k,)``, bias_v ``(h*d_v,)``.
+
+    Returns:
+        The output ``(..., n_q, d_o)`` and the weights ``(..., h, n_q, n_f')`` (or
+        ``(..., n_q, n_f')`` averaged; None when ``need_weights=False``), ``n_f'`` counting
+        memory and extra keys.
+
+    Raises:
+        TypeError: for inputs that are not floating-point tensors (lists and NumPy arrays
+            included) or an unknown option.
+        ValueError: if ``h`` does not divide the projection widths, a weight has the wrong
+            shape, a mask is bad, or ``is_causal`` or ``key_padding_mask`` meets memory or a
+            kv_transform as described above.
     """
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
@@ -245,7 +315,8 @@ def multi_head_attention(
     h_kv = h if h_kv is None else h_kv
     if h_kv < 1 or h % h_kv:
         raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
-    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = map(_weight_and_bias, (W_Q, W_K, W_V, W_O))
+    weights = tuple(map(_weight_and_bias, (W_Q, W_K, W_V, W_O)))
+    (W_Q, _), (W_K, _), (W_V, _), (W_O, _) = weights
     hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
     if hdk % h or hdv % h:
         raise ValueError(f"h={h} must divide h*d_k={hdk} and h*d_v={hdv}")
@@ -253,19 +324,79 @@ def multi_head_attention(
     check_weight(W_K, (hdk // h * h_kv, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
     check_weight(W_V, (hdv // h * h_kv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
+    return _multi_head(
+        Q,
+        F_k,
+        F_v,
+        weights,
+        h,
+        h_kv,
+        mask,
+        need_weights=need_weights,
+        average_attn_weights=average_attn_weights,
+        bias_k=bias_k,
+        bias_v=bias_v,
+        add_zero_attn=add_zero_attn,
+        memory=memory,
+        kv_transform=kv_transform,
+        score=score,
+        context_hook=context_hook,
+        options=options,
+    )
+
+
+def _multi_head(
+    Q: Tensor,
+    F_k: Tensor,
+    F_v: Tensor,
+    weights: tuple[tuple[Tensor, Tensor | None], ...],
+    h: int,
+    h_kv: int,
+    mask: Tensor | None,
+    *,
+    need_weights: bool,
+    average_attn_weights: bool,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    memory: Tensor | None,
+    kv_transform: KVTransform | None,
+    score: str | ScoreFn | None,
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None,
+    options: AttendOptions,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`multi_head_attention` after its checks of Q, F_k, F_v (tensors of rank >= 2) and the weights.
+
+    Checks the masks and options once, then calls :func:`~attnsurvey.attention.attend_unchecked`.
+    """
+    opts = with_defaults(options, ATTEND_DEFAULTS, "AttendOptions")
+    dropout_p = opts["dropout_p"]
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
+    score_fn, scale = resolve_score(score, opts["scale"])
+    align_fn = resolve_align(opts["align"])
+    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = weights
     self_attention = Q is F_k and memory is None
     if memory is not None:
         _check_memory(memory, F_k, F_v)
         F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
-    F_k, F_v = (zero_unattended(F, options.get("key_padding_mask"), mask) for F in (F_k, F_v))
+    kpm_given = opts["key_padding_mask"]
+    same_kv = F_v is F_k
+    F_k = zero_unattended(F_k, kpm_given, mask)
+    F_v = F_k if same_kv else zero_unattended(F_v, kpm_given, mask)
     Q = F_k if self_attention else Q  # a padded position is a query too
     q = _project(Q, W_Q, b_Q)  # Eq. (38): one query per head (stacked)
     k = _project(F_k, W_K, b_K)
     v = _project(F_v, W_V, b_V)
+    check_same_dtype(Q=q, K=k, V=v)
     extra = 0
     if (bias_k is None) != (bias_v is None):
         raise ValueError("bias_k and bias_v go together (add_bias_kv)")
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = broadcast_batch(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if batch is None:
+        raise ValueError(
+            f"batch dimensions of Q {tuple(Q.shape)}, F_k {tuple(F_k.shape)} and F_v {tuple(F_v.shape)} do not broadcast"
+        )
     if bias_k is not None and bias_v is not None:  # both or neither (checked above)
         _check_bias_kv(bias_k, "bias_k", k.shape[-1], "h*d_k")
         _check_bias_kv(bias_v, "bias_v", v.shape[-1], "h*d_v")
@@ -279,23 +410,47 @@ def multi_head_attention(
     q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
     if kv_transform is not None:
         k, v = kv_transform(k, v)
-    _refuse_positional_options(options, kv_transform is not None, memory is not None, k.shape[-2])
+        check_dim_equal(k.shape[-2], v.shape[-2], "kv_transform", "n_f of k", "n_f of v")
+    _refuse_positional_options(opts, kv_transform is not None, memory is not None, k.shape[-2])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if score_fn is None:
+        check_dim_equal(q.shape[-1], k.shape[-1], "scaled multiplicative score", "d_q", "d_k")
     rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
-    mask = head_mask(
-        _pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, Q.shape[-2], k.shape[-2], batch
-    )
-    options["bias"] = head_mask(_pad_keys(options.get("bias"), extra, 0.0), rank)
-    key_padding_mask = options.get("key_padding_mask")
-    if key_padding_mask is not None:  # checked as the caller gave it: (..., n_f), memory included
-        n_f = k.shape[-2] - extra
-        check_key_padding_mask(key_padding_mask, torch.Size((*batch, Q.shape[-2], n_f)))
-        key_padding_mask = key_padding_mask.expand(*key_padding_mask.shape[:-1], n_f)
-        options["key_padding_mask"] = _pad_keys(key_padding_mask, extra, True).unsqueeze(-2)  # a head axis
-    c, a = attend(
-        q, k, v, mask, score, need_weights=need_weights or context_hook is not None, enable_gqa=h_kv != h, **options
+    scores_shape = torch.Size((*batch, h, n_q, n_k))
+    allowed: Tensor | None = None
+    bias = head_mask(_pad_keys(opts["bias"], extra, 0.0), rank)
+    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, n_q, n_k, batch)
+    if mask is not None and mask.is_floating_point():  # torch's float mask: an additive bias, -inf masked
+        allowed, float_bias = split_float_mask(mask)
+        bias = float_bias if bias is None else bias + float_bias
+    elif mask is not None:
+        allowed = check_mask(mask, scores_shape)
+    if bias is not None:
+        bias = check_bias(bias, scores_shape, q.dtype)
+    if kpm_given is not None:  # checked as the caller gave it: (..., n_f), memory included
+        kpm = check_key_padding_mask(kpm_given, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
+        kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True).unsqueeze(-3)  # a head axis
+        allowed = kpm if allowed is None else allowed & kpm
+    if opts["is_causal"]:
+        causal = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril()
+        allowed = causal if allowed is None else allowed & causal
+    if h_kv != h:  # grouped-query attention: each key/value head serves h / h_kv query heads
+        k, v = k.repeat_interleave(h // h_kv, dim=-3), v.repeat_interleave(h // h_kv, dim=-3)
+    c, a = attend_unchecked(
+        q,
+        k,
+        v,
+        allowed,
+        bias=bias,
+        score_fn=score_fn,
+        scale=scale,
+        align_fn=align_fn,
+        dropout_p=dropout_p,
+        generator=opts["generator"],
+        need_weights=need_weights or context_hook is not None,
     )  # Eq. (39): one context per head
     if context_hook is not None:
-        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes attend compute the weights
+        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes the weights be computed
         a = a if need_weights else None
     out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
     if a is not None and average_attn_weights:
@@ -305,31 +460,44 @@ def multi_head_attention(
 
 @catalogued("eq40")
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of
-    :func:`multi_head_attention`.
+    """Multi-head attention (Eq. 38-40) with learned ``W_Q, W_K, W_V, W_O``: the module form of :func:`multi_head_attention`.
 
-    Args: d_model (query and output size), h (heads), d_k/d_v per head
-    (default ``d_model // h``), bias (biases on the projections, as
-    ``nn.MultiheadAttention`` by default). Keyword-only, as in torch: dropout
-    (on the weights, training mode only), add_bias_kv, add_zero_attn, kdim/vdim
-    (key and value feature sizes, default d_model), batch_first (default True:
-    ``(B, n, d)``; False: ``(n, B, d)``), average_attn_weights (default False:
-    per-head weights), h_kv (key/value heads, default h; fewer heads, each shared
-    by a group of query heads, give grouped-query attention), device, dtype.
-    Raises ``ValueError`` if ``h < 1`` or ``h`` does not divide ``d_model`` when
-    d_k/d_v are not given, ``h_kv`` does not divide ``h``, or ``dropout`` is
-    outside ``[0, 1]``.
+    The weights are made to fit in ``__init__``; ``forward`` checks its inputs once and
+    runs the stack without re-checking the weights. ``forward(X_q, X_kv=None, mask=None,
+    *, X_v=None, need_weights=True, average_attn_weights=None, memory=None,
+    kv_transform=None, **options)`` returns ``(output, weights)`` with masks ``True`` =
+    may attend; ``X_kv=None`` is self-attention, ``X_v`` (default ``X_kv``) gives separate
+    value features; ``kv_transform`` replaces the module's hook for this call (e.g. a KV
+    cache's ``append``); ``options`` (:class:`attnsurvey.attention.AttendOptions`) go to
+    the stack, with ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval
+    mode) and ``align`` to the module's ``align`` hook.
 
-    ``forward(X_q, X_kv=None, mask=None, *, X_v=None, need_weights=True,
-    average_attn_weights=None, memory=None, kv_transform=None, **options)`` returns
-    ``(output, weights)`` with masks ``True`` = may attend; ``X_kv=None`` is
-    self-attention, ``X_v`` (default ``X_kv``) gives separate value features;
-    ``kv_transform`` replaces the module's hook for this call (e.g. a KV cache's
-    ``append``); ``options``
-    (:class:`attnsurvey.attention.AttendOptions`: key_padding_mask, bias,
-    is_causal, generator, ...) go to :func:`multi_head_attention`, with
-    ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval mode) and
-    ``align`` to the module's ``align`` hook.
+    Args:
+        d_model: the query and output size.
+        h: the number of heads.
+        d_k: the per-head key size (default ``d_model // h``).
+        d_v: the per-head value size (default ``d_model // h``).
+        bias: biases on the projections.
+        dropout: attention dropout (training mode only).
+        add_bias_kv: one learned extra key and value.
+        add_zero_attn: one extra zero key and value.
+        kdim: the key feature size (default d_model).
+        vdim: the value feature size (default d_model).
+        batch_first: ``(B, n, d)`` inputs (default); False: ``(n, B, d)``.
+        average_attn_weights: return the head-averaged weights by default.
+        h_kv: key/value heads (default h; fewer, each shared by a group of query heads,
+            give grouped-query attention).
+        device: where the parameters live.
+        dtype: the parameters' dtype.
+
+    Shape:
+        forward: X_q ``(..., n_q, d_model)``, X_kv ``(..., n_f, kdim)``, X_v ``(..., n_f, vdim)``;
+        returns ``(..., n_q, d_model)`` and weights ``(..., h, n_q, n_f)`` (``(..., n_q, n_f)`` averaged).
+
+    Raises:
+        ValueError: if ``h < 1`` or ``h`` does not divide ``d_model`` when d_k/d_v are not
+            given, ``h_kv`` does not divide ``h``, or ``dropout`` is outside ``[0, 1]``;
+            ``forward`` as :func:`multi_head_attention`.
     """
 
     #: Hooks a variant overrides (see the module notes): a per-head score
@@ -409,15 +577,13 @@ class MultiHeadAttention(nn.Module):
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
         options.setdefault("dropout_p", self.dropout if self.training else 0.0)
         options.setdefault("align", self.align)
-        out, a = multi_head_attention(
+        out, a = _multi_head(  # the weights are the module's own, made to fit in __init__
             X_q,
             X_kv,
             X_v,
-            self.W_Q,
-            self.W_K,
-            self.W_V,
-            self.W_O,
+            tuple(_weight_and_bias(W) for W in (self.W_Q, self.W_K, self.W_V, self.W_O)),
             self.h,
+            self.h_kv,
             mask,
             need_weights=need_weights,
             average_attn_weights=avg,
@@ -425,11 +591,10 @@ class MultiHeadAttention(nn.Module):
             bias_v=self.bias_v,
             add_zero_attn=self.add_zero_attn,
             memory=memory,
-            score=self.score_fn,
             kv_transform=self.kv_transform if kv_transform is None else kv_transform,
-            h_kv=self.h_kv,
+            score=self.score_fn,
             context_hook=self.context_hook,
-            **options,
+            options=options,
         )
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
@@ -478,191 +643,6 @@ class SelfAttentionVariant(MultiHeadAttention):
         out, a = super().forward(X, None, mask, **options)
         assert a is not None  # need_weights is left at True
         return out, a
-
-
-def _torch_mask(mask: Tensor | None, symbol: str) -> Tensor | None:
-    """torch polarity (bool ``True`` = blocked; float = additive) -> ours (bool ``True`` = may attend)."""
-    if mask is None:
-        return None
-    if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
-        raise ValueError(
-            f"{symbol} must be a boolean or floating tensor, got {getattr(mask, 'dtype', type(mask).__name__)}"
-        )
-    return ~mask if mask.dtype == torch.bool else mask
-
-
-def _check_torch_mask_shape(mask: Tensor, query: Tensor, key: Tensor, h: int, batch_first: bool) -> None:
-    """torch's ``attn_mask``: ``(L, S)`` or ``(B * num_heads, L, S)``; refuse another shape, showing the one passed.
-
-    query/key: batched ``(B, L, E)``/``(B, S, E)`` (``(L, B, E)``/``(S, B, E)`` unless batch_first).
-    ``(L, S)`` may broadcast (a size 1 stands for all), as the core allows; the leading
-    size of a 3-D mask must be ``B * num_heads`` (it is split into the two).
-    """
-    if query.dim() != 3 or key.dim() != 3 or mask.dim() not in (2, 3):
-        return  # the module reports the inputs' shapes, the core a mask of another rank
-    B, L = (query.shape[0], query.shape[1]) if batch_first else (query.shape[1], query.shape[0])
-    S = key.shape[1] if batch_first else key.shape[0]
-    try:
-        fits = torch.broadcast_shapes(mask.shape[-2:], (L, S)) == (L, S)
-    except RuntimeError:
-        fits = False
-    if mask.dim() == 3 and mask.shape[0] != B * h or not fits:
-        want = f"(L, S) = ({L}, {S})" if mask.dim() == 2 else f"(B * num_heads, L, S) = ({B * h}, {L}, {S})"
-        sizes = "" if mask.dim() == 2 else f" (B={B}, num_heads={h})"
-        raise ValueError(f"a {mask.dim()}-D attn_mask must have shape {want}{sizes}, got {tuple(mask.shape)}")
-
-
-def _check_unbatched_padding(kpm: object, S: int) -> None:
-    """torch's key_padding_mask of unbatched inputs is ``(S,)``: checked before the batch axis is added."""
-    if isinstance(kpm, Tensor) and (kpm.dim() != 1 or kpm.shape[0] not in (S, 1)):
-        raise ValueError(f"key_padding_mask of unbatched inputs must have shape (S,) = ({S},), got {tuple(kpm.shape)}")
-
-
-class MultiheadAttention(MultiHeadAttention):
-    """A drop-in replacement for ``torch.nn.MultiheadAttention`` built on :func:`multi_head_attention`.
-
-    Same constructor (``embed_dim, num_heads, dropout=0.0, bias=True,
-    add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None,
-    batch_first=False, device=None, dtype=None``) and ``forward(query, key,
-    value, key_padding_mask=None, need_weights=True, attn_mask=None,
-    average_attn_weights=True, is_causal=False)`` with **torch's mask polarity**:
-    a boolean ``attn_mask``/``key_padding_mask`` is ``True`` where attention is
-    *blocked*; a float mask is added to the scores. Unbatched ``(L, E)`` inputs
-    work. Load torch's weights with :meth:`from_torch` or
-    ``load_state_dict(torch_module.state_dict())`` (torch's names are mapped by
-    :func:`from_torch_state_dict`). Differences: a fully-masked row gives a zero
-    output (torch: NaN); ``is_causal=True`` without ``attn_mask`` applies the
-    causal mask (torch raises). Raises ``ValueError`` as :class:`MultiHeadAttention`.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        add_bias_kv: bool = False,
-        add_zero_attn: bool = False,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        batch_first: bool = False,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            embed_dim,
-            num_heads,
-            bias=bias,
-            dropout=dropout,
-            add_bias_kv=add_bias_kv,
-            add_zero_attn=add_zero_attn,
-            kdim=kdim,
-            vdim=vdim,
-            batch_first=batch_first,
-            average_attn_weights=True,
-            device=device,
-            dtype=dtype,
-        )
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-
-    # ignore: a drop-in for torch.nn.MultiheadAttention takes torch's arguments, not MultiHeadAttention's
-    def forward(  # type: ignore[override]
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = True,
-        attn_mask: Tensor | None = None,
-        average_attn_weights: bool = True,
-        is_causal: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        unbatched = query.dim() == 2
-        if unbatched:
-            query, key, value = (x.unsqueeze(1 if not self.batch_first else 0) for x in (query, key, value))
-            if key_padding_mask is not None:
-                _check_unbatched_padding(key_padding_mask, key.shape[-2] if self.batch_first else key.shape[0])
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        mask = _torch_mask(attn_mask, "attn_mask")
-        if mask is not None:
-            _check_torch_mask_shape(mask, query, key, self.h, self.batch_first)
-        if mask is not None and mask.dim() == 3:  # torch: (B * num_heads, L, S)
-            mask = mask.reshape(-1, self.h, *mask.shape[-2:])
-        elif mask is not None and mask.dim() == 2:  # torch: (L, S), shared by the batch whatever its size
-            mask = mask[None]
-        kpm = _torch_mask(key_padding_mask, "key_padding_mask")
-        bias = None
-        if kpm is not None and kpm.is_floating_point():
-            bias, kpm = kpm[..., None, None, :], None  # float key padding: additive, per batch row
-        out, a = super().forward(
-            query,
-            key,
-            mask,
-            X_v=value,
-            key_padding_mask=kpm,
-            bias=bias,
-            is_causal=is_causal and attn_mask is None,
-            need_weights=need_weights,
-            average_attn_weights=average_attn_weights,
-        )
-        if unbatched:
-            out = out.squeeze(1 if not self.batch_first else 0)
-            a = None if a is None else a.squeeze(0)
-        return out, a
-
-    # -> Any as torch's own (it returns its private _IncompatibleKeys named tuple, unannotated)
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
-        """Load this module's own state dict, or torch's (``in_proj_weight``, ``out_proj.weight``, ...)."""
-        if any(k in state_dict for k in ("in_proj_weight", "q_proj_weight", "out_proj.weight")):
-            state_dict = from_torch_state_dict(state_dict)
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
-
-    @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> MultiheadAttention:
-        """A copy of a ``torch.nn.MultiheadAttention``: same configuration, same weights, same mode."""
-        ours = cls(
-            module.embed_dim,
-            module.num_heads,
-            dropout=module.dropout,
-            bias=module.in_proj_bias is not None,
-            add_bias_kv=module.bias_k is not None,
-            add_zero_attn=module.add_zero_attn,
-            kdim=module.kdim,
-            vdim=module.vdim,
-            batch_first=module.batch_first,
-            device=module.out_proj.weight.device,
-            dtype=module.out_proj.weight.dtype,
-        )
-        ours.load_state_dict(module.state_dict())
-        return ours.train(module.training)
-
-
-def from_torch_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Map a ``torch.nn.MultiheadAttention`` state dict to :class:`MultiHeadAttention`'s names.
-
-    ``in_proj_weight`` (or ``q/k/v_proj_weight``) -> ``W_Q/W_K/W_V.weight``;
-    ``in_proj_bias`` -> their biases; ``out_proj.*`` -> ``W_O.*``; ``bias_k``/``bias_v`` kept.
-    Raises ``ValueError`` if the input weights are missing.
-    """
-    sd = dict(state_dict)
-    out: dict[str, Tensor] = {}
-    if "in_proj_weight" in sd and sd["in_proj_weight"] is not None:
-        wq, wk, wv = sd.pop("in_proj_weight").chunk(3)
-    elif "q_proj_weight" in sd:
-        wq, wk, wv = sd.pop("q_proj_weight"), sd.pop("k_proj_weight"), sd.pop("v_proj_weight")
-    else:
-        raise ValueError("not a torch.nn.MultiheadAttention state dict: no in_proj_weight or q_proj_weight")
-    sd.pop("in_proj_weight", None)
-    out["W_Q.weight"], out["W_K.weight"], out["W_V.weight"] = wq, wk, wv
-    if sd.get("in_proj_bias") is not None:
-        out["W_Q.bias"], out["W_K.bias"], out["W_V.bias"] = sd.pop("in_proj_bias").chunk(3)
-    out["W_O.weight"] = sd.pop("out_proj.weight")
-    if "out_proj.bias" in sd:
-        out["W_O.bias"] = sd.pop("out_proj.bias")
-    for name in ("bias_k", "bias_v"):
-        if sd.get(name) is not None:
-            out[name] = sd.pop(name)
-    return out
 
 
 @catalogued(

@@ -62,7 +62,8 @@ from .._checks import (
 )
 from ..catalog import catalogued
 from ..masking import causal_mask, padding_mask, zero_unattended
-from ..query_related.multihead import MultiHeadAttention, from_torch_state_dict
+from ..query_related.multihead import MultiHeadAttention
+from ..query_related.torch_mha import from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
 
@@ -544,7 +545,7 @@ def from_torch_transformer_state_dict(state_dict: Mapping[str, Tensor]) -> dict[
     Accepts ``torch.nn.TransformerEncoderLayer``, ``DecoderLayer``, ``TransformerEncoder``,
     ``TransformerDecoder`` or ``Transformer``. Every attention block (``self_attn``,
     ``multihead_attn`` -> ``cross_attn``) goes through
-    :func:`~attnsurvey.query_related.multihead.from_torch_state_dict`;
+    :func:`~attnsurvey.query_related.torch_mha.from_torch_state_dict`;
     ``linear1``/``linear2`` -> ``ffn.linear1``/``ffn.linear2``; a stack's final
     ``norm`` -> ``final_norm``. Load the result into the matching
     :class:`EncoderLayer`, :class:`DecoderLayer`, :class:`Encoder` or :class:`Decoder`
