@@ -398,7 +398,7 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None, 
             batch dimensions that do not broadcast, or ``allowed``/``drop`` that do not
             broadcast to the scores ``(..., b_q, b_k)`` (``allowed`` must be boolean).
     """
-    check_qkv(Qs, K, V, "tile_stats", "b_q", "b_k")
+    check_qkv(Qs, K, V, "tile_stats", "b_q", "b_k", "Qs")
     check_batch_broadcast(Qs, K, "Qs", "K")
     check_batch_broadcast(K, V, "K", "V")
     batch = torch.broadcast_shapes(Qs.shape[:-2], K.shape[:-2], V.shape[:-2])
@@ -631,7 +631,9 @@ class TiledAttentionFunction(torch.autograd.Function):
         return dQ * scale, dK, dV, None, None
 
 
-def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f") -> None:
+def check_qkv(
+    Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f", q_symbol: str = "Q"
+) -> None:
     """Validate queries, keys and values for a tiled computation.
 
     Args:
@@ -641,22 +643,25 @@ def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f:
         what: names the caller in messages.
         n_q: name of the query count (ring attention calls it a chunk length).
         n_f: name of the key count.
+        q_symbol: name of the queries in messages (``Qs`` for scaled queries).
 
     Shape:
         Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``.
 
     Raises:
-        ValueError: for non-float tensors, ranks below 2, mixed dtypes, or mismatched ``d_k``/``n_f``.
+        TypeError, ValueError: (:class:`~attnsurvey._checks.InputTypeError`, both) for a
+            non-tensor or non-float tensor, or mixed dtypes; ValueError for ranks below 2 or
+            mismatched ``d_k``/``n_f``.
     """
     for x, name, layout in (
-        (Q, "Q", f"(..., {n_q}, d_k)"),
+        (Q, q_symbol, f"(..., {n_q}, d_k)"),
         (K, "K", f"(..., {n_f}, d_k)"),
         (V, "V", f"(..., {n_f}, d_v)"),
     ):
         as_tensor(x, name)
         check_min_rank(x, 2, name, layout)
-    check_same_dtype(Q=Q, K=K, V=V)
-    check_dim_equal(Q.shape[-1], K.shape[-1], what, "d_k of Q", "d_k of K")
+    check_same_dtype(**{q_symbol: Q, "K": K, "V": V})
+    check_dim_equal(Q.shape[-1], K.shape[-1], what, f"d_k of {q_symbol}", "d_k of K")
     check_dim_equal(K.shape[-2], V.shape[-2], what, f"{n_f} of K", f"{n_f} of V")
 
 
