@@ -254,6 +254,11 @@ def kv_cache_bytes(
     """
     check_counts("kv_cache_bytes", n_layers=n_layers, n_kv_heads=n_kv_heads, n_tokens=n_tokens, batch=batch)
     check_sizes("kv_cache_bytes", d_head=d_head, bytes_per_value=bytes_per_value)
+    return _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, batch, bytes_per_value)
+
+
+def _kv_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int, bytes_per_value: int) -> int:
+    """:func:`kv_cache_bytes` on checked sizes."""
     return 2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value
 
 
@@ -384,7 +389,7 @@ def decode_step_cost(
     W = _weight_count(d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
     d_head = d_model // n_heads
     flops = batch * (2 * W + 4 * n_layers * n_heads * d_head * n_context)
-    kv = 2 * n_layers * batch * n_context * n_kv_heads * d_head * bytes_per_value
+    kv = _kv_bytes(n_layers, n_kv_heads, d_head, n_context, batch, bytes_per_value)
     return DecodeCost(flops, W * bytes_per_value, kv)
 
 
