@@ -113,7 +113,7 @@ def test_leading_term_and_where_it_is_close():
         (lambda: flash_io(-1, 4, 16), "n_q must be at least 0"),
         (lambda: flash_io(8, 0, 16), "d must be at least 1"),
         (lambda: flash_io(8, 4, 3), "M must be at least 4"),
-        (lambda: standard_io(8, -2), "d_k must be at least 0"),
+        (lambda: standard_io(8, -2), "d_k must be at least 1"),
         (lambda: flash_leading_term(-3, 4, 16), "n must be at least 0"),
         (lambda: list(algorithm1_schedule(4, 4, 0, 2)), "B_r must be at least 1"),
     ],

@@ -29,7 +29,7 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, require_tensor
 from ..catalog import catalogued
 from ..general_model import attend
 from ..masking import require_boolean_mask
@@ -249,26 +249,17 @@ def kv_cache_bytes(
         The size in bytes.
 
     Raises:
-        ValueError: if a size is negative or not an integer.
+        ValueError: if a count (``n_layers``, ``n_kv_heads``, ``n_tokens``, ``batch``) is negative
+            or not an integer, or ``d_head`` or ``bytes_per_value`` is not an integer >= 1.
     """
-    sizes = {
-        "n_layers": n_layers,
-        "n_kv_heads": n_kv_heads,
-        "d_head": d_head,
-        "n_tokens": n_tokens,
-        "batch": batch,
-        "bytes_per_value": bytes_per_value,
-    }
-    bad = {k: s for k, s in sizes.items() if isinstance(s, bool) or not isinstance(s, int) or s < 0}
-    if bad:
-        raise ValueError(f"kv_cache_bytes needs integer sizes >= 0, got {bad}")
+    check_counts("kv_cache_bytes", n_layers=n_layers, n_kv_heads=n_kv_heads, n_tokens=n_tokens, batch=batch)
+    check_sizes("kv_cache_bytes", d_head=d_head, bytes_per_value=bytes_per_value)
+    return _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, batch, bytes_per_value)
+
+
+def _kv_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, batch: int, bytes_per_value: int) -> int:
+    """:func:`kv_cache_bytes` on checked sizes."""
     return 2 * n_layers * batch * n_tokens * n_kv_heads * d_head * bytes_per_value
-
-
-def _check_counts(what: str, **sizes: int) -> None:
-    bad = {k: v for k, v in sizes.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0}
-    if bad:
-        raise ValueError(f"{what} needs integer sizes >= 0, got {bad}")
 
 
 @catalogued("extra:kv-cache", "extra:gqa")
@@ -292,19 +283,25 @@ def decoder_weight_count(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int,
         The number of weights.
 
     Raises:
-        ValueError: if a size is negative or not an integer, or ``h`` does not divide ``d_model``.
+        ValueError: if ``d_model``, ``h`` or ``d_ff`` is not an integer >= 1, a count (``g``,
+            ``L``, ``vocab``) is negative or not an integer, or ``h`` does not divide ``d_model``.
     """
-    _check_counts(
-        "decoder_weight_count",
-        d_model=d_model,
-        n_heads=n_heads,
-        n_kv_heads=n_kv_heads,
-        d_ff=d_ff,
-        n_layers=n_layers,
-        vocab=vocab,
-    )
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"n_heads h={n_heads} must divide d_model={d_model}")
+    _check_weight_sizes("decoder_weight_count", d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
+    return _weight_count(d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
+
+
+def _check_weight_sizes(
+    what: str, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, n_layers: int, vocab: int
+) -> None:
+    """The size checks of :func:`decoder_weight_count`, naming ``what``."""
+    check_sizes(what, d_model=d_model, n_heads=n_heads, d_ff=d_ff)
+    check_counts(what, n_kv_heads=n_kv_heads, n_layers=n_layers, vocab=vocab)
+    if d_model % n_heads:
+        raise ValueError(f"{what}: n_heads h={n_heads} must divide d_model={d_model}")
+
+
+def _weight_count(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, n_layers: int, vocab: int) -> int:
+    """:func:`decoder_weight_count` on checked sizes."""
     d_head = d_model // n_heads
     per_layer = 2 * d_model * d_model + 2 * n_kv_heads * d_head * d_model + 2 * d_model * d_ff
     return n_layers * per_layer + vocab * d_model
@@ -382,13 +379,17 @@ def decode_step_cost(
         A :class:`DecodeCost` (``flops``, ``weight_bytes``, ``kv_bytes``, ``intensity``, ``kv_share``).
 
     Raises:
-        ValueError: if a size is negative or not an integer, or ``h`` does not divide ``d_model``.
+        ValueError: if ``d_model``, ``h``, ``d_ff`` or ``bytes_per_value`` is not an integer >= 1,
+            a count (``g``, ``L``, ``n``, ``vocab``, ``B``) is negative or not an integer, or ``h``
+            does not divide ``d_model``.
     """
-    W = decoder_weight_count(d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
-    _check_counts("decode_step_cost", n_context=n_context, batch=batch, bytes_per_value=bytes_per_value)
+    _check_weight_sizes("decode_step_cost", d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
+    check_counts("decode_step_cost", n_context=n_context, batch=batch)
+    check_sizes("decode_step_cost", bytes_per_value=bytes_per_value)
+    W = _weight_count(d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
     d_head = d_model // n_heads
     flops = batch * (2 * W + 4 * n_layers * n_heads * d_head * n_context)
-    kv = kv_cache_bytes(n_layers, n_kv_heads, d_head, n_context, batch, bytes_per_value)
+    kv = _kv_bytes(n_layers, n_kv_heads, d_head, n_context, batch, bytes_per_value)
     return DecodeCost(flops, W * bytes_per_value, kv)
 
 
@@ -413,13 +414,15 @@ class GroupedQueryAttention(MultiHeadAttention):
         ``(B, n, d_model)``, weights ``(B, h, n, n_cached)``.
 
     Raises:
-        ValueError: if ``g`` does not divide ``h``, ``h`` does not divide ``d_model``, or
-            X has the wrong width.
+        ValueError: if ``d_model``, ``h`` or ``g`` is not an integer >= 1, ``g`` does not divide
+            ``h``, ``h`` does not divide ``d_model``, or X has the wrong width.
+        TypeError: if X is not a floating-point tensor.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
         g = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads >= 1 and (g < 1 or n_heads % g):
+        check_sizes("GroupedQueryAttention", d_model=d_model, n_heads=n_heads, n_kv_heads=g)
+        if n_heads % g:
             raise ValueError(f"n_kv_heads g={g} must divide n_heads h={n_heads}")
         super().__init__(d_model, n_heads, h_kv=g)  # no biases, as in many recent decoder-only models (LLaMA)
         self.g, self.d_head = g, self.d_k
@@ -465,16 +468,21 @@ class DecoderBlock(nn.Module):
         forward: X ``(B, n, d_model)`` (with an optional :class:`KVCache`) -> ``(B, n, d_model)``.
 
     Raises:
-        ValueError: as :class:`GroupedQueryAttention`.
+        ValueError: as :class:`GroupedQueryAttention`, or ``d_ff`` is not an integer >= 1.
+        TypeError: if X is not a floating-point tensor (a list, NumPy array or integer tensor).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int) -> None:
+        check_sizes("DecoderBlock", d_ff=d_ff)
         super().__init__()
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
         self.ffn = FeedForward(d_model, d_ff)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
 
     def forward(self, X: Tensor, cache: KVCache | None = None) -> Tensor:
+        as_tensor(X, "X")
+        check_min_rank(X, 3, "X", "(B, n, d_model)")
+        check_dim_equal(X.shape[-1], self.attn.d_model, "DecoderBlock", "d_model of X", "d_model of the block")
         X = residual_norm(X, lambda Z: self.attn(Z, cache)[0], self.norm1, True)
         return residual_norm(X, self.ffn, self.norm2, True)
 
@@ -500,7 +508,11 @@ class TinyDecoderLM(nn.Module):
         forward: tokens ``(B, n)`` integers -> logits ``(B, n, vocab)``.
 
     Raises:
-        ValueError: if the sequence would exceed ``max_len`` or a token id is outside ``[0, vocab)``.
+        ValueError: if ``vocab``, ``d_model``, ``h``, ``g``, ``d_ff`` or ``max_len`` is not an integer
+            >= 1, ``L`` is negative or not an integer, ``g`` does not divide ``h`` or ``h`` does not
+            divide ``d_model`` (:class:`GroupedQueryAttention`); in forward, if the sequence would
+            exceed ``max_len`` or a token id is outside ``[0, vocab)``.
+        TypeError: if tokens is not a tensor.
     """
 
     P: Tensor  # a buffer (registered in __init__)
@@ -517,6 +529,8 @@ class TinyDecoderLM(nn.Module):
     ) -> None:
         super().__init__()
         g = n_heads if n_kv_heads is None else n_kv_heads
+        check_sizes("TinyDecoderLM", vocab=vocab, d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len)
+        check_counts("TinyDecoderLM", n_layers=n_layers)
         self.embed = nn.Embedding(vocab, d_model)
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, g, d_ff) for _ in range(n_layers))
@@ -538,6 +552,7 @@ class TinyDecoderLM(nn.Module):
         return [cast(DecoderBlock, b).attn.new_cache(batch, n, self.embed.weight.dtype) for b in self.blocks]
 
     def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
+        require_tensor(tokens, "tokens")
         start = 0 if caches is None else caches[0].length
         n, vocab = tokens.shape[-1], self.embed.num_embeddings
         if tokens.is_floating_point() or (tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab):

@@ -263,13 +263,13 @@ def standard_io(n: int, d: int, n_f: int | None = None, d_v: int | None = None) 
         :class:`IOCount` with exact integers (``fast`` = ``n_f``).
 
     Raises:
-        ValueError: for negative sizes.
+        ValueError: for a negative ``n_q``/``n_f``, or ``d_k``/``d_v`` below 1.
         TypeError: for sizes that are not ints.
     """
     n_q = _check_size(n, "n_q")
-    d_k = _check_size(d, "d_k")
+    d_k = _check_size(d, "d_k", 1)
     n_f = n_q if n_f is None else _check_size(n_f, "n_f")
-    d_v = d_k if d_v is None else _check_size(d_v, "d_v")
+    d_v = d_k if d_v is None else _check_size(d_v, "d_v", 1)
     reads = n_q * d_k + n_f * d_k + 2 * n_q * n_f + n_f * d_v
     writes = 2 * n_q * n_f + n_q * d_v
     return {"reads": reads, "writes": writes, "total": reads + writes, "fast": n_f}

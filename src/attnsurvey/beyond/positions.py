@@ -314,11 +314,17 @@ def alibi_attention(
         ``(c, a)``: contexts and weights.
 
     Raises:
-        ValueError: if ``h`` differs between Q and slopes, or the mask is not boolean.
+        ValueError: if ``h`` differs between Q and slopes, Q or K has fewer than 3 dimensions,
+            or the mask is not boolean (shape problems of the attention as
+            :func:`attnsurvey.attention.attend`).
+        TypeError: if Q, K or V is not a floating-point tensor (a list, NumPy array or integer tensor).
     """
     require_boolean_mask(mask, "alibi_attention")
     as_tensor(Q, "Q")
+    as_tensor(K, "K")
+    as_tensor(V, "V")
     check_min_rank(Q, 3, "Q", "(..., h, n_q, d_k)")
+    check_min_rank(K, 3, "K", "(..., h, n_f, d_k)")
     check_dim_equal(Q.shape[-3], len(slopes), "ALiBi", "heads of Q", "number of slopes")
     B = alibi_bias(slopes, Q.shape[-2], K.shape[-2]).to(Q.dtype).to(Q.device)
     c, a = attend(Q, K, V, mask, bias=B)
@@ -354,8 +360,9 @@ class RotarySelfAttention(SelfAttentionVariant):
         ``forward`` returns ``(output, weights)``.
 
     Raises:
-        ValueError: for an odd head size, a ``base`` that is not > 0, an unknown
-            convention, or (from the base class) ``h_kv`` not dividing ``h``.
+        ValueError: if ``d_model``, ``h`` or a given ``d_k`` is not an integer >= 1, for an odd
+            head size, a ``base`` that is not > 0, an unknown convention, or (from the base
+            class) ``h_kv`` not dividing ``h``.
     """
 
     def __init__(
@@ -369,7 +376,10 @@ class RotarySelfAttention(SelfAttentionVariant):
         convention: RopeConvention = "interleaved",
         d_k: int | None = None,
     ) -> None:
-        head = d_k if d_k is not None else (d_model // h if h >= 1 and d_model % h == 0 else None)
+        check_sizes("RotarySelfAttention", d_model=d_model, h=h)
+        if d_k is not None:
+            check_sizes("RotarySelfAttention", d_k=d_k)
+        head = d_k if d_k is not None else (d_model // h if d_model % h == 0 else None)
         if head is not None and head % 2:
             raise ValueError(f"RoPE needs an even head size d_k, got d_k = {head}")
         base = _check_base(base)
@@ -460,13 +470,15 @@ class ALiBiSelfAttention(SelfAttentionVariant):
         ``forward`` returns ``(output, weights)``.
 
     Raises:
-        ValueError: from the base class (``h`` not dividing ``d_model``), and in
-            ``forward`` if ``options`` include ``bias`` (the module sets it).
+        ValueError: if ``d_model`` or ``h`` is not an integer >= 1, from the base class (``h``
+            not dividing ``d_model``), and in ``forward`` if ``options`` include ``bias`` (the
+            module sets it).
     """
 
     slopes: Tensor  # a buffer (registered in __init__)
 
     def __init__(self, d_model: int, h: int) -> None:
+        check_sizes("ALiBiSelfAttention", d_model=d_model, h=h)
         super().__init__(d_model, h, bias=True)
         self.register_buffer("slopes", alibi_slopes(h).float(), persistent=False)
 

@@ -32,7 +32,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from .._checks import as_tensor
 from ..catalog import catalogued
+from ..masking import check_boolean
 
 CHAPTER = "chapters/ch06_4_trained_transformer.ipynb"
 
@@ -95,9 +97,37 @@ def coverage_penalty(coverage: Tensor, beta: float, source_mask: Tensor | None =
         ``cp`` as float64, shape ``(...)``: 0 or negative.
 
     Raises:
-        ValueError: if ``beta`` is negative or not finite, or ``source_mask`` is not boolean.
+        ValueError: if ``beta`` is negative or not finite, ``coverage`` holds a negative or NaN
+            entry (sums of attention weights are >= 0), or ``source_mask`` is not boolean or
+            does not broadcast to ``coverage`` without changing its shape.
+        TypeError: if ``coverage`` is not a floating-point tensor (a list, NumPy array or
+            integer tensor).
     """
     _check_weight(beta, "beta")
+    as_tensor(coverage, "coverage")
+    if coverage.dim() < 1:
+        raise ValueError(f"coverage_penalty needs coverage of shape (..., n_x), got {tuple(coverage.shape)}")
+    if bool((coverage < 0).any()) or bool(coverage.isnan().any()):
+        raise ValueError(
+            f"coverage_penalty needs coverage >= 0 (sums of attention weights), got a negative or NaN entry "
+            f"in coverage of shape {tuple(coverage.shape)}"
+        )
+    if source_mask is not None:
+        check_boolean(source_mask, "source_mask", "a real source position")
+        try:
+            fits = torch.broadcast_shapes(source_mask.shape, coverage.shape) == coverage.shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"coverage_penalty needs source_mask broadcastable to coverage (..., n_x) = {tuple(coverage.shape)}, "
+                f"got source_mask {tuple(source_mask.shape)}"
+            )
+    return _coverage_penalty(coverage, beta, source_mask)
+
+
+def _coverage_penalty(coverage: Tensor, beta: float, source_mask: Tensor | None = None) -> Tensor:
+    """:func:`coverage_penalty` on trusted inputs (inside the search loops)."""
     term = coverage.to(torch.float64).clamp(max=1.0).log()
     if source_mask is not None:
         if source_mask.dtype != torch.bool:
@@ -155,7 +185,7 @@ def _score(
 ) -> Tensor:
     s = log_p / length_penalty(torch.as_tensor(n), alpha)
     if coverage is not None and beta > 0:
-        s = s + coverage_penalty(coverage, beta, mask)
+        s = s + _coverage_penalty(coverage, beta, mask)
     return s
 
 

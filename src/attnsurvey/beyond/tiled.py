@@ -60,7 +60,7 @@ from .._checks import (
 )
 from ..attention import context
 from ..catalog import catalogued
-from ..masking import all_finite, check_mask
+from ..masking import all_finite, check_attn_mask, check_mask
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
 #: Default number of queries per tile (``block_q``): with :data:`BLOCK_K`, big enough that each
@@ -107,15 +107,52 @@ _TILE_DEFAULTS: TileOptions = {
 }
 
 
-class TileSettings(NamedTuple):
-    """The options of one call with the defaults filled in (:func:`tile_settings`); ``dropout_seed`` is None without dropout."""
-
+class _TileFields(NamedTuple):
     is_causal: bool
     block_q: int
     block_k: int
     scale: float
     dropout_p: float
     dropout_seed: int | None
+
+
+class TileSettings(_TileFields):
+    """The options of one call with the defaults filled in (:func:`tile_settings`); ``dropout_seed`` is None without dropout.
+
+    Args:
+        is_causal: query ``i`` may attend only to keys ``j <= i``.
+        block_q: queries per tile.
+        block_k: keys per tile.
+        scale: the score scale.
+        dropout_p: dropout probability.
+        dropout_seed: seed of the keep-mask (None without dropout).
+
+    Raises:
+        TypeError: for a block size or seed that is not an int.
+        ValueError: for a block size below 1, a scale that is not a finite number or
+            ``dropout_p`` outside ``[0, 1)`` (NaN included).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, is_causal: bool, block_q: int, block_k: int, scale: float, dropout_p: float, dropout_seed: int | None
+    ) -> TileSettings:
+        if not (isinstance(scale, (int, float)) and not isinstance(scale, bool) and math.isfinite(scale)):
+            raise ValueError(f"TileSettings needs a finite score scale, got scale={scale!r}")
+        if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
+            raise ValueError(f"TileSettings needs dropout_p in [0, 1), got dropout_p={dropout_p!r}")
+        if dropout_seed is not None and (isinstance(dropout_seed, bool) or not isinstance(dropout_seed, int)):
+            raise TypeError(f"dropout_seed must be an int, got {type(dropout_seed).__name__}")
+        return super().__new__(
+            cls,
+            bool(is_causal),
+            _check_block(block_q, "block_q"),
+            _check_block(block_k, "block_k"),
+            float(scale),
+            float(dropout_p),
+            dropout_seed,
+        )
 
 
 def tile_settings(d_k: int, options: TileOptions) -> TileSettings:
@@ -353,8 +390,32 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None, 
         drop ``(..., b_q, b_k)``.
 
     Returns:
-        m, l ``(..., b_q)`` and acc ``(..., b_q, d_v)``.
+        m, l ``(..., b_q)`` and acc ``(..., b_q, d_v)``; ``b_k = 0`` gives ``(-inf, 0, 0)``.
+
+    Raises:
+        TypeError, ValueError: for Qs, K or V that are no floating-point tensors of rank >= 2
+            (lists, NumPy arrays, integer tensors), mixed dtypes, mismatched ``d_k``/``b_k``,
+            batch dimensions that do not broadcast, or ``allowed``/``drop`` that do not
+            broadcast to the scores ``(..., b_q, b_k)`` (``allowed`` must be boolean).
     """
+    check_qkv(Qs, K, V, "tile_stats", "b_q", "b_k", "Qs")
+    check_batch_broadcast(Qs, K, "Qs", "K")
+    check_batch_broadcast(K, V, "K", "V")
+    batch = torch.broadcast_shapes(Qs.shape[:-2], K.shape[:-2], V.shape[:-2])
+    scores = torch.Size((*batch, Qs.shape[-2], K.shape[-2]))
+    if allowed is not None:
+        check_mask(allowed, scores, "allowed")
+    if drop is not None:
+        as_tensor(drop, "drop")
+        _check_drop(drop, scores)
+    if K.shape[-2] == 0:
+        m = Qs.new_full((*batch, Qs.shape[-2]), -math.inf)
+        return m, Qs.new_zeros(m.shape), Qs.new_zeros((*m.shape, V.shape[-1]))
+    return _tile_stats(Qs, K, V, allowed, drop)
+
+
+def _tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None, drop: Tensor | None = None) -> Stats:
+    """:func:`tile_stats` on trusted inputs (``b_k >= 1``), inside the tile loops."""
     S = Qs @ K.transpose(-1, -2)
     if allowed is not None:
         S = S.masked_fill_(~allowed, -math.inf)
@@ -366,6 +427,18 @@ def tile_stats(Qs: Tensor, K: Tensor, V: Tensor, allowed: Tensor | None = None, 
     if drop is not None:
         P = P.mul_(drop)
     return m, l, P @ V if all_finite(V) else context(P, V)
+
+
+def _check_drop(drop: Tensor, scores: torch.Size) -> None:
+    """Raise ``ValueError`` unless the dropout factors ``drop`` broadcast to the scores ``(..., b_q, b_k)``."""
+    try:
+        out = torch.broadcast_shapes(drop.shape, scores)
+    except RuntimeError:
+        out = None
+    if out != scores:
+        raise ValueError(
+            f"drop of shape {tuple(drop.shape)} does not broadcast to the scores {tuple(scores)} (..., b_q, b_k)"
+        )
 
 
 def _drop(settings: TileSettings, batch: torch.Size, qs: int, qe: int, ks: int, ke: int, like: Tensor) -> Tensor | None:
@@ -385,8 +458,8 @@ def attention_stats(
     The context of :func:`tiled_attend` is ``finalize(m, l, acc)[0]``; ring attention
     merges such statistics across processes. A fully-masked query row gives
     ``m = -inf``, ``l = 0``, ``acc = 0``. Memory: ``O(block_q * block_k)`` beyond the
-    inputs and outputs. float16/bfloat16 inputs are converted to float32 one tile at a
-    time and the statistics are float32.
+    inputs and outputs. float16/bfloat16 inputs are computed in float32 one tile at a
+    time and the statistics are returned in the input dtype.
 
     Args:
         Q: queries.
@@ -396,16 +469,37 @@ def attention_stats(
         **options: :class:`TileOptions`.
 
     Shape:
-        Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)`` with equal batch
-        dimensions; mask broadcastable to ``(..., n_q, n_f)`` (also ``(n_f,)``).
+        Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)`` (batch dimensions
+        broadcast); mask ``(..., n_q, n_f)``, or any shape that broadcasts to these scores
+        (a 1-D key mask over the n_f keys too); a per-example key mask needs its query axis,
+        ``(B, 1, n_f)``.
 
     Returns:
         m, l ``(..., n_q)`` and acc ``(..., n_q, d_v)``.
 
     Raises:
-        TypeError, ValueError: for bad options (:func:`tile_settings`); Q, K, V and the mask
-            are not validated here.
+        TypeError, ValueError: for bad options (:func:`tile_settings`); Q, K or V that are no
+            floating-point tensors of rank >= 2 (lists, NumPy arrays, integer tensors), mixed
+            dtypes, mismatched ``d_k``/``n_f`` or batch dimensions that do not broadcast; a mask
+            that is not boolean, does not broadcast to ``(..., n_q, n_f)`` (a ``(B, n_f)`` mask
+            with ``B != n_q``) or is an ambiguous rank-2 ``(n, n_f)`` with ``B == n_q == n``.
     """
+    check_qkv(Q, K, V, "attention_stats")
+    check_batch_broadcast(Q, K, "Q", "K")
+    check_batch_broadcast(K, V, "K", "V")
+    batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    if mask is not None:
+        check_attn_mask(mask, torch.Size((*batch, Q.shape[-2], K.shape[-2])))
+    dtype = Q.dtype
+    Q, K, V = Q.expand(*batch, *Q.shape[-2:]), K.expand(*batch, *K.shape[-2:]), V.expand(*batch, *V.shape[-2:])
+    m, l, acc = _attention_stats(Q, K, V, mask, **options)
+    return m.to(dtype), l.to(dtype), acc.to(dtype)
+
+
+def _attention_stats(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **options: Unpack[TileOptions]
+) -> Stats:
+    """:func:`attention_stats` on trusted inputs (equal batch dimensions), statistics in float32 for half precision."""
     settings = tile_settings(Q.shape[-1], options)
     is_causal, block_q, block_k, scale = settings[:4]
     work = torch.float32 if Q.dtype in _LOW_PRECISION else Q.dtype
@@ -419,7 +513,7 @@ def attention_stats(
         run: Stats | None = None
         for ks in range(0, _key_end(n_f, is_causal, qe), block_k):
             ke = min(ks + block_k, n_f)
-            part = tile_stats(
+            part = _tile_stats(
                 Qs[..., qs:qe, :],
                 K[..., ks:ke, :].to(work),
                 V[..., ks:ke, :].to(work),
@@ -472,7 +566,7 @@ class TiledAttentionFunction(torch.autograd.Function):
         """
         is_causal, block_q, block_k, scale, p, seed = settings
         O, L = finalize(
-            *attention_stats(
+            *_attention_stats(
                 Q,
                 K,
                 V,
@@ -537,7 +631,9 @@ class TiledAttentionFunction(torch.autograd.Function):
         return dQ * scale, dK, dV, None, None
 
 
-def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f") -> None:
+def check_qkv(
+    Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f: str = "n_f", q_symbol: str = "Q"
+) -> None:
     """Validate queries, keys and values for a tiled computation.
 
     Args:
@@ -547,22 +643,25 @@ def check_qkv(Q: Tensor, K: Tensor, V: Tensor, what: str, n_q: str = "n_q", n_f:
         what: names the caller in messages.
         n_q: name of the query count (ring attention calls it a chunk length).
         n_f: name of the key count.
+        q_symbol: name of the queries in messages (``Qs`` for scaled queries).
 
     Shape:
         Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``.
 
     Raises:
-        ValueError: for non-float tensors, ranks below 2, mixed dtypes, or mismatched ``d_k``/``n_f``.
+        TypeError, ValueError: (:class:`~attnsurvey._checks.InputTypeError`, both) for a
+            non-tensor or non-float tensor, or mixed dtypes; ValueError for ranks below 2 or
+            mismatched ``d_k``/``n_f``.
     """
     for x, name, layout in (
-        (Q, "Q", f"(..., {n_q}, d_k)"),
+        (Q, q_symbol, f"(..., {n_q}, d_k)"),
         (K, "K", f"(..., {n_f}, d_k)"),
         (V, "V", f"(..., {n_f}, d_v)"),
     ):
         as_tensor(x, name)
         check_min_rank(x, 2, name, layout)
-    check_same_dtype(Q=Q, K=K, V=V)
-    check_dim_equal(Q.shape[-1], K.shape[-1], what, "d_k of Q", "d_k of K")
+    check_same_dtype(**{q_symbol: Q, "K": K, "V": V})
+    check_dim_equal(Q.shape[-1], K.shape[-1], what, f"d_k of {q_symbol}", "d_k of K")
     check_dim_equal(K.shape[-2], V.shape[-2], what, f"{n_f} of K", f"{n_f} of V")
 
 
@@ -597,14 +696,17 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
 
     Shape:
         Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)`` (batch dimensions
-        broadcast); mask broadcastable to the scores ``(..., n_q, n_f)``, including a
-        1-D key mask ``(n_f,)``. Returns ``(..., n_q, d_v)``.
+        broadcast); mask ``(..., n_q, n_f)``, or any shape that broadcasts to these scores
+        (a 1-D key mask over the n_f keys too; a per-example key mask ``(B, 1, n_f)``).
+        Returns ``(..., n_q, d_v)``.
 
     Returns:
         The context ``c``.
 
     Raises:
-        ValueError: on shape, dtype or mask problems, ``d_k = 0``, a non-finite scale or
+        ValueError: on shape, dtype or mask problems (a mask that does not broadcast to the
+            scores, or an ambiguous rank-2 ``(n, n_f)`` mask with ``B == n_q == n``: pass
+            ``mask[None]`` or ``mask[:, None, :]``), ``d_k = 0``, a non-finite scale or
             ``dropout_p`` outside ``[0, 1)``.
         TypeError: for non-integer block sizes or seeds, or an unknown option.
     """
@@ -615,7 +717,7 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     n_q, n_f = Q.shape[-2], K.shape[-2]
     if mask is not None:
-        check_mask(mask, torch.Size((*batch, n_q, n_f)))
+        check_attn_mask(mask, torch.Size((*batch, n_q, n_f)))
     if n_f == 0 or n_q == 0:
         return V.new_zeros((*batch, n_q, V.shape[-1]))
     dtype = Q.dtype
@@ -625,12 +727,13 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
     return TiledAttentionFunction.apply(Q, K, V, mask, settings).to(dtype)
 
 
-def _check_sizes(**sizes: int) -> None:
+def _check_sizes(minimum: int = 0, **sizes: int) -> None:
+    """Raise ``TypeError`` for a size that is not an int, ``ValueError`` for one below ``minimum``."""
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 0:
-            raise ValueError(f"{name} must be at least 0, got {name}={value}")
+            raise TypeError(f"{name} must be an int, got {name}={value!r} ({type(value).__name__})")
+        if value < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, got {name}={value}")
 
 
 def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: int, itemsize: int = 4) -> dict:
@@ -655,10 +758,12 @@ def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: in
         tiles visited (no causal skipping).
 
     Raises:
-        ValueError: for a negative size or a block size below 1, naming the symbol.
+        ValueError: for a negative ``n_q``/``n_f``, or ``d_k``, ``d_v``, ``itemsize`` or a block
+            size below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_sizes(n_q=n_q, n_f=n_f, d_k=d_k, d_v=d_v, itemsize=itemsize)
+    _check_sizes(n_q=n_q, n_f=n_f)
+    _check_sizes(1, d_k=d_k, d_v=d_v, itemsize=itemsize)
     _check_block(block_q, "block_q")
     _check_block(block_k, "block_k")
     bq, bk = min(block_q, n_q), min(block_k, n_f)
@@ -685,9 +790,10 @@ def attention_flops(n_q: int, n_f: int, d_k: int, d_v: int, backward: bool = Fal
         The FLOP count.
 
     Raises:
-        ValueError: for a negative size, naming the symbol.
+        ValueError: for a negative ``n_q``/``n_f`` or ``d_k``/``d_v`` below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_sizes(n_q=n_q, n_f=n_f, d_k=d_k, d_v=d_v)
+    _check_sizes(n_q=n_q, n_f=n_f)
+    _check_sizes(1, d_k=d_k, d_v=d_v)
     fwd = 2 * n_q * n_f * (d_k + d_v)
     return fwd + (2 * n_q * n_f * (3 * d_k + 2 * d_v) if backward else 0)

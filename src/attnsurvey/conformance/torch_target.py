@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import as_tensor, check_counts, check_min_rank, check_rank, check_same_dtype
 from ..attention import attend
+from ..masking import check_boolean, check_mask
 from ..query_related.multihead import multi_head_attention
 from ..query_related.torch_mha import from_torch_state_dict
 from ..transformer.model import DecoderLayer, EncoderLayer, from_torch_transformer_state_dict
@@ -44,7 +46,15 @@ def example_mask(n_q: int, n_f: int, dead_row: int | None = None) -> Tensor:
 
     Returns:
         The mask (key ``(i + l) % 3 != 1`` kept, plus key 0 for every row).
+
+    Raises:
+        ValueError: if ``n_q`` or ``n_f`` is not an integer >= 0, or ``dead_row`` is not a row index.
     """
+    check_counts("example_mask", n_q=n_q, n_f=n_f)
+    if dead_row is not None and (
+        isinstance(dead_row, bool) or not isinstance(dead_row, int) or not 0 <= dead_row < n_q
+    ):
+        raise ValueError(f"example_mask needs dead_row in [0, n_q={n_q}), got dead_row={dead_row!r}")
     i, j = torch.arange(n_q)[:, None], torch.arange(n_f)[None, :]
     mask = ((i + j) % 3 != 1) | (j == 0)
     if dead_row is not None:
@@ -80,13 +90,44 @@ def sdpa_adapter(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
         mask: boolean, ``True`` = may attend (SDPA's own polarity), or None.
         **kw: SDPA's keyword arguments (``is_causal``, ``enable_gqa``, ``scale``).
 
+    The keys and values that no query may attend are zeroed first (the book's convention:
+    a masked position is inert even if it holds NaN or Inf); SDPA sees the same scores
+    and weights on every allowed pair.
+
     Shape:
         Q ``(B, h, n_q, d_k)``, K ``(B, h_kv, n_f, d_k)``, V ``(B, h_kv, n_f, d_v)``,
-        mask ``(n_q, n_f)``; returns c ``(B, h, n_q, d_v)``.
+        mask ``(n_q, n_f)`` (or SDPA's own broadcastable ``(n_f,)`` or rank-4
+        ``(B, h, n_q, n_f)``); returns c ``(B, h, n_q, d_v)``.
 
     Returns:
         The context c.
+
+    Raises:
+        TypeError: if Q, K or V is not a floating-point tensor, or their dtypes differ.
+        ValueError: if Q, K or V has fewer than 3 dimensions, or the mask is not boolean or has
+            rank 3 (``(B, n_q, n_f)`` would be read by SDPA as ``(h, n_q, n_f)``: add the head
+            axis, ``mask[:, None]``) or more than 4, or does not broadcast to the scores
+            ``(B, h, n_q, n_f)`` (a ``(B, n_f)`` key mask with ``B != n_q``).
     """
+    for x, name, layout in (
+        (Q, "Q", "(B, h, n_q, d_k)"),
+        (K, "K", "(B, h_kv, n_f, d_k)"),
+        (V, "V", "(B, h_kv, n_f, d_v)"),
+    ):
+        as_tensor(x, name)
+        check_min_rank(x, 3, name, layout)
+    check_same_dtype(Q=Q, K=K, V=V)
+    if mask is not None:
+        check_boolean(mask, "mask")
+        if mask.dim() not in (1, 2, 4):
+            raise ValueError(
+                f"sdpa_adapter needs mask (n_q, n_f), (n_f,) or (B, h, n_q, n_f), got {tuple(mask.shape)} "
+                f"for Q {tuple(Q.shape)}, K {tuple(K.shape)}: a (B, n_q, n_f) mask needs its head axis, mask[:, None]"
+            )
+        check_mask(mask, torch.Size((*Q.shape[:-1], K.shape[-2])))
+        seen = (mask if mask.dim() > 1 else mask[None]).any(-2).unsqueeze(-1)  # (..., n_f, 1): some query may attend
+        zero = torch.zeros((), dtype=K.dtype, device=K.device)
+        K, V = torch.where(seen, K, zero), torch.where(seen, V, zero)
     return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask, **kw)  # type: ignore[arg-type]  # kw: SDPA's options
 
 
@@ -137,7 +178,17 @@ def linear(W: Tensor, b: Tensor) -> nn.Linear:
 
     Returns:
         The module (W's dtype).
+
+    Raises:
+        TypeError: if W or b is not a floating-point tensor.
+        ValueError: if W is not ``(d_out, d_in)`` or b is not ``(d_out,)``.
     """
+    check_rank(W, 2, "W", "(d_out, d_in)")
+    check_rank(b, 1, "b", "(d_out,)")
+    if b.shape[0] != W.shape[0]:
+        raise ValueError(
+            f"linear needs b of shape (d_out,) = ({W.shape[0]},), got b {tuple(b.shape)} for W {tuple(W.shape)}"
+        )
     lin = nn.Linear(W.shape[1], W.shape[0], dtype=W.dtype)
     with torch.no_grad():
         lin.weight.copy_(W)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_rank
 from ..attention import attend
 from . import Check, Result, evaluate
 from .torch_target import rand
@@ -42,6 +43,7 @@ class ToyAttention(nn.Module):
         ``forward`` returns the contexts in its own layout.
 
     Raises:
+        TypeError: (from ``forward``) if q, k or v is not a floating-point tensor.
         ValueError: (from ``forward``) if ``blocked`` is not boolean or the shapes do not fit.
     """
 
@@ -61,8 +63,13 @@ class ToyAttention(nn.Module):
             The contexts.
 
         Raises:
-            ValueError: if ``blocked`` is not a boolean tensor of shape ``(B, n_q, n_f)``.
+            TypeError: if q, k or v is not a floating-point tensor (a list, NumPy array or integer tensor).
+            ValueError: if q, k or v is not of rank 4, or ``blocked`` is not a boolean tensor of
+                shape ``(B, n_q, n_f)``.
         """
+        check_rank(q, 4, "q", "(B, n_q, h, d_k)")
+        check_rank(k, 4, "k", "(B, n_f, h, d_k)")
+        check_rank(v, 4, "v", "(B, n_f, h, d_v)")
         allowed = None
         if blocked is not None:
             B, n_q, n_f = q.shape[0], q.shape[1], k.shape[1]

@@ -66,7 +66,12 @@ def interleave_permutation(d: int) -> Tensor:
     Returns:
         ``[0, d/2, 1, d/2 + 1, ...]``: row ``2i`` of a permuted projection is row ``i`` of the
         original, row ``2i + 1`` is row ``i + d/2``.
+
+    Raises:
+        ValueError: if ``d`` is not an even integer >= 2.
     """
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
+        raise ValueError(f"interleave_permutation needs an even head size d >= 2, got d={d!r}")
     half = torch.arange(d // 2)
     return torch.stack([half, half + d // 2], dim=-1).reshape(-1)
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._checks import check_sizes
 from ..beyond.positions import alibi_bias, alibi_slopes
 from ..query_related.multihead import multi_head_attention
 from . import Check, Convention, Pair, library
@@ -47,7 +48,13 @@ def grouping_permutation(h: int, h_kv: int) -> Tensor:
 
     Returns:
         ``perm`` such that the book's query head ``b`` is x-transformers' head ``perm[b]``.
+
+    Raises:
+        ValueError: if ``h`` or ``h_kv`` is not an integer >= 1, or ``h_kv`` does not divide ``h``.
     """
+    check_sizes("grouping_permutation", h=h, h_kv=h_kv)
+    if h % h_kv:
+        raise ValueError(f"grouping_permutation needs h_kv to divide h, got h={h}, h_kv={h_kv}")
     r = h // h_kv
     b = torch.arange(h)
     return (b % r) * h_kv + b // r
