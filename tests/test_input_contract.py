@@ -1,6 +1,8 @@
-"""Issue 13: every public mechanism gives a correct result or a clear error on edge-case inputs.
+"""The input contract of book/api.md, across mechanisms: a correct result or a clear error on edge-case inputs.
 
-Each test here failed before its fix (see ``scripts/edge_case_sweep.py`` for the sweep that found them).
+Masked slots stay inert (also when they hold NaN), empty sets give empty results, losses over nothing are 0,
+bad hyper-parameters and masks are refused naming their symbol. ``scripts/edge_case_sweep.py`` checks the same
+kinds of input over every public callable; these are the cases worth stating one by one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Issue-13 fixes in the core: infinities in the sparse maps, dtype-aware fills, memory length 0, int inputs."""
+"""Non-finite scores and degenerate inputs across components: infinities in the sparse maps, dtype-aware
+fills of the pointer, float16 and integer inputs of the Reformer, memory length 0 of Transformer-XL, empty batches."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def test_pointer_log_probs_keep_allowed_positions_exact():
     lp = pointer_log_probs(s, mask)
     torch.testing.assert_close(
         lp[0, :2], torch.log_softmax(torch.tensor([0.0, -1000.0]), -1)
-    )  # formerly -3.4e38 at -1000
+    )  # exact at -1000, not clipped to the dtype's fill value
     assert lp[0, 2] == torch.finfo(torch.float32).min
     assert torch.all(pointer_log_probs(s, torch.zeros(1, 3, dtype=torch.bool)) == torch.finfo(torch.float32).min)
 
