@@ -37,7 +37,7 @@ from torch import Tensor
 from ._checks import as_tensor, broadcast_batch, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
-from .masking import check_attn_mask, check_key_padding_mask, check_mask, masked_log_softmax, masked_softmax, minus_inf
+from .masking import check_attn_mask, check_key_padding_mask, masked_log_softmax, masked_softmax, minus_inf
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -72,7 +72,7 @@ ALIGNMENTS.register("entmax15", entmax15)
 
 
 def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
-    """The alignment ``(e, mask) -> a`` of alpha-entmax (bisection, any ``alpha >= 1``).
+    """The alignment ``(e, mask) -> a`` of alpha-entmax (bisection, any finite ``alpha > 0``).
 
     ``attend(..., align=alpha_entmax_align(1.2))``; the registered name
     ``"alpha-entmax"`` is ``alpha = 1.5`` computed by bisection.
@@ -88,8 +88,13 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
         The alignment function ``(e, mask) -> a``.
 
     Raises:
-        ValueError: when the returned function is called, unless ``alpha >= 1`` is finite.
+        ValueError: unless ``alpha > 0`` is finite and ``n_iter`` an integer >= 1.
     """
+
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha-entmax needs a finite alpha > 0, got alpha={alpha!r}")
+    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+        raise ValueError(f"alpha-entmax needs n_iter to be an integer >= 1, got n_iter={n_iter!r}")
 
     def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
         return entmax_bisect(e, alpha, mask, n_iter=n_iter)
@@ -141,7 +146,7 @@ def argmax_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """
     as_tensor(e, "e")
     if mask is not None:
-        check_mask(mask, e.shape)
+        check_attn_mask(mask, e.shape)
     if e.shape[-1] == 0:
         return torch.zeros_like(e)
     filled = e if mask is None else torch.where(mask, e, minus_inf(e.dtype))
@@ -313,6 +318,7 @@ def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = Non
     Raises:
         ValueError: unless ``0 <= p <= 1``.
     """
+    as_tensor(a, "a")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {p}")
     if p == 0.0:
@@ -373,7 +379,7 @@ def align_scores(
         raise ValueError(f"dim={dim} is out of range for the scores e of shape {tuple(e.shape)}")
     dim %= e.dim()
     if mask is not None:
-        check_mask(mask, e.shape)
+        check_attn_mask(mask, e.shape)
     if log:
         if align_fn is not softmax_align:
             raise ValueError("log-weights (log=True) exist for the softmax alignment only (log 0 = -inf elsewhere)")
@@ -586,6 +592,8 @@ def dispatch_reason(
     Raises:
         TypeError, ValueError: for a score or alignment that :func:`attend` would refuse.
     """
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
     fn, _ = resolve_score(score)
     return _dispatch_reason(fn, resolve_align(align), need_weights, dropout_p, generator, empty)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, check_dim_equal, check_min_rank, check_weight
+from ._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
@@ -91,6 +91,8 @@ def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     Raises ``ValueError`` on shape mismatches.
     """
     as_tensor(c, "c")
+    as_tensor(W_c, "W_c")
+    as_tensor(b_c, "b_c")
     check_weight(W_c, (W_c.shape[0], c.shape[-1]), "W_c", "(d_y, d_v)")
     check_weight(b_c, (W_c.shape[0],), "b_c", "(d_y,)")
     return torch.softmax(c @ W_c.T + b_c, dim=-1)
@@ -168,6 +170,7 @@ class GeneralAttention(nn.Module):
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v
+        check_sizes("GeneralAttention", d_q=d_q, d_f=d_f, d_k=d_k, d_v=d_v)
         if plain and (d_k != d_f or d_v != d_f):
             raise ValueError(f"plain attention uses K = V = F, so d_k = d_v = d_f; got d_k={d_k}, d_v={d_v}, d_f={d_f}")
         self.d_q, self.d_f, self.d_k, self.d_v, self.plain = d_q, d_f, d_k, d_v, plain
@@ -210,6 +213,7 @@ class OutputModel(nn.Module):
 
     def __init__(self, d_v: int, d_y: int) -> None:
         super().__init__()
+        check_sizes("OutputModel", d_v=d_v, d_y=d_y)
         self.linear = nn.Linear(d_v, d_y)
 
     def logits(self, c: Tensor) -> Tensor:
@@ -294,6 +298,7 @@ class TaskModel(nn.Module):
         super().__init__()
         if pool not in ("attention", "mean"):
             raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")
+        check_sizes("TaskModel", d_f=d_f, d_u=d_u, n_classes=n_classes, d=d)
         self.pool = pool
         self.feature_model = nn.Linear(d_f, d)
         self.query_model = nn.Linear(d_u, d)
@@ -301,6 +306,8 @@ class TaskModel(nn.Module):
         self.output = OutputModel(d, n_classes)
 
     def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        as_tensor(F, "F")
+        as_tensor(q, "q")
         feats = self.feature_model(zero_masked(F, mask))  # a padded item holding NaN is inert in gradients too
         if self.pool == "attention":
             c, a = self.attention(self.query_model(q), feats, mask=mask)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._checks import as_tensor, broadcast_batch
+from ._checks import as_tensor, broadcast_batch, require_tensor
 from .catalog import catalogued
 from .registry import Registry
 
@@ -285,7 +285,7 @@ def masked_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tens
     as_tensor(e, "e")
     if mask is None:
         return torch.softmax(e, dim=dim)
-    check_mask(mask, e.shape)
+    check_attn_mask(mask, e.shape)
     filled = torch.where(mask, e, minus_inf(e.dtype))
     a = torch.softmax(filled, dim=dim)
     return torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
@@ -316,7 +316,7 @@ def masked_log_softmax(e: Tensor, mask: Tensor | None = None, dim: int = -1) -> 
     as_tensor(e, "e")
     if mask is None:
         return torch.log_softmax(e, dim=dim)
-    check_mask(mask, e.shape)
+    check_attn_mask(mask, e.shape)
     low = minus_inf(e.dtype)
     logp = torch.log_softmax(torch.where(mask, e, low), dim=dim)
     return torch.where(mask & mask.expand(e.shape).any(dim, keepdim=True), logp, low)
@@ -382,6 +382,7 @@ def all_finite(X: Tensor) -> bool:
     Returns:
         A Python bool.
     """
+    require_tensor(X, "X")
     with torch.no_grad():
         if bool(torch.isfinite(X.sum())):
             return True

@@ -35,7 +35,18 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_same_shape, mean_or_zero
+from .._checks import (
+    as_tensor,
+    check_counts,
+    check_dim_equal,
+    check_min_rank,
+    check_nonempty,
+    check_nonnegative,
+    check_same_shape,
+    check_scored,
+    check_sizes,
+    mean_or_zero,
+)
 from ..attention import context as _context
 from ..catalog import catalogued, declare
 from ..masking import check_mask, masked_softmax, zero_masked
@@ -327,6 +338,7 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     it is not shifted inwards and nothing is padded.
     Raises ``ValueError`` if ``D < 0``, ``n_f < 1`` or p lies outside the sequence.
     """
+    check_counts("window_mask", n_f=n_f)
     if n_f < 1:
         raise ValueError(f"local alignment needs n_f >= 1, got n_f={n_f}")
     D = _check_D(D)
@@ -383,10 +395,12 @@ class PredictivePosition(nn.Module):
 
     def __init__(self, d_q: int, d_p: int) -> None:
         super().__init__()
+        check_sizes("PredictivePosition", d_q=d_q, d_p=d_p)
         self.W_p = nn.Linear(d_q, d_p, bias=False)
         self.w_p = nn.Parameter(torch.randn(d_p) / math.sqrt(d_p))
 
     def forward(self, q: Tensor, n_f: int) -> Tensor:
+        check_sizes("PredictivePosition", n_f=n_f)
         return predictive_position(q, self.W_p.weight, self.w_p, float(n_f - 1))
 
 
@@ -401,6 +415,7 @@ def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     """
     if not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"sigma must be a finite number >= 0, got sigma={sigma}")
+    check_counts("gaussian_emphasis", n_f=n_f)
     p = _as_position(p, n_f, torch.get_default_dtype())
     pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
     diff = pos - p.unsqueeze(-1)
@@ -503,6 +518,7 @@ class LocalAttention(nn.Module):
             raise ValueError(f"local attention mode must be 'monotonic' or 'predictive', got {mode!r}")
         if gaussian is None:  # Luong et al.: the Gaussian of Eq. (29) belongs to local-p only
             gaussian = mode == "predictive"
+        check_sizes("LocalAttention", d_q=d_q, d_k=d_k, d_p=d_p)
         self.D, self.mode, self.gaussian, self.renormalise = _check_D(D), mode, gaussian, renormalise
         self.score = make_score(score, d_q, d_k)
         self.position = PredictivePosition(d_q, d_p) if mode == "predictive" else None
@@ -510,6 +526,10 @@ class LocalAttention(nn.Module):
     def forward(
         self, q: Tensor, K: Tensor, V: Tensor, t: Tensor | None = None, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
+        as_tensor(q, "q")
+        as_tensor(K, "K")
+        as_tensor(V, "V")
+        check_min_rank(K, 2, "K", "(..., n_f, d_k)")
         n_f = K.shape[-2]
         if self.mode == "monotonic":
             if t is None:
@@ -602,6 +622,9 @@ class ReinforcedAlignment(nn.Module):
     def forward(
         self, q: Tensor, K: Tensor, V: Tensor, generator: torch.Generator | None = None, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        as_tensor(q, "q")
+        as_tensor(K, "K")
+        as_tensor(V, "V")
         K = zero_masked(K, mask)  # a padded key holding NaN/Inf is inert in the gradients too
         logits = self.policy(q.unsqueeze(-2), K).squeeze(-2) + self.policy_bias
         z, log_prob = bernoulli_subset(logits, generator, mask, greedy=not self.training)
@@ -642,7 +665,18 @@ def weight_entropy(a: Tensor) -> Tensor:
 def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) -> dict[str, float]:
     """Summary of how focused weight rows ``(B, n_f)`` are: mean entropy, max weight,
     number of weights above ``eps``, and (with target indices ``(B,)``) the mean
-    weight on the position that matters."""
+    weight on the position that matters.
+
+    Raises:
+        TypeError: if ``a`` is not a floating-point tensor.
+        ValueError: for no row or no position to summarise (``B = 0`` or ``n_f = 0``: a
+            metric over nothing is undefined) or an ``eps`` that is not a finite number >= 0.
+    """
+    as_tensor(a, "a")
+    check_min_rank(a, 1, "a", "(B, n_f)")
+    check_nonnegative("concentration", eps=eps)
+    check_nonempty(a, -1, "a", "n_f")
+    check_scored(a[..., 0].numel(), "concentration", "a")
     out = {
         "entropy": float(weight_entropy(a).mean()),
         "max_weight": float(a.max(-1).values.mean()),

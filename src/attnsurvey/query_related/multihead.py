@@ -61,6 +61,7 @@ from .._checks import (
     check_dim_equal,
     check_min_rank,
     check_same_dtype,
+    check_sizes,
     check_weight,
     with_defaults,
 )
@@ -102,6 +103,7 @@ def split_heads(X: Tensor, h: int) -> Tensor:
     Raises:
         ValueError: if ``h < 1``, X has rank < 2, or h does not divide the width.
     """
+    as_tensor(X, "X")
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
     if X.dim() < 2:
@@ -124,7 +126,13 @@ def merge_heads(X: Tensor) -> Tensor:
 
     Returns:
         The concatenation.
+
+    Raises:
+        TypeError: if X is not a floating-point tensor.
+        ValueError: if X has rank < 3.
     """
+    as_tensor(X, "X")
+    check_min_rank(X, 3, "X", "(..., h, n, d)")
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
@@ -538,6 +546,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
         d_k = d_model // h if d_k is None else d_k
         d_v = d_model // h if d_v is None else d_v
+        check_sizes("MultiHeadAttention", d_model=d_model, h=h, d_k=d_k, d_v=d_v)
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
         self.h, self.h_kv, self.d_k, self.d_v, self.d_model = h, h_kv, d_k, d_v, d_model
         self.kdim, self.vdim = kdim or d_model, vdim or d_model
@@ -719,6 +728,10 @@ def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     as_tensor(heads, "heads")
     check_min_rank(heads, 3, "heads", "(..., h, n, d)")
     h = heads.shape[-3]
+    if kind not in ("subspace", "output", "position"):
+        raise ValueError(f"kind must be 'subspace', 'output' or 'position', got {kind!r}")
+    if h == 0:  # no head pairs: a loss over nothing is 0, still on the graph
+        return heads.sum(dim=(-3, -2, -1))
     if kind in ("subspace", "output"):
         return -_pairwise_cosine(heads.flatten(-2))
     if kind == "position":
