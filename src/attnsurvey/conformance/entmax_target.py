@@ -40,6 +40,9 @@ def library_function(name: str) -> Callable[..., Tensor]:
     Args:
         name: a value of :data:`LIBRARY`.
 
+    Shape:
+        the returned function maps scores of any shape ``(..., n_f)`` to weights of the same shape.
+
     Returns:
         The function.
 

@@ -27,6 +27,9 @@ def rand(*shape: int, seed: int = 0) -> Tensor:
         *shape: the shape.
         seed: the generator's seed.
 
+    Shape:
+        returns ``shape``.
+
     Returns:
         A float64 tensor of ``shape``.
     """
@@ -137,6 +140,10 @@ def mha_weights(module: nn.MultiheadAttention) -> dict[str, Tensor]:
     Args:
         module: a torch module with packed in-projection (``kdim == vdim == embed_dim``).
 
+    Shape:
+        W_Q, W_K: ``(h*d_k, d_model)``; W_V: ``(h*d_v, d_model)``; W_O: ``(d_model, h*d_v)``;
+        each bias: the first dimension of its weight.
+
     Returns:
         ``{"W_Q": (h*d_k, d_model), "b_Q": ..., "W_K", "b_K", "W_V", "b_V", "W_O", "b_O"}``.
     """
@@ -175,6 +182,9 @@ def linear(W: Tensor, b: Tensor) -> nn.Linear:
     Args:
         W: the weight ``(d_out, d_in)``.
         b: the bias ``(d_out,)``.
+
+    Shape:
+        W: ``(d_out, d_in)``; b: ``(d_out,)``; the module maps ``(..., d_in)`` to ``(..., d_out)``.
 
     Returns:
         The module (W's dtype).
