@@ -65,6 +65,9 @@ Stochastic alignments (hard, reinforced) sample in training mode (with the
 ``generator`` passed to ``forward``) and act greedily in eval mode; their score or
 policy parameters learn through the score-function (REINFORCE) surrogate that
 :meth:`TaxonomyModel.loss` adds to the cross-entropy.
+
+Shapes: B batch, n_f feature vectors, n_g query-input vectors, n_q queries, d_model feature and
+query size, h heads, n_classes classes.
 """
 
 from __future__ import annotations

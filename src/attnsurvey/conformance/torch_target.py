@@ -3,6 +3,9 @@
 Each adapter maps the book's symbols onto torch's arguments (masks: the book's
 boolean ``True`` = may attend; ``nn.MultiheadAttention`` reads ``True`` as
 blocked, so its adapter inverts the mask) and torch's outputs back.
+
+Shapes: B batch, n_q queries, n_f keys, d_model model width, h heads, d_k, d_v per-head
+key and value sizes.
 """
 
 from __future__ import annotations
