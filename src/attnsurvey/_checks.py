@@ -35,6 +35,9 @@ def as_tensor(x: object, symbol: str) -> Tensor:
         x: the argument.
         symbol: its name (the survey's symbol) for the message.
 
+    Shape:
+        x: any shape, returned unchanged.
+
     Returns:
         ``x``.
 
@@ -62,6 +65,9 @@ def mean_or_zero(x: Tensor) -> Tensor:
 
     Args:
         x: the values.
+
+    Shape:
+        x: any shape, empty included; returns ``()``.
 
     Returns:
         A 0-d tensor.
@@ -108,6 +114,9 @@ def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
         symbol: its name for the message.
         layout: its shape in symbols, e.g. ``"(..., n_f, d_k)"``.
 
+    Shape:
+        x: any shape with at least ``rank`` dimensions.
+
     Raises:
         ValueError: naming ``symbol``, ``layout`` and the shape seen.
     """
@@ -123,6 +132,9 @@ def check_rank(x: Tensor, rank: int, symbol: str, layout: str) -> Tensor:
         rank: the rank required.
         symbol: its name for the message.
         layout: its shape in symbols.
+
+    Shape:
+        x: exactly ``rank`` dimensions, returned unchanged.
 
     Returns:
         ``x``.
@@ -147,6 +159,9 @@ def check_same_shape(a: Tensor, b: Tensor, name_a: str, name_b: str, what: str) 
         name_b: the second's name.
         what: the lead-in of the message.
 
+    Shape:
+        a, b: any shape, the same for both.
+
     Raises:
         ValueError: ``what``, then both shapes.
     """
@@ -163,6 +178,9 @@ def check_nonempty(x: Tensor, dim: int, symbol: str, size_name: str) -> None:
         symbol: its name for the message.
         size_name: the axis' symbol, e.g. ``"n_f"``.
 
+    Shape:
+        x: any shape with ``x.shape[dim] > 0``.
+
     Raises:
         ValueError: if the axis has size 0.
     """
@@ -175,6 +193,9 @@ def check_same_dtype(**tensors: Tensor) -> None:
 
     Args:
         **tensors: the tensors by name.
+
+    Shape:
+        each tensor: any shape.
 
     Raises:
         InputTypeError: listing every dtype seen.
@@ -211,6 +232,9 @@ def check_weight(W: Tensor, shape: Sequence[int], symbol: str, layout: str) -> N
         symbol: its name for the message.
         layout: the shape in symbols.
 
+    Shape:
+        W: exactly ``shape``.
+
     Raises:
         InputTypeError: for a non-tensor.
         ValueError: for another shape.
@@ -229,6 +253,9 @@ def check_batch_broadcast(a: Tensor, b: Tensor, name_a: str, name_b: str, tail: 
         name_a: the first's name.
         name_b: the second's name.
         tail: how many trailing (non-batch) axes each has.
+
+    Shape:
+        a: ``(*batch_a, *tail_a)``, b: ``(*batch_b, *tail_b)``, ``tail`` trailing axes each; the batches broadcast.
 
     Raises:
         ValueError: with both shapes, if they do not broadcast.
@@ -269,8 +296,18 @@ def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Opt
     """Every option: ``given`` over ``defaults`` (which holds all that the TypedDict ``declared_by`` declares).
 
     The one place where a function that takes ``**options: Unpack[SomeOptions]``
-    fills in its defaults. Raises ``TypeError`` for a name that ``declared_by``
-    does not declare, as a call with an unknown keyword would.
+    fills in its defaults.
+
+    Args:
+        given: the options of the call.
+        defaults: a value for every declared option.
+        declared_by: the TypedDict's name, for the message.
+
+    Returns:
+        A new mapping: ``defaults`` updated with ``given``.
+
+    Raises:
+        TypeError: for a name that ``declared_by`` does not declare, as a call with an unknown keyword would.
     """
     if unknown := sorted(given.keys() - defaults.keys()):
         raise TypeError(f"unknown option(s) {unknown}; {declared_by} declares {list(defaults)}")
@@ -278,26 +315,58 @@ def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Opt
 
 
 def check_optional_sizes(what: str, **sizes: int | None) -> None:
-    """:func:`check_sizes` for sizes that may be ``None`` (left to a default): each given one must be an integer >= 1."""
+    """:func:`check_sizes` for sizes that may be ``None`` (left to a default): each given one must be an integer >= 1.
+
+    Args:
+        what: the caller's name, for the message.
+        **sizes: the sizes by their symbol; ``None`` ones are skipped.
+
+    Raises:
+        ValueError: as :func:`check_sizes`, for a given size that is not an integer >= 1.
+    """
     check_sizes(what, **{name: value for name, value in sizes.items() if value is not None})
 
 
 def check_counts(what: str, **counts: int) -> None:
-    """Raise ``ValueError`` unless every named count (``n=..``, ``n_f=..``) is an integer >= 0 (0 = empty)."""
+    """Check that every named count (``n=..``, ``n_f=..``) is an integer >= 0 (0 = empty).
+
+    Args:
+        what: the caller's name, for the message.
+        **counts: the counts by their symbol.
+
+    Raises:
+        ValueError: for a count that is a bool, not an int, or negative.
+    """
     for name, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{what} needs {name} to be an integer >= 0, got {name}={value!r}")
 
 
 def check_nonnegative(what: str, **values: float) -> None:
-    """Raise ``ValueError`` unless every named value (a width ``sigma``, a window) is a finite number >= 0."""
+    """Check that every named value (a width ``sigma``, a window) is a finite number >= 0.
+
+    Args:
+        what: the caller's name, for the message.
+        **values: the values by their symbol.
+
+    Raises:
+        ValueError: for a value that is a bool, not an int or float, not finite, or negative.
+    """
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
             raise ValueError(f"{what} needs {name} to be a finite number >= 0, got {name}={value!r}")
 
 
 def check_positive(what: str, **values: float) -> None:
-    """Raise ``ValueError`` unless every named value (an ``eps``, a scale) is a finite number > 0."""
+    """Check that every named value (an ``eps``, a scale) is a finite number > 0.
+
+    Args:
+        what: the caller's name, for the message.
+        **values: the values by their symbol.
+
+    Raises:
+        ValueError: for a value that is a bool, not an int or float, not finite, or <= 0.
+    """
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value <= 0:
             raise ValueError(f"{what} needs {name} to be a finite number > 0, got {name}={value!r}")
@@ -307,6 +376,19 @@ def require_tensor(x: object, symbol: str) -> Tensor:
     """Return ``x`` if it is a ``torch.Tensor`` of any dtype (counts, labels), else raise :class:`InputTypeError`.
 
     For arguments that may legitimately hold integers; floating-point inputs use :func:`as_tensor`.
+
+    Args:
+        x: the argument.
+        symbol: its name (the survey's symbol) for the message.
+
+    Shape:
+        x: any shape, returned unchanged.
+
+    Returns:
+        ``x``.
+
+    Raises:
+        InputTypeError: a ``TypeError`` (and ``ValueError``) if x is not a tensor.
     """
     if not isinstance(x, Tensor):
         raise InputTypeError(

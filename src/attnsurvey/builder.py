@@ -65,6 +65,9 @@ Stochastic alignments (hard, reinforced) sample in training mode (with the
 ``generator`` passed to ``forward``) and act greedily in eval mode; their score or
 policy parameters learn through the score-function (REINFORCE) surrogate that
 :meth:`TaxonomyModel.loss` adds to the cross-entropy.
+
+Shapes: B batch, n_f feature vectors, n_g query-input vectors, n_q queries, d_model feature and
+query size, h heads, n_classes classes.
 """
 
 from __future__ import annotations
@@ -168,15 +171,27 @@ BUILD_DEFAULTS: Final[BuildOptions] = {
 class TaxonomyModel(nn.Module):
     """A classifier assembled from one configuration of the taxonomy (see the module notes).
 
-    ``forward(F, G=None, generator=None)`` with F ``(B, n_f, d_model)`` and the query
-    input G ``(B, n_g, d_model)`` returns logits ``(B, n_classes)``; the last attention
-    weights of the main attention, ``(B, n_q, n_f)``, are kept in ``last_weights`` and
-    the log-probability of sampled alignments in ``last_log_prob``.
-    ``point`` is the configuration it was built from; the other arguments are
-    :func:`build_model`'s (its docstring explains them; the keyword options are
-    :class:`BuildOptions`, defaults in :data:`BUILD_DEFAULTS`). Raises ``ValueError`` for
-    sizes below 1 and for configurations or sizes that no component supports,
-    ``TypeError`` for an option that :class:`BuildOptions` does not declare.
+    ``forward(F, G=None, generator=None)`` returns logits; the last attention
+    weights of the main attention are kept in ``last_weights`` and the
+    log-probability of sampled alignments in ``last_log_prob``.
+
+    Args:
+        point: the configuration it is built from (one alternative per dimension).
+        d_model: the feature and query size ``d_f = d_q``.
+        n_classes: the number of classes ``d_y``.
+        **options: the keyword options :class:`BuildOptions` (defaults in :data:`BUILD_DEFAULTS`;
+            :func:`build_model`'s docstring explains them).
+
+    Shape:
+        F: ``(B, n_f, d_model)``; G: ``(B, n_g, d_model)``; returns logits ``(B, n_classes)``;
+        ``last_weights``: ``(B, n_q, n_f)``.
+
+    Raises:
+        ValueError: for sizes below 1 and for configurations or sizes that no component supports;
+            in forward, for F or G of the wrong shape or dtype, a missing G that the configuration
+            needs, or ``n_f > n_max`` with the location score.
+        TypeError: for an option that :class:`BuildOptions` does not declare; in forward, if F or G
+            is not a tensor.
     """
 
     def __init__(self, point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> None:
@@ -469,25 +484,34 @@ HOP_FORMS = ("memory", "eq41")
 def build_model(point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> TaxonomyModel:
     """Assemble a working attention classifier for one configuration of the taxonomy (§3, Table III).
 
-    point: a :class:`~attnsurvey.taxonomy.TaxonomyPoint` with exactly one
-    alternative per dimension (use ``point.configurations()`` to expand a Table III
-    row whose cells list alternatives with ``","``); mechanisms combined with
-    ``"+"`` go into one model. d_model: the feature and query size ``d_f = d_q``;
-    n_classes: ``d_y``. Keyword-only options (:class:`BuildOptions`; the defaults are
-    :data:`BUILD_DEFAULTS`): n_max (16): the longest ``n_f`` for the location score; heads,
-    hops (2, 2): ``h`` and the number of hops; chunk (4): the chunk length of the two
-    feature-level mechanisms; window (2.0): the half-width ``D`` of local alignment;
-    hop_form (multi-hop, ``"memory"``): ``"memory"``, the memory-network form (attend with
-    ``q^(s)``, then ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``: Eq. (41) with the
-    transform ``q^(s+1) = H q^(s) + c^(s)`` (a learned ``H``; the layer-wise update of
-    Sukhbaatar et al., one instance of the survey's transform) and Eq. (42) scores of the
-    concatenation ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a learned ``W_42``,
-    which the bilinear scores absorb); ``c^(0)`` is the mean feature vector, a stand-in
-    for the survey's mean of the value vectors, which live inside the attention step.
-    Returns a :class:`TaxonomyModel` (``forward(F, G=None, generator=None)``).
-    Raises ``ValueError`` naming the dimension and the value for: more than one
-    alternative in a dimension, an unknown mechanism, a component that is not
-    available, incompatible combinations or sizes.
+    Mechanisms combined with ``"+"`` go into one model.
+
+    Args:
+        point: a :class:`~attnsurvey.taxonomy.TaxonomyPoint` with exactly one alternative per
+            dimension (use ``point.configurations()`` to expand a Table III row whose cells list
+            alternatives with ``","``).
+        d_model: the feature and query size ``d_f = d_q``.
+        n_classes: ``d_y``.
+        **options: keyword-only options (:class:`BuildOptions`; the defaults are :data:`BUILD_DEFAULTS`):
+            n_max (16): the longest ``n_f`` for the location score; heads, hops (2, 2): ``h`` and the
+            number of hops; chunk (4): the chunk length of the two feature-level mechanisms; window
+            (2.0): the half-width ``D`` of local alignment; hop_form (multi-hop, ``"memory"``):
+            ``"memory"``, the memory-network form (attend with ``q^(s)``, then
+            ``q^(s+1) = q^(s) + c^(s)``), or ``"eq41"``: Eq. (41) with the transform
+            ``q^(s+1) = H q^(s) + c^(s)`` (a learned ``H``; the layer-wise update of Sukhbaatar et al.,
+            one instance of the survey's transform) and Eq. (42) scores of the concatenation
+            ``[q^(s+1); c^(s)]`` (mapped back to ``d_model`` by a learned ``W_42``, which the bilinear
+            scores absorb); ``c^(0)`` is the mean feature vector, a stand-in for the survey's mean of
+            the value vectors, which live inside the attention step.
+
+    Returns:
+        A :class:`TaxonomyModel` (``forward(F, G=None, generator=None)``).
+
+    Raises:
+        ValueError: naming the dimension and the value for: a point that is not a ``TaxonomyPoint``,
+            more than one alternative in a dimension, an unknown mechanism, a component that is not
+            available, incompatible combinations or sizes.
+        TypeError: for an option that :class:`BuildOptions` does not declare.
     """
     if not isinstance(point, TaxonomyPoint):
         raise ValueError(f"point must be a TaxonomyPoint, got {type(point).__name__}")
@@ -507,12 +531,26 @@ declare("attnsurvey.builder.describe", "extra:taxonomy-builder")  # defined in a
 
 # ----------------------------------------------------------------------------- experiments
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable scalars of ``model``."""
+    """Number of trainable scalars of ``model``.
+
+    Args:
+        model: any module.
+
+    Returns:
+        The total number of elements of the parameters that require a gradient.
+    """
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def summary(model: TaxonomyModel) -> str:
-    """A short text summary: the model's point, one line per dimension, and its size."""
+    """A short text summary: the model's point, one line per dimension, and its size.
+
+    Args:
+        model: a built taxonomy model.
+
+    Returns:
+        The summary, one line per dimension and a last line with the trainable parameter count.
+    """
     lines = [f"{d:24s} {v}" for d, v in model.point.as_strings().items()]
     lines.append(f"{'trainable parameters':24s} {count_parameters(model)}")
     return "\n".join(lines)
@@ -531,13 +569,29 @@ def fit_and_evaluate(
     seed: int = 0,
     **build_kw: Any,
 ) -> dict[str, float]:
-    """Build ``p``, train it on ``train`` (a dict with ``F``, ``G``, ``y``), score it on ``test``.
+    """Build ``p``, train it on ``train``, score it on ``test``.
 
     Uses :func:`attnsurvey.training.train` with shuffled mini-batches; the
     seed fixes the initial weights, the batch order and the alignment samples.
-    Returns ``{"accuracy", "attention_on_gold", "parameters"}``, where
-    ``attention_on_gold`` is the mean weight of the main attention on the gold
-    position ``test["pos"]`` (Eq. 46 with a single gold region), when present.
+
+    Args:
+        p: the configuration to build (as :func:`build_model`).
+        train: a dict with the tensors ``F``, ``G`` and ``y``.
+        test: a dict with ``F``, ``G``, ``y`` and optionally ``pos``, the gold position per example.
+        n_classes: number of classes.
+        epochs: passes over the training set.
+        batch_size: mini-batch size.
+        lr: learning rate.
+        seed: seed of the weights, batch order and samples.
+        **build_kw: options passed to :func:`build_model`.
+
+    Shape:
+        F: ``(B, n_f, d_model)``; G: ``(B, n_g, d_model)``; y: ``(B,)`` class indices; pos: ``(B,)``.
+
+    Returns:
+        ``{"accuracy", "attention_on_gold", "parameters"}``, where ``attention_on_gold`` is the mean
+        weight of the main attention on the gold position ``test["pos"]`` (Eq. 46 with a single gold
+        region), present only when ``pos`` is given.
     """
 
     g = seed_everything(seed)

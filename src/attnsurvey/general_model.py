@@ -44,9 +44,22 @@ CHAPTER = "chapters/ch02_general_attention_model.ipynb"
 def keys_values(F: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
     """Keys and values from the feature vectors, Eq. (1): ``K = W_K F``, ``V = W_V F``.
 
-    F: ``(..., n_f, d_f)``; W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``.
-    Returns K ``(..., n_f, d_k)`` and V ``(..., n_f, d_v)``.
-    Raises ``ValueError`` if a weight's second dimension is not ``d_f``.
+    Args:
+        F: feature vectors, one per row.
+        W_K: key weight matrix (``nn.Linear(d_f, d_k).weight``).
+        W_V: value weight matrix (``nn.Linear(d_f, d_v).weight``).
+
+    Shape:
+        F: ``(..., n_f, d_f)``; W_K: ``(d_k, d_f)``; W_V: ``(d_v, d_f)``; returns K ``(..., n_f, d_k)``
+        and V ``(..., n_f, d_v)``.
+
+    Returns:
+        ``(K, V)``.
+
+    Raises:
+        ValueError: if F has fewer than 2 dimensions, a weight is not 2-D with second dimension ``d_f``,
+            or a tensor is not floating point.
+        TypeError: if F, W_K or W_V is not a tensor.
     """
     as_tensor(F, "F")
     check_min_rank(F, 2, "F", "(..., n_f, d_f)")
@@ -66,10 +79,22 @@ declare("attnsurvey.general_model.attention_scores", "eq2", title="Attention sco
 def align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Attention weights, Eq. (3), with the softmax alignment: ``a = softmax(e)``.
 
-    e: ``(..., n_q, n_f)``; mask: boolean, broadcastable to e, ``True`` = may
-    attend. Each row of the result sums to 1, except fully-masked rows, which
-    are all zero. Stable for scores of any magnitude. Raises ``ValueError`` for
-    a mask of the wrong dtype or shape.
+    Each row of the result sums to 1, except fully-masked rows, which are all
+    zero. Stable for scores of any magnitude.
+
+    Args:
+        e: scores.
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend.
+
+    Shape:
+        e: ``(..., n_q, n_f)``; returns ``(..., n_q, n_f)``.
+
+    Returns:
+        The weights a.
+
+    Raises:
+        ValueError: for non-float scores or a mask of the wrong dtype or shape.
+        TypeError: if e is not a tensor.
     """
     as_tensor(e, "e")
     return align_scores(e, mask)
@@ -87,8 +112,20 @@ declare("attnsurvey.general_model.context", "eq24")
 def output_model(c: Tensor, W_c: Tensor, b_c: Tensor) -> Tensor:
     """Output model, Eq. (5): ``y_hat = softmax(W_c c + b_c)``.
 
-    c: ``(..., d_v)``; W_c: ``(d_y, d_v)``; b_c: ``(d_y,)``; returns ``(..., d_y)``.
-    Raises ``ValueError`` on shape mismatches.
+    Args:
+        c: context vector(s).
+        W_c: output weight matrix.
+        b_c: output bias.
+
+    Shape:
+        c: ``(..., d_v)``; W_c: ``(d_y, d_v)``; b_c: ``(d_y,)``; returns ``(..., d_y)``.
+
+    Returns:
+        Class probabilities y_hat.
+
+    Raises:
+        ValueError: on shape mismatches or non-float tensors.
+        TypeError: if c (or a weight) is not a tensor.
     """
     as_tensor(c, "c")
     as_tensor(W_c, "W_c")
@@ -107,10 +144,21 @@ def plain_attend(
 ) -> tuple[Tensor, Tensor]:
     """Plain (key = value) attention: ``K = V = F``, i.e. ``W_K = W_V = I`` in Eq. (1).
 
-    Q: ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``; mask: boolean broadcastable to
-    the scores ``(..., n_q, n_f)``, ``True`` = may attend (a float mask is added to
-    the scores, as in :func:`attend`). Returns ``(c, a)`` as :func:`attend`; a
-    fully-masked row gives zero weights and a zero context.
+    A fully-masked row gives zero weights and a zero context.
+
+    Args:
+        Q: queries.
+        F: feature vectors, used as both keys and values.
+        mask: boolean mask broadcastable to the scores, ``True`` = may attend (a float mask is added
+            to the scores, as in :func:`attend`).
+        score: the score function of Eq. (2).
+
+    Shape:
+        Q: ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``; mask: broadcastable to ``(..., n_q, n_f)``;
+        returns c ``(..., n_q, d_f)`` and a ``(..., n_q, n_f)``.
+
+    Returns:
+        ``(c, a)`` as :func:`attend` (which raises ``ValueError``/``TypeError`` on bad input).
     """
     return attend(Q, F, F, mask, score)
 
@@ -122,10 +170,23 @@ def plain_attend(
 def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
     """Draw the selection variable ``z ~ p(z = l | F, q) = a_l`` (nndl 8.2, Eq. 8.1).
 
-    a: ``(..., n_f)`` rows of attention weights; returns integer indices
-    ``(..., num_samples)``. The context vector is the expectation ``E[v_z]``,
-    so the mean of ``V[z]`` over many samples approaches ``c``.
-    Raises ``ValueError`` if a row does not sum to 1.
+    The context vector is the expectation ``E[v_z]``, so the mean of ``V[z]``
+    over many samples approaches ``c``.
+
+    Args:
+        a: rows of attention weights, each summing to 1.
+        num_samples: number of draws per row (with replacement).
+        generator: random generator (global generator if None).
+
+    Shape:
+        a: ``(..., n_f)``; returns ``(..., num_samples)``.
+
+    Returns:
+        Integer indices z.
+
+    Raises:
+        ValueError: if a row does not sum to 1 or a is not floating point.
+        TypeError: if a is not a tensor.
     """
     as_tensor(a, "a")
     sums = a.sum(-1)
@@ -141,21 +202,29 @@ def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | N
 class GeneralAttention(nn.Module):
     """The general attention module of Fig. 2 with learned ``W_K`` and ``W_V``, Eq. (1)-(4).
 
-    Args:
-        d_q: query size. d_f: feature size. d_k, d_v: key and value sizes
-        (default ``d_f``). score: a Table II name (see
-        :func:`attnsurvey.general_mechanisms.scoring.make_score`) or a
-        ``ScoreModule``. plain: if True, ``K = V = F`` (no ``W_K``, ``W_V``).
+    ``forward(q, F, mask=None)`` takes one query per example or many queries
+    (same rank as F) and returns ``(c, a)`` shaped like the query. A feature
+    vector no query may attend is inert (NaN/Inf stored there reaches no output
+    and no gradient, ``W_K``'s and ``W_V``'s included).
 
-    ``forward(q, F, mask=None)`` takes one query per example, ``q`` of shape
-    ``(..., d_q)`` with ``F`` ``(..., n_f, d_f)``, or many queries ``(..., n_q, d_q)``
-    (same rank as F). Returns ``(c, a)`` shaped like the query: ``(..., d_v)`` and
-    ``(..., n_f)`` for one query, ``(..., n_q, d_v)`` and ``(..., n_q, n_f)`` for many.
-    mask: boolean ``(..., n_f)`` for one query, ``(..., n_q, n_f)`` for many, ``True`` =
-    may attend; a feature vector no query may attend is inert (NaN/Inf stored there
-    reaches no output and no gradient, ``W_K``'s and ``W_V``'s included). ``forward``
-    raises ``ValueError`` on a size that does not match the module, or a mask that is
-    not boolean or does not broadcast (a float 0/1 mask would shift the scores, not select).
+    Args:
+        d_q: query size.
+        d_f: feature size.
+        d_k: key size (default ``d_f``).
+        d_v: value size (default ``d_f``).
+        score: a Table II name (see :func:`attnsurvey.general_mechanisms.scoring.make_score`) or a ``ScoreModule``.
+        plain: if True, ``K = V = F`` (no ``W_K``, ``W_V``).
+
+    Shape:
+        q: ``(..., d_q)`` (one query) or ``(..., n_q, d_q)``; F: ``(..., n_f, d_f)``; mask: boolean
+        ``(..., n_f)`` for one query, ``(..., n_q, n_f)`` for many, ``True`` = may attend; returns
+        c ``(..., d_v)`` and a ``(..., n_f)`` for one query, ``(..., n_q, d_v)`` and ``(..., n_q, n_f)`` for many.
+
+    Raises:
+        ValueError: at construction if ``plain`` and ``d_k`` or ``d_v`` differs from ``d_f``; in forward,
+            on a size that does not match the module, a non-float input, or a mask that is not boolean or
+            does not broadcast (a float 0/1 mask would shift the scores, not select).
+        TypeError: in forward, if q or F is not a tensor.
     """
 
     def __init__(
@@ -209,6 +278,13 @@ class OutputModel(nn.Module):
 
     ``forward(c)`` returns class probabilities; ``logits(c)`` the pre-softmax
     values, which training losses such as ``F.cross_entropy`` expect.
+
+    Args:
+        d_v: context size.
+        d_y: number of classes.
+
+    Shape:
+        c: ``(..., d_v)``; returns ``(..., d_y)``.
     """
 
     def __init__(self, d_v: int, d_y: int) -> None:
@@ -233,8 +309,20 @@ class KeyValueMemory(nn.Module):
     read with query ``q``: scores every address (Eq. 2), normalises the scores
     into a soft address (Eq. 3), and returns the weighted read (Eq. 4). A hard
     memory would return ``v`` of the single best address; the soft read is its
-    differentiable relaxation. ``forward(Q, mask=None)`` is :meth:`read`: mask
-    boolean broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
+    differentiable relaxation. ``forward(Q, mask=None)`` is :meth:`read`.
+
+    Args:
+        keys: the addresses.
+        values: the contents.
+        score: the score function of Eq. (2).
+
+    Shape:
+        keys: ``(..., n_f, d_k)``; values: ``(..., n_f, d_v)``; Q: ``(..., n_q, d_k)``; mask: boolean
+        broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend; returns the read ``(..., n_q, d_v)``
+        and the soft address ``(..., n_q, n_f)``.
+
+    Raises:
+        ValueError: if keys and values hold different numbers ``n_f`` of entries.
     """
 
     keys: Tensor  # buffers (register_buffer)
@@ -277,13 +365,25 @@ class TaskModel(nn.Module):
 
     feature model: ``f_l -> W_F f_l`` (linear); query model: ``q -> W_Q q``
     (linear); attention model: :class:`attnsurvey.general_model.GeneralAttention`
-    (Eq. 1-4, scaled multiplicative score by default), or with ``pool="mean"``
-    uniform weights over the allowed items; output model: Eq. (5).
+    (Eq. 1-4), or with ``pool="mean"`` uniform weights over the allowed items;
+    output model: Eq. (5). ``forward(F, q, mask)`` returns logits and weights; a
+    masked item holding NaN/Inf reaches no output and no gradient (the feature
+    model's included).
 
-    ``forward(F, q, mask)`` with F ``(B, n, d_f)``, q ``(B, d_u)``, mask boolean
-    ``(B, n)``, ``True`` = may attend (a real item), returns logits ``(B, C)`` and
-    weights ``(B, n)``; a masked item holding NaN/Inf reaches no output and no gradient
-    (the feature model's included). Raises ``ValueError`` for an unknown ``pool``.
+    Args:
+        d_f: feature size.
+        d_u: size of the raw query.
+        n_classes: number of classes C.
+        d: hidden size of the feature and query models.
+        pool: ``"attention"`` or ``"mean"``.
+        score: Table II score name of the attention model.
+
+    Shape:
+        F: ``(B, n, d_f)``; q: ``(B, d_u)``; mask: boolean ``(B, n)``, ``True`` = may attend (a real
+        item); returns logits ``(B, C)`` and weights ``(B, n)``.
+
+    Raises:
+        ValueError: for an unknown ``pool``; in forward, as :class:`GeneralAttention`.
     """
 
     def __init__(

@@ -379,6 +379,9 @@ def all_finite(X: Tensor) -> bool:
     Args:
         X: any tensor.
 
+    Shape:
+        X: any shape, empty included.
+
     Returns:
         A Python bool.
     """
@@ -681,6 +684,10 @@ def make_mask(kind: str, *args: object, **kwargs: object) -> Tensor:
         kind: a name of :data:`MASKS`.
         *args: the builder's positional arguments.
         **kwargs: the builder's keyword arguments.
+
+    Shape:
+        returns the builder's mask, e.g. ``(n_q, n_f)`` for ``"causal"``, broadcastable to the
+        scores ``(..., n_q, n_f)``.
 
     Returns:
         The boolean mask, ``True`` = may attend.

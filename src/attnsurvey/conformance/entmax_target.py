@@ -6,6 +6,8 @@ The book's side runs the alignment through the core's
 and the Fenchel-Young losses of :mod:`attnsurvey.general_mechanisms.sparse_maps`.
 The library's functions are looked up by name in :data:`LIBRARY`: the adapter
 is the identity (same layout, normalised over the last axis, per-row losses).
+
+Shapes: scores and weights ``(..., n_f)``, n_f the positions normalised over.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def library_function(name: str) -> Callable[..., Tensor]:
 
     Args:
         name: a value of :data:`LIBRARY`.
+
+    Shape:
+        the returned function maps scores of any shape ``(..., n_f)`` to weights of the same shape.
 
     Returns:
         The function.

@@ -3,6 +3,9 @@
 Each adapter maps the book's symbols onto torch's arguments (masks: the book's
 boolean ``True`` = may attend; ``nn.MultiheadAttention`` reads ``True`` as
 blocked, so its adapter inverts the mask) and torch's outputs back.
+
+Shapes: B batch, n_q queries, n_f keys, d_model model width, h heads, d_k, d_v per-head
+key and value sizes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ def rand(*shape: int, seed: int = 0) -> Tensor:
     Args:
         *shape: the shape.
         seed: the generator's seed.
+
+    Shape:
+        returns ``shape``.
 
     Returns:
         A float64 tensor of ``shape``.
@@ -137,6 +143,10 @@ def mha_weights(module: nn.MultiheadAttention) -> dict[str, Tensor]:
     Args:
         module: a torch module with packed in-projection (``kdim == vdim == embed_dim``).
 
+    Shape:
+        W_Q, W_K: ``(h*d_k, d_model)``; W_V: ``(h*d_v, d_model)``; W_O: ``(d_model, h*d_v)``;
+        each bias: the first dimension of its weight.
+
     Returns:
         ``{"W_Q": (h*d_k, d_model), "b_Q": ..., "W_K", "b_K", "W_V", "b_V", "W_O", "b_O"}``.
     """
@@ -175,6 +185,9 @@ def linear(W: Tensor, b: Tensor) -> nn.Linear:
     Args:
         W: the weight ``(d_out, d_in)``.
         b: the bias ``(d_out,)``.
+
+    Shape:
+        W: ``(d_out, d_in)``; b: ``(d_out,)``; the module maps ``(..., d_in)`` to ``(..., d_out)``.
 
     Returns:
         The module (W's dtype).

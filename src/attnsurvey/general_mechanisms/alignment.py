@@ -25,6 +25,9 @@ Positions are 0-based in code: feature vector ``l`` sits at position
 may attend (as in ``F.scaled_dot_product_attention``). A row with nothing to
 attend to (fully masked, or an empty local window) gets all-zero weights and a
 zero context vector, never NaN.
+
+Shapes: B batch, n_f feature vectors (keys), n_q queries, d_q query size, d_k key size,
+d_v value size, d_p hidden size of Eq. (28), N samples.
 """
 
 from __future__ import annotations
@@ -73,11 +76,22 @@ def _check_scores(e: Tensor, symbol: str = "e") -> None:
 def context_vector(a: Tensor, V: Tensor) -> Tensor:
     """Context vector, Eq. (24): ``c = sum_{l=1}^{n_f} a_l v_l``.
 
-    a: weights ``(..., n_f)`` (one query) or ``(..., n_q, n_f)`` with V of the
-    same rank as a; V: values ``(..., n_f, d_v)``. Returns c ``(..., d_v)`` or
-    ``(..., n_q, d_v)``. The weights need not sum to 1 (local alignment with
-    Eq. (29) and structured attention give weights that do not).
-    Raises ``ValueError`` if the two ``n_f`` differ or a tensor is not floating point.
+    The weights need not sum to 1 (local alignment with Eq. (29) and structured
+    attention give weights that do not).
+
+    Args:
+        a: attention weights, one query per example or ``n_q`` queries.
+        V: value vectors ``v_l``, of the same rank as a plus one (one query) or the same rank (``n_q`` queries).
+
+    Shape:
+        a: ``(..., n_f)`` or ``(..., n_q, n_f)``; V: ``(..., n_f, d_v)``; returns ``(..., d_v)`` or ``(..., n_q, d_v)``.
+
+    Returns:
+        The context vector(s) c.
+
+    Raises:
+        ValueError: if the two ``n_f`` differ or a tensor is not floating point or has too few dimensions.
+        TypeError: if a or V is not a tensor.
     """
     as_tensor(a, "a")
     as_tensor(V, "V")
@@ -93,10 +107,22 @@ def context_vector(a: Tensor, V: Tensor) -> Tensor:
 def soft_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     """Soft (global) alignment, Eq. (25): ``a_l = exp(e_l) / sum_j exp(e_j)``.
 
-    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e, ``True`` = may
-    attend. Every row lies on the probability simplex; a fully-masked row is all
-    zeros. Stable for scores of any magnitude.
-    Raises ``ValueError`` for empty or non-float scores or a bad mask.
+    Every row lies on the probability simplex; a fully-masked row is all zeros.
+    Stable for scores of any magnitude.
+
+    Args:
+        e: scores.
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend.
+
+    Shape:
+        e: ``(..., n_f)``; returns ``(..., n_f)``.
+
+    Returns:
+        The weights a.
+
+    Raises:
+        ValueError: for empty or non-float scores or a bad mask.
+        TypeError: if e is not a tensor.
     """
     _check_scores(e)
     return masked_softmax(e, mask, dim=-1)
@@ -132,12 +158,24 @@ def hard_align(
     ``mode="argmax"`` takes ``m = argmax_l a_l`` (the first one on ties; the
     deterministic form of nndl Eq. 8.8). ``log_prob = log a_m`` is what the
     score-function estimator (:func:`score_function_surrogate`) differentiates;
-    the one-hot weights themselves carry no gradient.
+    the one-hot weights themselves carry no gradient. A fully-masked row gives
+    ``a = 0``, ``m = -1`` and ``log_prob = 0``.
 
-    e: scores ``(..., n_f)``; mask: boolean, broadcastable to e, ``True`` = may
-    attend (never picked otherwise). A fully-masked row gives ``a = 0``,
-    ``m = -1`` and ``log_prob = 0``. Raises
-    ``ValueError`` for an unknown mode, empty scores or a bad mask.
+    Args:
+        e: scores.
+        mode: ``"sample"`` or ``"argmax"``.
+        generator: random generator for ``mode="sample"`` (global generator if None).
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend (never picked otherwise).
+
+    Shape:
+        e: ``(..., n_f)``; returned a and probs ``(..., n_f)``, m and log_prob ``(...,)``.
+
+    Returns:
+        A :class:`HardAlignment` ``(a, m, log_prob, probs)``.
+
+    Raises:
+        ValueError: for an unknown mode, empty or non-float scores or a bad mask.
+        TypeError: if e is not a tensor.
     """
     _check_scores(e)
     if mode not in ("sample", "argmax"):
@@ -173,11 +211,25 @@ def hard_attend(
 ) -> tuple[Tensor, HardAlignment]:
     """Hard attention, Eq. (26): ``c = v_m`` with ``m`` from :func:`hard_align`.
 
-    e: scores ``(..., n_f)``; V: values ``(..., n_f, d_v)``; mask: boolean,
-    broadcastable to e, ``True`` = may attend (as :func:`hard_align`). Returns
-    ``(c, alignment)`` with c ``(..., d_v)``, the selected value vector itself
-    (a row copy, not a weighted sum), and zero for a fully-masked row.
-    Raises ``ValueError`` if the ``n_f`` of e and V differ.
+    The context is the selected value vector itself (a row copy, not a weighted
+    sum), and zero for a fully-masked row.
+
+    Args:
+        e: scores.
+        V: value vectors.
+        mode: ``"sample"`` or ``"argmax"`` (as :func:`hard_align`).
+        generator: random generator for ``mode="sample"``.
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend.
+
+    Shape:
+        e: ``(..., n_f)``; V: ``(..., n_f, d_v)``; returns c ``(..., d_v)``.
+
+    Returns:
+        ``(c, alignment)``: the context vector and the :class:`HardAlignment`.
+
+    Raises:
+        ValueError: if the ``n_f`` of e and V differ, V has fewer than 2 dimensions, or as :func:`hard_align`.
+        TypeError: if e or V is not a tensor.
     """
     _check_scores(e)
     as_tensor(V, "V")
@@ -195,11 +247,15 @@ def hard_attend(
 class HardAlignHook:
     """Eq. (26) as an alignment hook ``(e, mask) -> a`` for the core (``attend(..., align=hook)``).
 
-    Each call picks one position per row with :func:`hard_align` (``mode``
-    ``"sample"`` draws it with ``generator``, ``"argmax"`` takes the largest
-    weight) and returns the one-hot weights; the whole :class:`HardAlignment`
-    of the last call (its ``log_prob`` is what REINFORCE differentiates) stays
-    in ``last``. Raises ``ValueError`` (when called) as :func:`hard_align`.
+    Each call picks one position per row with :func:`hard_align` and returns the
+    one-hot weights ``(..., n_f)`` for scores ``(..., n_f)``; the whole
+    :class:`HardAlignment` of the last call (its ``log_prob`` is what REINFORCE
+    differentiates) stays in ``last``. A call raises ``ValueError`` as
+    :func:`hard_align` does.
+
+    Args:
+        mode: ``"sample"`` draws the position with ``generator``, ``"argmax"`` takes the largest weight.
+        generator: random generator for ``mode="sample"`` (global generator if None).
     """
 
     def __init__(self, mode: str = "sample", generator: torch.Generator | None = None) -> None:
@@ -218,14 +274,24 @@ def score_function_surrogate(log_prob: Tensor, loss: Tensor, baseline: Tensor | 
 
     For a discrete choice ``m ~ p_theta`` and a loss ``L(m)``,
     ``grad_theta E[L] = E[(L(m) - b) grad_theta log p_theta(m)]`` for any baseline
-    ``b`` that does not depend on ``m`` (Williams, 1992). This returns
-    ``mean((L - b).detach() * log_prob)``: back-propagating it gives the
-    Monte-Carlo average of that estimator over the samples in the batch.
+    ``b`` that does not depend on ``m`` (Williams, 1992). Back-propagating the
+    result gives the Monte-Carlo average of that estimator over the samples in
+    the batch.
 
-    log_prob: ``(...,)`` log-probabilities of the sampled choices (with grad);
-    loss: ``(...,)`` per-sample losses (their gradient is cut); baseline: a
-    scalar or a tensor broadcastable to loss. No samples give 0 (zero gradient).
-    Raises ``ValueError`` on a shape mismatch.
+    Args:
+        log_prob: log-probabilities of the sampled choices (with grad).
+        loss: per-sample losses (their gradient is cut).
+        baseline: a scalar or a tensor broadcastable to loss.
+
+    Shape:
+        log_prob and loss: ``(...,)``, the same shape; returns a scalar ``()``.
+
+    Returns:
+        ``mean((L - b).detach() * log_prob)``; 0 (zero gradient) when there are no samples.
+
+    Raises:
+        ValueError: if log_prob and loss differ in shape or are not floating point.
+        TypeError: if log_prob or loss is not a tensor.
     """
     as_tensor(log_prob, "log_prob")
     as_tensor(loss, "loss")
@@ -241,9 +307,23 @@ def reinforce_gradient_samples(e: Tensor, losses: Tensor, m: Tensor, baseline: f
 
     For the softmax of Eq. (25), ``d log a_m / d e = onehot(m) - a``, so each
     sample's REINFORCE gradient has this closed form; their mean estimates
-    ``d/de sum_l a_l L_l``. e: scores ``(n_f,)``; losses: ``L_l`` for every
-    choice ``(n_f,)``; m: sampled indices ``(N,)``. Returns ``(N, n_f)``.
-    Raises ``ValueError`` on shape mismatches.
+    ``d/de sum_l a_l L_l``.
+
+    Args:
+        e: scores of one row.
+        losses: the loss ``L_l`` of every choice.
+        m: sampled indices (integer tensor).
+        baseline: the baseline b, a float or a scalar tensor.
+
+    Shape:
+        e: ``(n_f,)``; losses: ``(n_f,)``; m: ``(N,)``; returns ``(N, n_f)``.
+
+    Returns:
+        One gradient row per sample.
+
+    Raises:
+        ValueError: if e or losses is not ``(n_f,)``, or e is empty or not floating point.
+        TypeError: if e or losses is not a tensor.
     """
     _check_scores(e)
     as_tensor(losses, "losses")
@@ -261,9 +341,14 @@ class MovingAverageBaseline(nn.Module):
 
     ``update(loss)`` returns the current ``b`` (before the update, so it never
     depends on the samples it is used with) and then moves ``b`` towards the
-    batch mean: ``b <- momentum * b + (1 - momentum) * mean(loss)``. An empty
-    batch leaves ``b`` unchanged (it has no mean; before, one empty batch made
-    ``b`` NaN for good).
+    batch mean: ``b <- momentum * b + (1 - momentum) * mean(loss)``; the first
+    call uses the batch mean. An empty batch leaves ``b`` unchanged (it has no mean).
+
+    Args:
+        momentum: the decay, in ``[0, 1)``.
+
+    Raises:
+        ValueError: if momentum lies outside ``[0, 1)``.
     """
 
     value: Tensor  # buffers (register_buffer): the running b, and whether it has a value yet
@@ -328,15 +413,25 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     into a window centre; their released code takes ``floor(p)`` (in these
     0-based positions), so the two choices differ for a fractional part of 1/2
     or more. A non-integer ``D`` keeps ``floor(D)`` positions on each side.
-
-    n_f: sequence length; p: position(s), a float or a tensor ``(...,)`` with
-    values in ``[0, n_f - 1]``; D: half-width ``>= 0``. Returns a boolean mask
-    ``(..., n_f)``. The window always holds ``round(p)``, so it is never empty.
+    The window always holds ``round(p)``, so it is never empty.
 
     Clipping at the ends: the window is intersected with the sequence, so near
     an end it simply holds fewer positions (``p = 0, D = 2`` keeps ``{0, 1, 2}``);
     it is not shifted inwards and nothing is padded.
-    Raises ``ValueError`` if ``D < 0``, ``n_f < 1`` or p lies outside the sequence.
+
+    Args:
+        n_f: sequence length.
+        p: position(s), a float or a tensor with values in ``[0, n_f - 1]``.
+        D: half-width ``>= 0``.
+
+    Shape:
+        p: ``(...,)`` or a float; returns ``(..., n_f)``.
+
+    Returns:
+        The boolean window mask, ``True`` = may attend.
+
+    Raises:
+        ValueError: if ``D < 0`` or not finite, ``n_f < 1``, or p is not finite or lies outside the sequence.
     """
     check_counts("window_mask", n_f=n_f)
     if n_f < 1:
@@ -352,10 +447,21 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
 def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
     """Monotonic alignment: the window centre is the output step itself, ``p = t``.
 
-    t: output position(s), an int or an integer tensor ``(...,)``, 0-based.
-    Returns p as a float tensor. Raises ``ValueError`` if ``t`` lies outside
-    ``[0, n_f - 1]`` (monotonic alignment assumes the output is no longer than
-    the input; rescale t first if it is).
+    Monotonic alignment assumes the output is no longer than the input; rescale
+    t first if it is.
+
+    Args:
+        t: output position(s), an int or an integer-valued tensor, 0-based.
+        n_f: sequence length.
+
+    Shape:
+        t: ``(...,)`` or an int; returns ``(...,)``.
+
+    Returns:
+        p as a float tensor of the default dtype.
+
+    Raises:
+        ValueError: if t is not an integer step or lies outside ``[0, n_f - 1]``.
     """
     t = torch.as_tensor(t)
     if t.is_floating_point() and not torch.equal(t, t.round()):
@@ -367,11 +473,24 @@ def monotonic_position(t: int | Tensor, n_f: int) -> Tensor:
 def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor:
     """Predictive alignment, Eq. (28): ``p = S * sigmoid(w_p^T tanh(W_p q))``.
 
-    q: query ``(..., d_q)``; W_p: ``(d_p, d_q)``; w_p: ``(d_p,)``; S: the scale
-    (the survey's sequence length). Returns p ``(...,)`` in ``(0, S)``. With
-    0-based positions pass ``S = n_f - 1`` so that p always lies inside the
+    With 0-based positions pass ``S = n_f - 1`` so that p always lies inside the
     sequence (this is what :class:`PredictivePosition` does).
-    Raises ``ValueError`` on shape mismatches or ``S < 0``.
+
+    Args:
+        q: query.
+        W_p: projection matrix.
+        w_p: projection vector.
+        S: the scale (the survey's sequence length), ``>= 0``.
+
+    Shape:
+        q: ``(..., d_q)``; W_p: ``(d_p, d_q)``; w_p: ``(d_p,)``; returns ``(...,)``.
+
+    Returns:
+        The position p, in ``(0, S)``.
+
+    Raises:
+        ValueError: on shape mismatches, non-float tensors or ``S < 0``.
+        TypeError: if q, W_p or w_p is not a tensor.
     """
     as_tensor(q, "q")
     as_tensor(W_p, "W_p")
@@ -390,7 +509,14 @@ def predictive_position(q: Tensor, W_p: Tensor, w_p: Tensor, S: float) -> Tensor
 class PredictivePosition(nn.Module):
     """Eq. (28) with learned ``W_p`` ``(d_p, d_q)`` and ``w_p`` ``(d_p,)``.
 
-    ``forward(q, n_f)`` returns p ``(...,)`` in ``(0, n_f - 1)`` (0-based, so S = n_f - 1).
+    ``forward(q, n_f)`` returns p in ``(0, n_f - 1)`` (0-based, so S = n_f - 1).
+
+    Args:
+        d_q: query size.
+        d_p: hidden size of Eq. (28).
+
+    Shape:
+        q: ``(..., d_q)``; returns p ``(...,)``.
     """
 
     def __init__(self, d_q: int, d_p: int) -> None:
@@ -408,10 +534,21 @@ class PredictivePosition(nn.Module):
 def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     """The Gaussian factor of Eq. (29): ``exp(-(l - p)^2 / (2 sigma^2))`` for ``l = 0..n_f-1``.
 
-    p: position(s) ``(...,)`` (may carry a gradient: this factor is how p of
-    Eq. (28) is trained); sigma: the width (the survey sets ``sigma = D / 2``).
-    Returns ``(..., n_f)``. For ``sigma = 0`` the factor is 1 at ``l = p`` and 0
-    elsewhere (the limit). Raises ``ValueError`` for ``sigma < 0`` or p outside the sequence.
+    For ``sigma = 0`` the factor is 1 at ``l = p`` and 0 elsewhere (the limit).
+
+    Args:
+        n_f: sequence length.
+        p: position(s) in ``[0, n_f - 1]`` (may carry a gradient: this factor is how p of Eq. (28) is trained).
+        sigma: the width (the survey sets ``sigma = D / 2``).
+
+    Shape:
+        p: ``(...,)`` or a float; returns ``(..., n_f)``.
+
+    Returns:
+        The (not renormalised) Gaussian factor.
+
+    Raises:
+        ValueError: for ``sigma < 0`` or not finite, or p not finite or outside the sequence.
     """
     if not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"sigma must be a finite number >= 0, got sigma={sigma}")
@@ -446,13 +583,27 @@ def local_align(
     given, Eq. (29). Faithful to the survey (and to Luong et al.), the result is
     NOT renormalised, so the weights sum to less than 1 whenever the window has
     more than one position; pass ``renormalise=True`` to divide by their sum.
+    A row whose window holds no allowed position gets all-zero weights.
 
-    e: scores ``(..., n_f)``; p: position(s) broadcastable to ``e.shape[:-1]``,
-    in ``[0, n_f - 1]``; D: half-width ``>= 0``; mask: boolean, broadcastable to
-    e, ``True`` = may attend (combined with the window). A row whose window holds
-    no allowed position gets all-zero weights.
-    Raises ``ValueError`` for ``D < 0``, p outside the sequence, p not matching
-    e's batch shape, empty scores or a bad mask.
+    Args:
+        e: scores.
+        p: position(s) broadcastable to ``e.shape[:-1]``, in ``[0, n_f - 1]``.
+        D: half-width ``>= 0``.
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend (combined with the window).
+        gaussian: whether to multiply by the Gaussian of Eq. (29).
+        sigma: the Gaussian's width; ``D / 2`` if None.
+        renormalise: whether to divide each row by its sum.
+
+    Shape:
+        e: ``(..., n_f)``; p: ``e.shape[:-1]`` or broadcastable to it; returns ``(..., n_f)``.
+
+    Returns:
+        The local weights a.
+
+    Raises:
+        ValueError: for ``D < 0``, p outside the sequence, p not matching e's batch shape, empty or
+            non-float scores or a bad mask.
+        TypeError: if e is not a tensor.
     """
     _check_scores(e)
     n_f = e.shape[-1]
@@ -486,20 +637,31 @@ def local_align(
 class LocalAttention(nn.Module):
     """Local attention, Eq. (27)-(29), with a learned score and (predictive mode) position.
 
-    Args: d_q, d_k: query and key sizes; D: window half-width; mode:
-    ``"monotonic"`` (p = t, given to forward) or ``"predictive"`` (Eq. 28);
-    d_p: hidden size of Eq. (28); score: a Table II name; gaussian: whether to
-    multiply by the Gaussian of Eq. (29); the default ``None`` follows Luong et
-    al. (2015), who use it for the predicted centre only: on in predictive mode
-    (local-p), off in monotonic mode (local-m); pass True or False to choose
-    explicitly; renormalise: as in :func:`local_align`.
+    ``forward(q, K, V, t=None, mask=None)`` returns ``(c, a, p)``; t holds the
+    output steps for the monotonic mode; the mask is combined with the window (a
+    window without an allowed key gives zero weights); a masked key holding
+    NaN/Inf reaches no output and no gradient (the score's included).
 
-    ``forward(q, K, V, t=None, mask=None)`` with q ``(..., d_q)``, K
-    ``(..., n_f, d_k)``, V ``(..., n_f, d_v)``, t ``(...,)`` output steps for the
-    monotonic mode; mask boolean ``(..., n_f)``, ``True`` = may attend (combined with
-    the window; a window without an allowed key gives zero weights); a masked key
-    holding NaN/Inf reaches no output and no gradient (the score's included). Returns
-    ``(c, a, p)``.
+    Args:
+        d_q: query size.
+        d_k: key size.
+        D: window half-width ``>= 0``.
+        mode: ``"monotonic"`` (p = t, given to forward) or ``"predictive"`` (Eq. 28).
+        d_p: hidden size of Eq. (28).
+        score: a Table II score name.
+        gaussian: whether to multiply by the Gaussian of Eq. (29); the default ``None`` follows Luong et
+            al. (2015), who use it for the predicted centre only: on in predictive mode (local-p), off in
+            monotonic mode (local-m); pass True or False to choose explicitly.
+        renormalise: as in :func:`local_align`.
+
+    Shape:
+        q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; t: ``(...,)``;
+        mask: boolean ``(..., n_f)``, ``True`` = may attend; returns c ``(..., d_v)``,
+        a ``(..., n_f)``, p ``(...,)``.
+
+    Raises:
+        ValueError: for an unknown mode or ``D < 0`` (construction); in forward, when the monotonic
+            mode gets no t, or as :func:`local_align` and :func:`context_vector`.
     """
 
     def __init__(
@@ -552,15 +714,25 @@ def bernoulli_subset(
 ) -> tuple[Tensor, Tensor]:
     """Sample a subset of feature vectors: ``z_l ~ Bernoulli(sigmoid(logits_l))`` independently.
 
-    This is the policy of reinforced alignment. logits: ``(..., n_f)``;
-    mask: boolean, broadcastable to the logits, ``True`` = may attend (``False``
-    positions are never chosen and add nothing to the log-probability, even when
-    their logit is NaN/Inf).
-    ``greedy=True`` takes ``z_l = [pi_l > 1/2]``. generator: the draws come from
-    it (on its device), else from the global generator of the logits' device.
-    Returns ``(z, log_prob)``: a boolean ``(..., n_f)`` and
-    ``sum_l [z_l log pi_l + (1 - z_l) log(1 - pi_l)]`` ``(...,)``.
-    Raises ``ValueError`` for empty or non-float logits or a bad mask.
+    This is the policy of reinforced alignment. Masked-out positions are never
+    chosen and add nothing to the log-probability, even when their logit is NaN/Inf.
+
+    Args:
+        logits: policy logits.
+        generator: the draws come from it (on its device), else from the global generator of the logits' device.
+        mask: optional boolean mask broadcastable to the logits, ``True`` = may attend.
+        greedy: take ``z_l = [pi_l > 1/2]`` instead of sampling.
+
+    Shape:
+        logits: ``(..., n_f)``; returns z ``(..., n_f)`` and log_prob ``(...,)``.
+
+    Returns:
+        ``(z, log_prob)``: the boolean selection and
+        ``sum_l [z_l log pi_l + (1 - z_l) log(1 - pi_l)]``.
+
+    Raises:
+        ValueError: for empty or non-float logits or a bad mask.
+        TypeError: if logits is not a tensor.
     """
     _check_scores(logits, "policy logits")
     valid = _valid(logits, mask)
@@ -583,11 +755,22 @@ def bernoulli_subset(
 def reinforced_align(e: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
     """Reinforced alignment: soft alignment (Eq. 25) over the chosen subset ``z`` only.
 
-    e: scores ``(..., n_f)``; z: boolean selection broadcastable to e (from
-    :func:`bernoulli_subset`); mask: optional boolean, broadcastable to e,
-    ``True`` = may attend, ANDed with z. Unchosen or masked positions get zero
-    weight; an empty subset gives all-zero weights.
-    Raises ``ValueError`` if z is not boolean or does not match e.
+    Unchosen or masked positions get zero weight; an empty subset gives all-zero weights.
+
+    Args:
+        e: scores.
+        z: boolean selection broadcastable to e (from :func:`bernoulli_subset`).
+        mask: optional boolean mask broadcastable to e, ``True`` = may attend, ANDed with z.
+
+    Shape:
+        e: ``(..., n_f)``; z: broadcastable to ``(..., n_f)``; returns ``(..., n_f)``.
+
+    Returns:
+        The weights a.
+
+    Raises:
+        ValueError: if z is not boolean or does not match e, the scores are empty or not floating point, or the mask is bad.
+        TypeError: if e is not a tensor.
     """
     _check_scores(e)
     check_mask(z, e.shape, symbol="z (selected subset)")
@@ -606,11 +789,20 @@ class ReinforcedAlignment(nn.Module):
     the token and the mean of its sequence, with no query, and selects heads
     and dependents with two separate policies.
     ``forward(q, K, V, generator=None, mask=None)`` samples in training mode
-    and takes ``pi > 1/2`` in eval mode; returns
-    ``(c, a, z, log_prob)``; mask boolean ``(..., n_f)``, ``True`` = may attend
-    (never chosen otherwise); a masked key holding NaN/Inf reaches no output,
-    log-probability or gradient.
-    Train the policy with :func:`score_function_surrogate`.
+    and takes ``pi > 1/2`` in eval mode, and returns ``(c, a, z, log_prob)``;
+    a masked key (never chosen) holding NaN/Inf reaches no output,
+    log-probability or gradient. Train the policy with :func:`score_function_surrogate`.
+
+    Args:
+        d_q: query size.
+        d_k: key size.
+        score: Table II score name for the attention scores.
+        policy_score: Table II score name for the policy logits.
+
+    Shape:
+        q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask: boolean
+        ``(..., n_f)``, ``True`` = may attend; returns c ``(..., d_v)``, a and z ``(..., n_f)``,
+        log_prob ``(...,)``.
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general", policy_score: str = "general") -> None:
@@ -650,10 +842,23 @@ declare(
 
 # --------------------------------------------------------------------------- diagnostics
 def weight_entropy(a: Tensor) -> Tensor:
-    """Shannon entropy (nats) of each weight row ``(..., n_f) -> (...,)``, with ``0 log 0 = 0``.
+    """Shannon entropy (nats) of each weight row, with ``0 log 0 = 0``.
 
     Rows that do not sum to 1 (Eq. 29 without renormalising, structured
     attention) are normalised first; an all-zero row has entropy 0.
+
+    Args:
+        a: attention weights.
+
+    Shape:
+        a: ``(..., n_f)``; returns ``(...,)``.
+
+    Returns:
+        The entropy of each row.
+
+    Raises:
+        ValueError: if a is not floating point.
+        TypeError: if a is not a tensor.
     """
     as_tensor(a, "a")
     total = a.sum(-1, keepdim=True)
@@ -663,9 +868,19 @@ def weight_entropy(a: Tensor) -> Tensor:
 
 
 def concentration(a: Tensor, target: Tensor | None = None, eps: float = 1e-6) -> dict[str, float]:
-    """Summary of how focused weight rows ``(B, n_f)`` are: mean entropy, max weight,
-    number of weights above ``eps``, and (with target indices ``(B,)``) the mean
-    weight on the position that matters.
+    """Summary of how focused weight rows are.
+
+    Args:
+        a: attention weights.
+        target: optional index of the position that matters, per row.
+        eps: threshold above which a weight counts as nonzero.
+
+    Shape:
+        a: ``(B, n_f)``; target: ``(B,)``.
+
+    Returns:
+        A dict with the mean ``"entropy"``, the mean ``"max_weight"``, the mean number of weights above
+        eps ``"nonzero"`` and (with target) ``"on_target"``, the mean weight on the target position.
 
     Raises:
         TypeError: if ``a`` is not a floating-point tensor.

@@ -620,15 +620,20 @@ class SelfAttentionVariant(MultiHeadAttention):
     such as a ``bias`` that depends on the length. Constructor as
     :class:`MultiHeadAttention`.
 
-    ``forward(X, X_kv=None, mask=None, **options)``: X ``(..., n, d_model)``;
-    ``X_kv`` must be None or X itself; mask (boolean ``True`` = may attend, or a
-    float additive bias) and ``options``
-    (:class:`~attnsurvey.attention.AttendOptions`: key_padding_mask, is_causal,
-    bias, ...) as for :class:`MultiHeadAttention`, so a variant also serves as
-    the ``self_attn`` of a Transformer layer with padding or causal masks.
-    Returns ``(output (..., n, d_model), weights (..., h, n, n_f))``. Raises
-    ``ValueError`` if ``X_kv`` is another tensor, X has the wrong width, or an
-    option is one the variant sets itself (see :meth:`attend_options`).
+    ``forward(X, X_kv=None, mask=None, **options)``: ``X_kv`` must be None or X
+    itself; mask (boolean ``True`` = may attend, or a float additive bias) and
+    ``options`` (:class:`~attnsurvey.attention.AttendOptions`: key_padding_mask,
+    is_causal, bias, ...) as for :class:`MultiHeadAttention`, so a variant also
+    serves as the ``self_attn`` of a Transformer layer with padding or causal masks.
+    It returns ``(output, weights)``.
+
+    Shape:
+        X: ``(..., n, d_model)``; returns output ``(..., n, d_model)`` and weights ``(..., h, n, n_f)``.
+
+    Raises:
+        ValueError: if ``X_kv`` is another tensor, X is not floating point, has fewer than 2 dimensions
+            or the wrong width, or an option is one the variant sets itself (see :meth:`attend_options`).
+        TypeError: if X is not a tensor.
     """
 
     def attend_options(self, X: Tensor) -> AttendOptions:
@@ -672,17 +677,35 @@ def multi_head_matrix_form(
 
     ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` (eq. 10) and
     ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` (eq. 11), with the
-    review's right-multiplied matrices: ``W_i^Q``, ``W_i^K`` are ``(d_model, d_k)``,
-    ``W_i^V`` is ``(d_model, d_v)`` and ``W^O`` is ``(h*d_v, d_model)``.
-    Q ``(..., n_q, d_model)``; K, V ``(..., n_f, d_model)``; mask boolean
-    ``(..., n_q, n_f)``, ``True`` = may attend.
+    review's right-multiplied matrices.
 
     A spelling of :func:`multi_head_attention`, not a second computation: the
     per-head matrices, transposed and stacked, are its ``W_Q = [W_1^Q ... W_h^Q]^T``
     (head ``i`` owns rows ``(i-1) d_k .. i d_k``), likewise ``W_K`` and ``W_V``,
     and ``W_O = (W^O)^T``; concatenating the heads is :func:`merge_heads`.
-    Returns ``(..., n_q, d_model)``. Raises ``ValueError`` if the head lists differ
-    in length, the heads differ in ``d_k`` or ``d_v``, or a shape is wrong.
+
+    Args:
+        Q: queries.
+        K: keys.
+        V: values.
+        W_Q: one query matrix ``W_i^Q`` per head.
+        W_K: one key matrix ``W_i^K`` per head.
+        W_V: one value matrix ``W_i^V`` per head.
+        W_O: the output matrix ``W^O``.
+        mask: optional boolean mask, ``True`` = may attend.
+
+    Shape:
+        Q: ``(..., n_q, d_model)``; K, V: ``(..., n_f, d_model)``; each ``W_i^Q``, ``W_i^K``:
+        ``(d_model, d_k)``; each ``W_i^V``: ``(d_model, d_v)``; W_O: ``(h*d_v, d_model)``;
+        mask: ``(..., n_q, n_f)``; returns ``(..., n_q, d_model)``.
+
+    Returns:
+        ``MultiHead(Q, K, V)``.
+
+    Raises:
+        ValueError: if the head lists are empty or differ in length, the heads differ in ``d_k`` or
+            ``d_v``, a shape is wrong, or a tensor is not floating point (and as :func:`multi_head_attention`).
+        TypeError: if a weight is not a tensor.
     """
     h = len(W_Q)
     if h == 0 or len(W_K) != h or len(W_V) != h:
@@ -712,18 +735,30 @@ def disagreement_regularisation(heads: Tensor, kind: str = "output") -> Tensor:
     """Disagreement between attention heads (Li et al., 2018; review §(3)), to be *maximised*.
 
     ``kind="subspace"`` or ``"output"``: ``heads`` are the per-head value
-    vectors or contexts, ``(..., h, n, d)``; the result is
+    vectors or contexts; the result is
     ``D = -(1/h^2) sum_i sum_j cos(O^i, O^j)`` with each head's ``(n, d)`` block
-    flattened (the i = j terms are included, as in the paper).
-    ``kind="position"``: ``heads`` are the weights ``(..., h, n_q, n_f)`` and
-    ``D = -(1/h^2) sum_i sum_j |A^i * A^j|`` (elementwise product, summed).
-    Returns ``D`` of shape ``(...)``. For the cosine kinds it is -1 when every
-    head is identical and -1/h for pairwise orthogonal heads. For
-    ``kind="position"`` identical heads give ``-sum(A * A)``, which is ``-n_q``
-    when every row is one-hot, and heads whose weights never overlap give
+    flattened (the i = j terms are included, as in the paper). For these cosine
+    kinds D is -1 when every head is identical and -1/h for pairwise orthogonal heads.
+    ``kind="position"``: ``heads`` are the weights and
+    ``D = -(1/h^2) sum_i sum_j |A^i * A^j|`` (elementwise product, summed);
+    identical heads give ``-sum(A * A)``, which is ``-n_q`` when every row is
+    one-hot, and heads whose weights never overlap give
     ``-(1/h^2) sum_i sum(A^i * A^i)`` (``-n_q/h`` for one-hot rows).
     Add ``-lambda * D.mean()`` to a training loss.
-    Raises ``ValueError`` for an unknown ``kind`` or a tensor of rank < 3.
+
+    Args:
+        heads: per-head value vectors or contexts, or per-head weights (``kind="position"``).
+        kind: ``"subspace"``, ``"output"`` or ``"position"``.
+
+    Shape:
+        heads: ``(..., h, n, d)`` or ``(..., h, n_q, n_f)``; returns ``(...)``.
+
+    Returns:
+        The disagreement D.
+
+    Raises:
+        ValueError: for an unknown ``kind``, a tensor of rank < 3 or a non-float tensor.
+        TypeError: if heads is not a tensor.
     """
     as_tensor(heads, "heads")
     check_min_rank(heads, 3, "heads", "(..., h, n, d)")

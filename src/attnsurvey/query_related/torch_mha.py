@@ -248,6 +248,10 @@ def from_torch_state_dict(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]
     Args:
         state_dict: torch's parameters by torch's names.
 
+    Shape:
+        ``in_proj_weight`` ``(3*d_model, d_model)`` is split into three ``(d_model, d_model)`` row
+        blocks (likewise ``in_proj_bias`` into three ``(d_model,)``); the other tensors keep their shapes.
+
     Returns:
         The same tensors by the package's names.
 
