@@ -285,6 +285,9 @@ class OutputModel(nn.Module):
 
     Shape:
         c: ``(..., d_v)``; returns ``(..., d_y)``.
+
+    Raises:
+        ValueError: ``d_v`` or ``d_y`` is not an integer >= 1.
     """
 
     def __init__(self, d_v: int, d_y: int) -> None:

@@ -384,6 +384,9 @@ def all_finite(X: Tensor) -> bool:
 
     Returns:
         A Python bool.
+
+    Raises:
+        TypeError: ``X`` is not a tensor.
     """
     require_tensor(X, "X")
     with torch.no_grad():

@@ -517,6 +517,9 @@ class PredictivePosition(nn.Module):
 
     Shape:
         q: ``(..., d_q)``; returns p ``(...,)``.
+
+    Raises:
+        ValueError: ``d_q`` or ``d_p`` (in ``__init__``) or ``n_f`` (in ``forward``) is not an integer >= 1.
     """
 
     def __init__(self, d_q: int, d_p: int) -> None:
@@ -803,6 +806,9 @@ class ReinforcedAlignment(nn.Module):
         q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``; mask: boolean
         ``(..., n_f)``, ``True`` = may attend; returns c ``(..., d_v)``, a and z ``(..., n_f)``,
         log_prob ``(...,)``.
+
+    Raises:
+        TypeError: in ``forward``, ``q``, ``K`` or ``V`` is not a floating-point tensor.
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general", policy_score: str = "general") -> None:
