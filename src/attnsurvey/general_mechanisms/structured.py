@@ -94,6 +94,7 @@ def crf_log_partition(e: Tensor, A: Tensor, mask: Tensor | None = None) -> Tenso
         ValueError: for empty scores, a wrong A shape, e and A of different
             dtypes, or a bad mask.
     """
+    as_tensor(e, "e")
     work = torch.float32 if e.dtype in (torch.float16, torch.bfloat16) else e.dtype
     return _forward_backward(_unary(e, A, mask).to(work), A.to(work))[2].to(e.dtype)
 
