@@ -388,6 +388,7 @@ def test_ch06_1_tampered_submission_end_to_end(tmp_path):
         ("ch06_1_decoding-ex1-test", 1),
         ("ch06_1_decoding-ex2-test", 0),
         ("ch06_1_decoding-ex3-test", 0),
+        ("ch06_1_decoding-ex4-test", 0),  # the student's copy has no solution: slot is undefined
     ]
     assert report.grades[0].message.startswith("correct")
     assert report.grades[2].message.startswith("NameError")
