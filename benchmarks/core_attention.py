@@ -7,8 +7,9 @@ Small-size figures first (``--only small`` runs just these, in one process):
   with the same mask, calls alternating in rounds; target: within 1.5x;
 * graph breaks under ``torch._dynamo.explain`` in masked ``attend`` and in
   ``MultiHeadAttention.forward`` with a key-padding mask; target: 0;
-* one training step (forward, backward, Adam) of the trained Transformer of
-  ``chapters/ch06_4_trained_transformer.ipynb`` (batch 32), reported in ms. ``--src PATH``
+* one training step of the trained Transformer of ``chapters/ch06_4_trained_transformer.ipynb``
+  (batch 32) in the chapter's own loop (:func:`attnsurvey.training.train`: forward,
+  backward, gradient clipping, the portable Adam), reported in ms. ``--src PATH``
   imports the package from another checkout's ``src`` (e.g. the main branch), which
   gives the "before" figure of a change.
 
@@ -40,6 +41,7 @@ Results: ``benchmarks/results/core_attention.json`` with the machine and raw val
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 
 import _bench
@@ -148,7 +150,9 @@ def small_figures(repeats: int, quick: bool) -> tuple[dict, list[dict]]:
     from attnsurvey.attention import attend
     from attnsurvey.experiments import trained_transformer as tt
     from attnsurvey.masking import key_padding_mask
+    from attnsurvey.numeric_env import portable_adam
     from attnsurvey.query_related.multihead import MultiHeadAttention
+    from attnsurvey.training import train
 
     g = torch.Generator().manual_seed(0)
     B, h, n, d = SMALL
@@ -190,19 +194,17 @@ def small_figures(repeats: int, quick: bool) -> tuple[dict, list[dict]]:
 
     torch.manual_seed(0)
     model = tt.make_model()
-    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    opt = portable_adam(model.parameters(), lr=1e-2)
     batch = tt.reversal_data(32, torch.Generator().manual_seed(1))
-
-    def train_step() -> None:
-        opt.zero_grad()
-        tt._loss(model, batch).backward()
-        opt.step()
-
     steps = 3 if quick else 40
-    _per_call(train_step, steps)
-    step_s = [_per_call(train_step, steps) for _ in range(repeats)]
+
+    def train_steps() -> None:  # the chapter's loop (training.train: clipping, the portable Adam), one fixed batch
+        train(model, tt._loss, itertools.repeat(batch, steps), optimizer=opt)
+
+    train_steps()
+    step_s = [_per_call(train_steps, 1) / steps for _ in range(repeats)]
     step = _bench.summary(step_s)
-    print(f"trained Transformer, one training step (batch 32), ms: {_bench.show(step, 1e3)}")
+    print(f"trained Transformer, one step of training.train (batch 32), ms: {_bench.show(step, 1e3)}")
     targets = [
         _bench.target(f"masked attend / SDPA at {SMALL}, forward time", ratio["median"], SMALL_TARGET),
         *(_bench.target(f"graph breaks in {k}", float(v), 0.0, unit="") for k, v in breaks.items()),

@@ -565,3 +565,54 @@ def test_zero_masked_and_zero_unattended_use_only_masks_that_line_up():
     X4 = rand(4, 4, 3, dtype=D64)  # batch 4 = n 4: a shared (4, 4) causal mask would fit as a key mask by shape
     X4[0, 3] = float("nan")
     assert mk.zero_unattended(X4, None, mk.causal_mask(4)) is X4
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The bit pattern of a float tensor (NaN compares equal to the same NaN)."""
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(ints)
+
+
+@pytest.mark.catalog("eq4")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shared", [True, False])
+def test_masking_outside_autograd_gives_the_bits_of_the_autograd_path(dtype, shared):
+    """Without autograd the core zeroes masked inputs by integer products of their bits, elsewhere by
+    ``torch.where``: the contexts must be the same bits, NaN/Inf at masked slots included."""
+    g = torch.Generator().manual_seed(3)
+    Q, K, V = (torch.randn(3, 2, 5, 4, generator=g).to(dtype) for _ in range(3))
+    K[0, :, 4], V[0, :, 4], Q[2] = float("nan"), float("inf"), float("nan")  # a masked key; a dead batch item
+    K[1, 0, 2, 1] = -float("inf")  # an allowed key: its queries get NaN on both paths
+    lengths = torch.tensor([4, 5, 0])
+    allowed = torch.arange(5) < lengths[:, None, None, None]  # (3, 1, 1, 5)
+    if not shared:
+        allowed = allowed & torch.ones(5, 5, dtype=torch.bool).tril()
+    with torch.no_grad():
+        c_bits, _ = at.attend(Q, K, V, allowed, need_weights=False)
+    Qg, Kg, Vg = (t.clone().requires_grad_() for t in (Q, K, V))
+    c_where, _ = at.attend(Qg, Kg, Vg, allowed, need_weights=False)
+    assert torch.equal(_bits(c_bits), _bits(c_where.detach()))
+    assert torch.isnan(c_bits[1, 0]).any() and torch.equal(c_bits[2], torch.zeros_like(c_bits[2]))
+
+
+@pytest.mark.catalog("eq4")
+@pytest.mark.parametrize("need", [True, False])
+def test_huge_finite_values_are_not_mistaken_for_non_finite_ones(need):
+    """A row of 3e38's sums to inf in float32; with a per-query mask the core must still return SDPA's finite
+    context, not NaN."""
+    g = torch.Generator().manual_seed(0)
+    Q, K, V = (torch.randn(1, 3, 4, generator=g) for _ in range(3))
+    V[0, 1] = 3.0e38
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 1, 1]], dtype=torch.bool)[None]
+    c, _ = at.attend(Q, K, V, mask, need_weights=need)
+    ref = F_.scaled_dot_product_attention(Q[:, None], K[:, None], V[:, None], attn_mask=mask[:, None])[:, 0]
+    assert torch.isfinite(c).all()
+    torch.testing.assert_close(c, ref, rtol=1e-5, atol=0)
+
+
+@given(st.lists(st.sampled_from([0.0, -1.5, 2.0, 3.0e38, -3.0e38, math.inf, -math.inf, math.nan]), max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_finite_rows_against_elementwise_isfinite(row):
+    X = torch.tensor(row, dtype=torch.float32).reshape(1, len(row)).expand(2, len(row))
+    for dtype in (torch.float32, torch.float16, torch.float64):
+        assert torch.equal(mk.finite_rows(X.to(dtype)), torch.isfinite(X.to(dtype)).all(-1))

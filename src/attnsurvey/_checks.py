@@ -7,8 +7,11 @@ reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Mapping, Sequence
-from typing import TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from torch import Tensor
 
@@ -276,9 +279,15 @@ def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
         The broadcast shape as a tuple, or None. Plain Python on tuples: cheaper than
         ``torch.broadcast_shapes``, which the attention core would otherwise call per head.
     """
-    rank = 0
-    for s in shapes:
-        rank = rank if rank >= len(s) else len(s)
+    if not shapes:
+        return ()
+    first = shapes[0]
+    for s in shapes:  # the common case first: one shape (a list and a tuple differ here; the loop below decides)
+        if s != first:
+            break
+    else:
+        return tuple(first)
+    rank = max(len(s) for s in shapes)
     out = [1] * rank
     for s in shapes:
         for i, size in enumerate(s, start=rank - len(s)):
@@ -290,6 +299,50 @@ def broadcast_batch(*shapes: Sequence[int]) -> tuple[int, ...] | None:
 
 
 _Options = TypeVar("_Options", bound=Mapping[str, object])
+
+
+@dataclass(frozen=True)
+class Default:
+    """The default of an option, carried by its annotation in the options' TypedDict.
+
+    ``heads: Annotated[int, Default(2)]`` declares the option ``heads``, its type and its
+    default in one line; :func:`option_defaults` collects them.
+
+    Args:
+        value: the value a call that leaves the option out gets.
+    """
+
+    value: object
+
+
+@functools.cache
+def _declared_defaults(options: type) -> tuple[tuple[str, object], ...]:
+    hints = typing.get_type_hints(options, include_extras=True)
+    out = []
+    for name, hint in hints.items():
+        found = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Default)]
+        if len(found) != 1:
+            raise TypeError(f"{options.__name__}.{name} must be annotated Annotated[type, Default(value)]")
+        out.append((name, found[0].value))
+    return tuple(out)
+
+
+def option_defaults(options: Any) -> Any:
+    """A new dict holding the default of every option that the TypedDict ``options`` declares.
+
+    Each option is declared once, as ``name: Annotated[type, Default(value)]``: this
+    reads the ``Default`` of every annotation (inherited ones included).
+
+    Args:
+        options: a TypedDict class whose every annotation carries one :class:`Default`.
+
+    Returns:
+        ``{name: default}`` in declaration order, typed as the TypedDict by the caller.
+
+    Raises:
+        TypeError: for an option declared without a ``Default``.
+    """
+    return dict(_declared_defaults(options))
 
 
 def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Options:

@@ -37,7 +37,14 @@ from torch import Tensor
 from ._checks import as_tensor, broadcast_batch, check_dim_equal, check_min_rank, check_same_dtype
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
-from .masking import check_attn_mask, check_key_padding_mask, masked_log_softmax, masked_softmax, minus_inf
+from .masking import (
+    check_attn_mask,
+    check_key_padding_mask,
+    finite_rows,
+    masked_log_softmax,
+    masked_softmax,
+    minus_inf,
+)
 from .registry import Registry
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -713,7 +720,8 @@ def attend(
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, layout)
     check_dim_equal(K.shape[-2], V.shape[-2], "attention", "n_f of K", "n_f of V")
-    check_same_dtype(Q=Q, K=K, V=V)
+    if not Q.dtype == K.dtype == V.dtype:
+        check_same_dtype(Q=Q, K=K, V=V)
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
     fn, scale = resolve_score(score, scale)
@@ -739,19 +747,7 @@ def attend(
         bias = check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
     if blocked is not None:
         allowed = blocked if allowed is None else allowed & blocked
-    return attend_unchecked(
-        Q,
-        K,
-        V,
-        allowed,
-        bias=bias,
-        score_fn=fn,
-        scale=scale,
-        align_fn=align_fn,
-        dropout_p=dropout_p,
-        generator=generator,
-        need_weights=need_weights,
-    )
+    return _attend(Q, K, V, allowed, batch, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
 
 
 #: The default of every :class:`AttendOptions` option: :func:`attend`'s own (read from its signature).
@@ -798,22 +794,40 @@ def attend_unchecked(
     Returns:
         ``(c, a)`` as :func:`attend`.
     """
-    n_q, n_f = Q.shape[-2], K.shape[-2]
     batch = broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     assert batch is not None, "attend_unchecked needs broadcastable batch axes"
+    return _attend(Q, K, V, allowed, batch, bias, score_fn, scale, align_fn, dropout_p, generator, need_weights)
+
+
+def _attend(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    allowed: Tensor | None,
+    batch: tuple[int, ...],
+    bias: Tensor | None,
+    score_fn: ScoreFn | None,
+    scale: float | None,
+    align_fn: AlignFn,
+    dropout_p: float,
+    generator: torch.Generator | None,
+    need_weights: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend_unchecked` with the broadcast batch shape of Q, K and V known."""
+    n_q, n_f = Q.shape[-2], K.shape[-2]
     if n_f == 0 or n_q == 0 or 0 in batch:
         a = Q.new_zeros(*batch, n_q, n_f)
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
-    alive = bad_k = bad_v = None
+    bad_k = bad_v = None
     if allowed is not None:  # masked positions may hold NaN/Inf: make them inert with tensor operations
         if allowed.dim() < 2:
             allowed = allowed.reshape((1,) * (2 - allowed.dim()) + tuple(allowed.shape))
-        alive = allowed.any(-1, keepdim=True)  # (..., n_q, 1): a query that may attend something
-        Q, K, V, bad_k, bad_v = _inert_inputs(Q, K, V, allowed, alive)
+        Q, K, V, bad_k, bad_v = _inert_inputs(Q, K, V, allowed)
     reason = _dispatch_reason(score_fn, align_fn, need_weights, dropout_p, generator, False)
     if reason is None:
-        Q, K, V = (t if t.shape[:-2] == batch else t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
-        c = _sdpa(Q, K, V, allowed, alive, bias, _dot_scale(K.shape[-1], scale), dropout_p)
+        if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2] == batch:
+            Q, K, V = (t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
+        c = _sdpa(Q, K, V, allowed, bias, _dot_scale(K.shape[-1], scale), dropout_p)
         if bad_k is not None and bad_v is not None and allowed is not None:  # who may see a non-finite row: NaN
             c = c + _nan_where((allowed & (bad_k | bad_v)[..., None, :]).any(-1, keepdim=True), c)
         return c, None
@@ -834,18 +848,8 @@ def _nan_where(cond: Tensor, like: Tensor) -> Tensor:
     return torch.where(cond, torch.full((), float("nan"), dtype=like.dtype, device=like.device), 0.0).to(like.dtype)
 
 
-def _nonfinite_rows(X: Tensor) -> Tensor:
-    """``(..., n)``: True where a row of X ``(..., n, d)`` holds NaN/Inf (its float32 sum is not finite).
-
-    ``s - s`` is 0 for a finite sum and NaN otherwise: two plain kernels, cheaper than ``isfinite``.
-    """
-    acc = torch.float32 if X.dtype in (torch.float16, torch.bfloat16) else X.dtype
-    total = X.sum(-1, dtype=acc)
-    return (total - total) != 0
-
-
 def _inert_inputs(
-    Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor, alive: Tensor
+    Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
     """Q, K, V with the entries that no output may see set to 0, by tensor operations (no host synchronisation).
 
@@ -855,15 +859,40 @@ def _inert_inputs(
     the queries may attend stay as they are, so they reach exactly those queries. For a
     mask that varies over the queries every non-finite key and value row becomes 0 and
     the rows are returned (``(..., n_f)`` each) for the caller to poison the queries
-    that may see them.
+    that may see them. Outside autograd the zeroing multiplies the bits (:func:`_bits_kept`):
+    the same result as ``torch.where``, from a vectorised kernel.
     """
-    zero = torch.zeros((), dtype=Q.dtype, device=Q.device)
-    Q = torch.where(alive, Q, zero)
+    grad = torch.is_grad_enabled() and (Q.requires_grad or K.requires_grad or V.requires_grad)
+    kept = _where_kept if grad or Q.dtype not in _SAME_WIDTH_INT else _bits_kept
+    Q = kept(Q, allowed.any(-1, keepdim=True))  # (..., n_q, 1): a query that may attend something
     if allowed.shape[-2] == 1:  # one key mask for every query
-        seen = allowed.squeeze(-2)[..., None]
-        return Q, torch.where(seen, K, zero), torch.where(seen, V, zero), None, None
-    bad_k, bad_v = _nonfinite_rows(K), _nonfinite_rows(V)
+        seen = allowed.transpose(-1, -2)
+        return Q, kept(K, seen), kept(V, seen), None, None
+    bad_k, bad_v = ~finite_rows(K), ~finite_rows(V)
     return Q, K.nan_to_num(0.0, 0.0, 0.0), V.nan_to_num(0.0, 0.0, 0.0), bad_k, bad_v
+
+
+#: The integer dtype of each float dtype's width, for :func:`_bits_kept`.
+_SAME_WIDTH_INT = {
+    torch.float64: torch.int64,
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+}
+
+
+def _where_kept(X: Tensor, keep: Tensor) -> Tensor:
+    """X where ``keep`` (broadcast), +0.0 elsewhere, whatever X holds there."""
+    return torch.where(keep, X, 0.0)
+
+
+def _bits_kept(X: Tensor, keep: Tensor) -> Tensor:
+    """``torch.where(keep, X, 0)`` bit for bit, outside autograd: X's bits as integers times ``keep`` (1 or 0).
+
+    An integer product copies the bits or clears them (+0.0), whatever X holds (NaN
+    included), in a vectorised kernel; ``torch.where``'s CPU kernel is not vectorised.
+    """
+    return (X.view(_SAME_WIDTH_INT[X.dtype]) * keep).view(X.dtype)
 
 
 def _sdpa(
@@ -871,36 +900,36 @@ def _sdpa(
     K: Tensor,
     V: Tensor,
     allowed: Tensor | None,
-    alive: Tensor | None,
     bias: Tensor | None,
     scale: float,
     dropout_p: float,
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` with this package's mask semantics (fully-masked rows give 0).
 
-    Q, K, V share their batch shape; ``alive`` (``(..., n_q, 1)``) marks the rows that may
-    attend something. Inputs of another rank are viewed as ``(batch, 1, n, d)``: SDPA's
-    fused (flash) CPU kernel, linear in memory, only runs on 4-D inputs.
+    Q, K, V share their batch shape. Inputs of another rank are viewed as
+    ``(batch, 1, n, d)``: SDPA's fused (flash) CPU kernel, linear in memory, only runs on
+    4-D inputs.
     """
     if Q.dim() != 4:
         batch, n_q, n_f = Q.shape[:-2], Q.shape[-2], K.shape[-2]
         to4 = lambda t: t.reshape(-1, 1, *t.shape[-2:])  # noqa: E731
-        if allowed is not None and alive is not None:
-            allowed, alive = to4(allowed.expand(*batch, n_q, n_f)), to4(alive.expand(*batch, n_q, 1))
+        if allowed is not None:
+            allowed = to4(allowed.expand(*batch, n_q, n_f))
         if bias is not None:
             bias = to4(bias.expand(*batch, n_q, n_f))
-        c = _sdpa(to4(Q), to4(K), to4(V), allowed, alive, bias, scale, dropout_p)
+        c = _sdpa(to4(Q), to4(K), to4(V), allowed, bias, scale, dropout_p)
         return c.reshape(*batch, n_q, V.shape[-1])
-    if allowed is None or alive is None:
+    if allowed is None:
         return F_.scaled_dot_product_attention(Q, K, V, attn_mask=bias, dropout_p=dropout_p, scale=scale)
-    on_cpu = Q.device.type == "cpu"  # torch's CPU kernels give a fully-masked row 0 and finite gradients
-    if not on_cpu:
-        allowed = allowed | ~alive  # elsewhere: dead rows attend anywhere (finite: their query is 0), zeroed below
+    alive = None
+    if not Q.is_cpu:  # torch's CPU kernels give a fully-masked row 0 and finite gradients; elsewhere
+        alive = allowed.any(-1, keepdim=True)  # dead rows attend anywhere (finite: their query is 0), zeroed below
+        allowed = allowed | ~alive
     attn_mask: Tensor = (
         allowed if bias is None else torch.where(allowed, bias, torch.full((), float("-inf"), dtype=bias.dtype))
     )
     c = F_.scaled_dot_product_attention(Q, K, V, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
-    return c if on_cpu else c * alive  # a dead row's context is finite (its query and keys are): exactly 0
+    return c if alive is None else c * alive  # a dead row's context is finite (its query and keys are): exactly 0
 
 
 def scaled_dot_product(Q: Tensor, K: Tensor, V: Tensor, **options: Any) -> Tensor:

@@ -73,12 +73,12 @@ query size, h heads, n_classes classes.
 from __future__ import annotations
 
 import math
-from typing import Any, Final, TypedDict, Unpack, cast
+from typing import Annotated, Any, Final, TypedDict, Unpack, cast
 
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, with_defaults
+from ._checks import Default, as_tensor, option_defaults, with_defaults
 from .attention_step import SOFT_ALIGNMENTS, AttentionStep, Heads, add_log_prob, step_score, taxonomy_error
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
@@ -148,23 +148,16 @@ class BuildOptions(TypedDict, total=False):
     :func:`build_model`'s docstring explains each of them.
     """
 
-    n_max: int
-    heads: int
-    hops: int
-    chunk: int
-    window: float
-    hop_form: str
+    n_max: Annotated[int, Default(16)]
+    heads: Annotated[int, Default(2)]
+    hops: Annotated[int, Default(2)]
+    chunk: Annotated[int, Default(4)]
+    window: Annotated[float, Default(2.0)]
+    hop_form: Annotated[str, Default("memory")]
 
 
 #: The value of every :class:`BuildOptions` option that a call leaves out.
-BUILD_DEFAULTS: Final[BuildOptions] = {
-    "n_max": 16,
-    "heads": 2,
-    "hops": 2,
-    "chunk": 4,
-    "window": 2.0,
-    "hop_form": "memory",
-}
+BUILD_DEFAULTS: Final[BuildOptions] = option_defaults(BuildOptions)
 
 
 @catalogued("extra:taxonomy-builder")

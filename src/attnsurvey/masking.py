@@ -99,7 +99,9 @@ def check_mask(mask: Tensor, scores_shape: torch.Size, symbol: str = "mask") -> 
         ValueError: if the mask is not a boolean tensor or does not broadcast to the scores.
     """
     check_boolean(mask, symbol)
-    if broadcast_batch(mask.shape, scores_shape) != tuple(scores_shape):
+    if mask.dim() > len(scores_shape) or any(
+        m != 1 and m != s for m, s in zip(reversed(mask.shape), reversed(scores_shape))
+    ):
         raise ValueError(
             f"{symbol} of shape {tuple(mask.shape)} does not broadcast to the scores e "
             f"of shape {tuple(scores_shape)} (..., n_q, n_f)"
@@ -395,6 +397,29 @@ def all_finite(X: Tensor) -> bool:
         return bool(torch.isfinite(X).all())
 
 
+def finite_rows(X: Tensor) -> Tensor:
+    """True where a row of ``X`` (its last axis) holds only finite numbers; tensor operations only.
+
+    ``X * 0`` is 0 at a finite entry and NaN at NaN or +-Inf, so the row sum of ``X * 0``
+    is 0 exactly when the row is finite; the sum cannot overflow, however large the
+    finite entries (a sum of X itself would). No host synchronisation.
+
+    Args:
+        X: a floating-point tensor of rank >= 1.
+
+    Shape:
+        X: ``(..., n, d)``; returns ``(..., n)``.
+
+    Returns:
+        Boolean, True at a finite row (an empty row, ``d = 0``, is finite).
+
+    Raises:
+        TypeError: ``X`` is not a floating-point tensor.
+    """
+    as_tensor(X, "X")
+    return (X * 0).sum(-1) == 0
+
+
 def nonfinite_rows(X: Tensor) -> Tensor | None:
     """The rows of ``X`` that hold NaN/Inf, or None when every entry is finite.
 
@@ -446,8 +471,8 @@ def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
         return X
     if broadcast_batch(km.shape[:-1], X.shape[:-2]) is None:  # the caller's own check reports it
         return X
-    keep = km | torch.isfinite(X).all(-1)  # tensor ops only: no host synchronisation
-    return torch.where(keep[..., None], X, torch.zeros((), dtype=X.dtype, device=X.device))
+    keep = km | finite_rows(X)  # tensor ops only: no host synchronisation
+    return torch.where(keep[..., None], X, 0.0)
 
 
 def attended_keys(mask: Tensor | None) -> Tensor | None:

@@ -45,17 +45,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple, TypedDict, Unpack
+from typing import Annotated, NamedTuple, TypedDict, Unpack
 
 import torch
 from torch import Tensor
 
 from .._checks import (
+    Default,
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
     check_min_rank,
     check_same_dtype,
+    option_defaults,
     with_defaults,
 )
 from ..attention import context
@@ -86,25 +88,17 @@ class TileOptions(TypedDict, total=False):
     generator (None: torch's global generator): where a missing ``dropout_seed`` is drawn from.
     """
 
-    is_causal: bool
-    block_q: int
-    block_k: int
-    scale: float | None
-    dropout_p: float
-    dropout_seed: int | None
-    generator: torch.Generator | None
+    is_causal: Annotated[bool, Default(False)]
+    block_q: Annotated[int, Default(BLOCK_Q)]
+    block_k: Annotated[int, Default(BLOCK_K)]
+    scale: Annotated[float | None, Default(None)]
+    dropout_p: Annotated[float, Default(0.0)]
+    dropout_seed: Annotated[int | None, Default(None)]
+    generator: Annotated[torch.Generator | None, Default(None)]
 
 
 #: Every :class:`TileOptions` option with its default (:func:`tile_settings` fills them in).
-_TILE_DEFAULTS: TileOptions = {
-    "is_causal": False,
-    "block_q": BLOCK_Q,
-    "block_k": BLOCK_K,
-    "scale": None,
-    "dropout_p": 0.0,
-    "dropout_seed": None,
-    "generator": None,
-}
+_TILE_DEFAULTS: TileOptions = option_defaults(TileOptions)
 
 
 class _TileFields(NamedTuple):

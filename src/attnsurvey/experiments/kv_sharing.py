@@ -9,11 +9,12 @@ how many K/V heads they keep (and hence in cache size and in the size of
 
 from __future__ import annotations
 
-from typing import Final, Unpack
+from typing import Annotated, Final, Unpack
 
+from .._checks import Default, option_defaults
 from ..beyond.decoding import TinyDecoderLM
 from ..training import seed_everything
-from .long_positions import COPY_BACK, CopyBackTask, copy_back_accuracy, copy_back_task, fit_copy_back
+from .long_positions import CopyBackTask, copy_back_accuracy, copy_back_task, fit_copy_back
 
 KV_VARIANTS = {"MHA": 4, "GQA": 2, "MQA": 1}
 
@@ -23,13 +24,13 @@ class KVVariantOptions(CopyBackTask, total=False):
     (:class:`~attnsurvey.experiments.long_positions.CopyBackTask`), the model width
     ``d_model`` and the number of query heads ``n_heads`` (defaults: :data:`KV_VARIANT`)."""
 
-    d_model: int
-    n_heads: int
+    d_model: Annotated[int, Default(32)]
+    n_heads: Annotated[int, Default(4)]
 
 
 #: The defaults of :class:`KVVariantOptions`: the task's (:data:`~attnsurvey.experiments.long_positions.COPY_BACK`)
 #: with 120 steps, width 32 and 4 query heads.
-KV_VARIANT: Final[KVVariantOptions] = {**COPY_BACK, "steps": 120, "d_model": 32, "n_heads": 4}
+KV_VARIANT: Final[KVVariantOptions] = {**option_defaults(KVVariantOptions), "steps": 120}
 
 
 def train_kv_variant(n_kv_heads: int, seed: int, **options: Unpack[KVVariantOptions]) -> TinyDecoderLM:

@@ -18,13 +18,13 @@ Shapes: B batch, n tokens, h heads, vocab vocabulary size.
 from __future__ import annotations
 
 import math
-from typing import Any, Final, TypedDict, TypeVar, Unpack, cast
+from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, cast
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import with_defaults
+from .._checks import Default, option_defaults, with_defaults
 from ..beyond.positions import ALiBiSelfAttention, RotarySelfAttention
 from ..data.next_token import lagged_sum_batch
 from ..data.sequences import IGNORE, copy_back_batch
@@ -117,16 +117,16 @@ class CopyBackTask(TypedDict, total=False):
     number of symbols; steps, batch, lr: Adam steps, sequences per batch, learning rate.
     """
 
-    n_train: int
-    k: int
-    vocab: int
-    steps: int
-    batch: int
-    lr: float
+    n_train: Annotated[int, Default(64)]
+    k: Annotated[int, Default(3)]
+    vocab: Annotated[int, Default(8)]
+    steps: Annotated[int, Default(80)]
+    batch: Annotated[int, Default(16)]
+    lr: Annotated[float, Default(1e-2)]
 
 
 #: The value of every :class:`CopyBackTask` option that a call leaves out.
-COPY_BACK: Final[CopyBackTask] = {"n_train": 64, "k": 3, "vocab": 8, "steps": 80, "batch": 16, "lr": 1e-2}
+COPY_BACK: Final[CopyBackTask] = option_defaults(CopyBackTask)
 
 
 def copy_back_task(task: CopyBackTask) -> CopyBackTask:
@@ -266,31 +266,20 @@ class NextTokenTask(TypedDict, total=False):
     steps, sequences per batch, learning rate; d_model, h, d_ff: the model's sizes.
     """
 
-    n_train: int
-    vocab: int
-    lag: int
-    p_noise: float
-    steps: int
-    batch: int
-    lr: float
-    d_model: int
-    h: int
-    d_ff: int
+    n_train: Annotated[int, Default(32)]
+    vocab: Annotated[int, Default(8)]
+    lag: Annotated[int, Default(1)]
+    p_noise: Annotated[float, Default(0.1)]
+    steps: Annotated[int, Default(150)]
+    batch: Annotated[int, Default(16)]
+    lr: Annotated[float, Default(1e-2)]
+    d_model: Annotated[int, Default(32)]
+    h: Annotated[int, Default(8)]
+    d_ff: Annotated[int, Default(64)]
 
 
 #: The value of every :class:`NextTokenTask` option that a call leaves out (8 heads: ALiBi's slopes 1/2 ... 1/256).
-NEXT_TOKEN: Final[NextTokenTask] = {
-    "n_train": 32,
-    "vocab": 8,
-    "lag": 1,
-    "p_noise": 0.1,
-    "steps": 150,
-    "batch": 16,
-    "lr": 1e-2,
-    "d_model": 32,
-    "h": 8,
-    "d_ff": 64,
-}
+NEXT_TOKEN: Final[NextTokenTask] = option_defaults(NextTokenTask)
 
 
 def train_next_token(encoding: str, seed: int, **task: Unpack[NextTokenTask]) -> PositionTagger:

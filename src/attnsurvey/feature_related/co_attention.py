@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Final, NamedTuple, TypedDict, Unpack
+from typing import Annotated, Final, NamedTuple, TypedDict, Unpack
 
 import torch
 from torch import Tensor, nn
 
 from .._checks import (
+    Default,
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
@@ -55,6 +56,7 @@ from .._checks import (
     check_rank,
     check_sizes,
     check_weight,
+    option_defaults,
     with_defaults,
 )
 from ..attention import attend_scores
@@ -121,8 +123,8 @@ class CoMasks(TypedDict, total=False):
     a function to its steps, unchanged; any other keyword raises ``TypeError``.
     """
 
-    mask1: Tensor | None
-    mask2: Tensor | None
+    mask1: Annotated[Tensor | None, Default(None)]
+    mask2: Annotated[Tensor | None, Default(None)]
 
 
 class TwoSetOptions(TypedDict, total=False):
@@ -189,7 +191,7 @@ def _check_set_mask(mask: Tensor | None, K: Tensor, i: str) -> None:
 
 
 #: No padding in either set: the value of every :class:`CoMasks` mask a call leaves out.
-_NO_MASKS: Final[CoMasks] = {"mask1": None, "mask2": None}
+_NO_MASKS: Final[CoMasks] = option_defaults(CoMasks)
 
 
 def _masks(masks: CoMasks) -> tuple[Tensor | None, Tensor | None]:

@@ -46,22 +46,24 @@ width, h heads, d_ff FFN width.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Final, TypedDict, Unpack
+from typing import Annotated, ClassVar, Final, TypedDict, Unpack
 
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import (
+    Default,
     as_tensor,
     check_dim_equal,
     check_min_rank,
     check_sizes,
     check_weight,
+    option_defaults,
     require_tensor,
     with_defaults,
 )
 from ..catalog import catalogued
-from ..masking import causal_mask, padding_mask, zero_unattended
+from ..masking import padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention
 from ..query_related.torch_mha import from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
@@ -98,14 +100,14 @@ class LayerOptions(TypedDict, total=False):
     bias of every projection and LayerNorm; layer_norm_eps: the LayerNorms' epsilon.
     """
 
-    activation: str | Activation
-    dropout: float
-    bias: bool
-    layer_norm_eps: float
+    activation: Annotated[str | Activation, Default(F_.relu)]
+    dropout: Annotated[float, Default(0.0)]
+    bias: Annotated[bool, Default(True)]
+    layer_norm_eps: Annotated[float, Default(1e-5)]
 
 
 #: The defaults of :class:`LayerOptions` (torch's, except dropout 0: the book's experiments are tiny and deterministic).
-LAYER_OPTIONS: Final[LayerOptions] = {"activation": F_.relu, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5}
+LAYER_OPTIONS: Final[LayerOptions] = option_defaults(LayerOptions)
 
 
 @catalogued("extra:transformer-encoder")
@@ -261,17 +263,13 @@ class DecoderMasks(TypedDict, total=False):
     Defaults in :data:`DECODER_MASKS` (no padding masks, not causal).
     """
 
-    self_key_padding_mask: Tensor | None
-    memory_key_padding_mask: Tensor | None
-    self_is_causal: bool
+    self_key_padding_mask: Annotated[Tensor | None, Default(None)]
+    memory_key_padding_mask: Annotated[Tensor | None, Default(None)]
+    self_is_causal: Annotated[bool, Default(False)]
 
 
 #: The defaults of :class:`DecoderMasks`.
-DECODER_MASKS: Final[DecoderMasks] = {
-    "self_key_padding_mask": None,
-    "memory_key_padding_mask": None,
-    "self_is_causal": False,
-}
+DECODER_MASKS: Final[DecoderMasks] = option_defaults(DecoderMasks)
 
 
 class _Layer(nn.Module):
@@ -595,23 +593,16 @@ class TransformerSize(TypedDict, total=False):
     An option left out takes its value in :data:`TRANSFORMER_SIZE`.
     """
 
-    d_model: int
-    h: int
-    d_ff: int
-    n_layers: int
-    max_len: int
-    norm_first: bool
+    d_model: Annotated[int, Default(32)]
+    h: Annotated[int, Default(2)]
+    d_ff: Annotated[int, Default(64)]
+    n_layers: Annotated[int, Default(2)]
+    max_len: Annotated[int, Default(64)]
+    norm_first: Annotated[bool, Default(False)]
 
 
 #: The defaults of every :class:`TransformerSize` option: a post-norm model small enough to train in seconds on a CPU.
-TRANSFORMER_SIZE: Final[TransformerSize] = {
-    "d_model": 32,
-    "h": 2,
-    "d_ff": 64,
-    "n_layers": 2,
-    "max_len": 64,
-    "norm_first": False,
-}
+TRANSFORMER_SIZE: Final[TransformerSize] = option_defaults(TransformerSize)
 
 
 def _position_module(position: str, d_model: int, max_len: int) -> nn.Module:
@@ -741,9 +732,8 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: ``(batch, n_y)`` tokens; M: ``(batch, n_x, d_model)``; memory_mask:
         boolean ``(batch, 1, n_x)`` (as :meth:`encode` returns it), ``True`` = may attend.
         """
-        n_y = tgt_in.shape[-1]
-        causal = causal_mask(n_y, device=tgt_in.device)[None]  # per query ([None]: never read as per batch row)
-        Y, _, _ = self.decoder(self.position(self.tgt_embed(tgt_in) * self.scale), M, causal, memory_mask)
+        Y = self.position(self.tgt_embed(tgt_in) * self.scale)
+        Y, _, _ = self.decoder(Y, M, None, memory_mask, self_is_causal=True)  # every key is its own query's: none inert
         return self.generator(Y)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
