@@ -49,7 +49,7 @@ endif
 
 test: env assets
 	$(JB) build . --all -W -n --keep-going
-	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests chapters book/*.ipynb $(NBVAL)
+	CI=$${CI:-} $(PINNED) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests chapters book/*.ipynb $(NBVAL) --durations=15
 
 test-unit: env
 	$(PINNED) $(PY) -m pytest -n 2 tests --ignore=tests/browser
