@@ -34,6 +34,7 @@ RSS during one call minus the RSS before it); the ratio is that of the medians.
     python benchmarks/core_attention.py --quick --repeats 2
     python benchmarks/core_attention.py --only small                         # the small figures only
     python benchmarks/core_attention.py --only small --src /work/main/src    # the same for another checkout
+    python benchmarks/core_attention.py --only small --before /tmp/base/src  # plus the training step, paired
 
 Results: ``benchmarks/results/core_attention.json`` with the machine and raw values.
 """
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from pathlib import Path
 
 import _bench
 
@@ -142,17 +144,59 @@ def _per_call(fn, calls: int) -> float:
     return (time.perf_counter() - t0) / calls
 
 
+def train_step_seconds(repeats: int, steps: int) -> list[float]:
+    """Seconds per step of the chapter's own loop (:func:`attnsurvey.training.train`: clipping, the portable
+    Adam) on the trained Transformer of ch06_4, one fixed batch of 32; ``repeats`` runs of ``steps`` steps."""
+    import torch
+
+    from attnsurvey.experiments import trained_transformer as tt
+    from attnsurvey.numeric_env import portable_adam
+    from attnsurvey.training import train
+
+    torch.manual_seed(0)
+    model = tt.make_model()
+    opt = portable_adam(model.parameters(), lr=1e-2)
+    batch = tt.reversal_data(32, torch.Generator().manual_seed(1))
+
+    def train_steps() -> None:
+        train(model, tt._loss, itertools.repeat(batch, steps), optimizer=opt)
+
+    train_steps()  # warm-up
+    return [_per_call(train_steps, 1) / steps for _ in range(repeats)]
+
+
+def train_step_before_after(before: str, rounds: int) -> dict:
+    """The training step of this checkout's package against the one in ``before`` (a ``src`` folder): each round
+    runs both in fresh interpreters (order swapped every round), each the fastest of 5 runs of 40 steps."""
+    import os
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    seconds: dict[str, list[float]] = {"before": [], "after": []}
+    for r in range(rounds):
+        for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            env = {**os.environ, "PYTHONPATH": before if name == "before" else here}
+            done = subprocess.run(
+                [sys.executable, __file__, "--train-child"], env=env, capture_output=True, text=True, check=True
+            )
+            seconds[name].append(float(done.stdout.split()[-1]))
+    ratio = _bench.ratio_of(seconds["after"], seconds["before"])
+    print(
+        f"training step, fresh interpreters, {rounds} rounds, ms: before {_bench.show(_bench.summary(seconds['before']), 1e3)}, "
+        f"after {_bench.show(_bench.summary(seconds['after']), 1e3)}; after / before (paired) {_bench.show(ratio)}"
+    )
+    return {"seconds": seconds, "ratio_after_before": ratio}
+
+
 def small_figures(repeats: int, quick: bool) -> tuple[dict, list[dict]]:
     """Masked attend against SDPA, graph breaks, and the training step (see the module notes); in this process."""
     import torch
     import torch.nn.functional as F_
 
     from attnsurvey.attention import attend
-    from attnsurvey.experiments import trained_transformer as tt
     from attnsurvey.masking import key_padding_mask
-    from attnsurvey.numeric_env import portable_adam
     from attnsurvey.query_related.multihead import MultiHeadAttention
-    from attnsurvey.training import train
 
     g = torch.Generator().manual_seed(0)
     B, h, n, d = SMALL
@@ -192,18 +236,7 @@ def small_figures(repeats: int, quick: bool) -> tuple[dict, list[dict]]:
     dynamo.reset()
     print("graph breaks under torch._dynamo.explain: " + ", ".join(f"{k} {v}" for k, v in breaks.items()))
 
-    torch.manual_seed(0)
-    model = tt.make_model()
-    opt = portable_adam(model.parameters(), lr=1e-2)
-    batch = tt.reversal_data(32, torch.Generator().manual_seed(1))
-    steps = 3 if quick else 40
-
-    def train_steps() -> None:  # the chapter's loop (training.train: clipping, the portable Adam), one fixed batch
-        train(model, tt._loss, itertools.repeat(batch, steps), optimizer=opt)
-
-    train_steps()
-    step_s = [_per_call(train_steps, 1) / steps for _ in range(repeats)]
-    step = _bench.summary(step_s)
+    step = _bench.summary(train_step_seconds(repeats, 3 if quick else 40))
     print(f"trained Transformer, one step of training.train (batch 32), ms: {_bench.show(step, 1e3)}")
     targets = [
         _bench.target(f"masked attend / SDPA at {SMALL}, forward time", ratio["median"], SMALL_TARGET),
@@ -217,7 +250,19 @@ def main(argv: list[str] | None = None) -> int:
     _bench.add_common_arguments(p)
     p.add_argument("--only", choices=("small", "all"), default="all", help="small: the small-size figures only")
     p.add_argument("--src", help="import attnsurvey from this src folder (another checkout) instead of this one")
+    p.add_argument(
+        "--before",
+        help="with --only small: also time the training step of this src folder (another checkout) against this "
+        "checkout's, alternating fresh interpreters, --repeats rounds, and print the paired ratio",
+    )
+    p.add_argument("--train-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.train_child:  # one fresh interpreter of --before: the package comes from PYTHONPATH
+        import torch
+
+        torch.set_num_threads(_bench.bench_threads())
+        print(min(train_step_seconds(5, 40)))
+        return 0
     if args.src:
         import sys
 
@@ -235,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         if info is None:
             return 0
         small, targets = small_figures(args.repeats, args.quick)
+        if args.before:
+            small["train_step_before_after"] = train_step_before_after(args.before, args.repeats)
         info = _bench.end(info, targets, args.repeats)
         result = {"settings": _bench.settings(args, threads, 0.0), "machine": info, "small": small, "targets": targets}
         _bench.save(_bench.out_dir(args.out, args.quick) / "core_attention_small.json", result)
