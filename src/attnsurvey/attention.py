@@ -848,6 +848,15 @@ def _nan_where(cond: Tensor, like: Tensor) -> Tensor:
     return torch.where(cond, torch.full((), float("nan"), dtype=like.dtype, device=like.device), 0.0).to(like.dtype)
 
 
+#: The integer dtype of each float dtype's width, for :func:`_bits_kept`.
+_SAME_WIDTH_INT = {
+    torch.float64: torch.int64,
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+}
+
+
 def _inert_inputs(
     Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -870,15 +879,6 @@ def _inert_inputs(
         return Q, kept(K, seen), kept(V, seen), None, None
     bad_k, bad_v = ~finite_rows(K), ~finite_rows(V)
     return Q, K.nan_to_num(0.0, 0.0, 0.0), V.nan_to_num(0.0, 0.0, 0.0), bad_k, bad_v
-
-
-#: The integer dtype of each float dtype's width, for :func:`_bits_kept`.
-_SAME_WIDTH_INT = {
-    torch.float64: torch.int64,
-    torch.float32: torch.int32,
-    torch.float16: torch.int16,
-    torch.bfloat16: torch.int16,
-}
 
 
 def _where_kept(X: Tensor, keep: Tensor) -> Tensor:

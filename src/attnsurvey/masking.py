@@ -435,7 +435,7 @@ def nonfinite_rows(X: Tensor) -> Tensor | None:
     """
     if all_finite(X):
         return None
-    return ~torch.isfinite(X).all(-1)
+    return ~finite_rows(X)
 
 
 def zero_masked(X: Tensor, mask: Tensor | None) -> Tensor:
