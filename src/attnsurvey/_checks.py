@@ -425,6 +425,21 @@ def check_positive(what: str, **values: float) -> None:
             raise ValueError(f"{what} needs {name} to be a finite number > 0, got {name}={value!r}")
 
 
+def check_probability(what: str, **values: float) -> None:
+    """Check that every named value (a dropout probability) is a number in ``[0, 1]``.
+
+    Args:
+        what: the caller's name, for the message.
+        **values: the values by their symbol.
+
+    Raises:
+        ValueError: for a value that is a bool, not an int or float, or outside ``[0, 1]`` (NaN included).
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{what} needs {name} to be a probability in [0, 1], got {name}={value!r}")
+
+
 def require_tensor(x: object, symbol: str) -> Tensor:
     """Return ``x`` if it is a ``torch.Tensor`` of any dtype (counts, labels), else raise :class:`InputTypeError`.
 

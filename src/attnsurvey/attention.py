@@ -28,13 +28,20 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict, Unpack, cast, overload
+from typing import Any, Literal, NamedTuple, TypedDict, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from ._checks import as_tensor, broadcast_batch, check_dim_equal, check_min_rank, check_same_dtype
+from ._checks import (
+    as_tensor,
+    broadcast_batch,
+    check_dim_equal,
+    check_min_rank,
+    check_probability,
+    check_same_dtype,
+)
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
 from .masking import (
@@ -326,8 +333,12 @@ def dropout_weights(a: Tensor, p: float, generator: torch.Generator | None = Non
         ValueError: unless ``0 <= p <= 1``.
     """
     as_tensor(a, "a")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {p}")
+    check_probability("attention dropout", dropout_p=p)
+    return _dropout(a, p, generator)
+
+
+def _dropout(a: Tensor, p: float, generator: torch.Generator | None) -> Tensor:
+    """:func:`dropout_weights` on checked inputs (``0 <= p <= 1``)."""
     if p == 0.0:
         return a
     zero = torch.zeros((), dtype=a.dtype, device=a.device)
@@ -599,8 +610,7 @@ def dispatch_reason(
     Raises:
         TypeError, ValueError: for a score or alignment that :func:`attend` would refuse.
     """
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
+    check_probability("attention dropout", dropout_p=dropout_p)
     fn, _ = resolve_score(score)
     return _dispatch_reason(fn, resolve_align(align), need_weights, dropout_p, generator, empty)
 
@@ -722,8 +732,7 @@ def attend(
     check_dim_equal(K.shape[-2], V.shape[-2], "attention", "n_f of K", "n_f of V")
     if not Q.dtype == K.dtype == V.dtype:
         check_same_dtype(Q=Q, K=K, V=V)
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
+    check_probability("attention dropout", dropout_p=dropout_p)
     fn, scale = resolve_score(score, scale)
     align_fn = resolve_align(align)
     if enable_gqa:
@@ -735,19 +744,17 @@ def attend(
         )
     if fn is None:
         check_dim_equal(Q.shape[-1], K.shape[-1], "scaled multiplicative score", "d_q", "d_k")
-    scores_shape = torch.Size((*batch, Q.shape[-2], K.shape[-2]))
-    blocked = None
-    if mask is not None and isinstance(mask, Tensor) and mask.is_floating_point():
-        # torch's float attn_mask is an additive bias; its -inf entries mask, as a boolean False does
-        blocked, mask = split_float_mask(mask)
-        bias = mask if bias is None else bias + mask
-        mask = None
-    allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, Q.device)
-    if bias is not None:
-        bias = check_bias(bias, scores_shape, Q.dtype)  # a float mask included: its shape is checked here
-    if blocked is not None:
-        allowed = blocked if allowed is None else allowed & blocked
-    return _attend(Q, K, V, allowed, batch, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
+    allowed, bias = canonical_masks(
+        torch.Size((*batch, Q.shape[-2], K.shape[-2])),
+        mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        bias=bias,
+        dtype=Q.dtype,
+        device=Q.device,
+    )
+    settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
+    return attend_unchecked(Q, K, V, settings)
 
 
 #: The default of every :class:`AttendOptions` option: :func:`attend`'s own (read from its signature).
@@ -756,30 +763,64 @@ ATTEND_DEFAULTS: AttendOptions = cast(
 )
 
 
-def attend_unchecked(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    allowed: Tensor | None,
+def canonical_masks(
+    scores_shape: torch.Size,
+    mask: Tensor | None = None,
     *,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
     bias: Tensor | None = None,
-    score_fn: ScoreFn | None = None,
-    scale: float | None = None,
-    align_fn: AlignFn = softmax_align,
-    dropout_p: float = 0.0,
-    generator: torch.Generator | None = None,
-    need_weights: bool = True,
-) -> tuple[Tensor, Tensor | None]:
-    """:func:`attend` on inputs that the caller has checked: no validation, no host synchronisation.
+    dtype: torch.dtype,
+    device: torch.device | None = None,
+) -> tuple[Tensor | None, Tensor | None]:
+    """Every mask and bias of one attention call as one boolean mask and one additive bias, each checked once.
 
-    For callers that validated their inputs once at their own public edge (the multi-head
-    stack); everyone else calls :func:`attend`, which checks and then calls this.
+    The one place where masks are combined (torch's ``_canonical_mask`` plays this part):
+    :func:`attend` and the multi-head stack both call it. A float ``mask`` is torch's
+    additive mask: its ``-inf`` entries are masked and the rest is added to ``bias``
+    (:func:`split_float_mask`); a boolean ``mask``, the ``key_padding_mask`` and
+    causality become one boolean mask (:func:`allowed_positions`).
 
     Args:
-        Q: the queries, K: the keys, V: the values (one floating dtype, broadcastable batch axes).
-        allowed: one boolean mask, ``True`` = may attend (the attention mask, key-padding
-            mask, causality and a float mask's ``-inf`` entries combined), or None.
-        bias: float additive scores in the dtype of Q, or None.
+        scores_shape: the shape of the scores.
+        mask: boolean (``True`` = may attend) or float (additive), broadcastable to the scores.
+        key_padding_mask: boolean, one axis per batch axis of the scores, ``True`` = may attend.
+        is_causal: query ``i`` may attend to keys ``j <= i``.
+        bias: float, broadcastable to the scores.
+        dtype: the dtype of the scores (the bias is cast to it).
+        device: where the causal mask is built.
+
+    Shape:
+        scores_shape: ``(..., n_q, n_f)``; the results broadcast to it.
+
+    Returns:
+        ``(allowed, bias)``: the boolean mask (None when nothing is masked) and the bias
+        (None when there is none).
+
+    Raises:
+        ValueError: for a bad mask or bias.
+    """
+    blocked = None
+    if isinstance(mask, Tensor) and mask.is_floating_point():
+        blocked, float_bias = split_float_mask(mask)
+        bias = float_bias if bias is None else bias + float_bias
+        mask = None
+    allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, device)
+    if bias is not None:
+        bias = check_bias(bias, scores_shape, dtype)  # a float mask included: its shape is checked here
+    if blocked is not None:
+        allowed = blocked if allowed is None else allowed & blocked
+    return allowed, bias
+
+
+class CoreSettings(NamedTuple):
+    """Everything :func:`attend_unchecked` needs besides Q, K and V, each already checked and resolved.
+
+    Built by :func:`attend` and by the multi-head stack after their checks; read by name.
+
+    Args:
+        allowed: one boolean mask, ``True`` = may attend (from :func:`canonical_masks`), or None.
+        bias: float additive scores in the dtype of Q (from :func:`canonical_masks`), or None.
         score_fn: a score callable ``(Q, K) -> e``, or None for the (scaled) dot product
             (:func:`resolve_score`).
         scale: the factor of the dot product (None: ``1/sqrt(d_k)``).
@@ -787,56 +828,65 @@ def attend_unchecked(
         dropout_p: attention dropout, in ``[0, 1]``.
         generator: the dropout's random generator.
         need_weights: return the weights.
+        finite_inputs: the caller guarantees that Q, K and V hold no NaN or Inf (a model
+            whose inputs are tokens, see :class:`attnsurvey.transformer.model.Seq2SeqTransformer`),
+            so nothing needs to be made inert; False: the core makes masked entries inert itself.
+    """
+
+    allowed: Tensor | None = None
+    bias: Tensor | None = None
+    score_fn: ScoreFn | None = None
+    scale: float | None = None
+    align_fn: AlignFn = softmax_align
+    dropout_p: float = 0.0
+    generator: torch.Generator | None = None
+    need_weights: bool = True
+    finite_inputs: bool = False
+
+
+def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend` on inputs that the caller has checked: no validation, no host synchronisation.
+
+    For callers that validated their inputs once at their own public edge (the multi-head
+    stack); everyone else calls :func:`attend`, which checks and then calls this.
+
+    Args:
+        Q: the queries, K: the keys, V: the values (one floating dtype, broadcastable batch axes).
+        settings: the checked masks and options (:class:`CoreSettings`).
 
     Shape:
-        as :func:`attend`; ``allowed`` and ``bias`` broadcast to ``(..., n_q, n_f)``.
+        as :func:`attend`; ``settings.allowed`` and ``settings.bias`` broadcast to ``(..., n_q, n_f)``.
 
     Returns:
         ``(c, a)`` as :func:`attend`.
     """
-    batch = broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
-    assert batch is not None, "attend_unchecked needs broadcastable batch axes"
-    return _attend(Q, K, V, allowed, batch, bias, score_fn, scale, align_fn, dropout_p, generator, need_weights)
-
-
-def _attend(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    allowed: Tensor | None,
-    batch: tuple[int, ...],
-    bias: Tensor | None,
-    score_fn: ScoreFn | None,
-    scale: float | None,
-    align_fn: AlignFn,
-    dropout_p: float,
-    generator: torch.Generator | None,
-    need_weights: bool,
-) -> tuple[Tensor, Tensor | None]:
-    """:func:`attend_unchecked` with the broadcast batch shape of Q, K and V known."""
+    batch = cast(tuple[int, ...], broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2]))  # checked by the caller
+    allowed, need_weights = settings.allowed, settings.need_weights
     n_q, n_f = Q.shape[-2], K.shape[-2]
     if n_f == 0 or n_q == 0 or 0 in batch:
         a = Q.new_zeros(*batch, n_q, n_f)
         return V.new_zeros(*batch, n_q, V.shape[-1]), (a if need_weights else None)
     bad_k = bad_v = None
-    if allowed is not None:  # masked positions may hold NaN/Inf: make them inert with tensor operations
-        if allowed.dim() < 2:
-            allowed = allowed.reshape((1,) * (2 - allowed.dim()) + tuple(allowed.shape))
+    if allowed is not None and allowed.dim() < 2:
+        allowed = allowed.reshape((1,) * (2 - allowed.dim()) + tuple(allowed.shape))
+    if allowed is not None and not settings.finite_inputs:  # masked positions may hold NaN/Inf: make them inert
         Q, K, V, bad_k, bad_v = _inert_inputs(Q, K, V, allowed)
-    reason = _dispatch_reason(score_fn, align_fn, need_weights, dropout_p, generator, False)
+    reason = _dispatch_reason(
+        settings.score_fn, settings.align_fn, need_weights, settings.dropout_p, settings.generator, False
+    )
     if reason is None:
         if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2] == batch:
             Q, K, V = (t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
-        c = _sdpa(Q, K, V, allowed, bias, _dot_scale(K.shape[-1], scale), dropout_p)
+        c = _sdpa(Q, K, V, allowed, settings.bias, _dot_scale(K.shape[-1], settings.scale), settings.dropout_p)
         if bad_k is not None and bad_v is not None and allowed is not None:  # who may see a non-finite row: NaN
             c = c + _nan_where((allowed & (bad_k | bad_v)[..., None, :]).any(-1, keepdim=True), c)
         return c, None
-    e = _scores(Q, K, score_fn, scale)
+    e = _scores(Q, K, settings.score_fn, settings.scale)
     if bad_k is not None:  # a query allowed to see a non-finite key gets a NaN score there
         e = e + _nan_where(bad_k[..., None, :], e)
-    if bias is not None:
-        e = e + bias
-    a = dropout_weights(_align(e, allowed, align_fn), dropout_p, generator)
+    if settings.bias is not None:
+        e = e + settings.bias
+    a = _dropout(_align(e, allowed, settings.align_fn), settings.dropout_p, settings.generator)
     c = a @ V
     if bad_v is not None:  # a non-zero weight on a non-finite value row: NaN
         c = c + _nan_where(((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True), c)
@@ -964,6 +1014,8 @@ __all__ = [
     "alpha_entmax_align",
     "attend_scores",
     "attend_unchecked",
+    "canonical_masks",
+    "CoreSettings",
     "uniform_align",
     "argmax_align",
     "attend",

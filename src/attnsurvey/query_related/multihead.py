@@ -49,7 +49,7 @@ widths, ``d_k``/``d_v`` the per-head key/value widths, ``d_o`` the output width.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack, cast, overload
+from typing import Any, NamedTuple, Unpack, cast, overload
 
 import torch
 import torch.nn.functional as F_
@@ -60,6 +60,7 @@ from .._checks import (
     broadcast_batch,
     check_dim_equal,
     check_min_rank,
+    check_probability,
     check_same_dtype,
     check_sizes,
     check_weight,
@@ -69,15 +70,15 @@ from ..attention import (
     ATTEND_DEFAULTS,
     AlignFn,
     AttendOptions,
+    CoreSettings,
     ScoreFn,
     attend_unchecked,
-    check_bias,
+    canonical_masks,
     resolve_align,
     resolve_score,
-    split_float_mask,
 )
 from ..catalog import catalogued
-from ..masking import check_attn_mask, check_key_padding_mask, check_mask, zero_unattended
+from ..masking import check_attn_mask, check_key_padding_mask, zero_unattended
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -318,11 +319,7 @@ def multi_head_attention(
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, "(..., n, d)")
-    if h < 1:
-        raise ValueError(f"the number of heads h must be >= 1, got h={h}")
-    h_kv = h if h_kv is None else h_kv
-    if h_kv < 1 or h % h_kv:
-        raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
+    h_kv = _check_head_counts(h, h_kv)
     weights = tuple(map(_weight_and_bias, (W_Q, W_K, W_V, W_O)))
     (W_Q, _), (W_K, _), (W_V, _), (W_O, _) = weights
     hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
@@ -332,138 +329,179 @@ def multi_head_attention(
     check_weight(W_K, (hdk // h * h_kv, F_k.shape[-1]), "W_K", "(h*d_k, d_f)")
     check_weight(W_V, (hdv // h * h_kv, F_v.shape[-1]), "W_V", "(h*d_v, d_f)")
     check_weight(W_O, (W_O.shape[0], hdv), "W_O", "(d_o, h*d_v)")
-    return _multi_head(
-        Q,
-        F_k,
-        F_v,
-        weights,
-        h,
-        h_kv,
-        mask,
-        need_weights=need_weights,
-        average_attn_weights=average_attn_weights,
-        bias_k=bias_k,
-        bias_v=bias_v,
-        add_zero_attn=add_zero_attn,
-        memory=memory,
-        kv_transform=kv_transform,
-        score=score,
-        context_hook=context_hook,
-        options=options,
-    )
+    heads = Heads(weights, h, h_kv, bias_k, bias_v, add_zero_attn, score, kv_transform, context_hook)
+    call = HeadsCall(mask, memory, need_weights, average_attn_weights, options)
+    return _multi_head(Q, F_k, F_v, heads, call)
 
 
-def _multi_head(
-    Q: Tensor,
-    F_k: Tensor,
-    F_v: Tensor,
-    weights: tuple[tuple[Tensor, Tensor | None], ...],
-    h: int,
-    h_kv: int,
-    mask: Tensor | None,
-    *,
-    need_weights: bool,
-    average_attn_weights: bool,
-    bias_k: Tensor | None,
-    bias_v: Tensor | None,
-    add_zero_attn: bool,
-    memory: Tensor | None,
-    kv_transform: KVTransform | None,
-    score: str | ScoreFn | None,
-    context_hook: Callable[[Tensor, Tensor], Tensor] | None,
-    options: AttendOptions,
-) -> tuple[Tensor, Tensor | None]:
+def _check_head_counts(h: int, h_kv: int | None) -> int:
+    """``h >= 1`` query heads and ``h_kv`` key/value heads dividing it (None: ``h``); returns ``h_kv``."""
+    if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+        raise ValueError(f"the number of heads h must be >= 1, got h={h!r}")
+    h_kv = h if h_kv is None else h_kv
+    if isinstance(h_kv, bool) or not isinstance(h_kv, int) or h_kv < 1 or h % h_kv:
+        raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
+    return h_kv
+
+
+class Heads(NamedTuple):
+    """What a multi-head stack is made of (checked): its four projections, head counts and hooks.
+
+    :func:`multi_head_attention` builds it from its arguments, :class:`MultiHeadAttention`
+    from its parameters and hooks; :func:`_multi_head` reads it by name.
+    """
+
+    weights: tuple[tuple[Tensor, Tensor | None], ...]  #: ``(W, b)`` of W_Q, W_K, W_V, W_O (b None: no bias)
+    h: int
+    h_kv: int
+    bias_k: Tensor | None = None
+    bias_v: Tensor | None = None
+    add_zero_attn: bool = False
+    score: ScoreFn | None = None
+    kv_transform: KVTransform | None = None
+    context_hook: Callable[[Tensor, Tensor], Tensor] | None = None
+
+
+class HeadsCall(NamedTuple):
+    """The per-call arguments of a multi-head stack besides its inputs (see :func:`multi_head_attention`).
+
+    ``finite_inputs``: the caller guarantees that the inputs hold no NaN or Inf (a model
+    whose inputs are tokens), so no step makes masked slots inert
+    (:class:`attnsurvey.attention.CoreSettings`).
+    """
+
+    mask: Tensor | None
+    memory: Tensor | None
+    need_weights: bool
+    average_attn_weights: bool
+    options: AttendOptions
+    finite_inputs: bool = False
+
+
+def _multi_head(Q: Tensor, F_k: Tensor, F_v: Tensor, heads: Heads, call: HeadsCall) -> tuple[Tensor, Tensor | None]:
     """:func:`multi_head_attention` after its checks of Q, F_k, F_v (tensors of rank >= 2) and the weights.
 
-    Checks the masks and options once, then calls :func:`~attnsurvey.attention.attend_unchecked`.
+    One named step per job, each check made once; the heads attend through
+    :func:`~attnsurvey.attention.attend_unchecked`.
     """
-    opts = with_defaults(options, ATTEND_DEFAULTS, "AttendOptions")
-    dropout_p = opts["dropout_p"]
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability dropout_p must lie in [0, 1], got {dropout_p}")
-    score_fn, scale = resolve_score(score, opts["scale"])
+    opts = with_defaults(call.options, ATTEND_DEFAULTS, "AttendOptions")
+    check_probability("attention dropout", dropout_p=opts["dropout_p"])
+    score_fn, scale = resolve_score(heads.score, opts["scale"])
     align_fn = resolve_align(opts["align"])
-    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), (W_O, b_O) = weights
-    self_attention = Q is F_k and memory is None
-    if memory is not None:
-        _check_memory(memory, F_k, F_v)
-        F_k, F_v = torch.cat([memory, F_k], dim=-2), torch.cat([memory, F_v], dim=-2)
-    kpm_given = opts["key_padding_mask"]
-    same_kv = F_v is F_k
-    F_k = zero_unattended(F_k, kpm_given, mask)
-    F_v = F_k if same_kv else zero_unattended(F_v, kpm_given, mask)
-    Q = F_k if self_attention else Q  # a padded position is a query too
-    q = _project(Q, W_Q, b_Q)  # Eq. (38): one query per head (stacked)
-    k = _project(F_k, W_K, b_K)
-    v = _project(F_v, W_V, b_V)
-    check_same_dtype(Q=q, K=k, V=v)
-    extra = 0
-    if (bias_k is None) != (bias_v is None):
-        raise ValueError("bias_k and bias_v go together (add_bias_kv)")
+    Q, F_k, F_v = _features(Q, F_k, F_v, call, opts["key_padding_mask"])
+    q, k, v = _project_inputs(Q, F_k, F_v, heads.weights)  # Eq. (38): one query, key and value per head (stacked)
     batch = broadcast_batch(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if batch is None:
         raise ValueError(
             f"batch dimensions of Q {tuple(Q.shape)}, F_k {tuple(F_k.shape)} and F_v {tuple(F_v.shape)} do not broadcast"
         )
-    if bias_k is not None and bias_v is not None:  # both or neither (checked above)
-        _check_bias_kv(bias_k, "bias_k", k.shape[-1], "h*d_k")
-        _check_bias_kv(bias_v, "bias_v", v.shape[-1], "h*d_v")
-        k = torch.cat([k.expand(*batch, *k.shape[-2:]), bias_k.reshape(1, -1).expand(*batch, 1, k.shape[-1])], dim=-2)
-        v = torch.cat([v.expand(*batch, *v.shape[-2:]), bias_v.reshape(1, -1).expand(*batch, 1, v.shape[-1])], dim=-2)
-        extra += 1
-    if add_zero_attn:
-        k = torch.cat([k, k.new_zeros(*k.shape[:-2], 1, k.shape[-1])], dim=-2)
-        v = torch.cat([v, v.new_zeros(*v.shape[:-2], 1, v.shape[-1])], dim=-2)
-        extra += 1
-    q, k, v = split_heads(q, h), split_heads(k, h_kv), split_heads(v, h_kv)
-    if kv_transform is not None:
-        k, v = kv_transform(k, v)
+    k, v, extra = _extra_keys(k, v, heads, batch)
+    q, k, v = split_heads(q, heads.h), split_heads(k, heads.h_kv), split_heads(v, heads.h_kv)
+    if heads.kv_transform is not None:
+        k, v = heads.kv_transform(k, v)
         check_dim_equal(k.shape[-2], v.shape[-2], "kv_transform", "n_f of k", "n_f of v")
-    _refuse_positional_options(opts, kv_transform is not None, memory is not None, k.shape[-2])
-    n_q, n_k = q.shape[-2], k.shape[-2]
+    _refuse_positional_options(opts, heads.kv_transform is not None, call.memory is not None, k.shape[-2])
     if score_fn is None:
         check_dim_equal(q.shape[-1], k.shape[-1], "scaled multiplicative score", "d_q", "d_k")
-    rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
-    scores_shape = torch.Size((*batch, h, n_q, n_k))
-    allowed: Tensor | None = None
-    bias = head_mask(_pad_keys(opts["bias"], extra, 0.0), rank)
-    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, n_q, n_k, batch)
-    if mask is not None and mask.is_floating_point():  # torch's float mask: an additive bias, -inf masked
-        allowed, float_bias = split_float_mask(mask)
-        bias = float_bias if bias is None else bias + float_bias
-    elif mask is not None:
-        allowed = check_mask(mask, scores_shape)
-    if bias is not None:
-        bias = check_bias(bias, scores_shape, q.dtype)
-    if kpm_given is not None:  # checked as the caller gave it: (..., n_f), memory included
-        kpm = check_key_padding_mask(kpm_given, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
-        kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True).unsqueeze(-3)  # a head axis
-        allowed = kpm if allowed is None else allowed & kpm
-    if opts["is_causal"]:
-        causal = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril()
-        allowed = causal if allowed is None else allowed & causal
-    if h_kv != h:  # grouped-query attention: each key/value head serves h / h_kv query heads
-        k, v = k.repeat_interleave(h // h_kv, dim=-3), v.repeat_interleave(h // h_kv, dim=-3)
-    c, a = attend_unchecked(
-        q,
-        k,
-        v,
-        allowed,
-        bias=bias,
-        score_fn=score_fn,
-        scale=scale,
-        align_fn=align_fn,
-        dropout_p=dropout_p,
-        generator=opts["generator"],
-        need_weights=need_weights or context_hook is not None,
-    )  # Eq. (39): one context per head
-    if context_hook is not None:
-        c = context_hook(c, cast(Tensor, a))  # not None: a hook makes the weights be computed
-        a = a if need_weights else None
+    allowed, bias = _head_masks(call.mask, opts, batch, heads.h, q, k, extra)
+    if heads.h_kv != heads.h:  # grouped-query attention: each key/value head serves h / h_kv query heads
+        k, v = (t.repeat_interleave(heads.h // heads.h_kv, dim=-3) for t in (k, v))
+    # The hook point of the stack: the heads' q, k, v and one mask and bias are ready. A mechanism
+    # that changes how the heads attend plugs in here (as score, align and kv_transform do).
+    need_weights = call.need_weights or heads.context_hook is not None  # a hook reads the weights
+    settings = CoreSettings(
+        allowed, bias, score_fn, scale, align_fn, opts["dropout_p"], opts["generator"], need_weights, call.finite_inputs
+    )
+    c, a = attend_unchecked(q, k, v, settings)  # Eq. (39): one context per head
+    if heads.context_hook is not None:
+        c = heads.context_hook(c, cast(Tensor, a))
+        a = a if call.need_weights else None
+    W_O, b_O = heads.weights[3]
     out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
-    if a is not None and average_attn_weights:
+    if a is not None and call.average_attn_weights:
         a = a.mean(-3)
     return out, a
+
+
+def _features(
+    Q: Tensor, F_k: Tensor, F_v: Tensor, call: HeadsCall, kpm: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Q, F_k, F_v before projection: memory prepended to F_k and F_v, unattended non-finite rows set to 0.
+
+    A row that the key_padding_mask, or a boolean mask of its rank, leaves unattended and
+    that holds NaN/Inf becomes 0, so it reaches no weight's gradient; in self-attention
+    (Q is F_k) the padded queries too. Nothing is cleared for ``call.finite_inputs``.
+    """
+    self_attention = Q is F_k and call.memory is None
+    if call.memory is not None:
+        _check_memory(call.memory, F_k, F_v)
+        F_k, F_v = torch.cat([call.memory, F_k], dim=-2), torch.cat([call.memory, F_v], dim=-2)
+    if call.finite_inputs:
+        return Q, F_k, F_v
+    same_kv = F_v is F_k
+    F_k = zero_unattended(F_k, kpm, call.mask)
+    F_v = F_k if same_kv else zero_unattended(F_v, kpm, call.mask)
+    return (F_k if self_attention else Q), F_k, F_v  # a padded position is a query too
+
+
+def _project_inputs(
+    Q: Tensor, F_k: Tensor, F_v: Tensor, weights: tuple[tuple[Tensor, Tensor | None], ...]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Eq. (38) for every head at once: the stacked projections ``q``, ``k``, ``v`` (one dtype)."""
+    (W_Q, b_Q), (W_K, b_K), (W_V, b_V), _ = weights
+    q, k, v = _project(Q, W_Q, b_Q), _project(F_k, W_K, b_K), _project(F_v, W_V, b_V)
+    check_same_dtype(Q=q, K=k, V=v)
+    return q, k, v
+
+
+def _extra_keys(k: Tensor, v: Tensor, heads: Heads, batch: tuple[int, ...]) -> tuple[Tensor, Tensor, int]:
+    """torch's extra keys and values: the learned ``bias_k``/``bias_v`` pair, then a zero key and value.
+
+    Returns ``(k, v, extra)``, ``extra`` the number of keys appended (the masks get as many columns).
+    """
+    if (heads.bias_k is None) != (heads.bias_v is None):
+        raise ValueError("bias_k and bias_v go together (add_bias_kv)")
+    extra = 0
+    if heads.bias_k is not None and heads.bias_v is not None:  # both or neither (checked above)
+        _check_bias_kv(heads.bias_k, "bias_k", k.shape[-1], "h*d_k")
+        _check_bias_kv(heads.bias_v, "bias_v", v.shape[-1], "h*d_v")
+        k, v = (
+            torch.cat([t.expand(*batch, *t.shape[-2:]), b.reshape(1, -1).expand(*batch, 1, t.shape[-1])], dim=-2)
+            for t, b in ((k, heads.bias_k), (v, heads.bias_v))
+        )
+        extra += 1
+    if heads.add_zero_attn:
+        k, v = (torch.cat([t, t.new_zeros(*t.shape[:-2], 1, t.shape[-1])], dim=-2) for t in (k, v))
+        extra += 1
+    return k, v, extra
+
+
+def _head_masks(
+    mask: Tensor | None, opts: AttendOptions, batch: tuple[int, ...], h: int, q: Tensor, k: Tensor, extra: int
+) -> tuple[Tensor | None, Tensor | None]:
+    """The caller's masks and bias in the heads' layout, combined by :func:`~attnsurvey.attention.canonical_masks`.
+
+    A mask or bias shared by the heads gets a head axis, and every one gets ``extra``
+    columns for the appended keys (allowed, bias 0). The key_padding_mask is checked in
+    the caller's layout (``(..., n_f)``, memory included) before it gets them.
+    """
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
+    bias = head_mask(_pad_keys(opts.get("bias"), extra, 0.0), rank)
+    mask = head_mask(_pad_keys(mask, extra, mask is not None and mask.dtype == torch.bool), rank, n_q, n_k, batch)
+    kpm = opts.get("key_padding_mask")
+    if kpm is not None:
+        kpm = check_key_padding_mask(kpm, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
+        kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True)  # (..., 1, n_k): 1 the head axis
+    return canonical_masks(
+        torch.Size((*batch, h, n_q, n_k)),
+        mask,
+        key_padding_mask=kpm,
+        is_causal=bool(opts.get("is_causal")),
+        bias=bias,
+        dtype=q.dtype,
+        device=q.device,
+    )
 
 
 @catalogued("eq40")
@@ -535,15 +573,10 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if h < 1:
-            raise ValueError(f"the number of heads h must be >= 1, got h={h}")
+        h_kv = _check_head_counts(h, h_kv)
         if (d_k is None or d_v is None) and d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"dropout must lie in [0, 1], got {dropout}")
-        h_kv = h if h_kv is None else h_kv
-        if h_kv < 1 or h % h_kv:
-            raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
+        check_probability("MultiHeadAttention", dropout=dropout)
         d_k = d_model // h if d_k is None else d_k
         d_v = d_model // h if d_v is None else d_v
         check_sizes("MultiHeadAttention", d_model=d_model, h=h, d_k=d_k, d_v=d_v)
@@ -562,6 +595,14 @@ class MultiHeadAttention(nn.Module):
         else:
             self.bias_k = self.bias_v = None
 
+    def _heads(self, kv_transform: KVTransform | None) -> Heads:
+        """The module's stack (:class:`Heads`): its own weights, made to fit in ``__init__``, and its hooks."""
+        weights = tuple(_weight_and_bias(W) for W in (self.W_Q, self.W_K, self.W_V, self.W_O))
+        return Heads(
+            weights, self.h, self.h_kv, self.bias_k, self.bias_v, self.add_zero_attn, self.score_fn, kv_transform,
+            self.context_hook,
+        )  # fmt: skip
+
     def forward(
         self,
         X_q: Tensor,
@@ -573,6 +614,7 @@ class MultiHeadAttention(nn.Module):
         average_attn_weights: bool | None = None,
         memory: Tensor | None = None,
         kv_transform: KVTransform | None = None,
+        _finite_inputs: bool = False,
         **options: Unpack[AttendOptions],
     ) -> tuple[Tensor, Tensor | None]:
         X_kv = X_q if X_kv is None else X_kv
@@ -586,25 +628,8 @@ class MultiHeadAttention(nn.Module):
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
         options.setdefault("dropout_p", self.dropout if self.training else 0.0)
         options.setdefault("align", self.align)
-        out, a = _multi_head(  # the weights are the module's own, made to fit in __init__
-            X_q,
-            X_kv,
-            X_v,
-            tuple(_weight_and_bias(W) for W in (self.W_Q, self.W_K, self.W_V, self.W_O)),
-            self.h,
-            self.h_kv,
-            mask,
-            need_weights=need_weights,
-            average_attn_weights=avg,
-            bias_k=self.bias_k,
-            bias_v=self.bias_v,
-            add_zero_attn=self.add_zero_attn,
-            memory=memory,
-            kv_transform=self.kv_transform if kv_transform is None else kv_transform,
-            score=self.score_fn,
-            context_hook=self.context_hook,
-            options=options,
-        )
+        heads = self._heads(self.kv_transform if kv_transform is None else kv_transform)
+        out, a = _multi_head(X_q, X_kv, X_v, heads, HeadsCall(mask, memory, need_weights, avg, options, _finite_inputs))
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
         return out, a

@@ -64,7 +64,7 @@ from .._checks import (
 )
 from ..catalog import catalogued
 from ..masking import padding_mask, zero_unattended
-from ..query_related.multihead import MultiHeadAttention
+from ..query_related.multihead import MultiHeadAttention, SelfAttentionVariant
 from ..query_related.torch_mha import from_torch_state_dict
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
@@ -225,17 +225,21 @@ def _attention_sublayer(
     is_causal: bool,
     drop: nn.Module,
     box: list[Tensor],
+    finite_inputs: bool = False,
 ) -> Callable[[Tensor], Tensor]:
     """The attention sub-layer ``Z -> dropout(attention(Z, memory or Z, mask))``, its weights kept in ``box``.
 
     key_padding_mask and is_causal are passed only when set (a replacement
-    attention module need not accept them).
+    attention module need not accept them); ``finite_inputs`` (see :class:`Seq2SeqTransformer`)
+    only to the package's own multi-head modules.
     """
     options: dict[str, object] = {}
     if key_padding_mask is not None:
         options["key_padding_mask"] = key_padding_mask
     if is_causal:
         options["is_causal"] = True
+    if finite_inputs and type(attention).forward in (MultiHeadAttention.forward, SelfAttentionVariant.forward):
+        options["_finite_inputs"] = True
 
     # a rank-2 mask is (n_q, n_f), one for every example: an explicit batch axis keeps it so when B == n_q
     batched_mask = mask[None] if mask is not None and mask.dim() == 2 else mask
@@ -350,12 +354,21 @@ class EncoderLayer(_Layer):
     has_cross_attention = False
 
     def forward(
-        self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
+        self,
+        X: Tensor,
+        mask: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        _finite_inputs: bool = False,
     ) -> tuple[Tensor, Tensor]:
         _check_model_input(X, self.d_model, "X", "EncoderLayer")
-        X = zero_unattended(X, key_padding_mask, mask)  # NaN in a padded token reaches no weight's gradient
+        if not _finite_inputs:  # NaN in a padded token reaches no weight's gradient
+            X = zero_unattended(X, key_padding_mask, mask)
         box: list[Tensor] = []
-        attn = _attention_sublayer(self.self_attn, None, mask, key_padding_mask, is_causal, self.dropout1, box)
+        attn = _attention_sublayer(
+            self.self_attn, None, mask, key_padding_mask, is_causal, self.dropout1, box, _finite_inputs
+        )
         X = residual_norm(X, attn, self.norm1, self.norm_first)
         X = residual_norm(X, lambda Z: self.dropout2(self.ffn(Z)), self.norm2, self.norm_first)
         return X, box[0]
@@ -402,19 +415,21 @@ class DecoderLayer(_Layer):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        _finite_inputs: bool = False,
         **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, Tensor, Tensor]:
         _check_model_input(Y, self.d_model, "Y", "DecoderLayer")
         _check_model_input(M, self.d_model, "M", "DecoderLayer")
         m = with_defaults(masks, DECODER_MASKS, "DecoderMasks")
-        Y = zero_unattended(Y, m["self_key_padding_mask"], self_mask)  # as in EncoderLayer
+        if not _finite_inputs:  # as in EncoderLayer
+            Y = zero_unattended(Y, m["self_key_padding_mask"], self_mask)
         box: list[Tensor] = []
-
+        self_kpm, memory_kpm = m["self_key_padding_mask"], m["memory_key_padding_mask"]
         self_sub = _attention_sublayer(
-            self.self_attn, None, self_mask, m["self_key_padding_mask"], m["self_is_causal"], self.dropout1, box
+            self.self_attn, None, self_mask, self_kpm, m["self_is_causal"], self.dropout1, box, _finite_inputs
         )
         cross_sub = _attention_sublayer(
-            self.cross_attn, M, memory_mask, m["memory_key_padding_mask"], False, self.dropout2, box
+            self.cross_attn, M, memory_mask, memory_kpm, False, self.dropout2, box, _finite_inputs
         )
         Y = residual_norm(Y, self_sub, self.norm1, self.norm_first)
         Y = residual_norm(Y, cross_sub, self.norm2, self.norm_first)
@@ -487,11 +502,17 @@ class Encoder(_Stack):
     layer_type = EncoderLayer
 
     def forward(
-        self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None, is_causal: bool = False
+        self,
+        X: Tensor,
+        mask: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        _finite_inputs: bool = False,
     ) -> tuple[Tensor, list[Tensor]]:
         weights = []
         for layer in self.layers:
-            X, a = layer(X, mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
+            X, a = layer(X, mask, key_padding_mask=key_padding_mask, is_causal=is_causal, _finite_inputs=_finite_inputs)
             weights.append(a)
         return self.final_norm(X), weights
 
@@ -524,11 +545,12 @@ class Decoder(_Stack):
         M: Tensor,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        _finite_inputs: bool = False,
         **masks: Unpack[DecoderMasks],
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
-            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, **masks)
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, _finite_inputs, **masks)
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
@@ -691,6 +713,13 @@ class Seq2SeqTransformer(nn.Module):
 
     The decoder's self-attention is causal; tgt_in is the target shifted right.
 
+    Masked slots are made inert once, here at the model's edge: the inputs are tokens, so
+    the only non-finite values a hidden state could hold come from a parameter, and the
+    padded source rows are set to 0 after the embedding (a NaN in the padding token's
+    embedding reaches no output and no gradient). Every row is then finite, and the
+    layers, the multi-head stacks and the attention core inside skip their own clearing
+    (their private ``_finite_inputs`` flag).
+
     Args:
         vocab_src: the source vocabulary size.
         vocab_tgt: the target vocabulary size.
@@ -723,7 +752,8 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         mask = None if src_lengths is None else padding_mask(src_lengths, src.shape[-1])
-        M, _ = self.encoder(self.position(self.src_embed(src) * self.scale), mask)
+        X = zero_unattended(self.position(self.src_embed(src) * self.scale), None, mask)  # the one clearing
+        M, _ = self.encoder(X, mask, _finite_inputs=True)
         return M, mask
 
     def decode(self, tgt_in: Tensor, M: Tensor, memory_mask: Tensor | None = None) -> Tensor:
@@ -733,7 +763,7 @@ class Seq2SeqTransformer(nn.Module):
         boolean ``(batch, 1, n_x)`` (as :meth:`encode` returns it), ``True`` = may attend.
         """
         Y = self.position(self.tgt_embed(tgt_in) * self.scale)
-        Y, _, _ = self.decoder(Y, M, None, memory_mask, self_is_causal=True)  # every key is its own query's: none inert
+        Y, _, _ = self.decoder(Y, M, None, memory_mask, True, self_is_causal=True)  # tokens: every row finite
         return self.generator(Y)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
