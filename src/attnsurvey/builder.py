@@ -78,7 +78,7 @@ from typing import Annotated, Any, Final, TypedDict, Unpack, cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import Default, as_tensor, option_defaults, with_defaults
+from ._checks import Default, as_tensor, check_sizes, option_defaults, with_defaults
 from .attention_step import SOFT_ALIGNMENTS, AttentionStep, Heads, add_log_prob, step_score, taxonomy_error
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
@@ -190,35 +190,45 @@ class TaxonomyModel(nn.Module):
     def __init__(self, point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> None:
         super().__init__()
         full = with_defaults(options, BUILD_DEFAULTS, "BuildOptions")
-        n_max, heads, hops, chunk = full["n_max"], full["heads"], full["hops"], full["chunk"]
-        window, hop_form = full["window"], full["hop_form"]
-        for name, v in (
-            ("d_model", d_model),
-            ("n_classes", n_classes),
-            ("heads", heads),
-            ("hops", hops),
-            ("chunk", chunk),
-        ):
-            if v < 1:
-                raise ValueError(f"{name} must be >= 1, got {name}={v}")
-        if hop_form not in HOP_FORMS:
+        sizes = {"d_model": d_model, "n_classes": n_classes, "heads": full["heads"], "hops": full["hops"]}
+        check_sizes("TaxonomyModel", **sizes, chunk=full["chunk"])
+        if full["hop_form"] not in HOP_FORMS:
             raise taxonomy_error(
-                "query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {hop_form!r}"
+                "query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {full['hop_form']!r}"
             )
-        self.hop_form = hop_form
-        cfg = {d: getattr(point, d)[0] for d in DIMENSIONS}
-        self.point, self.d, self.n_classes, self.n_max = point, d_model, n_classes, n_max
-        self.chunk = chunk
-        (fm,) = cfg["feature_multiplicity"]
-        (fl,) = cfg["feature_levels"]
-        (fr,) = cfg["feature_representations"]
-        (sc,) = cfg["scoring"]
-        (al,) = cfg["alignment"]
-        (dm,) = cfg["dimensionality"]
-        qt = set(cfg["query_type"])
-        qm = set(cfg["query_multiplicity"])
-        self.fm, self.fl, self.fr, self.qt, self.qm = fm, fl, fr, qt, qm
-        step = dict(scoring=sc, alignment=al, dimensionality=dm, n_max=n_max, window=window)
+        self.hop_form = full["hop_form"]
+        self.point, self.d, self.n_classes, self.n_max = point, d_model, n_classes, full["n_max"]
+        self.chunk = full["chunk"]
+        alternative = {d: getattr(point, d)[0] for d in DIMENSIONS}
+        (self.fm,) = alternative["feature_multiplicity"]
+        (self.fl,) = alternative["feature_levels"]
+        (self.fr,) = alternative["feature_representations"]
+        self.qt, self.qm = set(alternative["query_type"]), set(alternative["query_multiplicity"])
+        (scoring,) = alternative["scoring"]
+        (alignment,) = alternative["alignment"]
+        (dimensionality,) = alternative["dimensionality"]
+        step = dict(
+            scoring=scoring,
+            alignment=alignment,
+            dimensionality=dimensionality,
+            n_max=full["n_max"],
+            window=full["window"],
+        )
+        # one step per dimension, in this order (the order in which the parameters are drawn)
+        h = self._build_query_multiplicity(full["heads"], full["hops"])
+        self._build_feature_representations()
+        self._build_query_type(h, step)
+        self._build_levels_and_main_attention(h, step)
+        extra = self._build_feature_multiplicity(scoring)
+        main_width = 2 * d_model if self.fl == "attention-via-attention" else d_model
+        self.out = nn.Linear(main_width + extra, n_classes) if ("capsule-based" not in self.qm or extra) else None
+        self.last_weights: Tensor | None = None
+        self.last_log_prob: Tensor | None = None
+
+    # -- construction, one step per dimension ----------------------------------
+    def _build_query_multiplicity(self, heads: int, hops: int) -> int:
+        """Check the query multiplicity; the hop transform of multi-hop attention. Returns the head count h."""
+        qm, d_model = self.qm, self.d
         if {"capsule-based", "multi-head"} <= qm:
             raise taxonomy_error(
                 "query_multiplicity",
@@ -233,17 +243,22 @@ class TaxonomyModel(nn.Module):
         self.n_hops = hops if "multi-hop" in qm else 1
         if self.n_hops > 1:
             self._hop = _multihop.add_transform
-            if hop_form == "eq41":  # Eq. (41) with transform H q + c; Eq. (42) scores concat(q, c) through W_42
+            if self.hop_form == "eq41":  # Eq. (41) with transform H q + c; Eq. (42) scores concat(q, c) through W_42
                 self.H = nn.Linear(d_model, d_model, bias=False)
                 self.W_42 = nn.Linear(2 * d_model, d_model, bias=False)
+        return h
 
-        # feature representations: Eq. (21)-(22) over two embeddings of every feature vector
-        if fr == "multi-representational":
+    def _build_feature_representations(self) -> None:
+        """Eq. (21)-(22): a second embedding of every feature vector and the meta-embedding of the two."""
+        if self.fr == "multi-representational":
+            d_model = self.d
             self.embed2 = nn.Sequential(nn.Linear(d_model, d_model // 2 or 1), nn.Tanh())
             meta = _representations.MetaEmbedding
             self.meta = meta([d_model, d_model // 2 or 1], d_model)
 
-        # query type
+    def _build_query_type(self, h: int, step: dict[str, Any]) -> None:
+        """The query: from G (basic), a query model (specialized) or a learned vector (self-attention, Eq. 34)."""
+        qt, d_model = self.qt, self.d
         if qt - {"basic", "specialized", "self-attention"}:
             raise taxonomy_error("query_type", " + ".join(sorted(qt)), "unknown query type")
         if "self-attention" in qt and len(qt) > 1:  # token-to-token layer first (Eq. 35, 37)
@@ -261,7 +276,10 @@ class TaxonomyModel(nn.Module):
         if len(qt & {"basic", "specialized"}) > 1:
             raise taxonomy_error("query_type", "basic + specialized", "a model here has one outside query")
 
-        # levels and the main attention
+    def _build_levels_and_main_attention(self, h: int, step: dict[str, Any]) -> None:
+        """The feature levels (hierarchical, attention-via-attention) or the main attention (capsules, heads)."""
+        fl, qm, d_model, n_max = self.fl, self.qm, self.d, self.n_max
+        scoring, alignment, dimensionality = step["scoring"], step["alignment"], step["dimensionality"]
         if fl != "single-level":
             if qm != {"singular"}:
                 raise taxonomy_error(
@@ -269,55 +287,54 @@ class TaxonomyModel(nn.Module):
                     fl,
                     f"its component takes one query; got query_multiplicity={' + '.join(sorted(qm))!r}",
                 )
-            if al not in SOFT_ALIGNMENTS or dm != "single-dimensional":
+            if alignment not in SOFT_ALIGNMENTS or dimensionality != "single-dimensional":
                 raise taxonomy_error(
-                    "feature_levels", fl, f"its component uses the softmax; got alignment={al!r}, dimensionality={dm!r}"
+                    "feature_levels",
+                    fl,
+                    f"its component uses the softmax; got alignment={alignment!r}, dimensionality={dimensionality!r}",
                 )
-            if sc == "location":
+            if scoring == "location":
                 raise taxonomy_error("feature_levels", fl, "the location score needs one flat sequence of positions")
         if fl == "hierarchical":
             self._hier = _levels.hierarchical_chunk_attention
             self.W_K_h = nn.Linear(d_model, d_model, bias=False)
             self.W_V_h = nn.Linear(d_model, d_model, bias=False)
-            self.score_h = step_score(sc, d_model, d_model, n_max)
+            self.score_h = step_score(scoring, d_model, d_model, n_max)
         elif fl == "attention-via-attention":
             ava = _levels.AttentionViaAttention
             try:
-                self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=sc)
+                self.ava = ava(d_model, d_model, d_model, d_v_w=d_model, d_v_c=d_model, score=scoring)
             except ValueError as err:
-                raise taxonomy_error("scoring", sc, f"with feature_levels={fl!r}: {err}") from None
+                raise taxonomy_error("scoring", scoring, f"with feature_levels={fl!r}: {err}") from None
         elif "capsule-based" in qm:
-            self.Q_caps = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
+            self.Q_caps = nn.Parameter(torch.randn(self.n_classes, d_model) / math.sqrt(d_model))
             self._caps_p = _capsule.capsule_probability
-            self.W_p = nn.Parameter(torch.randn(n_classes, d_model) / math.sqrt(d_model))
-            self.b_p = nn.Parameter(torch.zeros(n_classes))
+            self.W_p = nn.Parameter(torch.randn(self.n_classes, d_model) / math.sqrt(d_model))
+            self.b_p = nn.Parameter(torch.zeros(self.n_classes))
             self.main = Heads(d_model, 1, **step)
         else:
             self.main = Heads(d_model, h, **step)
-        main_width = 2 * d_model if fl == "attention-via-attention" else d_model
 
-        # feature multiplicity: extra context vectors from F and G together
-        extra = 0
+    def _build_feature_multiplicity(self, scoring: str) -> int:
+        """Co-attention or rotatory attention over F and G; returns the width of the extra context vectors."""
+        fm, d_model = self.fm, self.d
         if fm in _CO_ATTENTION:
-            cls = _CO_ATTENTION[fm]
-            self.co = cls(d_model, d_model, d_model)
-            extra = 4 * d_model if fm == "multi-grained-co-attention" else 2 * d_model
-        elif fm == "rotatory":
-            if sc == "location":
+            self.co = _CO_ATTENTION[fm](d_model, d_model, d_model)
+            return 4 * d_model if fm == "multi-grained-co-attention" else 2 * d_model
+        if fm == "rotatory":
+            if scoring == "location":
                 raise taxonomy_error(
                     "feature_multiplicity", fm, "rotatory attention scores words against phrases, not positions"
                 )
             rot = _rotatory.RotatoryAttention
             try:
-                self.rot = rot(d_model, d_model, hops=self.n_hops, score=sc)
+                self.rot = rot(d_model, d_model, hops=self.n_hops, score=scoring)
             except ValueError as err:
-                raise taxonomy_error("scoring", sc, f"with feature_multiplicity='rotatory': {err}") from None
-            extra = self.rot.out_dim
-        elif fm != "singular":
+                raise taxonomy_error("scoring", scoring, f"with feature_multiplicity='rotatory': {err}") from None
+            return self.rot.out_dim
+        if fm != "singular":
             raise taxonomy_error("feature_multiplicity", fm, "unknown")
-        self.out = nn.Linear(main_width + extra, n_classes) if ("capsule-based" not in qm or extra) else None
-        self.last_weights: Tensor | None = None
-        self.last_log_prob: Tensor | None = None
+        return 0
 
     # -- stages ---------------------------------------------------------------
     def _needs_G(self) -> bool:

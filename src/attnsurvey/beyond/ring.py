@@ -64,7 +64,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes
 from ..catalog import catalogued
 from .tiled import BLOCK_K, BLOCK_Q, Stats, check_qkv, finalize, online_softmax_merge, tile_stats
 
@@ -74,12 +74,6 @@ UNITS = 4
 #: The ways to assign positions to ranks (see the module docstring).
 Layout = Literal["contiguous", "zigzag"]
 LAYOUTS: tuple[str, ...] = ("contiguous", "zigzag")
-
-
-def _check_int(what: str, minimum: int, **sizes: object) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{what} needs {name} to be an integer >= {minimum}, got {name}={value!r}")
 
 
 def _check_rank(rank: object, P: int) -> None:
@@ -116,8 +110,8 @@ def ring_step_bytes(n: int, d_k: int, d_v: int, P: int, itemsize: int = 4, batch
         ValueError: if a size is negative (``n``, ``d_k``, ``d_v``) or below 1
             (``P``, ``itemsize``, ``batch``), naming it, or ``P`` does not divide ``n``.
     """
-    _check_int("ring_step_bytes", 0, n=n, d_k=d_k, d_v=d_v)
-    _check_int("ring_step_bytes", 1, P=P, itemsize=itemsize, batch=batch)
+    check_counts("ring_step_bytes", n=n, d_k=d_k, d_v=d_v)
+    check_sizes("ring_step_bytes", P=P, itemsize=itemsize, batch=batch)
     if n % P:
         raise ValueError(f"ring attention needs P >= 1 dividing n, got n={n}, P={P}")
     per_step = batch * (n // P) * (d_k + d_v) * itemsize
@@ -168,8 +162,8 @@ def sequence_parallel_bytes(
             divide ``n``, or ``h_kv`` does not divide ``h``.
     """
     h_kv = h if h_kv is None else h_kv
-    _check_int("sequence_parallel_bytes", 0, n=n)
-    _check_int("sequence_parallel_bytes", 1, d=d, h=h, P=P, itemsize=itemsize, batch=batch, h_kv=h_kv)
+    check_counts("sequence_parallel_bytes", n=n)
+    check_sizes("sequence_parallel_bytes", d=d, h=h, P=P, itemsize=itemsize, batch=batch, h_kv=h_kv)
     if n % P:
         raise ValueError(f"sequence parallelism needs P dividing n, got n={n}, P={P}")
     if h % h_kv:
@@ -201,8 +195,8 @@ def padded_length(n: int, P: int, layout: Layout = "contiguous") -> int:
     Raises:
         ValueError: if ``n`` < 0 or ``P`` < 1 (naming them) or the layout is unknown.
     """
-    _check_int("padded_length", 0, n=n)
-    _check_int("padded_length", 1, P=P)
+    check_counts("padded_length", n=n)
+    check_sizes("padded_length", P=P)
     _check_layout(layout)
     m = P if layout == "contiguous" else 2 * P
     return -(-n // m) * m
@@ -227,8 +221,8 @@ def layout_segments(rank: int, P: int, n_pad: int, layout: Layout = "contiguous"
     Raises:
         ValueError: for a rank outside ``0..P-1`` or an ``n_pad`` that the layout cannot cut evenly.
     """
-    _check_int("layout_segments", 1, P=P)
-    _check_int("layout_segments", 0, n_pad=n_pad)
+    check_sizes("layout_segments", P=P)
+    check_counts("layout_segments", n_pad=n_pad)
     _check_rank(rank, P)
     if padded_length(n_pad, P, layout) != n_pad:
         raise ValueError(f"the {layout} layout needs n_pad divisible by {P if layout == 'contiguous' else 2 * P}")
@@ -288,7 +282,7 @@ def unshard(chunks: Sequence[Tensor], n: int, layout: Layout = "contiguous") -> 
         ValueError: if the chunks do not hold ``n`` positions in this layout.
     """
     P = len(chunks)
-    _check_int("unshard", 1, P=P)
+    check_sizes("unshard", P=P)
     n_pad = P * chunks[0].shape[-2]
     if padded_length(n, P, layout) != n_pad:
         raise ValueError(f"{P} chunks of {chunks[0].shape[-2]} rows do not hold n={n} in the {layout} layout")
@@ -410,7 +404,7 @@ def ring_work(
     Raises:
         ValueError: if ``n``, ``P`` or the tile sizes are below 1, or the layout is unknown.
     """
-    _check_int("ring_work", 1, n=n, P=P, block_q=block_q, block_k=block_k)
+    check_sizes("ring_work", n=n, P=P, block_q=block_q, block_k=block_k)
     n_pad = padded_length(n, P, layout)
     out = []
     for rank in range(P):
@@ -624,13 +618,13 @@ def ring_attention(
         raise RuntimeError("ring_attention needs an initialised torch.distributed process group")
     check_qkv(Q, K, V, "ring attention", "c", "c")
     check_dim_equal(Q.shape[-2], K.shape[-2], "ring attention", "chunk length of Q", "chunk length of K")
-    _check_int("ring attention", 1, block_q=block_q, block_k=block_k)
+    check_sizes("ring attention", block_q=block_q, block_k=block_k)
     _check_layout(layout)
     rank, P = dist.get_rank(group), dist.get_world_size(group)
     _check_same_shape_on_all_ranks(torch.cat([K, V], -1), group)
     n_pad = P * Q.shape[-2]
     n = n_pad if n is None else n
-    _check_int("ring attention", 1, n=n)
+    check_sizes("ring attention", n=n)
     if n > n_pad or padded_length(n_pad, P, layout) != n_pad:
         raise ValueError(
             f"ring attention with the {layout} layout: chunks of c={Q.shape[-2]} on P={P} ranks "
@@ -826,7 +820,7 @@ def _check_inputs(Q: Tensor, K: Tensor, V: Tensor, P: int) -> None:
     check_dim_equal(Q.shape[-2], K.shape[-2], "ring attention (self-attention)", "n of Q", "n of K")
     check_dim_equal(K.shape[-2], V.shape[-2], "ring attention", "n of K", "n of V")
     check_dim_equal(Q.shape[-1], K.shape[-1], "ring attention", "d_k of Q", "d_k of K")
-    _check_int("ring attention", 1, P=P, n=Q.shape[-2])
+    check_sizes("ring attention", P=P, n=Q.shape[-2])
 
 
 @catalogued("extra:ring-attention-backward")

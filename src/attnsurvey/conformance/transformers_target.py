@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..attention import attend
-from ..beyond.positions import apply_rope
+from ..beyond.positions import apply_rope, rope_permutation
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..query_related.multihead import multi_head_attention, split_heads
 from . import Check, Convention, Pair, library
@@ -25,6 +25,10 @@ from .torch_target import linear, rand, zero_dead_rows
 
 def additive_mask(mask: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
     """The book's boolean mask as the additive mask of ``transformers`` (0 allowed, finfo.min blocked).
+
+    Kept apart from :func:`attnsurvey.masking.additive_mask` on purpose: that one fills
+    ``-inf`` (torch's convention), this one the library's own fill, ``finfo(dtype).min``,
+    so the models under comparison get the mask exactly as their own code builds it.
 
     Args:
         mask: boolean, ``True`` = may attend.
@@ -70,10 +74,7 @@ def interleave_permutation(d: int) -> Tensor:
     Raises:
         ValueError: if ``d`` is not an even integer >= 2.
     """
-    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
-        raise ValueError(f"interleave_permutation needs an even head size d >= 2, got d={d!r}")
-    half = torch.arange(d // 2)
-    return torch.stack([half, half + d // 2], dim=-1).reshape(-1)
+    return rope_permutation(d, "half", "interleaved")  # the package's own: the check below then tests it too
 
 
 def permute_heads(W: Tensor, h: int, perm: Tensor) -> Tensor:
