@@ -898,15 +898,6 @@ def _nan_where(cond: Tensor, like: Tensor) -> Tensor:
     return torch.where(cond, torch.full((), float("nan"), dtype=like.dtype, device=like.device), 0.0).to(like.dtype)
 
 
-#: The integer dtype of each float dtype's width, for :func:`_bits_kept`.
-_SAME_WIDTH_INT = {
-    torch.float64: torch.int64,
-    torch.float32: torch.int32,
-    torch.float16: torch.int16,
-    torch.bfloat16: torch.int16,
-}
-
-
 def _inert_inputs(
     Q: Tensor, K: Tensor, V: Tensor, allowed: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -918,15 +909,12 @@ def _inert_inputs(
     the queries may attend stay as they are, so they reach exactly those queries. For a
     mask that varies over the queries every non-finite key and value row becomes 0 and
     the rows are returned (``(..., n_f)`` each) for the caller to poison the queries
-    that may see them. Outside autograd the zeroing multiplies the bits (:func:`_bits_kept`):
-    the same result as ``torch.where``, from a vectorised kernel.
+    that may see them.
     """
-    grad = torch.is_grad_enabled() and (Q.requires_grad or K.requires_grad or V.requires_grad)
-    kept = _where_kept if grad or Q.dtype not in _SAME_WIDTH_INT else _bits_kept
-    Q = kept(Q, allowed.any(-1, keepdim=True))  # (..., n_q, 1): a query that may attend something
+    Q = _where_kept(Q, allowed.any(-1, keepdim=True))  # (..., n_q, 1): a query that may attend something
     if allowed.shape[-2] == 1:  # one key mask for every query
         seen = allowed.transpose(-1, -2)
-        return Q, kept(K, seen), kept(V, seen), None, None
+        return Q, _where_kept(K, seen), _where_kept(V, seen), None, None
     bad_k, bad_v = ~finite_rows(K), ~finite_rows(V)
     return Q, K.nan_to_num(0.0, 0.0, 0.0), V.nan_to_num(0.0, 0.0, 0.0), bad_k, bad_v
 
@@ -934,15 +922,6 @@ def _inert_inputs(
 def _where_kept(X: Tensor, keep: Tensor) -> Tensor:
     """X where ``keep`` (broadcast), +0.0 elsewhere, whatever X holds there."""
     return torch.where(keep, X, 0.0)
-
-
-def _bits_kept(X: Tensor, keep: Tensor) -> Tensor:
-    """``torch.where(keep, X, 0)`` bit for bit, outside autograd: X's bits as integers times ``keep`` (1 or 0).
-
-    An integer product copies the bits or clears them (+0.0), whatever X holds (NaN
-    included), in a vectorised kernel; ``torch.where``'s CPU kernel is not vectorised.
-    """
-    return (X.view(_SAME_WIDTH_INT[X.dtype]) * keep).view(X.dtype)
 
 
 def _sdpa(
