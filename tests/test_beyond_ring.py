@@ -22,11 +22,11 @@ from attnsurvey.beyond.ring import (
     ring_work,
     run_ring,
     seeded_chunk,
-    seeded_error,
     sequence_parallel_bytes,
     shard,
     unshard,
 )
+from attnsurvey.beyond.ring_cli import seeded_error
 from attnsurvey.beyond.tiled import tiled_attend
 
 from .helpers import rand

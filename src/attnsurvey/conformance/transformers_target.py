@@ -117,26 +117,25 @@ def checks() -> list[Check]:
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
     """
-    bert_m, gpt2_m, llama_m, t5_m = (
-        library(f"transformers.models.{m}.modeling_{m}") for m in ("bert", "gpt2", "llama", "t5")
-    )
-    BertConfig, BertSelfAttention = bert_m.BertConfig, bert_m.BertSelfAttention
-    GPT2Config, GPT2Attention = gpt2_m.GPT2Config, gpt2_m.GPT2Attention
-    LlamaConfig, LlamaAttention, LlamaRotaryEmbedding = (
-        llama_m.LlamaConfig,
-        llama_m.LlamaAttention,
-        llama_m.LlamaRotaryEmbedding,
-    )
-    T5Config, T5Attention = t5_m.T5Config, t5_m.T5Attention
+    X = rand(B, N, D_MODEL, seed=11)
+    return [*_bert_checks(X), *_gpt2_checks(X), *_llama_checks(), *_t5_checks(X)]
 
-    B, n, d_model = 2, 5, 8
-    X = rand(B, n, d_model, seed=11)
-    eye = torch.eye(d_model, dtype=torch.float64)
 
-    # BERT self-attention: Eq. (38)-(39) and the concatenation, no W_O (BertSelfOutput holds it)
-    bert = _init(BertSelfAttention(_config(BertConfig, hidden_size=d_model, num_attention_heads=2)), 12)
+#: The sizes of the inputs shared by the BERT, GPT-2 and T5 checks (LLaMA's width is twice D_MODEL).
+B, N, D_MODEL = 2, 5, 8
+
+
+def _model(name: str) -> Any:
+    return library(f"transformers.models.{name}.modeling_{name}")
+
+
+def _bert_checks(X: Tensor) -> list[Check]:
+    """BERT self-attention: Eq. (38)-(39) and the concatenation, no W_O (BertSelfOutput holds it)."""
+    bert_m = _model("bert")
+    bert = _init(bert_m.BertSelfAttention(_config(bert_m.BertConfig, hidden_size=D_MODEL, num_attention_heads=2)), 12)
+    eye = torch.eye(D_MODEL, dtype=torch.float64)
     lengths = torch.tensor([5, 3])
-    kpm = torch.arange(n)[None, :] < lengths[:, None]  # (B, n_f): True = a real token (may attend)
+    kpm = torch.arange(N)[None, :] < lengths[:, None]  # (B, n_f): True = a real token (may attend)
     dead_kpm = kpm.clone()
     dead_kpm[1] = False  # example 1: every key padded
 
@@ -147,27 +146,53 @@ def checks() -> list[Check]:
 
     def bert_dead_mapped() -> Pair:
         ours, theirs = bert_pair(dead_kpm)
-        return ours, zero_dead_rows(theirs, dead_kpm[:, None, :].expand(B, n, n))
+        return ours, zero_dead_rows(theirs, dead_kpm[:, None, :].expand(B, N, N))
 
-    # GPT-2 attention: causal, Conv1D weights (d_in, d_out) transposed to the survey's (d_out, d_in)
-    gpt2 = _init(GPT2Attention(_config(GPT2Config, n_embd=d_model, n_head=2), layer_idx=0), 13)
+    return [
+        Check("transformers", "eq38-40", "BertSelfAttention", lambda: bert_pair(kpm)),
+        Check(
+            "transformers",
+            "fully-masked",
+            "BertSelfAttention",
+            lambda: bert_pair(dead_kpm),
+            Convention(
+                "fully-masked rows: mean",
+                "transformers masks with the most negative finite number instead of -inf, so a query whose "
+                "keys are all padded gets uniform weights and the mean of the values; the book gives zero.",
+                bert_dead_mapped,
+            ),
+        ),
+    ]
+
+
+def _gpt2_checks(X: Tensor) -> list[Check]:
+    """GPT-2 attention: causal, Conv1D weights (d_in, d_out) transposed to the survey's (d_out, d_in)."""
+    gpt2_m = _model("gpt2")
+    gpt2 = _init(gpt2_m.GPT2Attention(_config(gpt2_m.GPT2Config, n_embd=D_MODEL, n_head=2), layer_idx=0), 13)
 
     def gpt2_pair() -> Pair:
         Wqkv, bqkv = gpt2.c_attn.weight.T, gpt2.c_attn.bias
-        W = [linear(Wqkv[i * d_model : (i + 1) * d_model], bqkv[i * d_model : (i + 1) * d_model]) for i in range(3)]
+        W = [linear(Wqkv[i * D_MODEL : (i + 1) * D_MODEL], bqkv[i * D_MODEL : (i + 1) * D_MODEL]) for i in range(3)]
         WO = linear(gpt2.c_proj.weight.T, gpt2.c_proj.bias)
         ours, _ = multi_head_attention(X, X, X, W[0], W[1], W[2], WO, h=2, is_causal=True)
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        causal = torch.ones(N, N, dtype=torch.bool).tril()
         return ours, gpt2(X, attention_mask=additive_mask(causal)[None, None])[0]
 
-    # LLaMA attention: RoPE (rotate-half pairing) and grouped K/V heads (h = 4, h_kv = 2)
+    return [Check("transformers", "causal", "GPT2Attention", gpt2_pair)]
+
+
+def _llama_checks() -> list[Check]:
+    """LLaMA attention: RoPE (rotate-half pairing) and grouped K/V heads (h = 4, h_kv = 2)."""
+    llama_m = _model("llama")
     h, h_kv, d_k = 4, 2, 4
-    lcfg = _config(LlamaConfig, hidden_size=d_model * 2, num_attention_heads=h, num_key_value_heads=h_kv, head_dim=d_k)
-    llama = _init(LlamaAttention(lcfg, layer_idx=0), 14)
-    rotary = LlamaRotaryEmbedding(lcfg).double()
-    XL = rand(B, n, d_model * 2, seed=15)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    positions = torch.arange(n)[None].expand(B, n)
+    lcfg = _config(
+        llama_m.LlamaConfig, hidden_size=D_MODEL * 2, num_attention_heads=h, num_key_value_heads=h_kv, head_dim=d_k
+    )
+    llama = _init(llama_m.LlamaAttention(lcfg, layer_idx=0), 14)
+    rotary = llama_m.LlamaRotaryEmbedding(lcfg).double()
+    XL = rand(B, N, D_MODEL * 2, seed=15)
+    causal = torch.ones(N, N, dtype=torch.bool).tril()
+    positions = torch.arange(N)[None].expand(B, N)
     cos, sin = rotary(XL, positions)
 
     def llama_out(rotate: bool = True) -> Tensor:
@@ -195,32 +220,7 @@ def checks() -> list[Check]:
         )
         return out
 
-    # T5 attention: relative position bias, unscaled scores, no bias on the projections
-    tcfg = _config(T5Config, d_model=d_model, d_kv=4, num_heads=2, relative_attention_num_buckets=8, dropout_rate=0.0)
-    t5 = _init(T5Attention(tcfg, has_relative_attention_bias=True, layer_idx=0), 16)
-
-    def t5_pair(scale: float | None = None) -> Pair:
-        theirs, position_bias = t5(X)[:2]
-        q, k, v = (split_heads(m(X), 2) for m in (t5.q, t5.k, t5.v))
-        c, _ = attend(q, k, v, bias=position_bias, scale=scale)  # the bias enters before the softmax
-        ours: Tensor = t5.o(c.transpose(1, 2).reshape(B, n, -1))
-        return ours, theirs
-
     return [
-        Check("transformers", "eq38-40", "BertSelfAttention", lambda: bert_pair(kpm)),
-        Check(
-            "transformers",
-            "fully-masked",
-            "BertSelfAttention",
-            lambda: bert_pair(dead_kpm),
-            Convention(
-                "fully-masked rows: mean",
-                "transformers masks with the most negative finite number instead of -inf, so a query whose "
-                "keys are all padded gets uniform weights and the mean of the values; the book gives zero.",
-                bert_dead_mapped,
-            ),
-        ),
-        Check("transformers", "causal", "GPT2Attention", gpt2_pair),
         Check(
             "transformers",
             "gqa",
@@ -239,6 +239,25 @@ def checks() -> list[Check]:
                 lambda: (llama_book(pairing="rotate-half"), llama_out()),
             ),
         ),
+    ]
+
+
+def _t5_checks(X: Tensor) -> list[Check]:
+    """T5 attention: relative position bias, unscaled scores, no bias on the projections."""
+    t5_m = _model("t5")
+    tcfg = _config(
+        t5_m.T5Config, d_model=D_MODEL, d_kv=4, num_heads=2, relative_attention_num_buckets=8, dropout_rate=0.0
+    )
+    t5 = _init(t5_m.T5Attention(tcfg, has_relative_attention_bias=True, layer_idx=0), 16)
+
+    def t5_pair(scale: float | None = None) -> Pair:
+        theirs, position_bias = t5(X)[:2]
+        q, k, v = (split_heads(m(X), 2) for m in (t5.q, t5.k, t5.v))
+        c, _ = attend(q, k, v, bias=position_bias, scale=scale)  # the bias enters before the softmax
+        ours: Tensor = t5.o(c.transpose(1, 2).reshape(B, N, -1))
+        return ours, theirs
+
+    return [
         Check(
             "transformers",
             "relative-bias",
