@@ -225,6 +225,14 @@ def checks() -> list[Check]:
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
     """
+    sdpa = _sdpa_checks()
+    torch.manual_seed(0)  # the torch modules below draw their initial weights from it, in this order
+    X = rand(2, 5, 8, seed=4)
+    return [*sdpa, *_mha_checks(X), *_layer_checks(X)]
+
+
+def _sdpa_checks() -> list[Check]:
+    """F.scaled_dot_product_attention: a mask, a fully-masked row, causality, grouped K/V heads."""
     B, h, n_q, n_f, d = 2, 4, 5, 6, 4
     Q, K, V = rand(B, h, n_q, d, seed=1), rand(B, h, n_f, d, seed=2), rand(B, h, n_f, d, seed=3)
     mask = example_mask(n_q, n_f)
@@ -233,34 +241,6 @@ def checks() -> list[Check]:
 
     def book(*args: Tensor, **kw: object) -> Tensor:
         return attend(*args, **kw)[0]  # type: ignore[call-overload]  # kw: attend's options
-
-    torch.manual_seed(0)
-    mha = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
-    X = rand(B, 5, 8, seed=4)
-    w = mha_weights(mha)
-    mha_mask = example_mask(5, 5, dead_row=3)
-
-    def mha_output() -> Pair:
-        return _book_mha(w, X, 2, example_mask(5, 5))[0], mha_adapter(mha, X, example_mask(5, 5))[0]
-
-    def mha_weights_pair(average: bool = False) -> Pair:
-        ours = _book_mha(w, X, 2, example_mask(5, 5))[1]  # (B, h, n, n)
-        ours = ours.mean(-3, keepdim=True).expand_as(ours) if average else ours
-        return ours, mha_adapter(mha, X, example_mask(5, 5))[1].unsqueeze(-3).expand_as(ours)  # one map for all heads
-
-    def mha_dead() -> Pair:
-        return _book_mha(w, X, 2, mha_mask)[0], mha_adapter(mha, X, mha_mask)[0]
-
-    enc_torch = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64).eval()
-    enc = EncoderLayer(8, 2, 16, dropout=0.0, bias=True).double().eval()
-    enc.load_state_dict(from_torch_transformer_state_dict(enc_torch.state_dict()))
-    dec_torch = nn.TransformerDecoderLayer(
-        8, 2, 16, dropout=0.0, batch_first=True, norm_first=True, dtype=torch.float64
-    ).eval()
-    dec = DecoderLayer(8, 2, 16, dropout=0.0, bias=True, norm_first=True).double().eval()
-    dec.load_state_dict(from_torch_transformer_state_dict(dec_torch.state_dict()))
-    M = rand(B, 6, 8, seed=5)
-    causal = torch.ones(5, 5, dtype=torch.bool).tril()
 
     return [
         Check(
@@ -287,6 +267,27 @@ def checks() -> list[Check]:
             "F.scaled_dot_product_attention(enable_gqa)",
             lambda: (book(Q, K2, V2, mask, enable_gqa=True), sdpa_adapter(Q, K2, V2, mask, enable_gqa=True)),
         ),
+    ]
+
+
+def _mha_checks(X: Tensor) -> list[Check]:
+    """nn.MultiheadAttention: output, weights (per head or averaged) and a fully-masked row."""
+    mha = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+    w = mha_weights(mha)
+    mha_mask = example_mask(5, 5, dead_row=3)
+
+    def mha_output() -> Pair:
+        return _book_mha(w, X, 2, example_mask(5, 5))[0], mha_adapter(mha, X, example_mask(5, 5))[0]
+
+    def mha_weights_pair(average: bool = False) -> Pair:
+        ours = _book_mha(w, X, 2, example_mask(5, 5))[1]  # (B, h, n, n)
+        ours = ours.mean(-3, keepdim=True).expand_as(ours) if average else ours
+        return ours, mha_adapter(mha, X, example_mask(5, 5))[1].unsqueeze(-3).expand_as(ours)  # one map for all heads
+
+    def mha_dead() -> Pair:
+        return _book_mha(w, X, 2, mha_mask)[0], mha_adapter(mha, X, mha_mask)[0]
+
+    return [
         Check("torch", "eq38-40", "nn.MultiheadAttention", mha_output),
         Check(
             "torch",
@@ -315,6 +316,24 @@ def checks() -> list[Check]:
                 ),
             ),
         ),
+    ]
+
+
+def _layer_checks(X: Tensor) -> list[Check]:
+    """nn.TransformerEncoderLayer (post-norm) and nn.TransformerDecoderLayer (pre-norm, causal)."""
+    B = X.shape[0]
+    enc_torch = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64).eval()
+    enc = EncoderLayer(8, 2, 16, dropout=0.0, bias=True).double().eval()
+    enc.load_state_dict(from_torch_transformer_state_dict(enc_torch.state_dict()))
+    dec_torch = nn.TransformerDecoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, norm_first=True, dtype=torch.float64
+    ).eval()
+    dec = DecoderLayer(8, 2, 16, dropout=0.0, bias=True, norm_first=True).double().eval()
+    dec.load_state_dict(from_torch_transformer_state_dict(dec_torch.state_dict()))
+    M = rand(B, 6, 8, seed=5)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+
+    return [
         Check("torch", "eq37", "nn.TransformerEncoderLayer (post-norm)", lambda: (enc(X)[0], enc_torch(X))),
         Check(
             "torch",
