@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from attnsurvey.transformer import model as tm
@@ -25,7 +24,6 @@ def _run(pad_row: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     return logits.detach(), grads
 
 
-@pytest.mark.catalog("extra:transformer-decoder")
 def test_nan_in_the_padding_embedding_reaches_no_output_and_no_gradient():
     """The one clearing at the edge stands in for the layers' own: NaN padding gives what finite padding gives."""
     out_nan, g_nan = _run(float("nan"))
