@@ -10,7 +10,9 @@ scores (a Table II score, Eq. 2), the alignment (Eq. 3; a name of the registry
 
 Validation happens once, at the public edge: :func:`attend` checks and converts
 its inputs and then calls :func:`attend_unchecked`, which trusts them (the
-multi-head stack, having checked its own inputs, calls it directly). No step of
+multi-head stack, having checked its own inputs, calls it directly). Both combine
+their masks, causality and bias in one place, :func:`canonical_masks`, and hand the
+core one :class:`CoreSettings` read by name. No step of
 the default path reads a tensor's value on the host: masked positions are made
 inert with ``torch.where``, so the core runs under ``torch.compile`` without
 graph breaks.
@@ -39,8 +41,10 @@ from ._checks import (
     broadcast_batch,
     check_dim_equal,
     check_min_rank,
+    check_positive,
     check_probability,
     check_same_dtype,
+    check_sizes,
 )
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
@@ -104,11 +108,8 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
     Raises:
         ValueError: unless ``alpha > 0`` is finite and ``n_iter`` an integer >= 1.
     """
-
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha-entmax needs a finite alpha > 0, got alpha={alpha!r}")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
-        raise ValueError(f"alpha-entmax needs n_iter to be an integer >= 1, got n_iter={n_iter!r}")
+    check_positive("alpha-entmax", alpha=alpha)
+    check_sizes("alpha-entmax", n_iter=n_iter)
 
     def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
         return entmax_bisect(e, alpha, mask, n_iter=n_iter)

@@ -36,6 +36,16 @@ argument names, ``True`` = may attend), :class:`SelfAttentionVariant` its self-a
 form that the positional and Linformer variants subclass; the drop-in replacement
 for ``torch.nn.MultiheadAttention`` (torch's signature and mask polarity) is
 :class:`attnsurvey.query_related.torch_mha.TorchMultiheadAttention`.
+One call, step by step (:func:`_multi_head`): options resolved and checked once;
+``_features`` (memory prepended, unattended non-finite rows cleared); ``_project_inputs``
+(Eq. 38); ``_extra_keys`` (torch's ``bias_k``/``bias_v`` and zero attention);
+:func:`split_heads`; the ``kv_transform`` hook; ``_head_masks`` (the masks in the heads'
+layout, combined by :func:`attnsurvey.attention.canonical_masks`); the grouped K/V heads
+repeated; :func:`attnsurvey.attention.attend_unchecked` (Eq. 39); the ``context_hook``;
+:func:`merge_heads` and ``W_O`` (Eq. 40). :class:`Heads` holds what a stack is made of
+and :class:`HeadsCall` what one call passes, so the function and the module each name
+their arguments once. A new mechanism plugs in where the heads' q, k, v and one mask and
+bias are ready, just before the core is called (marked in the code).
 The review's matrix form (:func:`multi_head_matrix_form`) is a spelling of it, and
 the taxonomy builder's heads (:class:`attnsurvey.attention_step.Heads`) call it with
 per-head score and alignment hooks; their one exception, multi-dimensional
