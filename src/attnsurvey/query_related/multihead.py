@@ -121,6 +121,11 @@ def split_heads(X: Tensor, h: int) -> Tensor:
         raise ValueError(f"split_heads needs X of shape (..., n, h*d), got shape {tuple(X.shape)}")
     if X.shape[-1] % h:
         raise ValueError(f"width {X.shape[-1]} is not divisible by the number of heads h={h}")
+    return _split_heads(X, h)
+
+
+def _split_heads(X: Tensor, h: int) -> Tensor:
+    """:func:`split_heads` on checked inputs."""
     *batch, n, hd = X.shape
     return X.reshape(*batch, n, h, hd // h).transpose(-2, -3)
 
@@ -144,6 +149,11 @@ def merge_heads(X: Tensor) -> Tensor:
     """
     as_tensor(X, "X")
     check_min_rank(X, 3, "X", "(..., h, n, d)")
+    return _merge_heads(X)
+
+
+def _merge_heads(X: Tensor) -> Tensor:
+    """:func:`merge_heads` on checked inputs."""
     *batch, h, n, d = X.shape
     return X.transpose(-2, -3).reshape(*batch, n, h * d)
 
@@ -406,7 +416,7 @@ def _multi_head(Q: Tensor, F_k: Tensor, F_v: Tensor, heads: Heads, call: HeadsCa
             f"batch dimensions of Q {tuple(Q.shape)}, F_k {tuple(F_k.shape)} and F_v {tuple(F_v.shape)} do not broadcast"
         )
     k, v, extra = _extra_keys(k, v, heads, batch)
-    q, k, v = split_heads(q, heads.h), split_heads(k, heads.h_kv), split_heads(v, heads.h_kv)
+    q, k, v = _split_heads(q, heads.h), _split_heads(k, heads.h_kv), _split_heads(v, heads.h_kv)  # widths checked
     if heads.kv_transform is not None:
         k, v = heads.kv_transform(k, v)
         check_dim_equal(k.shape[-2], v.shape[-2], "kv_transform", "n_f of k", "n_f of v")
@@ -427,7 +437,7 @@ def _multi_head(Q: Tensor, F_k: Tensor, F_v: Tensor, heads: Heads, call: HeadsCa
         c = heads.context_hook(c, cast(Tensor, a))
         a = a if call.need_weights else None
     W_O, b_O = heads.weights[3]
-    out = _project(merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
+    out = _project(_merge_heads(c), W_O, b_O)  # Eq. (40): concatenate and mix
     if a is not None and call.average_attn_weights:
         a = a.mean(-3)
     return out, a

@@ -56,6 +56,7 @@ from .._checks import (
     as_tensor,
     check_dim_equal,
     check_min_rank,
+    check_probability,
     check_sizes,
     check_weight,
     option_defaults,
@@ -86,8 +87,7 @@ def _activation(activation: str | Activation) -> Activation:
 
 
 def _check_dropout(p: float) -> float:
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must lie in [0, 1], got dropout={p}")
+    check_probability("Transformer layer", dropout=p)
     return p
 
 
