@@ -87,57 +87,54 @@ def checks() -> list[Check]:
         A list of :class:`~attnsurvey.conformance.Check`.
     """
     xt = library("x_transformers.x_transformers")
-    AlibiPositionalBias, Attention, RotaryEmbedding = xt.AlibiPositionalBias, xt.Attention, xt.RotaryEmbedding
+    X = rand(B, N, D_MODEL, seed=21)
+    return [*_heads_checks(xt, X), *_position_checks(xt, X), *_memory_checks(xt, X)]
 
-    B, n, d_model = 2, 5, 8
-    X = rand(B, n, d_model, seed=21)
-    keep = torch.arange(n)[None, :] < torch.tensor([5, 3])[:, None]  # (B, n_f): True = a real token
 
-    def book(m: Any, h: int, **kw: Any) -> Tensor:
-        W = kw.pop("weights", (m.to_q.weight, m.to_k.weight, m.to_v.weight, m.to_out.weight))
-        out, _ = multi_head_attention(X, X, X, W[0], W[1], W[2], W[3], h=h, **kw)
-        return out
+#: The sizes of the checks' input X.
+B, N, D_MODEL = 2, 5, 8
 
-    plain = _init(Attention(d_model, dim_head=4, heads=2), 22)
-    causal = _init(Attention(d_model, dim_head=4, heads=2, causal=True), 23)
-    gqa = _init(Attention(d_model, dim_head=4, heads=4, kv_heads=2), 24)
-    alibi_attn = _init(Attention(d_model, dim_head=4, heads=3), 25)
-    alibi = AlibiPositionalBias(heads=3, total_heads=3).double()
-    rotary_attn = _init(Attention(d_model, dim_head=4, heads=2), 26)
-    rotary = RotaryEmbedding(4).double()
-    mem_attn = _init(Attention(d_model, dim_head=4, heads=2, num_mem_kv=2), 27)
+
+def _book(X: Tensor, m: Any, h: int, **kw: Any) -> Tensor:
+    """The book's multi-head attention on X with the projections of x-transformers' ``Attention`` m."""
+    W = kw.pop("weights", (m.to_q.weight, m.to_k.weight, m.to_v.weight, m.to_out.weight))
+    out, _ = multi_head_attention(X, X, X, W[0], W[1], W[2], W[3], h=h, **kw)
+    return out
+
+
+def _heads_checks(xt: Any, X: Tensor) -> list[Check]:
+    """Attention with a padding mask, causal, and with grouped K/V heads."""
+    keep = torch.arange(N)[None, :] < torch.tensor([5, 3])[:, None]  # (B, n_f): True = a real token
+    plain = _init(xt.Attention(D_MODEL, dim_head=4, heads=2), 22)
+    causal = _init(xt.Attention(D_MODEL, dim_head=4, heads=2, causal=True), 23)
+    gqa = _init(xt.Attention(D_MODEL, dim_head=4, heads=4, kv_heads=2), 24)
 
     def gqa_book(mapped: bool) -> Tensor:
         W = (gqa.to_q.weight, gqa.to_k.weight, gqa.to_v.weight, gqa.to_out.weight)
         if mapped:
             perm = grouping_permutation(4, 2)
             W = (reorder_heads(W[0], perm, 0), W[1], W[2], reorder_heads(W[3], perm, 1))
-        return book(gqa, 4, weights=W, h_kv=2)
-
-    def with_memory(k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        mem_k, mem_v = (t.expand(k.shape[0], *t.shape) for t in (mem_attn.mem_k, mem_attn.mem_v))
-        return torch.cat([mem_k, k], dim=-2), torch.cat([mem_v, v], dim=-2)
-
-    def alibi_pair() -> Pair:
-        bias = alibi_bias(alibi_slopes(3), n, n).unsqueeze(0)  # (1, h, n_q, n_f)
-        return book(alibi_attn, 3, bias=bias), alibi_attn(X, rel_pos=alibi)
+        return _book(X, gqa, 4, weights=W, h_kv=2)
 
     return [
         Check(
             "x_transformers",
             "eq38-40",
             "Attention(mask)",
-            lambda: (book(plain, 2, key_padding_mask=keep), plain(X, mask=keep)),
+            lambda: (_book(X, plain, 2, key_padding_mask=keep), plain(X, mask=keep)),
             Convention(
                 "padded queries zeroed",
                 "x-transformers reads its mask as marking padded tokens on both sides: besides hiding the "
                 "padded keys it sets the output of every padded query to zero; the book's key_padding_mask "
                 "hides keys only, and a padded query still gets a context.",
-                lambda: (book(plain, 2, key_padding_mask=keep) * keep[..., None], plain(X, mask=keep)),
+                lambda: (_book(X, plain, 2, key_padding_mask=keep) * keep[..., None], plain(X, mask=keep)),
             ),
         ),
         Check(
-            "x_transformers", "causal", "Attention(causal=True)", lambda: (book(causal, 2, is_causal=True), causal(X))
+            "x_transformers",
+            "causal",
+            "Attention(causal=True)",
+            lambda: (_book(X, causal, 2, is_causal=True), causal(X)),
         ),
         Check(
             "x_transformers",
@@ -152,20 +149,47 @@ def checks() -> list[Check]:
                 lambda: (gqa_book(True), gqa(X)),
             ),
         ),
+    ]
+
+
+def _position_checks(xt: Any, X: Tensor) -> list[Check]:
+    """Attention with ALiBi and with rotary positions."""
+    alibi_attn = _init(xt.Attention(D_MODEL, dim_head=4, heads=3), 25)
+    alibi = xt.AlibiPositionalBias(heads=3, total_heads=3).double()
+    rotary_attn = _init(xt.Attention(D_MODEL, dim_head=4, heads=2), 26)
+    rotary = xt.RotaryEmbedding(4).double()
+
+    def alibi_pair() -> Pair:
+        bias = alibi_bias(alibi_slopes(3), N, N).unsqueeze(0)  # (1, h, n_q, n_f)
+        return _book(X, alibi_attn, 3, bias=bias), alibi_attn(X, rel_pos=alibi)
+
+    return [
         Check("x_transformers", "alibi", "Attention(rel_pos=AlibiPositionalBias)", alibi_pair),
         Check(
             "x_transformers",
             "rope",
             "Attention(rotary_pos_emb=RotaryEmbedding)",
             lambda: (
-                book(rotary_attn, 2, score=rope_score),
-                rotary_attn(X, rotary_pos_emb=rotary.forward_from_seq_len(n)),
+                _book(X, rotary_attn, 2, score=rope_score),
+                rotary_attn(X, rotary_pos_emb=rotary.forward_from_seq_len(N)),
             ),
         ),
+    ]
+
+
+def _memory_checks(xt: Any, X: Tensor) -> list[Check]:
+    """Attention with learned memory key/value pairs (num_mem_kv)."""
+    mem_attn = _init(xt.Attention(D_MODEL, dim_head=4, heads=2, num_mem_kv=2), 27)
+
+    def with_memory(k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        mem_k, mem_v = (t.expand(k.shape[0], *t.shape) for t in (mem_attn.mem_k, mem_attn.mem_v))
+        return torch.cat([mem_k, k], dim=-2), torch.cat([mem_v, v], dim=-2)
+
+    return [
         Check(
             "x_transformers",
             "memory-kv",
             "Attention(num_mem_kv=2)",
-            lambda: (book(mem_attn, 2, kv_transform=with_memory), mem_attn(X)),
+            lambda: (_book(X, mem_attn, 2, kv_transform=with_memory), mem_attn(X)),
         ),
     ]
