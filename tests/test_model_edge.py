@@ -41,7 +41,7 @@ def test_trusting_layers_compute_what_clearing_layers_compute():
     keep = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, :]
     for finite in (False, True):
         M, ws = enc(X, keep, _finite_inputs=finite)
-        out, _, _ = dec(Y, M, None, keep, finite, self_is_causal=True)
+        out, _, _ = dec(Y, M, None, keep, _finite_inputs=finite, self_is_causal=True)
         if not finite:
             ref = (M, out, ws)
     torch.testing.assert_close(M, ref[0], rtol=0, atol=0)

@@ -550,7 +550,7 @@ class Decoder(_Stack):
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         self_w, cross_w = [], []
         for layer in self.layers:
-            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, _finite_inputs, **masks)
+            Y, a_s, a_c = layer(Y, M, self_mask, memory_mask, _finite_inputs=_finite_inputs, **masks)
             self_w.append(a_s)
             cross_w.append(a_c)
         return self.final_norm(Y), self_w, cross_w
@@ -763,7 +763,9 @@ class Seq2SeqTransformer(nn.Module):
         boolean ``(batch, 1, n_x)`` (as :meth:`encode` returns it), ``True`` = may attend.
         """
         Y = self.position(self.tgt_embed(tgt_in) * self.scale)
-        Y, _, _ = self.decoder(Y, M, None, memory_mask, True, self_is_causal=True)  # tokens: every row finite
+        Y, _, _ = self.decoder(
+            Y, M, None, memory_mask, _finite_inputs=True, self_is_causal=True
+        )  # tokens: every row finite
         return self.generator(Y)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
