@@ -31,7 +31,7 @@ def test_ex1_rejects_the_word_weight_without_rescaling():
 
 
 def test_ex1_rejects_the_new_product_before_renormalising():
-    with pytest.raises(AssertionError, match="0.025 is the product"):
+    with pytest.raises(AssertionError, match="0.025 is the product, not yet"):
         ex.check_ex1(0.025)
 
 
@@ -136,3 +136,12 @@ def test_ex3_rejects_the_chapters_own_models(easy_models):
     torch.manual_seed(2)
     other = {k: DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind=k) for k in ("flat", "hierarchical")}
     assert "correct" in ex.check_ex3(flat, hier, docs, *acc, other)
+
+
+@pytest.mark.parametrize("answer", [0.025, 0.05, 0.1])
+def test_ex1_hints_do_not_state_the_renormalisation(answer):
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(answer)
+    for giveaway in ("divide", "sum of all", "0.65", "1/26"):
+        if giveaway in str(err.value):
+            raise AssertionError(f"the hint gives the key step away: {err.value}")

@@ -22,11 +22,11 @@ def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool
         raise AssertionError(f"give one weight per score: 4 numbers, got shape {tuple(w.shape)}")
     want = torch.full((4,), 0.25, dtype=torch.float64)  # exp(7) / (4 exp(7)), by hand
     if not torch.allclose(w, want, atol=1e-6):
-        raise AssertionError(f"equal scores give equal weights that sum to one; got {w.tolist()}")
+        raise AssertionError(f"(a) is not right yet: apply Eq. (3)'s softmax to four equal scores; got {w.tolist()}")
     if shift_changes_weights is None or isinstance(shift_changes_weights, str):
         raise AssertionError(f"answer (b) with True or False, not {shift_changes_weights!r}")
     if bool(shift_changes_weights):
-        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+        raise AssertionError("(b) is not right yet: write out the softmax of the shifted scores e_l + b")
     return "correct: both answers are right"
 
 
@@ -137,9 +137,9 @@ def hidden_check_ex1(weights_equal_scores: Sequence[float], shift_changes_weight
     w = torch.as_tensor(weights_equal_scores, dtype=torch.float64)
     want = torch.softmax(torch.full((4,), 3.7, dtype=torch.float64), -1)
     if w.shape != (4,) or not torch.allclose(w, want, atol=1e-12, rtol=0):
-        raise AssertionError("the weights are not exact: equal scores give weights that are exactly equal")
+        raise AssertionError("the weights are not exact: give the value the softmax gives, not a rounded one")
     if bool(torch.as_tensor(shift_changes_weights)):
-        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+        raise AssertionError("(b) is not right yet: write out the softmax of the shifted scores e_l + b")
 
 
 def hidden_check_ex2(fn: Callable[..., Sequence[float]]) -> None:

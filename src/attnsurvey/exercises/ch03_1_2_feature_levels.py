@@ -24,7 +24,7 @@ def check_ex1(first_word_weight: float) -> str:
     expected = float(lv.scaled_word_weights(torch.tensor([[0.1, 0.1], [0.4, 0.4]]), torch.tensor([0.25, 0.75]))[0, 0])
     got = float(first_word_weight)
     if math.isclose(got, 0.025, abs_tol=1e-9):
-        raise AssertionError("0.025 is the product before renormalising: divide by the sum of all products")
+        raise AssertionError("0.025 is the product, not yet eq. 7's weight: read eq. 7 to the end")
     if math.isclose(got, 0.1, abs_tol=1e-9):
         raise AssertionError(
             "0.1 is the word's own weight: eq. 7 multiplies it by its chunk's weight and then renormalises"
@@ -33,7 +33,7 @@ def check_ex1(first_word_weight: float) -> str:
         if math.isclose(got, expected, rel_tol=3e-2):
             raise AssertionError(f"{got} is close but too coarse: give at least three significant figures")
         raise AssertionError(
-            "not yet: multiply each word weight by its chunk's weight, then divide by the sum of all these products"
+            "not yet: apply eq. 7 to every word of the example, with the weights as given (not renormalised per chunk)"
         )
     return "correct"
 
