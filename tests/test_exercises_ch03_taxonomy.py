@@ -83,7 +83,7 @@ def test_ex3_rejects_the_additive_score(data):
 
 @pytest.mark.parametrize("prediction", [True, None, "no"])
 def test_ex3_rejects_a_wrong_or_missing_prediction(data, prediction):
-    with pytest.raises(AssertionError, match="ex3_can_use_question"):
+    with pytest.raises(AssertionError, match="ex3_question_can_reorder"):
         ex.check_ex3(EX3, 0.5, prediction, *data)
 
 
@@ -120,3 +120,17 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_a_model_that_uses_the_quest
     ex.hidden_check_ex3(EX3, *data)
     with pytest.raises(AssertionError, match="blind ceiling"):
         ex.hidden_check_ex3(B.point(scoring="additive", query_type="self-attention"), *data)
+
+
+def test_ex3_the_question_changes_the_weights_of_the_activated_score_but_not_their_order():
+    """The solution's derivation: tanh(s_l + c + b) moves with the question c but keeps the order of s_l."""
+    probe = two_marker_task(64, 8, 16, 4, torch.Generator().manual_seed(99))
+    torch.manual_seed(0)
+    model = B.build_model(EX3, d_model=16, n_classes=4)
+    with torch.no_grad():
+        model(probe["F"])
+        without = model.last_weights.clone()
+        model(question_in_features(probe)["F"])
+    with_question = model.last_weights
+    assert (with_question - without).abs().max() > 1e-4  # unlike the general score, the question moves the weights
+    assert torch.equal(with_question.argsort(-1), without.argsort(-1))  # but never reorders the items
