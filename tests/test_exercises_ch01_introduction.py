@@ -154,3 +154,14 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_made_up_rates(copier):
     assert "correct" in ex.check_ex3(0.99, 0.01)  # invented rates pass the visible check ...
     with pytest.raises(AssertionError, match="not what copier gives"):
         ex.hidden_check_ex3(0.99, 0.01, model)  # ... not the hidden one
+
+
+@pytest.mark.parametrize("answer", [(12, 0), (144, 12), (24, 0)], ids=["one-per-step", "bottleneck-counted", "sum"])
+def test_ex1_hints_do_not_state_the_counts(answer):
+    """A wrong count gets a pointer to the equations, not the count or the rule that gives it."""
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(*answer)
+    message = str(err.value)
+    for giveaway in ("144", "every source position", "never scores", "fixed before decoding"):
+        if giveaway in message:
+            raise AssertionError(f"the hint gives the answer away: {message!r}")

@@ -8,40 +8,72 @@ import torch
 from attnsurvey.data import aspect
 from attnsurvey.exercises import ch03_1_1_feature_multiplicity as ex
 from attnsurvey.experiments.feature_related import evaluate_aspect, train_aspect
-from attnsurvey.feature_related import co_attention as ca
 
 
-def test_ex1_rejects_a_score_with_the_wrong_activation():
+def _constant_affinity_solution(K2, W2):
+    return K2.mean(-2), K2.shape[-2] * W2  # the mean key of Eq. (10) as query, n_f^(2) W_2 as its map
+
+
+def test_ex1_rejects_the_zero_affinity_answer():
+    """The case A = 0 (the previous version of the exercise): set 2 drops out."""
+    with pytest.raises(AssertionError, match="do not depend on set 2"):
+        ex.check_ex1(lambda K2, W2: (torch.zeros(K2.shape[-1]), W2))
+
+
+def test_ex1_rejects_the_mean_key_without_the_count():
+    """The plausible slip: the mean key with W_2 itself, a factor n_f^(2) too small."""
+    with pytest.raises(AssertionError, match="values differ"):
+        ex.check_ex1(lambda K2, W2: (K2.mean(-2), W2))
+
+
+def test_ex1_rejects_a_query_that_is_not_a_vector():
+    with pytest.raises(AssertionError, match="q must be a vector"):
+        ex.check_ex1(lambda K2, W2: (K2, W2))
+
+
+def test_ex1_accepts_the_solution_and_the_equivalent_sum():
+    assert "correct" in ex.check_ex1(_constant_affinity_solution)
+    assert "correct" in ex.check_ex1(lambda K2, W2: (K2.sum(-2), W2))
+
+
+def test_ex1_hidden_rejects_a_count_fitted_to_the_visible_check():
+    ex.hidden_check_ex1(_constant_affinity_solution)
+    fitted = lambda K2, W2: (K2.mean(-2), 5 * W2)  # right only for five keys
+    assert "correct" in ex.check_ex1(fitted)
+    with pytest.raises(AssertionError, match="number of keys in set 2"):
+        ex.hidden_check_ex1(fitted)
+
+
+def _row_mean_solution(K1, k2_bar, W_A):
+    return (K1 @ (W_A @ k2_bar.unsqueeze(-1))).squeeze(-1)
+
+
+def test_ex2_rejects_the_transposed_map():
     with pytest.raises(AssertionError):
-        ex.check_ex1(lambda K1, W1, w1: (K1 @ W1.T) @ w1)  # forgot the activation
+        ex.check_ex2(lambda K1, k2_bar, W_A: K1 @ W_A.T @ k2_bar, False)
 
 
-@pytest.mark.parametrize("act", [torch.relu, torch.sigmoid], ids=["relu", "sigmoid"])
-def test_ex1_names_the_activation_for_another_activation(act):
-    with pytest.raises(AssertionError, match="tanh"):
-        ex.check_ex1(lambda K1, W1, w1: act(K1 @ W1.T) @ w1)
+def test_ex2_rejects_the_activation_left_in():
+    with pytest.raises(AssertionError, match="values differ"):
+        ex.check_ex2(lambda K1, k2_bar, W_A: torch.tanh(_row_mean_solution(K1, k2_bar, W_A)), False)
 
 
-def test_ex1_accepts_the_column_form_in_float64():
-    assert "correct" in ex.check_ex1(lambda K1, W1, w1: (w1.double() @ torch.tanh(W1.double() @ K1.double().T)))
-
-
-def test_ex1_accepts_the_solution():
-    assert "correct" in ex.check_ex1(lambda K1, W1, w1: ca.queryless_additive_score(K1, W1, w1, None))
-
-
-def test_ex2_rejects_swapped_axes():
-    with pytest.raises(AssertionError):
-        ex.check_ex2(lambda A: (A.mean(-2), A.mean(-1)))
-
-
-def test_ex2_rejects_max_pooling():
-    with pytest.raises(AssertionError):
-        ex.check_ex2(lambda A: (A.max(-1).values, A.max(-2).values))
+@pytest.mark.parametrize("answer", [True, None, "no"])
+def test_ex2_rejects_a_wrong_or_missing_tanh_answer(answer):
+    with pytest.raises(AssertionError, match="same_with_tanh"):
+        ex.check_ex2(_row_mean_solution, answer)
 
 
 def test_ex2_accepts_the_solution():
-    assert "correct" in ex.check_ex2(lambda A: (A.mean(-1), A.mean(-2)))
+    assert "correct" in ex.check_ex2(_row_mean_solution, False)
+
+
+def test_ex2_hidden_rejects_an_answer_that_works_for_one_set_only():
+    ex.hidden_check_ex2(_row_mean_solution, False)
+    one_set = lambda K1, k2_bar, W_A: K1 @ W_A @ k2_bar
+    assert "correct" in ex.check_ex2(one_set, False)
+    with pytest.raises(AssertionError, match="batch of key sets"):
+        ex.hidden_check_ex2(one_set, False)
 
 
 @pytest.fixture(scope="module")
@@ -75,25 +107,6 @@ def test_ex3_accepts_the_solution(models):
     data = aspect.make_aspect(200, p_empty=0.9, generator=torch.Generator().manual_seed(1))
     acc = [evaluate_aspect(m, data)["accuracy"] for m in models]
     assert "correct" in ex.check_ex3(rot, tgt, data, *acc)
-
-
-def test_hidden_ex1_accepts_the_solution_and_rejects_a_whole_tensor_transpose():
-    ex.hidden_check_ex1(lambda K1, W1, w1: ca.queryless_additive_score(K1, W1, w1, None))
-
-    def transposed(K1, W1, w1):
-        return w1 @ torch.tanh(W1 @ K1.T)  # right for one key set only
-
-    assert "correct" in ex.check_ex1(transposed)
-    with pytest.raises(AssertionError, match="batch of key sets"):
-        ex.hidden_check_ex1(transposed)
-
-
-def test_hidden_ex2_accepts_the_solution_and_rejects_means_over_fixed_axes():
-    ex.hidden_check_ex2(lambda A: (A.mean(-1), A.mean(-2)))
-    fixed = lambda A: (A.mean(1), A.mean(0))
-    assert "correct" in ex.check_ex2(fixed)
-    with pytest.raises(AssertionError, match="batch of affinity matrices"):
-        ex.hidden_check_ex2(fixed)
 
 
 def test_hidden_ex3_accepts_the_solution_and_rejects_a_small_test_set(models):

@@ -20,29 +20,31 @@ def two_level(q, K, V, word_mask, mask_empty=True):
     return c.squeeze(-2)
 
 
-def test_ex1_rejects_the_product_before_renormalising():
-    with pytest.raises(AssertionError):
-        ex.check_ex1(0.05)
+@pytest.mark.parametrize(
+    "answer, match",
+    [
+        (0.25, "not normalised within each chunk"),  # beta itself: eq. 7 with alpha = beta
+        (0.2, "mass"),  # the word-level mass p_1
+        (0.05 / 0.65, "effective chunk weights"),  # beta re-weighted by the mass once more (the wrong direction)
+        (0.5, "effective chunk weights"),
+        (0.57, "significant"),  # two figures
+        (None, "None"),
+        (1.25, "lies in"),  # beta_1 / p_1, not renormalised
+    ],
+)
+def test_ex1_rejects_plausible_wrong_answers(answer, match):
+    with pytest.raises(AssertionError, match=match):
+        ex.check_ex1(answer)
 
 
-def test_ex1_rejects_the_word_weight_without_rescaling():
-    with pytest.raises(AssertionError, match="chunk's weight"):
-        ex.check_ex1(0.1)  # alpha_11 alone: eq. 7 was not applied
-
-
-def test_ex1_rejects_the_new_product_before_renormalising():
-    with pytest.raises(AssertionError, match="0.025 is the product"):
-        ex.check_ex1(0.025)
-
-
-def test_ex1_rejects_a_two_figure_rounding():
-    with pytest.raises(AssertionError, match="significant"):
-        ex.check_ex1(0.038)
-
-
-@pytest.mark.parametrize("answer", [0.025 / 0.65, 1 / 26, 0.0385, torch.tensor(0.0385)])
+@pytest.mark.parametrize("answer", [4 / 7, 0.571, 0.5714, torch.tensor(0.5714)])
 def test_ex1_accepts_the_solution(answer):
     assert "correct" in ex.check_ex1(answer)
+
+
+def test_ex1_the_answer_makes_eq7_and_eq89_agree():
+    c7, c89 = ex._ex1_contexts(4 / 7)
+    torch.testing.assert_close(c7, c89)
 
 
 def test_ex2_rejects_unmasked_empty_sentences():
@@ -96,12 +98,11 @@ def test_ex3_accepts_the_solution(easy_models):
     assert "correct" in ex.check_ex3(flat, hier, docs, *_acc((flat, hier), docs))
 
 
-def test_hidden_ex1_accepts_the_solution_and_rejects_a_value_rounded_the_wrong_way():
-    ex.hidden_check_ex1(0.025 / (0.025 + 0.025 + 0.3 + 0.3))
-    ex.hidden_check_ex1(0.0385)
-    assert "correct" in ex.check_ex1(0.0384)  # three figures, rounded down: passes the visible check ...
-    with pytest.raises(AssertionError, match="round"):
-        ex.hidden_check_ex1(0.0384)  # ... not the hidden one
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_coarse_value():
+    ex.hidden_check_ex1(4 / 7)
+    ex.hidden_check_ex1(0.5714)
+    with pytest.raises(AssertionError, match="three figures"):
+        ex.hidden_check_ex1(0.57)
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_unmasked_empty_sentences():
@@ -136,3 +137,12 @@ def test_ex3_rejects_the_chapters_own_models(easy_models):
     torch.manual_seed(2)
     other = {k: DocumentClassifier(len(docs.vocab), d_e=8, n_classes=2, kind=k) for k in ("flat", "hierarchical")}
     assert "correct" in ex.check_ex3(flat, hier, docs, *acc, other)
+
+
+@pytest.mark.parametrize("answer", [0.25, 0.2, 0.05 / 0.65, 0.5, 0.57, 1.25])
+def test_ex1_hints_do_not_state_the_key_step_or_the_value(answer):
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(answer)
+    for giveaway in ("divide", "/ p", "proportional", "4/7", "0.571", "0.9375"):
+        if giveaway in str(err.value):
+            raise AssertionError(f"the hint gives the key step away: {err.value}")

@@ -17,18 +17,35 @@ PARTIAL = [("informative", 8, 0.5, 0.5), ("informative", 8, 0.5, 0.5), ("shuffle
 FULL = [("informative", 8, 0.5, 1.0), ("informative", 8, 0.5, 1.0), ("shuffled", 8, 0.5), ("noise", 8, 0.0)]
 
 
-def test_ex1_rejects_using_both_coordinates():
-    with pytest.raises(AssertionError):
-        ex.check_ex1(1 / (1 + math.exp(-9)))
+@pytest.mark.parametrize(
+    "answer, match",
+    [
+        (2 + math.log(9), "second representation"),  # the sign of the difference swapped: a_1 = 0.1
+        (math.log(9), "not 0.9"),  # the score difference, not the coordinate
+        (2 - 0.9, "not 0.9"),  # the weight subtracted from x^(t_1)
+        (1.0, "not 0.9"),  # the exercise's old x^(t_2) left in place
+        (-0.5, "not 0.9"),
+        (None, "None"),
+        ("a number", "one number"),
+    ],
+)
+def test_ex1_rejects_plausible_wrong_answers(answer, match):
+    with pytest.raises(AssertionError, match=match):
+        ex.check_ex1(answer)
 
 
-def test_ex1_names_the_sign_for_a_swapped_difference():
-    with pytest.raises(AssertionError, match="sign"):
-        ex.check_ex1(1 / (1 + math.exp(1)))  # sigma(-1) = a_2
+@pytest.mark.parametrize("answer", [2 - math.log(9), -0.197, -0.1972, torch.tensor(-0.1972)])
+def test_ex1_accepts_the_solution(answer):
+    assert "correct" in ex.check_ex1(answer)
 
 
-def test_ex1_accepts_the_solution():
-    assert "correct" in ex.check_ex1(1 / (1 + math.exp(-1)))
+@pytest.mark.parametrize("answer", [2 + math.log(9), math.log(9), 1.1, -0.5])
+def test_ex1_hints_do_not_state_the_key_step_or_the_value(answer):
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(answer)
+    for giveaway in ("log", "ln", "logit", "-0.197", "2 - "):
+        if giveaway in str(err.value):
+            raise AssertionError(f"the hint gives the key step away: {err.value}")
 
 
 def _setup():
@@ -128,12 +145,12 @@ def test_ex3_accepts_the_solution():
     assert "correct" in ex.check_ex3(*m, tables, words, *acc)
 
 
-def test_hidden_ex1_accepts_the_solution_and_rejects_a_wrongly_rounded_value():
-    ex.hidden_check_ex1(1 / (1 + math.exp(-1)))
-    ex.hidden_check_ex1(0.7311)
-    assert "correct" in ex.check_ex1(0.7310)  # truncated instead of rounded: passes the visible check ...
-    with pytest.raises(AssertionError, match="four correct decimals"):
-        ex.hidden_check_ex1(0.7310)  # ... not the hidden one
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_coarse_value():
+    ex.hidden_check_ex1(2 - math.log(9))
+    ex.hidden_check_ex1(-0.197)
+    assert "correct" in ex.check_ex1(-0.2)  # two decimals: passes the visible check ...
+    with pytest.raises(AssertionError, match="three correct decimals"):
+        ex.hidden_check_ex1(-0.2)  # ... not the hidden one
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_slightly_perturbed_weights():

@@ -66,3 +66,47 @@ def run_answer(fn: Callable[..., Any], *args: Any, what: str) -> Any:
         return fn(*args)
     except (RuntimeError, ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError) as err:
         raise AssertionError(f"{what}: your function failed ({type(err).__name__}: {err})") from err
+
+
+class _NoLibraryAttention(torch.overrides.TorchFunctionMode):
+    """A torch function mode in which the library's matrix products, softmax and fused attention raise."""
+
+    BLOCKED = frozenset(
+        {
+            torch.softmax,
+            torch.nn.functional.softmax,
+            torch.Tensor.softmax,
+            torch.nn.functional.scaled_dot_product_attention,
+            torch.matmul,
+            torch.Tensor.__matmul__,
+            torch.Tensor.__rmatmul__,
+            torch.mm,
+            torch.bmm,
+            torch.baddbmm,
+            torch.einsum,
+        }
+    )
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in self.BLOCKED:
+            name = getattr(func, "__name__", str(func))
+            raise AssertionError(
+                f"your function calls torch's {name}: this exercise asks for Python loops and scalars only"
+            )
+        return func(*args, **(kwargs or {}))
+
+
+def run_by_hand(fn: Callable[..., Any], *args: Any, what: str) -> Any:
+    """:func:`run_answer`, with torch's matrix products, softmax and fused attention forbidden.
+
+    For exercises that ask for a computation written out with loops: a function that
+    calls ``attend`` (or ``@``, ``torch.softmax``, ``F.scaled_dot_product_attention``)
+    raises ``AssertionError`` instead of passing by reusing the chapter's code.
+    """
+    with by_hand():
+        return run_answer(fn, *args, what=what)
+
+
+def by_hand() -> torch.overrides.TorchFunctionMode:
+    """A context in which torch's matrix products, softmax and fused attention raise ``AssertionError``."""
+    return _NoLibraryAttention()

@@ -13,11 +13,13 @@ def check_ex1(scores_attention: int, scores_bottleneck: int, n_x: int = 12, n_y:
     """Ex. 1: how many scores e_{t,l} each decoder computes for a source of n_x and an output of n_y tokens."""
     if scores_attention != n_x * n_y:
         raise AssertionError(
-            f"scores_attention = {scores_attention} is not right: attention scores every source position at every "
-            "output step (count the pairs (t, l))"
+            f"scores_attention = {scores_attention} is not right: read off the indices of e_(t,l) in the attention "
+            "equations (eq-ch01-bahdanau) and the ranges they run over"
         )
     if scores_bottleneck != 0:
-        raise AssertionError("the bottleneck decoder never scores anything: its context is fixed before decoding")
+        raise AssertionError(
+            "scores_bottleneck is not right: look at what the bottleneck's context is made of (eq-ch01-bottleneck)"
+        )
     return "correct: both counts are right"
 
 
@@ -107,7 +109,7 @@ def hidden_check_ex1(scores_attention: int, scores_bottleneck: int) -> None:
             raise AssertionError(f"{name} is a count of scores, not True or False")
         whole_number(v, name)
     if int(scores_attention) != sum(1 for _t in range(12) for _l in range(12)) or int(scores_bottleneck) != 0:
-        raise AssertionError("recount the scores e_{t,l}: one per output step and source position with attention")
+        raise AssertionError("recount the scores e_(t,l) of each decoder for a 12-token source and a 12-token output")
 
 
 def _hit_rate_reference(weights: torch.Tensor, src: torch.Tensor, lengths: torch.Tensor, task: str, tol: int) -> float:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .. import general_model as gm
-from ._answers import run_answer
+from ._answers import by_hand, run_by_hand
 
 #: The task of Exercise 3: the chapter's match-the-query task with 32 items.
 EX3_TASK = dict(n_items=32, d_u=8, n_classes=4, noise=0.3, layout="sequence")
@@ -22,11 +22,11 @@ def check_ex1(weights_equal_scores: Sequence[float], shift_changes_weights: bool
         raise AssertionError(f"give one weight per score: 4 numbers, got shape {tuple(w.shape)}")
     want = torch.full((4,), 0.25, dtype=torch.float64)  # exp(7) / (4 exp(7)), by hand
     if not torch.allclose(w, want, atol=1e-6):
-        raise AssertionError(f"equal scores give equal weights that sum to one; got {w.tolist()}")
+        raise AssertionError(f"(a) is not right yet: apply Eq. (3)'s softmax to four equal scores; got {w.tolist()}")
     if shift_changes_weights is None or isinstance(shift_changes_weights, str):
         raise AssertionError(f"answer (b) with True or False, not {shift_changes_weights!r}")
     if bool(shift_changes_weights):
-        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+        raise AssertionError("(b) is not right yet: write out the softmax of the shifted scores e_l + b")
     return "correct: both answers are right"
 
 
@@ -36,7 +36,8 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
     Compared with :func:`attnsurvey.general_model.attend` on random inputs, including
     scores near ±10^4 (a softmax that does not subtract the maximum overflows).
     A wrong context is compared with the usual slips (another scale, no
-    normalisation) so that the hint names the one it matches.
+    normalisation) so that the hint names the one it matches. The function runs with
+    torch's matrix products, softmax and fused attention forbidden (:func:`by_hand`).
     """
 
     def slips(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -61,7 +62,8 @@ def check_ex2(fn: Callable[..., Sequence[float]]) -> str:
         )
         c_ref, _ = gm.attend(qx[None].double(), Kx.double(), Vx.double())
         try:
-            got = fn(qx.double(), Kx.double(), Vx.double())
+            with by_hand():  # loops and scalars only: reusing attend, @ or torch.softmax does not count
+                got = fn(qx.double(), Kx.double(), Vx.double())
         except OverflowError as err:
             raise AssertionError(
                 f"overflow with scores of size {scale:g}: subtract the largest score first ({err})"
@@ -137,9 +139,9 @@ def hidden_check_ex1(weights_equal_scores: Sequence[float], shift_changes_weight
     w = torch.as_tensor(weights_equal_scores, dtype=torch.float64)
     want = torch.softmax(torch.full((4,), 3.7, dtype=torch.float64), -1)
     if w.shape != (4,) or not torch.allclose(w, want, atol=1e-12, rtol=0):
-        raise AssertionError("the weights are not exact: equal scores give weights that are exactly equal")
+        raise AssertionError("the weights are not exact: give the value the softmax gives, not a rounded one")
     if bool(torch.as_tensor(shift_changes_weights)):
-        raise AssertionError("(b) is not right yet: write exp(e_l + b) / sum_j exp(e_j + b) and simplify")
+        raise AssertionError("(b) is not right yet: write out the softmax of the shifted scores e_l + b")
 
 
 def hidden_check_ex2(fn: Callable[..., Sequence[float]]) -> None:
@@ -155,7 +157,7 @@ def hidden_check_ex2(fn: Callable[..., Sequence[float]]) -> None:
             torch.randn(n_f, d_v, generator=gg, dtype=torch.float64),
         )
         c_ref, _ = gm.attend(qx[None], Kx, Vx)
-        got = torch.as_tensor(run_answer(fn, qx, Kx, Vx, what=f"d_k={d_k}, n_f={n_f}, d_v={d_v}"), dtype=torch.float64)
+        got = torch.as_tensor(run_by_hand(fn, qx, Kx, Vx, what=f"d_k={d_k}, n_f={n_f}, d_v={d_v}"), dtype=torch.float64)
         if got.shape != c_ref[0].shape or not torch.allclose(got, c_ref[0], atol=1e-9, rtol=1e-9):
             raise AssertionError(
                 f"d_k={d_k}, n_f={n_f}, d_v={d_v}: context differs from attend "

@@ -16,26 +16,50 @@ if TYPE_CHECKING:
     from ..data.documents import Documents
 
 
-def check_ex1(first_word_weight: float) -> str:
-    """Ex. 1: the scaled weight (review eq. 7) of the first word for chunk weights (0.25, 0.75)
-    and document-normalised word weights [[0.1, 0.1], [0.4, 0.4]]."""
-    if first_word_weight is None:
-        raise AssertionError("first_word_weight is still None: give the number you computed")
-    expected = float(lv.scaled_word_weights(torch.tensor([[0.1, 0.1], [0.4, 0.4]]), torch.tensor([0.25, 0.75]))[0, 0])
-    got = float(first_word_weight)
-    if math.isclose(got, 0.025, abs_tol=1e-9):
-        raise AssertionError("0.025 is the product before renormalising: divide by the sum of all products")
-    if math.isclose(got, 0.1, abs_tol=1e-9):
+#: Ex. 1's document: document-normalised word weights of two chunks, and the eq. 8-9 chunk weights to match.
+EX1_WORD_WEIGHTS = ((0.1, 0.1), (0.4, 0.4))
+EX1_BETA = (0.25, 0.75)
+
+
+def _ex1_contexts(alpha_1: float) -> tuple[Tensor, Tensor]:
+    """Eq. 7 with chunk weights (alpha_1, 1 - alpha_1) and Ex. 1's word weights, and eq. 8-9 with EX1_BETA.
+
+    Both on the same random values (4 words of size 3), in float64.
+    """
+    a_doc = torch.tensor(EX1_WORD_WEIGHTS, dtype=torch.float64)
+    V = torch.randn(2, 2, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    c7, _ = lv.hierarchical_scaled_attention(a_doc, torch.tensor([alpha_1, 1 - alpha_1], dtype=torch.float64), V)
+    within = a_doc / a_doc.sum(-1, keepdim=True)  # the same words, normalised within each chunk
+    c89 = (torch.tensor(EX1_BETA, dtype=torch.float64)[:, None, None] * within[..., None] * V).sum((0, 1))
+    return c7, c89
+
+
+def check_ex1(alpha_1: float) -> str:
+    """Ex. 1: the chunk weight alpha_1 for which eq. 7, with the document-normalised word weights
+    [[0.1, 0.1], [0.4, 0.4]] and chunk weights (alpha_1, 1 - alpha_1), gives the eq. 8-9 context of
+    chunk weights (0.25, 0.75)."""
+    if alpha_1 is None:
+        raise AssertionError("alpha_1 is still None: give the number you derived")
+    got = float(alpha_1)
+    if not 0.0 < got < 1.0:
+        raise AssertionError(f"alpha_1 = {got} is a chunk weight of two chunks that sum to 1: it lies in (0, 1)")
+    if math.isclose(got, EX1_BETA[0], abs_tol=1e-9):
         raise AssertionError(
-            "0.1 is the word's own weight: eq. 7 multiplies it by its chunk's weight and then renormalises"
+            "with alpha_m = beta_m the two forms differ here: the word weights are not normalised within each "
+            "chunk (see 'When do they differ?')"
         )
-    if not math.isclose(got, expected, rel_tol=2e-3):  # three significant figures are enough
-        if math.isclose(got, expected, rel_tol=3e-2):
-            raise AssertionError(f"{got} is close but too coarse: give at least three significant figures")
+    if math.isclose(got, 0.2, abs_tol=1e-9):
+        raise AssertionError("0.2 is the first chunk's word-level mass p_1, not a chunk weight of eq. 7")
+    c7, c89 = _ex1_contexts(got)
+    gap = float((c7 - c89).abs().max())
+    if gap > 2.5e-4:  # three significant figures of alpha_1 stay below this; two do not
         raise AssertionError(
-            "not yet: multiply each word weight by its chunk's weight, then divide by the sum of all these products"
+            f"{got} is close but too coarse: give at least three significant figures"
+            if gap < 2e-3
+            else "not yet: eq. 7 with these chunk weights does not give the eq. 8-9 context; write eq. 7's "
+            "effective chunk weights for your (alpha_1, 1 - alpha_1) and compare them with (0.25, 0.75)"
         )
-    return "correct"
+    return "correct: eq. 7 with your chunk weights gives the eq. 8-9 context"
 
 
 def check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> str:
@@ -108,17 +132,20 @@ def check_ex3(
     return "correct: both accuracies are what the models score on your two-sentence test documents"
 
 
-def hidden_check_ex1(first_word_weight: float) -> None:
-    """Hidden test of Ex. 1: the weight against the exact fraction 1/26 (0.025 / 0.65), rounded correctly.
+def hidden_check_ex1(alpha_1: float) -> None:
+    """Hidden test of Ex. 1: alpha_1 against the exact fraction 4/7, from beta_m / p_m renormalised.
 
-    Three significant figures must be the right ones (0.0385), so a value rounded
-    the wrong way fails. Raises ``AssertionError``.
+    With the word-level masses p = (0.2, 0.8), the effective chunk weights of eq. 7 are
+    p_m alpha_m / sum_s p_s alpha_s; they equal beta for alpha proportional to beta_m / p_m.
+    Raises ``AssertionError``.
     """
     from fractions import Fraction
 
-    exact = Fraction(1, 40) / (Fraction(1, 40) * 2 + Fraction(3, 10) * 2)
-    if first_word_weight is None or not math.isclose(float(first_word_weight), float(exact), rel_tol=1.2e-3):
-        raise AssertionError("round the weight correctly: three significant figures of the exact value")
+    p = [Fraction(1, 5), Fraction(4, 5)]
+    beta = [Fraction(1, 4), Fraction(3, 4)]
+    exact = (beta[0] / p[0]) / (beta[0] / p[0] + beta[1] / p[1])
+    if alpha_1 is None or not math.isclose(float(alpha_1), float(exact), rel_tol=1.2e-3):
+        raise AssertionError("alpha_1 is not the chunk weight that makes the two forms agree, to three figures")
 
 
 def hidden_check_ex2(two_level: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]) -> None:

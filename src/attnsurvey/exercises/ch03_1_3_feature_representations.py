@@ -15,19 +15,35 @@ if TYPE_CHECKING:
     from ..data.embeddings import EmbeddingTables
 
 
-def check_ex1(a1: float) -> str:
-    """Ex. 1: a_1 for w = (1, 0), x^(t_1) = (2, 5), x^(t_2) = (1, -3)."""
-    X_t = torch.tensor([[2.0, 5.0], [1.0, -3.0]])
-    expected = float(torch.softmax(rp.representation_scores(X_t, torch.tensor([1.0, 0.0])), -1)[0])
-    if a1 is None:
-        raise AssertionError("a1 is still None: give the number you computed")
-    if math.isclose(float(a1), 1 / (1 + math.exp(-9)), abs_tol=1e-4):
-        raise AssertionError("that uses both coordinates; w = (1, 0) keeps only the first")
-    if math.isclose(float(a1), 1 - expected, abs_tol=1e-4):
-        raise AssertionError("that is a_2, the weight of the second representation: check the sign of the difference")
-    if not math.isclose(float(a1), expected, abs_tol=1e-4):
-        raise AssertionError("not yet: a_1 = sigma(w^T (x^(t_1) - x^(t_2))); only the first coordinate counts")
-    return "correct"
+def _ex1_weight(x2_first: float) -> float:
+    """Eq. (22)'s a_1 for w = (1, 0), x^(t_1) = (2, 5) and x^(t_2) = (x2_first, 0), computed with the library."""
+    X_t = torch.tensor([[2.0, 5.0], [float(x2_first), 0.0]], dtype=torch.float64)
+    return float(torch.softmax(rp.representation_scores(X_t, torch.tensor([1.0, 0.0], dtype=torch.float64)), -1)[0])
+
+
+def check_ex1(x2_first: float) -> str:
+    """Ex. 1: the first coordinate of x^(t_2) that gives a_1 = 0.9 for w = (1, 0) and x^(t_1) = (2, 5).
+
+    The answer is run forward through Eq. (22) (softmax of the library's scores) and
+    the weight it gives is compared with 0.9.
+    """
+    if x2_first is None:
+        raise AssertionError("x2_first is still None: give the number you derived")
+    try:
+        z = float(x2_first)
+    except (TypeError, ValueError):
+        raise AssertionError(f"x2_first is one number, the first coordinate of x^(t_2); got {x2_first!r}") from None
+    a1 = _ex1_weight(z)
+    if abs(a1 - 0.9) > 5e-4:
+        raise AssertionError(
+            f"with x^(t_2) = ({z:g}, ...), Eq. (22) gives a_1 = {a1:.4f}, not 0.9: "
+            + (
+                "that value makes the second representation the heavier one"
+                if a1 < 0.5
+                else "invert the relation you derived in the first part"
+            )
+        )
+    return "correct: Eq. (22) gives a_1 = 0.9 with your x^(t_2)"
 
 
 def check_ex2(a_masked: Tensor, meta: torch.nn.Module, tables: EmbeddingTables, test_words: Tensor) -> str:
@@ -103,10 +119,13 @@ def check_ex3(
     return "correct: both accuracies are what the models score with full coverage"
 
 
-def hidden_check_ex1(a1: float) -> None:
-    """Hidden test of Ex. 1: a_1 to four correct decimals against sigma(1) computed here. Raises ``AssertionError``."""
-    if a1 is None or not math.isclose(float(a1), 1 / (1 + math.exp(-1.0)), abs_tol=5e-5):
-        raise AssertionError("give a_1 to at least four correct decimals")
+def hidden_check_ex1(x2_first: float) -> None:
+    """Hidden test of Ex. 1: x2_first to three decimals against 2 - ln 9, from a_1 = sigma(2 - z) = 0.9.
+
+    Raises ``AssertionError``.
+    """
+    if x2_first is None or not math.isclose(float(x2_first), 2 - math.log(9), abs_tol=1e-3):
+        raise AssertionError("give the coordinate to at least three correct decimals")
 
 
 def hidden_check_ex2(a_masked: Tensor, meta: torch.nn.Module, tables: EmbeddingTables, test_words: Tensor) -> None:

@@ -145,6 +145,7 @@ def _branch_arrows(
     texts: tuple[str, str],
     bypass_y: float,
     rad: float,
+    bypass_texts: tuple[str | None, str | None] = (None, None),
 ) -> None:
     """The arrows of Figs. 5 and 6, where the two sets are treated alike.
 
@@ -153,11 +154,12 @@ def _branch_arrows(
     the middle stage (the mean key, the affinity matrix), ``out`` leads from
     that stage to a module, labelled ``texts[0]`` (its mirror ``texts[1]``),
     and a curve with bend ``rad`` along ``y = bypass_y`` takes set 1 from
-    ``x = 1.5`` straight to its module (which starts where ``out`` ends).
+    ``x = 1.5`` straight to its module (which starts where ``out`` ends),
+    labelled ``bypass_texts[0]`` (its mirror ``bypass_texts[1]``).
     """
     bypass = (1.5, bypass_y), (out[1][0], bypass_y)
     no_text = None, None
-    for (a, b), (first, second), bend in ((feed, no_text, 0.0), (out, texts, 0.0), (bypass, no_text, rad)):
+    for (a, b), (first, second), bend in ((feed, no_text, 0.0), (out, texts, 0.0), (bypass, bypass_texts, rad)):
         draw_arrow(ax, a, b, first, rad=bend)
         draw_arrow(ax, _mirror(a), _mirror(b), second, rad=-bend)
 
@@ -219,19 +221,31 @@ def interactive_co_attention_figure() -> Figure:
 def parallel_co_attention_figure() -> Figure:
     """Fig. 6 (survey Fig. 6): parallel co-attention, Eq. (12), (14)-(15).
 
-    The keys of both sets meet in the affinity matrix A (Eq. 12); A carries
-    each set's keys to the other set's positions, and both score vectors are
-    computed at the same time (Eq. 14 and 15).
+    The keys of both sets meet in the affinity matrix A (Eq. 12). What reaches
+    the scores of set 1 from set 2 is not A alone but set 2's projected keys
+    mixed by it, W_2 K^(2) A^T (Eq. 14), added to set 1's own projected keys
+    W_1 K^(1); set 2's scores mirror this with W_1 K^(1) A (Eq. 15). Both score
+    vectors are computed at the same time.
 
     Returns:
         The figure.
     """
     fig, ax = _co_attention_axes(6, "parallel co-attention", "$K^{(1)}$", "$K^{(2)}$")
-    draw_box(ax, (3.8, 1.8), "affinity $A$\nEq. (12)", w=1.7, h=0.8, color="#ffffff")
-    _module(ax, (7.2, 2.8), "scores $e^{(1)}$, Eq. (14)\nweights, $c^{(1)}$", w=2.4)
-    _module(ax, (7.2, 0.8), "scores $e^{(2)}$, Eq. (15)\nweights, $c^{(2)}$", w=2.4)
-    _branch_arrows(ax, ((1.5, 2.6), (2.95, 2.0)), ((4.65, 2.0), (6.0, 2.6)), ("$A^T$", "$A$"), 3.0, -0.15)
-    _concat_output(ax, 11.0, (8.4, 2.8), (8.4, 0.8))
+    draw_box(
+        ax, (3.8, 1.8), "affinity $A$, Eq. (12);\nmixes the other\nset's projected keys", w=2.2, h=1.0, color="#ffffff"
+    )
+    _module(ax, (7.7, 2.8), "scores $e^{(1)}$, Eq. (14)\nweights, $c^{(1)}$", w=2.4)
+    _module(ax, (7.7, 0.8), "scores $e^{(2)}$, Eq. (15)\nweights, $c^{(2)}$", w=2.4)
+    _branch_arrows(
+        ax,
+        ((1.5, 2.6), (2.7, 2.1)),
+        ((4.9, 2.1), (6.5, 2.6)),
+        ("$W_2K^{(2)}A^T$", "$W_1K^{(1)}A$"),
+        3.0,
+        -0.15,
+        ("$W_1K^{(1)}$", "$W_2K^{(2)}$"),
+    )
+    _concat_output(ax, 11.3, (8.9, 2.8), (8.9, 0.8))
     return fig
 
 
