@@ -97,3 +97,21 @@ def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
     assert "correct" in ex.check_ex3(_noisy, typed, "learned query")
     with pytest.raises(AssertionError, match="another value"):
         ex.hidden_check_ex3(typed, run, [0, 1, 2, 3, 4], _noisy)
+
+
+def test_no_check_message_states_the_answer():
+    from .helpers import refused_without_the_answer
+
+    # ex. 1: without the off-diagonal entries the first case that fails is r = 2, n = 1 (right answer 2); the
+    # message must state neither that value nor the entries of A A^T, the key step of the derivation
+    forgot_off_diagonal = lambda r, n: r * (1 - 1 / n) ** 2
+    message = refused_without_the_answer(ex.check_ex1, forgot_off_diagonal, answers=[2.0, "1/n", "holds"])
+    assert "A A^T" in message  # it points to where to look
+
+
+def test_checks_raise_explicitly_and_survive_python_o():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(ex))
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]

@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import pytest
+import torch
 
 from attnsurvey.exercises import ch03_3_2_query_multiplicity as ex
 from attnsurvey.query_related import multihop as mh
 
+from .helpers import refused_without_the_answer, rejected_under_python_o
+
+
+def _unrolled(u1, reads, H):
+    """u^(S+1) = H^S u^(1) + sum_s H^(S-s) o^(s), for rows (H applied as u @ H.T)."""
+    S = len(reads)
+    out = u1 @ torch.linalg.matrix_power(H.T, S)
+    for s, o in enumerate(reads, 1):
+        out = out + o @ torch.linalg.matrix_power(H.T, S - s)
+    return out
+
 
 def test_ex1_solution_passes():
-    assert "correct" in ex.check_ex1(lambda u1, reads: u1 + sum(reads))
+    assert "correct" in ex.check_ex1(_unrolled)
 
 
 def test_ex1_last_read_only_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex1(lambda u1, reads: u1 + reads[-1])
+        ex.check_ex1(lambda u1, reads, H: u1 @ torch.linalg.matrix_power(H.T, len(reads)) + reads[-1])
+
+
+def test_ex1_the_displayed_sum_without_H_fails():
+    # the chapter displays u^(s+1) = u^(s) + o^(s); pasting its unrolled sum ignores H
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda u1, reads, H: u1 + sum(reads))
+
+
+def test_ex1_every_read_through_H_S_times_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda u1, reads, H: (u1 + sum(reads)) @ torch.linalg.matrix_power(H.T, len(reads)))
+
+
+def test_ex1_H_on_the_wrong_side_fails():
+    def wrong(u1, reads, H):
+        return _unrolled(u1, reads, H.T)
+
+    with pytest.raises(AssertionError):
+        ex.check_ex1(wrong)
 
 
 def _gated(q0, K, V, score, n_hops, transform=lambda q, c: (q + c) / 2):
@@ -46,10 +80,14 @@ def test_ex3_mean_over_words_fails():
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_three_reads_typed_in():
-    ex.hidden_check_ex1(lambda u1, reads: u1 + sum(reads))
-    three = lambda u1, reads: u1 + reads[0] + reads[1] + reads[2]
+    ex.hidden_check_ex1(_unrolled)
+
+    def three(u1, reads, H):  # written for the three hops of the visible check
+        H3 = H.T @ H.T @ H.T
+        return u1 @ H3 + reads[0] @ H.T @ H.T + reads[1] @ H.T + reads[2]
+
     assert "correct" in ex.check_ex1(three)
-    with pytest.raises((AssertionError, IndexError)):
+    with pytest.raises(AssertionError):
         ex.hidden_check_ex1(three)
 
 
@@ -66,3 +104,39 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_a_sum_over_reviews():
     ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).mean(0))
     with pytest.raises(AssertionError, match="not right"):
         ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).sum(0))
+
+
+def test_checks_raise_explicitly():
+    # a bare assert disappears under python -O (PYTHONOPTIMIZE), and every check would then pass anything
+    tree = ast.parse(inspect.getsource(ex))
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+
+
+def test_wrong_answers_are_rejected_under_python_o():
+    rejected_under_python_o(
+        "ch03_3_2_query_multiplicity",
+        [
+            "check_ex1(lambda u1, reads, H: u1 + sum(reads))",
+            "check_ex2(lambda q0, K, V, score, n_hops: V.mean(-2))",
+            "check_ex3(lambda a, pol: a.sum(-1).mean(0))",
+        ],
+    )
+
+
+def test_no_check_message_states_the_answer():
+    gen = torch.Generator().manual_seed(5)  # the inputs of check_ex1, to recompute the right answer
+    u1 = torch.randn(3, 4, generator=gen)
+    Ms = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    Cs = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    H = torch.randn(4, 4, generator=gen) / 2
+    right = mh.memory_network_read(u1, Ms, Cs, H=H)[0]
+    message = refused_without_the_answer(
+        ex.check_ex1, lambda u1, reads, H: u1 + sum(reads), answers=[float(right[0, 0]), float(right[0, 1]), "H^"]
+    )
+    assert "update" in message
+    refused_without_the_answer(
+        ex.check_ex2, lambda q0, K, V, score, n_hops: V.mean(-2), answers=["(q + c) / 2", "[q; c]"]
+    )
+    refused_without_the_answer(
+        ex.check_ex3, lambda a, pol: a.sum(-1).mean(0), answers=["pol", ">= 0", "polar words within"]
+    )

@@ -33,7 +33,7 @@ def check_ex1(penalty_uniform: Callable[[int, int], float]) -> str:
             if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9):
                 raise AssertionError(
                     f"r={r}, n={n}: your penalty {got:.10g} is not right "
-                    "(the diagonal of A A^T holds 1/n, and so does every off-diagonal entry)"
+                    "(work out A A^T - I by hand for r = n = 2 and compare your formula with it before generalising)"
                 )
     return "correct: your formula matches redundancy_penalty"
 

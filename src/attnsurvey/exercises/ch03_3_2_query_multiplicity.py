@@ -1,7 +1,8 @@
 """Self-checks for the exercises of chapter §3.3.2 Multiplicity of queries (``ch03_3_2_query_multiplicity``).
 
-Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
-returns a short confirmation string on a right one. Reference values come from
+Each ``check_ex<k>`` raises ``AssertionError`` (explicitly: no bare ``assert``,
+which ``python -O`` removes) with a hint on a wrong answer and returns a short
+confirmation string on a right one. Reference values come from
 ``memory_network_read``, from explicit loops over hops, and from sums computed
 inside the checks.
 """
@@ -14,23 +15,37 @@ import torch
 from torch import Tensor
 
 from ..query_related import multihop as mh
+from ._answers import run_answer
 
 
-def check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> str:
-    """Ex. 1: ``unrolled(u1, reads)`` is the memory-network query after all hops, from the first query and the reads.
+def _reads(u1: Tensor, Ms: list[Tensor], Cs: list[Tensor], H: Tensor) -> tuple[Tensor, list[Tensor]]:
+    """``u^(S+1)`` of ``memory_network_read`` with the query map H, and the reads o^(1..S) of its hops."""
+    u_final, P = mh.memory_network_read(u1, Ms, Cs, H=H)
+    return u_final, [(P[:, k].unsqueeze(-2) @ Cs[k]).squeeze(-2) for k in range(len(Cs))]
 
-    Compared with ``mh.memory_network_read`` for three hops.
+
+def check_ex1(unrolled: Callable[[Tensor, list, Tensor], Tensor]) -> str:
+    """Ex. 1: ``unrolled(u1, reads, H)`` is the memory-network query after all hops with ``u^(s+1) = H u^(s) + o^(s)``.
+
+    u1: ``(B, d)`` rows; reads: the S reads ``o^(1..S)``, each ``(B, d)``; H: ``(d, d)``,
+    applied to a row as ``u @ H.T``. Compared with ``mh.memory_network_read(..., H=H)``
+    for three hops. Raises ``AssertionError`` with a hint on a wrong answer.
     """
     gen = torch.Generator().manual_seed(5)
     u1 = torch.randn(3, 4, generator=gen)
     Ms = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
     Cs = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
-    u_final, P = mh.memory_network_read(u1, Ms, Cs)
-    reads = [(P[:, k].unsqueeze(-2) @ Cs[k]).squeeze(-2) for k in range(3)]
-    got = unrolled(u1, reads)
-    assert tuple(got.shape) == tuple(u_final.shape), f"expected shape {tuple(u_final.shape)}, got {tuple(got.shape)}"
+    H = torch.randn(4, 4, generator=gen) / 2
+    u_final, reads = _reads(u1, Ms, Cs, H)
+    got = torch.as_tensor(run_answer(unrolled, u1, reads, H, what="three hops"))
+    if tuple(got.shape) != tuple(u_final.shape):
+        raise AssertionError(f"expected one query per example, shape {tuple(u_final.shape)}, got {tuple(got.shape)}")
     diff = float((got - u_final).abs().max())
-    assert diff < 1e-5, f"max |yours - memory_network_read| = {diff:.3g} (each hop adds its read to the query)"
+    if not diff < 1e-4:
+        raise AssertionError(
+            f"max |yours - memory_network_read| = {diff:.3g}: write u^(2), u^(3) and u^(4) out from the update "
+            "rule by hand and compare them with your formula before generalising"
+        )
     return "correct: your unrolled query matches memory_network_read"
 
 
@@ -57,10 +72,11 @@ def check_ex2(averaging_hops: Callable[..., Tensor]) -> str:
             c = (a.unsqueeze(-2) @ V).squeeze(-2)
         got = averaging_hops(q0, K, V, score, n_hops)
         diff = float((got - c).abs().max())
-        assert diff < 1e-5, (
-            f"{n_hops} hops: max |yours - loop| = {diff:.3g} "
-            "(transform first, q <- (q + c) / 2, then score [q; c] against the keys)"
-        )
+        if not diff < 1e-5:
+            raise AssertionError(
+                f"{n_hops} hops: max |yours - loop| = {diff:.3g} (read Eq. (41)-(42) again: which comes first in "
+                "a hop, and which vector does the score see?)"
+            )
     return "correct: Eq. (41)-(42) with an averaging transform"
 
 
@@ -77,25 +93,27 @@ def check_ex3(polar_mass: Callable[[Tensor, Tensor], Tensor]) -> str:
     polarity = torch.randint(-1, 2, (7, 10), generator=gen)
     want = torch.tensor([sum(float(a[b, c][polarity[b] >= 0].sum()) for b in range(7)) / 7 for c in range(3)])
     got = torch.as_tensor(polar_mass(a, polarity), dtype=want.dtype)
-    assert tuple(got.shape) == (3,), f"expected one value per capsule, shape (3,), got {tuple(got.shape)}"
-    assert torch.allclose(got, want, atol=1e-5), (
-        f"your masses {[round(x, 4) for x in got.tolist()]} are not right "
-        "(sum the weights on polar words within a review, then average over reviews, per capsule)"
-    )
+    if tuple(got.shape) != (3,):
+        raise AssertionError(f"expected one value per capsule, shape (3,), got {tuple(got.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise AssertionError(
+            f"your masses {[round(x, 4) for x in got.tolist()]} are not right (reread the exercise: over which "
+            "words is the mass summed, and over what is it averaged?)"
+        )
     return "correct: mean attention mass on polar words per capsule"
 
 
-def hidden_check_ex1(unrolled: Callable[[Tensor, list], Tensor]) -> None:
+def hidden_check_ex1(unrolled: Callable[[Tensor, list, Tensor], Tensor]) -> None:
     """Hidden test of Ex. 1: one hop and five hops, against ``memory_network_read``. Raises ``AssertionError``."""
     gen = torch.Generator().manual_seed(15)
     for hops in (1, 5):
         u1 = torch.randn(2, 3, generator=gen)
         Ms = [torch.randn(2, 4, 3, generator=gen) for _ in range(hops)]
         Cs = [torch.randn(2, 4, 3, generator=gen) for _ in range(hops)]
-        u_final, P = mh.memory_network_read(u1, Ms, Cs)
-        reads = [(P[:, k].unsqueeze(-2) @ Cs[k]).squeeze(-2) for k in range(hops)]
-        got = torch.as_tensor(unrolled(u1, reads))
-        if got.shape != u_final.shape or not torch.allclose(got, u_final, atol=1e-5):
+        H = torch.randn(3, 3, generator=gen) / 2
+        u_final, reads = _reads(u1, Ms, Cs, H)
+        got = torch.as_tensor(run_answer(unrolled, u1, reads, H, what=f"{hops} hop(s)"))
+        if got.shape != u_final.shape or not torch.allclose(got, u_final, atol=1e-4):
             raise AssertionError(f"{hops} hop(s): your query differs from memory_network_read (use every read)")
 
 
