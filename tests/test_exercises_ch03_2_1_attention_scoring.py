@@ -25,8 +25,18 @@ def test_ex1_sigma_squared_instead_of_fourth_power_fails():
         ex.check_ex1(lambda d, s: d * s**2, lambda d, s: s * math.sqrt(d))
 
 
+def _unit_variance_general(Q, K, W):
+    return sc.general_score(Q, K, W) / W.norm()
+
+
 def test_ex2_solution_passes():
-    assert "correct" in ex.check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(K.shape[-1]))
+    assert "correct" in ex.check_ex2(_unit_variance_general)
+
+
+def test_ex2_the_transformers_sqrt_dk_fails():
+    # the scale the chapter displays (right only for W = I) must not pass
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(K.shape[-1]))
 
 
 def test_ex2_forgotten_scaling_fails():
@@ -100,7 +110,7 @@ def test_ex2_transposed_weight_matrix_fails_with_a_hint():
 
 
 def test_ex2_numpy_and_transposed_forms_pass():
-    assert "correct" in ex.check_ex2(lambda Q, K, W: (Q @ W.T @ K.T / math.sqrt(K.shape[1])).numpy())
+    assert "correct" in ex.check_ex2(lambda Q, K, W: (Q @ W.T @ K.T / float((W * W).sum()) ** 0.5).numpy())
 
 
 @pytest.mark.parametrize("module", [ex, verdict_module], ids=["ch03_2_1", "_verdict"])
@@ -120,10 +130,10 @@ def test_hidden_ex1_accepts_the_solution_and_rejects_a_variance_within_the_simul
         ex.hidden_check_ex1(*close)  # ... the exact moments can
 
 
-def test_hidden_ex2_accepts_the_solution_and_rejects_a_scale_from_the_wrong_factor():
-    ex.hidden_check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(K.shape[-1]))
-    with pytest.raises(AssertionError, match="sqrt"):
-        ex.hidden_check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / math.sqrt(W.shape[1]))
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_scale_from_the_largest_entry():
+    ex.hidden_check_ex2(_unit_variance_general)
+    with pytest.raises(AssertionError, match="unit variance"):
+        ex.hidden_check_ex2(lambda Q, K, W: sc.general_score(Q, K, W) / W.abs().max())
 
 
 def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
@@ -161,5 +171,7 @@ def test_no_check_message_states_the_answer():
     # ex. 2: the first pair the check compares, recomputed here; the message must not print it
     gen = torch.Generator().manual_seed(7)
     Qx, Kx, Wx = torch.randn(3, 5, generator=gen), torch.randn(4, 6, generator=gen), torch.randn(6, 5, generator=gen)
-    right = float(Kx[0] @ Wx @ Qx[0]) / math.sqrt(6)
-    refused_without_the_answer(ex.check_ex2, lambda Q, K, W: sc.general_score(Q, K, W), answers=[right])
+    right = float(Kx[0] @ Wx @ Qx[0]) / float(Wx.norm())
+    refused_without_the_answer(
+        ex.check_ex2, lambda Q, K, W: sc.general_score(Q, K, W), answers=[right, "Frobenius", "||W||", "norm"]
+    )

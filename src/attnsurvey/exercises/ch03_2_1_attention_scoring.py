@@ -49,10 +49,13 @@ def check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[int, fl
 
 
 def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
-    """Ex. 2: ``fn(Q, K, W)`` computes the scaled general score k_l^T W q / sqrt(d_k) for all pairs.
+    """Ex. 2: ``fn(Q, K, W)`` is the general score k_l^T W q scaled to unit variance, for all pairs.
 
-    Q: (n_q, d_q), K: (n_f, d_k), W: (d_k, d_q); returns (n_q, n_f). Compared
-    with a per-pair loop, for two key sizes so that a fixed divisor fails.
+    For q and k with independent zero-mean unit-variance entries and a fixed W,
+    Var(k^T W q) = ||W||_F^2, so the score is divided by the Frobenius norm of W
+    (sqrt(d_k) when W = I). Q: (n_q, d_q), K: (n_f, d_k), W: (d_k, d_q); returns
+    (n_q, n_f). Compared with a per-pair loop for two random W, so that a
+    divisor from the sizes alone fails. Raises ``AssertionError`` with a hint.
     """
     gen = torch.Generator().manual_seed(7)
     for d_q, d_k in ((5, 6), (3, 16)):
@@ -68,15 +71,16 @@ def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
             ) from err
         if tuple(e.shape) != (3, 4):
             raise AssertionError(f"expected shape (n_q, n_f) = (3, 4), got {tuple(e.shape)}")
+        norm = math.sqrt(float((Wx * Wx).sum()))
         for j in range(3):
             for l in range(4):
-                want = float(Kx[l] @ Wx @ Qx[j]) / math.sqrt(d_k)
+                want = float(Kx[l] @ Wx @ Qx[j]) / norm
                 if not math.isclose(float(e[j, l]), want, rel_tol=1e-4, abs_tol=1e-5):
                     raise AssertionError(
-                        f"d_k={d_k}, pair (j={j}, l={l}): your score {float(e[j, l]):.5g} differs from the "
-                        "per-pair formula (k_l^T W q, then the scaling of the exercise)"
+                        f"d_q={d_q}, d_k={d_k}, pair (j={j}, l={l}): your score {float(e[j, l]):.5g} is not "
+                        "k_l^T W q at unit variance (write Var(k^T W q) as a double sum over the entries of W)"
                     )
-    return "correct: the scaled general score matches the per-pair formula"
+    return "correct: the general score, scaled to unit variance"
 
 
 def _estimated_noise(x_q: Tensor, F: Tensor, d_key: int = 8) -> float:
@@ -135,23 +139,31 @@ def hidden_check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[
 
 
 def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
-    """Hidden test of Ex. 2: other shapes (one query; d_q = 1; d_k = 2) in float64, to 1e-10. Raises ``AssertionError``."""
+    """Hidden test of Ex. 2: other shapes (one query; d_q = 1; d_k = 2) in float64, to 1e-10, and W = 2I.
+
+    Raises ``AssertionError``.
+    """
     gen = torch.Generator().manual_seed(17)
-    for n_q, n_f, d_q, d_k in ((1, 3, 4, 2), (2, 1, 1, 9)):
+    shapes = ((1, 3, 4, 2, None), (2, 1, 1, 9, None), (2, 3, 4, 4, 2.0))
+    for n_q, n_f, d_q, d_k, eye in shapes:
         Qx, Kx = (
             torch.randn(n_q, d_q, generator=gen, dtype=torch.float64),
             torch.randn(n_f, d_k, generator=gen, dtype=torch.float64),
         )
-        Wx = torch.randn(d_k, d_q, generator=gen, dtype=torch.float64)
+        if eye is None:
+            Wx = torch.randn(d_k, d_q, generator=gen, dtype=torch.float64)
+        else:  # a multiple of the identity: the scale is eye * sqrt(d_k), not sqrt(d_k)
+            Wx = eye * torch.eye(d_k, dtype=torch.float64)
+        norm = math.sqrt(float((Wx * Wx).sum()))
         want = torch.tensor(
-            [[float(Kx[l] @ Wx @ Qx[j]) / math.sqrt(d_k) for l in range(n_f)] for j in range(n_q)], dtype=torch.float64
+            [[float(Kx[l] @ Wx @ Qx[j]) / norm for l in range(n_f)] for j in range(n_q)], dtype=torch.float64
         )
         e = torch.as_tensor(
             run_answer(fn, Qx, Kx, Wx, what=f"n_q={n_q}, n_f={n_f}, d_q={d_q}, d_k={d_k}"), dtype=torch.float64
         )
         if e.shape != want.shape or not torch.allclose(e, want, rtol=1e-10, atol=1e-10):
             raise AssertionError(
-                f"n_q={n_q}, n_f={n_f}, d_q={d_q}, d_k={d_k}: the scores differ from k_l^T W q / sqrt(d_k)"
+                f"n_q={n_q}, n_f={n_f}, d_q={d_q}, d_k={d_k}: the scores are not k_l^T W q at unit variance"
             )
 
 
