@@ -18,6 +18,15 @@ from ..query_related import multihop as mh
 from ._answers import run_answer
 
 
+def _close_to(got: Tensor, want: Tensor, tol: float, what: str, hint: str) -> None:
+    """Raise ``AssertionError`` unless ``got`` has ``want``'s shape and lies within ``tol`` of it (``want`` not shown)."""
+    if tuple(got.shape) != tuple(want.shape):
+        raise AssertionError(f"expected one {what} per example, shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    diff = float((got - want).abs().max())
+    if not diff < tol:
+        raise AssertionError(f"max |yours - reference| = {diff:.3g}: {hint}")
+
+
 def _reads(u1: Tensor, Ms: list[Tensor], Cs: list[Tensor], H: Tensor) -> tuple[Tensor, list[Tensor]]:
     """``u^(S+1)`` of ``memory_network_read`` with the query map H, and the reads o^(1..S) of its hops."""
     u_final, P = mh.memory_network_read(u1, Ms, Cs, H=H)
@@ -38,14 +47,14 @@ def check_ex1(unrolled: Callable[[Tensor, list, Tensor], Tensor]) -> str:
     H = torch.randn(4, 4, generator=gen) / 2
     u_final, reads = _reads(u1, Ms, Cs, H)
     got = torch.as_tensor(run_answer(unrolled, u1, reads, H, what="three hops"))
-    if tuple(got.shape) != tuple(u_final.shape):
-        raise AssertionError(f"expected one query per example, shape {tuple(u_final.shape)}, got {tuple(got.shape)}")
-    diff = float((got - u_final).abs().max())
-    if not diff < 1e-4:
-        raise AssertionError(
-            f"max |yours - memory_network_read| = {diff:.3g}: write u^(2), u^(3) and u^(4) out from the update "
-            "rule by hand and compare them with your formula before generalising"
-        )
+    _close_to(
+        got,
+        u_final,
+        1e-4,
+        "query",
+        "write u^(2), u^(3) and u^(4) out from the update rule by hand and compare them with your formula "
+        "before generalising",
+    )
     return "correct: your unrolled query matches memory_network_read"
 
 
@@ -86,14 +95,13 @@ def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
     for n_hops in (1, 3):
         want = _gated_loop(q0, K, V, _dot, n_hops)
         got = torch.as_tensor(run_answer(gated_hops, q0, K, V, _dot, n_hops, what=f"{n_hops} hop(s), batch of 2"))
-        if tuple(got.shape) != tuple(want.shape):
-            raise AssertionError(f"expected one context per example, shape {tuple(want.shape)}, got {tuple(got.shape)}")
-        diff = float((got - want).abs().max())
-        if not diff < 1e-5:
-            raise AssertionError(
-                f"{n_hops} hops: max |yours - loop| = {diff:.3g} (how many gates does a batch of two examples "
-                "need, and which of q and c does g weight?)"
-            )
+        _close_to(
+            got,
+            want,
+            1e-5,
+            "context",
+            f"{n_hops} hops (how many gates does a batch of two examples need, and which of q and c does g weight?)",
+        )
     return "correct: Eq. (41)-(42) with a gated transform"
 
 
