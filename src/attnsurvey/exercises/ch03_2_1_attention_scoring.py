@@ -37,13 +37,13 @@ def check_ex1(var_fn: Callable[[int, float], float], scale_fn: Callable[[int, fl
         if not abs(ratio - 1) < 0.1:
             raise AssertionError(
                 f"d_k={d}, sigma={s}: your variance does not match the simulation "
-                "(each product q_i k_i has variance E[q_i^2] E[k_i^2])"
+                "(work out the mean and the variance of one product q_i k_i first)"
             )
         scaled_var = float((dots / float(scale_fn(d, s))).var())
         if not abs(scaled_var - 1) < 0.1:
             raise AssertionError(
                 f"d_k={d}, sigma={s}: dividing by your scale does not leave variance 1 "
-                "(divide by the standard deviation, the square root of the variance)"
+                "(dividing a quantity by a constant divides its variance by the square of that constant)"
             )
     return "correct: both functions match the simulation"
 
