@@ -75,3 +75,48 @@ def load_script(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def refused_without_the_answer(check, *args, answers, match: str | None = None) -> str:
+    """Run an exercise ``check`` on a wrong answer: it must fail, and its message must not state ``answers``.
+
+    ``answers`` are the right values (numbers, printed as a check might: 3 to 6 significant digits or 2 to 5
+    decimals, for the value and its negative) or strings (a formula). Returns the message."""
+    import pytest
+
+    with pytest.raises(AssertionError, match=match) as err:
+        check(*args)
+    message = str(err.value)
+    for answer in answers:
+        if isinstance(answer, str):
+            assert answer not in message, message
+            continue
+        shown = {f"{v:.{k}g}" for v in (answer, -answer) for k in range(3, 7)}
+        shown |= {f"{v:.{k}f}" for v in (answer, -answer) for k in range(2, 6)}
+        leaked = sorted(s for s in shown if s in message and len(s.strip("-0.")) >= 2)
+        assert not leaked, f"the message states the answer {leaked}: {message}"
+    return message
+
+
+def rejected_under_python_o(module: str, calls: list[str]) -> None:
+    """Under ``python -O`` (bare asserts removed), each of ``calls`` on ``from attnsurvey.exercises import <module>
+    as ex`` must still raise ``AssertionError``: the checks raise explicitly. One interpreter runs them all."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import attnsurvey
+
+    src = str(Path(attnsurvey.__file__).resolve().parents[1])
+    lines = [f"from attnsurvey.exercises import {module} as ex", "import torch", "accepted = []"]
+    for call in calls:
+        lines += ["try:", f"    ex.{call}", f"    accepted.append({call!r})", "except AssertionError:", "    pass"]
+    lines += ["if accepted:", "    raise SystemExit('accepted under -O: ' + '; '.join(accepted))"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-O", "-c", "\n".join(lines)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert (
+        done.returncode == 0
+    ), f"under python -O a wrong answer was accepted or the run crashed: {done.stderr[-2000:]}"

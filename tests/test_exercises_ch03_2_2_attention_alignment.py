@@ -128,3 +128,19 @@ def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
     assert "correct" in ex.check_ex3({"D=4": typed, "D=2": D2}, "D=4", D2)
     with pytest.raises(AssertionError, match="another value"):
         ex.hidden_check_ex3({"D=4": typed, "D=2": D2}, run_alignment, [0, 1, 2, 3, 4])
+
+
+def test_no_check_message_states_the_answer():
+    from .helpers import refused_without_the_answer
+
+    gen = torch.Generator().manual_seed(7)  # the first case of check_ex1, recomputed: the right gradient
+    e = torch.randn(2, generator=gen, dtype=torch.float64, requires_grad=True)
+    L = torch.randn(2, generator=gen, dtype=torch.float64) + 2.0
+    (torch.softmax(e, -1) * L).sum().backward()
+    refused_without_the_answer(
+        ex.check_ex1, lambda a, L, b: a * (L - b), answers=[*e.grad.tolist(), "(L_m - b)([l = m] - a_l)", "cancel"]
+    )
+    # ex. 2: the right weights of the first case
+    e10 = torch.randn(10, generator=torch.Generator().manual_seed(3))
+    right = torch.softmax(e10[3:8], -1).tolist()
+    refused_without_the_answer(ex.check_ex2, lambda e, p, D: torch.softmax(e, -1), answers=right)

@@ -138,3 +138,32 @@ def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
     assert "correct" in ex.check_ex3(_make, typed, "multi-dimensional", DEFAULT)
     with pytest.raises(AssertionError, match="another value"):
         ex.hidden_check_ex3(typed, run, [0, 1, 2, 3, 4], _make)
+
+
+def test_no_check_message_states_the_answer():
+    import torch
+
+    from .helpers import refused_without_the_answer
+
+    # ex. 1: the count for the first sizes the check tries, nor the list of what to count
+    d_q, d_k, d_v, d_w = ex._DIMS[0]
+    refused_without_the_answer(
+        ex.check_ex1,
+        lambda d_q, d_k, d_v, d_w: d_w * (d_q + d_k + d_v),
+        answers=[d_w * (d_q + d_k + d_v + 1), "W_1, W_2"],
+    )
+    # ex. 2: the first context entry the check compares, recomputed here (the message used to print it)
+    gen = torch.Generator().manual_seed(3)
+    Qx, Kx, Vx = (torch.randn(n, 4, generator=gen) * 2 for n in (2, 5, 5))
+    right = float((torch.softmax(Qx[0, 0] * Kx[:, 0] / 2, 0) * Vx[:, 0]).sum())
+    refused_without_the_answer(ex.check_ex2, lambda Q, K, V: _elementwise(Q, K, V, scale=False), answers=[right])
+    # ex. 3: the shapes of the right model
+    right_shapes = str({k: tuple(v.shape) for k, v in _make(True).named_parameters()})
+    refused_without_the_answer(
+        ex.check_ex3,
+        lambda m: _make(m, d_w=32),
+        RESULTS,
+        "multi-dimensional",
+        DEFAULT,
+        answers=[right_shapes, "(8, 16)"],
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F_
 
 from attnsurvey.data.sentiment import keyword_features
 from attnsurvey.exercises import ch03_3_1_query_types as ex
@@ -30,10 +31,18 @@ def test_ex1_forgotten_off_diagonal_fails():
         ex.check_ex1(lambda r, n: r * (1 - 1 / n) ** 2)
 
 
-def _two_layers(F, weights, residual=True):
+def _two_layers(F, weights, kind="pre"):
     for W_q, W_k, W_v in weights:
-        C, _ = qt.self_attention(F, W_q, W_k, W_v)
-        F = qt.update_residual_norm(F, C) if residual else qt.update_replace(F, C)
+        if kind == "pre":  # the exercise: f + c(Normalize(f))
+            C, _ = qt.self_attention(F_.layer_norm(F, F.shape[-1:]), W_q, W_k, W_v)
+            F = F + C
+        elif kind == "post":  # Eq. (37), displayed in the chapter
+            F = qt.update_residual_norm(F, qt.self_attention(F, W_q, W_k, W_v)[0])
+        elif kind == "norm-added":  # the context added to the normalised vectors
+            X = F_.layer_norm(F, F.shape[-1:])
+            F = X + qt.self_attention(X, W_q, W_k, W_v)[0]
+        else:  # replacement, Eq. (36)
+            F = qt.self_attention(F, W_q, W_k, W_v)[0]
     return F
 
 
@@ -41,9 +50,11 @@ def test_ex2_solution_passes():
     assert "correct" in ex.check_ex2(_two_layers)
 
 
-def test_ex2_replacement_instead_of_residual_fails():
+@pytest.mark.parametrize("kind", ["post", "norm-added", "replace"])
+def test_ex2_other_layer_forms_fail(kind):
+    # "post" is Eq. (37), which the chapter displays and runs: pasting it must not pass
     with pytest.raises(AssertionError):
-        ex.check_ex2(lambda F, w: _two_layers(F, w, residual=False))
+        ex.check_ex2(lambda F, w: _two_layers(F, w, kind=kind))
 
 
 RESULTS = {"learned query": [0.9, 0.92, 0.88, 0.91, 0.9], "mean pooling": [0.5, 0.52, 0.49, 0.55, 0.5]}
@@ -82,10 +93,10 @@ def test_hidden_ex1_accepts_the_solution_and_rejects_a_penalty_without_the_off_d
         ex.hidden_check_ex1(lambda r, n: r * (1 - 1 / n) ** 2 + (r - 1) / n**2)
 
 
-def test_hidden_ex2_accepts_the_solution_and_rejects_replacement():
+def test_hidden_ex2_accepts_the_solution_and_rejects_the_post_norm_layer():
     ex.hidden_check_ex2(_two_layers)
-    with pytest.raises(AssertionError, match="two layers"):
-        ex.hidden_check_ex2(lambda F, w: _two_layers(F, w, residual=False))
+    with pytest.raises(AssertionError, match="two pre-norm layers"):
+        ex.hidden_check_ex2(lambda F, w: _two_layers(F, w, kind="post"))
 
 
 def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
@@ -97,3 +108,21 @@ def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
     assert "correct" in ex.check_ex3(_noisy, typed, "learned query")
     with pytest.raises(AssertionError, match="another value"):
         ex.hidden_check_ex3(typed, run, [0, 1, 2, 3, 4], _noisy)
+
+
+def test_no_check_message_states_the_answer():
+    from .helpers import refused_without_the_answer
+
+    # ex. 1: without the off-diagonal entries the first case that fails is r = 2, n = 1 (right answer 2); the
+    # message must state neither that value nor the entries of A A^T, the key step of the derivation
+    forgot_off_diagonal = lambda r, n: r * (1 - 1 / n) ** 2
+    message = refused_without_the_answer(ex.check_ex1, forgot_off_diagonal, answers=[2.0, "1/n", "holds"])
+    assert "A A^T" in message  # it points to where to look
+
+
+def test_checks_raise_explicitly_and_survive_python_o():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(ex))
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]

@@ -2,67 +2,194 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import pytest
+import torch
 
 from attnsurvey.exercises import ch03_3_2_query_multiplicity as ex
 from attnsurvey.query_related import multihop as mh
 
+from .helpers import refused_without_the_answer, rejected_under_python_o
+
+
+def _unrolled(u1, reads, H):
+    """u^(S+1) = H^S u^(1) + sum_s H^(S-s) o^(s), for rows (H applied as u @ H.T)."""
+    S = len(reads)
+    out = u1 @ torch.linalg.matrix_power(H.T, S)
+    for s, o in enumerate(reads, 1):
+        out = out + o @ torch.linalg.matrix_power(H.T, S - s)
+    return out
+
 
 def test_ex1_solution_passes():
-    assert "correct" in ex.check_ex1(lambda u1, reads: u1 + sum(reads))
+    assert "correct" in ex.check_ex1(_unrolled)
 
 
 def test_ex1_last_read_only_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex1(lambda u1, reads: u1 + reads[-1])
+        ex.check_ex1(lambda u1, reads, H: u1 @ torch.linalg.matrix_power(H.T, len(reads)) + reads[-1])
 
 
-def _gated(q0, K, V, score, n_hops, transform=lambda q, c: (q + c) / 2):
+def test_ex1_the_displayed_sum_without_H_fails():
+    # the chapter displays u^(s+1) = u^(s) + o^(s); pasting its unrolled sum ignores H
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda u1, reads, H: u1 + sum(reads))
+
+
+def test_ex1_every_read_through_H_S_times_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex1(lambda u1, reads, H: (u1 + sum(reads)) @ torch.linalg.matrix_power(H.T, len(reads)))
+
+
+def test_ex1_H_on_the_wrong_side_fails():
+    def wrong(u1, reads, H):
+        return _unrolled(u1, reads, H.T)
+
+    with pytest.raises(AssertionError):
+        ex.check_ex1(wrong)
+
+
+def _gate(q, c, scale=True):
+    g = torch.sigmoid((q * c).sum(-1, keepdim=True) / (q.shape[-1] ** 0.5 if scale else 1.0))
+    return (1 - g) * q + g * c
+
+
+def _hops(q0, K, V, score, n_hops, transform=_gate):
     c, _, _ = mh.multi_hop_attention(q0, K, V, score, n_hops, transform=transform)
     return c
 
 
 def test_ex2_solution_passes():
-    assert "correct" in ex.check_ex2(_gated)
+    assert "correct" in ex.check_ex2(_hops)
 
 
-def test_ex2_sum_transform_fails():
+def test_ex2_averaging_transform_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex2(lambda *args: _gated(*args, transform=lambda q, c: q + c))
+        ex.check_ex2(lambda *args: _hops(*args, transform=lambda q, c: (q + c) / 2))
+
+
+def test_ex2_gate_on_the_wrong_vector_fails():
+    def swapped(q, c):
+        g = torch.sigmoid((q * c).sum(-1, keepdim=True) / q.shape[-1] ** 0.5)
+        return g * q + (1 - g) * c
+
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda *args: _hops(*args, transform=swapped))
+
+
+def test_ex2_one_gate_for_the_whole_batch_fails():
+    def pooled(q, c):
+        g = torch.sigmoid((q * c).sum() / q.shape[-1] ** 0.5)
+        return (1 - g) * q + g * c
+
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda *args: _hops(*args, transform=pooled))
+
+
+def test_ex2_unscaled_gate_fails():
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda *args: _hops(*args, transform=lambda q, c: _gate(q, c, scale=False)))
+
+
+def _enrichment(a, pol):
+    polar = (pol >= 0).to(a.dtype)
+    share = polar.mean(-1)
+    has = share > 0
+    mass = (a * polar.unsqueeze(1)).sum(-1)
+    return (mass[has] / share[has].unsqueeze(-1)).mean(0)
 
 
 def test_ex3_solution_passes():
-    assert "correct" in ex.check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).mean(0))
+    assert "correct" in ex.check_ex3(_enrichment)
+
+
+def test_ex3_the_displayed_mass_without_the_share_fails():
+    # the chapter's mass table computes the mass per polarity; summing it is not the exercise
+    with pytest.raises(AssertionError):
+        ex.check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).mean(0))
+
+
+def test_ex3_share_over_all_reviews_fails():
+    def pooled(a, pol):
+        polar = (pol >= 0).to(a.dtype)
+        return (a * polar.unsqueeze(1)).sum(-1).mean(0) / polar.mean()
+
+    with pytest.raises(AssertionError):
+        ex.check_ex3(pooled)
 
 
 def test_ex3_positive_words_only_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(lambda a, pol: (a * (pol == 1).unsqueeze(1)).sum(-1).mean(0))
-
-
-def test_ex3_mean_over_words_fails():
-    with pytest.raises(AssertionError):
-        ex.check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).mean(-1).mean(0))
+        ex.check_ex3(lambda a, pol: _enrichment(a, torch.where(pol == 0, -1, pol)))
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_three_reads_typed_in():
-    ex.hidden_check_ex1(lambda u1, reads: u1 + sum(reads))
-    three = lambda u1, reads: u1 + reads[0] + reads[1] + reads[2]
+    ex.hidden_check_ex1(_unrolled)
+
+    def three(u1, reads, H):  # written for the three hops of the visible check
+        H3 = H.T @ H.T @ H.T
+        return u1 @ H3 + reads[0] @ H.T @ H.T + reads[1] @ H.T + reads[2]
+
     assert "correct" in ex.check_ex1(three)
-    with pytest.raises((AssertionError, IndexError)):
+    with pytest.raises(AssertionError):
         ex.hidden_check_ex1(three)
 
 
-def test_hidden_ex2_accepts_the_solution_and_rejects_the_additive_transform():
-    def hops(q0, K, V, score, n_hops, transform=lambda q, c: (q + c) / 2):
-        return mh.multi_hop_attention(q0, K, V, score, n_hops, transform=transform)[0]
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_gate_written_for_d_3():
+    ex.hidden_check_ex2(_hops)
 
-    ex.hidden_check_ex2(hops)
-    with pytest.raises(AssertionError, match="averaging transform"):
-        ex.hidden_check_ex2(lambda *args: hops(*args, transform=lambda q, c: q + c))
+    def fixed(q, c):  # the visible check's size typed in
+        g = torch.sigmoid((q * c).sum(-1, keepdim=True) / 3**0.5)
+        return (1 - g) * q + g * c
+
+    assert "correct" in ex.check_ex2(lambda *args: _hops(*args, transform=fixed))
+    with pytest.raises(AssertionError, match="with the gate"):
+        ex.hidden_check_ex2(lambda *args: _hops(*args, transform=fixed))
 
 
-def test_hidden_ex3_accepts_the_solution_and_rejects_a_sum_over_reviews():
-    ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).mean(0))
+def test_hidden_ex3_accepts_the_solution_and_rejects_counting_reviews_without_polar_words():
+    ex.hidden_check_ex3(_enrichment)
+
+    def every_review(a, pol):  # divides by a zero share on a review without polar words
+        polar = (pol >= 0).to(a.dtype)
+        return ((a * polar.unsqueeze(1)).sum(-1) / polar.mean(-1).unsqueeze(-1)).mean(0)
+
+    assert "correct" in ex.check_ex3(every_review)  # every visible review has a polar word ...
     with pytest.raises(AssertionError, match="not right"):
-        ex.hidden_check_ex3(lambda a, pol: (a * (pol >= 0).unsqueeze(1)).sum(-1).sum(0))
+        ex.hidden_check_ex3(every_review)  # ... the hidden batch does not
+
+
+def test_checks_raise_explicitly():
+    # a bare assert disappears under python -O (PYTHONOPTIMIZE), and every check would then pass anything
+    tree = ast.parse(inspect.getsource(ex))
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+
+
+def test_wrong_answers_are_rejected_under_python_o():
+    rejected_under_python_o(
+        "ch03_3_2_query_multiplicity",
+        [
+            "check_ex1(lambda u1, reads, H: u1 + sum(reads))",
+            "check_ex2(lambda q0, K, V, score, n_hops: V.mean(-2))",
+            "check_ex3(lambda a, pol: a.sum(-1).mean(0))",
+        ],
+    )
+
+
+def test_no_check_message_states_the_answer():
+    gen = torch.Generator().manual_seed(5)  # the inputs of check_ex1, to recompute the right answer
+    u1 = torch.randn(3, 4, generator=gen)
+    Ms = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    Cs = [torch.randn(3, 6, 4, generator=gen) for _ in range(3)]
+    H = torch.randn(4, 4, generator=gen) / 2
+    right = mh.memory_network_read(u1, Ms, Cs, H=H)[0]
+    message = refused_without_the_answer(
+        ex.check_ex1, lambda u1, reads, H: u1 + sum(reads), answers=[float(right[0, 0]), float(right[0, 1]), "H^"]
+    )
+    assert "update" in message
+    refused_without_the_answer(
+        ex.check_ex2, lambda q0, K, V, score, n_hops: V.mean(-2), answers=["sigmoid", "keepdim", "(1 - g)"]
+    )
+    refused_without_the_answer(ex.check_ex3, lambda a, pol: a.sum(-1).mean(0), answers=["share", ">= 0", "mean(0)"])

@@ -506,3 +506,20 @@ def test_magnitude_lookup_answer_by_brute_force():
     assert bool(hit.all())
     with pytest.raises(ValueError, match="noise"):
         magnitude_lookup(2, noise=-1.0)
+
+
+@pytest.mark.parametrize("score", ["scaled-multiplicative", "multiplicative", "general", "bilinear"])
+def test_a_one_number_query_without_bias_cannot_change_a_product_scores_ranking(score):
+    # ch03_2_1's control on magnitude_lookup: q = x_q u, so every product score is x_q times a function of the
+    # item; for x_q > 0 the query only sets the temperature, and the item with the largest weight never moves
+    from attnsurvey.data.lookup import magnitude_lookup
+
+    _, F, _ = magnitude_lookup(100, generator=torch.Generator().manual_seed(4))
+    torch.manual_seed(1)
+    model = ScoreComparisonModel(score, d_in=1, d_f=F.shape[-1], d_k=16, n_classes=4)
+    with torch.no_grad():
+        order = [model(torch.full((100, 1), x), F)[1].argsort(-1) for x in (0.1, 1.0, 7.0)]
+    assert torch.equal(order[0], order[1]) and torch.equal(order[1], order[2])
+    with torch.no_grad():  # a negative query reverses it, as x_q e_l says
+        reverse = model(torch.full((100, 1), -1.0), F)[1].argsort(-1)
+    assert torch.equal(reverse, order[1].flip(-1))

@@ -46,7 +46,7 @@ def check_ex1(grad_fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
             raise RuntimeError("autograd gave no gradient for the scores")
         a = torch.softmax(e.detach(), -1)
         for b in (0.0, 3.0):
-            hint = "take the expectation over m of (L_m - b)([l = m] - a_l); the baseline must cancel"
+            hint = "write the expectation out term by term for one score e_l, and check what becomes of b"
             _compare(grad_fn(a, L, b), grad, f"n={n}, b={b}", hint, atol=1e-9, digits=4)
     return "correct: your closed form matches autograd for both baselines"
 

@@ -33,7 +33,8 @@ def check_ex1(count_fn: Callable[[int, int, int, int], int]) -> str:
         if got != want:
             raise AssertionError(
                 f"(d_q, d_k, d_v, d_w) = {dims}: your count {got} is not the module's "
-                "(count W_1, W_2, the bias b and W_d; a bias after W_d would be useless)"
+                "(count the weights of Eq. (31) term by term; the first part of the exercise tells you whether "
+                "anything follows W_d)"
             )
     return "correct: your count matches the module's parameters"
 
@@ -56,8 +57,8 @@ def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
                 want = float((a * Vx[:, i]).sum())
                 if not abs(float(c[j, i]) - want) < 1e-5:
                     raise AssertionError(
-                        f"d={d}, query {j}, feature {i}: got {float(c[j, i]):.5g}, expected {want:.5g} "
-                        "(scale by sqrt(d) and normalise over the positions, separately for every feature)"
+                        f"d={d}, query {j}, feature {i}: your context entry {float(c[j, i]):.5g} differs from the "
+                        "per-feature loop (over which axis does each feature's softmax run, and what is the scale?)"
                     )
     return "correct: one softmax over positions per feature"
 
@@ -84,7 +85,10 @@ def check_ex3(
         got = {k: tuple(v.shape) for k, v in m.named_parameters()}
         want = {k: tuple(v.shape) for k, v in ref.named_parameters()}
         if got != want:
-            raise AssertionError(f"multi_dimensional={multi}: parameter shapes {got}, expected {want} (d_w = 8)")
+            raise AssertionError(
+                f"multi_dimensional={multi}: your model's parameter shapes {got} are not those of the task model "
+                "with d_w = 8 (build it as the chapter's run() does, changing only d_w)"
+            )
     check_results_and_verdict(
         results,
         "multi-dimensional",

@@ -33,34 +33,43 @@ def check_ex1(penalty_uniform: Callable[[int, int], float]) -> str:
             if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9):
                 raise AssertionError(
                     f"r={r}, n={n}: your penalty {got:.10g} is not right "
-                    "(the diagonal of A A^T holds 1/n, and so does every off-diagonal entry)"
+                    "(work out A A^T - I by hand for r = n = 2 and compare your formula with it before generalising)"
                 )
     return "correct: your formula matches redundancy_penalty"
 
 
-def check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> str:
-    """Ex. 2: ``two_layers(F, weights)`` stacks two QKV self-attention layers with the update of Eq. (37).
+def _pre_norm_stack(F_ex: Tensor, weights: list) -> Tensor:
+    """Two pre-norm layers, ``f + c(Normalize(f))``, with SDPA and ``F.layer_norm`` (no affine parameters)."""
+    out = F_ex
+    for W_q, W_k, W_v in weights:
+        x = F_.layer_norm(out, out.shape[-1:])
+        out = out + F_.scaled_dot_product_attention(x @ W_q.T, x @ W_k.T, x @ W_v.T)
+    return out
 
-    Compared with ``F.scaled_dot_product_attention`` followed by ``F.layer_norm``
-    (no affine parameters), and checked to stay permutation-equivariant.
+
+def check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> str:
+    """Ex. 2: ``two_layers(F, weights)`` stacks two pre-norm self-attention layers, ``f_new = f + c(Normalize(f))``.
+
+    The context of each layer comes from QKV self-attention of the *normalised*
+    vectors and is added to the un-normalised ones (no affine parameters).
+    Compared with ``F.scaled_dot_product_attention`` and ``F.layer_norm``, and
+    checked to stay permutation-equivariant. Raises ``AssertionError`` with a hint.
     """
     gen = torch.Generator().manual_seed(7)
-    F_ex = torch.randn(9, 6, generator=gen)
+    F_ex = 3 * torch.randn(9, 6, generator=gen) + 1  # not already normalised
     weights = [tuple(torch.randn(6, 6, generator=gen) for _ in range(3)) for _ in range(2)]
-    out = two_layers(F_ex, weights)
-    ref = F_ex
-    for W_q, W_k, W_v in weights:
-        ref = F_.layer_norm(ref + F_.scaled_dot_product_attention(ref @ W_q.T, ref @ W_k.T, ref @ W_v.T), (6,))
+    out = torch.as_tensor(run_answer(two_layers, F_ex, weights, what="n_f=9, d_f=6"))
+    ref = _pre_norm_stack(F_ex, weights)
     if tuple(out.shape) != (9, 6):
         raise AssertionError(f"expected (n_f, d_f) = (9, 6), got {tuple(out.shape)}")
     diff = float((out - ref).abs().max())
     if not diff < 1e-4:
         raise AssertionError(
-            f"max |yours - reference| = {diff:.3g}: each layer is f_new = Normalize(f_old + c) with c from QKV "
-            "self-attention of the previous layer's output"
+            f"max |yours - reference| = {diff:.3g}: in a pre-norm layer, which vectors does the attention read, "
+            "and which vectors is its context added to?"
         )
     p = torch.randperm(9, generator=gen)
-    if not torch.allclose(two_layers(F_ex[p], weights), out[p], atol=1e-4):
+    if not torch.allclose(torch.as_tensor(two_layers(F_ex[p], weights)), out[p], atol=1e-4):
         raise AssertionError("the stack must be permutation-equivariant")
     return "correct, and the stack is permutation-equivariant"
 
@@ -122,14 +131,12 @@ def hidden_check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> None:
     """
     gen = torch.Generator().manual_seed(71)
     for n, d in ((3, 4), (1, 8)):
-        F_ex = torch.randn(n, d, generator=gen)
+        F_ex = 2 * torch.randn(n, d, generator=gen) - 1
         weights = [tuple(torch.randn(d, d, generator=gen) for _ in range(3)) for _ in range(2)]
-        ref = F_ex
-        for W_q, W_k, W_v in weights:
-            ref = F_.layer_norm(ref + F_.scaled_dot_product_attention(ref @ W_q.T, ref @ W_k.T, ref @ W_v.T), (d,))
+        ref = _pre_norm_stack(F_ex, weights)
         out = torch.as_tensor(run_answer(two_layers, F_ex, weights, what=f"n_f={n}, d_f={d}"))
         if out.shape != ref.shape or not torch.allclose(out, ref, atol=1e-5):
-            raise AssertionError(f"n_f={n}, d_f={d}: the stack differs from two layers of Eq. (35) and (37)")
+            raise AssertionError(f"n_f={n}, d_f={d}: the stack differs from two pre-norm layers")
 
 
 def hidden_check_ex3(
