@@ -11,22 +11,41 @@ from attnsurvey.evaluation import extrinsic as ex
 from attnsurvey.exercises import ch04_1_extrinsic_evaluation as checks
 
 
+C_HALF = 40 / (1 + math.log(2))  # BP = exp(1 - r / c) = 1/2 with r = 40
+
+
 def test_ex1_solution_passes():
-    assert "correct" in checks.check_ex1(math.exp(1 - 40 / 30))
+    assert "correct" in checks.check_ex1(C_HALF)
+    assert "correct" in checks.check_ex1(23.62)  # two decimals, as the exercise asks
+    assert "correct" in checks.check_ex1(torch.tensor(C_HALF))
 
 
-def test_ex1_swapped_lengths_fail():
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        40 / 2,  # half the reference length: the case the chapter displays (BP = e^-1)
+        40 * math.log(2),  # r ln 2: solving r / c = ln 2 instead of 1 - r / c = -ln 2
+        40 / (1 - math.log(2)),  # a sign slip: longer than r, where BP is 1
+        math.exp(1 - 40 / 30),  # the old exercise's penalty, pasted
+    ],
+)
+def test_ex1_plausible_wrong_answers_fail(wrong):
+    with pytest.raises(AssertionError, match="gives BP"):
+        checks.check_ex1(wrong)
     with pytest.raises(AssertionError):
-        checks.check_ex1(math.exp(1 - 30 / 40))
+        checks.hidden_check_ex1(wrong)
 
 
-def test_ex1_value_rounded_as_in_the_solution_passes():
-    assert "correct" in checks.check_ex1(0.7165)  # the Solution box prints "approx. 0.7165"
+def test_ex1_hint_does_not_state_the_answer():
+    with pytest.raises(AssertionError) as err:
+        checks.check_ex1(20)
+    assert "23.6" not in str(err.value) and "1 + ln" not in str(err.value) and "log(2)" not in str(err.value)
 
 
-def test_ex1_too_coarse_rounding_fails_with_a_rounding_hint():
-    with pytest.raises(AssertionError, match="four decimals"):
-        checks.check_ex1(0.72)
+@pytest.mark.parametrize("blank", [None, True, "23.62", float("nan"), -23.62])
+def test_ex1_blank_or_non_numbers_fail_with_a_message(blank):
+    with pytest.raises(AssertionError, match="c_half"):
+        checks.check_ex1(blank)
 
 
 def _cer(references, hypotheses, by_hypothesis=False):
@@ -64,12 +83,11 @@ def test_ex3_reversed_sign_fails():
         checks.check_ex3(drop)
 
 
-def test_hidden_ex1_accepts_the_solution_and_rejects_a_value_rounded_the_wrong_way():
-    checks.hidden_check_ex1(math.exp(1 - 40 / 30))
-    checks.hidden_check_ex1(0.7165)
-    assert "correct" in checks.check_ex1(0.71656)  # within the visible tolerance ...
-    with pytest.raises(AssertionError, match="four decimals"):
-        checks.hidden_check_ex1(0.71656)  # ... but it rounds to the wrong fourth decimal
+def test_hidden_ex1_accepts_the_solution_and_rejects_a_length_off_by_a_hundredth():
+    checks.hidden_check_ex1(C_HALF)
+    checks.hidden_check_ex1(23.62)
+    with pytest.raises(AssertionError, match="brevity penalty of 1/2"):
+        checks.hidden_check_ex1(C_HALF + 0.01)
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_the_hypothesis_length():

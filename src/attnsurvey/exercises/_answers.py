@@ -1,4 +1,4 @@
-"""Shared pieces of the self-checks: a count given as a whole number, a taxonomy point against a reference.
+"""Shared pieces of the self-checks: a count given as a whole number, a real number, a taxonomy point against a reference.
 
 Each raises ``AssertionError`` with a hint, as every check does, so a check
 reads as the exercise's own logic.
@@ -6,6 +6,7 @@ reads as the exercise's own logic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,22 @@ def whole_number(answer: object, what: str) -> int:
     if not value.is_integer():
         raise AssertionError(f"got {answer}: {what} is a whole number")
     return int(value)
+
+
+def real_number(answer: object, what: str) -> float:
+    """``answer`` as a finite ``float``; raises ``AssertionError`` (naming ``what``) for None, a bool or a non-number.
+
+    Accepts ints, floats, numpy and 0-d torch numbers.
+    """
+    if answer is None or isinstance(answer, (bool, str, bytes)):
+        raise AssertionError(f"set {what} to a number (got {answer!r})")
+    try:
+        value = float(answer)  # type: ignore[arg-type]  # any number-like answer; a non-number is the reader's slip
+    except (TypeError, ValueError):
+        raise AssertionError(f"got {answer!r}: {what} is a number") from None
+    if not math.isfinite(value):
+        raise AssertionError(f"got {answer}: {what} is a finite number")
+    return value
 
 
 def dimensions_changed(point: object, reference: tx.TaxonomyPoint) -> list[str]:
