@@ -10,7 +10,6 @@ import torch
 from attnsurvey.evaluation import extrinsic as ex
 from attnsurvey.exercises import ch04_1_extrinsic_evaluation as checks
 
-
 C_HALF = 40 / (1 + math.log(2))  # BP = exp(1 - r / c) = 1/2 with r = 40
 
 
