@@ -7,20 +7,38 @@ import pytest
 from attnsurvey import builder as B
 from attnsurvey.exercises import ch05_conclusion as ex
 
+D, H = 48, 4  # the exercise's widths; the chapter prints the model with d = 16, h = 2 only
+
 
 def test_ex1_solution_passes():
-    assert "correct" in ex.check_ex1(16 * 16 // 2)
+    assert "correct" in ex.check_ex1(D * D // H)  # h (d/h)^2 = d^2 / h = 576
 
 
-def test_ex1_single_head_count_fails():
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        D * D,  # one multi-dimensional head of width d
+        (D // H) ** 2,  # one head's W_d only
+        D * H,  # d x h, a shape slip
+        16 * 16 // 2,  # the chapter's printed model (d = 16, h = 2): 8 x 8 x 2, pasted
+        None,
+    ],
+)
+def test_ex1_plausible_wrong_answers_fail(wrong):
     with pytest.raises(AssertionError):
-        ex.check_ex1(16 * 16)
+        ex.check_ex1(wrong)
+
+
+def test_ex1_hint_does_not_state_the_answer_or_the_step():
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(D * D)
+    assert "576" not in str(err.value) and "multiply" not in str(err.value)
 
 
 def test_ex1_not_a_whole_number_fails():
-    assert "correct" in ex.check_ex1(128.0)
+    assert "correct" in ex.check_ex1(576.0)
     with pytest.raises(AssertionError):
-        ex.check_ex1(128.9)  # int() would truncate it to the right count
+        ex.check_ex1(576.9)  # int() would truncate it to the right count
 
 
 def test_ex2_solution_passes():
@@ -67,9 +85,11 @@ def test_ex3_four_heads_without_multi_dimensional_fails():
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_head_count():
-    ex.hidden_check_ex1(16 * 16 // 2)
+    ex.hidden_check_ex1(D * D // H)
     with pytest.raises(AssertionError):
-        ex.hidden_check_ex1(16 * 16)
+        ex.hidden_check_ex1(D * D)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex1(True)
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():

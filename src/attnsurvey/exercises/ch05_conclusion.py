@@ -23,13 +23,18 @@ def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
 
 
 def check_ex1(answer: int) -> str:
-    """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 16``, ``h = 2``."""
+    """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 48``, ``h = 4``.
+
+    The reference counts the built model's matrices, so it follows the builder's widths.
+    """
     # cast: nn.ModuleList is not generic; Heads fills .steps with AttentionSteps only
-    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(16, 2).main.steps)
+    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(48, 4).main.steps)
+    if answer is None or isinstance(answer, bool):
+        raise AssertionError(f"set n_wd to a number (got {answer!r})")
     if whole_number(answer, "a number of parameters") != total:
         raise AssertionError(
-            f"got {answer}: count the entries of one head's W_d (each head has width d/h) and multiply by "
-            "the number of heads"
+            f"got {answer}: not the number of entries of all the W_d matrices of the model with d = 48, h = 4 "
+            "(the text says which widths the builder gives each head)"
         )
     return "correct"
 
@@ -67,11 +72,11 @@ def check_ex3(model: torch.nn.Module) -> str:
 
 
 def hidden_check_ex1(answer: int) -> None:
-    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 16, h = 2.
+    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 48, h = 4.
 
     Raises ``AssertionError``.
     """
-    d, h = 16, 2
+    d, h = 48, 4
     if isinstance(answer, bool) or whole_number(answer, "a number of parameters") != h * (d // h) ** 2:
         raise AssertionError("count the entries of every head's W_d")
 
