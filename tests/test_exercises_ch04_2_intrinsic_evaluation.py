@@ -87,3 +87,11 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_a_mean_of_sentence_aers():
     ex.hidden_check_ex3(_corpus_aer)
     with pytest.raises(AssertionError, match="corpus AER"):
         ex.hidden_check_ex3(_mean_of_sentence_aers)
+
+
+def test_ex1_hints_do_not_state_the_key_step():
+    for check in (ex.check_ex1, ex.hidden_check_ex1):
+        with pytest.raises(AssertionError) as err:
+            check(0.5)
+        message = str(err.value)
+        assert "24" not in message and "three" not in message and "0.5625" not in message

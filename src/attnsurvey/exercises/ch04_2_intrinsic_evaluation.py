@@ -24,8 +24,8 @@ def check_ex1(ac_value: float) -> str:
     want = float(it.attention_correctness(a, G))
     if not abs(float(ac_value) - want) < 1e-6:
         raise AssertionError(
-            f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions "
-            "(the rest is spread over 24 regions)"
+            f"got {ac_value}: that is not the weight these attention weights put on the ground-truth regions "
+            "(Eq. 46 sums over every region in G)"
         )
     return "correct"
 
@@ -109,7 +109,7 @@ def hidden_check_ex1(ac_value: float) -> None:
 
     exact = Fraction(1, 2) + 3 * Fraction(1, 2) / 24
     if not abs(float(ac_value) - float(exact)) < 1e-12:
-        raise AssertionError("AC is not exact: add the 0.5 and three shares of the remaining 0.5 over 24 regions")
+        raise AssertionError("AC is not exact: compute it as a fraction, without rounding")
 
 
 def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> None:
