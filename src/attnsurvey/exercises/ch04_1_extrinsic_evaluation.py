@@ -66,12 +66,41 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
     return "correct: CER agrees with jiwer"
 
 
-def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> str:
-    """Ex. 3: ``drop(model, x, y)`` = accuracy with learned weights minus accuracy with uniform weights.
+VERDICTS = ("more", "less", "unresolved")
 
-    The check compares with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
-    on probe models of its own whose weights make the two accuracies differ. It
-    checks the function only, not the reader's comparison of 10 and 20 tokens.
+
+def _check_verdict(verdict: str, drops10: Sequence[float], drops20: Sequence[float]) -> None:
+    """The verdict of Ex. 3 against the paired interval of the reader's drops; ``AssertionError`` otherwise."""
+    from ..stats import paired_difference
+
+    if verdict not in VERDICTS:
+        raise AssertionError(f"replacement_hurts must be one of {VERDICTS}, got {verdict!r}")
+    d10, d20 = list(drops10), list(drops20)
+    if len(d10) != len(d20) or len(d10) < 2:
+        raise AssertionError(
+            f"give one drop per seed at 10 and at 20 tokens, on the same seeds (got {len(d10)} and {len(d20)})"
+        )
+    diff = paired_difference(d20, d10)
+    want = "more" if diff.low > 0 else "less" if diff.high < 0 else "unresolved"
+    if verdict != want:
+        raise AssertionError(
+            f"replacement_hurts = {verdict!r} does not follow from the paired 95% interval of your drops "
+            "(20 tokens minus 10)"
+        )
+
+
+def check_ex3(
+    drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float],
+    verdict: str,
+    drops10: Sequence[float],
+    drops20: Sequence[float],
+) -> str:
+    """Ex. 3: ``drop(model, x, y)`` and the verdict on 20 against 10 tokens.
+
+    ``drop`` is compared with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
+    on probe models of its own whose weights make the two accuracies differ; the
+    verdict (``"more"``, ``"less"`` or ``"unresolved"``) must follow from the paired
+    95% interval of the reader's own drops, ``drops20 - drops10``.
     """
     from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
@@ -97,7 +126,8 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
         drops.append(want)
     if not any(abs(d) > 0.02 for d in drops):
         raise RuntimeError("internal: the check's models must separate learned and uniform weights")
-    return "correct: the drop is learned minus uniform accuracy"
+    _check_verdict(verdict, drops10, drops20)
+    return "correct: the drop is learned minus uniform accuracy, and the verdict follows from your paired interval"
 
 
 def hidden_check_ex1(c_half: float) -> None:
@@ -125,8 +155,19 @@ def hidden_check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) ->
             raise AssertionError(f"references {r}, hypotheses {h}: your CER disagrees with jiwer")
 
 
-def hidden_check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> None:
-    """Hidden test of Ex. 3: ``drop`` on a probe model of another size (16 tokens, 6 classes). Raises ``AssertionError``."""
+def hidden_check_ex3(
+    drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float],
+    verdict: str,
+    drops10: Sequence[float],
+    drops20: Sequence[float],
+) -> None:
+    """Hidden test of Ex. 3: ``drop`` on a probe model of another size (16 tokens, 6 classes), and the verdict.
+
+    The verdict is checked as in :func:`check_ex3`, and the drops must be five, one per seed. Raises ``AssertionError``.
+    """
+    if len(list(drops10)) != 5 or len(list(drops20)) != 5:
+        raise AssertionError("one drop per seed: five at 10 tokens and five at 20")
+    _check_verdict(verdict, drops10, drops20)
     from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
 
