@@ -70,18 +70,40 @@ def _md_mh(**kw):
     return B.build_model(B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), 16, 4, **kw)
 
 
+# accuracies like the chapter's stored ones (four heads 0.812 ± 0.006, two heads 0.816 ± 0.020): unresolved
+ACC4 = [0.81, 0.82, 0.805, 0.815, 0.81]
+ACC2 = [0.83, 0.79, 0.84, 0.80, 0.82]
+LOWER = [0.70, 0.72, 0.71, 0.69, 0.70]
+
+
 def test_ex3_solution_passes():
-    assert "correct" in ex.check_ex3(_md_mh(heads=4))
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "unresolved", ACC4, ACC2)
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "worse", LOWER, ACC2)
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "better", ACC2, LOWER)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "acc4"),
+    [
+        ("worse", ACC4),  # the mean is lower, but the interval includes zero
+        ("better", ACC4),  # "more heads help": the expectation, not the result
+        ("unresolved", LOWER),
+        (False, ACC4),  # a yes/no answer to "is it better?"
+    ],
+)
+def test_ex3_wrong_verdicts_fail(verdict, acc4):
+    with pytest.raises(AssertionError, match="four_vs_two"):
+        ex.check_ex3(_md_mh(heads=4), verdict, acc4, ACC2)
 
 
 def test_ex3_default_two_heads_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(_md_mh())
+        ex.check_ex3(_md_mh(), "unresolved", ACC4, ACC2)
 
 
 def test_ex3_four_heads_without_multi_dimensional_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4))
+        ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4), "unresolved", ACC4, ACC2)
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_head_count():
@@ -116,13 +138,20 @@ def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
 
 
 def test_hidden_ex3_accepts_the_solution_and_rejects_an_extra_change():
-    ex.hidden_check_ex3(_md_mh(heads=4))
+    ex.hidden_check_ex3(_md_mh(heads=4), "unresolved", ACC4, ACC2)
     extra = B.build_model(
         B.point(query_type="self-attention", dimensionality="multi-dimensional", query_multiplicity="multi-head"),
         16,
         4,
         heads=4,
     )
-    assert "correct" in ex.check_ex3(extra)
+    assert "correct" in ex.check_ex3(extra, "unresolved", ACC4, ACC2)
     with pytest.raises(AssertionError, match="nothing else"):
-        ex.hidden_check_ex3(extra)
+        ex.hidden_check_ex3(extra, "unresolved", ACC4, ACC2)
+
+
+def test_hidden_ex3_rejects_fewer_seeds_and_a_wrong_verdict():
+    with pytest.raises(AssertionError, match="one accuracy per seed"):
+        ex.hidden_check_ex3(_md_mh(heads=4), "unresolved", ACC4[:3], ACC2[:3])
+    with pytest.raises(AssertionError, match="four_vs_two"):
+        ex.hidden_check_ex3(_md_mh(heads=4), "better", ACC4, ACC2)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..evaluation import extrinsic as ex
-from ._answers import real_number, run_answer
+from ._answers import paired_verdict, real_number, run_answer
 
 
 def _brevity_penalty(c: float, r: float) -> float:
@@ -66,27 +66,9 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
     return "correct: CER agrees with jiwer"
 
 
-VERDICTS = ("more", "less", "unresolved")
-
-
 def _check_verdict(verdict: str, drops10: Sequence[float], drops20: Sequence[float]) -> None:
-    """The verdict of Ex. 3 against the paired interval of the reader's drops; ``AssertionError`` otherwise."""
-    from ..stats import paired_difference
-
-    if verdict not in VERDICTS:
-        raise AssertionError(f"replacement_hurts must be one of {VERDICTS}, got {verdict!r}")
-    d10, d20 = list(drops10), list(drops20)
-    if len(d10) != len(d20) or len(d10) < 2:
-        raise AssertionError(
-            f"give one drop per seed at 10 and at 20 tokens, on the same seeds (got {len(d10)} and {len(d20)})"
-        )
-    diff = paired_difference(d20, d10)
-    want = "more" if diff.low > 0 else "less" if diff.high < 0 else "unresolved"
-    if verdict != want:
-        raise AssertionError(
-            f"replacement_hurts = {verdict!r} does not follow from the paired 95% interval of your drops "
-            "(20 tokens minus 10)"
-        )
+    """The verdict of Ex. 3 on the reader's drops, 20 tokens minus 10; ``AssertionError`` otherwise."""
+    paired_verdict(verdict, drops20, drops10, "replacement_hurts", ("more", "less", "unresolved"))
 
 
 def check_ex3(

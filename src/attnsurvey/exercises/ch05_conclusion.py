@@ -7,12 +7,13 @@ models themselves; they never trust a number the reader reports.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import torch
 
 from .. import builder as B
-from ._answers import whole_number
+from ._answers import paired_verdict, whole_number
 
 
 def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
@@ -55,8 +56,15 @@ def check_ex2(model: torch.nn.Module) -> str:
     return "correct: hard alignment, multi-head + multi-hop, self-attention + basic queries"
 
 
-def check_ex3(model: torch.nn.Module) -> str:
-    """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``)."""
+VERDICT_WORDS = ("better", "worse", "unresolved")
+
+
+def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> str:
+    """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``), and the verdict on four - two heads.
+
+    The verdict must follow from the paired 95% interval of the reader's own accuracies
+    (``acc4`` with four heads, ``acc2`` with two, on the same seeds).
+    """
     steps = getattr(getattr(model, "main", None), "steps", None)
     if steps is None:
         raise AssertionError("build the model with attnsurvey.builder.build_model (multi-dimensional + multi-head)")
@@ -68,7 +76,8 @@ def check_ex3(model: torch.nn.Module) -> str:
             f"each head's W_d must be (d/h) x (d/h) = (4, 4) for d = 16, got {sorted(shapes) or 'no W_d'} "
             "(is the model multi-dimensional?)"
         )
-    return "correct: four heads, each with a 4 x 4 W_d"
+    paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
+    return "correct: four heads, each with a 4 x 4 W_d, and the verdict follows from your paired interval"
 
 
 def hidden_check_ex1(answer: int) -> None:
@@ -96,11 +105,14 @@ def hidden_check_ex2(model: torch.nn.Module) -> None:
         )
 
 
-def hidden_check_ex3(model: torch.nn.Module) -> None:
-    """Hidden test of Ex. 3: the model is the chapter's multi-dimensional + multi-head point, nothing else changed.
+def hidden_check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> None:
+    """Hidden test of Ex. 3: the chapter's multi-dimensional + multi-head point, nothing else changed; five seeds each.
 
     Raises ``AssertionError``.
     """
+    if len(list(acc4)) != 5 or len(list(acc2)) != 5:
+        raise AssertionError("one accuracy per seed: five with four heads and five with two")
+    paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     want = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
     if B.describe(model) != want:
         raise AssertionError(
