@@ -78,7 +78,6 @@ UNPRINTED_NUMBERS = {
     ("ch03_1_3_feature_representations", "0.7311"): "exercise 1's hand-worked answer (its check keeps answers back)",
     ("ch04_1_extrinsic_evaluation", "23.62"): "exercise 1's hand-worked answer (its check keeps answers back)",
     ("ch04_1_extrinsic_evaluation", "1.6931"): "exercise 1's solution, 1 + ln 2",
-    ("ch04_1_extrinsic_evaluation", "0.37"): "exercise 1's solution, e^-1 (printed as 36.7879 on the BLEU scale)",
     ("ch04_2_intrinsic_evaluation", "0.5625"): "exercise 1's hand-worked answer (its check keeps answers back)",
     ("ch03_2_1_attention_scoring", "0.51"): "a bound derived in the text, e/(e + 7/e)",
     ("ch04_1_extrinsic_evaluation", "0.46"): "per-seed 0.458 rounded",
