@@ -65,6 +65,16 @@ def test_ex2_dividing_by_hypothesis_length_fails():
         checks.check_ex2(lambda r, h: _cer(r, h, by_hypothesis=True))
 
 
+def test_ex2_hint_does_not_state_the_key_step():
+    """The message points to the WER paragraph; it does not say what to sum or what to divide by."""
+    with pytest.raises(AssertionError) as caught:
+        checks.check_ex2(lambda r, h: _cer(r, h, by_hypothesis=True))
+    message = str(caught.value).lower()
+    for step in ("sum", "divide", "reference characters", "s + d + i"):
+        if step in message:
+            raise AssertionError(f"the ex. 2 hint states the step ({step!r}): {message}")
+
+
 def _drop(model, x, y):
     learned, uniform = ex.uniform_attention_ablation(model, x, y)
     return learned - uniform

@@ -61,7 +61,7 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
         if not abs(got - want) < 1e-6:
             raise AssertionError(
                 f"references {r}, hypotheses {h}: got {got:.4f}, jiwer says {want:.4f} "
-                "(sum S + D + I over the corpus, divide by the number of reference characters)"
+                "(reread how the chapter's WER treats a corpus of several sentences)"
             )
     return "correct: CER agrees with jiwer"
 
