@@ -139,3 +139,11 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_a_verdict_that_is_not_a_boo
     assert "correct" in ex.check_ex3(_evaluate, tagger, 0)
     with pytest.raises(AssertionError, match="True or False"):
         ex.hidden_check_ex3(_evaluate, tagger, 0)
+
+
+def test_ex1_hint_does_not_state_the_expected_pair():
+    """The message names the inputs and the reader's values, never the pair of row t + k."""
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(lambda P, t, k, i: _rotate(P, t, k, i, sign=-1.0))
+    message = str(err.value)
+    assert "P[t+k] has" not in message and "10000" not in message

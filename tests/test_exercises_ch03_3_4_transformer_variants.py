@@ -75,3 +75,11 @@ def test_hidden_ex3_accepts_the_solution_and_rejects_a_verdict_that_is_not_a_boo
         ex.hidden_check_ex3(_lsh_error, 1)
     with pytest.raises(AssertionError, match="not right"):
         ex.hidden_check_ex3(lambda X, V, b, m: _lsh_error(X, V, b, m, shared=False), True)
+
+
+def test_ex2_clipping_at_w_fails():
+    """Clipping at b = w (not above it) keeps every pair: both checks reject it."""
+    with pytest.raises(AssertionError):
+        ex.check_ex2(lambda n, w: clipped_relative_positions(n, n, w).abs() <= w)
+    with pytest.raises(AssertionError, match="band"):
+        ex.hidden_check_ex2(lambda n, w: clipped_relative_positions(n, n, w).abs() <= w)

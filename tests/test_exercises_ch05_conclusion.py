@@ -7,20 +7,38 @@ import pytest
 from attnsurvey import builder as B
 from attnsurvey.exercises import ch05_conclusion as ex
 
+D, H = 48, 4  # the exercise's widths; the chapter prints the model with d = 16, h = 2 only
+
 
 def test_ex1_solution_passes():
-    assert "correct" in ex.check_ex1(16 * 16 // 2)
+    assert "correct" in ex.check_ex1(D * D // H)  # h (d/h)^2 = d^2 / h = 576
 
 
-def test_ex1_single_head_count_fails():
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        D * D,  # one multi-dimensional head of width d
+        (D // H) ** 2,  # one head's W_d only
+        D * H,  # d x h, a shape slip
+        16 * 16 // 2,  # the chapter's printed model (d = 16, h = 2): 8 x 8 x 2, pasted
+        None,
+    ],
+)
+def test_ex1_plausible_wrong_answers_fail(wrong):
     with pytest.raises(AssertionError):
-        ex.check_ex1(16 * 16)
+        ex.check_ex1(wrong)
+
+
+def test_ex1_hint_does_not_state_the_answer_or_the_step():
+    with pytest.raises(AssertionError) as err:
+        ex.check_ex1(D * D)
+    assert "576" not in str(err.value) and "multiply" not in str(err.value)
 
 
 def test_ex1_not_a_whole_number_fails():
-    assert "correct" in ex.check_ex1(128.0)
+    assert "correct" in ex.check_ex1(576.0)
     with pytest.raises(AssertionError):
-        ex.check_ex1(128.9)  # int() would truncate it to the right count
+        ex.check_ex1(576.9)  # int() would truncate it to the right count
 
 
 def test_ex2_solution_passes():
@@ -52,24 +70,48 @@ def _md_mh(**kw):
     return B.build_model(B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), 16, 4, **kw)
 
 
+# accuracies like the chapter's stored ones (four heads 0.812 ± 0.006, two heads 0.816 ± 0.020): unresolved
+ACC4 = [0.81, 0.82, 0.805, 0.815, 0.81]
+ACC2 = [0.83, 0.79, 0.84, 0.80, 0.82]
+LOWER = [0.70, 0.72, 0.71, 0.69, 0.70]
+
+
 def test_ex3_solution_passes():
-    assert "correct" in ex.check_ex3(_md_mh(heads=4))
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "unresolved", ACC4, ACC2)
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "worse", LOWER, ACC2)
+    assert "correct" in ex.check_ex3(_md_mh(heads=4), "better", ACC2, LOWER)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "acc4"),
+    [
+        ("worse", ACC4),  # the mean is lower, but the interval includes zero
+        ("better", ACC4),  # "more heads help": the expectation, not the result
+        ("unresolved", LOWER),
+        (False, ACC4),  # a yes/no answer to "is it better?"
+    ],
+)
+def test_ex3_wrong_verdicts_fail(verdict, acc4):
+    with pytest.raises(AssertionError, match="four_vs_two"):
+        ex.check_ex3(_md_mh(heads=4), verdict, acc4, ACC2)
 
 
 def test_ex3_default_two_heads_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(_md_mh())
+        ex.check_ex3(_md_mh(), "unresolved", ACC4, ACC2)
 
 
 def test_ex3_four_heads_without_multi_dimensional_fails():
     with pytest.raises(AssertionError):
-        ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4))
+        ex.check_ex3(B.build_model(B.point(query_multiplicity="multi-head"), 16, 4, heads=4), "unresolved", ACC4, ACC2)
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_head_count():
-    ex.hidden_check_ex1(16 * 16 // 2)
+    ex.hidden_check_ex1(D * D // H)
     with pytest.raises(AssertionError):
-        ex.hidden_check_ex1(16 * 16)
+        ex.hidden_check_ex1(D * D)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex1(True)
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
@@ -96,13 +138,20 @@ def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
 
 
 def test_hidden_ex3_accepts_the_solution_and_rejects_an_extra_change():
-    ex.hidden_check_ex3(_md_mh(heads=4))
+    ex.hidden_check_ex3(_md_mh(heads=4), "unresolved", ACC4, ACC2)
     extra = B.build_model(
         B.point(query_type="self-attention", dimensionality="multi-dimensional", query_multiplicity="multi-head"),
         16,
         4,
         heads=4,
     )
-    assert "correct" in ex.check_ex3(extra)
+    assert "correct" in ex.check_ex3(extra, "unresolved", ACC4, ACC2)
     with pytest.raises(AssertionError, match="nothing else"):
-        ex.hidden_check_ex3(extra)
+        ex.hidden_check_ex3(extra, "unresolved", ACC4, ACC2)
+
+
+def test_hidden_ex3_rejects_fewer_seeds_and_a_wrong_verdict():
+    with pytest.raises(AssertionError, match="one accuracy per seed"):
+        ex.hidden_check_ex3(_md_mh(heads=4), "unresolved", ACC4[:3], ACC2[:3])
+    with pytest.raises(AssertionError, match="four_vs_two"):
+        ex.hidden_check_ex3(_md_mh(heads=4), "better", ACC4, ACC2)

@@ -1,4 +1,4 @@
-"""Shared pieces of the self-checks: a count given as a whole number, a taxonomy point against a reference.
+"""Shared pieces of the self-checks: a count given as a whole number, a real number, a verdict on a paired difference, a taxonomy point against a reference.
 
 Each raises ``AssertionError`` with a hint, as every check does, so a check
 reads as the exercise's own logic.
@@ -6,7 +6,8 @@ reads as the exercise's own logic.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +27,44 @@ def whole_number(answer: object, what: str) -> int:
     if not value.is_integer():
         raise AssertionError(f"got {answer}: {what} is a whole number")
     return int(value)
+
+
+def real_number(answer: object, what: str) -> float:
+    """``answer`` as a finite ``float``; raises ``AssertionError`` (naming ``what``) for None, a bool or a non-number.
+
+    Accepts ints, floats, numpy and 0-d torch numbers.
+    """
+    if answer is None or isinstance(answer, (bool, str, bytes)):
+        raise AssertionError(f"set {what} to a number (got {answer!r})")
+    try:
+        value = float(answer)  # type: ignore[arg-type]  # any number-like answer; a non-number is the reader's slip
+    except (TypeError, ValueError):
+        raise AssertionError(f"got {answer!r}: {what} is a number") from None
+    if not math.isfinite(value):
+        raise AssertionError(f"got {answer}: {what} is a finite number")
+    return value
+
+
+def paired_verdict(
+    verdict: object, a: Sequence[float], b: Sequence[float], name: str, words: tuple[str, str, str]
+) -> None:
+    """Check a reader's verdict on ``a - b`` (paired over seeds) against its 95% interval.
+
+    ``words`` name the three cases: the interval above zero, below zero, and
+    containing zero. Raises ``AssertionError`` (naming ``name``) for another word,
+    unpaired lists, or a verdict the interval does not give.
+    """
+    from ..stats import paired_difference
+
+    if verdict not in words:
+        raise AssertionError(f"{name} must be one of {words}, got {verdict!r}")
+    a, b = list(a), list(b)
+    if len(a) != len(b) or len(a) < 2:
+        raise AssertionError(f"{name}: give one value per seed for both, on the same seeds (got {len(a)} and {len(b)})")
+    diff = paired_difference(a, b)
+    want = words[0] if diff.low > 0 else words[1] if diff.high < 0 else words[2]
+    if verdict != want:
+        raise AssertionError(f"{name} = {verdict!r} does not follow from the paired 95% interval of your own results")
 
 
 def dimensions_changed(point: object, reference: tx.TaxonomyPoint) -> list[str]:

@@ -42,8 +42,8 @@ def check_ex1(rotate: Callable[[Tensor, int, int, int], Tensor]) -> str:
             )
         if not torch.allclose(got, want, atol=1e-9):
             raise AssertionError(
-                f"(t, k, i) = {(t, k, i)}: got {got.tolist()}, P[t+k] has {want.tolist()} "
-                "(check the angle k * 10000^(-2i/d) and the sign of the sines in R)"
+                f"(t, k, i) = {(t, k, i)}: got {got.tolist()}, which is not the pair of row t + k "
+                "(check the angle, and which way the rotation turns in the table's (sine, cosine) order)"
             )
     return "correct: the pair at t + k is a rotation of the pair at t by k * omega_i"
 

@@ -13,20 +13,36 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..evaluation import extrinsic as ex
-from ._answers import run_answer
+from ._answers import paired_verdict, real_number, run_answer
 
 
-def check_ex1(bp: float) -> str:
-    """Ex. 1: the brevity penalty for total hypothesis length ``c = 30`` and reference length ``r = 40``.
+def _brevity_penalty(c: float, r: float) -> float:
+    """BLEU's brevity penalty for total hypothesis length ``c`` and reference length ``r`` (lengths may be real)."""
+    return 1.0 if c >= r else math.exp(1 - r / c)
 
-    The exact value or one rounded to four decimals (0.7165) is right.
+
+def _length(answer: object, what: str) -> float:
+    """``answer`` as a positive length; ``AssertionError`` otherwise."""
+    value = real_number(answer, what)
+    if value <= 0:
+        raise AssertionError(f"got {answer}: {what} is a positive length")
+    return value
+
+
+def check_ex1(c_half: float) -> str:
+    """Ex. 1: the total hypothesis length ``c`` at which the brevity penalty is 1/2, for ``r = 40``.
+
+    Any value within 0.005 of the exact one is right; the hint reports the penalty the
+    answer gives, never the length that gives 1/2.
     """
-    want = math.exp(1 - 40 / 30)
-    err = abs(float(bp) - want)
-    if 5e-5 <= err < 5e-3:
-        raise AssertionError(f"got {bp}: close, but give the value to at least four decimals")
-    if not err < 5e-5:
-        raise AssertionError(f"got {bp}: BP = exp(1 - r / c) when c < r (r is the reference length)")
+    c = _length(c_half, "c_half")
+    r = 40
+    want = r / (1 + math.log(2))
+    if not abs(c - want) < 5e-3:
+        raise AssertionError(
+            f"got c_half = {c_half}: with r = {r} that length gives BP = {_brevity_penalty(c, r):.4f}, not 0.5 "
+            "(solve BP = 1/2 for c in the definition of BP)"
+        )
     return "correct"
 
 
@@ -45,17 +61,28 @@ def check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> str:
         if not abs(got - want) < 1e-6:
             raise AssertionError(
                 f"references {r}, hypotheses {h}: got {got:.4f}, jiwer says {want:.4f} "
-                "(sum S + D + I over the corpus, divide by the number of reference characters)"
+                "(reread how the chapter's WER treats a corpus of several sentences)"
             )
     return "correct: CER agrees with jiwer"
 
 
-def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> str:
-    """Ex. 3: ``drop(model, x, y)`` = accuracy with learned weights minus accuracy with uniform weights.
+def _check_verdict(verdict: str, drops10: Sequence[float], drops20: Sequence[float]) -> None:
+    """The verdict of Ex. 3 on the reader's drops, 20 tokens minus 10; ``AssertionError`` otherwise."""
+    paired_verdict(verdict, drops20, drops10, "replacement_hurts", ("more", "less", "unresolved"))
 
-    The check compares with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
-    on probe models of its own whose weights make the two accuracies differ. It
-    checks the function only, not the reader's comparison of 10 and 20 tokens.
+
+def check_ex3(
+    drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float],
+    verdict: str,
+    drops10: Sequence[float],
+    drops20: Sequence[float],
+) -> str:
+    """Ex. 3: ``drop(model, x, y)`` and the verdict on 20 against 10 tokens.
+
+    ``drop`` is compared with :func:`attnsurvey.evaluation.extrinsic.uniform_attention_ablation`
+    on probe models of its own whose weights make the two accuracies differ; the
+    verdict (``"more"``, ``"less"`` or ``"unresolved"``) must follow from the paired
+    95% interval of the reader's own drops, ``drops20 - drops10``.
     """
     from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
@@ -81,17 +108,20 @@ def check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], f
         drops.append(want)
     if not any(abs(d) > 0.02 for d in drops):
         raise RuntimeError("internal: the check's models must separate learned and uniform weights")
-    return "correct: the drop is learned minus uniform accuracy"
+    _check_verdict(verdict, drops10, drops20)
+    return "correct: the drop is learned minus uniform accuracy, and the verdict follows from your paired interval"
 
 
-def hidden_check_ex1(bp: float) -> None:
-    """Hidden test of Ex. 1: BP rounds to the right fourth decimal (recomputed from the lengths here).
+def hidden_check_ex1(c_half: float) -> None:
+    """Hidden test of Ex. 1: the brevity penalty of the answer, recomputed from the definition, is 1/2 to 2e-4.
+
+    (A length within 0.005 of the exact one, as the visible check accepts, gives a penalty within 2e-4 of 1/2.)
 
     Raises ``AssertionError``.
     """
-    c, r = 30, 40
-    if round(float(bp), 4) != round(math.exp(1 - r / c), 4):
-        raise AssertionError("round the brevity penalty correctly to four decimals")
+    c = _length(c_half, "c_half")
+    if not abs(_brevity_penalty(c, 40) - 0.5) < 2e-4:
+        raise AssertionError("with r = 40, your length does not give a brevity penalty of 1/2")
 
 
 def hidden_check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) -> None:
@@ -107,8 +137,19 @@ def hidden_check_ex2(cer_fn: Callable[[Sequence[str], Sequence[str]], float]) ->
             raise AssertionError(f"references {r}, hypotheses {h}: your CER disagrees with jiwer")
 
 
-def hidden_check_ex3(drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float]) -> None:
-    """Hidden test of Ex. 3: ``drop`` on a probe model of another size (16 tokens, 6 classes). Raises ``AssertionError``."""
+def hidden_check_ex3(
+    drop_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], float],
+    verdict: str,
+    drops10: Sequence[float],
+    drops20: Sequence[float],
+) -> None:
+    """Hidden test of Ex. 3: ``drop`` on a probe model of another size (16 tokens, 6 classes), and the verdict.
+
+    The verdict is checked as in :func:`check_ex3`, and the drops must be five, one per seed. Raises ``AssertionError``.
+    """
+    if len(list(drops10)) != 5 or len(list(drops20)) != 5:
+        raise AssertionError("one drop per seed: five at 10 tokens and five at 20")
+    _check_verdict(verdict, drops10, drops20)
     from ..experiments.evaluation import ProbeModel
     from ..training import seed_everything
 

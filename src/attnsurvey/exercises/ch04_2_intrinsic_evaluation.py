@@ -7,7 +7,7 @@ here from the definitions, never taken from the reader.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -24,8 +24,8 @@ def check_ex1(ac_value: float) -> str:
     want = float(it.attention_correctness(a, G))
     if not abs(float(ac_value) - want) < 1e-6:
         raise AssertionError(
-            f"got {ac_value}: add the 0.5 and the shares of the three other ground-truth regions "
-            "(the rest is spread over 24 regions)"
+            f"got {ac_value}: that is not the weight these attention weights put on the ground-truth regions "
+            "(Eq. 46 sums over every region in G)"
         )
     return "correct"
 
@@ -62,8 +62,29 @@ def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> st
     return "correct: precision and recall bracket 1 - AER"
 
 
-def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], float]) -> str:
-    """Ex. 3: ``model_aer(model, x, S, P)`` is the corpus AER of the model's arg-max alignment.
+LOW_AER = 0.05  # Ex. 3: "a low AER" is below this on every seed
+
+
+def _check_supervision_verdict(supervision_needed: object, aers: Sequence[float]) -> None:
+    """Ex. 3's verdict against the reader's own AERs (no echo, no supervision); ``AssertionError`` otherwise."""
+    if not isinstance(supervision_needed, bool):
+        raise AssertionError(f"supervision_needed is True or False, got {supervision_needed!r}")
+    values = [float(a) for a in aers]
+    if len(values) != 5:
+        raise AssertionError(f"give the AER of each of the five seeds, got {len(values)} values")
+    if supervision_needed != (not all(a < LOW_AER for a in values)):
+        raise AssertionError("supervision_needed does not follow from your AERs without the echo (see the exercise)")
+
+
+def check_ex3(
+    model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], float],
+    supervision_needed: bool,
+    aers: Sequence[float],
+) -> str:
+    """Ex. 3: ``model_aer(model, x, S, P)`` is the corpus AER of the model's arg-max alignment, and the verdict.
+
+    ``supervision_needed`` must follow from the reader's own AERs without the echo
+    (``aers``, one per seed): a low AER is below 0.05 on every seed.
 
     Compared with :func:`attnsurvey.evaluation.intrinsic.alignment_error_rate`
     of :func:`~attnsurvey.evaluation.intrinsic.hard_alignment` over the whole
@@ -92,15 +113,16 @@ def check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], flo
     got = float(model_aer(model, x, S, P))
     if abs(got - per_sentence) < 1e-6:
         raise AssertionError(
-            f"your AER {got:.4f} is the mean of per-sentence AERs; the corpus AER sums "
-            "|A & S|, |A & P|, |A| and |S| over all sentences first"
+            f"your AER {got:.4f} is the mean of per-sentence AERs, not the corpus AER "
+            "(read the docstring of alignment_error_rate)"
         )
     if not abs(got - want) < 1e-6:
         raise AssertionError(
-            f"your AER {got:.4f} is not right: take each target position's arg-max source position and compute "
-            "one AER over the whole corpus with both the sure links S and the possible links P"
+            f"your AER {got:.4f} is not the corpus AER of the model's hard alignment against S and P "
+            "(read the chapter's code section)"
         )
-    return "correct: corpus AER of the hard alignment"
+    _check_supervision_verdict(supervision_needed, aers)
+    return "correct: corpus AER of the hard alignment, and the verdict follows from your AERs"
 
 
 def hidden_check_ex1(ac_value: float) -> None:
@@ -109,7 +131,7 @@ def hidden_check_ex1(ac_value: float) -> None:
 
     exact = Fraction(1, 2) + 3 * Fraction(1, 2) / 24
     if not abs(float(ac_value) - float(exact)) < 1e-12:
-        raise AssertionError("AC is not exact: add the 0.5 and three shares of the remaining 0.5 over 24 regions")
+        raise AssertionError("AC is not exact: compute it as a fraction, without rounding")
 
 
 def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]) -> None:
@@ -128,11 +150,16 @@ def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], tuple[float, float]]
             raise AssertionError(f"a {tuple(S.shape)} alignment: your (precision, recall) is not right")
 
 
-def hidden_check_ex3(model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], float]) -> None:
-    """Hidden test of Ex. 3: another probe model on data without the echo (30 sentences of 5 words).
+def hidden_check_ex3(
+    model_aer: Callable[[torch.nn.Module, Tensor, Tensor, Tensor], float],
+    supervision_needed: bool,
+    aers: Sequence[float],
+) -> None:
+    """Hidden test of Ex. 3: another probe model on data without the echo (30 sentences of 5 words), and the verdict.
 
     Raises ``AssertionError``.
     """
+    _check_supervision_verdict(supervision_needed, aers)
     from ..data.evaluation_tasks import toy_translation_task
     from ..experiments.evaluation import ProbeModel
 

@@ -7,12 +7,13 @@ models themselves; they never trust a number the reader reports.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import torch
 
 from .. import builder as B
-from ._answers import whole_number
+from ._answers import paired_verdict, whole_number
 
 
 def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
@@ -23,13 +24,18 @@ def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
 
 
 def check_ex1(answer: int) -> str:
-    """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 16``, ``h = 2``."""
+    """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 48``, ``h = 4``.
+
+    The reference counts the built model's matrices, so it follows the builder's widths.
+    """
     # cast: nn.ModuleList is not generic; Heads fills .steps with AttentionSteps only
-    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(16, 2).main.steps)
+    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(48, 4).main.steps)
+    if answer is None or isinstance(answer, bool):
+        raise AssertionError(f"set n_wd to a number (got {answer!r})")
     if whole_number(answer, "a number of parameters") != total:
         raise AssertionError(
-            f"got {answer}: count the entries of one head's W_d (each head has width d/h) and multiply by "
-            "the number of heads"
+            f"got {answer}: not the number of entries of all the W_d matrices of the model with d = 48, h = 4 "
+            "(the text says which widths the builder gives each head)"
         )
     return "correct"
 
@@ -50,8 +56,15 @@ def check_ex2(model: torch.nn.Module) -> str:
     return "correct: hard alignment, multi-head + multi-hop, self-attention + basic queries"
 
 
-def check_ex3(model: torch.nn.Module) -> str:
-    """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``)."""
+VERDICT_WORDS = ("better", "worse", "unresolved")
+
+
+def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> str:
+    """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``), and the verdict on four - two heads.
+
+    The verdict must follow from the paired 95% interval of the reader's own accuracies
+    (``acc4`` with four heads, ``acc2`` with two, on the same seeds).
+    """
     steps = getattr(getattr(model, "main", None), "steps", None)
     if steps is None:
         raise AssertionError("build the model with attnsurvey.builder.build_model (multi-dimensional + multi-head)")
@@ -63,15 +76,16 @@ def check_ex3(model: torch.nn.Module) -> str:
             f"each head's W_d must be (d/h) x (d/h) = (4, 4) for d = 16, got {sorted(shapes) or 'no W_d'} "
             "(is the model multi-dimensional?)"
         )
-    return "correct: four heads, each with a 4 x 4 W_d"
+    paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
+    return "correct: four heads, each with a 4 x 4 W_d, and the verdict follows from your paired interval"
 
 
 def hidden_check_ex1(answer: int) -> None:
-    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 16, h = 2.
+    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 48, h = 4.
 
     Raises ``AssertionError``.
     """
-    d, h = 16, 2
+    d, h = 48, 4
     if isinstance(answer, bool) or whole_number(answer, "a number of parameters") != h * (d // h) ** 2:
         raise AssertionError("count the entries of every head's W_d")
 
@@ -91,11 +105,14 @@ def hidden_check_ex2(model: torch.nn.Module) -> None:
         )
 
 
-def hidden_check_ex3(model: torch.nn.Module) -> None:
-    """Hidden test of Ex. 3: the model is the chapter's multi-dimensional + multi-head point, nothing else changed.
+def hidden_check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> None:
+    """Hidden test of Ex. 3: the chapter's multi-dimensional + multi-head point, nothing else changed; five seeds each.
 
     Raises ``AssertionError``.
     """
+    if len(list(acc4)) != 5 or len(list(acc2)) != 5:
+        raise AssertionError("one accuracy per seed: five with four heads and five with two")
+    paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     want = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
     if B.describe(model) != want:
         raise AssertionError(
