@@ -21,10 +21,9 @@ def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
     got = [float(s) for s in slopes]
     right = alibi_slopes(4).tolist()
     if len(got) == 4 and all(math.isclose(a, b) for a, b in zip(got, alibi_slopes(8).tolist()[:4])):
-        raise AssertionError("those are the first 4 slopes of an 8-head model; the ratio depends on h: 2^(-8/h)")
-    assert len(got) == 4 and all(
-        math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right)
-    ), "not right: m_j = 2^(-8 (j+1) / h)"
+        raise AssertionError("those are the first 4 slopes of an 8-head model; see how h enters Eq. (eq-alibi-score)")
+    if not (len(got) == 4 and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right))):
+        raise AssertionError("not right: put h = 4 into the slopes of Eq. (eq-alibi-score), largest first")
     print("correct")
 
 
@@ -37,10 +36,9 @@ def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
     c, s = torch.cos(angle), torch.sin(angle)
     flipped = torch.stack([x[0::2] * c + x[1::2] * s, -x[0::2] * s + x[1::2] * c], -1).flatten()  # angle negated
     if torch.allclose(out, flipped, atol=1e-6) and not torch.allclose(out, right, atol=1e-6):
-        raise AssertionError("rotated the wrong way: the first coordinate is x cos - y sin, the second x sin + y cos")
-    assert torch.allclose(
-        out, right, atol=1e-6
-    ), "not the book's RoPE: pair coordinates 2i and 2i+1, angle t * base^(-2i/d)"
+        raise AssertionError("rotated the wrong way: compare the signs with Eq. (eq-rope-rotation)")
+    if not torch.allclose(out, right, atol=1e-6):
+        raise AssertionError("not the book's RoPE: compare the pairs and the angles with Eq. (eq-rope-rotation)")
     print("correct")
 
 
@@ -59,7 +57,8 @@ def check_sinusoidal_at_512(answer: float) -> None:
     at_train = next_token_accuracy(model, EX3_TASK["n_train"])
     if math.isclose(float(answer), at_train, abs_tol=1e-9) and not math.isclose(float(answer), right, abs_tol=0.01):
         raise AssertionError("that is the accuracy at the training length 16; evaluate at n=512")
-    assert math.isclose(float(answer), right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
+    if not math.isclose(float(answer), right, abs_tol=0.01):
+        raise AssertionError("that is not what seed 0 gives at n=512")
     print("correct")
 
 
@@ -67,7 +66,7 @@ def hidden_check_alibi_slopes_4(slopes: Sequence[float]) -> None:
     """Hidden test of Exercise 1: four slopes, exactly the powers 2^(-2), ..., 2^(-8) (to 1e-12). Raises ``AssertionError``."""
     got = [float(s) for s in slopes]
     if len(got) != 4 or not all(math.isclose(a, 2.0 ** (-2 * (j + 1)), rel_tol=1e-12) for j, a in enumerate(got)):
-        raise AssertionError("the slopes are not exact: m_j = 2^(-8 (j + 1) / h), largest first")
+        raise AssertionError("the slopes are not exact: compute them from Eq. (eq-alibi-score), largest first")
 
 
 def hidden_check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
