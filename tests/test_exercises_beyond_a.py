@@ -13,14 +13,29 @@ from attnsurvey.exercises import beyond_ring as er
 from attnsurvey.exercises import beyond_tiled as et
 
 
-def test_rescale_check():
-    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
-    with pytest.raises(AssertionError):
-        et.check_rescale(lambda m_old, m_new: math.exp(m_new - m_old))  # the sign flipped
+def _merge_lse(L_old, m_t, l_t):
+    top = max(L_old, m_t)
+    return top + math.log(math.exp(L_old - top) + l_t * math.exp(m_t - top))
 
 
-def test_rescale_float32_tensor_passes():
-    et.check_rescale(lambda m_old, m_new: torch.exp(torch.tensor(m_old - m_new)))
+def test_merge_lse_check_accepts_the_solution_and_rejects_plausible_mistakes():
+    et.check_merge_lse(_merge_lse)
+    et.check_merge_lse(lambda L, m, l: float(torch.logaddexp(torch.tensor(L), torch.tensor(m + math.log(l)))))
+    wrong = {
+        "larger part only": lambda L, m, l: max(L, m + math.log(l)),
+        "own maximum": lambda L, m, l: L + math.log(l),  # l_t added at the wrong reference
+        "failed": lambda L, m, l: math.log(math.exp(L) + l * math.exp(m)),  # exact in reals, overflows near 1000
+        "not right": lambda L, m, l: math.exp(L - m),  # the displayed rescale factor pasted in
+    }
+    for hint, answer in wrong.items():
+        with pytest.raises(AssertionError, match=hint):
+            et.check_merge_lse(answer)
+
+
+def test_merge_lse_float32_tensor_passes():
+    et.check_merge_lse(
+        lambda L, m, l: torch.logaddexp(torch.tensor(L, dtype=torch.float32), torch.tensor(m + math.log(l)))
+    )
 
 
 def _stream(scores, rescale=True, m0=-math.inf):
@@ -107,7 +122,7 @@ def test_causal_work_check():
 
 
 def test_checks_print_no_answer(capsys):
-    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
+    et.check_merge_lse(_merge_lse)
     et.check_causal_tiles(40)
     er.check_causal_work(_zigzag_pairs())
     er.check_ring_bytes(_training_bytes)
@@ -116,12 +131,12 @@ def test_checks_print_no_answer(capsys):
         assert leak not in out, out
 
 
-def test_hidden_rescale_accepts_the_solution_and_rejects_two_exponentials():
-    et.hidden_check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
-    two = lambda m_old, m_new: math.exp(m_old) / math.exp(m_new)
-    et.check_rescale(two)  # the visible check's scores are small ...
-    with pytest.raises(AssertionError, match="one difference"):
-        et.hidden_check_rescale(two)  # ... the hidden check's are not
+def test_hidden_merge_lse_accepts_the_solution_and_rejects_an_underflow():
+    et.hidden_check_merge_lse(_merge_lse)
+    shifted = lambda L, m, l: m + math.log(math.exp(L - m) + l)  # reference m_t: overflows when L >> m_t
+    et.check_merge_lse(shifted)  # the visible cases never put L_old far above m_t ...
+    with pytest.raises(AssertionError, match="merge_lse"):
+        et.hidden_check_merge_lse(shifted)  # ... the hidden ones do
 
 
 def test_hidden_streaming_accepts_the_solution_and_rejects_a_stream_without_rescaling():

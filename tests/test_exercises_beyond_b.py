@@ -15,8 +15,9 @@ from attnsurvey.experiments.long_positions import next_token_accuracy, train_nex
 
 
 def test_cache_gib():
-    exd.check_cache_gib(1.25)  # 2 x 80 x 4096 x 8 x 128 x 2 bytes
-    for wrong in (0.625, 10.0, 1.0):
+    exd.check_cache_gib(1.875)  # 2 x 40 layers x batch 3 x window 4096 x 8 K/V heads x 128 x 2 bytes
+    # the whole sequence kept, also for one sequence; keys only; all 32 query heads; one sequence of the batch; 1 % off
+    for wrong in (15.0, 5.0, 0.9375, 7.5, 0.625, 1.9):
         with pytest.raises(AssertionError):
             exd.check_cache_gib(wrong)
 
@@ -30,12 +31,20 @@ def test_expand_kv():
             exd.check_expand_kv(lambda k, h, axis=axis: k.repeat_interleave(k.shape[axis], dim=1))
 
 
+WINDOW_COUNT = 128 * 129 // 2 + (512 - 128) * 128  # steps 1..128 see t keys, the later ones 128
+
+
 def test_score_counts():
-    exd.check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
-    with pytest.raises(AssertionError, match="swapped"):
-        exd.check_score_counts(512 * 513 * 1025 // 6, 512 * 513 // 2)
-    with pytest.raises(AssertionError):
-        exd.check_score_counts(512 * 513 // 2, 512 * 512)
+    exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
+    for wrong, hint in (
+        (512 * 128, "fewer than w"),  # every step with a full window
+        (512 * 513 // 2, "full cache"),  # the full cache of the first section (the old exercise)
+        (129 * 130 // 2 + (512 - 129) * 129, "off by one"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            exd.check_score_counts(wrong, 0.5)
+    with pytest.raises(AssertionError, match="fraction"):
+        exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 512))
 
 
 def test_alibi_slopes_4():
@@ -122,20 +131,20 @@ def test_length_exact_decodes_the_model_itself(monkeypatch):
 
 
 def test_checks_print_no_answer(capsys):
-    exd.check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
-    exd.check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
+    exd.check_cache_gib(1.875)
+    exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
     exp.check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
     ext.check_uniform_mirrored(8 / 68)
     out = capsys.readouterr().out
-    for leak in ("1.25", "131", "44,870", "342", "0.25", "0.0625", "0.1176"):
+    for leak in ("1.875", "57408", "57,408", "0.437", "0.25", "0.0625", "0.1176"):
         assert leak not in out, out
 
 
 def test_hidden_cache_gib_accepts_the_solution_and_rejects_a_rounded_size():
-    exd.hidden_check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
-    exd.check_cache_gib(1.26)  # within the visible check's 1 % ...
+    exd.hidden_check_cache_gib(2 * 40 * 3 * 4096 * 8 * 128 * 2 / 2**30)
+    exd.check_cache_gib(1.88)  # within the visible check's 1 % ...
     with pytest.raises(AssertionError, match="not exact"):
-        exd.hidden_check_cache_gib(1.26)
+        exd.hidden_check_cache_gib(1.88)
 
 
 def test_hidden_expand_kv_accepts_the_solution_and_rejects_tiling():
@@ -144,10 +153,13 @@ def test_hidden_expand_kv_accepts_the_solution_and_rejects_tiling():
         exd.hidden_check_expand_kv(lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
 
 
-def test_hidden_score_counts_accepts_the_solution_and_rejects_the_last_step_only():
-    exd.hidden_check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
+def test_hidden_score_counts_accepts_the_solution_and_rejects_a_rounded_fraction():
+    exd.hidden_check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
+    exd.check_score_counts(WINDOW_COUNT, 0.4371)  # within the visible check's tolerance ...
+    with pytest.raises(AssertionError, match="unrounded"):
+        exd.hidden_check_score_counts(WINDOW_COUNT, 0.4371)
     with pytest.raises(AssertionError, match="recount"):
-        exd.hidden_check_score_counts(512 * 513 // 2, 512 * 512)
+        exd.hidden_check_score_counts(512 * 128, 0.5)
 
 
 def test_hidden_alibi_accepts_the_solution_and_rejects_the_slopes_of_eight_heads():
