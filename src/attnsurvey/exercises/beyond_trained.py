@@ -32,7 +32,7 @@ def check_uniform_mirrored(answer: float) -> None:
             "that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more"
         )
     if not math.isclose(answer, right, abs_tol=1e-3):
-        raise AssertionError("not right: sum over lengths of n * (1/n), divided by the number of tokens")
+        raise AssertionError("not right: read again over what the measure m averages, and how often each length occurs")
     print("correct")
 
 
