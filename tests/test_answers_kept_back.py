@@ -125,8 +125,7 @@ def _block_values(block: str) -> tuple[list[float], list[str]]:
 
 def _reference_values() -> list[float]:
     """Answers the exercise modules compute themselves."""
-    from attnsurvey.beyond.positions import alibi_slopes
-    from attnsurvey.exercises import beyond_decoding, beyond_ring, beyond_tiled, beyond_trained
+    from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
 
     window_count, fraction = beyond_decoding.window_score_counts(
         beyond_decoding.EX3["T"], beyond_decoding.EX3["window"]
@@ -140,7 +139,7 @@ def _reference_values() -> list[float]:
         beyond_tiled.causal_tiles(4096, 256, 1024) / 64,
         *map(float, beyond_ring.causal_pairs(4, 1024, "zigzag")),
         beyond_trained.uniform_mirrored_weight(),
-        *alibi_slopes(4).tolist(),
+        *beyond_positions.half_distances(4),
     ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -47,10 +49,20 @@ def test_score_counts():
         exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 512))
 
 
-def test_alibi_slopes_4():
-    exp.check_alibi_slopes_4([1 / 4, 1 / 16, 1 / 64, 1 / 256])
-    with pytest.raises(AssertionError, match="8-head"):
-        exp.check_alibi_slopes_4([1 / 2, 1 / 4, 1 / 8, 1 / 16])
+HALF_4 = [math.log(2) * 4 ** (j + 1) for j in range(4)]  # ln 2 / m_j with m_j = 4^-(j+1)
+
+
+def test_half_distance_4():
+    exp.check_half_distance_4(HALF_4)
+    for wrong, hint in (
+        ([math.log(2) * 2 ** (j + 1) for j in range(4)], "8-head"),  # the first four heads of eight
+        ([4.0, 16.0, 64.0, 256.0], "one unit of score"),  # 1 / m_j: the penalty, not the weight
+        (HALF_4[::-1], "reversed"),
+        ([1 / 4, 1 / 16, 1 / 64, 1 / 256], "not right"),  # the slopes themselves (the old exercise's answer)
+        ([math.log2(2) * 4 ** (j + 1) for j in range(4)], "one unit"),  # log base 2 of 2 = 1: the same as 1 / m_j
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            exp.check_half_distance_4(wrong)
 
 
 def test_rotate():
@@ -133,10 +145,10 @@ def test_length_exact_decodes_the_model_itself(monkeypatch):
 def test_checks_print_no_answer(capsys):
     exd.check_cache_gib(1.875)
     exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
-    exp.check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+    exp.check_half_distance_4(HALF_4)
     ext.check_uniform_mirrored(8 / 68)
     out = capsys.readouterr().out
-    for leak in ("1.875", "57408", "57,408", "0.437", "0.25", "0.0625", "0.1176"):
+    for leak in ("1.875", "57408", "57,408", "0.437", "2.77", "11.09", "44.36", "177.4", "0.1176"):
         assert leak not in out, out
 
 
@@ -162,10 +174,12 @@ def test_hidden_score_counts_accepts_the_solution_and_rejects_a_rounded_fraction
         exd.hidden_check_score_counts(512 * 128, 0.5)
 
 
-def test_hidden_alibi_accepts_the_solution_and_rejects_the_slopes_of_eight_heads():
-    exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+def test_hidden_half_distance_accepts_the_solution_and_rejects_rounded_distances():
+    exp.hidden_check_half_distance_4(HALF_4)
+    rounded = [round(x, 5) for x in HALF_4]
+    exp.check_half_distance_4(rounded)  # within the visible check's 1e-6 ...
     with pytest.raises(AssertionError, match="not exact"):
-        exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 8) for j in range(4)])
+        exp.hidden_check_half_distance_4([round(x, 4) for x in HALF_4])
 
 
 def _rope(x, t, d=None):

@@ -32,7 +32,7 @@ WRONG_UNDER_O = """
 import sys
 from attnsurvey.exercises import beyond_positions as p, beyond_ring as r
 cases = [
-    (p.check_alibi_slopes_4, ([1.0, 0.5, 0.25, 0.125],)),
+    (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
     (p.check_rotate, (lambda x, t: x,)),
     (r.check_ring_bytes, (lambda n, d, P, s, h, hk: 0,)),
     (r.check_merge_parts, (lambda parts: parts[0][2][..., :1].expand(-1, 4) * 0,)),

@@ -84,7 +84,7 @@ class ToyAttention(nn.Module):
 
 
 def toy_check(adapter: Adapter, B: int, h: int, n_q: int, n_f: int, d: int, seed: int = 0) -> Check:
-    """The conformance check of an adapter for :class:`ToyAttention` (Eq. 25 with a mask).
+    """The conformance check of an adapter for :class:`ToyAttention` (Eqs. (24)-(25) with a mask).
 
     Args:
         adapter: ``(toy, Q, K, V, mask) -> c`` with the book's layout and polarity.

@@ -16,15 +16,38 @@ from ..beyond.positions import alibi_slopes, apply_rope
 from ..experiments.long_positions import next_token_accuracy, train_next_token
 
 
-def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
-    """Exercise 1: the ALiBi slopes of a 4-head model, largest first."""
-    got = [float(s) for s in slopes]
-    right = alibi_slopes(4).tolist()
-    if len(got) == 4 and all(math.isclose(a, b) for a, b in zip(got, alibi_slopes(8).tolist()[:4])):
-        raise AssertionError("those are the first 4 slopes of an 8-head model; see how h enters Eq. (eq-alibi-score)")
-    if not (len(got) == 4 and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right))):
-        raise AssertionError("not right: put h = 4 into the slopes of Eq. (eq-alibi-score), largest first")
-    print("correct")
+def half_distances(h: int) -> list[float]:
+    """The answer of Exercise 1: per head, the distance at which ALiBi's penalty alone halves a key's weight.
+
+    With equal content scores the weight of a key at distance ``delta`` relative
+    to the newest key is ``exp(-m_j delta)``; it is one half at ``ln 2 / m_j``.
+    """
+    return [math.log(2.0) / m for m in alibi_slopes(h).tolist()]
+
+
+def check_half_distance_4(distances: Sequence[float]) -> None:
+    """Exercise 1: for a 4-head ALiBi model, the distance at which each head halves a key's weight, largest slope first.
+
+    Within a relative 1e-6. Raises ``AssertionError`` with a hint that names no value.
+    """
+    got = [float(x) for x in distances]
+    if len(got) != 4:
+        raise AssertionError(f"give one distance per head: 4 values, got {len(got)}")
+    right = half_distances(4)
+
+    def same(values: Sequence[float]) -> bool:
+        return all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, values))
+
+    if same(right):
+        print("correct")
+        return
+    if same(half_distances(8)[:4]):
+        raise AssertionError("those are the first 4 heads of an 8-head model; see how h enters Eq. (eq-alibi-score)")
+    if same([1.0 / m for m in alibi_slopes(4).tolist()]):
+        raise AssertionError("that is where the penalty reaches one unit of score; a weight is the exponential of a score")
+    if same(right[::-1]):
+        raise AssertionError("the order is reversed: the steepest head first")
+    raise AssertionError("not right: write the weight of a far key relative to the newest one, then solve for the distance")
 
 
 def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
@@ -62,11 +85,15 @@ def check_sinusoidal_at_512(answer: float) -> None:
     print("correct")
 
 
-def hidden_check_alibi_slopes_4(slopes: Sequence[float]) -> None:
-    """Hidden test of Exercise 1: four slopes, exactly the powers 2^(-2), ..., 2^(-8) (to 1e-12). Raises ``AssertionError``."""
-    got = [float(s) for s in slopes]
-    if len(got) != 4 or not all(math.isclose(a, 2.0 ** (-2 * (j + 1)), rel_tol=1e-12) for j, a in enumerate(got)):
-        raise AssertionError("the slopes are not exact: compute them from Eq. (eq-alibi-score), largest first")
+def hidden_check_half_distance_4(distances: Sequence[float]) -> None:
+    """Hidden test of Exercise 1: the distances to a relative 1e-9, from the exact slopes 2^(-2), ..., 2^(-8).
+
+    Raises ``AssertionError``.
+    """
+    got = [float(x) for x in distances]
+    want = [math.log(2.0) * 4.0 ** (j + 1) for j in range(4)]
+    if len(got) != 4 or not all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, want)):
+        raise AssertionError("the distances are not exact: compute them from the exact slopes, unrounded")
 
 
 def hidden_check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:

@@ -14,7 +14,7 @@ CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 
 
 #: Exercise 1: the grouped-query layers the visible check tries, (n, d, P, itemsize, h, h_kv), P >= 2.
-EX1_CASES = [(16384, 64, 4, 4, 8, 8), (4096, 128, 8, 2, 32, 8), (6000, 32, 3, 8, 6, 2), (512, 16, 2, 4, 4, 1)]
+EX1_CASES = [(16384, 64, 4, 4, 8, 8), (4096, 128, 8, 2, 32, 8), (6000, 32, 3, 8, 6, 2), (640, 16, 2, 4, 4, 1)]
 
 
 def training_ring_bytes(n: int, d: int, P: int, itemsize: int, h: int, h_kv: int) -> int:
