@@ -22,6 +22,11 @@ def test_cache_gib():
     for wrong in (15.0, 5.0, 0.9375, 7.5, 0.625, 1.9):
         with pytest.raises(AssertionError):
             exd.check_cache_gib(wrong)
+    # the hint for the whole-sequence answer points to the buffer; it does not say that the window bounds the cache
+    for whole_sequence in (15.0, 5.0):
+        with pytest.raises(AssertionError, match="rolling buffer") as hint:
+            exd.check_cache_gib(whole_sequence)
+        assert "window" not in str(hint.value)
 
 
 def test_expand_kv():
@@ -91,8 +96,9 @@ def test_sinusoidal_at_512():
 
 def test_uniform_mirrored():
     ext.check_uniform_mirrored(8 / 68)  # 8 lengths 5..12, one unit of weight each, 68 output tokens
-    with pytest.raises(AssertionError, match="over sentences"):
+    with pytest.raises(AssertionError, match="over sentences") as hint:
         ext.check_uniform_mirrored(sum(1 / n for n in range(5, 13)) / 8)
+    assert "token" not in str(hint.value)  # the hint points to the definition of m, it does not state the weighting
 
 
 def test_exact_match():

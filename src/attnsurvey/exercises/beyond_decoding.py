@@ -42,7 +42,10 @@ def check_cache_gib(answer: float) -> None:
     right = window_cache_gib()
     full_length = right * EX1["n_tokens"] / EX1["window"]
     wrong = {
-        "the cache keeps only the positions the window can still see": (full_length, full_length / EX1["batch"]),
+        (
+            "the formula above is for a cache that keeps every position; "
+            "read again what the rolling buffer of the previous section holds"
+        ): (full_length, full_length / EX1["batch"]),
         "count both tensors the cache stores per position": (right / 2,),
         "only the key/value heads are cached": (right * EX1["n_heads"] / EX1["n_kv_heads"],),
         "every sequence of the batch has its own buffer": (right / EX1["batch"],),

@@ -29,7 +29,7 @@ def check_uniform_mirrored(answer: float) -> None:
     per_sentence = sum(1 / n for n in range(LENGTHS[0], LENGTHS[1] + 1)) / (LENGTHS[1] - LENGTHS[0] + 1)
     if math.isclose(answer, per_sentence, abs_tol=1e-4):
         raise AssertionError(
-            "that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more"
+            "that is an average over sentences; read again what the sums of m and its denominator run over"
         )
     if not math.isclose(answer, right, abs_tol=1e-3):
         raise AssertionError("not right: read again over what the measure m averages, and how often each length occurs")
