@@ -44,7 +44,7 @@ WINDOW_COUNT = 128 * 129 // 2 + (512 - 128) * 128  # steps 1..128 see t keys, th
 def test_score_counts():
     exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
     for wrong, hint in (
-        (512 * 128, "fewer than w"),  # every step with a full window
+        (512 * 128, "first few steps"),  # every step with a full window: the hint points to the cache, not to min(t, w)
         (512 * 513 // 2, "full cache"),  # the full cache of the first section (the old exercise)
         (129 * 130 // 2 + (512 - 129) * 129, "off by one"),
     ):

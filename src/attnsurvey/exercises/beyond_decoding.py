@@ -105,7 +105,7 @@ def check_score_counts(window_count: int, fraction: float) -> None:
     T, w = EX3["T"], EX3["window"]
     right, right_fraction = window_score_counts(T, w)
     if int(window_count) == T * w:
-        raise AssertionError("the first steps have fewer than w keys to attend to")
+        raise AssertionError("count the keys SlidingWindowCache attends to in the first few steps, then compare")
     if int(window_count) == T * (T + 1) // 2:
         raise AssertionError("that is the full cache: the window caps the keys of every step")
     if int(window_count) == window_score_counts(T, w + 1)[0] or int(window_count) == window_score_counts(T, w - 1)[0]:
