@@ -113,39 +113,56 @@ def test_exact_match():
         ext.check_exact_match(lambda pred, data: float((pred == data.tgt_out)[data.tgt_out != PAD].float().mean()))
 
 
-def test_length_exact():
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
+def _wrong_by_length(data, wrong_rows):
+    """Predictions equal to the targets except in ``wrong_rows``; the exact match per length 5..12 they give."""
     pred = data.tgt_out.clone()
-    pred[data.lengths == 12, 0] = PAD  # every length-12 example wrong, the others right
-    n_right = float((data.lengths != 12).float().mean())
-    ext.check_length_exact_of(0.0, pred, data, 12)
-    with pytest.raises(AssertionError, match="all lengths"):
-        ext.check_length_exact_of(n_right, pred, data, 12)
+    pred[wrong_rows, 0] += 1
+    ok = torch.ones(len(data.lengths), dtype=torch.bool)
+    ok[wrong_rows] = False
+    return pred, [float(ok[data.lengths == n].float().mean()) for n in range(5, 13)]
+
+
+def test_exact_by_length():
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    wrong_rows = torch.cat([(data.lengths == n).nonzero().flatten()[: n - 4] for n in range(5, 13)])
+    pred, right = _wrong_by_length(data, wrong_rows)  # more wrong rows for longer sequences: 8 different values
+    assert len(set(right)) == 8
+    ext.check_exact_by_length_of(right, pred, data)
+    overall = float((pred == data.tgt_out).all(1).float().mean())
+    counts = [float(((data.lengths == n) & ~torch.isin(torch.arange(200), wrong_rows)).sum()) for n in range(5, 13)]
+    for wrong, hint in (
+        ([0.0] * 8, "one value for every length"),  # the guess "none right" everywhere
+        ([overall] * 8, "one value for every length"),
+        (right[::-1], "reversed"),
+        (counts, "counts"),
+        (right[:-1], "one value per length"),
+        ([*right[:-1], right[-1] + 0.05], r"lengths \[12\]"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            ext.check_exact_by_length_of(wrong, pred, data)
     with pytest.raises(ValueError, match="no example"):
-        ext.check_length_exact_of(0.0, pred, data, 99)
+        ext.check_exact_by_length_of(right, pred, tt.reversal_data(3, torch.Generator().manual_seed(1)))
 
 
-def test_length_exact_decodes_the_model_itself(monkeypatch):
+def test_exact_by_length_decodes_the_model_itself(monkeypatch):
     # the check decodes greedily with the model it is given: the targets passed as "predictions" with an
-    # answer of 1.0 must fail (a reference computed from the reader's pred would accept them)
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
-    rows = (data.lengths == 12).nonzero().flatten()
+    # answer of all ones must fail (a reference computed from the reader's pred would accept them)
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    wrong_rows = (data.lengths >= 11).nonzero().flatten()[::2]  # strictly between 0 and 1 for lengths 11 and 12
     calls = []
 
-    def decode(model, batch, beam):  # every second length-12 row wrong: a reference strictly between 0 and 1
+    def decode(model, batch, beam):
         calls.append((model, beam))
-        pred = batch.tgt_out.clone()
-        pred[rows[::2], 0] += 1
-        return pred
+        return _wrong_by_length(batch, wrong_rows)[0]
 
     monkeypatch.setattr(ext, "decode", decode)
     model = tt.make_model().eval()
-    right = 1 - len(rows[::2]) / len(rows)
-    assert 0 < right < 1
-    ext.check_length_exact(right, model, data, 12)
+    right = _wrong_by_length(data, wrong_rows)[1]
+    assert 0 < right[-1] < 1
+    ext.check_exact_by_length(right, model, data)
     assert calls == [(model, 1)]  # this model, greedy
     with pytest.raises(AssertionError):
-        ext.check_length_exact(1.0, model, data, 12)
+        ext.check_exact_by_length(right[:6] + [1.0, 1.0], model, data)
 
 
 def test_checks_print_no_answer(capsys):
@@ -230,9 +247,9 @@ def test_hidden_exact_match_accepts_the_solution_and_rejects_a_check_of_the_firs
         ext.hidden_check_exact_match(lambda pred, data: float((pred[:, 0] == data.tgt_out[:, 0]).float().mean()))
 
 
-def test_hidden_length_exact_accepts_a_fraction_of_sequences_and_rejects_a_rounded_one():
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
-    count = int((data.lengths == 12).sum())
-    ext.hidden_check_length_exact(1 / count, None, data, 12)
+def test_hidden_exact_by_length_accepts_fractions_of_sequences_and_rejects_rounded_ones():
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    counts = [int((data.lengths == n).sum()) for n in range(5, 13)]
+    ext.hidden_check_exact_by_length([1 / c for c in counts], None, data)
     with pytest.raises(AssertionError, match="whole number of sequences"):
-        ext.hidden_check_length_exact(round(1 / count, 2) + 0.001, None, data, 12)
+        ext.hidden_check_exact_by_length([round(1 / c, 2) + 0.001 for c in counts], None, data)
