@@ -98,8 +98,9 @@ def test_merge_parts_check():
         return finalize(*run)[0]
 
     er.check_merge_parts(merge)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="merge rule") as hint:
         er.check_merge_parts(lambda parts: torch.stack([finalize(*p)[0] for p in parts]).mean(0))  # plain average
+    assert "weight" not in str(hint.value)  # the hint does not answer the exercise's question (why averaging fails)
 
 
 def _zigzag_pairs(P=4, p=512):

@@ -78,7 +78,7 @@ def check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) ->
         if not torch.allclose(got, want, atol=1e-10):
             raise AssertionError(
                 "the merged context differs from attention over all keys; "
-                "averaging the chunk contexts ignores how much weight each chunk carries"
+                "merge the statistics (m, l, acc) with chapter 6's merge rule before you finalize"
             )
     print("merge check passed: the order of the chunks does not matter")
 
