@@ -66,8 +66,9 @@ def test_half_distance_4():
         ([1 / 4, 1 / 16, 1 / 64, 1 / 256], "not right"),  # the slopes themselves (the old exercise's answer)
         ([math.log2(2) * 4 ** (j + 1) for j in range(4)], "one unit"),  # log base 2 of 2 = 1: the same as 1 / m_j
     ):
-        with pytest.raises(AssertionError, match=hint):
+        with pytest.raises(AssertionError, match=hint) as message:
             exp.check_half_distance_4(wrong)
+        assert "exp" not in str(message.value)  # no hint states the key step (the weight ratio is exp(-m delta))
 
 
 def test_rotate():

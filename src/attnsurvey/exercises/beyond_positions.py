@@ -44,10 +44,14 @@ def check_half_distance_4(distances: Sequence[float]) -> None:
     if same(half_distances(8)[:4]):
         raise AssertionError("those are the first 4 heads of an 8-head model; see how h enters Eq. (eq-alibi-score)")
     if same([1.0 / m for m in alibi_slopes(4).tolist()]):
-        raise AssertionError("that is where the penalty reaches one unit of score; a weight is the exponential of a score")
+        raise AssertionError(
+            "that is where the penalty reaches one unit of score; the question is about the weight on the key"
+        )
     if same(right[::-1]):
         raise AssertionError("the order is reversed: the steepest head first")
-    raise AssertionError("not right: write the weight of a far key relative to the newest one, then solve for the distance")
+    raise AssertionError(
+        "not right: write the weight of a far key relative to the newest one, then solve for the distance"
+    )
 
 
 def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
