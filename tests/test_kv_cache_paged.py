@@ -355,8 +355,9 @@ def test_block_slot_exercise_accepts_the_solution_and_rejects_plausible_mistakes
         "invert": lambda table, bs, block, off: table.index(block) * bs + off + 1 if block in table else None,
     }
     for hint, position in wrong.items():
-        with pytest.raises(AssertionError, match=hint):
+        with pytest.raises(AssertionError, match=hint) as message:
             exd.check_block_slot(position)
+        assert "table says" not in str(message.value)  # no hint says where the logical block number is found
         with pytest.raises(AssertionError, match="block_size"):
             exd.hidden_check_block_slot(position)
     # the displayed forward lookup is no answer: it takes a position, not a slot

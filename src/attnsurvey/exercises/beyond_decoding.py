@@ -188,7 +188,7 @@ def _check_position(
     if got == [want for *_, want in cases]:
         return None
     if all(g == block * block_size + offset for g, (_, block, offset, _w) in zip(got, cases)):
-        return "that treats the physical block id as the logical block number; the table says which logical block it is"
+        return "that treats the physical block id as the logical block number; read Eq. (eq-kv-paged-slot) again"
     if all(g is not None for g in got):
         return "a block that is not in the sequence's table holds none of its positions: return None for it"
     return "not right: invert Eq. (eq-kv-paged-slot) for one block table"
