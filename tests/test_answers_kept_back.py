@@ -125,23 +125,21 @@ def _block_values(block: str) -> tuple[list[float], list[str]]:
 
 def _reference_values() -> list[float]:
     """Answers the exercise modules compute themselves."""
-    from attnsurvey.beyond.positions import alibi_slopes
-    from attnsurvey.exercises import beyond_decoding, beyond_ring, beyond_tiled, beyond_trained
+    from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
 
-    cfg = {k: v for k, v in beyond_decoding.EX1.items() if k != "n_heads"}
-    with_cache, without_cache = beyond_decoding.score_counts(512)
+    window_count, fraction = beyond_decoding.window_score_counts(
+        beyond_decoding.EX3["T"], beyond_decoding.EX3["window"]
+    )
     return [
-        beyond_decoding.kv_cache_bytes(**cfg) / 2**30,
-        float(beyond_decoding.kv_cache_bytes(**cfg)),
-        float(with_cache),
-        float(without_cache),
-        without_cache / with_cache,
+        beyond_decoding.window_cache_gib(),
+        beyond_decoding.window_cache_gib() * 2**30,
+        float(window_count),
+        fraction,
         float(beyond_tiled.causal_tiles(4096, 256, 1024)),
         beyond_tiled.causal_tiles(4096, 256, 1024) / 64,
-        *map(float, beyond_ring.causal_pairs(4, 1024)),
-        beyond_ring.causal_pairs(4, 1024)[-1] / beyond_ring.causal_pairs(4, 1024)[0],
+        *map(float, beyond_ring.causal_pairs(4, 1024, "zigzag")),
         beyond_trained.uniform_mirrored_weight(),
-        *alibi_slopes(4).tolist(),
+        *beyond_positions.half_distances(4),
     ]
 
 

@@ -289,3 +289,12 @@ def test_toy_attention_is_sdpa_in_its_own_conventions():
     torch.testing.assert_close(toy.ToyAttention()(q, k, v, blocked), ref)
     with pytest.raises(ValueError, match=r"blocked must be a boolean \(B, n_q, n_f\)"):
         toy.ToyAttention()(q, k, v, blocked.float())
+
+
+def test_equation_labels_follow_the_survey():
+    # Eq. (37) of the survey is the post-norm update Normalize(f_old + c); Eq. (25) is the softmax alone
+    assert "post-norm" in C.EQUATIONS["eq37"] and "pre-norm" not in C.EQUATIONS["eq37"]
+    assert "(24)-(25)" in C.EQUATIONS["eq25"] and "masked softmax" not in C.EQUATIONS["eq25"]
+    labels = {check.api: check.equation for check in C.checks_of("torch")}
+    assert labels["nn.TransformerEncoderLayer (post-norm)"] == "eq37"
+    assert labels["nn.TransformerDecoderLayer (pre-norm, causal)"] == "pre-norm"

@@ -7,19 +7,35 @@ import math
 import pytest
 import torch
 
+from attnsurvey.beyond.ring import ring_work
 from attnsurvey.beyond.tiled import finalize, online_softmax_merge
 from attnsurvey.exercises import beyond_ring as er
 from attnsurvey.exercises import beyond_tiled as et
 
 
-def test_rescale_check():
-    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
-    with pytest.raises(AssertionError):
-        et.check_rescale(lambda m_old, m_new: math.exp(m_new - m_old))  # the sign flipped
+def _merge_lse(L_old, m_t, l_t):
+    top = max(L_old, m_t)
+    return top + math.log(math.exp(L_old - top) + l_t * math.exp(m_t - top))
 
 
-def test_rescale_float32_tensor_passes():
-    et.check_rescale(lambda m_old, m_new: torch.exp(torch.tensor(m_old - m_new)))
+def test_merge_lse_check_accepts_the_solution_and_rejects_plausible_mistakes():
+    et.check_merge_lse(_merge_lse)
+    et.check_merge_lse(lambda L, m, l: float(torch.logaddexp(torch.tensor(L), torch.tensor(m + math.log(l)))))
+    wrong = {
+        "larger part only": lambda L, m, l: max(L, m + math.log(l)),
+        "own maximum": lambda L, m, l: L + math.log(l),  # l_t added at the wrong reference
+        "failed": lambda L, m, l: math.log(math.exp(L) + l * math.exp(m)),  # exact in reals, overflows near 1000
+        "not right": lambda L, m, l: math.exp(L - m),  # the displayed rescale factor pasted in
+    }
+    for hint, answer in wrong.items():
+        with pytest.raises(AssertionError, match=hint):
+            et.check_merge_lse(answer)
+
+
+def test_merge_lse_float32_tensor_passes():
+    et.check_merge_lse(
+        lambda L, m, l: torch.logaddexp(torch.tensor(L, dtype=torch.float32), torch.tensor(m + math.log(l)))
+    )
 
 
 def _stream(scores, rescale=True, m0=-math.inf):
@@ -55,12 +71,23 @@ def test_causal_tiles_check():
         et.check_causal_tiles(40.9)
 
 
+def _training_bytes(n, d, P, size, h, h_kv):
+    return (3 * P - 2) * (n // P) * 2 * d * h_kv * size
+
+
 def test_ring_bytes_check():
-    er.check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * 2 * d * size)
-    with pytest.raises(AssertionError):
-        er.check_ring_bytes(lambda n, d, P, size: P * (n // P) * 2 * d * size)  # P steps instead of P - 1
-    with pytest.raises(AssertionError):
-        er.check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * d * size)  # keys only
+    er.check_ring_bytes(_training_bytes)
+    wrong = {
+        "forward ring alone": lambda n, d, P, s, h, hk: (P - 1) * (n // P) * 2 * d * hk * s,
+        "query heads": lambda n, d, P, s, h, hk: (3 * P - 2) * (n // P) * 2 * d * h * s,
+        "backward K/V without gradients": lambda n, d, P, s, h, hk: 2 * (P - 1) * (n // P) * 2 * d * hk * s,
+        "gradients without the hop home": lambda n, d, P, s, h, hk: 3 * (P - 1) * (n // P) * 2 * d * hk * s,
+        "the displayed forward formula": lambda n, d, P, s, h, hk: (P - 1) * (n // P) * 2 * d * s,
+    }
+    for name, answer in wrong.items():
+        with pytest.raises(AssertionError):
+            er.check_ring_bytes(answer)
+            pytest.fail(name)
 
 
 def test_merge_parts_check():
@@ -71,33 +98,46 @@ def test_merge_parts_check():
         return finalize(*run)[0]
 
     er.check_merge_parts(merge)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="merge rule") as hint:
         er.check_merge_parts(lambda parts: torch.stack([finalize(*p)[0] for p in parts]).mean(0))  # plain average
+    assert "weight" not in str(hint.value)  # the hint does not answer the exercise's question (why averaging fails)
+
+
+def _zigzag_pairs(P=4, p=512):
+    return [2 * P * p * p + p] * P
 
 
 def test_causal_work_check():
-    er.check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+    er.check_causal_work(_zigzag_pairs())
+    contiguous = [
+        r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)
+    ]  # the old exercise's answer, the Explore formula
+    with pytest.raises(AssertionError, match="contiguous"):
+        er.check_causal_work(contiguous)
+    with pytest.raises(AssertionError, match="whole tiles"):
+        er.check_causal_work([w["score_entries"] for w in ring_work(4096, 4, "zigzag")])
     with pytest.raises(AssertionError):
-        er.check_causal_work([4 * 1024 * 1024 // 2] * 4)  # "every rank does the same"
+        er.check_causal_work([9 * 512 * 512] * 4)  # every piece's diagonal counted as a full square
     with pytest.raises(AssertionError):
-        er.check_causal_work([r * 1024 * 1024 + 1024 * 1024 // 2 for r in range(4)])  # triangle without diagonal
+        er.check_causal_work([4096 * 4096 // 4 // 2] * 4)  # "exactly half"
 
 
 def test_checks_print_no_answer(capsys):
-    et.check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
+    et.check_merge_lse(_merge_lse)
     et.check_causal_tiles(40)
-    er.check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+    er.check_causal_work(_zigzag_pairs())
+    er.check_ring_bytes(_training_bytes)
     out = capsys.readouterr().out
-    for leak in ("exp(m_old", "40", "64", "7.0", "times"):
+    for leak in ("exp(m_old", "40", "64", "7.0", "times", "2097664", "2,097,664", "3P"):
         assert leak not in out, out
 
 
-def test_hidden_rescale_accepts_the_solution_and_rejects_two_exponentials():
-    et.hidden_check_rescale(lambda m_old, m_new: math.exp(m_old - m_new))
-    two = lambda m_old, m_new: math.exp(m_old) / math.exp(m_new)
-    et.check_rescale(two)  # the visible check's scores are small ...
-    with pytest.raises(AssertionError, match="one difference"):
-        et.hidden_check_rescale(two)  # ... the hidden check's are not
+def test_hidden_merge_lse_accepts_the_solution_and_rejects_an_underflow():
+    et.hidden_check_merge_lse(_merge_lse)
+    shifted = lambda L, m, l: m + math.log(math.exp(L - m) + l)  # reference m_t: overflows when L >> m_t
+    et.check_merge_lse(shifted)  # the visible cases never put L_old far above m_t ...
+    with pytest.raises(AssertionError, match="merge_lse"):
+        et.hidden_check_merge_lse(shifted)  # ... the hidden ones do
 
 
 def test_hidden_streaming_accepts_the_solution_and_rejects_a_stream_without_rescaling():
@@ -112,10 +152,10 @@ def test_hidden_causal_tiles_accepts_the_solution_and_rejects_half():
         et.hidden_check_causal_tiles(32)
 
 
-def test_hidden_ring_bytes_accepts_the_solution_and_rejects_p_steps():
-    er.hidden_check_ring_bytes(lambda n, d, P, size: (P - 1) * (n // P) * 2 * d * size)
+def test_hidden_ring_bytes_accepts_the_solution_and_rejects_the_forward_ring_alone():
+    er.hidden_check_ring_bytes(_training_bytes)
     with pytest.raises(AssertionError, match="not right"):
-        er.hidden_check_ring_bytes(lambda n, d, P, size: P * (n // P) * 2 * d * size)
+        er.hidden_check_ring_bytes(lambda n, d, P, s, h, hk: (P - 1) * (n // P) * 2 * d * hk * s)
 
 
 def _merge(parts):
@@ -132,7 +172,7 @@ def test_hidden_merge_parts_accepts_the_solution_and_rejects_two_parts_only():
         er.hidden_check_merge_parts(first_two)
 
 
-def test_hidden_causal_work_accepts_the_solution_and_rejects_triangles_without_the_diagonal():
-    er.hidden_check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])
+def test_hidden_causal_work_accepts_the_solution_and_rejects_the_contiguous_counts():
+    er.hidden_check_causal_work(_zigzag_pairs())
     with pytest.raises(AssertionError, match="causal mask"):
-        er.hidden_check_causal_work([r * 1024 * 1024 + 1024 * 1023 // 2 for r in range(4)])
+        er.hidden_check_causal_work([r * 1024 * 1024 + 1024 * 1025 // 2 for r in range(4)])

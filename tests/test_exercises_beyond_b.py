@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -15,10 +17,16 @@ from attnsurvey.experiments.long_positions import next_token_accuracy, train_nex
 
 
 def test_cache_gib():
-    exd.check_cache_gib(1.25)  # 2 x 80 x 4096 x 8 x 128 x 2 bytes
-    for wrong in (0.625, 10.0, 1.0):
+    exd.check_cache_gib(1.875)  # 2 x 40 layers x batch 3 x window 4096 x 8 K/V heads x 128 x 2 bytes
+    # the whole sequence kept, also for one sequence; keys only; all 32 query heads; one sequence of the batch; 1 % off
+    for wrong in (15.0, 5.0, 0.9375, 7.5, 0.625, 1.9):
         with pytest.raises(AssertionError):
             exd.check_cache_gib(wrong)
+    # the hint for the whole-sequence answer points to the buffer; it does not say that the window bounds the cache
+    for whole_sequence in (15.0, 5.0):
+        with pytest.raises(AssertionError, match="rolling buffer") as hint:
+            exd.check_cache_gib(whole_sequence)
+        assert "window" not in str(hint.value)
 
 
 def test_expand_kv():
@@ -30,18 +38,37 @@ def test_expand_kv():
             exd.check_expand_kv(lambda k, h, axis=axis: k.repeat_interleave(k.shape[axis], dim=1))
 
 
+WINDOW_COUNT = 128 * 129 // 2 + (512 - 128) * 128  # steps 1..128 see t keys, the later ones 128
+
+
 def test_score_counts():
-    exd.check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
-    with pytest.raises(AssertionError, match="swapped"):
-        exd.check_score_counts(512 * 513 * 1025 // 6, 512 * 513 // 2)
-    with pytest.raises(AssertionError):
-        exd.check_score_counts(512 * 513 // 2, 512 * 512)
+    exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
+    for wrong, hint in (
+        (512 * 128, "first few steps"),  # every step with a full window: the hint points to the cache, not to min(t, w)
+        (512 * 513 // 2, "full cache"),  # the full cache of the first section (the old exercise)
+        (129 * 130 // 2 + (512 - 129) * 129, "off by one"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            exd.check_score_counts(wrong, 0.5)
+    with pytest.raises(AssertionError, match="fraction"):
+        exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 512))
 
 
-def test_alibi_slopes_4():
-    exp.check_alibi_slopes_4([1 / 4, 1 / 16, 1 / 64, 1 / 256])
-    with pytest.raises(AssertionError, match="8-head"):
-        exp.check_alibi_slopes_4([1 / 2, 1 / 4, 1 / 8, 1 / 16])
+HALF_4 = [math.log(2) * 4 ** (j + 1) for j in range(4)]  # ln 2 / m_j with m_j = 4^-(j+1)
+
+
+def test_half_distance_4():
+    exp.check_half_distance_4(HALF_4)
+    for wrong, hint in (
+        ([math.log(2) * 2 ** (j + 1) for j in range(4)], "8-head"),  # the first four heads of eight
+        ([4.0, 16.0, 64.0, 256.0], "one unit of score"),  # 1 / m_j: the penalty, not the weight
+        (HALF_4[::-1], "reversed"),
+        ([1 / 4, 1 / 16, 1 / 64, 1 / 256], "not right"),  # the slopes themselves (the old exercise's answer)
+        ([math.log2(2) * 4 ** (j + 1) for j in range(4)], "one unit"),  # log base 2 of 2 = 1: the same as 1 / m_j
+    ):
+        with pytest.raises(AssertionError, match=hint) as message:
+            exp.check_half_distance_4(wrong)
+        assert "exp" not in str(message.value)  # no hint states the key step (the weight ratio is exp(-m delta))
 
 
 def test_rotate():
@@ -70,8 +97,9 @@ def test_sinusoidal_at_512():
 
 def test_uniform_mirrored():
     ext.check_uniform_mirrored(8 / 68)  # 8 lengths 5..12, one unit of weight each, 68 output tokens
-    with pytest.raises(AssertionError, match="over sentences"):
+    with pytest.raises(AssertionError, match="over sentences") as hint:
         ext.check_uniform_mirrored(sum(1 / n for n in range(5, 13)) / 8)
+    assert "token" not in str(hint.value)  # the hint points to the definition of m, it does not state the weighting
 
 
 def test_exact_match():
@@ -86,56 +114,73 @@ def test_exact_match():
         ext.check_exact_match(lambda pred, data: float((pred == data.tgt_out)[data.tgt_out != PAD].float().mean()))
 
 
-def test_length_exact():
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
+def _wrong_by_length(data, wrong_rows):
+    """Predictions equal to the targets except in ``wrong_rows``; the exact match per length 5..12 they give."""
     pred = data.tgt_out.clone()
-    pred[data.lengths == 12, 0] = PAD  # every length-12 example wrong, the others right
-    n_right = float((data.lengths != 12).float().mean())
-    ext.check_length_exact_of(0.0, pred, data, 12)
-    with pytest.raises(AssertionError, match="all lengths"):
-        ext.check_length_exact_of(n_right, pred, data, 12)
+    pred[wrong_rows, 0] += 1
+    ok = torch.ones(len(data.lengths), dtype=torch.bool)
+    ok[wrong_rows] = False
+    return pred, [float(ok[data.lengths == n].float().mean()) for n in range(5, 13)]
+
+
+def test_exact_by_length():
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    wrong_rows = torch.cat([(data.lengths == n).nonzero().flatten()[: n - 4] for n in range(5, 13)])
+    pred, right = _wrong_by_length(data, wrong_rows)  # more wrong rows for longer sequences: 8 different values
+    assert len(set(right)) == 8
+    ext.check_exact_by_length_of(right, pred, data)
+    overall = float((pred == data.tgt_out).all(1).float().mean())
+    counts = [float(((data.lengths == n) & ~torch.isin(torch.arange(200), wrong_rows)).sum()) for n in range(5, 13)]
+    for wrong, hint in (
+        ([0.0] * 8, "one value for every length"),  # the guess "none right" everywhere
+        ([overall] * 8, "one value for every length"),
+        (right[::-1], "reversed"),
+        (counts, "counts"),
+        (right[:-1], "one value per length"),
+        ([*right[:-1], right[-1] + 0.05], r"lengths \[12\]"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            ext.check_exact_by_length_of(wrong, pred, data)
     with pytest.raises(ValueError, match="no example"):
-        ext.check_length_exact_of(0.0, pred, data, 99)
+        ext.check_exact_by_length_of(right, pred, tt.reversal_data(3, torch.Generator().manual_seed(1)))
 
 
-def test_length_exact_decodes_the_model_itself(monkeypatch):
+def test_exact_by_length_decodes_the_model_itself(monkeypatch):
     # the check decodes greedily with the model it is given: the targets passed as "predictions" with an
-    # answer of 1.0 must fail (a reference computed from the reader's pred would accept them)
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
-    rows = (data.lengths == 12).nonzero().flatten()
+    # answer of all ones must fail (a reference computed from the reader's pred would accept them)
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    wrong_rows = (data.lengths >= 11).nonzero().flatten()[::2]  # strictly between 0 and 1 for lengths 11 and 12
     calls = []
 
-    def decode(model, batch, beam):  # every second length-12 row wrong: a reference strictly between 0 and 1
+    def decode(model, batch, beam):
         calls.append((model, beam))
-        pred = batch.tgt_out.clone()
-        pred[rows[::2], 0] += 1
-        return pred
+        return _wrong_by_length(batch, wrong_rows)[0]
 
     monkeypatch.setattr(ext, "decode", decode)
     model = tt.make_model().eval()
-    right = 1 - len(rows[::2]) / len(rows)
-    assert 0 < right < 1
-    ext.check_length_exact(right, model, data, 12)
+    right = _wrong_by_length(data, wrong_rows)[1]
+    assert 0 < right[-1] < 1
+    ext.check_exact_by_length(right, model, data)
     assert calls == [(model, 1)]  # this model, greedy
     with pytest.raises(AssertionError):
-        ext.check_length_exact(1.0, model, data, 12)
+        ext.check_exact_by_length(right[:6] + [1.0, 1.0], model, data)
 
 
 def test_checks_print_no_answer(capsys):
-    exd.check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
-    exd.check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
-    exp.check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+    exd.check_cache_gib(1.875)
+    exd.check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
+    exp.check_half_distance_4(HALF_4)
     ext.check_uniform_mirrored(8 / 68)
     out = capsys.readouterr().out
-    for leak in ("1.25", "131", "44,870", "342", "0.25", "0.0625", "0.1176"):
+    for leak in ("1.875", "57408", "57,408", "0.437", "2.77", "11.09", "44.36", "177.4", "0.1176"):
         assert leak not in out, out
 
 
 def test_hidden_cache_gib_accepts_the_solution_and_rejects_a_rounded_size():
-    exd.hidden_check_cache_gib(2 * 80 * 4096 * 8 * 128 * 2 / 2**30)
-    exd.check_cache_gib(1.26)  # within the visible check's 1 % ...
+    exd.hidden_check_cache_gib(2 * 40 * 3 * 4096 * 8 * 128 * 2 / 2**30)
+    exd.check_cache_gib(1.88)  # within the visible check's 1 % ...
     with pytest.raises(AssertionError, match="not exact"):
-        exd.hidden_check_cache_gib(1.26)
+        exd.hidden_check_cache_gib(1.88)
 
 
 def test_hidden_expand_kv_accepts_the_solution_and_rejects_tiling():
@@ -144,16 +189,21 @@ def test_hidden_expand_kv_accepts_the_solution_and_rejects_tiling():
         exd.hidden_check_expand_kv(lambda k, h: k.repeat(1, h // k.shape[1], 1, 1))
 
 
-def test_hidden_score_counts_accepts_the_solution_and_rejects_the_last_step_only():
-    exd.hidden_check_score_counts(512 * 513 // 2, 512 * 513 * 1025 // 6)
+def test_hidden_score_counts_accepts_the_solution_and_rejects_a_rounded_fraction():
+    exd.hidden_check_score_counts(WINDOW_COUNT, WINDOW_COUNT / (512 * 513 // 2))
+    exd.check_score_counts(WINDOW_COUNT, 0.4371)  # within the visible check's tolerance ...
+    with pytest.raises(AssertionError, match="unrounded"):
+        exd.hidden_check_score_counts(WINDOW_COUNT, 0.4371)
     with pytest.raises(AssertionError, match="recount"):
-        exd.hidden_check_score_counts(512 * 513 // 2, 512 * 512)
+        exd.hidden_check_score_counts(512 * 128, 0.5)
 
 
-def test_hidden_alibi_accepts_the_solution_and_rejects_the_slopes_of_eight_heads():
-    exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 4) for j in range(4)])
+def test_hidden_half_distance_accepts_the_solution_and_rejects_rounded_distances():
+    exp.hidden_check_half_distance_4(HALF_4)
+    rounded = [round(x, 5) for x in HALF_4]
+    exp.check_half_distance_4(rounded)  # within the visible check's 1e-6 ...
     with pytest.raises(AssertionError, match="not exact"):
-        exp.hidden_check_alibi_slopes_4([2 ** (-8 * (j + 1) / 8) for j in range(4)])
+        exp.hidden_check_half_distance_4([round(x, 4) for x in HALF_4])
 
 
 def _rope(x, t, d=None):
@@ -198,9 +248,9 @@ def test_hidden_exact_match_accepts_the_solution_and_rejects_a_check_of_the_firs
         ext.hidden_check_exact_match(lambda pred, data: float((pred[:, 0] == data.tgt_out[:, 0]).float().mean()))
 
 
-def test_hidden_length_exact_accepts_a_fraction_of_sequences_and_rejects_a_rounded_one():
-    data = tt.reversal_data(64, torch.Generator().manual_seed(1))
-    count = int((data.lengths == 12).sum())
-    ext.hidden_check_length_exact(1 / count, None, data, 12)
+def test_hidden_exact_by_length_accepts_fractions_of_sequences_and_rejects_rounded_ones():
+    data = tt.reversal_data(200, torch.Generator().manual_seed(1))
+    counts = [int((data.lengths == n).sum()) for n in range(5, 13)]
+    ext.hidden_check_exact_by_length([1 / c for c in counts], None, data)
     with pytest.raises(AssertionError, match="whole number of sequences"):
-        ext.hidden_check_length_exact(round(1 / count, 2) + 0.001, None, data, 12)
+        ext.hidden_check_exact_by_length([round(1 / c, 2) + 0.001 for c in counts], None, data)

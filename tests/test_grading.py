@@ -372,7 +372,7 @@ def test_ch06_1_tampered_submission_end_to_end(tmp_path):
     (exercise 2) earn nothing; the honest answer to exercise 1 keeps its point; the report names each."""
     chapter = ROOT / "chapters" / "ch06_1_decoding.ipynb"
     nb = student.student_notebook(nbformat.read(chapter, as_version=4))
-    _cell(nb, "ch06_1_decoding-ex1").source = "answer_gib = 1.25"
+    _cell(nb, "ch06_1_decoding-ex1").source = "answer_gib = 1.875"
     _cell(nb, "ch06_1_decoding-ex2").source = (
         "import attnsurvey.exercises.beyond_decoding as m\n"
         "m.check_expand_kv = lambda *a: print('correct')\n"
@@ -388,7 +388,7 @@ def test_ch06_1_tampered_submission_end_to_end(tmp_path):
         ("ch06_1_decoding-ex1-test", 1),
         ("ch06_1_decoding-ex2-test", 0),
         ("ch06_1_decoding-ex3-test", 0),
-        ("ch06_1_decoding-ex4-test", 0),  # the student's copy has no solution: slot is undefined
+        ("ch06_1_decoding-ex4-test", 0),  # the student's copy has no solution: position raises NotImplementedError
     ]
     assert report.grades[0].message.startswith("correct")
     assert report.grades[2].message.startswith("NameError")

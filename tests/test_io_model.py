@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnsurvey.beyond.io_model import (
+    Access,
+    SlowMemory,
     algorithm1_schedule,
     fast_memory_elements,
     flash_forward,
@@ -77,6 +79,53 @@ def test_instrumented_forward_matches_sdpa_and_the_counting_loop(n_q, n_f, d, d_
     torch.testing.assert_close(O, F.scaled_dot_product_attention(Q, K, V), atol=1e-12, rtol=0)
     assert c == flash_io(n_q, d, M, n_f=n_f, d_v=d_v)
     assert (c["reads"], c["writes"]) == closed_form(n_q, n_f, d, d_v, M)
+
+
+def _rows_read(log, name, n):
+    times = torch.zeros(n, dtype=torch.int64)
+    for acc in log:
+        if acc.op == "read" and acc.name == name:
+            times[acc.start : acc.stop] += 1
+    return times
+
+
+@pytest.mark.catalog("extra:io-model")
+@pytest.mark.parametrize("n_q,n_f,d,d_v,M", [(37, 53, 8, 5, 100), (64, 64, 16, 16, 256), (5, 70, 4, 4, 16)])
+def test_the_count_is_observed_on_the_tensors_and_catches_an_extra_load(n_q, n_f, d, d_v, M):
+    """The kernel's count comes from the blocks it moved, not from the schedule: reloading K_j, V_j is caught."""
+    g = torch.Generator().manual_seed(5)
+    Q, K = (torch.randn(3, n, d, generator=g, dtype=torch.float64) for n in (n_q, n_f))
+    V = torch.randn(3, n_f, d_v, generator=g, dtype=torch.float64)
+    log: list[Access] = []
+    O, c = flash_forward(Q, K, V, M, memory=log)
+    # every key and value row is loaded exactly once; every query row once per outer pass
+    T_c = len({s.j for s in algorithm1_schedule(n_q, n_f, *paper_blocks(M, d))})
+    assert torch.equal(_rows_read(log, "K", n_f), torch.ones(n_f, dtype=torch.int64))
+    assert torch.equal(_rows_read(log, "V", n_f), torch.ones(n_f, dtype=torch.int64))
+    assert torch.equal(_rows_read(log, "Q", n_q), torch.full((n_q,), T_c, dtype=torch.int64))
+    assert c["reads"] == sum(a.elements for a in log if a.op == "read")
+    assert c["writes"] == sum(a.elements for a in log if a.op == "write")
+
+    reload_log: list[Access] = []
+    O2, c2 = flash_forward(Q, K, V, M, reload_kv=True, memory=reload_log)
+    torch.testing.assert_close(O2, O, atol=0, rtol=0)  # the same result ...
+    B_r, B_c = paper_blocks(M, d)
+    extra = sum((s.ke - s.ks) * (d + d_v) for s in algorithm1_schedule(n_q, n_f, B_r, B_c) if not s.first_i)
+    assert c2["reads"] - c["reads"] == extra > 0  # ... but the extra loads are counted
+    assert c2["writes"] == c["writes"]
+    assert c2 != flash_io(n_q, d, M, n_f=n_f, d_v=d_v)  # and the comparison with the analysis fails
+    assert int(_rows_read(reload_log, "K", n_f).max()) == math.ceil(n_q / B_r)
+
+
+def test_slow_memory_counts_rows_per_head():
+    mem = SlowMemory(1, X=torch.zeros(4, 6, 3), s=torch.zeros(4, 6))
+    block = mem.read("X", 1, 4)
+    assert block.shape == (4, 3, 3) and mem.reads == 9
+    mem.write("s", 0, 2, torch.ones(4, 2))
+    assert mem.writes == 2 and float(mem.tensors["s"].sum()) == 8.0
+    block += 1  # a read is a copy: slow memory is unchanged until written back
+    assert float(mem.tensors["X"].abs().sum()) == 0.0
+    assert [a.op for a in mem.log] == ["read", "write"]
 
 
 def test_schedule_covers_every_pair_once_keys_outside():

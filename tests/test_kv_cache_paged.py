@@ -338,34 +338,35 @@ def test_decode_cost_matches_the_model_and_torchs_flop_counter(g):
     assert counter.get_total_flops() == dec.decode_step_cost(16, 4, g, 24, 2, 9, vocab=7).flops
 
 
-def _right_slot(table, block_size, t):
-    return table[t // block_size], t % block_size
+def _right_position(table, block_size, block, offset):
+    return table.index(block) * block_size + offset if block in table else None
 
 
 def test_block_slot_exercise_accepts_the_solution_and_rejects_plausible_mistakes(capsys):
     from attnsurvey.exercises import beyond_decoding as exd
 
-    exd.check_block_slot(_right_slot)
-    exd.hidden_check_block_slot(_right_slot)
+    exd.check_block_slot(_right_position)
+    exd.hidden_check_block_slot(_right_position)
     out = capsys.readouterr().out
     assert "correct" in out
     wrong = {
-        "logical block number": lambda table, bs, t: (t // bs, t % bs),  # forgot the table
-        "look the block up": lambda table, bs, t: (table[t // bs], t % bs + 1),  # an offset counted from 1
-        "look the block up ": lambda table, bs, t: (
-            table[min(t // bs + 1, len(table) - 1)],
-            t % bs,
-        ),  # block off by one
+        "physical block id": lambda table, bs, block, off: block * bs + off,  # the forward formula read backwards
+        "return None": lambda table, bs, block, off: table.index(block) * bs + off if block in table else 0,
+        "invert": lambda table, bs, block, off: table.index(block) * bs + off + 1 if block in table else None,
     }
-    for hint, slot in wrong.items():
-        with pytest.raises(AssertionError, match=hint.strip()):
-            exd.check_block_slot(slot)
+    for hint, position in wrong.items():
+        with pytest.raises(AssertionError, match=hint) as message:
+            exd.check_block_slot(position)
+        assert "table says" not in str(message.value)  # no hint says where the logical block number is found
         with pytest.raises(AssertionError, match="block_size"):
-            exd.hidden_check_block_slot(slot)
+            exd.hidden_check_block_slot(position)
+    # the displayed forward lookup is no answer: it takes a position, not a slot
+    with pytest.raises((AssertionError, TypeError, IndexError)):
+        exd.check_block_slot(lambda table, bs, t: (table[t // bs], t % bs))
 
     # a table hard-coded for the visible check's block size passes it but fails the hidden one
-    def fixed_block_size(table, bs, t):
-        return table[t // 4], t % 4
+    def fixed_block_size(table, bs, block, off):
+        return table.index(block) * 4 + off if block in table else None
 
     exd.check_block_slot(fixed_block_size)
     with pytest.raises(AssertionError, match="block_size 1"):

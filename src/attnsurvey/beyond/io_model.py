@@ -17,16 +17,20 @@ slow memory; FLOPs are the same for both algorithms below.
   ``Theta(n^2 d^2 / M)`` accesses; :func:`flash_leading_term` is the leading
   term ``12 n^2 d^2 / M`` of this exact count.
 
-Both functions share one schedule (:func:`algorithm1_schedule`), so the count
-without arithmetic is the count of the computation by construction, and a
-test checks that the two agree.
+The two counts are made independently. :func:`flash_io` adds up the blocks the
+schedule (:func:`algorithm1_schedule`) says Algorithm 1 loads and stores.
+:func:`flash_forward` keeps its inputs and outputs in a :class:`SlowMemory`, the
+only way its loop reaches them: every block it reads or writes is logged and
+counted there, so its count is what the kernel actually moved. The two agree
+only if the kernel moves exactly the blocks the analysis assumes; a kernel that
+loads a block more often (``reload_kv=True``) or stores one less is caught.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import NamedTuple, TypedDict
+from typing import Literal, NamedTuple, TypedDict
 
 from torch import Tensor
 
@@ -153,6 +157,65 @@ class _Tally:
         return {"reads": self.reads, "writes": self.writes, "total": self.reads + self.writes, "fast": self.fast}
 
 
+class Access(NamedTuple):
+    """One block moved between slow and fast memory: ``op`` (read or write), tensor ``name``, rows ``start:stop``.
+
+    ``elements`` is the number of elements moved per batch element (one head).
+    """
+
+    op: Literal["read", "write"]
+    name: str
+    start: int
+    stop: int
+    elements: int
+
+
+class SlowMemory:
+    """Tensors that stand for slow memory; blocks of rows are read and written only through :meth:`read` and :meth:`write`.
+
+    Every access is appended to :attr:`log` and its elements (per batch element,
+    i.e. per head) are added to :attr:`reads` or :attr:`writes`. Rows are the
+    next-to-last axis of ``(..., n, d)`` tensors and the last axis of ``(..., n)``
+    tensors (the statistics ``l`` and ``m``).
+
+    Args:
+        batch_ndim: the number of leading batch axes of every tensor.
+        **tensors: the tensors held, by name.
+    """
+
+    def __init__(self, batch_ndim: int, **tensors: Tensor) -> None:
+        self.tensors = tensors
+        self.batch_ndim = batch_ndim
+        self.log: list[Access] = []
+        self.reads = 0
+        self.writes = 0
+
+    def _rows(self, name: str, start: int, stop: int) -> tuple[Tensor, tuple[slice, ...]]:
+        t = self.tensors[name]
+        rows_axis = t.dim() - 1 if t.dim() == self.batch_ndim + 1 else t.dim() - 2
+        index = (slice(None),) * rows_axis + (slice(start, stop),)
+        return t, index
+
+    def elements(self, block: Tensor) -> int:
+        """Elements of ``block`` per batch element."""
+        return math.prod(block.shape[self.batch_ndim :])
+
+    def read(self, name: str, start: int, stop: int) -> Tensor:
+        """A copy of rows ``start:stop`` of tensor ``name`` (a load into fast memory), counted."""
+        t, index = self._rows(name, start, stop)
+        block = t[index].clone()
+        self.log.append(Access("read", name, start, stop, self.elements(block)))
+        self.reads += self.log[-1].elements
+        return block
+
+    def write(self, name: str, start: int, stop: int, block: Tensor) -> None:
+        """Store ``block`` as rows ``start:stop`` of tensor ``name``, counted."""
+        t, index = self._rows(name, start, stop)
+        t[index] = block
+        self.log.append(Access("write", name, start, stop, self.elements(block)))
+        self.writes += self.log[-1].elements
+
+
 @catalogued(
     "extra:io-model",
     title="IO model: slow-memory accesses of standard attention and of FlashAttention (Dao et al. 2022, Theorem 2)",
@@ -190,28 +253,36 @@ def flash_io(n: int, d: int, M: int, n_f: int | None = None, d_v: int | None = N
 
 
 @catalogued("extra:io-model")
-def flash_forward(Q: Tensor, K: Tensor, V: Tensor, M: int) -> tuple[Tensor, IOCount]:
-    """Run Algorithm 1 (FlashAttention forward, Dao et al. 2022) and count its slow-memory traffic.
+def flash_forward(
+    Q: Tensor, K: Tensor, V: Tensor, M: int, reload_kv: bool = False, memory: list[Access] | None = None
+) -> tuple[Tensor, IOCount]:
+    """Run Algorithm 1 (FlashAttention forward, Dao et al. 2022) and count the slow-memory traffic it causes.
 
-    The inputs stand for slow memory; each step copies the blocks it loads
-    (``Q_i``, ``K_j``, ``V_j`` and the stored ``O_i, l_i, m_i``), updates them with
-    one tile's statistics (:func:`~attnsurvey.beyond.tiled.tile_stats`) and the
+    ``Q``, ``K``, ``V`` and the outputs ``O``, ``l``, ``m`` live in a
+    :class:`SlowMemory`; each step loads the blocks it needs from there
+    (``K_j``, ``V_j`` on the first query block of a key/value block; ``Q_i``
+    and the stored ``O_i, l_i, m_i`` on every step), updates them with one
+    tile's statistics (:func:`~attnsurvey.beyond.tiled.tile_stats`) and the
     online-softmax merge, and stores ``O_i`` normalised, as the paper does.
-    Scores are scaled by ``1 / sqrt(d_k)``; no mask.
+    The reads and writes counted are those the loop performed, not those the
+    schedule predicts. Scores are scaled by ``1 / sqrt(d_k)``; no mask.
 
     Args:
         Q: queries.
         K: keys.
         V: values.
         M: fast-memory size in elements (:func:`paper_blocks` sets the blocks from it and ``d_k``).
+        reload_kv: load ``K_j, V_j`` again on every query block, as a kernel that
+            does not keep them in fast memory would (same result, more traffic).
+        memory: if given, every :class:`Access` is appended to it, in order.
 
     Shape:
         Q ``(..., n_q, d_k)``, K ``(..., n_f, d_k)``, V ``(..., n_f, d_v)`` with equal batch
         dimensions; counts are per batch element (one head).
 
     Returns:
-        ``(O, counts)``: the context ``(..., n_q, d_v)`` and :class:`IOCount`, equal to
-        ``flash_io(n_q, d_k, M, n_f, d_v)``.
+        ``(O, counts)``: the context ``(..., n_q, d_v)`` and :class:`IOCount`; with
+        ``reload_kv=False`` equal to ``flash_io(n_q, d_k, M, n_f, d_v)``.
 
     Raises:
         ValueError: for inputs :func:`~attnsurvey.beyond.tiled.check_qkv` refuses, unequal batch
@@ -226,22 +297,36 @@ def flash_forward(Q: Tensor, K: Tensor, V: Tensor, M: int) -> tuple[Tensor, IOCo
     B_r, B_c = paper_blocks(M, d_k)
     scale = 1.0 / math.sqrt(d_k)
     batch = Q.shape[:-2]
-    # slow memory: O, l, m initialised (line 2)
-    O = Q.new_zeros((*batch, n_q, d_v))
-    l = Q.new_zeros((*batch, n_q))
-    m = Q.new_full((*batch, n_q), -math.inf)
-    tally = _Tally(n_q, d_k, d_v)
+    slow = SlowMemory(
+        len(batch),
+        Q=Q,
+        K=K,
+        V=V,
+        O=Q.new_empty((*batch, n_q, d_v)),
+        l=Q.new_empty((*batch, n_q)),
+        m=Q.new_empty((*batch, n_q)),
+    )
+    # line 2: O = 0, l = 0, m = -inf written to slow memory
+    slow.write("O", 0, n_q, Q.new_zeros((*batch, n_q, d_v)))
+    slow.write("l", 0, n_q, Q.new_zeros((*batch, n_q)))
+    slow.write("m", 0, n_q, Q.new_full((*batch, n_q), -math.inf))
+    fast = 0
     Kj = Vj = Q  # bound on the first step of every outer iteration
     for s in algorithm1_schedule(n_q, n_f, B_r, B_c):
-        tally.step(s)
-        if s.first_i:
-            Kj, Vj = K[..., s.ks : s.ke, :].clone(), V[..., s.ks : s.ke, :].clone()
-        rows = slice(s.qs, s.qe)
-        Qi, Oi, li, mi = Q[..., rows, :] * scale, O[..., rows, :].clone(), l[..., rows].clone(), m[..., rows].clone()
+        if s.first_i or reload_kv:  # line 6: load K_j, V_j
+            Kj, Vj = slow.read("K", s.ks, s.ke), slow.read("V", s.ks, s.ke)
+        Qi, Oi, li, mi = (slow.read(name, s.qs, s.qe) for name in ("Q", "O", "l", "m"))  # line 8
+        held = sum(slow.elements(x) for x in (Kj, Vj, Qi, Oi, li, mi)) + (s.qe - s.qs) * (s.ke - s.ks)  # + S_ij
+        fast = max(fast, held)
         # back from the stored normalised O_i to the running weighted sum, merge the tile, normalise again
-        m_new, l_new, acc = online_softmax_merge(mi, li, Oi * li.unsqueeze(-1), *tile_stats(Qi, Kj, Vj))
-        O[..., rows, :], m[..., rows], l[..., rows] = finalize(m_new, l_new, acc)[0], m_new, l_new
-    return O, tally.count()
+        m_new, l_new, acc = online_softmax_merge(mi, li, Oi * li.unsqueeze(-1), *tile_stats(Qi * scale, Kj, Vj))
+        slow.write("O", s.qs, s.qe, finalize(m_new, l_new, acc)[0])  # lines 12-13
+        slow.write("l", s.qs, s.qe, l_new)
+        slow.write("m", s.qs, s.qe, m_new)
+    if memory is not None:
+        memory.extend(slow.log)
+    counts: IOCount = {"reads": slow.reads, "writes": slow.writes, "total": slow.reads + slow.writes, "fast": fast}
+    return slow.tensors["O"], counts
 
 
 @catalogued("extra:io-model")
@@ -339,7 +424,9 @@ def fast_memory_elements(M: int, d: int) -> int:
 
 
 __all__ = [
+    "Access",
     "IOCount",
+    "SlowMemory",
     "Step",
     "algorithm1_schedule",
     "fast_memory_elements",

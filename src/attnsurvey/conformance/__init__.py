@@ -57,12 +57,13 @@ TARGETS: dict[str, str] = {
 
 #: Equation key -> the row label of the conformance table, in table order.
 EQUATIONS: dict[str, str] = {
-    "eq25": "Eq. (25): masked softmax attention",
+    "eq25": "Eqs. (24)-(25): softmax weights and context (scaled dot-product scores, with the book's masks)",
     "fully-masked": "Fully-masked row: zero weights, zero context",
     "causal": "Causal mask: query $i$ sees keys $j \\le i$",
     "eq38-40": "Eq. (38)-(40): multi-head attention",
     "gqa": "Grouped K/V heads ($h_{kv} < h$)",
-    "eq37": "Eq. (37): residual + normalisation around attention",
+    "eq37": "Eq. (37): post-norm residual, Normalize(f + c)",
+    "pre-norm": "Pre-norm residual, f + c(Normalize(f)) (a variant of Eq. (37), not in the survey)",
     "rope": "RoPE: rotary positions",
     "alibi": "ALiBi: linear distance bias",
     "relative-bias": "Relative position bias added to the scores",

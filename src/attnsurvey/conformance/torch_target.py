@@ -337,7 +337,7 @@ def _layer_checks(X: Tensor) -> list[Check]:
         Check("torch", "eq37", "nn.TransformerEncoderLayer (post-norm)", lambda: (enc(X)[0], enc_torch(X))),
         Check(
             "torch",
-            "eq37",
+            "pre-norm",
             "nn.TransformerDecoderLayer (pre-norm, causal)",
             lambda: (dec(X, M, causal)[0], dec_torch(X, M, tgt_mask=~causal)),
         ),

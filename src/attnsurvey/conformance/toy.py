@@ -84,7 +84,7 @@ class ToyAttention(nn.Module):
 
 
 def toy_check(adapter: Adapter, B: int, h: int, n_q: int, n_f: int, d: int, seed: int = 0) -> Check:
-    """The conformance check of an adapter for :class:`ToyAttention` (Eq. 25 with a mask).
+    """The conformance check of an adapter for :class:`ToyAttention` (Eqs. (24)-(25) with a mask).
 
     Args:
         adapter: ``(toy, Q, K, V, mask) -> c`` with the book's layout and polarity.
@@ -118,7 +118,7 @@ def _verdict(result: Result, hint: str) -> None:
 
 
 def check_toy_adapter(adapter: Adapter) -> None:
-    """Self-check of the exercise: the reader's adapter for :class:`ToyAttention` conforms to Eq. (25).
+    """Self-check of the exercise: the reader's adapter for :class:`ToyAttention` conforms to Eqs. (24)-(25).
 
     Args:
         adapter: ``(toy, Q, K, V, mask) -> c``; Q ``(B, h, n_q, d)``, mask ``True`` = may attend.
@@ -132,7 +132,7 @@ def check_toy_adapter(adapter: Adapter) -> None:
     except ValueError as wrong_shape:
         raise AssertionError(f"the adapter's output has the wrong shape: {wrong_shape}") from None
     _verdict(result, "compare the toy's layout and mask polarity with the book's, one argument at a time")
-    print("The adapter conforms: the toy computes Eq. (25) once its conventions are mapped.")
+    print("The adapter conforms: the toy computes Eqs. (24)-(25) once its conventions are mapped.")
 
 
 def hidden_check_toy_adapter(adapter: Adapter) -> None:

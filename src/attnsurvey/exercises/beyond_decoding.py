@@ -14,20 +14,47 @@ from torch import Tensor
 
 from ..beyond.decoding import kv_cache_bytes
 
-#: Exercise 1: an 80-layer model with 64 query heads, 8 K/V heads, d_head = 128, bfloat16, 4096 tokens, batch 1.
-EX1 = {"n_layers": 80, "n_heads": 64, "n_kv_heads": 8, "d_head": 128, "n_tokens": 4096, "bytes_per_value": 2}
+#: Exercise 1: a grouped-query model with a sliding window: 40 layers, 32 query heads, 8 K/V heads of size 128,
+#: a window of 4,096 keys, bfloat16, a batch of 3 sequences of 32,768 tokens each.
+EX1 = {
+    "n_layers": 40,
+    "n_heads": 32,
+    "n_kv_heads": 8,
+    "d_head": 128,
+    "n_tokens": 32768,
+    "window": 4096,
+    "batch": 3,
+    "bytes_per_value": 2,
+}
+
+
+def window_cache_gib() -> float:
+    """The answer of Exercise 1: the rolling buffer holds ``window`` positions per sequence, ``n_kv_heads`` heads."""
+    cfg = {k: EX1[k] for k in ("n_layers", "n_kv_heads", "d_head", "batch", "bytes_per_value")}
+    return kv_cache_bytes(**cfg, n_tokens=min(EX1["window"], EX1["n_tokens"])) / 2**30
 
 
 def check_cache_gib(answer: float) -> None:
-    """Exercise 1: the KV cache of :data:`EX1` in GiB (2^30 bytes), within 1 %."""
-    cfg = {k: v for k, v in EX1.items() if k != "n_heads"}
-    right = kv_cache_bytes(**cfg) / 2**30
-    if math.isclose(answer, right / 2, rel_tol=0.01):
-        raise AssertionError("half the right size: a cache stores keys AND values")
-    if math.isclose(answer, right * EX1["n_heads"] / EX1["n_kv_heads"], rel_tol=0.01):
-        raise AssertionError("that is the MHA cache: with GQA only the n_kv_heads K/V heads are cached")
-    if not math.isclose(answer, right, rel_tol=0.01):
-        raise AssertionError(f"{answer} GiB is not right; count 2 x layers x tokens x K/V heads x d_head x bytes")
+    """Exercise 1: the sliding-window KV cache of :data:`EX1` in GiB (2^30 bytes), within 1 %.
+
+    Raises ``AssertionError`` with a hint that names no size.
+    """
+    right = window_cache_gib()
+    full_length = right * EX1["n_tokens"] / EX1["window"]
+    wrong = {
+        (
+            "the formula above is for a cache that keeps every position; "
+            "read again what the rolling buffer of the previous section holds"
+        ): (full_length, full_length / EX1["batch"]),
+        "count both tensors the cache stores per position": (right / 2,),
+        "only the key/value heads are cached": (right * EX1["n_heads"] / EX1["n_kv_heads"],),
+        "every sequence of the batch has its own buffer": (right / EX1["batch"],),
+    }
+    for hint, values in wrong.items():
+        if any(math.isclose(float(answer), v, rel_tol=0.01) for v in values):
+            raise AssertionError(hint)
+    if not math.isclose(float(answer), right, rel_tol=0.01):
+        raise AssertionError("not right: list what one cached position stores, then how many positions are kept")
     print("correct")
 
 
@@ -57,20 +84,36 @@ def check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
     print("correct: consecutive query heads share a K/V head")
 
 
-def score_counts(T: int) -> tuple[int, int]:
-    """Scores ``q . k`` computed per layer and head to generate ``T`` tokens from a one-token prompt: (with cache, without)."""
-    return T * (T + 1) // 2, T * (T + 1) * (2 * T + 1) // 6
+#: Exercise 3: the window of the sliding-window cache and the number of generated tokens.
+EX3 = {"window": 128, "T": 512}
 
 
-def check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> None:
-    """Exercise 3: the counts of :func:`score_counts` for ``T`` generated tokens."""
-    right = score_counts(T)
-    if (with_cache, without_cache) == right[::-1]:
-        raise AssertionError("swapped: the cache makes generation cheaper")
-    if without_cache == T * T:
-        raise AssertionError("T x T is only the last step; without a cache step t computes a t x t matrix: add them up")
-    if (with_cache, without_cache) != right:
-        raise AssertionError("not right; step t attends with 1 query (cache) or t queries (no cache) to t keys")
+def window_score_counts(T: int, w: int) -> tuple[int, float]:
+    """Scores per layer and head to generate ``T`` tokens from a one-token prompt with a window of ``w`` keys.
+
+    Returns the count and its fraction of the count with a full cache (step ``t`` attends to ``t`` keys).
+    """
+    window = sum(min(t, w) for t in range(1, T + 1))
+    return window, window / sum(range(1, T + 1))
+
+
+def check_score_counts(window_count: int, fraction: float) -> None:
+    """Exercise 3: the score count of :data:`EX3` with a sliding-window cache, and its fraction of the full cache's.
+
+    Raises ``AssertionError`` with a hint that names no count.
+    """
+    T, w = EX3["T"], EX3["window"]
+    right, right_fraction = window_score_counts(T, w)
+    if int(window_count) == T * w:
+        raise AssertionError("count the keys SlidingWindowCache attends to in the first few steps, then compare")
+    if int(window_count) == T * (T + 1) // 2:
+        raise AssertionError("that is the full cache: the window caps the keys of every step")
+    if int(window_count) == window_score_counts(T, w + 1)[0] or int(window_count) == window_score_counts(T, w - 1)[0]:
+        raise AssertionError("off by one: how many keys, the current one included, does a query see?")
+    if int(window_count) != right:
+        raise AssertionError("not right: count the keys of each step, then add the steps up")
+    if not math.isclose(float(fraction), right_fraction, rel_tol=1e-3):
+        raise AssertionError("the count is right; the fraction is not (divide by the full cache's count)")
     print("correct")
 
 
@@ -79,7 +122,8 @@ def hidden_check_cache_gib(answer: float) -> None:
 
     Raises ``AssertionError``.
     """
-    n_bytes = 2 * EX1["n_layers"] * EX1["n_tokens"] * EX1["n_kv_heads"] * EX1["d_head"] * EX1["bytes_per_value"]
+    kept = min(EX1["window"], EX1["n_tokens"])
+    n_bytes = 2 * EX1["n_layers"] * EX1["batch"] * kept * EX1["n_kv_heads"] * EX1["d_head"] * EX1["bytes_per_value"]
     if not math.isclose(float(answer), n_bytes / 2**30, rel_tol=1e-6):
         raise AssertionError("the size is not exact: divide the bytes by 2^30, without rounding")
 
@@ -98,14 +142,21 @@ def hidden_check_expand_kv(expand_kv: Callable[[Tensor, int], Tensor]) -> None:
             raise AssertionError(f"k of shape {shape}, h = {h}: query head j must read K/V head j // (h // g)")
 
 
-def hidden_check_score_counts(with_cache: int, without_cache: int, T: int = 512) -> None:
-    """Hidden test of Exercise 3: both counts recounted step by step (whole numbers). Raises ``AssertionError``."""
+def hidden_check_score_counts(window_count: int, fraction: float) -> None:
+    """Hidden test of Exercise 3: the count recounted step by step (a whole number), the fraction to 1e-9.
+
+    Raises ``AssertionError``.
+    """
     from ._answers import whole_number
 
-    cached = sum(1 * t for t in range(1, T + 1))
-    uncached = sum(t * t for t in range(1, T + 1))
-    if whole_number(with_cache, "a count") != cached or whole_number(without_cache, "a count") != uncached:
-        raise AssertionError("recount the scores step by step: step t has 1 or t queries against t keys")
+    T, w = EX3["T"], EX3["window"]
+    counted = 0
+    for t in range(1, T + 1):
+        counted += len(range(max(0, t - w), t))  # the keys of step t inside the window
+    if whole_number(window_count, "a count") != counted:
+        raise AssertionError("recount the scores step by step")
+    if not math.isclose(float(fraction), counted / (T * (T + 1) // 2), rel_tol=1e-9):
+        raise AssertionError("give the fraction unrounded")
 
 
 #: Block-table exercise: the block size of the visible check.
@@ -114,39 +165,51 @@ EX4_BLOCK_SIZE = 4
 EX4_TABLES = {"a": [5, 0, 3], "b": [1, 7]}
 
 
-def _slot_cases(block_size: int, tables: dict[str, list[int]]) -> list[tuple[list[int], int, tuple[int, int]]]:
+def _position_cases(block_size: int, tables: dict[str, list[int]]) -> list[tuple[list[int], int, int, int | None]]:
+    """``(table, block, offset, position)`` for every slot of every block of the pool that the tables use, and more.
+
+    Blocks that a table does not hold map to ``None``.
+    """
+    pool = sorted({b for table in tables.values() for b in table} | {max(max(t) for t in tables.values()) + 1})
     return [
-        (table, t, (table[t // block_size], t % block_size))
+        (table, block, offset, table.index(block) * block_size + offset if block in table else None)
         for table in tables.values()
-        for t in range(block_size * len(table))
+        for block in pool
+        for offset in range(block_size)
     ]
 
 
-def _check_slot(slot: Callable[[list[int], int, int], tuple[int, int]], block_size: int, tables: dict) -> str | None:
-    cases = _slot_cases(block_size, tables)
-    got = [tuple(int(x) for x in slot(table, block_size, t)) for table, t, _ in cases]
-    if got == [want for _, _, want in cases]:
+def _check_position(
+    position: Callable[[list[int], int, int, int], int | None], block_size: int, tables: dict
+) -> str | None:
+    cases = _position_cases(block_size, tables)
+    got = [position(list(table), block_size, block, offset) for table, block, offset, _ in cases]
+    got = [None if g is None else int(g) for g in got]
+    if got == [want for *_, want in cases]:
         return None
-    if got == [(t // block_size, t % block_size) for _, t, _ in cases]:
-        return "that is the logical block number; the block table maps it to a physical block"
-    return "position t lies in logical block t // block_size at offset t % block_size; look the block up in the table"
+    if all(g == block * block_size + offset for g, (_, block, offset, _w) in zip(got, cases)):
+        return "that treats the physical block id as the logical block number; read Eq. (eq-kv-paged-slot) again"
+    if all(g is not None for g in got):
+        return "a block that is not in the sequence's table holds none of its positions: return None for it"
+    return "not right: invert Eq. (eq-kv-paged-slot) for one block table"
 
 
-def check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
-    """Block-table exercise: ``slot(table, block_size, t)`` returns ``(physical block, offset)`` of position ``t``.
+def check_block_slot(position: Callable[[list[int], int, int, int], int | None]) -> None:
+    """Block-table exercise: ``position(table, block_size, block, offset)``: the position stored in that slot, or None.
 
-    Checked on every position of the block tables in :data:`EX4_TABLES`. Raises
-    ``AssertionError`` with a hint.
+    Checked on every slot of the blocks that the tables of :data:`EX4_TABLES`
+    use (and one they do not). Raises ``AssertionError`` with a hint.
     """
-    hint = _check_slot(slot, EX4_BLOCK_SIZE, EX4_TABLES)
+    hint = _check_position(position, EX4_BLOCK_SIZE, EX4_TABLES)
     if hint:
         raise AssertionError(hint)
-    print("correct: every position of both block tables is found")
+    print("correct: every slot of both block tables is found")
 
 
-def hidden_check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int]]) -> None:
+def hidden_check_block_slot(position: Callable[[list[int], int, int, int], int | None]) -> None:
     """Hidden test of the block-table exercise: other block sizes (1, 3, 16) and tables, against a real :class:`PagedKVCache`.
 
+    Every stored position is looked up from the slot where the cache keeps it.
     Raises ``AssertionError``.
     """
     from ..beyond.kv_cache import PagedKVCache
@@ -161,5 +224,13 @@ def hidden_check_block_slot(slot: Callable[[list[int], int, int], tuple[int, int
                     cache.append(s, torch.zeros(1, 1, 1), torch.zeros(1, 1, 1))
         for s, n in enumerate(lengths):
             for t in range(n):
-                if tuple(int(x) for x in slot(cache.tables[s], block_size, t)) != cache.slot(s, t):
-                    raise AssertionError(f"block_size {block_size}: a position is not where the cache stores it")
+                got = position(list(cache.tables[s]), block_size, *cache.slot(s, t))
+                if got is None or int(got) != t:
+                    raise AssertionError(
+                        f"block_size {block_size}: a slot does not give the position the cache stored there"
+                    )
+            foreign = next(b for b in range(64) if b not in cache.tables[s])
+            if position(list(cache.tables[s]), block_size, foreign, 0) is not None:
+                raise AssertionError(
+                    f"block_size {block_size}: a block outside the table holds no position of the sequence"
+                )

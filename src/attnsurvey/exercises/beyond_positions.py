@@ -16,16 +16,42 @@ from ..beyond.positions import alibi_slopes, apply_rope
 from ..experiments.long_positions import next_token_accuracy, train_next_token
 
 
-def check_alibi_slopes_4(slopes: Sequence[float]) -> None:
-    """Exercise 1: the ALiBi slopes of a 4-head model, largest first."""
-    got = [float(s) for s in slopes]
-    right = alibi_slopes(4).tolist()
-    if len(got) == 4 and all(math.isclose(a, b) for a, b in zip(got, alibi_slopes(8).tolist()[:4])):
-        raise AssertionError("those are the first 4 slopes of an 8-head model; the ratio depends on h: 2^(-8/h)")
-    assert len(got) == 4 and all(
-        math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, right)
-    ), "not right: m_j = 2^(-8 (j+1) / h)"
-    print("correct")
+def half_distances(h: int) -> list[float]:
+    """The answer of Exercise 1: per head, the distance at which ALiBi's penalty alone halves a key's weight.
+
+    With equal content scores the weight of a key at distance ``delta`` relative
+    to the newest key is ``exp(-m_j delta)``; it is one half at ``ln 2 / m_j``.
+    """
+    return [math.log(2.0) / m for m in alibi_slopes(h).tolist()]
+
+
+def check_half_distance_4(distances: Sequence[float]) -> None:
+    """Exercise 1: for a 4-head ALiBi model, the distance at which each head halves a key's weight, largest slope first.
+
+    Within a relative 1e-6. Raises ``AssertionError`` with a hint that names no value.
+    """
+    got = [float(x) for x in distances]
+    if len(got) != 4:
+        raise AssertionError(f"give one distance per head: 4 values, got {len(got)}")
+    right = half_distances(4)
+
+    def same(values: Sequence[float]) -> bool:
+        return all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, values))
+
+    if same(right):
+        print("correct")
+        return
+    if same(half_distances(8)[:4]):
+        raise AssertionError("those are the first 4 heads of an 8-head model; see how h enters Eq. (eq-alibi-score)")
+    if same([1.0 / m for m in alibi_slopes(4).tolist()]):
+        raise AssertionError(
+            "that is where the penalty reaches one unit of score; the question is about the weight on the key"
+        )
+    if same(right[::-1]):
+        raise AssertionError("the order is reversed: the steepest head first")
+    raise AssertionError(
+        "not right: write the weight of a far key relative to the newest one, then solve for the distance"
+    )
 
 
 def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
@@ -37,10 +63,9 @@ def check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
     c, s = torch.cos(angle), torch.sin(angle)
     flipped = torch.stack([x[0::2] * c + x[1::2] * s, -x[0::2] * s + x[1::2] * c], -1).flatten()  # angle negated
     if torch.allclose(out, flipped, atol=1e-6) and not torch.allclose(out, right, atol=1e-6):
-        raise AssertionError("rotated the wrong way: the first coordinate is x cos - y sin, the second x sin + y cos")
-    assert torch.allclose(
-        out, right, atol=1e-6
-    ), "not the book's RoPE: pair coordinates 2i and 2i+1, angle t * base^(-2i/d)"
+        raise AssertionError("rotated the wrong way: compare the signs with Eq. (eq-rope-rotation)")
+    if not torch.allclose(out, right, atol=1e-6):
+        raise AssertionError("not the book's RoPE: compare the pairs and the angles with Eq. (eq-rope-rotation)")
     print("correct")
 
 
@@ -59,15 +84,20 @@ def check_sinusoidal_at_512(answer: float) -> None:
     at_train = next_token_accuracy(model, EX3_TASK["n_train"])
     if math.isclose(float(answer), at_train, abs_tol=1e-9) and not math.isclose(float(answer), right, abs_tol=0.01):
         raise AssertionError("that is the accuracy at the training length 16; evaluate at n=512")
-    assert math.isclose(float(answer), right, abs_tol=0.01), f"{answer} is not what seed 0 gives at n=512"
+    if not math.isclose(float(answer), right, abs_tol=0.01):
+        raise AssertionError("that is not what seed 0 gives at n=512")
     print("correct")
 
 
-def hidden_check_alibi_slopes_4(slopes: Sequence[float]) -> None:
-    """Hidden test of Exercise 1: four slopes, exactly the powers 2^(-2), ..., 2^(-8) (to 1e-12). Raises ``AssertionError``."""
-    got = [float(s) for s in slopes]
-    if len(got) != 4 or not all(math.isclose(a, 2.0 ** (-2 * (j + 1)), rel_tol=1e-12) for j, a in enumerate(got)):
-        raise AssertionError("the slopes are not exact: m_j = 2^(-8 (j + 1) / h), largest first")
+def hidden_check_half_distance_4(distances: Sequence[float]) -> None:
+    """Hidden test of Exercise 1: the distances to a relative 1e-9, from the exact slopes 2^(-2), ..., 2^(-8).
+
+    Raises ``AssertionError``.
+    """
+    got = [float(x) for x in distances]
+    want = [math.log(2.0) * 4.0 ** (j + 1) for j in range(4)]
+    if len(got) != 4 or not all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, want)):
+        raise AssertionError("the distances are not exact: compute them from the exact slopes, unrounded")
 
 
 def hidden_check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:

@@ -7,21 +7,61 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..beyond.ring import ring_step_bytes
+from ..beyond.ring import layout_segments, ring_work
 from ..beyond.tiled import attention_stats
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 
 
-def check_ring_bytes(ring_bytes: Callable[[int, int, int, int], int]) -> None:
-    """Exercise 1: ``ring_bytes(n, d, P, itemsize)``: bytes one rank sends in a whole ring pass (d_k = d_v = d)."""
-    for n, d, P, size in [(16384, 64, 4, 4), (4096, 128, 8, 2), (1024, 64, 1, 4), (6000, 32, 3, 8)]:
-        want = ring_step_bytes(n, d, d, P, size)["per_rank"]
-        got = int(ring_bytes(n, d, P, size))
-        assert got == want, (
-            f"ring_bytes({n}, {d}, {P}, {size}) = {got} is not right: "
-            "P - 1 steps, each sending one K and one V chunk of n/P rows"
-        )
+#: Exercise 1: the grouped-query layers the visible check tries, (n, d, P, itemsize, h, h_kv), P >= 2.
+EX1_CASES = [(16384, 64, 4, 4, 8, 8), (4096, 128, 8, 2, 32, 8), (6000, 32, 3, 8, 6, 2), (640, 16, 2, 4, 4, 1)]
+
+
+def training_ring_bytes(n: int, d: int, P: int, itemsize: int, h: int, h_kv: int) -> int:
+    """Bytes one rank sends in one training step of one layer: the forward ring and the backward ring.
+
+    Forward: ``P - 1`` key/value chunks. Backward: the key/value chunks again
+    (``P - 1`` hops) and their gradients, which travel with them and take one more
+    hop home (``P`` hops). Only the ``h_kv`` key/value heads move; ``h`` does not
+    enter. Counted hop by hop, as the loops of :mod:`attnsurvey.beyond.ring` send.
+    """
+    chunk = (n // P) * 2 * d * h_kv * itemsize  # one K and one V chunk of n/P rows, or their gradients
+    if P == 1:
+        return 0
+    forward = sum(chunk for _hop in range(P - 1))
+    backward = sum(chunk for _hop in range(P - 1)) + sum(chunk for _hop in range(P))
+    return forward + backward
+
+
+def _ring_bytes_hint(ring_bytes: Callable[..., int], case: tuple[int, ...]) -> str | None:
+    n, d, P, size, h, h_kv = case
+    got = int(ring_bytes(n, d, P, size, h, h_kv))
+    want = training_ring_bytes(*case)
+    if got == want:
+        return None
+    chunk = (n // P) * 2 * d * h_kv * size
+    if h != h_kv and got == want * h // h_kv:
+        return "the query heads do not travel around the ring: which tensors does a rank send?"
+    if got == (P - 1) * chunk:
+        return "that is the forward ring alone: a training step also runs the backward ring"
+    if got == 2 * (P - 1) * chunk:
+        return "the backward ring sends more than the key/value chunks: what else travels with them?"
+    if got == 3 * (P - 1) * chunk:
+        return "count the hops of the gradients: where must they end up?"
+    return f"ring_bytes(n={n}, d={d}, P={P}, itemsize={size}, h={h}, h_kv={h_kv}) is not right"
+
+
+def check_ring_bytes(ring_bytes: Callable[..., int]) -> None:
+    """Exercise 1: ``ring_bytes(n, d, P, itemsize, h, h_kv)``: bytes one rank sends in a training step of a layer.
+
+    One sequence, ``h`` query heads sharing ``h_kv`` key/value heads of size
+    ``d`` (``d_k = d_v = d``), ``P >= 2`` ranks, the forward and the backward
+    ring. Raises ``AssertionError`` with a hint that names no count.
+    """
+    for case in EX1_CASES:
+        hint = _ring_bytes_hint(ring_bytes, case)
+        if hint:
+            raise AssertionError(hint)
     print("ring bytes check passed")
 
 
@@ -35,34 +75,48 @@ def check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) ->
     want = F.scaled_dot_product_attention(Q, K, V)
     for order in ([0, 1, 2], [2, 0, 1]):
         got = merge_parts([parts[i] for i in order])
-        assert torch.allclose(got, want, atol=1e-10), (
-            "the merged context differs from attention over all keys; "
-            "averaging the chunk contexts ignores how much weight each chunk carries"
-        )
+        if not torch.allclose(got, want, atol=1e-10):
+            raise AssertionError(
+                "the merged context differs from attention over all keys; "
+                "merge the statistics (m, l, acc) with chapter 6's merge rule before you finalize"
+            )
     print("merge check passed: the order of the chunks does not matter")
 
 
-def causal_pairs(P: int, c: int) -> list[int]:
-    """Unmasked query-key pairs each rank computes under a causal mask (chunks of ``c`` tokens)."""
-    return [r * c * c + c * (c + 1) // 2 for r in range(P)]
+def causal_pairs(P: int, c: int, layout: str = "contiguous") -> list[int]:
+    """Query-key pairs a causal mask allows to each rank's queries (chunks of ``c`` tokens), counted on the mask.
+
+    ``layout`` is ``"contiguous"`` or ``"zigzag"`` (:func:`attnsurvey.beyond.ring.layout_segments`).
+    """
+    from ..masking import causal_mask
+
+    mask = causal_mask(P * c)
+    rows = [[torch.arange(a, a + s) for a, s in layout_segments(r, P, P * c, layout)] for r in range(P)]  # type: ignore[arg-type]
+    return [int(mask[torch.cat(r)].sum()) for r in rows]
 
 
 def check_causal_work(answer: Sequence[int], P: int = 4, c: int = 1024) -> None:
-    """Exercise 3: the list, per rank, of allowed query-key pairs under a causal mask."""
-    want = causal_pairs(P, c)
-    assert (
-        [int(a) for a in answer] == want
-    ), f"got {list(answer)}, which is not right: rank r sees r whole chunks and one triangle (with its diagonal)"
+    """Exercise 3: per rank, the query-key pairs a causal mask allows in the zigzag layout (``P = 4``, ``c = 1024``).
+
+    Raises ``AssertionError`` with a hint that names no count.
+    """
+    got = [int(a) for a in answer]
+    if len(got) != P:
+        raise AssertionError(f"give one count per rank: {P} counts")
+    if got == causal_pairs(P, c, "contiguous"):
+        raise AssertionError("those are the counts of the contiguous layout; the exercise asks for the zigzag one")
+    if got == [w["score_entries"] for w in ring_work(P * c, P, "zigzag")]:
+        raise AssertionError("those are the score entries of whole tiles; count the pairs the mask allows")
+    if got != causal_pairs(P, c, "zigzag"):
+        raise AssertionError("not right: each rank holds two pieces; count what each piece may see, diagonal included")
     print("causal work check passed")
 
 
-def hidden_check_ring_bytes(ring_bytes: Callable[[int, int, int, int], int]) -> None:
-    """Hidden test of Exercise 1: other rings (P = 2, 16; d = 1), counted chunk by chunk. Raises ``AssertionError``."""
-    for n, d, P, size in [(512, 1, 2, 4), (65536, 96, 16, 2), (30, 7, 3, 1)]:
-        chunk = n // P
-        want = sum(chunk * d * size + chunk * d * size for _step in range(P - 1))  # one K and one V chunk per step
-        if int(ring_bytes(n, d, P, size)) != want:
-            raise AssertionError(f"ring_bytes({n}, {d}, {P}, {size}) is not right")
+def hidden_check_ring_bytes(ring_bytes: Callable[..., int]) -> None:
+    """Hidden test of Exercise 1: other rings (P = 2, 16; d = 1; multi-query), counted hop by hop. Raises ``AssertionError``."""
+    for case in [(512, 1, 2, 4, 2, 2), (65536, 96, 16, 2, 64, 8), (30, 7, 3, 1, 5, 1)]:
+        if int(ring_bytes(*case)) != training_ring_bytes(*case):
+            raise AssertionError("ring_bytes({}, {}, {}, {}, {}, {}) is not right".format(*case))
 
 
 def hidden_check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
@@ -89,10 +143,13 @@ def hidden_check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tens
 
 
 def hidden_check_causal_work(answer: Sequence[int], P: int = 4, c: int = 1024) -> None:
-    """Hidden test of Exercise 3: the counts against a causal mask summed rank by rank. Raises ``AssertionError``."""
+    """Hidden test of Exercise 3: the counts against a causal mask summed over each rank's two pieces. Raises ``AssertionError``."""
     from ..masking import causal_mask
 
-    mask = causal_mask(P * c)
-    want = [int(mask[r * c : (r + 1) * c].sum()) for r in range(P)]
+    mask, piece = causal_mask(P * c), c // 2
+    want = []
+    for r in range(P):
+        early, late = r * piece, (2 * P - 1 - r) * piece
+        want.append(int(mask[early : early + piece].sum()) + int(mask[late : late + piece].sum()))
     if len(list(answer)) != P or [int(a) for a in answer] != want:
-        raise AssertionError("count the allowed pairs of each rank's rows of the causal mask")
+        raise AssertionError("count the allowed pairs of each rank's two pieces of the causal mask")

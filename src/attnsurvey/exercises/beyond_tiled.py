@@ -13,19 +13,37 @@ from ._answers import run_answer, whole_number
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
 
 
-def check_rescale(rescale: Callable[[float, float], float]) -> None:
-    """Exercise 1: ``rescale(m_old, m_new)`` is the factor that brings ``l`` and ``acc`` to the new maximum.
+def _lse(*values: float) -> float:
+    return float(torch.logsumexp(torch.tensor(values, dtype=torch.float64), 0))
 
-    The running sum ``l = sum exp(e_j - m_old)`` must become ``sum exp(e_j - m_new)``.
-    Compared to a relative 1e-6, so a factor computed in float32 is right.
+
+def check_merge_lse(merge_lse: Callable[[float, float, float], float]) -> None:
+    """Exercise 1: ``merge_lse(L_old, m_t, l_t)``: the log-sum-exp after one more tile, from ``L`` alone.
+
+    ``L_old`` is the log-sum-exp of the scores seen so far (``-inf`` before the
+    first tile), ``(m_t, l_t)`` the maximum and the sum ``sum exp(e - m_t)`` of the
+    new tile. Compared to a relative 1e-6 on cases with small and with large
+    scores, so a formula that exponentiates a score overflows and fails.
+    Raises ``AssertionError`` with a hint that names no formula.
     """
-    for m_old, m_new in [(0.0, 1.0), (-2.0, 3.5), (4.0, 4.0), (-30.0, -1.0)]:
-        got, want = float(rescale(m_old, m_new)), math.exp(m_old - m_new)
-        if not math.isclose(got, want, rel_tol=1e-6):
+    cases = [(0.0, 1.0, 2.0), (-math.inf, 0.5, 3.0), (2.0, -1.0, 1.0), (950.0, 951.0, 4.0)]
+    for L_old, m_t, l_t in cases:
+        want = _lse(L_old, m_t + math.log(l_t))
+        got = float(run_answer(merge_lse, L_old, m_t, l_t, what=f"merge_lse({L_old}, {m_t}, {l_t})"))
+        if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+            continue
+        if math.isclose(got, max(L_old, m_t + math.log(l_t)), rel_tol=1e-6, abs_tol=1e-9):
+            raise AssertionError("that keeps the larger part only; the smaller one still adds to the sum")
+        if math.isclose(got, L_old + math.log(l_t), rel_tol=1e-6, abs_tol=1e-9) or math.isclose(
+            got, max(L_old, m_t) + math.log(l_t), rel_tol=1e-6, abs_tol=1e-9
+        ):
             raise AssertionError(
-                f"rescale({m_old}, {m_new}) = {got}, but l = sum exp(e - m_old) must turn into sum exp(e - m_new)"
+                "the tile's sum l_t is relative to its own maximum m_t: bring both parts to one reference"
             )
-    print("rescale check passed")
+        if not math.isfinite(got):
+            raise AssertionError(f"merge_lse({L_old}, {m_t}, {l_t}) is not finite: avoid exponentiating a large number")
+        raise AssertionError(f"merge_lse({L_old}, {m_t}, {l_t}) is not right")
+    print("log-sum-exp merge check passed")
 
 
 def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
@@ -77,15 +95,17 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
     print("causal tiles check passed")
 
 
-def hidden_check_rescale(rescale: Callable[[float, float], float]) -> None:
-    """Hidden test of Exercise 1: large scores (near 800, where exp overflows) and a first tile (m_old = -inf).
+def hidden_check_merge_lse(merge_lse: Callable[[float, float, float], float]) -> None:
+    """Hidden test of Exercise 1: scores near -800 and 800 (exp under- and overflows), a tile 900 below the rest.
 
-    Raises ``AssertionError``.
+    The reference adds the two parts as exact fractions of a common power of e. Raises ``AssertionError``.
     """
-    for m_old, m_new in [(800.0, 801.5), (-math.inf, 2.0), (-750.0, -740.0)]:
-        got = float(run_answer(rescale, m_old, m_new, what=f"rescale({m_old}, {m_new}) (exponentiate one difference)"))
-        if not math.isclose(got, math.exp(m_old - m_new), rel_tol=1e-6, abs_tol=1e-300):
-            raise AssertionError(f"rescale({m_old}, {m_new}) is not right")
+    for L_old, m_t, l_t in [(-800.0, -801.5, 7.0), (800.0, -100.0, 2.0), (5.0, 5.0, 1.0), (-math.inf, -700.0, 1.5)]:
+        top = max(L_old, m_t)
+        want = top + math.log(math.exp(L_old - top) + l_t * math.exp(m_t - top))
+        got = float(run_answer(merge_lse, L_old, m_t, l_t, what=f"merge_lse({L_old}, {m_t}, {l_t})"))
+        if not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9):
+            raise AssertionError(f"merge_lse({L_old}, {m_t}, {l_t}) is not right")
 
 
 def hidden_check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:

@@ -7,7 +7,7 @@ prints a confirmation when it is right.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -29,10 +29,10 @@ def check_uniform_mirrored(answer: float) -> None:
     per_sentence = sum(1 / n for n in range(LENGTHS[0], LENGTHS[1] + 1)) / (LENGTHS[1] - LENGTHS[0] + 1)
     if math.isclose(answer, per_sentence, abs_tol=1e-4):
         raise AssertionError(
-            "that averages 1/n over sentences; the measure averages over output tokens, and long sentences have more"
+            "that is an average over sentences; read again what the sums of m and its denominator run over"
         )
     if not math.isclose(answer, right, abs_tol=1e-3):
-        raise AssertionError("not right: sum over lengths of n * (1/n), divided by the number of tokens")
+        raise AssertionError("not right: read again over what the measure m averages, and how often each length occurs")
     print("correct")
 
 
@@ -68,33 +68,54 @@ def check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -> None:
     print("correct")
 
 
-def check_length_exact(answer: float, model: Seq2SeqTransformer, data: SeqBatch, n: int) -> None:
-    """Exercise 3: greedy exact match of ``model`` restricted to the examples of ``data`` of length ``n``.
+def check_exact_by_length(answer: Sequence[float], model: Seq2SeqTransformer, data: SeqBatch) -> None:
+    """Exercise 3: greedy exact match of ``model`` on the examples of each source length, shortest first.
 
     The check decodes ``data`` greedily with ``model`` itself (no training), so
     the reference does not rest on predictions the reader passes.
     """
     with torch.no_grad():
         pred = decode(model, data, 1)
-    check_length_exact_of(answer, pred, data, n)
+    check_exact_by_length_of(answer, pred, data)
 
 
-def check_length_exact_of(answer: float, pred: Tensor, data: SeqBatch, n: int) -> None:
-    """The comparison behind :func:`check_length_exact`, for given predictions ``pred``."""
-    rows = data.lengths == n
-    if not bool(rows.any()):
-        raise ValueError(f"no example of length {n} in data")
-    sub = SeqBatch(data.src[rows], data.tgt_in[rows], data.tgt_out[rows], data.lengths[rows])
-    right = scores(pred[rows], sub)["exact"]
-    overall = scores(pred, data)["exact"]
-    if math.isclose(answer, overall) and not math.isclose(answer, right):
-        raise AssertionError("that is the exact match over all lengths; keep only the rows with lengths == n")
-    if not math.isclose(answer, right, abs_tol=1e-6):
-        raise AssertionError(
-            f"{answer} is not right: decode greedily (beam width 1) and count the length-{n} rows whose "
-            "tokens all match"
-        )
-    print("correct")
+def _exact_by_length(pred: Tensor, data: SeqBatch) -> tuple[list[int], list[int]]:
+    """Per length of :data:`LENGTHS` (shortest first): the right sequences and the number of sequences."""
+    right, count = [], []
+    for n in range(LENGTHS[0], LENGTHS[1] + 1):
+        rows = data.lengths == n
+        if not bool(rows.any()):
+            raise ValueError(f"no example of length {n} in data")
+        sub = SeqBatch(data.src[rows], data.tgt_in[rows], data.tgt_out[rows], data.lengths[rows])
+        count.append(int(rows.sum()))
+        right.append(round(scores(pred[rows], sub)["exact"] * count[-1]))
+    return right, count
+
+
+def check_exact_by_length_of(answer: Sequence[float], pred: Tensor, data: SeqBatch) -> None:
+    """The comparison behind :func:`check_exact_by_length`, for given predictions ``pred``.
+
+    Raises ``AssertionError`` with a hint that names no value.
+    """
+    right, count = _exact_by_length(pred, data)
+    want = [k / c for k, c in zip(right, count)]
+    got = [float(a) for a in answer]
+    if len(got) != len(want):
+        raise AssertionError(f"give one value per length {LENGTHS[0]} to {LENGTHS[1]}: {len(want)} values")
+    if all(math.isclose(a, w, abs_tol=1e-6) for a, w in zip(got, want)):
+        print("correct")
+        return
+    if got == [float(k) for k in right]:
+        raise AssertionError("those are counts of sequences; give fractions of each length's sequences")
+    if all(math.isclose(a, w, abs_tol=1e-6) for a, w in zip(got, want[::-1])):
+        raise AssertionError("the order is reversed: the shortest length first")
+    if len(set(got)) == 1:
+        raise AssertionError("one value for every length: restrict the rows to each length in turn")
+    wrong = [n for n, a, w in zip(range(LENGTHS[0], LENGTHS[1] + 1), got, want) if not math.isclose(a, w, abs_tol=1e-6)]
+    raise AssertionError(
+        f"not right for the lengths {wrong}: decode greedily (beam width 1) and count the rows of each length "
+        "whose tokens all match"
+    )
 
 
 def hidden_check_uniform_mirrored(answer: float) -> None:
@@ -126,14 +147,15 @@ def hidden_check_exact_match(exact_match: Callable[[Tensor, SeqBatch], float]) -
         raise AssertionError("one sequence wrong in its last valid token: your exact match is not right")
 
 
-def hidden_check_length_exact(answer: float, model: Seq2SeqTransformer, data: SeqBatch, n: int) -> None:
-    """Hidden test of Exercise 3: the answer is a fraction of the length-``n`` sequences (k / count, to 1e-9).
+def hidden_check_exact_by_length(answer: Sequence[float], model: Seq2SeqTransformer, data: SeqBatch) -> None:
+    """Hidden test of Exercise 3: every value is a fraction of its length's sequences (k / count, to 1e-9).
 
     Raises ``AssertionError``.
     """
-    count = int((data.lengths == n).sum())
-    k = float(answer) * count
-    if not abs(k - round(k)) < 1e-6 * max(count, 1):
-        raise AssertionError(
-            f"the exact match on the length-{n} rows is a whole number of sequences divided by their count"
-        )
+    for n, a in zip(range(LENGTHS[0], LENGTHS[1] + 1), answer, strict=True):
+        count = int((data.lengths == n).sum())
+        k = float(a) * count
+        if not abs(k - round(k)) < 1e-6 * max(count, 1):
+            raise AssertionError(
+                f"the exact match on the length-{n} rows is a whole number of sequences divided by their count"
+            )

@@ -95,8 +95,9 @@ def make_model(embed_scale: float = 1.0, **size: Unpack[TransformerSize]) -> Seq
 
     ``embed_scale`` replaces the paper's ``sqrt(d_model)`` factor on the
     embeddings: ``nn.Embedding`` starts at N(0, 1), already as large as the
-    sinusoidal code, and multiplying by ``sqrt(32)`` drowns the positions, which
-    a reversal model needs most (with it, 250 steps learn nothing).
+    sinusoidal code, and multiplying by ``sqrt(32)`` would (we expect) drown the
+    positions, which a reversal model needs most (with it, 250 steps get at most
+    1 of the chapter's 100 test sequences right on seeds 0-2).
 
     Args:
         embed_scale: the factor on the embeddings.

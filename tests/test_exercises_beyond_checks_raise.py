@@ -1,0 +1,53 @@
+"""The exercise checks of chapters 6 to 6.4 raise explicitly: no bare ``assert``, which ``python -O`` removes.
+
+Under ``python -O`` a check written with ``assert`` accepts every answer and prints its confirmation;
+these tests read the modules' syntax trees and run wrong answers in an optimised interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
+
+MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained]
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_no_bare_assert(module):
+    tree = ast.parse(inspect.getsource(module))
+    asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    assert not asserts, f"bare assert on lines {asserts}"
+
+
+WRONG_UNDER_O = """
+import sys
+from attnsurvey.exercises import beyond_positions as p, beyond_ring as r
+cases = [
+    (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
+    (p.check_rotate, (lambda x, t: x,)),
+    (r.check_ring_bytes, (lambda n, d, P, s, h, hk: 0,)),
+    (r.check_merge_parts, (lambda parts: parts[0][2][..., :1].expand(-1, 4) * 0,)),
+    (r.check_causal_work, ([0, 0, 0, 0],)),
+]
+for check, args in cases:
+    try:
+        check(*args)
+    except AssertionError:
+        continue
+    sys.exit(f"{check.__name__} accepted a wrong answer under -O")
+"""
+
+
+def test_wrong_answers_fail_under_python_O():
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-O", "-c", WRONG_UNDER_O], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
