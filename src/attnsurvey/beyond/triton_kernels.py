@@ -220,6 +220,9 @@ def library_interpreted() -> Iterator[None]:
     scope of a kernel"). For the duration of a launch this swaps them for interpreter
     versions and puts them back. It does nothing for compiled kernels, nor when Triton was
     imported with ``TRITON_INTERPRET=1`` already set (the helpers are interpreted then).
+
+    Returns:
+        A context manager (nothing is bound by ``with``).
     """
     found = []
     if INTERPRETED:
