@@ -49,7 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError, check_same_dtype
+from .._checks import InputTypeError, check_int, check_same_dtype
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
@@ -106,11 +106,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_tl_dot_block(value: object, name: str) -> int:
+def _check_tl_dot_block(value: int, name: str) -> int:
     """Return a tile size that ``tl.dot`` accepts: an int power of two >= 16."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 16 or value & (value - 1):
+    if check_int(value, name) < 16 or value & (value - 1):
         raise ValueError(f"{name} must be a power of two >= 16 (a tl.dot tile), got {name}={value}")
     return value
 
