@@ -51,6 +51,8 @@ GRID = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 N_TARGET = 16384
 N_GRAD = 2048
 N_SPEED_FWD, N_SPEED_BWD = 16384, 4096
+#: The inputs every figure is measured on (recorded in the JSON's settings).
+SHAPE = {"d": D, "batch": 1, "heads": 1, "dtype": "float32"}
 QUICK = {"grid": (256, 512, 1024), "n_target": 1024, "n_grad": 256, "speed": (1024, 512)}
 
 
@@ -328,10 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         info = _bench.end(info, targets, args.repeats)
         result = {
             "settings": {
-                "d": D,
-                "batch": 1,
-                "heads": 1,
-                "dtype": "float32",
+                **SHAPE,
                 "seconds": "per method: wall time of each call after one warm-up call, the methods called in "
                 "alternation in one process; ratio = tiled / SDPA, fused_ratio = fused-tile / SDPA (medians)",
                 "errors": "max abs difference over the seeds: forward vs SDPA (float32), gradients vs float64 "
@@ -407,10 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     info = _bench.end(info, targets, args.repeats)
     result = {
         "settings": {
-            "d": D,
-            "batch": 1,
-            "heads": 1,
-            "dtype": "float32",
+            **SHAPE,
             "n_target": n_target,
             "n_grad": n_grad,
             "memory": "per repeat (a fresh process): peak RSS during the first call at n minus RSS before it, MiB",
