@@ -155,13 +155,16 @@ def gnmt_score(one, b: int, seq: tuple[int, ...], alpha: float, beta: float, mas
     return logp / ((5 + len(seq)) / 6) ** alpha + beta * cp
 
 
-def brute_force_eos(one, b: int, max_len: int, alpha: float, beta: float, mask=None):
-    """Every finished hypothesis y_1 .. y_m EOS with m + 1 <= max_len; the best by its penalised score."""
-    hyps = [
-        (*body, EOS_ID)
-        for m in range(max_len)
-        for body in itertools.product([t for t in range(4) if t != EOS_ID], repeat=m)
-    ]
+def brute_force_eos(one, b: int, max_len: int, alpha: float, beta: float, mask=None, open_at_length: bool = True):
+    """The best hypothesis by its penalised score over every sequence up to max_len.
+
+    Candidates: every y_1 .. y_m EOS with m + 1 <= max_len and, with ``open_at_length``, every
+    sequence of max_len tokens without EOS (open at the maximum length, finished there).
+    """
+    body = [t for t in range(4) if t != EOS_ID]
+    hyps = [(*seq, EOS_ID) for m in range(max_len) for seq in itertools.product(body, repeat=m)]
+    if open_at_length:
+        hyps += list(itertools.product(body, repeat=max_len))
     scored = [(gnmt_score(one, b, h, alpha, beta, mask), h) for h in hyps]
     return max(scored)
 
@@ -175,16 +178,26 @@ def hypothesis_of(row: torch.Tensor) -> tuple[int, ...]:
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
 @pytest.mark.parametrize("beta", [0.0, 0.4])
 @pytest.mark.parametrize("seed", range(3))
-def test_exhaustive_beam_with_end_token_is_the_brute_force_best(alpha, beta, seed):
+@pytest.mark.parametrize("finalize", [True, False])
+def test_exhaustive_beam_with_end_token_is_the_brute_force_best(alpha, beta, seed, finalize):
     max_len = 4
     step, one = prefix_model(seed)
     mask = torch.tensor([[True, True, True], [True, True, False]])  # example 1 has a padded source position
     tok, score = beam_search(
-        step, 0, 2, max_len, beam_width=4**max_len, eos=EOS_ID, alpha=alpha, beta=beta, source_mask=mask
+        step,
+        0,
+        2,
+        max_len,
+        beam_width=4**max_len,
+        eos=EOS_ID,
+        alpha=alpha,
+        beta=beta,
+        source_mask=mask,
+        finalize_at_length=finalize,
     )
     assert tok.shape == (2, max_len)
     for b in range(2):
-        best_score, best = brute_force_eos(one, b, max_len, alpha, beta, mask[b].tolist())
+        best_score, best = brute_force_eos(one, b, max_len, alpha, beta, mask[b].tolist(), open_at_length=finalize)
         assert hypothesis_of(tok[b]) == best
         assert abs(float(score[b]) - best_score) < 1e-9
         assert torch.all(tok[b, len(best) :] == EOS_ID)  # padded with eos (the default pad)
@@ -304,3 +317,36 @@ def test_returned_score_is_the_penalised_score_of_the_returned_tokens_and_exhaus
     if hyp[-1] == EOS_ID:  # a finished hypothesis: exhaustive search finds one at least as good
         _, best = beam_search(step, 0, 1, max_len, beam_width=4**max_len, eos=EOS_ID, alpha=alpha)
         assert float(best[0]) >= float(score[0]) - 1e-12
+
+
+@pytest.mark.catalog("extra:length-penalty")
+@pytest.mark.parametrize("seed", range(40))
+def test_open_hypotheses_at_the_maximum_length_compete(seed):
+    """On small random models the exhaustive search against brute force, both ways; the two differ in some cases.
+
+    With ``finalize_at_length`` (the default) the winner is the best of every ended sequence and every
+    sequence open at the maximum length; without it, the best ended one. The same beam (any width) visits
+    the same prefixes either way, so finalizing never scores lower.
+    """
+    max_len, width = 3, 3
+    step, one = prefix_model(100 + seed)
+    for finalize in (True, False):
+        tok, score = beam_search(step, 0, 2, max_len, 4**max_len, eos=EOS_ID, alpha=0.6, finalize_at_length=finalize)
+        for b in range(2):
+            best_score, best = brute_force_eos(one, b, max_len, 0.6, 0.0, open_at_length=finalize)
+            assert hypothesis_of(tok[b]) == best
+            assert abs(float(score[b]) - best_score) < 1e-9
+    new = beam_search(step, 0, 2, max_len, width, eos=EOS_ID, alpha=0.6)[1]
+    old = beam_search(step, 0, 2, max_len, width, eos=EOS_ID, alpha=0.6, finalize_at_length=False)[1]
+    assert bool((new >= old).all())
+
+
+def test_finalizing_changes_the_winner_on_some_random_models():
+    """A control that the option matters: among 40 random models an open hypothesis wins somewhere."""
+    changed = 0
+    for seed in range(40):
+        step, _ = prefix_model(100 + seed)
+        new = beam_search(step, 0, 2, 3, 64, eos=EOS_ID, alpha=0.6)[0]
+        old = beam_search(step, 0, 2, 3, 64, eos=EOS_ID, alpha=0.6, finalize_at_length=False)[0]
+        changed += int((new != old).any(-1).sum())
+    assert changed > 0

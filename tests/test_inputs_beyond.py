@@ -96,8 +96,8 @@ def test_attention_stats_follow_the_input_dtype_in_half_precision():
     "kw,match",
     [
         ({"scale": math.nan}, "finite score scale"),
-        ({"dropout_p": math.nan}, "dropout_p in"),
-        ({"dropout_p": -1.0}, "dropout_p in"),
+        ({"dropout_p": math.nan}, "dropout_p must be a probability in"),
+        ({"dropout_p": -1.0}, "dropout_p must be a probability in"),
         ({"block_q": 0}, "block_q must be at least 1"),
     ],
 )

@@ -77,6 +77,13 @@ def test_sequence_log_prob_is_the_score_the_search_returns():
         finished = (tok == tt.EOS).any(1)
         logp, n = tt.sequence_log_prob(model, data, tok)
         torch.testing.assert_close((logp / ((5 + n) / 6) ** alpha)[finished], score[finished], atol=1e-5, rtol=1e-5)
+        # with a limit of 2 symbols some outputs are finished there (no EOS): scored as the search scored them
+        tok, score = beam_search(step, BOS, 6, 2, 3, eos=tt.EOS, alpha=alpha, pad=PAD)
+        open_ = ~(tok == tt.EOS).any(1)
+        assert bool(open_.any())
+        logp, n = tt.sequence_log_prob(model, data, tok, open_at=2)
+        torch.testing.assert_close(logp / ((5 + n) / 6) ** alpha, score, atol=1e-5, rtol=1e-5)
+        assert torch.equal(n, torch.where(open_, 2, tt.output_lengths(tok) + 1))
     # the target by teacher forcing, by hand from the full forward pass
     logp, n = tt.sequence_log_prob(model, data, data.tgt_out)
     e = tt.with_eos(data)

@@ -469,3 +469,28 @@ def require_tensor(x: object, symbol: str) -> Tensor:
 def _finite(value: float) -> bool:
     """Whether a Python number is finite (neither NaN nor +-inf)."""
     return value == value and value not in (float("inf"), float("-inf"))
+
+
+def check_int(value: object, symbol: str, minimum: int = 0) -> int:
+    """Return ``value`` if it is an integer (not a bool) of at least ``minimum``: a size, a count or a tile size.
+
+    Unlike :func:`check_sizes`, a value of the wrong type raises :class:`InputTypeError`, so a
+    caller that documents ``TypeError`` for a float tile size and ``ValueError`` for 0 gets both.
+
+    Args:
+        value: the argument.
+        symbol: its name (the survey's symbol) for the message.
+        minimum: the least value allowed.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        InputTypeError: (a ``TypeError`` and ``ValueError``) for a bool or a value that is not an int.
+        ValueError: for an int below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputTypeError(f"{symbol} must be an int, got {symbol}={value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{symbol} must be at least {minimum}, got {symbol}={value}")
+    return value

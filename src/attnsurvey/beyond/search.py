@@ -18,10 +18,12 @@ Two ways to end a sequence:
   tokens, as when the output length is known in advance.
 * **End-of-sequence token** (``eos`` given): a hypothesis that emits ``eos`` is
   finished and set aside; the search stops when no unfinished hypothesis is
-  left or after ``length`` tokens (the maximum length). The finished hypothesis
-  with the highest score ``s(Y, X) = log P(Y | X) / lp(Y) + cp(X; Y)`` wins
-  (Wu et al. 2016, GNMT), with the length penalty :func:`length_penalty` and
-  the coverage penalty :func:`coverage_penalty`.
+  left or after ``length`` tokens (the maximum length). Hypotheses still open
+  at the maximum length are finished there too (as GNMT, fairseq and Hugging
+  Face's beam search do), and the finished hypothesis with the highest score
+  ``s(Y, X) = log P(Y | X) / lp(Y) + cp(X; Y)`` wins (Wu et al. 2016, GNMT),
+  with the length penalty :func:`length_penalty` and the coverage penalty
+  :func:`coverage_penalty`.
 """
 
 from __future__ import annotations
@@ -284,6 +286,7 @@ def beam_search(
     beta: float = 0.0,
     source_mask: Tensor | None = None,
     pad: int | None = None,
+    finalize_at_length: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Beam search: keep the ``beam_width`` prefixes with the highest summed log-probability.
 
@@ -292,9 +295,13 @@ def beam_search(
     Without ``eos`` the search runs ``length`` steps and returns the best kept
     sequence. With ``eos``, a surviving extension that ends in ``eos`` is
     finished and set aside (the beam has one prefix fewer); the search stops
-    when no prefix is left or after ``length`` steps, and the finished hypothesis
-    with the highest score ``log P(Y) / lp(Y) + cp(X; Y)`` wins (an example
-    with none finished returns its best unfinished prefix, cut at ``length``).
+    when no prefix is left or after ``length`` steps. The prefixes still kept after
+    ``length`` steps are finished there (``finalize_at_length=True``, as GNMT,
+    fairseq and Hugging Face do) and compete with those that ended in ``eos``; the
+    hypothesis with the highest score ``log P(Y) / lp(Y) + cp(X; Y)`` wins. With
+    ``finalize_at_length=False`` they count only for an example with no hypothesis
+    ended in ``eos`` (the behaviour before; a hypothesis cut at the limit is then
+    a last resort).
     With ``beam_width = 1`` it is :func:`greedy_search`; with
     ``beam_width >= V^length`` no prefix is ever dropped and the search is exhaustive.
 
@@ -309,6 +316,8 @@ def beam_search(
         beta: coverage-penalty weight of :func:`coverage_penalty` (``>= 0``; 0 = none).
         source_mask: boolean, ``True`` = may attend (a real source position, for the coverage penalty); ``None``: all real.
         pad: the token after a sequence's end (default ``eos``).
+        finalize_at_length: with ``eos``, the prefixes open at the maximum length are
+            candidates beside the ended ones (default); False: only where none ended.
 
     Shape:
         source_mask: ``(B, n_x)``.
@@ -364,13 +373,15 @@ def beam_search(
             hopeless = ~alive | (top / length_penalty(torch.tensor(length), alpha) <= best_score[:, None])
             alive = alive & ~(found[:, None] & hopeless.all(-1, keepdim=True))
         raw = torch.where(alive, top, neg_inf)
-    # examples with no finished hypothesis (always, without eos) take their best kept prefix
+    # the prefixes still open (at the maximum length) are finished: an example takes its best one where none
+    # ended in eos (always, without eos) and, with finalize_at_length, where it scores higher than the best ended
     alive = torch.isfinite(raw)
-    if length > 0 and bool((alive.any(-1) & ~found).any()):
+    if length > 0 and bool(alive.any()):
         steps = seqs.shape[-1] - 1
         s = _score(raw, steps, coverage, alpha, beta, mask).masked_fill(~alive, -torch.inf)
         s_best, i_best = s.max(-1)
-        rows = (alive.any(-1) & ~found).nonzero().flatten()
+        take = alive.any(-1) & (~found | ((s_best > best_score) if finalize_at_length else False))
+        rows = take.nonzero().flatten()
         best_tokens[rows, :steps] = seqs[rows, i_best[rows], 1:]
         best_score[rows] = s_best[rows]
     elif length == 0:

@@ -55,6 +55,7 @@ from .._checks import (
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
+    check_int,
     check_min_rank,
     check_same_dtype,
     option_defaults,
@@ -111,7 +112,10 @@ class _TileFields(NamedTuple):
 
 
 class TileSettings(_TileFields):
-    """The options of one call with the defaults filled in (:func:`tile_settings`); ``dropout_seed`` is None without dropout.
+    """The options of one call, validated; ``dropout_seed`` is None without dropout.
+
+    The one place the options are checked: :func:`tile_settings` fills in the defaults and
+    builds one, and the tile loops read its fields by name.
 
     Args:
         is_causal: query ``i`` may attend only to keys ``j <= i``.
@@ -123,8 +127,8 @@ class TileSettings(_TileFields):
 
     Raises:
         TypeError: for a block size or seed that is not an int.
-        ValueError: for a block size below 1, a scale that is not a finite number or
-            ``dropout_p`` outside ``[0, 1)`` (NaN included).
+        ValueError: for a block size below 1, a scale that is not a finite number (as
+            :func:`attnsurvey.attention.attend`) or ``dropout_p`` outside ``[0, 1)`` (NaN included).
     """
 
     __slots__ = ()
@@ -133,16 +137,19 @@ class TileSettings(_TileFields):
         cls, is_causal: bool, block_q: int, block_k: int, scale: float, dropout_p: float, dropout_seed: int | None
     ) -> TileSettings:
         if not (isinstance(scale, (int, float)) and not isinstance(scale, bool) and math.isfinite(scale)):
-            raise ValueError(f"TileSettings needs a finite score scale, got scale={scale!r}")
+            raise ValueError(
+                f"the score scale (1/sqrt(d_k) by default) must be a finite number, got a non-finite score scale "
+                f"scale={scale!r}"
+            )
         if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
-            raise ValueError(f"TileSettings needs dropout_p in [0, 1), got dropout_p={dropout_p!r}")
+            raise ValueError(f"dropout_p must be a probability in [0, 1), got dropout_p={dropout_p!r}")
         if dropout_seed is not None and (isinstance(dropout_seed, bool) or not isinstance(dropout_seed, int)):
             raise TypeError(f"dropout_seed must be an int, got {type(dropout_seed).__name__}")
         return super().__new__(
             cls,
             bool(is_causal),
-            _check_block(block_q, "block_q"),
-            _check_block(block_k, "block_k"),
+            check_int(block_q, "block_q", 1),
+            check_int(block_k, "block_k", 1),
             float(scale),
             float(dropout_p),
             dropout_seed,
@@ -175,24 +182,17 @@ def tile_settings(d_k: int, options: TileOptions) -> TileSettings:
     if d_k < 1:
         raise ValueError(f"tiled attention needs d_k >= 1 (the size of the queries and keys), got d_k={d_k}")
     full = with_defaults(options, _TILE_DEFAULTS, "TileOptions")
-    scale = full["scale"]
-    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
-        raise ValueError(f"the score scale (1/sqrt(d_k) by default) must be a finite number, got scale={scale!r}")
-    p = full["dropout_p"]
-    if not (isinstance(p, (int, float)) and 0.0 <= p < 1.0):
-        raise ValueError(f"dropout_p must be a probability in [0, 1), got dropout_p={p!r}")
-    seed = full["dropout_seed"]
-    if p > 0 and seed is None:
+    p, seed = full["dropout_p"], full["dropout_seed"]
+    drops = isinstance(p, (int, float)) and p > 0  # else no seed (an invalid p is refused by TileSettings)
+    if drops and seed is None:
         seed = draw_dropout_seed(full["generator"])
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"dropout_seed must be an int, got {type(seed).__name__}")
-    return TileSettings(
-        bool(full["is_causal"]),
-        _check_block(full["block_q"], "block_q"),
-        _check_block(full["block_k"], "block_k"),
-        1.0 / math.sqrt(d_k) if scale is None else float(scale),
-        float(p),
-        seed if p > 0 else None,
+    return TileSettings(  # checks every value
+        full["is_causal"],
+        full["block_q"],
+        full["block_k"],
+        1.0 / math.sqrt(d_k) if full["scale"] is None else full["scale"],
+        p,
+        seed if drops else None,
     )
 
 
@@ -271,14 +271,6 @@ def dropout_keep_mask(
         raise ValueError(f"dropout_p must be a probability in [0, 1), got p={p!r}")
     *batch, n_q, n_f = shape
     return _keep(seed, torch.Size(batch), 0, n_q, 0, n_f, p, torch.device("cpu") if device is None else device)
-
-
-def _check_block(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
 
 
 @catalogued("extra:tiled-attention")
@@ -486,18 +478,15 @@ def attention_stats(
         check_attn_mask(mask, torch.Size((*batch, Q.shape[-2], K.shape[-2])))
     dtype = Q.dtype
     Q, K, V = Q.expand(*batch, *Q.shape[-2:]), K.expand(*batch, *K.shape[-2:]), V.expand(*batch, *V.shape[-2:])
-    m, l, acc = _attention_stats(Q, K, V, mask, **options)
+    m, l, acc = _attention_stats(Q, K, V, mask, tile_settings(Q.shape[-1], options))
     return m.to(dtype), l.to(dtype), acc.to(dtype)
 
 
-def _attention_stats(
-    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **options: Unpack[TileOptions]
-) -> Stats:
+def _attention_stats(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, settings: TileSettings) -> Stats:
     """:func:`attention_stats` on trusted inputs (equal batch dimensions), statistics in float32 for half precision."""
-    settings = tile_settings(Q.shape[-1], options)
-    is_causal, block_q, block_k, scale = settings[:4]
+    is_causal, block_q, block_k = settings.is_causal, settings.block_q, settings.block_k
     work = torch.float32 if Q.dtype in _LOW_PRECISION else Q.dtype
-    Qs = Q.to(work) * scale
+    Qs = Q.to(work) * settings.scale
     batch, n_q, n_f = Qs.shape[:-2], Qs.shape[-2], K.shape[-2]
     m = Qs.new_full((*batch, n_q), -math.inf)
     l = Qs.new_zeros((*batch, n_q))
@@ -558,21 +547,7 @@ class TiledAttentionFunction(torch.autograd.Function):
 
         mask: None or boolean broadcastable to ``(..., n_q, n_f)``, ``True`` = may attend.
         """
-        is_causal, block_q, block_k, scale, p, seed = settings
-        O, L = finalize(
-            *_attention_stats(
-                Q,
-                K,
-                V,
-                mask,
-                is_causal=is_causal,
-                block_q=block_q,
-                block_k=block_k,
-                scale=scale,
-                dropout_p=p,
-                dropout_seed=seed,
-            )
-        )
+        O, L = finalize(*_attention_stats(Q, K, V, mask, settings))
         ctx.save_for_backward(Q, K, V, O, L, mask)
         ctx.settings = settings
         return O
@@ -581,8 +556,8 @@ class TiledAttentionFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dO):
         Q, K, V, O, L, mask = ctx.saved_tensors
-        settings = ctx.settings
-        is_causal, block_q, block_k, scale = settings[:4]
+        settings: TileSettings = ctx.settings
+        is_causal, block_q, block_k, scale = settings.is_causal, settings.block_q, settings.block_k, settings.scale
         Qs = Q * scale
         batch = Q.shape[:-2]
         finite = all(all_finite(t) for t in (Q, K, V, O))  # else every product selects (0 * NaN is NaN)
@@ -721,13 +696,12 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
     return TiledAttentionFunction.apply(Q, K, V, mask, settings).to(dtype)
 
 
-def _check_sizes(minimum: int = 0, **sizes: int) -> None:
-    """Raise ``TypeError`` for a size that is not an int, ``ValueError`` for one below ``minimum``."""
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {name}={value!r} ({type(value).__name__})")
-        if value < minimum:
-            raise ValueError(f"{name} must be at least {minimum}, got {name}={value}")
+def _check_head_sizes(n_q: int, n_f: int, d_k: int, d_v: int) -> None:
+    """Counts ``n_q``, ``n_f`` (0 allowed) and head sizes ``d_k``, ``d_v`` (at least 1) for the cost formulas."""
+    check_int(n_q, "n_q")
+    check_int(n_f, "n_f")
+    check_int(d_k, "d_k", 1)
+    check_int(d_v, "d_v", 1)
 
 
 def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: int, itemsize: int = 4) -> dict:
@@ -756,10 +730,9 @@ def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: in
             size below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_sizes(n_q=n_q, n_f=n_f)
-    _check_sizes(1, d_k=d_k, d_v=d_v, itemsize=itemsize)
-    _check_block(block_q, "block_q")
-    _check_block(block_k, "block_k")
+    _check_head_sizes(n_q, n_f, d_k, d_v)
+    for name, size in (("itemsize", itemsize), ("block_q", block_q), ("block_k", block_k)):
+        check_int(size, name, 1)
     bq, bk = min(block_q, n_q), min(block_k, n_f)
     plain = 2 * n_q * n_f * itemsize
     tiled = (bq * bk + 2 * (2 * bq + bq * d_v)) * itemsize
@@ -787,7 +760,6 @@ def attention_flops(n_q: int, n_f: int, d_k: int, d_v: int, backward: bool = Fal
         ValueError: for a negative ``n_q``/``n_f`` or ``d_k``/``d_v`` below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_sizes(n_q=n_q, n_f=n_f)
-    _check_sizes(1, d_k=d_k, d_v=d_v)
+    _check_head_sizes(n_q, n_f, d_k, d_v)
     fwd = 2 * n_q * n_f * (d_k + d_v)
     return fwd + (2 * n_q * n_f * (3 * d_k + 2 * d_v) if backward else 0)

@@ -7,18 +7,18 @@ that multiprocessor's registers and shared memory (SRAM), and only the inputs,
 the outputs and one number per query row travel to and from the GPU's main
 memory (HBM).
 
-* Forward (:func:`_fwd_kernel`): one program per block of ``BLOCK_M`` queries
+* Forward (``_fwd_kernel``): one program per block of ``BLOCK_M`` queries
   of one head. It loads its query tile once, then streams the key/value
   tiles through SRAM, keeping the online-softmax statistics ``m`` (running
   maximum) and ``l`` (running sum) and the unnormalised weighted sum ``acc``
   in float32. At the end it divides ``acc`` by ``l`` once and stores the
   context and the log-sum-exp ``L = m + log l`` of each query row.
-* Backward: ``D = rowsum(dO * O)`` per query row (:func:`_bwd_preprocess`),
-  then one program per block of ``BLOCK_N`` keys (:func:`_bwd_dkdv_kernel`)
+* Backward: ``D = rowsum(dO * O)`` per query row (``_bwd_preprocess``),
+  then one program per block of ``BLOCK_N`` keys (``_bwd_dkdv_kernel``)
   that streams the query tiles, recomputes the weights ``P = exp(S - L)`` of
   each tile from ``L`` and accumulates ``dV += P^T dO`` and
   ``dK += dS^T Q``, ``dS = P * (dO V^T - D)``; and one program per query block
-  (:func:`_bwd_dq_kernel`) that recomputes the same tiles and accumulates
+  (``_bwd_dq_kernel``) that recomputes the same tiles and accumulates
   ``dQ += dS K``. Two kernels instead of one with atomic additions to ``dQ``:
   no atomics, so the gradients are deterministic.
 
@@ -31,25 +31,25 @@ Triton's interpreter runs the same kernels on CPU tensors (NumPy under the
 hood, slowly) when the environment variable ``TRITON_INTERPRET=1`` is set
 before the first call: that is how the tests and the book run them.
 
-Importing this module does not import Triton; the kernels are compiled on the
-first call (:func:`_kernels`), and a missing Triton raises ``ImportError`` then.
+The kernels themselves are ordinary ``@triton.jit`` functions in
+:mod:`attnsurvey.beyond.triton_kernels`; this module validates the inputs, launches
+them and wraps them for autograd. Importing it does not import Triton: the kernel
+module is imported on the first call (:func:`_kernels`), and a missing Triton
+raises ``ImportError`` then.
 """
-
-# mypy: disable-error-code="no-untyped-def"
-# (the kernels below: Triton reads their parameter annotations, so they have none)
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import importlib
 import math
-from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError, check_same_dtype
+from .._checks import InputTypeError, check_int, check_same_dtype
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
@@ -63,196 +63,8 @@ HEAD_SIZES = (16, 32, 64, 128)
 #: Input dtypes the kernels accept (sums are accumulated in float32 for both).
 DTYPES = (torch.float16, torch.float32)
 
-# ``triton.language``, bound by :func:`_kernels` on first use so that importing
-# the package never imports Triton. The kernels below read it as a global.
-tl: Any = None
-
-
-# --------------------------------------------------------------------------- kernels (Triton)
-# Plain functions here; :func:`_kernels` compiles them with ``triton.jit``. Each
-# pointer argument points at a contiguous (B * h, n, d) array (L and D: (B * h, n_q)).
-# Triton reads parameter annotations as kernel types, so the pointer and size
-# arguments stay unannotated (hence the mypy setting at the top of this file).
-
-
-def _fwd_kernel(
-    Q,
-    K,
-    V,
-    O,
-    L,
-    n_q,
-    n_f,
-    scale,
-    IS_CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
-    start_m = tl.program_id(0) * BLOCK_M  # this program's query block ...
-    bh = tl.program_id(1).to(tl.int64)  # ... of this (batch, head); 64-bit offsets past 2**31 elements
-    Q += bh * n_q * D
-    K += bh * n_f * D
-    V += bh * n_f * D
-    O += bh * n_q * D
-    L += bh * n_q
-    rows = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
-    row_ok = rows < n_q  # masked loads: n_q need not be a multiple of BLOCK_M
-    q = tl.load(Q + rows[:, None] * D + offs_d[None, :], mask=row_ok[:, None], other=0.0)  # stays on chip
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running maximum
-    l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp(s - m)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)  # running sum of exp(s - m) v, not normalised
-    hi = n_f
-    if IS_CAUSAL:
-        hi = tl.minimum(n_f, start_m + BLOCK_M)  # key blocks right of the diagonal are skipped
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < n_f
-        k = tl.load(K + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        v = tl.load(V + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale  # (BLOCK_M, BLOCK_N) scores, float32
-        keep = col_ok[None, :]
-        if IS_CAUSAL:
-            keep = keep & (rows[:, None] >= cols[None, :])
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: key 0 is allowed in the first block
-        alpha = tl.exp(m_i - m_new)  # rescales what was summed under the old maximum
-        p = tl.exp(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        m_i = m_new
-    acc = acc / l_i[:, None]  # normalised once, at the end
-    tl.store(O + rows[:, None] * D + offs_d[None, :], acc.to(O.dtype.element_ty), mask=row_ok[:, None])
-    tl.store(L + rows, m_i + tl.log(l_i), mask=row_ok)  # one log-sum-exp per query row for backward
-
-
-def _bwd_preprocess(O, dO, Delta, n_q, BLOCK_M: tl.constexpr, D: tl.constexpr):
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1).to(tl.int64)
-    rows = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D)
-    row_ok = rows < n_q
-    ptr = bh * n_q * D + rows[:, None] * D + offs_d[None, :]
-    o = tl.load(O + ptr, mask=row_ok[:, None], other=0.0).to(tl.float32)
-    do = tl.load(dO + ptr, mask=row_ok[:, None], other=0.0).to(tl.float32)
-    tl.store(Delta + bh * n_q + rows, tl.sum(o * do, 1), mask=row_ok)  # D_i = sum_d dO_id O_id
-
-
-def _bwd_dkdv_kernel(
-    Q,
-    K,
-    V,
-    dO,
-    L,
-    Delta,
-    dK,
-    dV,
-    n_q,
-    n_f,
-    scale,
-    IS_CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
-    start_n = tl.program_id(0) * BLOCK_N  # this program's key block
-    bh = tl.program_id(1).to(tl.int64)
-    Q += bh * n_q * D
-    dO += bh * n_q * D
-    K += bh * n_f * D
-    V += bh * n_f * D
-    dK += bh * n_f * D
-    dV += bh * n_f * D
-    L += bh * n_q
-    Delta += bh * n_q
-    cols = start_n + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D)
-    col_ok = cols < n_f
-    k = tl.load(K + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-    v = tl.load(V + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-    dk = tl.zeros([BLOCK_N, D], tl.float32)
-    dv = tl.zeros([BLOCK_N, D], tl.float32)
-    lo = 0
-    if IS_CAUSAL:
-        lo = start_n  # queries before the block's first key never see it
-    for start_m in range(lo, n_q, BLOCK_M):
-        rows = start_m + offs_m
-        row_ok = rows < n_q
-        q = tl.load(Q + rows[:, None] * D + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        do = tl.load(dO + rows[:, None] * D + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        lse = tl.load(L + rows, mask=row_ok, other=0.0)
-        delta = tl.load(Delta + rows, mask=row_ok, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
-        keep = row_ok[:, None] & col_ok[None, :]
-        if IS_CAUSAL:
-            keep = keep & (rows[:, None] >= cols[None, :])
-        p = tl.exp(tl.where(keep, s, float("-inf")) - lse[:, None])  # the weights, recomputed from L
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision="ieee")
-        dp = tl.dot(do, tl.trans(v), input_precision="ieee")
-        ds = p * (dp - delta[:, None])  # gradient of the scores: softmax backward with D
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision="ieee")
-    dk = dk * scale
-    tl.store(dK + cols[:, None] * D + offs_d[None, :], dk.to(dK.dtype.element_ty), mask=col_ok[:, None])
-    tl.store(dV + cols[:, None] * D + offs_d[None, :], dv.to(dV.dtype.element_ty), mask=col_ok[:, None])
-
-
-def _bwd_dq_kernel(
-    Q,
-    K,
-    V,
-    dO,
-    L,
-    Delta,
-    dQ,
-    n_q,
-    n_f,
-    scale,
-    IS_CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
-    start_m = tl.program_id(0) * BLOCK_M  # this program's query block
-    bh = tl.program_id(1).to(tl.int64)
-    Q += bh * n_q * D
-    dO += bh * n_q * D
-    dQ += bh * n_q * D
-    K += bh * n_f * D
-    V += bh * n_f * D
-    rows = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
-    row_ok = rows < n_q
-    q = tl.load(Q + rows[:, None] * D + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-    do = tl.load(dO + rows[:, None] * D + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-    lse = tl.load(L + bh * n_q + rows, mask=row_ok, other=0.0)
-    delta = tl.load(Delta + bh * n_q + rows, mask=row_ok, other=0.0)
-    dq = tl.zeros([BLOCK_M, D], tl.float32)
-    hi = n_f
-    if IS_CAUSAL:
-        hi = tl.minimum(n_f, start_m + BLOCK_M)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < n_f
-        k = tl.load(K + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        v = tl.load(V + cols[:, None] * D + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
-        keep = row_ok[:, None] & col_ok[None, :]
-        if IS_CAUSAL:
-            keep = keep & (rows[:, None] >= cols[None, :])
-        p = tl.exp(tl.where(keep, s, float("-inf")) - lse[:, None])
-        dp = tl.dot(do, tl.trans(v), input_precision="ieee")
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k, input_precision="ieee")
-    dq = dq * scale
-    tl.store(dQ + rows[:, None] * D + offs_d[None, :], dq.to(dQ.dtype.element_ty), mask=row_ok[:, None])
-
-
-#: The kernel functions, in the order a forward and backward pass launch them (the chapter prints their source).
-KERNELS = (_fwd_kernel, _bwd_preprocess, _bwd_dkdv_kernel, _bwd_dq_kernel)
+#: The kernels of :mod:`attnsurvey.beyond.triton_kernels`, in the order a forward and backward pass launch them.
+KERNEL_NAMES = ("_fwd_kernel", "_bwd_preprocess", "_bwd_dkdv_kernel", "_bwd_dq_kernel")
 
 
 def _import_triton() -> Any:
@@ -266,62 +78,37 @@ def _import_triton() -> Any:
     return triton
 
 
-@functools.cache
-def _kernels(interpret: bool) -> dict[str, Any]:
-    """The four kernels compiled with ``triton.jit`` (interpreted when ``interpret``), built once per mode."""
-    global tl
-    triton = _import_triton()
-    import triton.language as language  # type: ignore[import-untyped]  # no type information
-
-    tl = language
-    return {fn.__name__: triton.jit(fn) for fn in KERNELS}
-
-
 def _interpreting(triton: Any) -> bool:
     return bool(triton.knobs.runtime.interpret)
 
 
-_INTERPRETED: dict[int, Any] = {}
+def _kernels() -> ModuleType:
+    """The kernel module :mod:`~attnsurvey.beyond.triton_kernels`, imported on first use.
 
-
-@contextlib.contextmanager
-def _interpreted_library(interpret: bool) -> Iterator[None]:
-    """While a kernel runs in the interpreter: Triton's own jitted helpers (``tl.sum``, ``tl.max``, ...) interpreted too.
-
-    ``triton.jit`` makes a function for the interpreter only if ``TRITON_INTERPRET``
-    is set when it runs, and Triton's library helpers were made when Triton was
-    imported; torch imports Triton early (``torch.use_deterministic_algorithms``
-    loads ``torch._inductor``), so in a pinned process they are GPU-only. This swaps
-    them for interpreter versions for the duration of a launch and puts them back.
+    ``triton.jit`` reads ``TRITON_INTERPRET`` when it decorates a kernel, that is when the
+    module is imported; if the variable has changed since (the chapter reads the kernels'
+    source before it sets it), the module is imported again, so its kernels match the mode.
     """
-    if not interpret:
-        yield
-        return
-    import triton.language as lang
-    from triton.runtime.interpreter import InterpretedFunction  # type: ignore[import-untyped]  # no type information
-    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]  # no type information
-
-    found = [
-        (mod, name, value)
-        for mod in (lang, lang.standard, lang.core, lang.math)
-        for name, value in list(vars(mod).items())
-        if isinstance(value, JITFunction)
-    ]
-    for mod, name, value in found:
-        if id(value) not in _INTERPRETED:
-            _INTERPRETED[id(value)] = InterpretedFunction(value.fn)
-        setattr(mod, name, _INTERPRETED[id(value)])
-    try:
-        yield
-    finally:
-        for mod, name, value in found:
-            setattr(mod, name, value)
+    module = importlib.import_module(".triton_kernels", __package__)
+    if module.INTERPRETED != _interpreting(_import_triton()):
+        module = importlib.reload(module)
+    return module
 
 
-def _check_block(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 16 or value & (value - 1):
+def __getattr__(name: str) -> Any:
+    """``triton_flash._fwd_kernel`` and the other :data:`KERNEL_NAMES`: the kernel's Python function (for its source).
+
+    The chapter prints the kernels with ``inspect.getsource``, which needs the plain function
+    that ``triton.jit`` wraps; reading one imports Triton and the kernel module.
+    """
+    if name in KERNEL_NAMES:
+        return getattr(_kernels(), name).fn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _check_tl_dot_block(value: int, name: str) -> int:
+    """Return a tile size that ``tl.dot`` accepts: an int power of two >= 16."""
+    if check_int(value, name) < 16 or value & (value - 1):
         raise ValueError(f"{name} must be a power of two >= 16 (a tl.dot tile), got {name}={value}")
     return value
 
@@ -376,17 +163,15 @@ def _launch_forward(
     Q: Tensor, K: Tensor, V: Tensor, is_causal: bool, block_q: int, block_k: int
 ) -> tuple[Tensor, Tensor]:
     """Run the forward kernel on validated inputs; returns ``(O, L)`` with ``L`` float32 ``(B, h, n_q)``."""
-    triton = _import_triton()
-    interpret = _interpreting(triton)
-    _check_device(Q, interpret)
-    k = _kernels(interpret)
+    k = _kernels()
+    _check_device(Q, k.INTERPRETED)
     B, h, n_q, d = Q.shape
     n_f = K.shape[2]
     Q, K, V = (x.contiguous() for x in (Q, K, V))
     O = torch.empty_like(Q)
     L = torch.empty((B, h, n_q), dtype=torch.float32, device=Q.device)
-    with _on(Q), _interpreted_library(interpret):
-        k["_fwd_kernel"][_grid(n_q, block_q, B * h)](
+    with _on(Q), k.library_interpreted():
+        k._fwd_kernel[_grid(n_q, block_q, B * h)](
             Q, K, V, O, L, n_q, n_f, 1.0 / math.sqrt(d), is_causal, block_q, block_k, d
         )
     return O, L
@@ -414,9 +199,7 @@ class FlashAttentionTritonFunction(torch.autograd.Function):
     def backward(ctx: Any, *grad_outputs: Tensor) -> tuple[Tensor | None, ...]:
         (dO,) = grad_outputs  # one output, the context
         Q, K, V, O, L = ctx.saved_tensors
-        triton = _import_triton()
-        interpret = _interpreting(triton)
-        k = _kernels(interpret)
+        k = _kernels()
         B, h, n_q, d = Q.shape
         n_f = K.shape[2]
         Q, K, V, O = (x.contiguous() for x in (Q, K, V, O))
@@ -425,12 +208,12 @@ class FlashAttentionTritonFunction(torch.autograd.Function):
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
         scale = 1.0 / math.sqrt(d)
         bq, bk = ctx.block_q, ctx.block_k
-        with _on(Q), _interpreted_library(interpret):
-            k["_bwd_preprocess"][_grid(n_q, bq, B * h)](O, dO, delta, n_q, bq, d)
-            k["_bwd_dkdv_kernel"][_grid(n_f, bk, B * h)](
+        with _on(Q), k.library_interpreted():
+            k._bwd_preprocess[_grid(n_q, bq, B * h)](O, dO, delta, n_q, bq, d)
+            k._bwd_dkdv_kernel[_grid(n_f, bk, B * h)](
                 Q, K, V, dO, L, delta, dK, dV, n_q, n_f, scale, ctx.is_causal, bq, bk, d
             )
-            k["_bwd_dq_kernel"][_grid(n_q, bq, B * h)](
+            k._bwd_dq_kernel[_grid(n_q, bq, B * h)](
                 Q, K, V, dO, L, delta, dQ, n_q, n_f, scale, ctx.is_causal, bq, bk, d
             )
         return dQ, dK, dV, None, None, None
@@ -482,7 +265,7 @@ def flash_attention_triton(
         ImportError: Triton is not installed.
     """
     _check_inputs(Q, K, V)
-    bq, bk = _check_block(block_q, "block_q"), _check_block(block_k, "block_k")
+    bq, bk = _check_tl_dot_block(block_q, "block_q"), _check_tl_dot_block(block_k, "block_k")
     return FlashAttentionTritonFunction.apply(Q, K, V, bool(is_causal), bq, bk)
 
 
@@ -515,6 +298,6 @@ def flash_forward_triton(
         ImportError: Triton is not installed.
     """
     _check_inputs(Q, K, V)
-    bq, bk = _check_block(block_q, "block_q"), _check_block(block_k, "block_k")
+    bq, bk = _check_tl_dot_block(block_q, "block_q"), _check_tl_dot_block(block_k, "block_k")
     with torch.no_grad():
         return _launch_forward(Q, K, V, bool(is_causal), bq, bk)

@@ -252,24 +252,30 @@ def exact_per_sequence(pred: Tensor, data: SeqBatch) -> Tensor:
 
 @catalogued("extra:length-penalty")
 @torch.no_grad()
-def sequence_log_prob(model: Seq2SeqTransformer, data: SeqBatch, pred: Tensor) -> tuple[Tensor, Tensor]:
+def sequence_log_prob(
+    model: Seq2SeqTransformer, data: SeqBatch, pred: Tensor, open_at: int | None = None
+) -> tuple[Tensor, Tensor]:
     """The model's log-probability of each given output, ``EOS`` included, scored as the search scores it.
 
     The sum of ``log p(y_t | y_<t, x)`` over the symbols of each output and its
     ``EOS``, from the same :func:`step_function` the search calls. Comparing the score of the target
     with that of the decoded output separates search errors (the target scores
     higher, the search missed it) from model errors (the model prefers the wrong output).
+    An output that the search finished at its maximum length without writing ``EOS``
+    (``open_at`` symbols long) is scored as the search scored it: without an ``EOS``.
 
     Args:
         model: the trained model.
         data: the batch whose sources are scored.
         pred: the outputs to score, each ending at its first ``PAD`` or ``EOS`` (:func:`output_lengths`).
+        open_at: the search's maximum length (``max_len`` of :func:`decode`); an output of that many
+            symbols is scored without ``EOS``. ``None``: every output gets its ``EOS``.
 
     Shape:
         pred: ``(B, L)``; returns two ``(B,)`` tensors.
 
     Returns:
-        ``(log P(y EOS | x) in float64, |Y| = output length + 1)``.
+        ``(log P(y [EOS] | x) in float64, |Y| = output length + 1, or the length for an open output)``.
     """
     n_out = output_lengths(pred)
     width = int(n_out.max()) if len(n_out) else 0
@@ -283,8 +289,10 @@ def sequence_log_prob(model: Seq2SeqTransformer, data: SeqBatch, pred: Tensor) -
         [step(tgt_in[:, None, : t + 1])[:, 0].gather(-1, tgt_out[:, t, None]).squeeze(-1) for t in range(width + 1)],
         dim=1,
     ).to(torch.float64)
-    valid = torch.arange(width + 1)[None, :] <= n_out[:, None]
-    return torch.where(valid, picked, 0.0).sum(1), n_out + 1
+    # an output finished at the maximum length has no EOS term (the search never wrote one)
+    has_eos = n_out != open_at if open_at is not None else torch.ones_like(n_out, dtype=torch.bool)
+    valid = torch.arange(width + 1)[None, :] < (n_out + has_eos.long())[:, None]
+    return torch.where(valid, picked, 0.0).sum(1), n_out + has_eos.long()
 
 
 def _sentences(tokens: Tensor, lengths: Tensor) -> list[str]:
