@@ -43,4 +43,3 @@ def test_outputs_are_not_checked_and_the_survey_symbols_are_accepted(tmp_path, m
 def test_a_misspelling_in_a_text_file_is_reported(tmp_path):
     (tmp_path / "page.md").write_text(f"Attention is {THE_WRONG} answer.\n")
     assert spelling.codespell(["page.md"], tmp_path) == [f"page.md:1: {THE_WRONG} ==> the"]
-
