@@ -108,3 +108,15 @@ def test_every_stored_figure_has_its_alternative_text(path):
         elif cell["metadata"].get("mystnb", {}).get("image", {}).get("alt") != " Next figure: ".join(texts):
             missing.append(f"cell {i}: mystnb.image.alt differs from its images' texts (re-execute the chapter)")
     assert not missing, missing
+
+
+def test_math_in_labels_is_read_as_words():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("$\\hat y = \\sum_i a_i y_i$, size $\\propto a_i$,\n$F = [f_1, \\dots, f_{n_f}]$")
+    ax.set_xlabel("$\\mathrm{score}(q, k_l)$")
+    assert describe_figure(fig) == (
+        "Figure: line chart 'y-hat = sum of _i a_i y_i, size proportional to a_i, F = [f_1, ... , f_n_f]', "
+        "axis: score(q, k_l)."
+    )
+    plt.close(fig)

@@ -133,8 +133,35 @@ def set_alt(fig: Figure, text: str) -> Figure:
     return fig
 
 
+#: TeX commands read aloud in an alternative text (the rest lose their backslash).
+_TEX_WORDS = {
+    r"\sum": "sum of",
+    r"\propto": "proportional to",
+    r"\dots": "...",
+    r"\ldots": "...",
+    r"\cdot": "times",
+    r"\times": "times",
+    r"\in": "in",
+    r"\to": "to",
+    r"\le": "<=",
+    r"\ge": ">=",
+}
+
+
+def _plain(text: str) -> str:
+    """A label in plain words: math markers and font commands dropped, line breaks joined."""
+    import re
+
+    for command, word in _TEX_WORDS.items():
+        text = re.sub(re.escape(command) + r"(?![A-Za-z])", f" {word} ", text)
+    text = re.sub(r"\\(?:mathrm|mathbf|boldsymbol|text|operatorname|mathcal)\s*", "", text)
+    text = re.sub(r"\\hat\s*\{?([A-Za-z])\}?", r"\1-hat", text)
+    text = text.replace("$", "").replace("{", "").replace("}", "").replace("\\", "")
+    return " ".join(text.split())
+
+
 def _texts(items: Sequence[Any]) -> list[str]:
-    return [t for t in (item.get_text().strip() for item in items) if t]
+    return [t for t in (_plain(item.get_text()) for item in items) if t]
 
 
 def _panel(ax: Axes) -> str | None:
@@ -157,10 +184,10 @@ def _panel(ax: Axes) -> str | None:
     else:
         return None
     words = kind
-    title = ax.get_title().strip()
+    title = _plain(ax.get_title())
     if title:
         words += f" '{title}'"
-    x, y = ax.get_xlabel().strip(), ax.get_ylabel().strip()
+    x, y = _plain(ax.get_xlabel()), _plain(ax.get_ylabel())
     if kind == "heat map" and (x or y):
         words += "".join(f", {axis}: {label}" for axis, label in (("rows", y), ("columns", x)) if label)
     elif x and y:
@@ -196,7 +223,7 @@ def describe_figure(fig: Figure) -> str:
     if given:
         return str(given)
     panels = [p for p in (_panel(ax) for ax in fig.axes) if p]
-    suptitle = fig._suptitle.get_text().strip() if fig._suptitle is not None else ""
+    suptitle = _plain(fig._suptitle.get_text()) if fig._suptitle is not None else ""
     head = f"Figure '{suptitle}'" if suptitle else "Figure"
     if not panels:
         return head + "."
