@@ -31,8 +31,7 @@ CDN_EMBED = "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.15/d
 def configure(app: Sphinx, config: Config) -> None:
     config.html_static_path = list(config.html_static_path) + [str(BOOK / "_static")]
     config.html_favicon = str(BOOK / "_static" / "favicon.png")
-    # widget-labels.js names the widgets' slider handles for screen readers (accessibility)
-    shim = {"mathjax2-shim.js": {}, "widget-labels.js": {}}
+    shim = {"mathjax2-shim.js": {}}
     if MATHJAX.is_file() and EMBED.is_file():
         config.html_extra_path = list(config.html_extra_path) + [str(VENDOR_SITE)]
         # Relative paths are taken relative to _static; the vendor folder sits

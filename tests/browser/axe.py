@@ -36,7 +36,15 @@ _JS_RUN = """async (only) => {
     nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')), count: v.nodes.length}));
 }"""
 
+# Switch the theme's mode with CSS transitions turned off: axe reads the colours at once, and a
+# colour still fading between the two modes is neither mode's.
 _JS_MODE = """(mode) => {
+  if (!document.getElementById('axe-no-transitions')) {
+    const style = document.createElement('style');
+    style.id = 'axe-no-transitions';
+    style.textContent = '*, *::before, *::after { transition: none !important; }';
+    document.head.appendChild(style);
+  }
   document.documentElement.dataset.theme = mode;
   document.documentElement.dataset.mode = mode;
   return getComputedStyle(document.body).backgroundColor;
