@@ -175,7 +175,7 @@ def _panel(ax: Axes) -> str | None:
         kind = "heat map"
     elif any(isinstance(c, BarContainer) for c in ax.containers):
         kind = "bar chart"
-    elif any(len(line.get_xdata()) > 1 for line in ax.lines):
+    elif any(np.size(line.get_xdata()) > 1 for line in ax.lines):
         kind = "line chart"
     elif any(isinstance(c, PathCollection) for c in ax.collections):
         kind = "scatter plot"
@@ -223,7 +223,7 @@ def describe_figure(fig: Figure) -> str:
     if given:
         return str(given)
     panels = [p for p in (_panel(ax) for ax in fig.axes) if p]
-    suptitle = _plain(fig._suptitle.get_text()) if fig._suptitle is not None else ""
+    suptitle = _plain(fig.get_suptitle())
     head = f"Figure '{suptitle}'" if suptitle else "Figure"
     if not panels:
         return head + "."
