@@ -64,11 +64,13 @@ bench: env  # native speed: deliberately not pinned
 	$(PY) benchmarks/run_all.py
 
 # Lint: ruff (rules and format in pyproject.toml) over the package, tests, benchmarks,
-# scripts and the book's Sphinx extensions; mypy (config in pyproject.toml) over the package.
+# scripts and the book's Sphinx extensions; codespell over the prose, notebooks' cell sources and code
+# (tools/spelling.py); mypy (config in pyproject.toml) over the package.
 LINT_PATHS := conftest.py src tests tools benchmarks scripts book/_ext
 lint: env
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(PY) -m tools.spelling
 	$(VENV)/bin/mypy
 
 catalog: env

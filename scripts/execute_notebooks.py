@@ -11,6 +11,11 @@ its kernel spec pins the numeric environment of ``attnsurvey.numeric_env``,
 exactly as nbval's kernels are pinned in ``make test``) with its own folder as
 working directory (as nbval does). It records that kernel in the notebook's
 metadata and prints the seconds each notebook took.
+
+Each figure's alternative text, which ``attnsurvey.plotting.show`` stores in the
+image output's metadata, is copied to its cell's ``mystnb.image.alt``, where
+the book's builder (myst-nb) reads the ``alt`` attribute of the image
+(:func:`copy_alt_texts`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,33 @@ from attnsurvey.numeric_env import KERNEL_DISPLAY_NAME, KERNEL_NAME, notebook_cl
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
 
 
+def copy_alt_texts(nb: nbformat.NotebookNode) -> int:
+    """Set each code cell's ``mystnb.image.alt`` to the alternative texts of its PNG outputs
+    (joined with " Next figure: " where a cell shows several; myst-nb gives one ``alt`` to every
+    image of a cell) and remove a stale one from a cell that shows none. Returns the number of
+    cells with images."""
+    n = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        alts = [
+            str(out.get("metadata", {}).get("image/png", {}).get("alt", "")).strip()
+            for out in cell.get("outputs", [])
+            if "image/png" in out.get("data", {})
+        ]
+        image = cell.metadata.get("mystnb", {}).get("image", {})
+        if alts:
+            n += 1
+            cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = " Next figure: ".join(alts)
+        elif "alt" in image:
+            del image["alt"]
+            if not image:
+                del cell.metadata["mystnb"]["image"]
+            if not cell.metadata["mystnb"]:
+                del cell.metadata["mystnb"]
+    return n
+
+
 def execute(path: Path, write: bool = True) -> float:
     """Execute ``path`` in a fresh kernel; store the outputs unless ``write`` is False.
 
@@ -48,6 +80,7 @@ def execute(path: Path, write: bool = True) -> float:
     seconds = time.perf_counter() - start
     if write:
         nb.metadata["kernelspec"] = dict(KERNELSPEC)
+        copy_alt_texts(nb)
         nbformat.write(nb, path)
     return seconds
 

@@ -73,6 +73,7 @@ def test_the_compared_plain_text_lists_every_text_result_in_grid_order():
         print("a", a, name)
         fig, ax = plt.subplots()
         ax.plot([0, a])
+        ax.set_title(f"a = {a}")
         return [fig, f"sum = {a + len(name)}"]
 
     box = explore(f, a=[1.0, 2.0], name={"x": "X", "yy": "YY"})
@@ -82,22 +83,29 @@ def test_the_compared_plain_text_lists_every_text_result_in_grid_order():
         [
             "a=1, name=x:",
             "a 1.0 X",
-            "[figure]",
+            "[figure: Figure: line chart 'a = 1.0'.]",
             "sum = 2.0",
             "a=1, name=yy:",
             "a 1.0 YY",
-            "[figure]",
+            "[figure: Figure: line chart 'a = 1.0'.]",
             "sum = 3.0",
             "a=2, name=x:",
             "a 2.0 X",
-            "[figure]",
+            "[figure: Figure: line chart 'a = 2.0'.]",
             "sum = 3.0",
             "a=2, name=yy:",
             "a 2.0 YY",
-            "[figure]",
+            "[figure: Figure: line chart 'a = 2.0'.]",
             "sum = 4.0",
         ]
     )
     # the text is what the stored pages show, leaf by leaf
     shown = [leaf.children[-1].value for leaf in _leaves(box.children[1])]
+    # each figure's alternative text is its image's title (tooltip), what a screen reader announces
+    assert [leaf.children[-2].tooltip for leaf in _leaves(box.children[1])] == [
+        "Figure: line chart 'a = 1.0'.",
+        "Figure: line chart 'a = 1.0'.",
+        "Figure: line chart 'a = 2.0'.",
+        "Figure: line chart 'a = 2.0'.",
+    ]
     assert [s.split(">")[1].split("<")[0] for s in shown] == ["sum = 2.0", "sum = 3.0", "sum = 3.0", "sum = 4.0"]

@@ -1,7 +1,12 @@
 """Plotting helpers: the attention heat map every chapter uses, and PNG display.
 
 Figures are shown as PNG (never SVG) so that nbval, which compares SVG text,
-does not compare them; the book still shows them.
+does not compare them; the book still shows them. Each figure carries an
+alternative text that says what it shows (:func:`describe_figure`, or one set by
+its author with :func:`set_alt`): :func:`show` stores it as the image's
+plain-text form (which nbval does compare) and in the output's metadata, from
+where ``scripts/execute_notebooks.py`` copies it to the cell's
+``mystnb.image.alt``, the ``alt`` attribute of the image in the built book.
 """
 
 from __future__ import annotations
@@ -104,20 +109,155 @@ def attention_heatmap(
     return fig
 
 
+#: The attribute of a figure that holds an alternative text set by :func:`set_alt`.
+_ALT = "attnsurvey_alt"
+
+
+def set_alt(fig: Figure, text: str) -> Figure:
+    """Give ``fig`` the alternative text ``text`` (what the figure shows, in words), which
+    :func:`describe_figure` then returns instead of the description it would derive.
+
+    Args:
+        fig: a matplotlib figure.
+        text: one or two sentences; not empty.
+
+    Returns:
+        ``fig``, so that a figure function can end with ``return set_alt(fig, "...")``.
+
+    Raises:
+        ValueError: ``text`` is empty.
+    """
+    if not text.strip():
+        raise ValueError("the alternative text of a figure must not be empty")
+    setattr(fig, _ALT, text.strip())
+    return fig
+
+
+#: TeX commands read aloud in an alternative text (the rest lose their backslash).
+_TEX_WORDS = {
+    r"\sum": "sum of",
+    r"\propto": "proportional to",
+    r"\dots": "...",
+    r"\ldots": "...",
+    r"\cdot": "times",
+    r"\times": "times",
+    r"\in": "in",
+    r"\to": "to",
+    r"\le": "<=",
+    r"\ge": ">=",
+}
+
+
+def _plain(text: str) -> str:
+    """A label in plain words: math markers and font commands dropped, line breaks joined."""
+    import re
+
+    for command, word in _TEX_WORDS.items():
+        text = re.sub(re.escape(command) + r"(?![A-Za-z])", f" {word} ", text)
+    text = re.sub(r"\\(?:mathrm|mathbf|boldsymbol|text|operatorname|mathcal)\s*", "", text)
+    text = re.sub(r"\\hat\s*\{?([A-Za-z])\}?", r"\1-hat", text)
+    text = text.replace("$", "").replace("{", "").replace("}", "").replace("\\", "")
+    return " ".join(text.split())
+
+
+def _texts(items: Sequence[Any]) -> list[str]:
+    return [t for t in (_plain(item.get_text()) for item in items) if t]
+
+
+def _panel(ax: Axes) -> str | None:
+    """One panel in words: its kind, title, axes and series (``None`` for a colour bar or an empty panel)."""
+    if ax.get_label() == "<colorbar>" or not ax.get_visible():
+        return None
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import BarContainer
+
+    if ax.images:
+        kind = "heat map"
+    elif any(isinstance(c, BarContainer) for c in ax.containers):
+        kind = "bar chart"
+    elif any(np.size(line.get_xdata()) > 1 for line in ax.lines):
+        kind = "line chart"
+    elif any(isinstance(c, PathCollection) for c in ax.collections):
+        kind = "scatter plot"
+    elif ax.texts or ax.patches:
+        kind = "diagram"
+    else:
+        return None
+    words = kind
+    title = _plain(ax.get_title())
+    if title:
+        words += f" '{title}'"
+    x, y = _plain(ax.get_xlabel()), _plain(ax.get_ylabel())
+    if kind == "heat map" and (x or y):
+        words += "".join(f", {axis}: {label}" for axis, label in (("rows", y), ("columns", x)) if label)
+    elif x and y:
+        words += f" of {y} against {x}"
+    elif x or y:
+        words += f", axis: {x or y}"
+    legend = ax.get_legend()
+    if legend is not None:
+        entries = _texts(legend.get_texts())
+        if entries:
+            words += f"; series: {', '.join(entries)}"
+    if kind == "diagram":
+        labels = list(dict.fromkeys(_texts(ax.texts)))
+        if labels:
+            words += f" with the labels {'; '.join(labels[:12])}" + ("; ..." if len(labels) > 12 else "")
+    return words
+
+
+def describe_figure(fig: Figure) -> str:
+    """What ``fig`` shows, in words: its alternative text.
+
+    The text set by :func:`set_alt` if there is one; otherwise derived from the figure: its
+    title, then each panel's kind (heat map, bar chart, line chart, scatter plot, diagram), title,
+    axis labels and legend entries (a diagram: its text labels).
+
+    Args:
+        fig: a matplotlib figure.
+
+    Returns:
+        One line of text, never empty.
+    """
+    given = getattr(fig, _ALT, None)
+    if given:
+        return str(given)
+    panels = [p for p in (_panel(ax) for ax in fig.axes) if p]
+    suptitle = _plain(fig.get_suptitle())
+    head = f"Figure '{suptitle}'" if suptitle else "Figure"
+    if not panels:
+        return head + "."
+    if len(panels) == 1:
+        return f"{head}: {panels[0]}."
+    return f"{head} with {len(panels)} panels: " + "; ".join(f"({i + 1}) {p}" for i, p in enumerate(panels)) + "."
+
+
+def figure_png(fig: Figure, dpi: int = 90) -> bytes:
+    """``fig`` as PNG bytes (tight bounding box); the figure is closed."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def show(fig: Figure) -> None:
-    """Display ``fig`` as a PNG image in a notebook and close it.
+    """Display ``fig`` as a PNG image in a notebook, with its alternative text, and close it.
+
+    The output holds the PNG, the alternative text (:func:`describe_figure`) as its plain-text
+    form, and the same text as the image's ``alt`` metadata.
 
     Args:
         fig: a matplotlib figure.
     """
-    import io
+    import base64
 
-    from IPython.display import Image, display
+    from IPython.display import display
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(buf.getvalue()))
+    alt = describe_figure(fig)
+    png = base64.b64encode(figure_png(fig)).decode("ascii")
+    display({"image/png": png, "text/plain": alt}, raw=True, metadata={"image/png": {"alt": alt}})
 
 
 def trend_plot(

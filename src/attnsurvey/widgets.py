@@ -16,7 +16,8 @@ number of precomputed results is the product of the grid sizes. Keep grids
 small (tens of results, not thousands): every result is stored in the page.
 
 The function returns what to show: a string (shown as preformatted text), a
-matplotlib ``Figure`` (shown as a PNG and closed), or a list/tuple of those.
+matplotlib ``Figure`` (shown as a PNG and closed, with its alternative text,
+:func:`attnsurvey.plotting.describe_figure`, as the image's title), or a list/tuple of those.
 Anything it prints is shown above its return value.
 """
 
@@ -31,6 +32,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .plotting import describe_figure, figure_png
+
 #: Largest number of precomputed results :func:`explore` accepts.
 MAX_RESULTS = 64
 
@@ -39,12 +42,9 @@ def _render_one(item: Any) -> widgets.Widget:
     from matplotlib.figure import Figure
 
     if isinstance(item, Figure):
-        import matplotlib.pyplot as plt
-
-        buf = io.BytesIO()
-        item.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-        plt.close(item)
-        return widgets.Image(value=buf.getvalue(), format="png")
+        # the alternative text becomes the image's title: what a screen reader announces
+        alt = describe_figure(item)
+        return widgets.Image(value=figure_png(item, dpi=80), format="png", tooltip=alt)
     if isinstance(item, str):
         return widgets.HTML(f"<pre style='margin:0;line-height:1.3'>{html.escape(item)}</pre>")
     raise TypeError(
@@ -73,7 +73,7 @@ class Explorer(widgets.VBox):
     A notebook stores a widget's results in its widget state, which nbval does
     not compare; the plain-text form of the cell's output is compared. So that
     form lists, for every grid point in order, the values chosen and the text
-    shown there (a figure as ``[figure]``): a changed result fails the chapter's
+    shown there (a figure as ``[figure: <its alternative text>]``): a changed result fails the chapter's
     output check like any printed number.
 
     Args:
@@ -166,8 +166,10 @@ def explore(
         if depth == len(names):
             items = _results(fn, chosen)
             text.append(", ".join(shown) + ":")
-            text.extend(i if isinstance(i, str) else "[figure]" for i in items)
-            return widgets.VBox([_render_one(i) for i in items])
+            shown_items = [_render_one(i) for i in items]
+            # the text form: each string as it is, each figure as its alternative text
+            text.extend(i if isinstance(i, str) else f"[figure: {w.tooltip}]" for i, w in zip(items, shown_items))
+            return widgets.VBox(shown_items)
         n = names[depth]
         labels, values = labelled[n]
         children = [build(depth + 1, {**chosen, n: v}, (*shown, f"{n}={lab}")) for lab, v in zip(labels, values)]
