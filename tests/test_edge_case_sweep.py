@@ -25,14 +25,39 @@ SPEC.loader.exec_module(sweep_mod)
 ROUTED = (
     "attnsurvey.attention.",
     "attnsurvey.masking.",
-    "attnsurvey.general_model.",
     "attnsurvey.builder.",
     "attnsurvey.query_related.multihead.",
-    "attnsurvey.general_mechanisms.alignment.",
-    "attnsurvey.beyond.",
+    "attnsurvey.beyond.ring.",
+    "attnsurvey.beyond.tiled.",
+    "attnsurvey.beyond.triton_flash.",
+    "attnsurvey.beyond.search.",
     "attnsurvey.conformance.",
-    "attnsurvey.experiments.trained_transformer.",
 )
+#: ``1e20`` findings of self-attention: the one input enters the queries and the keys, so a score ``q . k`` of
+#: about 1e40 cannot be held in float32 (float64 can) and attention.attend returns NaN instead of refusing;
+#: routed to attention.py (tests/test_robust_routed.py::test_attend_refuses_or_survives_scores_beyond_float32).
+#: Each entry is (callable, case); a new 1e20 finding is a regression.
+SCORES_OVERFLOW = {
+    ("attnsurvey.beyond.decoding.DecoderBlock", "1e20 X"),
+    ("attnsurvey.beyond.decoding.GroupedQueryAttention", "1e20 X"),
+    ("attnsurvey.beyond.positions.ALiBiSelfAttention", "1e20 X"),
+    ("attnsurvey.beyond.positions.RotarySelfAttention", "1e20 X"),
+    ("attnsurvey.query_related.multihop.MultiHopAttention", "1e20 F"),
+    ("attnsurvey.query_related.types.SelfAttention", "1e20 F"),
+    ("attnsurvey.query_related.types.SelfAttentionUpdate", "1e20 F"),
+    ("attnsurvey.query_related.types.self_attention", "1e20 F"),
+    ("attnsurvey.query_related.types.token2token", "1e20 F"),
+    ("attnsurvey.transformer.linformer.LinformerSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.lite.LiteTransformerBlock", "1e20 X"),
+    ("attnsurvey.transformer.model.Decoder", "1e20 Y"),
+    ("attnsurvey.transformer.model.DecoderLayer", "1e20 Y"),
+    ("attnsurvey.transformer.model.Encoder", "1e20 X"),
+    ("attnsurvey.transformer.model.EncoderLayer", "1e20 X"),
+    ("attnsurvey.transformer.reformer.shared_qk_attention", "1e20 QK"),
+    ("attnsurvey.transformer.relative.GaussianLocalSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.relative.RelativeSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.transformer_xl.TransformerXLAttention", "1e20 X"),
+}
 
 
 def verdicts(results: list, case_prefix: str = "") -> set[str]:
@@ -52,10 +77,19 @@ def test_every_public_callable_is_covered(full_sweep):
     kinds = {sweep_mod.case_kind(r.case) for r in full_sweep}
     for kind in ("B", "n_f", "n_q", "length", "float16", "int", "numpy", "list", "hyper", "nan in masked slot"):
         assert kind in kinds, kind
+    cases = {r.case.split("=")[0].split(" ")[0] for r in full_sweep}
+    for kind in ("index", "1e20", "grad,"):
+        assert kind in cases, kind
 
 
 def test_no_crash_or_silent_finding_outside_the_routed_files(full_sweep):
-    bad = [r for r in full_sweep if r.verdict in ("crash", "silent") and not r.name.startswith(ROUTED)]
+    bad = [
+        r
+        for r in full_sweep
+        if r.verdict in ("crash", "silent")
+        and not r.name.startswith(ROUTED)
+        and (r.name, r.case) not in SCORES_OVERFLOW
+    ]
     assert not bad, "\n".join(f"{r.verdict} {r.name} [{r.case}]: {r.why}" for r in bad[:20])
 
 

@@ -454,3 +454,52 @@ def require_tensor(x: object, symbol: str) -> Tensor:
 def _finite(value: float) -> bool:
     """Whether a Python number is finite (neither NaN nor +-inf)."""
     return value == value and value not in (float("inf"), float("-inf"))
+
+
+def check_index_range(
+    x: Tensor, high: int | None, symbol: str, what: str, ignore: int | None = None, low: int = 0
+) -> Tensor:
+    """Check that the integer tensor ``x`` (targets, tokens, positions) holds values in ``[low, high)``.
+
+    The error names ``symbol``, the range and a value outside it, instead of the ``IndexError``
+    that an embedding, a ``gather`` or a cross-entropy raises from inside torch.
+
+    Args:
+        x: the indices.
+        high: the exclusive upper bound (e.g. the number of classes ``C``); None = no upper bound
+            (token ids of an unknown vocabulary: only ``low`` is checked).
+        symbol: its name (the survey's symbol) for the message.
+        what: the caller's name and the bound's name, e.g. ``"accuracy (C classes)"``.
+        ignore: a value that is skipped (an ``ignore_index``), or None.
+        low: the least valid value.
+
+    Shape:
+        x: any shape, returned unchanged.
+
+    Returns:
+        ``x``.
+
+    Raises:
+        InputTypeError: if ``x`` is not an integer tensor.
+        ValueError: naming ``symbol``, ``[low, high)`` and the first value outside it.
+    """
+    if not isinstance(x, Tensor):
+        raise InputTypeError(
+            f"{symbol} must be an integer torch.Tensor, got {type(x).__module__}.{type(x).__name__}; "
+            f"convert it with torch.as_tensor({symbol}, dtype=torch.long)"
+        )
+    if x.is_floating_point() or x.is_complex() or str(x.dtype) == "torch.bool":
+        raise InputTypeError(
+            f"{symbol} must be an integer tensor (indices), got dtype={x.dtype}; convert it with {symbol}.long()"
+        )
+    bad = x < low
+    if high is not None:
+        bad = bad | (x >= high)
+    if ignore is not None:
+        bad = bad & (x != ignore)
+    if x.numel() and bool(bad.any()):
+        seen = int(x[bad].flatten()[0])
+        span = f"[{low}, {high})" if high is not None else f">= {low}"
+        skip = f" (or ignore_index={ignore})" if ignore is not None else ""
+        raise ValueError(f"{what}: {symbol} must hold integers in {span}{skip}, got {symbol} holding {seen}")
+    return x

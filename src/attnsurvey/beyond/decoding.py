@@ -34,7 +34,7 @@ from ..catalog import catalogued
 from ..general_model import attend
 from ..masking import require_boolean_mask
 from ..query_related.multihead import MultiHeadAttention
-from ..transformer.model import FeedForward, residual_norm
+from ..transformer.model import FeedForward, LayerNorm, residual_norm
 from ..transformer.positional import sinusoidal_position_encoding
 
 CHAPTER = "chapters/ch06_1_decoding.ipynb"
@@ -477,7 +477,7 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
         self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
 
     def forward(self, X: Tensor, cache: KVCache | None = None) -> Tensor:
         as_tensor(X, "X")
@@ -534,7 +534,7 @@ class TinyDecoderLM(nn.Module):
         self.embed = nn.Embedding(vocab, d_model)
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, g, d_ff) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = LayerNorm(d_model)
         self.readout = nn.Linear(d_model, vocab)
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:

@@ -78,13 +78,14 @@ class AspectData(Rows):
 
     def words(self, i: int) -> tuple[list[str], list[str], list[str]]:
         """The left context, target phrase and right context of sentence ``i``."""
+        i = self.check_example(i)
         out = []
         for ids, m in ((self.left, self.mask_l), (self.target, self.mask_t), (self.right, self.mask_r)):
             out.append([VOCAB[t] for t, keep in zip(ids[i].tolist(), m[i].tolist()) if keep])
         return out[0], out[1], out[2]
 
     def describe(self, i: int) -> str:
-        left, target, right = self.words(i)
+        left, target, right = self.words(self.check_example(i))
         return " ".join(left + ["[" + " ".join(target) + "]"] + right) + " -> " + LABELS[int(self.label[i])]
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts
+from .._checks import check_counts, check_sizes
 from ._rows import Rows
 
 PAD, KEY = 0, 1
@@ -49,6 +49,7 @@ class Documents(Rows):
 
     def words(self, doc: int) -> list[list[str]]:
         """Token names of document ``doc``, sentence by sentence, padding left out."""
+        doc = self.check_example(doc, "doc")
         return [[self.vocab[t] for t in sent.tolist() if t != PAD] for sent in self.tokens[doc]]
 
 
@@ -106,9 +107,12 @@ def make_documents(
 
     Raises:
         ValueError: for sizes that cannot hold a sentence (``min_sentences`` outside
-            ``[1, n_S]`` or ``min_words`` outside ``[2, n_w]``).
+            ``[1, n_S]`` or ``min_words`` outside ``[2, n_w]``), a negative ``n_docs``, or
+            ``n_polarity`` / ``n_filler`` below 1 (every sentence draws a polarity token, every
+            sentence but the deciding one fillers).
     """
-    check_counts("make_documents", n_docs=n_docs, n_polarity=n_polarity, n_filler=n_filler)
+    check_counts("make_documents", n_docs=n_docs)
+    check_sizes("make_documents", n_polarity=n_polarity, n_filler=n_filler)  # every sentence draws both kinds
     min_sentences = n_sentences if min_sentences is None else min_sentences
     if not 1 <= min_sentences <= n_sentences:
         raise ValueError(f"need 1 <= min_sentences <= n_S, got min_sentences={min_sentences}, n_S={n_sentences}")

@@ -91,7 +91,7 @@ class Reviews(Rows):
     vocab: tuple[str, ...]
 
     def decode(self, i: int) -> list[str]:
-        return [self.vocab[t] for t in self.tokens[i].tolist()]
+        return [self.vocab[t] for t in self.tokens[self.check_example(i)].tolist()]
 
 
 def sentiment_vocab() -> tuple[str, ...]:

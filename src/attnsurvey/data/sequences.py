@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_index_range
+
 PAD = 0
 BOS = 1
 FIRST_SYMBOL = 2
@@ -68,10 +70,18 @@ def target_positions(task: str, src: Tensor, lengths: Tensor) -> Tensor:
         The source positions.
 
     Raises:
-        ValueError: for an unknown task.
+        ValueError: for an unknown task, a src that is not ``(B, n_x)`` integer tokens, or
+            lengths that are not ``(B,)`` integers in ``[0, n_x]`` (a length longer than the
+            sequence would point at positions that do not exist).
     """
     _check_task(task)
+    check_index_range(src, None, "src", "target_positions (token ids)")
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (B, n_x), got {tuple(src.shape)}")
     B, n = src.shape
+    check_index_range(lengths, n + 1, "lengths", f"target_positions (true lengths, at most n_x={n})")
+    if tuple(lengths.shape) != (B,):
+        raise ValueError(f"lengths must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
     t = torch.arange(n).expand(B, n)
     valid = t < lengths[:, None]
     if task == "copy":

@@ -55,6 +55,7 @@ class Stories(Rows):
 
     def decode(self, i: int) -> str:
         """The ``i``-th story, question and answer as text."""
+        i = self.check_example(i)
         words = [" ".join(self.vocab[t] for t in s.tolist() if t) for s in self.story[i]]
         q = " ".join(self.vocab[t] for t in self.question[i].tolist())
         return " . ".join(words) + f" . {q} ? -> {self.places[int(self.answer[i])]}"

@@ -64,10 +64,12 @@ class VQAData(Rows):
 
     def question_words(self, i: int) -> list[str]:
         """The tokens of question ``i`` (padding dropped)."""
+        i = self.check_example(i)
         return [VOCAB[t] for t, m in zip(self.question[i].tolist(), self.q_mask[i].tolist()) if m]
 
     def describe(self, i: int) -> str:
         """A one-line description: the question and its answer."""
+        i = self.check_example(i)
         return " ".join(self.question_words(i)) + " ? -> " + ANSWERS[int(self.answer[i])]
 
 

@@ -352,6 +352,7 @@ class ReversibleSequence(nn.Module):
         - Output: ``(..., d)``.
 
     Raises:
+        TypeError: if x is not a floating-point tensor.
         ValueError: if the width ``d`` is odd.
     """
 
@@ -362,6 +363,8 @@ class ReversibleSequence(nn.Module):
         self.memory_saving = memory_saving
 
     def forward(self, x: Tensor) -> Tensor:
+        as_tensor(x, "x")
+        check_min_rank(x, 1, "x", "(..., d)")
         if x.shape[-1] % 2:
             raise ValueError(f"a reversible layer splits the width in two halves; got odd width {x.shape[-1]}")
         blocks = list(zip(self.fs, self.gs))
@@ -374,6 +377,10 @@ class ReversibleSequence(nn.Module):
 
     def inverse(self, y: Tensor) -> Tensor:
         """Recover the input from the output, layer by layer."""
+        as_tensor(y, "y")
+        check_min_rank(y, 1, "y", "(..., d)")
+        if y.shape[-1] % 2:
+            raise ValueError(f"a reversible layer splits the width in two halves; got odd width {y.shape[-1]}")
         y1, y2 = y.chunk(2, dim=-1)
         for f, g in reversed(list(zip(self.fs, self.gs))):
             y1, y2 = reversible_inverse(y1, y2, f, g)
