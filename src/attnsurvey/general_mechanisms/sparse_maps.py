@@ -208,37 +208,68 @@ def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None
     return _finish(out, plus, e, dim)
 
 
-class _EntmaxBisect(torch.autograd.Function):
-    """alpha-entmax of scores ``z`` by bisection, one alpha per row, with its closed-form backward in z and alpha.
+def _bisect(
+    X: Tensor, valid: Tensor, above_one: Tensor | bool, power: Tensor | float, alpha: Tensor | float, n_iter: int
+) -> Tensor:
+    """The weights ``[X - tau]_+^power`` (``X = (alpha - 1) z``) with ``tau`` found by ``n_iter`` halvings."""
+    n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
+    # the weight grows with X for alpha > 1 and shrinks with it for alpha < 1 (X = (alpha - 1) z):
+    # either way the bracket starts at the X of the largest score z
+    top_max = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+    if isinstance(above_one, bool):
+        top = top_max if above_one else X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True)
+    else:
+        top = torch.where(above_one, top_max, X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True))
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi (hi < lo when alpha < 1)
 
-    ``alpha`` has shape ``(..., 1)`` broadcastable to ``z``; rows with ``alpha = 1`` are softmax rows.
+    def weights(tau: Tensor) -> Tensor:
+        return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
+
+    for _ in range(n_iter):
+        mid = (lo + hi) / 2
+        over = weights(mid).sum(-1, keepdim=True) >= 1
+        lo, hi = torch.where(over, mid, lo), torch.where(over, hi, mid)
+    p = weights((lo + hi) / 2)
+    return p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)  # the sum is 1 up to bisection error
+
+
+def _entmax_grad(p: Tensor, alpha: Tensor | float, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """``(dz, g)``: the closed-form gradient in the scores ``g o dY - g (g . dY) / sum g``, ``g = a^(2 - alpha)``."""
+    g = torch.where(p > 0, p ** (2.0 - alpha), torch.zeros((), dtype=p.dtype))
+    gY = g * grad
+    return gY - g * gY.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny), g
+
+
+class _EntmaxBisect(torch.autograd.Function):
+    """alpha-entmax of ``X = (alpha - 1) z`` by bisection (a number alpha), with its closed-form backward."""
+
+    @staticmethod
+    def forward(ctx: Any, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:
+        p = _bisect(X, valid, alpha > 1, 1.0 / (alpha - 1.0), alpha, n_iter)
+        ctx.save_for_backward(p)
+        ctx.alpha, ctx.alpha_minus_1 = alpha, alpha - 1.0
+        return p
+
+    @staticmethod
+    # ignore: torch declares backward(ctx, *grad_outputs); this Function has one output, hence one grad
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        (p,) = ctx.saved_tensors
+        dz, _ = _entmax_grad(p, ctx.alpha, grad)
+        return dz / ctx.alpha_minus_1, None, None, None  # dz is the gradient in z = X / (alpha - 1)
+
+
+class _EntmaxBisectRows(torch.autograd.Function):
+    """alpha-entmax of scores ``z`` with a tensor alpha ``(..., 1)`` (one per row), differentiable in z and alpha.
+
+    Rows with ``alpha = 1`` are softmax rows.
     """
 
     @staticmethod
     def forward(ctx: Any, z: Tensor, valid: Tensor, alpha: Tensor, n_iter: int) -> Tensor:
         softmax_rows = alpha == 1
         a = torch.where(softmax_rows, torch.full_like(alpha, 2.0), alpha)  # a stand-in where the exponent is 1 / 0
-        X, power = z * (a - 1.0), 1.0 / (a - 1.0)
-        n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
-        # the weight grows with X for alpha > 1 and shrinks with it for alpha < 1 (X = (alpha - 1) z):
-        # either way the bracket starts at the X of the largest score z
-        top = torch.where(
-            a > 1,
-            X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True),
-            X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True),
-        )
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        lo, hi = top - 1.0, top - n.pow(1.0 - a)  # sum(p) >= 1 at lo, <= 1 at hi (hi < lo when alpha < 1)
-
-        def weights(tau: Tensor) -> Tensor:
-            return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
-
-        for _ in range(n_iter):
-            mid = (lo + hi) / 2
-            over = weights(mid).sum(-1, keepdim=True) >= 1
-            lo, hi = torch.where(over, mid, lo), torch.where(over, hi, mid)
-        p = weights((lo + hi) / 2)
-        p = p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)  # the sum is 1 up to bisection error
+        p = _bisect(z * (a - 1.0), valid, a > 1, 1.0 / (a - 1.0), a, n_iter)
         if bool(softmax_rows.any()):
             p = torch.where(softmax_rows, masked_softmax(z, valid, dim=-1), p)
         ctx.save_for_backward(p, alpha)
@@ -248,11 +279,7 @@ class _EntmaxBisect(torch.autograd.Function):
     # ignore: torch declares backward(ctx, *grad_outputs); this Function has one output, hence one grad
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, Tensor | None, None]:  # type: ignore[override]
         p, alpha = ctx.saved_tensors
-        zero = torch.zeros((), dtype=p.dtype)
-        g = torch.where(p > 0, p ** (2.0 - alpha), zero)
-        g_sum = g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
-        gY = g * grad
-        dz = gY - g * gY.sum(-1, keepdim=True) / g_sum
+        dz, g = _entmax_grad(p, alpha, grad)
         if not ctx.needs_input_grad[2]:
             return dz, None, None, None
         # d a / d alpha by implicit differentiation (Correia et al., 2019):
@@ -260,12 +287,13 @@ class _EntmaxBisect(torch.autograd.Function):
         # Both terms diverge at alpha = 1; their sum tends to -a (log^2 a - sum a log^2 a) / 2 (a second-order
         # expansion of g~ in alpha - 1), used where |alpha - 1| < eps^(1/3) (there the first form loses more digits
         # to cancellation, ~eps / (alpha - 1)^2, than the limit's error, ~|alpha - 1|).
+        zero = torch.zeros((), dtype=p.dtype)
         log_p = torch.where(p > 0, torch.log(torch.where(p > 0, p, torch.ones((), dtype=p.dtype))), zero)
         S = p * log_p
         u = alpha - 1.0
         near = u.abs() < torch.finfo(p.dtype).eps ** (1 / 3)
         u_safe = torch.where(near, torch.ones_like(u), u)
-        skew = g / g_sum
+        skew = g / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
         general = (p - skew) / u_safe**2 - (S - skew * S.sum(-1, keepdim=True)) / u_safe
         limit = -p * (log_p**2 - (p * log_p**2).sum(-1, keepdim=True)) / 2
         d_alpha = (grad * torch.where(near, limit, general)).sum(-1, keepdim=True)
@@ -371,11 +399,11 @@ def entmax_bisect(
         raise ValueError(f"n_iter (bisection steps) must be an integer >= 1, got {n_iter!r}")
     z, valid, plus = _prepare(e, mask, dim, halve=False)
     if isinstance(alpha, Tensor):
-        out = _EntmaxBisect.apply(z, valid, _alpha_rows(alpha, e, dim, z), n_iter)
+        out = _EntmaxBisectRows.apply(z, valid, _alpha_rows(alpha, e, dim, z), n_iter)
     elif alpha == 1.0:
         out = masked_softmax(z, valid, dim=-1)
     else:
-        out = _EntmaxBisect.apply(z, valid, torch.tensor(alpha, dtype=z.dtype, device=z.device), n_iter)
+        out = _EntmaxBisect.apply(z * (alpha - 1.0), valid, alpha, n_iter)
     return _finish(out, plus, e, dim)
 
 

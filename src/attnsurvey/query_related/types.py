@@ -493,10 +493,11 @@ def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
 def normalize_rows(x: Tensor, eps: float = 1e-5) -> Tensor:
     """Layer normalisation without scale and shift: ``(x - mean) / sqrt(var + eps)`` over the last axis.
 
-    Scaled before squaring: each row is first divided by its largest magnitude ``s``
-    (the ratio is unchanged: ``dev / sqrt(var_s + eps / s^2)`` with the scaled row's
-    deviation and variance), so rows near ``1e20`` in float32, whose variance
-    (``1e40``) overflows, give the float64 result.
+    Rows whose largest magnitude ``s`` exceeds ``max ** (1/4)`` of the dtype are scaled
+    before squaring: divided by ``s`` first (the ratio is unchanged:
+    ``dev / sqrt(var_s + eps / s^2)`` with the scaled row's deviation and variance), so
+    rows near ``1e20`` in float32, whose variance (``1e40``) overflows, give the float64
+    result. Every other row gets the textbook formula, unchanged.
 
     Args:
         x: the rows.
@@ -515,11 +516,17 @@ def normalize_rows(x: Tensor, eps: float = 1e-5) -> Tensor:
     as_tensor(x, "x")
     check_min_rank(x, 1, "x", "(..., d)")
     check_positive("normalize_rows", eps=eps)
-    s = x.detach().abs().amax(-1, keepdim=True) if x.shape[-1] else x.detach().sum(-1, keepdim=True)
-    s = torch.where((s > 0) & torch.isfinite(s), s, torch.ones_like(s))
+    plain = (x - x.mean(-1, keepdim=True)) / portable_sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    if not x.numel() or not x.shape[-1]:
+        return plain
+    s = x.detach().abs().amax(-1, keepdim=True)
+    big = s > torch.finfo(x.dtype).max ** 0.25  # the variance, ~s^2, could come near the dtype's range
+    if not bool(big.any()):
+        return plain  # ordinary rows: the textbook formula, unchanged
+    s = torch.where(big & torch.isfinite(s), s, torch.ones_like(s))
     xs = x / s
     dev = xs - xs.mean(-1, keepdim=True)
-    return dev / portable_sqrt(dev.pow(2).mean(-1, keepdim=True) + eps / s**2)
+    return torch.where(big, dev / portable_sqrt(dev.pow(2).mean(-1, keepdim=True) + eps / s**2), plain)
 
 
 @catalogued("eq37", title="Feature update by residual and normalisation, f_new = Normalize(f_old + c)")
