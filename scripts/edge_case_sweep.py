@@ -39,7 +39,8 @@ the arguments a signature does not describe well enough to build a baseline.
 Each case is classified:
 
 * ``ok``      -- the result passes the case's check;
-* ``clear``   -- a ``ValueError``/``TypeError`` raised by the package itself;
+* ``clear``   -- a ``ValueError``/``TypeError`` raised by the package itself (a ``raise`` in its code, not a
+  builtin or torch failing on a package line);
 * ``crash``   -- any other exception (``AttributeError``, ``IndexError``, one raised deep inside torch, ...);
 * ``silent``  -- a result that fails its check (NaN where a value is expected, a masked slot that
   changes the output or a gradient, a mask shape read differently, an invalid hyper-parameter accepted);
@@ -157,6 +158,10 @@ VALID_INDEX: dict[tuple[str, str], set[int]] = {
     ("sequence_accuracy", "tokens"): {10_000},
     ("sequence_accuracy", "targets"): {10_000},
     ("length_penalty", "lengths"): {10_000},  # a hypothesis's length: no upper bound
+    ("toy_translation_task", "m"): {10_000},
+    ("same_bucket_attention", "buckets"): {
+        10_000
+    },  # bucket ids: any non-negative label  # m is the sentence length there, a size (probed as one)
 }
 
 
@@ -286,7 +291,7 @@ ARG_OVERRIDES.update(
         # weights on the simplex, indices with their own range
         **{(f, n): Arg(_SIMPLEX_F, "float", simplex=True) for f in ("js_divergence", "total_variation") for n in "pq"},
         **{
-            (f, "target"): Arg(("B", "n_q"), "long", high="n_f")
+            (f, "target"): Arg(("B",), "long", high="n_f")
             for f in ("sparsemax_loss", "entmax15_loss", "entmax_bisect_loss")
         },
         ("supervised_attention_loss", "y"): Arg(("B",), "long", high="d"),
@@ -294,6 +299,9 @@ ARG_OVERRIDES.update(
         ("supervised_attention_loss", "gold"): Arg(("B", "n_q", "n_f"), "bool"),
         ("supervised_attention_loss", "a"): Arg(("B", "n_q", "n_f"), "float", simplex=True),
         ("capsule_loss", "y"): Arg(("B",), "long", high="d"),
+        ("same_bucket_attention", "buckets"): Arg(("B", "n_f"), "long", high="2"),
+        ("same_bucket_attention", "QK"): Arg(("B", "n_f", "d"), "float"),
+        ("same_bucket_attention", "V"): Arg(("B", "n_f", "d"), "float"),
         ("redundancy_penalty", "A"): Arg(("B", "n_q", "n_f"), "float", simplex=True),  # rows of attention weights
         ("perplexity", "logits"): Arg(("B", "n_f", "C"), "float"),
         ("perplexity", "targets"): Arg(("B", "n_f"), "long", high="C"),
@@ -652,7 +660,11 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     msg = f"{type(exc).__name__}: {str(exc)[:200]}"
     if isinstance(exc, _Timeout):
         return "n/a", f"slower than {CALL_LIMIT} s"
-    if isinstance(exc, (ValueError, TypeError)) and PKG in last:
+    # clear: a ValueError/TypeError that the package raises itself (the failing line is a ``raise``), not one a
+    # builtin or torch raises from a package line (``tanh(): argument 'input' must be Tensor``)
+    line = (frames[-1].line or "").strip() if frames else ""
+    own = line.startswith("raise") or line.endswith("from None") or isinstance(exc, KeyError)
+    if isinstance(exc, (ValueError, TypeError)) and PKG in last and own:
         return "clear", msg
     return "crash", f"{msg} (raised in {last.split(os.sep)[-1]}:{frames[-1].lineno if frames else '?'})"
 
@@ -916,8 +928,14 @@ def _mask_in(axes: tuple[str, ...], km: torch.Tensor, sizes: dict[str, int]) -> 
 
 
 def _suffix(name: str) -> str:
-    m = re.search(r"(_[a-z]\w*|\d)$", name.replace("key_padding_mask", "mask").replace("attn_mask", "mask"))
-    return m.group(1) if m and name not in ("mask", "key_padding_mask", "attn_mask") else ""
+    """What a mask's name says it covers: ``mask_l`` -> ``_l``, ``mask1`` -> ``1``, ``word_mask`` -> ``_word``."""
+    if name in ("mask", "key_padding_mask", "attn_mask"):
+        return ""
+    m = re.fullmatch(r"([a-z]\w*?)_mask", name)
+    if m:
+        return "_" + m.group(1)
+    m = re.search(r"(_[a-z]\w*|\d)$", name)
+    return m.group(1) if m else ""
 
 
 def governs(mask: str, arg: str, masks: list[str]) -> bool:

@@ -8,6 +8,7 @@ reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 from __future__ import annotations
 
 import functools
+import operator
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -503,3 +504,28 @@ def check_index_range(
         skip = f" (or ignore_index={ignore})" if ignore is not None else ""
         raise ValueError(f"{what}: {symbol} must hold integers in {span}{skip}, got {symbol} holding {seen}")
     return x
+
+
+def check_integers(what: str, **values: object) -> None:
+    """Check that every named size or count is an integer (``None`` skipped), before it reaches torch.
+
+    A float such as ``2.5`` would otherwise fail inside ``torch.randint`` or ``range`` with a message
+    about tuples of ints; the range of each value is checked by the caller.
+
+    Args:
+        what: the caller's name, for the message.
+        **values: the values by their symbol.
+
+    Raises:
+        InputTypeError: naming the first value that is a bool or not an integer.
+    """
+    for name, value in values.items():
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            try:
+                operator.index(value)
+                continue
+            except TypeError:
+                pass
+        raise InputTypeError(f"{what} needs {name} to be an integer, got {name}={value!r} ({type(value).__name__})")

@@ -29,7 +29,15 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, require_tensor
+from .._checks import (
+    as_tensor,
+    check_counts,
+    check_dim_equal,
+    check_integers,
+    check_min_rank,
+    check_sizes,
+    require_tensor,
+)
 from ..catalog import catalogued
 from ..general_model import attend
 from ..masking import require_boolean_mask
@@ -151,6 +159,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
+        check_integers("KVCache", batch=batch, n_kv_heads=n_kv_heads, max_len=max_len, d_head=d_head)
         if min(batch, n_kv_heads, max_len, d_head) < 1:
             raise ValueError(
                 f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_sizes
+from .._checks import check_counts, check_integers, check_sizes
 from ._rows import Rows
 
 PAD, KEY = 0, 1
@@ -66,6 +66,7 @@ def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
     Raises:
         ValueError: ``n_polarity`` or ``n_filler`` is not an integer >= 0.
     """
+    check_integers("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     return (
         ["<pad>", "KEY"]
@@ -111,6 +112,16 @@ def make_documents(
             ``n_polarity`` / ``n_filler`` below 1 (every sentence draws a polarity token, every
             sentence but the deciding one fillers).
     """
+    check_integers(
+        "make_documents",
+        n_docs=n_docs,
+        n_sentences=n_sentences,
+        n_words=n_words,
+        min_words=min_words,
+        min_sentences=min_sentences,
+        n_polarity=n_polarity,
+        n_filler=n_filler,
+    )
     check_counts("make_documents", n_docs=n_docs)
     check_sizes("make_documents", n_polarity=n_polarity, n_filler=n_filler)  # every sentence draws both kinds
     min_sentences = n_sentences if min_sentences is None else min_sentences

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_index_range
+from .._checks import check_index_range, check_integers
 
 PAD = 0
 BOS = 1
@@ -118,6 +118,7 @@ def transduction_batch(
         ValueError: for an unknown task, a non-positive size or length, or a vocabulary
             without symbols.
     """
+    check_integers("transduction_batch", batch_size=batch_size, vocab_size=vocab_size)
     _check_task(task)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -165,6 +166,7 @@ def reversal_batch(batch: int, n: int, vocab: int, generator: torch.Generator) -
     Raises:
         ValueError: for non-positive sizes or ``vocab < 2``.
     """
+    check_integers("reversal_batch", batch=batch, n=n, vocab=vocab)
     if batch < 1 or n < 1 or vocab < 2:
         raise ValueError(f"need batch >= 1, n >= 1, vocab >= 2; got batch={batch}, n={n}, vocab={vocab}")
     x = torch.randint(0, vocab, (batch, n), generator=generator)
@@ -199,6 +201,7 @@ def copy_back_batch(
     Raises:
         ValueError: unless ``batch, n >= 1``, ``vocab >= 2`` and ``0 <= k < n``.
     """
+    check_integers("copy_back_batch", batch=batch, n=n, vocab=vocab, k=k)
     if batch < 1 or n < 1 or vocab < 2 or not 0 <= k < n:
         raise ValueError(
             f"need batch >= 1, n >= 1, vocab >= 2, 0 <= k < n; got batch={batch}, n={n}, vocab={vocab}, k={k}"

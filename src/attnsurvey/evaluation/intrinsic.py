@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor, check_min_rank, check_positive, check_same_shape
+from .._checks import as_tensor, check_integers, check_min_rank, check_positive, check_same_shape
 from ..attention import align_scores
 from ..catalog import catalogued
 from ..masking import check_boolean
@@ -600,8 +600,11 @@ def permutation_output_change(
         The median change per query.
 
     Raises:
+        TypeError: if a is not a floating-point tensor or n_perm not an integer.
         ValueError: if ``n_perm < 1``.
     """
+    as_tensor(a, "a")
+    check_integers("permutation_output_change", n_perm=n_perm)
     if n_perm < 1:
         raise ValueError(f"n_perm must be >= 1, got {n_perm}")
     y0 = output_fn(a)

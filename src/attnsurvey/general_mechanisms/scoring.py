@@ -26,6 +26,7 @@ from .._checks import (
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_nonempty,
     check_positive,
@@ -449,6 +450,7 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
         ValueError: if ``n_f > n_max``, ``n_f < 1``, Q has fewer than 2 dims or
             W_a is not ``(n_max, d_q)``.
     """
+    check_integers("location_score", n_f=n_f)
     as_tensor(Q, "Q")
     check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
     as_tensor(W_a, "W_a")
@@ -901,6 +903,7 @@ def dot_product_variance(
     Raises:
         ValueError: if ``d_k < 1`` or ``n_samples < 2``.
     """
+    check_integers("dot_product_variance", d_k=d_k, n_samples=n_samples)
     if n_samples < 2:
         raise ValueError(f"n_samples must be >= 2 to estimate a variance, got {n_samples}")
     return float(_random_dot_scores(d_k, n_samples, 1, scaled, generator).var())
@@ -979,6 +982,7 @@ def softmax_saturation(
         ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 1 (the
             means over no draws would be 0/0).
     """
+    check_integers("softmax_saturation", d_k=d_k, n_f=n_f, n_samples=n_samples)
     check_sizes("softmax_saturation", n_samples=n_samples)
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")

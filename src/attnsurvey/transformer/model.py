@@ -57,6 +57,7 @@ from .._checks import (
     as_tensor,
     check_dim_equal,
     check_index_range,
+    check_integers,
     check_min_rank,
     check_sizes,
     check_weight,
@@ -202,7 +203,11 @@ def residual_norm(
 
     Returns:
         The sub-layer's output with the residual added.
+
+    Raises:
+        TypeError: if X is not a floating-point tensor.
     """
+    as_tensor(X, "X")
     if norm_first:
         return X + sublayer(norm(X))
     return norm(X + sublayer(X))
@@ -478,6 +483,7 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         **layer_options: Unpack[LayerOptions],
     ) -> None:
+        check_integers(type(self).__name__, n_layers=n_layers, d_model=d_model, h=h, d_ff=d_ff)
         check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         if n_layers < 1:

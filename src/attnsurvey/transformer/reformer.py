@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_dim_equal, check_index_range, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
 from ..masking import require_boolean_mask, zero_masked
@@ -242,8 +242,13 @@ def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tenso
         ``(c, a)``: the contexts and the weights.
 
     Raises:
-        ValueError: as :func:`shared_qk_attention`.
+        TypeError: if buckets is not an integer tensor.
+        ValueError: as :func:`shared_qk_attention`, or if buckets is not ``(..., n)`` (QK without its width).
     """
+    check_index_range(buckets, None, "buckets", "same_bucket_attention (bucket ids)")
+    as_tensor(QK, "QK")
+    if tuple(buckets.shape) != tuple(QK.shape[:-1]):
+        raise ValueError(f"buckets must have shape (..., n) = {tuple(QK.shape[:-1])}, got {tuple(buckets.shape)}")
     mask = buckets[..., :, None] == buckets[..., None, :]
     return shared_qk_attention(QK, V, mask)
 
