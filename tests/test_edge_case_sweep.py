@@ -35,7 +35,7 @@ ROUTED = (
 )
 #: ``1e20`` findings of self-attention: the one input enters the queries and the keys, so a score ``q . k`` of
 #: about 1e40 cannot be held in float32 (float64 can) and attention.attend returns NaN instead of refusing;
-#: routed to attention.py (tests/test_robust_routed.py::test_attend_refuses_or_survives_scores_beyond_float32).
+#: routed to attention.py (tests/test_inputs_open_findings.py::test_attend_refuses_or_survives_scores_beyond_float32).
 #: Each entry is (callable, case); a new 1e20 finding is a regression.
 SCORES_OVERFLOW = {
     ("attnsurvey.beyond.decoding.DecoderBlock", "1e20 X"),

@@ -1,4 +1,4 @@
-"""alpha-entmax with a tensor alpha (issue #43): a learned scalar alpha and one alpha per row, as in the
+"""alpha-entmax with a tensor alpha: a learned scalar alpha and one alpha per row, as in the
 ``entmax`` package, with values and gradients (in e and in alpha) checked against ``entmax.entmax_bisect``
 and by ``torch.autograd.gradcheck`` in float64."""
 

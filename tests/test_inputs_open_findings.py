@@ -1,4 +1,4 @@
-"""Findings of the third robustness pass (issue #43) in files this pass does not own, kept as strict xfails
+"""Open findings of the edge-case sweep in the core files (attention, multi-head, search), kept as strict xfails
 for their owners: each test states the expected behaviour and names the file to fix. When the owner fixes
 one, its xfail turns into an unexpected pass (strict) and the marker must be removed."""
 

@@ -1,4 +1,4 @@
-"""Regression tests for the findings of the third robustness pass (issue #43) in the package's own files:
+"""Regression tests for the edge-case sweep's findings in the package:
 index-valued arguments out of range, counts of 0 and below, extreme finite values, NaN at masked slots with
 gradients, and lists or arrays passed to a module's forward. Each error names the argument, its range and the
 value seen."""
@@ -239,3 +239,45 @@ def test_scaled_word_weights_nan_at_padding_gives_finite_gradients():
     torch.testing.assert_close(out, ref)
     (out * torch.arange(24.0, dtype=torch.float64).reshape(2, 3, 4)).sum().backward()
     assert torch.isfinite(w.grad).all() and torch.isfinite(c.grad).all()
+
+
+# ------------------------------------------------------------------ sizes that are not integers, models of the chapters
+def test_a_fractional_size_is_named_before_it_reaches_torch():
+    from attnsurvey.data import sorting
+
+    with pytest.raises(InputTypeError, match=r"sorting_batch needs n to be an integer, got n=2.5"):
+        sorting.sorting_batch(2, 2.5)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="n_samples to be an integer"):
+        scoring.dot_product_variance(4, n_samples=2.5)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="n_layers to be an integer"):
+        model.Encoder(2.5, 8, 2, 16)  # type: ignore[arg-type]
+
+
+def test_chapter_models_name_their_bad_inputs():
+    from attnsurvey.experiments import feature_related, general_mechanisms, query_related
+    from attnsurvey.experiments import general_model as gm
+
+    with pytest.raises(ValueError, match="n_classes to be an integer >= 1, got n_classes=0"):
+        feature_related.DocumentClassifier(vocab_size=7, d_e=4, n_classes=0)
+    clf = general_mechanisms.AlignmentClassifier(d_q=4, d_f=4, n_classes=3)
+    with pytest.raises(InputTypeError, match="q must be a torch.Tensor"):
+        clf(q=torch.zeros(2, 4).tolist(), F=torch.zeros(2, 5, 4))
+    tok = query_related.MeanPoolTokenClassifier(vocab_size=7, d=4)
+    with pytest.raises(ValueError, match=r"tokens must hold integers in \[0, 7\), got tokens holding 7"):
+        tok(torch.tensor([[1, 7]]))
+    flat = gm.FlatMLP(d_f=4, d_u=3, n_items=5, n_classes=2, d_hidden=8)
+    with pytest.raises(ValueError, match=r"mask must have shape \(B, n\) = \(2, 5\), got \(2, 1, 5\)"):
+        flat(torch.zeros(2, 5, 4), torch.zeros(2, 3), torch.ones(2, 1, 5, dtype=torch.bool))
+
+
+def test_more_lists_get_a_clear_type_error():
+    from attnsurvey.attention_step import add_log_prob
+
+    with pytest.raises(InputTypeError, match="lp must be a torch.Tensor"):
+        add_log_prob(torch.zeros(2), [0.0, 1.0])  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="X must be a torch.Tensor"):
+        model.residual_norm([[1.0, 2.0]], torch.tanh, torch.tanh, True)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="buckets must be an integer torch.Tensor"):
+        reformer.same_bucket_attention(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2), [[0, 1, 0, 1]])  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="a must be a torch.Tensor"):
+        intrinsic.permutation_output_change(lambda a: a, [[0.5, 0.5]])  # type: ignore[arg-type]
