@@ -524,7 +524,7 @@ def check_integers(what: str, **values: object) -> None:
             continue
         if not isinstance(value, bool):
             try:
-                operator.index(value)
+                operator.index(cast(Any, value))  # anything with __index__: int, numpy integers
                 continue
             except TypeError:
                 pass

@@ -77,7 +77,7 @@ class Rows:
                     f"idx must pick examples among the N={n}: integers in [-{n}, {n}), got idx holding {int(bad)}"
                 )
         elif not isinstance(idx, slice):
-            self.check_example(idx, "idx")  # type: ignore[arg-type]  # anything else is refused there
+            self.check_example(idx, "idx")  # an int, or refused there
         return type(self)(**{k: v[idx] if isinstance(v, Tensor) else v for k, v in self._tensors().items()})
 
 

@@ -506,6 +506,6 @@ def entmax_bisect_loss(e: Tensor, target: Tensor, alpha: float = 1.5, n_iter: in
             "entmax_bisect_loss takes alpha as a Python number (the loss of a learned alpha is not defined here), "
             f"got a tensor of shape {tuple(alpha.shape)}; pass float(alpha)"
         )
-    alpha = _check_alpha(alpha)
-    a = entmax_bisect(e, alpha, n_iter=n_iter)
-    return _fenchel_young(e, target, a, _tsallis(a, float(alpha)))
+    number = float(_check_alpha(alpha))
+    a = entmax_bisect(e, number, n_iter=n_iter)
+    return _fenchel_young(e, target, a, _tsallis(a, number))
