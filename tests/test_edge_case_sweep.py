@@ -60,6 +60,15 @@ SCORES_OVERFLOW = {
 }
 
 
+#: findings in functions whose source a chapter prints (the printed source is stored output, so a fix changes the
+#: chapter, which another owner re-executes): routed with the chapter named in tests/test_inputs_open_findings.py
+PRINTED = {
+    ("attnsurvey.transformer.model.residual_norm", "numpy X"),  # ch03_3_3 prints it
+    ("attnsurvey.transformer.model.residual_norm", "list X"),
+    ("attnsurvey.general_mechanisms.scoring.location_score", "hyper n_f=2.5"),  # ch04_evaluation_taxonomy prints it
+}
+
+
 def verdicts(results: list, case_prefix: str = "") -> set[str]:
     return {r.verdict for r in results if r.case.startswith(case_prefix)}
 
@@ -88,7 +97,7 @@ def test_no_crash_or_silent_finding_outside_the_routed_files(full_sweep):
         for r in full_sweep
         if r.verdict in ("crash", "silent")
         and not r.name.startswith(ROUTED)
-        and (r.name, r.case) not in SCORES_OVERFLOW
+        and (r.name, r.case) not in SCORES_OVERFLOW | PRINTED
     ]
     assert not bad, "\n".join(f"{r.verdict} {r.name} [{r.case}]: {r.why}" for r in bad[:20])
 

@@ -9,7 +9,9 @@ import torch
 
 from attnsurvey.attention import attend, uniform_align
 from attnsurvey.beyond.search import length_penalty
+from attnsurvey.general_mechanisms.scoring import location_score
 from attnsurvey.query_related import multihead
+from attnsurvey.transformer.model import residual_norm
 
 
 def rng(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -74,3 +76,23 @@ def test_split_heads_names_a_non_integer_head_count():
 def test_length_penalty_refuses_negative_lengths():
     with pytest.raises(ValueError, match="lengths"):
         length_penalty(torch.tensor([-1, 3]), 0.6)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="transformer/model.py: residual_norm passes a list to the sub-layer (torch's TypeError); its source is "
+    "printed by chapters/ch03_3_3_transformer.ipynb, so the check lands with that chapter's re-execution",
+)
+def test_residual_norm_refuses_a_list_with_a_named_error():
+    with pytest.raises(ValueError, match="X must be a torch.Tensor"):
+        residual_norm([[1.0, 2.0]], torch.tanh, torch.tanh, True)  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="general_mechanisms/scoring.py: location_score with n_f = 2.5 fails in a slice (Python's TypeError); its "
+    "source is printed by chapters/ch04_evaluation_taxonomy.ipynb, so the check lands with its re-execution",
+)
+def test_location_score_names_a_fractional_n_f():
+    with pytest.raises(ValueError, match="n_f"):
+        location_score(rng(2, 3, 4), rng(5, 4), 2.5)  # type: ignore[arg-type]

@@ -275,8 +275,6 @@ def test_more_lists_get_a_clear_type_error():
 
     with pytest.raises(InputTypeError, match="lp must be a torch.Tensor"):
         add_log_prob(torch.zeros(2), [0.0, 1.0])  # type: ignore[arg-type]
-    with pytest.raises(InputTypeError, match="X must be a torch.Tensor"):
-        model.residual_norm([[1.0, 2.0]], torch.tanh, torch.tanh, True)  # type: ignore[arg-type]
     with pytest.raises(InputTypeError, match="buckets must be an integer torch.Tensor"):
         reformer.same_bucket_attention(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2), [[0, 1, 0, 1]])  # type: ignore[arg-type]
     with pytest.raises(InputTypeError, match="a must be a torch.Tensor"):

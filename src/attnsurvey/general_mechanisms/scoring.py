@@ -450,7 +450,6 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
         ValueError: if ``n_f > n_max``, ``n_f < 1``, Q has fewer than 2 dims or
             W_a is not ``(n_max, d_q)``.
     """
-    check_integers("location_score", n_f=n_f)
     as_tensor(Q, "Q")
     check_min_rank(Q, 2, "Q", "(..., n_q, d_q)")
     as_tensor(W_a, "W_a")
