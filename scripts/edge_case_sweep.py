@@ -19,12 +19,28 @@ in :data:`SIZES`), and, when the baseline runs, derives these cases from it:
 * ``int tensor`` (wrong dtype), ``numpy`` and ``list`` for each tensor argument;
 * ``float16``: every float input (and module) in half precision;
 * ``hyper <name>=<value>``: an invalid size (0, -1, 2.5) or a NaN / negative
-  width, scale or probability.
+  width, scale or probability (and 0 for a base or width that must be positive);
+* ``index <name>=<value>``: an index-valued argument (targets, tokens, pointer
+  targets, sampled positions, lengths) holding a value outside its range
+  (``10000`` and ``-1``); accepted is ``silent``; so is a picked example's index
+  (``describe(i)``, ``decode(i)`` ... of a data set a callable returns) at
+  ``len`` and ``-len - 1``;
+* ``1e20 <name>``: one float input scaled to about ``1e20``, run in float32 and
+  compared with the same call in float64 (a sum of squares overflows float32
+  there): a clear refusal, or outputs within ``1e-3`` of the float64 ones
+  (relative to the largest; an output beyond float32's range may read +-inf),
+  else ``silent``.
+
+Modules are called, not only built (``forward``, or the method :data:`METHODS`
+names for a module that has none), so the ``numpy`` and ``list`` cases reach the
+``forward`` of every module. :data:`ARG_OVERRIDES` gives the layout and range of
+the arguments a signature does not describe well enough to build a baseline.
 
 Each case is classified:
 
 * ``ok``      -- the result passes the case's check;
-* ``clear``   -- a ``ValueError``/``TypeError`` raised by the package itself;
+* ``clear``   -- a ``ValueError``/``TypeError`` raised by the package itself (a ``raise`` in its code, not a
+  builtin or torch failing on a package line);
 * ``crash``   -- any other exception (``AttributeError``, ``IndexError``, one raised deep inside torch, ...);
 * ``silent``  -- a result that fails its check (NaN where a value is expected, a masked slot that
   changes the output or a gradient, a mask shape read differently, an invalid hyper-parameter accepted);
@@ -82,6 +98,8 @@ NOT_CALLED = (
     "attnsurvey.training.seed_everything",  # changes global state
     "attnsurvey.stats.MeanSD",  # a record of numbers, not an input checker
 )
+#: in those modules, the ``nn.Module`` classes are called all the same (a model's ``forward`` trains nothing)
+MODULES_CALLED = ("attnsurvey.experiments.",)
 #: seconds one call may take before the case is abandoned (``n/a``, or ``silent`` for an accepted hyper-parameter)
 CALL_LIMIT = 4.0
 
@@ -98,6 +116,13 @@ SHAPE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
 #: hyper-parameter values that are valid for that callable (documented limits)
 VALID_HYPER: dict[tuple[str, str], set[str]] = {
     ("", "sigma"): {"0"},
+    # documented counts >= 0 of the cost formulas: an empty model, cache or batch costs 0
+    **{
+        (f, n): {"0"}
+        for f in ("decode_step_cost", "decoder_weight_count", "kv_cache_bytes", "TinyDecoderLM")
+        for n in ("n_layers", "n_kv_heads", "n_tokens", "n_context", "batch")
+    },
+    ("document_vocab", "n_polarity"): {"0"},  # a vocabulary without polarity words (make_documents needs >= 1)
 }
 #: extra keyword arguments under which a callable is swept again (a variant its defaults do not reach)
 VARIANTS: dict[str, list[dict[str, Any]]] = {
@@ -113,8 +138,33 @@ RANK2_IS_QUERIES = (
 )
 #: callables whose ``*mask`` argument is data they turn into a mask, not a mask they apply
 MASK_IS_DATA = ("attnsurvey.feature_related.levels.sentence_mask",)
-#: integer sizes for which 0 is valid (an empty count, a window of half-width 0)
-ZERO_OK = re.compile(r"^(n|n_\w+|w|k|D|window|length|L)$")
+#: integer sizes for which 0 is valid (an empty count, a window of half-width 0); every other size must be >= 1
+ZERO_OK = re.compile(
+    r"^(n|n_f|n_q|n_k|n_x|n_y|n_src|n_tgt|n_pad|n_new|n_filler|n_test|n_m|n_docs|steps|w|k|D|window|length|L)$"
+)
+#: float hyper-parameters that must be > 0 (0 is probed too): a base of powers, a Gaussian's width in SSIM
+POSITIVE_FLOAT: dict[tuple[str, str], set[str]] = {("", "base"): set(), ("ssim", "sigma"): set()}
+#: the method called on a module that has no ``forward`` of its own
+METHODS: dict[str, str] = {"attnsurvey.general_mechanisms.alignment.MovingAverageBaseline": "update"}
+#: constructor arguments that cannot be synthesized (a factory per name, given SIZES)
+CTOR_OVERRIDES: dict[str, Callable[[dict[str, int]], dict[str, Any]]] = {
+    "attnsurvey.transformer.reformer.ReversibleSequence": lambda sz: {
+        "blocks": [(torch.nn.Linear(sz["d"] // 2, sz["d"] // 2), torch.nn.Linear(sz["d"] // 2, sz["d"] // 2))]
+    },
+}
+#: the values an index-valued argument is probed with: far above every size, and negative
+INDEX_PROBES = (10_000, -1)
+#: (callable suffix, parameter) whose probe value is valid (documented: e.g. -1 = "ignore this position")
+VALID_INDEX: dict[tuple[str, str], set[int]] = {
+    # token ids compared without a vocabulary: no upper bound to check
+    ("sequence_accuracy", "tokens"): {10_000},
+    ("sequence_accuracy", "targets"): {10_000},
+    ("length_penalty", "lengths"): {10_000},  # a hypothesis's length: no upper bound
+    ("toy_translation_task", "m"): {10_000},
+    ("same_bucket_attention", "buckets"): {
+        10_000
+    },  # bucket ids: any non-negative label  # m is the sentence length there, a size (probed as one)
+}
 
 
 @dataclass
@@ -170,8 +220,18 @@ MATRIX = re.compile(r"^(W|W\d|W_\w+|Ws?\d?|U_\w+)$")
 VECTOR = re.compile(r"^(w|w\d|w_\w+|b|b\d|b_\w+|v|u)$")
 LONGS = re.compile(r"^(tokens|src|tgt|tgt_in|tgt_out|targets?|labels?|y|gold|pred|ids|words|answer|question)$")
 MASKS = re.compile(r"(^|_)mask($|_)|^attn_mask$|^key_padding_mask$")
-SIZE_INT = re.compile(r"^(d|d_\w+|n|n_\w+|h|k|w|D|hops|n_hops|heads|n_heads|size|\w+_size|vocab|n_classes|L)$")
-FLOAT_HYPER = re.compile(r"^(sigma|temperature|scale|D|window|p|dropout|dropout_p|alpha|eps|s|tau)$")
+SIZE_INT = re.compile(
+    r"^(d|d_\w+|n|n_\w+|num_\w+|h|k|w|D|hops|n_hops|heads|n_heads|size|\w+_size|vocab|n_classes|L|batch|order|"
+    r"max_len|length|steps|epochs|block_\w+|T)$"
+)
+FLOAT_HYPER = re.compile(r"^(sigma|temperature|scale|D|window|p|dropout|dropout_p|alpha|eps|s|tau|base)$")
+#: integer scalars that pick a position or an example (probed with INDEX_PROBES)
+INDEX_INT = re.compile(r"^(i|t|m|index|idx|position|example|doc)$")
+
+
+#: layouts and ranges of arguments a signature and docstring do not describe well enough for a baseline
+#: (``Arg`` is defined below; filled in after it)
+ARG_OVERRIDES: dict[tuple[str, str], Any] = {}
 
 
 def _symbol_size(sym: str, sizes: dict[str, int]) -> list[int] | None:
@@ -223,6 +283,50 @@ class Arg:
     axes: tuple[str, ...]  # symbol per axis: "B", "n_q", "n_f", "d", "h", "C" or "<size>"
     kind: str  # "float", "long", "bool"
     documented: bool = False  # the axes come from the docstring
+    high: str = ""  # long: the exclusive upper bound of its values (a symbol of SIZES or a number); "" = the default
+    simplex: bool = False  # float: weights on the simplex over the last axis (softmax of random scores)
+
+
+_SIMPLEX_F = ("B", "n_f")
+ARG_OVERRIDES.update(
+    {
+        # weights on the simplex, indices with their own range
+        **{(f, n): Arg(_SIMPLEX_F, "float", simplex=True) for f in ("js_divergence", "total_variation") for n in "pq"},
+        **{
+            (f, "target"): Arg(("B",), "long", high="n_f")
+            for f in ("sparsemax_loss", "entmax15_loss", "entmax_bisect_loss")
+        },
+        ("supervised_attention_loss", "y"): Arg(("B",), "long", high="d"),
+        ("supervised_attention_loss", "logits"): Arg(("B", "d"), "float"),
+        ("supervised_attention_loss", "gold"): Arg(("B", "n_q", "n_f"), "bool"),
+        ("supervised_attention_loss", "a"): Arg(("B", "n_q", "n_f"), "float", simplex=True),
+        ("capsule_loss", "y"): Arg(("B",), "long", high="d"),
+        ("same_bucket_attention", "buckets"): Arg(("B", "n_f"), "long", high="2"),
+        ("same_bucket_attention", "QK"): Arg(("B", "n_f", "d"), "float"),
+        ("same_bucket_attention", "V"): Arg(("B", "n_f", "d"), "float"),
+        ("redundancy_penalty", "A"): Arg(("B", "n_q", "n_f"), "float", simplex=True),  # rows of attention weights
+        ("perplexity", "logits"): Arg(("B", "n_f", "C"), "float"),
+        ("perplexity", "targets"): Arg(("B", "n_f"), "long", high="C"),
+        **{(f, n): Arg(("16", "16"), "float") for f in ("ssim", "psnr") for n in "xy"},
+        **{(f, n): Arg(("n_f",), "float") for f in ("kendall_tau", "spearman") for n in "xy"},
+        ("monotonic_position", "t"): Arg(("B",), "long", high="n_f"),
+        ("MovingAverageBaseline", "loss"): Arg(("B",), "float"),
+        ("reinforce_gradient_samples", "e"): Arg(("n_f",), "float"),
+        ("reinforce_gradient_samples", "losses"): Arg(("n_f",), "float"),
+        ("reinforce_gradient_samples", "m"): Arg(("B",), "long", high="n_f"),
+        # the hierarchical chapter's scaled word weights: (B, n_S, n_w) words in n_S chunks
+        **{
+            (f, n): a
+            for f in ("scaled_word_weights", "hierarchical_scaled_attention")
+            for n, a in (
+                ("a_word", Arg(("B", "n_q", "n_f"), "float", simplex=True)),
+                ("a_chunk", Arg(("B", "n_q"), "float", simplex=True)),
+                ("word_mask", Arg(("B", "n_q", "n_f"), "bool")),
+                ("V", Arg(("B", "n_q", "n_f", "d"), "float")),
+            )
+        },
+    }
+)
 
 
 def _shape_from_doc(shape: str) -> tuple[str, ...] | None:
@@ -243,6 +347,9 @@ def _shape_from_doc(shape: str) -> tuple[str, ...] | None:
 
 
 def _tensor_spec(name: str, ann: str, doc: dict[str, str], qualname: str) -> Arg | None:
+    for (suffix, pname), arg in ARG_OVERRIDES.items():
+        if qualname.endswith(suffix) and pname == name:
+            return Arg(arg.axes, arg.kind, True, arg.high, arg.simplex)
     for (suffix, pname), axes in SHAPE_OVERRIDES.items():
         if qualname.endswith(suffix) and pname == name:
             return Arg(axes, "bool" if MASKS.search(name) else "float")
@@ -291,10 +398,13 @@ def make_tensor(name: str, spec: Arg, sizes: dict[str, int], dtype: torch.dtype,
     if spec.kind == "long":
         if name == "lengths":
             return torch.full(shape, sizes["n_f"], dtype=torch.long)
+        if spec.high:
+            hi = sizes[spec.high] if spec.high in sizes else int(spec.high)
+            return torch.randint(0, max(hi, 1), shape, generator=g)
         hi = sizes["C"] if not name.startswith(("tgt", "src", "tok")) else 4
         return torch.randint(1, max(hi, 2), shape, generator=g)
     x = torch.randn(shape, generator=g, dtype=torch.float64)
-    if WEIGHTS.match(name):
+    if WEIGHTS.match(name) or spec.simplex:
         x = x.softmax(-1)
     elif MATRIX.match(name) and shape:
         x = x / math.sqrt(shape[-1])
@@ -319,7 +429,7 @@ def _scalar(name: str, ann: str, sizes: dict[str, int]) -> tuple[bool, Any]:
             return True, sizes["h"]
         if name.startswith(("d", "k")) or name in ("dim",):
             return True, sizes["d"]
-        if name in ("n_classes", "vocab", "vocab_size", "classes"):
+        if name in ("n_classes", "vocab", "vocab_size", "classes") or name.startswith("vocab_"):
             return True, sizes["C"]
         if name.startswith(("n", "length", "max_len", "L", "w", "P", "block", "chunk", "batch")):
             return True, sizes["n_f"] if name.startswith(("n", "length", "max_len", "L")) else 2
@@ -353,6 +463,7 @@ class Plan:
     ctor: dict[str, Any] = field(default_factory=dict)
     args: dict[str, Arg] = field(default_factory=dict)  # tensor parameters of the call
     scalars: dict[str, Any] = field(default_factory=dict)  # non-tensor parameters of the call
+    index_ints: list[str] = field(default_factory=list)  # integer scalars that pick a position or an example
     hypers: list[tuple[str, str, Any]] = field(default_factory=list)  # (where, name, default)
     masks: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=lambda: dict(SIZES))
@@ -391,6 +502,8 @@ def plan_for(qualname: str, obj: Any) -> Plan:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
             ann = _annotation(p)
+            if qualname in CTOR_OVERRIDES and p.name in CTOR_OVERRIDES[qualname](plan.sizes):
+                continue
             if p.default is p.empty:
                 ok, val = _scalar(p.name, ann, plan.sizes)
                 if not ok:
@@ -403,7 +516,7 @@ def plan_for(qualname: str, obj: Any) -> Plan:
             _maybe_hyper(plan, "ctor", p, ann)
         if not is_module:
             return plan
-        target = obj.forward
+        target = getattr(obj, METHODS[qualname]) if qualname in METHODS else obj.forward
     else:
         target = obj
     sig = _signature(target)
@@ -436,6 +549,8 @@ def plan_for(qualname: str, obj: Any) -> Plan:
             plan.error = f"cannot synthesize argument {p.name}: {ann}"
             return plan
         plan.scalars[p.name] = val
+        if re.search(r"\bint\b", ann) and INDEX_INT.match(p.name):
+            plan.index_ints.append(p.name)
         _maybe_hyper(plan, "call", p, ann)
     return plan
 
@@ -454,6 +569,9 @@ def _maybe_hyper(plan: Plan, where: str, p: inspect.Parameter, ann: str) -> None
 # ------------------------------------------------------------------------------------------------
 def _ctor_kwargs(plan: Plan, sizes: dict[str, int], dtype: torch.dtype) -> dict[str, Any]:
     out: dict[str, Any] = dict(plan.extra) if inspect.isclass(plan.obj) else {}
+    if plan.qualname.split("[")[0] in CTOR_OVERRIDES:
+        torch.manual_seed(0)
+        out.update(CTOR_OVERRIDES[plan.qualname.split("[")[0]](sizes))
     for i, (k, v) in enumerate(plan.ctor.items()):
         if isinstance(v, tuple) and v and v[0] == "tensor":
             out[k] = make_tensor(k, v[1], sizes, dtype, 50 + i)
@@ -486,6 +604,8 @@ def invoke(
             return inst
         inst = inst.to(dtype).eval()
         invoke.last_module = inst  # type: ignore[attr-defined]
+        if plan.qualname.split("[")[0] in METHODS:
+            return getattr(inst, METHODS[plan.qualname.split("[")[0]])(**kw)
         return inst(**kw)
     invoke.last_module = None  # type: ignore[attr-defined]
     return plan.obj(**kw)
@@ -542,7 +662,11 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     msg = f"{type(exc).__name__}: {str(exc)[:200]}"
     if isinstance(exc, _Timeout):
         return "n/a", f"slower than {CALL_LIMIT} s"
-    if isinstance(exc, (ValueError, TypeError)) and PKG in last:
+    # clear: a ValueError/TypeError that the package raises itself (the failing line is a ``raise``), not one a
+    # builtin or torch raises from a package line (``tanh(): argument 'input' must be Tensor``)
+    line = (frames[-1].line or "").strip() if frames else ""
+    own = line.startswith("raise") or line.endswith("from None") or isinstance(exc, KeyError)
+    if isinstance(exc, (ValueError, TypeError)) and PKG in last and own:
         return "clear", msg
     return "crash", f"{msg} (raised in {last.split(os.sep)[-1]}:{frames[-1].lineno if frames else '?'})"
 
@@ -571,7 +695,7 @@ def _resize(sizes: dict[str, int], **change: int) -> dict[str, int]:
 
 def cases_for(plan: Plan) -> Iterator[Result]:
     name = plan.qualname
-    if name.startswith(NOT_CALLED):
+    if name.startswith(NOT_CALLED) and not (plan.is_module and name.startswith(MODULES_CALLED)):
         yield Result(name, "all", "n/a", "not called: trains, draws, grades or re-executes (covered by its own tests)")
         return
     if name.rsplit(".", 1)[1] in ("main", "cli", "demo"):
@@ -661,6 +785,12 @@ def cases_for(plan: Plan) -> Iterator[Result]:
             ("list", lambda t: t.tolist()),
         ):
             yield case(f"{label} {k}", functools.partial(call, sizes, edit=swap(conv)))
+    # index-valued arguments out of range: tensors (one entry changed) and integer scalars
+    yield from index_cases(plan, sizes, base, case, call)
+    # extreme finite values, one float input at a time: float32 against float64
+    for k in tensor_names:
+        if plan.args[k].kind == "float" and not (plan.args[k].simplex or WEIGHTS.match(k)):
+            yield big_case(plan, sizes, k)
     # masks
     for mk in plan.masks:
         yield from mask_cases(plan, mk, sizes, case, call)
@@ -669,13 +799,100 @@ def cases_for(plan: Plan) -> Iterator[Result]:
         values = ["0", "-1", "2.5"] if kind == "int" else ["nan", "-1"]
         if kind == "int" and ZERO_OK.match(hp):
             values.remove("0")
+        if kind == "float" and any(name.endswith(sfx) and hp == p for sfx, p in POSITIVE_FLOAT):
+            values.append("0")
         for v in values:
-            if any(name.endswith(s) and hp == p and v in ok for (s, p), ok in VALID_HYPER.items()):
+            if any(name.endswith(s) and hp == p and v in ok for (s, p), ok in VALID_HYPER.items()) and not (
+                v == "0" and any(name.endswith(s) and hp == p for s, p in POSITIVE_FLOAT)
+            ):
                 continue
             if kind == "float" and v == "-1" and hp in ("scale", "eps", "s", "alpha"):
                 continue
             val = float(v) if kind == "float" or v == "2.5" else int(v)
             yield hyper_case(plan, where, hp, val, sizes)
+
+
+def index_cases(plan: Plan, sizes: dict[str, int], base: Any, case: Any, call: Any) -> Iterator[Result]:
+    """``index <name>=<value>``: an out-of-range value in every index-valued argument (accepted = ``silent``)."""
+    name = plan.qualname
+
+    def refused(out: Any) -> bool:
+        return False  # any result is an out-of-range index accepted
+
+    why = "out-of-range index accepted"
+    for k, spec in plan.args.items():
+        if k in plan.masks or spec.kind != "long":
+            continue
+        for v in INDEX_PROBES:
+            if any(name.endswith(s) and k == p and v in ok for (s, p), ok in VALID_INDEX.items()):
+                continue
+
+            def edit(kw: dict[str, Any], k: str = k, v: int = v) -> None:
+                t = kw[k].clone()
+                if t.numel():
+                    t.view(-1)[0] = v
+                kw[k] = t
+
+            yield case(f"index {k}={v}", functools.partial(call, sizes, edit=edit), refused, why)
+    for k in plan.index_ints:
+        for v in INDEX_PROBES:
+            if any(name.endswith(s) and k == p and v in ok for (s, p), ok in VALID_INDEX.items()):
+                continue
+
+            def edit_int(kw: dict[str, Any], k: str = k, v: int = v) -> None:
+                kw[k] = v
+
+            yield case(f"index {k}={v}", functools.partial(call, sizes, edit=edit_int), refused, why)
+    # a picked example of a data set the callable returns: describe(i), decode(i), words(i) ...
+    if type(base).__module__.startswith("attnsurvey.") and hasattr(base, "__len__") and not isinstance(base, tuple):
+        for meth, fn in sorted(inspect.getmembers(type(base), inspect.isfunction)):
+            if meth.startswith("_"):
+                continue
+            params = [p for p in (_signature(fn) or inspect.Signature()).parameters.values() if p.name != "self"]
+            if len(params) != 1 or not INDEX_INT.match(params[0].name):
+                continue
+            n = len(base)
+            for v in (n, -n - 1):
+                yield case(f"index {meth}({params[0].name}={v})", lambda m=meth, v=v: getattr(base, m)(v), refused, why)
+
+
+def big_case(plan: Plan, sizes: dict[str, int], big_arg: str) -> Result:
+    """``1e20 <arg>``: one float input of about 1e20, in float32, against the same call in float64."""
+
+    def thunk(dt: torch.dtype) -> Any:
+        kw = build_inputs(plan, sizes, torch.float64)
+        for k, spec in plan.args.items():
+            if k not in plan.masks and spec.kind == "float" and isinstance(kw.get(k), torch.Tensor):
+                kw[k] = (kw[k] * 1e20 if k == big_arg else kw[k]).to(dt)
+        return invoke(plan, kw, dt, _ctor_kwargs(plan, sizes, dt))
+
+    label = f"1e20 {big_arg}"
+    v32, out32 = run_call(lambda: thunk(torch.float32))
+    if v32 != "ok":
+        return Result(plan.qualname, label, v32, out32)
+    v64, out64 = run_call(lambda: thunk(torch.float64))
+    if v64 != "ok":
+        return Result(plan.qualname, label, "n/a", f"no float64 reference: {out64}")
+    ta, tb = tensors_of(out32), tensors_of(out64)
+    if len(ta) != len(tb):
+        return Result(plan.qualname, label, "silent", "float32 and float64 outputs differ in structure")
+    big = torch.finfo(torch.float32).max
+    for x, y in zip(ta, tb):
+        if not (x.is_floating_point() and y.is_floating_point()) or x.shape != y.shape:
+            continue
+        x, y = x.detach().double(), y.detach().double()
+        if bool(torch.isnan(y).any()):
+            return Result(plan.qualname, label, "silent", "NaN in the output (in float64 too)")
+        # an output that float32 cannot hold may read +-inf there; everything else must agree
+        same_inf = (y.abs() > big) & (x == y.clamp(-big, big).sign() * float("inf"))
+        finite = torch.isfinite(y) & ~same_inf
+        scale = y[finite].abs().max() if bool(finite.any()) else torch.tensor(0.0, dtype=torch.float64)
+        if not bool(torch.isfinite(x[finite]).all()):
+            return Result(plan.qualname, label, "silent", "inf or NaN in float32 where float64 is finite")
+        if bool(((x - y)[finite].abs() > 1e-3 * scale).any()):
+            err = float((x - y)[finite].abs().max() / scale.clamp_min(1e-300))
+            return Result(plan.qualname, label, "silent", f"float32 is {err:.2g} (relative) from float64")
+    return Result(plan.qualname, label, "ok")
 
 
 def hyper_case(plan: Plan, where: str, hp: str, val: Any, sizes: dict[str, int]) -> Result:
@@ -713,8 +930,14 @@ def _mask_in(axes: tuple[str, ...], km: torch.Tensor, sizes: dict[str, int]) -> 
 
 
 def _suffix(name: str) -> str:
-    m = re.search(r"(_[a-z]\w*|\d)$", name.replace("key_padding_mask", "mask").replace("attn_mask", "mask"))
-    return m.group(1) if m and name not in ("mask", "key_padding_mask", "attn_mask") else ""
+    """What a mask's name says it covers: ``mask_l`` -> ``_l``, ``mask1`` -> ``1``, ``word_mask`` -> ``_word``."""
+    if name in ("mask", "key_padding_mask", "attn_mask"):
+        return ""
+    m = re.fullmatch(r"([a-z]\w*?)_mask", name)
+    if m:
+        return "_" + m.group(1)
+    m = re.search(r"(_[a-z]\w*|\d)$", name)
+    return m.group(1) if m else ""
 
 
 def governs(mask: str, arg: str, masks: list[str]) -> bool:
@@ -920,7 +1143,7 @@ def _sweep(only: str, callables: list[tuple[str, Any]] | None) -> list[Result]:
 def case_kind(case: str) -> str:
     return (
         re.sub(r"[ =(].*", "", case)
-        if not case.startswith(("nan", "inf", "mask", "grad", "fully"))
+        if not case.startswith(("nan", "inf", "mask", "grad", "fully", "1e20"))
         else case.split(" (")[0]
     )
 

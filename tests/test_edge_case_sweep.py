@@ -25,14 +25,48 @@ SPEC.loader.exec_module(sweep_mod)
 ROUTED = (
     "attnsurvey.attention.",
     "attnsurvey.masking.",
-    "attnsurvey.general_model.",
     "attnsurvey.builder.",
     "attnsurvey.query_related.multihead.",
-    "attnsurvey.general_mechanisms.alignment.",
-    "attnsurvey.beyond.",
+    "attnsurvey.beyond.ring.",
+    "attnsurvey.beyond.tiled.",
+    "attnsurvey.beyond.triton_flash.",
+    "attnsurvey.beyond.search.",
     "attnsurvey.conformance.",
-    "attnsurvey.experiments.trained_transformer.",
 )
+#: ``1e20`` findings of self-attention: the one input enters the queries and the keys, so a score ``q . k`` of
+#: about 1e40 cannot be held in float32 (float64 can) and attention.attend returns NaN instead of refusing;
+#: routed to attention.py (tests/test_inputs_open_findings.py::test_attend_refuses_or_survives_scores_beyond_float32).
+#: Each entry is (callable, case); a new 1e20 finding is a regression.
+SCORES_OVERFLOW = {
+    ("attnsurvey.beyond.decoding.GroupedQueryAttention", "1e20 X"),
+    ("attnsurvey.beyond.positions.ALiBiSelfAttention", "1e20 X"),
+    ("attnsurvey.beyond.positions.RotarySelfAttention", "1e20 X"),
+    ("attnsurvey.query_related.multihop.MultiHopAttention", "1e20 F"),
+    ("attnsurvey.query_related.types.SelfAttention", "1e20 F"),
+    ("attnsurvey.query_related.types.SelfAttentionUpdate", "1e20 F"),
+    ("attnsurvey.query_related.types.self_attention", "1e20 F"),
+    ("attnsurvey.query_related.types.token2token", "1e20 F"),
+    ("attnsurvey.transformer.linformer.LinformerSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.lite.LiteTransformerBlock", "1e20 X"),
+    ("attnsurvey.transformer.model.Decoder", "1e20 Y"),
+    ("attnsurvey.transformer.model.DecoderLayer", "1e20 Y"),
+    ("attnsurvey.transformer.model.Encoder", "1e20 X"),
+    ("attnsurvey.transformer.model.EncoderLayer", "1e20 X"),
+    ("attnsurvey.transformer.reformer.shared_qk_attention", "1e20 QK"),
+    ("attnsurvey.transformer.reformer.same_bucket_attention", "1e20 QK"),
+    ("attnsurvey.transformer.relative.GaussianLocalSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.relative.RelativeSelfAttention", "1e20 X"),
+    ("attnsurvey.transformer.transformer_xl.TransformerXLAttention", "1e20 X"),
+}
+
+
+#: findings in functions whose source a chapter prints (the printed source is stored output, so a fix changes the
+#: chapter, which another owner re-executes): routed with the chapter named in tests/test_inputs_open_findings.py
+PRINTED = {
+    ("attnsurvey.transformer.model.residual_norm", "numpy X"),  # ch03_3_3 prints it
+    ("attnsurvey.transformer.model.residual_norm", "list X"),
+    ("attnsurvey.general_mechanisms.scoring.location_score", "hyper n_f=2.5"),  # ch04_evaluation_taxonomy prints it
+}
 
 
 def verdicts(results: list, case_prefix: str = "") -> set[str]:
@@ -52,10 +86,19 @@ def test_every_public_callable_is_covered(full_sweep):
     kinds = {sweep_mod.case_kind(r.case) for r in full_sweep}
     for kind in ("B", "n_f", "n_q", "length", "float16", "int", "numpy", "list", "hyper", "nan in masked slot"):
         assert kind in kinds, kind
+    cases = {r.case.split("=")[0].split(" ")[0] for r in full_sweep}
+    for kind in ("index", "1e20", "grad,"):
+        assert kind in cases, kind
 
 
 def test_no_crash_or_silent_finding_outside_the_routed_files(full_sweep):
-    bad = [r for r in full_sweep if r.verdict in ("crash", "silent") and not r.name.startswith(ROUTED)]
+    bad = [
+        r
+        for r in full_sweep
+        if r.verdict in ("crash", "silent")
+        and not r.name.startswith(ROUTED)
+        and (r.name, r.case) not in SCORES_OVERFLOW | PRINTED
+    ]
     assert not bad, "\n".join(f"{r.verdict} {r.name} [{r.case}]: {r.why}" for r in bad[:20])
 
 
@@ -125,3 +168,96 @@ def test_command_line_exit_status(monkeypatch, capsys):
     monkeypatch.setattr(scoring, "dot_score", functools.wraps(scoring.dot_score)(lambda Q, K: Q @ K.mT * float("nan")))
     assert sweep_mod.main(["--only", "attnsurvey.general_mechanisms.scoring.dot_score"]) == 1
     assert "silent" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the third pass's kinds, each shown to catch a bug
+def test_planted_unchecked_index_is_a_crash_and_a_clamped_one_silent():
+    name = "attnsurvey.general_mechanisms.sparse_maps.sparsemax_loss"
+
+    @functools.wraps(sparse_maps.sparsemax_loss)
+    def unchecked(e, target, k=None):
+        y = torch.nn.functional.one_hot(target, e.shape[-1]).to(e.dtype)  # torch's own error out of range
+        return ((sparse_maps.sparsemax(e, k=k) - y) * e).sum(-1)
+
+    @functools.wraps(sparse_maps.sparsemax_loss)
+    def clamped(e, target, k=None):
+        return sparse_maps.sparsemax_loss(e, target.clamp(0, e.shape[-1] - 1), k)  # out of range read as the edge
+
+    assert verdicts(one(name, sparse_maps.sparsemax_loss), "index target") == {"clear"}
+    assert verdicts(one(name, unchecked), "index target") == {"crash"}
+    assert verdicts(one(name, clamped), "index target") == {"silent"}
+
+
+def test_planted_unchecked_example_index_is_a_crash(monkeypatch):
+    from attnsurvey.data import _rows, sentiment
+
+    name = "attnsurvey.data.sentiment.sentiment_reviews"
+    assert verdicts(one(name, sentiment.sentiment_reviews), "index decode") == {"clear"}
+    monkeypatch.setattr(_rows.Rows, "check_example", lambda self, i, symbol="i": i)  # the data set forgets its check
+    assert verdicts(one(name, sentiment.sentiment_reviews), "index decode") == {"crash"}
+
+
+def test_planted_accepted_zero_count_is_silent(monkeypatch):
+    name = "attnsurvey.general_mechanisms.scoring.softmax_saturation"
+    assert verdicts(one(name, scoring.softmax_saturation), "hyper n_samples=0") == {"clear"}
+    monkeypatch.setattr(scoring, "check_sizes", lambda *a, **k: None)  # n_samples = 0: a mean over nothing, NaN
+    assert verdicts(one(name, scoring.softmax_saturation), "hyper n_samples=0") == {"silent"}
+
+
+def test_planted_non_integer_size_reaching_torch_is_a_crash(monkeypatch):
+    from attnsurvey.data import sorting
+
+    name = "attnsurvey.data.sorting.sorting_batch"
+    assert verdicts(one(name, sorting.sorting_batch), "hyper n=2.5") == {"clear"}
+    monkeypatch.setattr(sorting, "check_integers", lambda *a, **k: None)  # 2.5 reaches torch.rand's size
+    assert verdicts(one(name, sorting.sorting_batch), "hyper n=2.5") == {"crash"}
+
+
+def test_planted_overflow_at_1e20_is_silent():
+    from attnsurvey.query_related import types
+
+    name = "attnsurvey.query_related.types.update_residual_norm"
+
+    @functools.wraps(types.update_residual_norm)
+    def variance_first(F_old, C, gamma=None, beta=None, eps=1e-5):
+        x = F_old + C
+        y = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+        return y if gamma is None else y * gamma + (0 if beta is None else beta)
+
+    assert verdicts(one(name, types.update_residual_norm), "1e20") == {"ok"}
+    assert "silent" in verdicts(one(name, variance_first), "1e20")
+
+
+def test_planted_list_reaching_a_module_method_is_a_crash(monkeypatch):
+    from attnsurvey.general_mechanisms import alignment
+
+    name = "attnsurvey.general_mechanisms.alignment.MovingAverageBaseline"
+    assert verdicts(one(name, alignment.MovingAverageBaseline), "list loss") == {"clear"}
+    monkeypatch.setattr(alignment, "as_tensor", lambda x, symbol: x)  # update forgets its type check
+    assert verdicts(one(name, alignment.MovingAverageBaseline), "list loss") == {"crash"}
+
+
+def test_planted_torch_type_error_on_a_package_line_is_a_crash():
+    @functools.wraps(scoring.dot_score)
+    def unchecked(Q, K):
+        return torch.matmul(Q, K.transpose(-1, -2) if isinstance(K, torch.Tensor) else K)  # torch's TypeError
+
+    assert verdicts(one("attnsurvey.general_mechanisms.scoring.dot_score", unchecked), "list K") == {"crash"}
+    assert verdicts(one("attnsurvey.general_mechanisms.scoring.dot_score", scoring.dot_score), "list K") == {"clear"}
+
+
+def test_planted_nan_gradient_at_a_padded_word_is_silent():
+    from attnsurvey.feature_related import levels
+
+    name = "attnsurvey.feature_related.levels.scaled_word_weights"
+
+    @functools.wraps(levels.scaled_word_weights)
+    def select_after(a_word, a_chunk, word_mask=None):
+        num = a_word * a_chunk.unsqueeze(-1)  # NaN * a_chunk: selected away below, but its gradient stays NaN
+        if word_mask is not None:
+            num = torch.where(word_mask, num, torch.zeros((), dtype=num.dtype))
+        den = num.sum((-2, -1), keepdim=True)
+        return num / den
+
+    assert verdicts(one(name, levels.scaled_word_weights), "grad, nan in masked slot") == {"ok"}
+    assert verdicts(one(name, select_after), "grad, nan in masked slot") == {"silent"}

@@ -8,6 +8,7 @@ reader who passes ``F`` with the wrong width learns *which* symbol was wrong.
 from __future__ import annotations
 
 import functools
+import operator
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -494,3 +495,77 @@ def check_int(value: object, symbol: str, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{symbol} must be at least {minimum}, got {symbol}={value}")
     return value
+
+
+def check_index_range(
+    x: Tensor, high: int | None, symbol: str, what: str, ignore: int | None = None, low: int = 0
+) -> Tensor:
+    """Check that the integer tensor ``x`` (targets, tokens, positions) holds values in ``[low, high)``.
+
+    The error names ``symbol``, the range and a value outside it, instead of the ``IndexError``
+    that an embedding, a ``gather`` or a cross-entropy raises from inside torch.
+
+    Args:
+        x: the indices.
+        high: the exclusive upper bound (e.g. the number of classes ``C``); None = no upper bound
+            (token ids of an unknown vocabulary: only ``low`` is checked).
+        symbol: its name (the survey's symbol) for the message.
+        what: the caller's name and the bound's name, e.g. ``"accuracy (C classes)"``.
+        ignore: a value that is skipped (an ``ignore_index``), or None.
+        low: the least valid value.
+
+    Shape:
+        x: any shape, returned unchanged.
+
+    Returns:
+        ``x``.
+
+    Raises:
+        InputTypeError: if ``x`` is not an integer tensor.
+        ValueError: naming ``symbol``, ``[low, high)`` and the first value outside it.
+    """
+    if not isinstance(x, Tensor):
+        raise InputTypeError(
+            f"{symbol} must be an integer torch.Tensor, got {type(x).__module__}.{type(x).__name__}; "
+            f"convert it with torch.as_tensor({symbol}, dtype=torch.long)"
+        )
+    if x.is_floating_point() or x.is_complex() or str(x.dtype) == "torch.bool":
+        raise InputTypeError(
+            f"{symbol} must be an integer tensor (indices), got dtype={x.dtype}; convert it with {symbol}.long()"
+        )
+    bad = x < low
+    if high is not None:
+        bad = bad | (x >= high)
+    if ignore is not None:
+        bad = bad & (x != ignore)
+    if x.numel() and bool(bad.any()):
+        seen = int(x[bad].flatten()[0])
+        span = f"[{low}, {high})" if high is not None else f">= {low}"
+        skip = f" (or ignore_index={ignore})" if ignore is not None else ""
+        raise ValueError(f"{what}: {symbol} must hold integers in {span}{skip}, got {symbol} holding {seen}")
+    return x
+
+
+def check_integers(what: str, **values: object) -> None:
+    """Check that every named size or count is an integer (``None`` skipped), before it reaches torch.
+
+    A float such as ``2.5`` would otherwise fail inside ``torch.randint`` or ``range`` with a message
+    about tuples of ints; the range of each value is checked by the caller.
+
+    Args:
+        what: the caller's name, for the message.
+        **values: the values by their symbol.
+
+    Raises:
+        InputTypeError: naming the first value that is a bool or not an integer.
+    """
+    for name, value in values.items():
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            try:
+                operator.index(cast(Any, value))  # anything with __index__: int, numpy integers
+                continue
+            except TypeError:
+                pass
+        raise InputTypeError(f"{what} needs {name} to be an integer, got {name}={value!r} ({type(value).__name__})")

@@ -21,6 +21,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from ._checks import as_tensor
 from .general_mechanisms import alignment as _alignment
 from .general_mechanisms import dimensionality as _dimensionality
 from .general_mechanisms.scoring import ScoreModule, make_score
@@ -58,7 +59,13 @@ def add_log_prob(total: Tensor | None, lp: Tensor | None) -> Tensor | None:
 
     Returns:
         The new total, or None when nothing has been sampled.
+
+    Raises:
+        TypeError: if a given total or lp is not a floating-point tensor.
     """
+    for symbol, value in (("total", total), ("lp", lp)):
+        if value is not None:
+            as_tensor(value, symbol)
     if lp is None:
         return total
     return lp if total is None else total + lp

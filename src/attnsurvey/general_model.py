@@ -185,10 +185,12 @@ def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | N
         Integer indices z.
 
     Raises:
-        ValueError: if a row does not sum to 1 or a is not floating point.
+        ValueError: if a row does not sum to 1, a is not floating point or ``num_samples``
+            is not an integer >= 1.
         TypeError: if a is not a tensor.
     """
     as_tensor(a, "a")
+    check_sizes("sample_selection", num_samples=num_samples)
     sums = a.sum(-1)
     if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         raise ValueError("every row of a must sum to 1 to define p(z | F, q)")

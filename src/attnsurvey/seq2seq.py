@@ -26,7 +26,14 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, check_optional_sizes, check_scored, check_sizes, require_tensor
+from ._checks import (
+    as_tensor,
+    check_index_range,
+    check_optional_sizes,
+    check_scored,
+    check_sizes,
+    require_tensor,
+)
 from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
@@ -354,8 +361,12 @@ def sequence_accuracy(tokens: Tensor, targets: Tensor) -> float:
         The exact-match rate, a float in ``[0, 1]``.
 
     Raises:
-        ValueError: if the shapes differ or the batch is empty (B = 0: nothing to score).
+        ValueError: if the shapes differ, the batch is empty (B = 0: nothing to score) or a
+            token id is negative.
+        TypeError: if tokens or targets is not an integer tensor.
     """
+    check_index_range(tokens, None, "tokens", "sequence_accuracy (token ids)")
+    check_index_range(targets, None, "targets", "sequence_accuracy (token ids)")
     if tokens.shape != targets.shape:
         raise ValueError(f"tokens {tuple(tokens.shape)} and targets {tuple(targets.shape)} must have the same shape")
     check_scored(targets.shape[0] if targets.dim() else 0, "sequence accuracy", "targets")

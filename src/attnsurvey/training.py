@@ -15,7 +15,16 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ._checks import InputTypeError, as_tensor, check_counts, check_scored, check_sizes, require_tensor
+from ._checks import (
+    InputTypeError,
+    as_tensor,
+    check_counts,
+    check_index_range,
+    check_min_rank,
+    check_scored,
+    check_sizes,
+    require_tensor,
+)
 from .numeric_env import portable_adam
 
 M = TypeVar("M", bound=nn.Module)
@@ -123,9 +132,11 @@ def accuracy(logits: Tensor, targets: Tensor, ignore_index: int | None = None) -
         TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: when no position is left to score (an empty batch, or every
             target equal to ``ignore_index``): an accuracy over nothing is
-            undefined, not NaN.
+            undefined, not NaN; for a target outside ``[0, C)`` (other than ``ignore_index``).
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")
+    check_min_rank(logits, 1, "logits", "(..., C)")
+    check_index_range(targets, logits.shape[-1], "targets", "accuracy (C classes)", ignore=ignore_index)
     keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
     check_scored(int(keep.sum()), "accuracy", "targets")
     pred = logits.argmax(-1)
@@ -151,7 +162,8 @@ def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
 
     Raises:
         TypeError: if counts or targets is not a tensor.
-        ValueError: for an empty batch or shapes other than ``(N, C)`` and ``(N,)``.
+        ValueError: for an empty batch, shapes other than ``(N, C)`` and ``(N,)``, or a
+            target outside ``[0, C)``.
     """
     require_tensor(counts, "counts"), require_tensor(targets, "targets")
     if counts.dim() != 2 or targets.shape != counts.shape[:1]:
@@ -159,6 +171,7 @@ def tie_split_accuracy(counts: Tensor, targets: Tensor) -> float:
             f"counts must be (N, C) and targets (N,), got counts {tuple(counts.shape)}, targets {tuple(targets.shape)}"
         )
     check_scored(len(targets), "tie-split accuracy", "targets")
+    check_index_range(targets, counts.shape[1], "targets", "tie-split accuracy (C classes)")
     top = counts == counts.max(-1, keepdim=True).values
     return float((top[torch.arange(len(targets)), targets].float() / top.sum(-1)).mean())
 
@@ -187,7 +200,7 @@ def cross_entropy_mean(
         TypeError: if logits is not a floating-point tensor or targets not a tensor.
         ValueError: unless ``targets.shape == logits.shape[:-1]`` (flattening
             would otherwise pair a wrongly shaped target with the wrong
-            position, silently).
+            position, silently); for a target outside ``[0, C)`` other than ``ignore_index``.
     """
     as_tensor(logits, "logits"), require_tensor(targets, "targets")
     if logits.dim() < 1 or tuple(targets.shape) != tuple(logits.shape[:-1]):
@@ -197,6 +210,7 @@ def cross_entropy_mean(
         )
     flat, t = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     ignore = -100 if ignore_index is None else ignore_index
+    check_index_range(t, logits.shape[-1], "targets", "cross_entropy_mean (C classes)", ignore=ignore)
     if not bool((t != ignore).any()):
         return flat[:0].sum()
     loss = nn.functional.nll_loss if log_probs else nn.functional.cross_entropy

@@ -29,12 +29,20 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, require_tensor
+from .._checks import (
+    as_tensor,
+    check_counts,
+    check_dim_equal,
+    check_integers,
+    check_min_rank,
+    check_sizes,
+    require_tensor,
+)
 from ..catalog import catalogued
 from ..general_model import attend
 from ..masking import require_boolean_mask
 from ..query_related.multihead import MultiHeadAttention
-from ..transformer.model import FeedForward, residual_norm
+from ..transformer.model import FeedForward, LayerNorm, residual_norm
 from ..transformer.positional import sinusoidal_position_encoding
 
 CHAPTER = "chapters/ch06_1_decoding.ipynb"
@@ -151,6 +159,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
+        check_integers("KVCache", batch=batch, n_kv_heads=n_kv_heads, max_len=max_len, d_head=d_head)
         if min(batch, n_kv_heads, max_len, d_head) < 1:
             raise ValueError(
                 f"KVCache sizes must be >= 1, got batch={batch}, n_kv_heads={n_kv_heads}, max_len={max_len}, d_head={d_head}"
@@ -477,7 +486,7 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
         self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
 
     def forward(self, X: Tensor, cache: KVCache | None = None) -> Tensor:
         as_tensor(X, "X")
@@ -534,7 +543,7 @@ class TinyDecoderLM(nn.Module):
         self.embed = nn.Embedding(vocab, d_model)
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, g, d_ff) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = LayerNorm(d_model)
         self.readout = nn.Linear(d_model, vocab)
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:

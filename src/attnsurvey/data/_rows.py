@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import fields
 from typing import Any, TypeVar
 
+import torch
 from torch import Tensor
 
+from .._checks import InputTypeError
+
 R = TypeVar("R", bound="Rows")
+
+
+class ExampleIndexError(IndexError, ValueError):
+    """An example index outside ``[-N, N)``: an ``IndexError`` (so iteration protocols keep working) that is also a
+    ``ValueError``, like every other bad argument of the package."""
 
 
 class Rows:
@@ -24,8 +33,51 @@ class Rows:
     def __len__(self) -> int:
         return next(v.shape[0] for v in self._tensors().values() if isinstance(v, Tensor))
 
-    def subset(self: R, idx: Tensor | slice) -> R:
-        """The examples at ``idx`` (a slice or index tensor), as the same dataclass."""
+    def check_example(self, i: int, symbol: str = "i") -> int:
+        """``i`` if it picks one of the ``N`` examples (``-N <= i < N``, negative counting from the end).
+
+        Raises:
+            InputTypeError: if ``i`` is not an integer.
+            ExampleIndexError: (an ``IndexError`` and a ``ValueError``) naming ``symbol``, the range and ``i``.
+        """
+        if isinstance(i, bool):
+            raise InputTypeError(f"{symbol} (an example's index) must be an integer, got {i!r}")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise InputTypeError(
+                f"{symbol} (an example's index) must be an integer, got {type(i).__name__} {i!r}"
+            ) from None
+        n = len(self)
+        if not -n <= i < n:
+            raise ExampleIndexError(
+                f"{symbol} must pick one of the N={n} examples: an integer in [-{n}, {n}), got {symbol}={i}"
+            )
+        return i
+
+    def subset(self: R, idx: Tensor | slice | int) -> R:
+        """The examples at ``idx`` (a slice, an index tensor, a boolean tensor of length N, or one index), as the
+        same dataclass.
+
+        Raises:
+            ExampleIndexError: for an index outside ``[-N, N)`` (named with the range and the value).
+            ValueError: for a boolean ``idx`` whose length is not N.
+            InputTypeError: for an ``idx`` of another type.
+        """
+        n = len(self)
+        if isinstance(idx, Tensor):
+            if idx.dtype == torch.bool:
+                if tuple(idx.shape) != (n,):
+                    raise ValueError(f"a boolean idx must have shape (N,) = ({n},), got {tuple(idx.shape)}")
+            elif idx.is_floating_point() or idx.is_complex():
+                raise InputTypeError(f"idx must be an integer or boolean tensor, got dtype={idx.dtype}")
+            elif idx.numel() and not bool(((idx >= -n) & (idx < n)).all()):
+                bad = idx[(idx < -n) | (idx >= n)].flatten()[0]
+                raise ExampleIndexError(
+                    f"idx must pick examples among the N={n}: integers in [-{n}, {n}), got idx holding {int(bad)}"
+                )
+        elif not isinstance(idx, slice):
+            self.check_example(idx, "idx")  # an int, or refused there
         return type(self)(**{k: v[idx] if isinstance(v, Tensor) else v for k, v in self._tensors().items()})
 
 

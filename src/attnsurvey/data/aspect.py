@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts
+from .._checks import check_counts, check_integers
 from ._rows import Rows
 
 CATEGORIES = {
@@ -78,13 +78,14 @@ class AspectData(Rows):
 
     def words(self, i: int) -> tuple[list[str], list[str], list[str]]:
         """The left context, target phrase and right context of sentence ``i``."""
+        i = self.check_example(i)
         out = []
         for ids, m in ((self.left, self.mask_l), (self.target, self.mask_t), (self.right, self.mask_r)):
             out.append([VOCAB[t] for t, keep in zip(ids[i].tolist(), m[i].tolist()) if keep])
         return out[0], out[1], out[2]
 
     def describe(self, i: int) -> str:
-        left, target, right = self.words(i)
+        left, target, right = self.words(self.check_example(i))
         return " ".join(left + ["[" + " ".join(target) + "]"] + right) + " -> " + LABELS[int(self.label[i])]
 
 
@@ -107,6 +108,7 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
     Raises:
         ValueError: ``n`` is not an integer >= 0.
     """
+    check_integers("make_aspect", n=n)
     check_counts("make_aspect", n=n)
     g = generator
     tok = {w: i for i, w in enumerate(VOCAB)}

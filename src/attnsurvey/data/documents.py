@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts
+from .._checks import check_counts, check_integers, check_sizes
 from ._rows import Rows
 
 PAD, KEY = 0, 1
@@ -49,6 +49,7 @@ class Documents(Rows):
 
     def words(self, doc: int) -> list[list[str]]:
         """Token names of document ``doc``, sentence by sentence, padding left out."""
+        doc = self.check_example(doc, "doc")
         return [[self.vocab[t] for t in sent.tolist() if t != PAD] for sent in self.tokens[doc]]
 
 
@@ -65,6 +66,7 @@ def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
     Raises:
         ValueError: ``n_polarity`` or ``n_filler`` is not an integer >= 0.
     """
+    check_integers("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
     return (
         ["<pad>", "KEY"]
@@ -106,9 +108,22 @@ def make_documents(
 
     Raises:
         ValueError: for sizes that cannot hold a sentence (``min_sentences`` outside
-            ``[1, n_S]`` or ``min_words`` outside ``[2, n_w]``).
+            ``[1, n_S]`` or ``min_words`` outside ``[2, n_w]``), a negative ``n_docs``, or
+            ``n_polarity`` / ``n_filler`` below 1 (every sentence draws a polarity token, every
+            sentence but the deciding one fillers).
     """
-    check_counts("make_documents", n_docs=n_docs, n_polarity=n_polarity, n_filler=n_filler)
+    check_integers(
+        "make_documents",
+        n_docs=n_docs,
+        n_sentences=n_sentences,
+        n_words=n_words,
+        min_words=min_words,
+        min_sentences=min_sentences,
+        n_polarity=n_polarity,
+        n_filler=n_filler,
+    )
+    check_counts("make_documents", n_docs=n_docs)
+    check_sizes("make_documents", n_polarity=n_polarity, n_filler=n_filler)  # every sentence draws both kinds
     min_sentences = n_sentences if min_sentences is None else min_sentences
     if not 1 <= min_sentences <= n_sentences:
         raise ValueError(f"need 1 <= min_sentences <= n_S, got min_sentences={min_sentences}, n_S={n_sentences}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .._checks import check_nonnegative
+from .._checks import check_integers, check_nonnegative
 from ._rows import check_positive
 
 
@@ -49,6 +49,7 @@ def signal_token_task(
     Raises:
         ValueError: for a size below 1.
     """
+    check_integers("signal_token_task", n_examples=n_examples, n=n, n_classes=n_classes, n_noise=n_noise)
     check_positive(n_examples=n_examples, n=n, n_classes=n_classes, n_noise=n_noise)
     x = torch.randint(n_classes, n_classes + n_noise, (n_examples, n), generator=generator)
     y = torch.randint(0, n_classes, (n_examples,), generator=generator)
@@ -88,6 +89,7 @@ def toy_translation_task(
     Raises:
         ValueError: for a size below 1.
     """
+    check_integers("toy_translation_task", n_examples=n_examples, m=m, vocab=vocab)
     check_positive(n_examples=n_examples, m=m, vocab=vocab)
     w = torch.randint(0, vocab, (n_examples, m), generator=generator)
     src_of = torch.arange(m - 1, -1, -1)
@@ -131,6 +133,7 @@ def patch_image_task(
     Raises:
         ValueError: for a size below 1 or ``grid < 2``.
     """
+    check_integers("patch_image_task", n_examples=n_examples, grid=grid, patch=patch)
     check_nonnegative("patch_image_task", sigma=sigma)
     check_positive(n_examples=n_examples, grid=grid, patch=patch)
     if grid < 2:

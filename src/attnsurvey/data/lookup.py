@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import check_integers
 from ..catalog import catalogued
 from ._rows import check_positive
 
@@ -50,6 +51,7 @@ def key_lookup(
     Raises:
         ValueError: for a size below 1 or a negative ``noise``.
     """
+    check_integers("key_lookup", n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
     keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
     rows = torch.arange(n)
     x_q = keys[rows, target] + noise * torch.randn(n, d_key, generator=generator)
@@ -107,6 +109,7 @@ def magnitude_lookup(
     Raises:
         ValueError: for a size below 1 or a negative ``noise``.
     """
+    check_integers("magnitude_lookup", n=n, n_f=n_f, d_key=d_key, n_classes=n_classes)
     keys, labels, target, F = _stored_items(n, n_f, d_key, n_classes, noise, generator)
     rows = torch.arange(n)
     x_q = keys[rows, target, 0].abs() + noise * torch.randn(n, generator=generator)
@@ -144,6 +147,7 @@ def featurewise_lookup(
     Raises:
         ValueError: for a size below 1.
     """
+    check_integers("featurewise_lookup", n=n, n_f=n_f, d_v=d_v)
     check_positive(n=n, n_f=n_f, d_v=d_v)
     tags = torch.argsort(torch.rand(n, n_f, generator=generator), dim=-1)  # random permutation per example
     K = torch.nn.functional.one_hot(tags, n_f).float()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import check_integers
 from .sequences import IGNORE
 
 
@@ -47,6 +48,7 @@ def lagged_sum_batch(
         ValueError: unless ``batch >= 1``, ``vocab >= 2``, ``1 <= lag < n`` and
             ``0 <= p_noise <= 1``.
     """
+    check_integers("lagged_sum_batch", batch=batch, n=n, vocab=vocab, lag=lag)
     if batch < 1 or vocab < 2 or not 1 <= lag < n or not 0.0 <= p_noise <= 1.0:
         raise ValueError(
             f"need batch >= 1, vocab >= 2, 1 <= lag < n, 0 <= p_noise <= 1; "

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_sizes
+from .._checks import check_counts, check_integers, check_sizes
 
 
 def lookup_batch(
@@ -44,6 +44,7 @@ def lookup_batch(
     Raises:
         ValueError: for sizes below 1 or negative noise.
     """
+    check_integers("lookup_batch", batch=batch, n_f=n_f, n_classes=n_classes)
     if batch < 1 or n_f < 1 or n_classes < 1:
         raise ValueError(f"lookup_batch needs batch, n_f, n_classes >= 1, got {batch}, {n_f}, {n_classes}")
     if noise < 0:
@@ -82,6 +83,7 @@ def lookup_batches(
         ValueError: (when called, not when iterated) unless ``batch``, ``n_f`` and
             ``n_classes`` are integers >= 1 and ``steps`` one >= 0.
     """
+    check_integers("lookup_batches", steps=steps, batch=batch, n_f=n_f, n_classes=n_classes)
     check_counts("lookup_batches", steps=steps)
     check_sizes("lookup_batches", batch=batch, n_f=n_f, n_classes=n_classes)
     return (lookup_batch(batch, n_f, n_classes, generator) for _ in range(steps))
@@ -120,6 +122,7 @@ def step_lookup_batch(
     Raises:
         ValueError: for sizes below 1, a negative noise or ``max_shift`` outside ``[0, n_f - 1]``.
     """
+    check_integers("step_lookup_batch", batch=batch, n_f=n_f, n_classes=n_classes, max_shift=max_shift)
     if not 0 <= max_shift <= n_f - 1:
         raise ValueError(f"max_shift must lie in [0, n_f - 1] = [0, {n_f - 1}], got {max_shift}")
     F, q, t, y = lookup_batch(batch, n_f, n_classes, generator, noise)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .._checks import check_index_range, check_integers
+
 PAD = 0
 BOS = 1
 FIRST_SYMBOL = 2
@@ -68,10 +70,18 @@ def target_positions(task: str, src: Tensor, lengths: Tensor) -> Tensor:
         The source positions.
 
     Raises:
-        ValueError: for an unknown task.
+        ValueError: for an unknown task, a src that is not ``(B, n_x)`` integer tokens, or
+            lengths that are not ``(B,)`` integers in ``[0, n_x]`` (a length longer than the
+            sequence would point at positions that do not exist).
     """
     _check_task(task)
+    check_index_range(src, None, "src", "target_positions (token ids)")
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (B, n_x), got {tuple(src.shape)}")
     B, n = src.shape
+    check_index_range(lengths, n + 1, "lengths", f"target_positions (true lengths, at most n_x={n})")
+    if tuple(lengths.shape) != (B,):
+        raise ValueError(f"lengths must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
     t = torch.arange(n).expand(B, n)
     valid = t < lengths[:, None]
     if task == "copy":
@@ -108,6 +118,7 @@ def transduction_batch(
         ValueError: for an unknown task, a non-positive size or length, or a vocabulary
             without symbols.
     """
+    check_integers("transduction_batch", batch_size=batch_size, vocab_size=vocab_size)
     _check_task(task)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -155,6 +166,7 @@ def reversal_batch(batch: int, n: int, vocab: int, generator: torch.Generator) -
     Raises:
         ValueError: for non-positive sizes or ``vocab < 2``.
     """
+    check_integers("reversal_batch", batch=batch, n=n, vocab=vocab)
     if batch < 1 or n < 1 or vocab < 2:
         raise ValueError(f"need batch >= 1, n >= 1, vocab >= 2; got batch={batch}, n={n}, vocab={vocab}")
     x = torch.randint(0, vocab, (batch, n), generator=generator)
@@ -189,6 +201,7 @@ def copy_back_batch(
     Raises:
         ValueError: unless ``batch, n >= 1``, ``vocab >= 2`` and ``0 <= k < n``.
     """
+    check_integers("copy_back_batch", batch=batch, n=n, vocab=vocab, k=k)
     if batch < 1 or n < 1 or vocab < 2 or not 0 <= k < n:
         raise ValueError(
             f"need batch >= 1, n >= 1, vocab >= 2, 0 <= k < n; got batch={batch}, n={n}, vocab={vocab}, k={k}"

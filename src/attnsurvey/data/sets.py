@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_integers
+
 LAYOUTS = ("sequence", "grid", "graph")
 
 
@@ -87,6 +89,7 @@ def match_query_batch(
     Raises:
         ValueError: for an unknown layout, a non-square grid or sizes < 1.
     """
+    check_integers("match_query_batch", batch_size=batch_size, n_items=n_items, d_u=d_u, n_classes=n_classes)
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose one of {list(LAYOUTS)}")
     if min(batch_size, n_items, d_u, n_classes) < 1 or (layout == "graph" and n_items < 2):

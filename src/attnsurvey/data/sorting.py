@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_sizes
+from .._checks import check_counts, check_integers, check_sizes
 from ..catalog import catalogued
 
 
@@ -40,6 +40,7 @@ def sorting_batch(batch: int, n: int, generator: torch.Generator | None = None) 
     Raises:
         ValueError: unless ``batch >= 1`` and ``n >= 1``.
     """
+    check_integers("sorting_batch", batch=batch, n=n)
     if batch < 1 or n < 1:
         raise ValueError(f"sorting_batch needs batch >= 1 and n >= 1, got batch={batch}, n={n}")
     x = torch.rand(batch, n, 1, generator=generator)
@@ -68,6 +69,7 @@ def sorting_batches(
         ValueError: (when called) unless ``batch``, ``n_min`` and ``n_max`` are integers >= 1 with
             ``n_min <= n_max``, and ``steps`` one >= 0.
     """
+    check_integers("sorting_batches", steps=steps, batch=batch, n_min=n_min, n_max=n_max)
     check_sizes("sorting_batches", batch=batch, n_min=n_min, n_max=n_max)
     check_counts("sorting_batches", steps=steps)
     if not 1 <= n_min <= n_max:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts
+from .._checks import check_counts, check_integers
 from ._rows import Rows
 
 PEOPLE = ("mary", "john", "sandra", "daniel", "fred", "bill")
@@ -55,6 +55,7 @@ class Stories(Rows):
 
     def decode(self, i: int) -> str:
         """The ``i``-th story, question and answer as text."""
+        i = self.check_example(i)
         words = [" ".join(self.vocab[t] for t in s.tolist() if t) for s in self.story[i]]
         q = " ".join(self.vocab[t] for t in self.question[i].tolist())
         return " . ".join(words) + f" . {q} ? -> {self.places[int(self.answer[i])]}"
@@ -86,6 +87,7 @@ def two_fact_stories(
     Raises:
         ValueError: if a count exceeds the name lists.
     """
+    check_integers("two_fact_stories", n=n, n_people=n_people, n_objects=n_objects, n_places=n_places)
     check_counts("two_fact_stories", n=n)
     if not (1 <= n_people <= len(PEOPLE) and 1 <= n_objects <= len(OBJECTS) and 2 <= n_places <= len(PLACES)):
         raise ValueError(

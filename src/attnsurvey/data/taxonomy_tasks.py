@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._checks import check_integers
+
 
 def _directions(d: int, n_classes: int, seed: int) -> tuple[Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
@@ -66,6 +68,7 @@ def two_marker_task(
     Raises:
         ValueError: if ``n_f < 2`` or a size is not positive.
     """
+    check_integers("two_marker_task", n_examples=n_examples, n_f=n_f, d=d, n_classes=n_classes, seed=seed)
     for name, v in (("n_examples", n_examples), ("d", d), ("n_classes", n_classes)):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {v}")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts
+from .._checks import check_counts, check_integers
 from ._rows import Rows
 
 COLOURS = ("red", "green", "blue", "yellow", "purple")
@@ -64,10 +64,12 @@ class VQAData(Rows):
 
     def question_words(self, i: int) -> list[str]:
         """The tokens of question ``i`` (padding dropped)."""
+        i = self.check_example(i)
         return [VOCAB[t] for t, m in zip(self.question[i].tolist(), self.q_mask[i].tolist()) if m]
 
     def describe(self, i: int) -> str:
         """A one-line description: the question and its answer."""
+        i = self.check_example(i)
         return " ".join(self.question_words(i)) + " ? -> " + ANSWERS[int(self.answer[i])]
 
 
@@ -90,6 +92,7 @@ def make_vqa(
         ValueError: if ``n_objects`` is below 1 or exceeds the number of cells, the
             number of colours or the number of shapes.
     """
+    check_integers("make_vqa", n=n, grid=grid, n_objects=n_objects)
     check_counts("make_vqa", n=n)
     cells = grid * grid
     if not 1 <= n_objects <= min(cells, len(COLOURS), len(SHAPES)):

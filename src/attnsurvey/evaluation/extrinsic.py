@@ -32,7 +32,15 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import InputTypeError, as_tensor, check_batch_broadcast, check_nonnegative, check_optional_sizes
+from .._checks import (
+    InputTypeError,
+    as_tensor,
+    check_batch_broadcast,
+    check_nonnegative,
+    check_optional_sizes,
+    check_positive,
+    check_sizes,
+)
 from ..catalog import catalogued
 from ..masking import check_attn_mask, check_boolean
 from ..training import accuracy
@@ -67,7 +75,11 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
 
     Returns:
         A ``Counter`` from n-gram tuple to its count.
+
+    Raises:
+        ValueError: unless ``n`` is an integer >= 1 (there are no 0-grams to count).
     """
+    check_sizes("ngram_counts", n=n)
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
@@ -522,10 +534,13 @@ def ssim_window(
         The window.
 
     Raises:
-        ValueError: for an even or non-positive ``win_size`` or an unknown ``kind``.
+        ValueError: for an even or non-positive ``win_size``, an unknown ``kind``, or a Gaussian
+            ``sigma`` that is not a finite number > 0 (``sigma = 0`` would be ``exp(-0 / 0)``, NaN).
     """
     check_optional_sizes("ssim_window", win_size=win_size)
     check_nonnegative("ssim_window", sigma=sigma)
+    if kind == "gaussian":
+        check_positive("ssim_window (a Gaussian window)", sigma=sigma)
     if kind == "uniform":
         s = 7 if win_size is None else win_size
         if s < 1 or s % 2 == 0:

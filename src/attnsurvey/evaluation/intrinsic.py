@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor, check_min_rank, check_same_shape
+from .._checks import as_tensor, check_integers, check_min_rank, check_positive, check_same_shape
 from ..attention import align_scores
 from ..catalog import catalogued
 from ..masking import check_boolean
@@ -433,8 +433,11 @@ def js_divergence(p: Tensor, q: Tensor, eps: float = 1e-12) -> Tensor:
         The divergence per row.
 
     Raises:
-        ValueError: for different shapes.
+        TypeError: if p or q is not a floating-point tensor.
+        ValueError: for different shapes, or an ``eps`` that is not a finite number > 0.
     """
+    as_tensor(p, "p"), as_tensor(q, "q")
+    check_positive("js_divergence", eps=eps)
     if p.shape != q.shape:
         raise ValueError(f"JS divergence needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
     if p.dtype in _HALF or q.dtype in _HALF:
@@ -462,8 +465,10 @@ def total_variation(p: Tensor, q: Tensor) -> Tensor:
         The distance per row.
 
     Raises:
+        TypeError: if p or q is not a floating-point tensor.
         ValueError: for different shapes.
     """
+    as_tensor(p, "p"), as_tensor(q, "q")
     if p.shape != q.shape:
         raise ValueError(f"total variation needs p and q of one shape, got {tuple(p.shape)} and {tuple(q.shape)}")
     return (p - q).abs().sum(-1) / 2
@@ -595,8 +600,11 @@ def permutation_output_change(
         The median change per query.
 
     Raises:
+        TypeError: if a is not a floating-point tensor or n_perm not an integer.
         ValueError: if ``n_perm < 1``.
     """
+    as_tensor(a, "a")
+    check_integers("permutation_output_change", n_perm=n_perm)
     if n_perm < 1:
         raise ValueError(f"n_perm must be >= 1, got {n_perm}")
     y0 = output_fn(a)

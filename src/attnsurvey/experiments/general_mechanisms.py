@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import mean_or_zero
+from .._checks import as_tensor, check_sizes, mean_or_zero
 from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
@@ -105,6 +105,7 @@ class AlignmentClassifier(nn.Module):
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
         super().__init__()
+        check_sizes("AlignmentClassifier", d_q=d_q, d_f=d_f, n_classes=n_classes, d_k=d_k)
         if align not in ALIGNMENT_KINDS:
             raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENT_KINDS}")
         self.align, self.D = align, _check_D(D)
@@ -123,6 +124,8 @@ class AlignmentClassifier(nn.Module):
     def forward(
         self, q: Tensor, F: Tensor, t: Tensor | None = None, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
+        as_tensor(F, "F")
+        as_tensor(q, "q")
         K, V = self.W_K(F), self.W_V(F)
         n_f = F.shape[-2]
         e = self.score(q.unsqueeze(-2), K).squeeze(-2)  # (B, n_f)
@@ -226,6 +229,7 @@ class FeatureLookupModel(nn.Module):
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:
         super().__init__()
+        check_sizes("FeatureLookupModel", d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
         self.multi_dimensional = multi_dimensional
         self.d_v = d_v
         self.W1 = nn.Linear(d_q, d_w, bias=False)
@@ -237,6 +241,9 @@ class FeatureLookupModel(nn.Module):
 
     def forward(self, q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
         # single-dimensional: one column w, repeated for every feature
+        as_tensor(V, "V")
+        as_tensor(K, "K")
+        as_tensor(q, "q")
         W_d = self.W_d if self.multi_dimensional else self.W_d.expand(-1, self.d_v)
         c, A = multidimensional_attend(q.unsqueeze(-2), K, V, self.W1.weight, self.W2.weight, W_d, self.W2.bias)
         return c.squeeze(-2) * self.scale + self.shift, A.squeeze(-3)

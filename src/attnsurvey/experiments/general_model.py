@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._checks import as_tensor, check_sizes
 from ..data.sets import match_query_batch
 from ..general_model import TaskModel
 from ..masking import check_boolean
@@ -43,12 +44,14 @@ class FlatMLP(nn.Module):
         - Output: ``(logits (B, n_classes), None)``: there are no weights.
 
     Raises:
-        ValueError: if ``F`` does not hold ``n`` items of width ``d_f``, a size is below 1,
-            or the mask is not boolean.
+        ValueError: if ``F`` does not hold ``n`` items of width ``d_f``, a size is not an
+            integer >= 1, the mask is not a boolean ``(B, n)`` or q not ``(B, d_u)``.
+        TypeError: if F or q is not a floating-point tensor.
     """
 
     def __init__(self, d_f: int, d_u: int, n_items: int, n_classes: int, d_hidden: int) -> None:
         super().__init__()
+        check_sizes("FlatMLP", d_f=d_f, d_u=d_u, n_items=n_items, n_classes=n_classes, d_hidden=d_hidden)
         if min(d_f, d_u, n_items, n_classes, d_hidden) < 1:
             raise ValueError(f"sizes must be >= 1, got d_f={d_f}, d_u={d_u}, n={n_items}, C={n_classes}, {d_hidden=}")
         self.n, self.d_f = n_items, d_f
@@ -56,11 +59,17 @@ class FlatMLP(nn.Module):
         self.out = nn.Linear(d_hidden, n_classes)
 
     def forward(self, F: Tensor, q: Tensor, mask: Tensor | None = None) -> tuple[Tensor, None]:
+        as_tensor(q, "q")
+        as_tensor(F, "F")
         if F.dim() != 3 or F.shape[1:] != (self.n, self.d_f):
             raise ValueError(f"F must have shape (B, n={self.n}, d_f={self.d_f}), got {tuple(F.shape)}")
         if mask is None:
             mask = torch.ones(F.shape[:2], dtype=torch.bool)
         check_boolean(mask, "mask", "True = may attend")
+        if tuple(mask.shape) != tuple(F.shape[:2]):
+            raise ValueError(f"FlatMLP: mask must have shape (B, n) = {tuple(F.shape[:2])}, got {tuple(mask.shape)}")
+        if q.dim() != 2 or q.shape[0] != F.shape[0]:
+            raise ValueError(f"FlatMLP: q must have shape (B, d_u) with B={F.shape[0]}, got {tuple(q.shape)}")
         F = torch.where(mask[..., None], F, torch.zeros((), dtype=F.dtype))
         x = torch.cat([q, F.flatten(1), mask.to(F.dtype)], dim=-1)
         return self.out(torch.relu(self.hidden(x))), None

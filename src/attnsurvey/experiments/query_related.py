@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .._checks import as_tensor, check_index_range, check_sizes
 from ..catalog import catalogued
 from ..query_related.capsule import CapsuleAttention, CapsuleOutput
 from ..query_related.types import LearnedQueryAttention, mean_pool
@@ -31,9 +32,11 @@ class MeanPoolClassifier(nn.Module):
 
     def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
         super().__init__()
+        check_sizes("MeanPoolClassifier", d_f=d_f, n_classes=n_classes, hidden=hidden)
         self.out = nn.Sequential(nn.Linear(d_f, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
 
     def forward(self, F: Tensor) -> tuple[Tensor, None]:
+        as_tensor(F, "F")
         return self.out(mean_pool(F)), None
 
 
@@ -51,10 +54,12 @@ class LearnedQueryClassifier(nn.Module):
 
     def __init__(self, d_f: int, n_classes: int) -> None:
         super().__init__()
+        check_sizes("LearnedQueryClassifier", d_f=d_f, n_classes=n_classes)
         self.pool = LearnedQueryAttention(d_f)
         self.out = nn.Linear(d_f, n_classes)
 
     def forward(self, F: Tensor) -> tuple[Tensor, Tensor]:
+        as_tensor(F, "F")
         c, a = self.pool(F)
         return self.out(c), a
 
@@ -74,10 +79,12 @@ class MeanPoolTokenClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
         super().__init__()
+        check_sizes("MeanPoolTokenClassifier", vocab_size=vocab_size, d=d, n_classes=n_classes)
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
         self.out = nn.Linear(d, n_classes)
 
     def forward(self, tokens: Tensor) -> Tensor:
+        check_index_range(tokens, self.embed.num_embeddings, "tokens", "MeanPoolTokenClassifier (vocab token ids)")
         return self.out(mean_pool(self.embed(tokens), tokens != 0))
 
 
@@ -106,6 +113,7 @@ class CapsuleClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, d: int, d_y: int, attend: bool = True) -> None:
         super().__init__()
+        check_sizes("CapsuleClassifier", vocab_size=vocab_size, d=d, d_y=d_y)
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
         self.capsules = CapsuleAttention(d, d_y)
         if not attend:
@@ -113,6 +121,7 @@ class CapsuleClassifier(nn.Module):
             self.capsules.Q_caps.requires_grad_(False)
 
     def forward(self, tokens: Tensor) -> tuple[CapsuleOutput, Tensor, Tensor]:
+        check_index_range(tokens, self.embed.num_embeddings, "tokens", "CapsuleClassifier (vocab token ids)")
         mask = tokens != 0
         F = self.embed(tokens)
         return self.capsules(F, mask), F, mask

@@ -478,7 +478,8 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
         a_chunk: non-negative chunk weights.
         word_mask: boolean ``(..., n_S, n_w)``, ``True`` = a real word (may
             attend); a ``False`` word gets weight 0 (selected, so a NaN weight
-            there is inert).
+            there is inert: finite output and finite gradients), and so does
+            the weight of a chunk with no real word.
 
     Shape:
         a_word: ``(..., n_S, n_w)``; a_chunk: ``(..., n_S)``. Returns ``(..., n_S, n_w)``.
@@ -499,12 +500,16 @@ def scaled_word_weights(a_word: Tensor, a_chunk: Tensor, word_mask: Tensor | Non
             f"a_chunk must have shape (..., n_S) = {tuple(a_word.shape[:-1])} to match a_word of shape "
             f"{tuple(a_word.shape)}, got {tuple(a_chunk.shape)}"
         )
+    if word_mask is not None:
+        # selected before the product, not after: a NaN weight at padding must reach neither the output nor,
+        # through the product's other factor, a gradient (NaN * 0 = NaN); a chunk of padding only is inert too
+        keep = _check_word_mask(word_mask, a_word.unsqueeze(-1), "a_word")
+        zero = torch.zeros((), dtype=a_word.dtype, device=a_word.device)
+        a_word = torch.where(keep, a_word, zero)
+        a_chunk = torch.where(keep.any(-1), a_chunk, zero)
     if (a_word < 0).any() or (a_chunk < 0).any():
         raise ValueError("attention weights a_word and a_chunk must be non-negative")
     num = a_word * a_chunk.unsqueeze(-1)
-    if word_mask is not None:  # selected, not multiplied: a NaN weight at padding is inert
-        keep = _check_word_mask(word_mask, a_word.unsqueeze(-1), "a_word")
-        num = torch.where(keep, num, torch.zeros((), dtype=num.dtype, device=num.device))
     den = num.sum((-2, -1), keepdim=True)
     return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
 

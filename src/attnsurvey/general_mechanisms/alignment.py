@@ -42,6 +42,7 @@ from .._checks import (
     as_tensor,
     check_counts,
     check_dim_equal,
+    check_index_range,
     check_min_rank,
     check_nonempty,
     check_nonnegative,
@@ -322,15 +323,19 @@ def reinforce_gradient_samples(e: Tensor, losses: Tensor, m: Tensor, baseline: f
         One gradient row per sample.
 
     Raises:
-        ValueError: if e or losses is not ``(n_f,)``, or e is empty or not floating point.
-        TypeError: if e or losses is not a tensor.
+        ValueError: if e or losses is not ``(n_f,)``, or e is empty or not floating point; if
+            m is not ``(N,)`` or holds a position outside ``[0, n_f)``.
+        TypeError: if e or losses is not a tensor, or m not an integer tensor.
     """
     _check_scores(e)
     as_tensor(losses, "losses")
     if e.dim() != 1 or losses.shape != e.shape:
         raise ValueError(f"e and losses must both be (n_f,), got e={tuple(e.shape)}, losses={tuple(losses.shape)}")
+    check_index_range(m, e.shape[-1], "m", "reinforce_gradient_samples (sampled positions, n_f)")
+    if m.dim() != 1:
+        raise ValueError(f"m (the sampled positions) must have shape (N,), got {tuple(m.shape)}")
     a = torch.softmax(e.detach(), -1)
-    onehot = torch.nn.functional.one_hot(m, e.shape[-1]).to(e.dtype)
+    onehot = torch.nn.functional.one_hot(m.long(), e.shape[-1]).to(e.dtype)
     adv = losses.detach()[m] - torch.as_tensor(baseline, dtype=e.dtype)
     return adv[:, None] * (onehot - a)
 
@@ -363,6 +368,12 @@ class MovingAverageBaseline(nn.Module):
         self.register_buffer("started", torch.zeros((), dtype=torch.bool))
 
     def update(self, loss: Tensor) -> Tensor:
+        """The baseline ``b`` for this batch's losses, then the average moved towards their mean.
+
+        Raises:
+            TypeError: if loss is not a floating-point tensor.
+        """
+        as_tensor(loss, "loss")
         b = self.value.clone()
         if loss.numel() == 0:
             return b

@@ -25,8 +25,8 @@ from torch import Tensor, nn
 from .._checks import (
     as_tensor,
     check_batch_broadcast,
-    check_counts,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_nonempty,
     check_positive,
@@ -902,6 +902,7 @@ def dot_product_variance(
     Raises:
         ValueError: if ``d_k < 1`` or ``n_samples < 2``.
     """
+    check_integers("dot_product_variance", d_k=d_k, n_samples=n_samples)
     if n_samples < 2:
         raise ValueError(f"n_samples must be >= 2 to estimate a variance, got {n_samples}")
     return float(_random_dot_scores(d_k, n_samples, 1, scaled, generator).var())
@@ -977,9 +978,11 @@ def softmax_saturation(
         reaches the scores.
 
     Raises:
-        ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 0.
+        ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 1 (the
+            means over no draws would be 0/0).
     """
-    check_counts("softmax_saturation", n_samples=n_samples)
+    check_integers("softmax_saturation", d_k=d_k, n_f=n_f, n_samples=n_samples)
+    check_sizes("softmax_saturation", n_samples=n_samples)
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
     e = _random_dot_scores(d_k, n_samples, n_f, scaled, generator)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_min_rank, check_nonempty
+from .._checks import InputTypeError, as_tensor, check_min_rank, check_nonempty
 from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 
@@ -208,31 +208,45 @@ def entmax15(e: Tensor, mask: Tensor | None = None, dim: int = -1, k: int | None
     return _finish(out, plus, e, dim)
 
 
+def _bisect(
+    X: Tensor, valid: Tensor, above_one: Tensor | bool, power: Tensor | float, alpha: Tensor | float, n_iter: int
+) -> Tensor:
+    """The weights ``[X - tau]_+^power`` (``X = (alpha - 1) z``) with ``tau`` found by ``n_iter`` halvings."""
+    n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
+    # the weight grows with X for alpha > 1 and shrinks with it for alpha < 1 (X = (alpha - 1) z):
+    # either way the bracket starts at the X of the largest score z
+    top_max = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
+    if isinstance(above_one, bool):
+        top = top_max if above_one else X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True)
+    else:
+        top = torch.where(above_one, top_max, X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True))
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi (hi < lo when alpha < 1)
+
+    def weights(tau: Tensor) -> Tensor:
+        return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
+
+    for _ in range(n_iter):
+        mid = (lo + hi) / 2
+        over = weights(mid).sum(-1, keepdim=True) >= 1
+        lo, hi = torch.where(over, mid, lo), torch.where(over, hi, mid)
+    p = weights((lo + hi) / 2)
+    return p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)  # the sum is 1 up to bisection error
+
+
+def _entmax_grad(p: Tensor, alpha: Tensor | float, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """``(dz, g)``: the closed-form gradient in the scores ``g o dY - g (g . dY) / sum g``, ``g = a^(2 - alpha)``."""
+    g = torch.where(p > 0, p ** (2.0 - alpha), torch.zeros((), dtype=p.dtype))
+    gY = g * grad
+    return gY - g * gY.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny), g
+
+
 class _EntmaxBisect(torch.autograd.Function):
-    """alpha-entmax of ``X = (alpha - 1) z`` by bisection, with its closed-form backward."""
+    """alpha-entmax of ``X = (alpha - 1) z`` by bisection (a number alpha), with its closed-form backward."""
 
     @staticmethod
     def forward(ctx: Any, X: Tensor, valid: Tensor, alpha: float, n_iter: int) -> Tensor:
-        power = 1.0 / (alpha - 1.0)
-        n = valid.sum(-1, keepdim=True).clamp_min(1).to(X.dtype)
-        # the weight grows with X for alpha > 1 and shrinks with it for alpha < 1 (X = (alpha - 1) z):
-        # either way the bracket starts at the X of the largest score z
-        if alpha > 1:
-            top = X.masked_fill(~valid, float("-inf")).amax(-1, keepdim=True)
-        else:
-            top = X.masked_fill(~valid, float("inf")).amin(-1, keepdim=True)
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        lo, hi = top - 1.0, top - n.pow(1.0 - alpha)  # sum(p) >= 1 at lo, <= 1 at hi (hi < lo when alpha < 1)
-
-        def weights(tau: Tensor) -> Tensor:
-            return torch.where(valid, torch.clamp(X - tau, min=0) ** power, torch.zeros((), dtype=X.dtype))
-
-        for _ in range(n_iter):
-            mid = (lo + hi) / 2
-            over = weights(mid).sum(-1, keepdim=True) >= 1
-            lo, hi = torch.where(over, mid, lo), torch.where(over, hi, mid)
-        p = weights((lo + hi) / 2)
-        p = p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny)  # the sum is 1 up to bisection error
+        p = _bisect(X, valid, alpha > 1, 1.0 / (alpha - 1.0), alpha, n_iter)
         ctx.save_for_backward(p)
         ctx.alpha, ctx.alpha_minus_1 = alpha, alpha - 1.0
         return p
@@ -241,21 +255,107 @@ class _EntmaxBisect(torch.autograd.Function):
     # ignore: torch declares backward(ctx, *grad_outputs); this Function has one output, hence one grad
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
         (p,) = ctx.saved_tensors
-        g = torch.where(p > 0, p ** (2.0 - ctx.alpha), torch.zeros((), dtype=p.dtype))
-        gY = g * grad
-        dz = gY - g * gY.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
+        dz, _ = _entmax_grad(p, ctx.alpha, grad)
         return dz / ctx.alpha_minus_1, None, None, None  # dz is the gradient in z = X / (alpha - 1)
 
 
-def _check_alpha(alpha: float) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha > 0):
+class _EntmaxBisectRows(torch.autograd.Function):
+    """alpha-entmax of scores ``z`` with a tensor alpha ``(..., 1)`` (one per row), differentiable in z and alpha.
+
+    Rows with ``alpha = 1`` are softmax rows.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, z: Tensor, valid: Tensor, alpha: Tensor, n_iter: int) -> Tensor:
+        softmax_rows = alpha == 1
+        a = torch.where(softmax_rows, torch.full_like(alpha, 2.0), alpha)  # a stand-in where the exponent is 1 / 0
+        p = _bisect(z * (a - 1.0), valid, a > 1, 1.0 / (a - 1.0), a, n_iter)
+        if bool(softmax_rows.any()):
+            p = torch.where(softmax_rows, masked_softmax(z, valid, dim=-1), p)
+        ctx.save_for_backward(p, alpha)
+        return p
+
+    @staticmethod
+    # ignore: torch declares backward(ctx, *grad_outputs); this Function has one output, hence one grad
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, Tensor | None, None]:  # type: ignore[override]
+        p, alpha = ctx.saved_tensors
+        dz, g = _entmax_grad(p, alpha, grad)
+        if not ctx.needs_input_grad[2]:
+            return dz, None, None, None
+        # d a / d alpha by implicit differentiation (Correia et al., 2019):
+        # (a - g~) / (alpha - 1)^2 - (S - g~ sum S) / (alpha - 1), with g~ = g / sum g and S = a log a.
+        # Both terms diverge at alpha = 1; their sum tends to -a (log^2 a - sum a log^2 a) / 2 (a second-order
+        # expansion of g~ in alpha - 1), used where |alpha - 1| < eps^(1/3) (there the first form loses more digits
+        # to cancellation, ~eps / (alpha - 1)^2, than the limit's error, ~|alpha - 1|).
+        zero = torch.zeros((), dtype=p.dtype)
+        log_p = torch.where(p > 0, torch.log(torch.where(p > 0, p, torch.ones((), dtype=p.dtype))), zero)
+        S = p * log_p
+        u = alpha - 1.0
+        near = u.abs() < torch.finfo(p.dtype).eps ** (1 / 3)
+        u_safe = torch.where(near, torch.ones_like(u), u)
+        skew = g / g.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
+        general = (p - skew) / u_safe**2 - (S - skew * S.sum(-1, keepdim=True)) / u_safe
+        limit = -p * (log_p**2 - (p * log_p**2).sum(-1, keepdim=True)) / 2
+        d_alpha = (grad * torch.where(near, limit, general)).sum(-1, keepdim=True)
+        return dz, None, d_alpha.sum_to_size(alpha.shape), None
+
+
+def _check_alpha(alpha: float | Tensor) -> float | Tensor:
+    """A finite ``alpha > 0``: a Python number, or a floating-point tensor (learned alpha, one per row)."""
+    if isinstance(alpha, Tensor):
+        if not alpha.is_floating_point():
+            raise InputTypeError(
+                f"alpha must be a Python number or a floating-point tensor, got a tensor of dtype={alpha.dtype}; "
+                "convert it with alpha.float()"
+            )
+        if alpha.numel() and not bool((torch.isfinite(alpha) & (alpha > 0)).all()):
+            bad = alpha.detach()[~(torch.isfinite(alpha) & (alpha > 0))]
+            raise ValueError(
+                f"entmax needs every alpha finite and > 0 (1 = softmax, 2 = sparsemax), got alpha of shape "
+                f"{tuple(alpha.shape)} holding {bad.flatten()[0].item()!r}"
+            )
+        return alpha
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise InputTypeError(
+            f"alpha must be a Python number or a floating-point torch.Tensor, got {type(alpha).__module__}."
+            f"{type(alpha).__name__}"
+        )
+    if not (math.isfinite(alpha) and alpha > 0):
         raise ValueError(
             f"entmax needs a finite alpha > 0 (1 = softmax, 2 = sparsemax, below 1 denser than softmax), got alpha={alpha!r}"
         )
     return float(alpha)
 
 
-def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim: int = -1, n_iter: int = 50) -> Tensor:
+def _alpha_rows(alpha: Tensor, e: Tensor, dim: int, z: Tensor) -> Tensor:
+    """A tensor alpha laid out as ``(..., 1)`` against the scores ``z`` (``e`` with ``dim`` moved last)."""
+    rows = tuple(z.shape[:-1])
+    if alpha.dim() == e.dim() and e.dim() > 0:  # the entmax package's layout: e's shape with size 1 along dim
+        if alpha.shape[dim] != 1:
+            raise ValueError(
+                f"alpha with e's rank must have size 1 along dim={dim}, got alpha {tuple(alpha.shape)} for e "
+                f"{tuple(e.shape)}"
+            )
+        lay = alpha.movedim(dim, -1)
+    elif alpha.dim() < e.dim():
+        lay = alpha.unsqueeze(-1)  # one alpha per row: broadcastable to e's shape without dim
+    else:
+        lay = alpha
+    try:
+        fits = torch.broadcast_shapes(lay.shape, rows + (1,)) == rows + (1,)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"alpha must be a scalar, one alpha per row (broadcastable to e's shape without dim, {rows}) or e's "
+            f"shape with size 1 along dim; got alpha {tuple(alpha.shape)} for e {tuple(e.shape)}"
+        )
+    return lay.to(dtype=z.dtype, device=z.device)
+
+
+def entmax_bisect(
+    e: Tensor, alpha: float | Tensor = 1.5, mask: Tensor | None = None, dim: int = -1, n_iter: int = 50
+) -> Tensor:
     """alpha-entmax (Peters et al., 2019) for any ``alpha > 0``, by bisection on the threshold.
 
     ``a_l = [(alpha - 1) e_l - tau]_+^{1 / (alpha - 1)}`` with ``tau`` such that the
@@ -268,9 +368,16 @@ def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim
     ``g o dY - g (g . dY) / sum g`` with ``g = a^(2 - alpha)`` on the support.
     Infinite scores and dtypes as :func:`sparsemax`.
 
+    ``alpha`` may be a tensor, as in the ``entmax`` package: a scalar tensor (a learned
+    alpha, ``requires_grad=True``), one alpha per row (a shape broadcastable to ``e``'s
+    shape without ``dim``, e.g. one per head as in adaptively sparse attention) or
+    ``e``'s shape with size 1 along ``dim`` (the ``entmax`` package's layout). The
+    gradient in alpha is the implicit-function one of Correia et al. (2019), with its
+    limit at ``alpha = 1`` (where the softmax is used).
+
     Args:
         e: scores, normalised over ``dim``.
-        alpha: the entmax parameter, ``> 0``.
+        alpha: the entmax parameter, ``> 0``: a number or a floating-point tensor.
         mask: boolean broadcastable to e, ``True`` = may attend; a fully-masked
             row is all 0.
         dim: the axis to normalise over.
@@ -283,15 +390,17 @@ def entmax_bisect(e: Tensor, alpha: float = 1.5, mask: Tensor | None = None, dim
         The weights, summing to 1 over ``dim`` (0 for a fully-masked row).
 
     Raises:
-        TypeError: for non-float scores.
-        ValueError: unless ``alpha > 0`` is finite and ``n_iter >= 1``; for
-            empty scores or a bad mask.
+        TypeError: for non-float scores, or an alpha that is neither a number nor a floating-point tensor.
+        ValueError: unless every alpha is finite and > 0, a tensor alpha has one of the shapes above and
+            ``n_iter >= 1``; for empty scores or a bad mask.
     """
     alpha = _check_alpha(alpha)
     if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
         raise ValueError(f"n_iter (bisection steps) must be an integer >= 1, got {n_iter!r}")
     z, valid, plus = _prepare(e, mask, dim, halve=False)
-    if alpha == 1.0:
+    if isinstance(alpha, Tensor):
+        out = _EntmaxBisectRows.apply(z, valid, _alpha_rows(alpha, e, dim, z), n_iter)
+    elif alpha == 1.0:
         out = masked_softmax(z, valid, dim=-1)
     else:
         out = _EntmaxBisect.apply(z * (alpha - 1.0), valid, alpha, n_iter)
@@ -389,7 +498,14 @@ def entmax_bisect_loss(e: Tensor, target: Tensor, alpha: float = 1.5, n_iter: in
 
     Raises:
         TypeError: for non-float scores.
+        TypeError: for a tensor alpha (the loss takes a number).
         ValueError: for a bad ``alpha`` or ``n_iter``, bad scores or targets out of range.
     """
-    a = entmax_bisect(e, alpha, n_iter=n_iter)
-    return _fenchel_young(e, target, a, _tsallis(a, _check_alpha(alpha)))
+    if isinstance(alpha, Tensor):
+        raise InputTypeError(
+            "entmax_bisect_loss takes alpha as a Python number (the loss of a learned alpha is not defined here), "
+            f"got a tensor of shape {tuple(alpha.shape)}; pass float(alpha)"
+        )
+    number = float(_check_alpha(alpha))
+    a = entmax_bisect(e, number, n_iter=n_iter)
+    return _fenchel_young(e, target, a, _tsallis(a, number))

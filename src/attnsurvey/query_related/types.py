@@ -490,6 +490,45 @@ def update_replace(F_old: Tensor, C: Tensor) -> Tensor:
     return C
 
 
+def normalize_rows(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """Layer normalisation without scale and shift: ``(x - mean) / sqrt(var + eps)`` over the last axis.
+
+    Rows whose largest magnitude ``s`` exceeds ``max ** (1/4)`` of the dtype are scaled
+    before squaring: divided by ``s`` first (the ratio is unchanged:
+    ``dev / sqrt(var_s + eps / s^2)`` with the scaled row's deviation and variance), so
+    rows near ``1e20`` in float32, whose variance (``1e40``) overflows, give the float64
+    result. Every other row gets the textbook formula, unchanged.
+
+    Args:
+        x: the rows.
+        eps: added to the (biased) variance, a finite number > 0.
+
+    Shape:
+        x: ``(..., d)``; returns ``(..., d)``.
+
+    Returns:
+        The normalised rows (all zeros for a constant row).
+
+    Raises:
+        TypeError: if x is not a floating-point tensor.
+        ValueError: if x has rank 0, or for a bad ``eps``.
+    """
+    as_tensor(x, "x")
+    check_min_rank(x, 1, "x", "(..., d)")
+    check_positive("normalize_rows", eps=eps)
+    plain = (x - x.mean(-1, keepdim=True)) / portable_sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    if not x.numel() or not x.shape[-1]:
+        return plain
+    s = x.detach().abs().amax(-1, keepdim=True)
+    big = s > torch.finfo(x.dtype).max ** 0.25  # the variance, ~s^2, could come near the dtype's range
+    if not bool(big.any()):
+        return plain  # ordinary rows: the textbook formula, unchanged
+    s = torch.where(big & torch.isfinite(s), s, torch.ones_like(s))
+    xs = x / s
+    dev = xs - xs.mean(-1, keepdim=True)
+    return torch.where(big, dev / portable_sqrt(dev.pow(2).mean(-1, keepdim=True) + eps / s**2), plain)
+
+
 @catalogued("eq37", title="Feature update by residual and normalisation, f_new = Normalize(f_old + c)")
 def update_residual_norm(
     F_old: Tensor, C: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-5
@@ -498,7 +537,9 @@ def update_residual_norm(
 
     Normalize is layer normalisation over ``d_f``: subtract the mean, divide by
     ``sqrt(var + eps)`` (biased variance), then scale by ``gamma`` and shift by
-    ``beta`` (default 1 and 0).
+    ``beta`` (default 1 and 0). Each row is divided by its largest magnitude
+    before squaring, so entries near ``1e20`` in float32 give the float64 result
+    (the variance itself, ``1e40``, would overflow).
 
     Args:
         F_old: the old feature vectors.
@@ -521,10 +562,7 @@ def update_residual_norm(
     check_positive("update_residual_norm", eps=eps)
     _check_update(F_old, C)
     d_f = F_old.shape[-1]
-    x = F_old + C
-    mu = x.mean(-1, keepdim=True)
-    var = x.var(-1, unbiased=False, keepdim=True)
-    y = (x - mu) / portable_sqrt(var + eps)
+    y = normalize_rows(F_old + C, eps)
     if gamma is not None:
         check_weight(gamma, (d_f,), "gamma", "(d_f,)")
         y = y * gamma

@@ -25,7 +25,7 @@ from .._checks import as_tensor, check_min_rank, check_sizes, check_weight
 from ..catalog import catalogued
 from ..masking import attended_keys, check_boolean, zero_masked
 from ..query_related.multihead import MultiHeadAttention
-from .model import FeedForward, residual_norm
+from .model import FeedForward, LayerNorm, residual_norm
 
 CHAPTER = "chapters/ch03_3_4_transformer_variants.ipynb"
 
@@ -154,7 +154,7 @@ class LiteTransformerBlock(nn.Module):
         self.W_conv = nn.Parameter(torch.randn(d_model // 2, kernel_size) / kernel_size**0.5)
         self.b_conv = nn.Parameter(torch.zeros(d_model // 2))
         self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
 
     def forward(
         self, X: Tensor, mask: Tensor | None = None, *, key_padding_mask: Tensor | None = None

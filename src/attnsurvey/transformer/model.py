@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Annotated, ClassVar, Final, TypedDict, Unpack
 
+import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
@@ -55,6 +56,8 @@ from .._checks import (
     Default,
     as_tensor,
     check_dim_equal,
+    check_index_range,
+    check_integers,
     check_min_rank,
     check_probability,
     check_sizes,
@@ -67,6 +70,7 @@ from ..catalog import catalogued
 from ..masking import padding_mask, zero_unattended
 from ..query_related.multihead import MultiHeadAttention, SelfAttentionVariant
 from ..query_related.torch_mha import from_torch_state_dict
+from ..query_related.types import normalize_rows
 from .positional import LearnedPositionEncoding, SinusoidalPositionEncoding
 from .relative import GaussianLocalSelfAttention, RelativeSelfAttention
 
@@ -148,6 +152,34 @@ def position_wise_ffn(
     H = X @ W_1.T  # matmul then add, as before the bias became optional (bit-identical outputs)
     H = activation(H if b_1 is None else H + b_1) @ W_2.T
     return H if b_2 is None else H + b_2
+
+
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` over the last axis that also normalises rows near the dtype's range.
+
+    torch's LayerNorm squares the deviations, so a float32 row near ``1e20``
+    (variance ``1e40``) comes out NaN. Rows whose largest magnitude exceeds
+    ``max ** (1/4)`` of the dtype go through :func:`~attnsurvey.query_related.types.normalize_rows`
+    (scaled before squaring) instead; every other row gets torch's own result, bit for bit.
+    Parameters and state-dict keys are ``nn.LayerNorm``'s.
+
+    Shape:
+        - x: ``(..., d_model)``. Output: ``(..., d_model)``.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = super().forward(x)
+        if len(self.normalized_shape) != 1 or not x.is_floating_point() or not x.numel():
+            return out
+        big = x.detach().abs().amax(-1, keepdim=True) > torch.finfo(x.dtype).max ** 0.25
+        if not bool(big.any()):
+            return out
+        y = normalize_rows(x, self.eps)
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return torch.where(big, y.to(out.dtype), out)
 
 
 @catalogued(
@@ -317,7 +349,7 @@ class _Layer(nn.Module):
         self.ffn = FeedForward(d_model, d_ff, o["activation"], dropout=dropout, bias=bias)
         n_sublayers = 3 if self.has_cross_attention else 2
         for i in range(1, n_sublayers + 1):  # registered in this order: norm1, norm2, ..., then dropout1, ...
-            self.add_module(f"norm{i}", nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=bias))
+            self.add_module(f"norm{i}", LayerNorm(d_model, eps=o["layer_norm_eps"], bias=bias))
         for i in range(1, n_sublayers + 1):
             self.add_module(f"dropout{i}", nn.Dropout(dropout))
 
@@ -462,6 +494,7 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         **layer_options: Unpack[LayerOptions],
     ) -> None:
+        check_integers(type(self).__name__, n_layers=n_layers, d_model=d_model, h=h, d_ff=d_ff)
         check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         if n_layers < 1:
@@ -475,7 +508,7 @@ class _Stack(nn.Module):
         self.final_norm: nn.Module = nn.Identity()
         if norm_first if final_norm is None else final_norm:
             o = with_defaults(layer_options, LAYER_OPTIONS, "LayerOptions")
-            self.final_norm = nn.LayerNorm(d_model, eps=o["layer_norm_eps"], bias=o["bias"])
+            self.final_norm = LayerNorm(d_model, eps=o["layer_norm_eps"], bias=o["bias"])
 
 
 @catalogued("extra:transformer-encoder")
@@ -702,6 +735,7 @@ class SequenceTagger(nn.Module):
                 f"SequenceTagger: mask must have shape (batch, n, n) or (batch, 1, n), got {got}; "
                 "a (batch, n) key-padding mask is mask[:, None, :]"
             )
+        check_index_range(tokens, self.embed.num_embeddings, "tokens", "SequenceTagger (vocab token ids)")
         X = self.position(self.embed(tokens) * self.scale)
         H, weights = self.encoder(X, mask)
         return self.readout(H), weights
@@ -751,6 +785,7 @@ class Seq2SeqTransformer(nn.Module):
         self.scale = d_model**0.5
 
     def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        check_index_range(src, self.src_embed.num_embeddings, "src", "Seq2SeqTransformer (vocab_src token ids)")
         mask = None if src_lengths is None else padding_mask(src_lengths, src.shape[-1])
         X = zero_unattended(self.position(self.src_embed(src) * self.scale), None, mask)  # the one clearing
         M, _ = self.encoder(X, mask, _finite_inputs=True)
@@ -762,6 +797,7 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: ``(batch, n_y)`` tokens; M: ``(batch, n_x, d_model)``; memory_mask:
         boolean ``(batch, 1, n_x)`` (as :meth:`encode` returns it), ``True`` = may attend.
         """
+        check_index_range(tgt_in, self.tgt_embed.num_embeddings, "tgt_in", "Seq2SeqTransformer (vocab_tgt token ids)")
         Y = self.position(self.tgt_embed(tgt_in) * self.scale)
         Y, _, _ = self.decoder(
             Y, M, None, memory_mask, _finite_inputs=True, self_is_causal=True

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_sizes
+from .._checks import as_tensor, check_counts, check_min_rank, check_positive, check_sizes
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
@@ -49,12 +49,14 @@ def sinusoidal_position_encoding(
         The table ``P``.
 
     Raises:
-        ValueError: unless ``n >= 0`` and ``d_model`` is a positive even number.
+        ValueError: unless ``n >= 0`` is an integer, ``d_model`` a positive even integer and
+            ``base`` a finite number > 0 (its logarithm sets the wavelengths).
     """
-    if n < 0:
-        raise ValueError(f"sequence length n must be >= 0, got n={n}")
-    if d_model <= 0 or d_model % 2:
+    check_counts("sinusoidal_position_encoding", n=n)
+    check_sizes("sinusoidal_position_encoding", d_model=d_model)
+    if d_model % 2:
         raise ValueError(f"sinusoidal encoding needs an even d_model > 0, got d_model={d_model}")
+    check_positive("sinusoidal_position_encoding", base=base)
     t = torch.arange(n, dtype=torch.float64)[:, None]
     freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     P = torch.zeros(n, d_model, dtype=torch.float64)
@@ -88,13 +90,14 @@ class SinusoidalPositionEncoding(nn.Module):
         - Output: ``(..., n, d_model)``.
 
     Raises:
-        ValueError: if ``n > max_len`` or the width is not ``d_model``.
+        ValueError: if ``max_len`` is not an integer >= 1, ``n > max_len`` or the width is not ``d_model``.
         TypeError: if X is not a floating-point tensor.
     """
 
     P: Tensor  # the (max_len, d_model) table, a buffer
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
+        check_sizes("SinusoidalPositionEncoding", max_len=max_len)
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
@@ -121,13 +124,13 @@ class LearnedPositionEncoding(nn.Module):
         - Output: ``(..., n, d_model)``.
 
     Raises:
-        ValueError: if ``n > max_len`` (positions beyond ``max_len`` have no vector) or the
-            width is not ``d_model``.
+        ValueError: if ``max_len`` or ``d_model`` is not an integer >= 1, ``n > max_len``
+            (positions beyond ``max_len`` have no vector) or the width is not ``d_model``.
         TypeError: if X is not a floating-point tensor.
     """
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
-        check_sizes("LearnedPositionEncoding", d_model=d_model)
+        check_sizes("LearnedPositionEncoding", d_model=d_model, max_len=max_len)
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)

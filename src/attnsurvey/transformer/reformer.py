@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_dim_equal, check_index_range, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
 from ..masking import require_boolean_mask, zero_masked
@@ -242,8 +242,13 @@ def same_bucket_attention(QK: Tensor, V: Tensor, buckets: Tensor) -> tuple[Tenso
         ``(c, a)``: the contexts and the weights.
 
     Raises:
-        ValueError: as :func:`shared_qk_attention`.
+        TypeError: if buckets is not an integer tensor.
+        ValueError: as :func:`shared_qk_attention`, or if buckets is not ``(..., n)`` (QK without its width).
     """
+    check_index_range(buckets, None, "buckets", "same_bucket_attention (bucket ids)")
+    as_tensor(QK, "QK")
+    if tuple(buckets.shape) != tuple(QK.shape[:-1]):
+        raise ValueError(f"buckets must have shape (..., n) = {tuple(QK.shape[:-1])}, got {tuple(buckets.shape)}")
     mask = buckets[..., :, None] == buckets[..., None, :]
     return shared_qk_attention(QK, V, mask)
 
@@ -352,6 +357,7 @@ class ReversibleSequence(nn.Module):
         - Output: ``(..., d)``.
 
     Raises:
+        TypeError: if x is not a floating-point tensor.
         ValueError: if the width ``d`` is odd.
     """
 
@@ -362,6 +368,8 @@ class ReversibleSequence(nn.Module):
         self.memory_saving = memory_saving
 
     def forward(self, x: Tensor) -> Tensor:
+        as_tensor(x, "x")
+        check_min_rank(x, 1, "x", "(..., d)")
         if x.shape[-1] % 2:
             raise ValueError(f"a reversible layer splits the width in two halves; got odd width {x.shape[-1]}")
         blocks = list(zip(self.fs, self.gs))
@@ -374,6 +382,10 @@ class ReversibleSequence(nn.Module):
 
     def inverse(self, y: Tensor) -> Tensor:
         """Recover the input from the output, layer by layer."""
+        as_tensor(y, "y")
+        check_min_rank(y, 1, "y", "(..., d)")
+        if y.shape[-1] % 2:
+            raise ValueError(f"a reversible layer splits the width in two halves; got odd width {y.shape[-1]}")
         y1, y2 = y.chunk(2, dim=-1)
         for f, g in reversed(list(zip(self.fs, self.gs))):
             y1, y2 = reversible_inverse(y1, y2, f, g)

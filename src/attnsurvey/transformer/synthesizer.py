@@ -127,11 +127,11 @@ class DenseSynthesizer(nn.Module):
         - Output: ``(output (..., n, d_model), A (..., n, n))``.
 
     Raises:
-        ValueError: if ``n > max_len`` (see :func:`dense_synthesizer_weights`).
+        ValueError: if a size is not an integer >= 1, or ``n > max_len`` (see :func:`dense_synthesizer_weights`).
     """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
-        check_sizes("DenseSynthesizer", d_model=d_model)
+        check_sizes("DenseSynthesizer", d_model=d_model, max_len=max_len)
         check_optional_sizes("DenseSynthesizer", d_hidden=d_hidden)
         super().__init__()
         d_hidden = d_hidden or d_model
@@ -162,11 +162,11 @@ class RandomSynthesizer(nn.Module):
         - Output: ``(output (..., n, d_model), A (n, n))``.
 
     Raises:
-        ValueError: if ``n > max_len`` (see :func:`random_synthesizer_weights`).
+        ValueError: if a size is not an integer >= 1, or ``n > max_len`` (see :func:`random_synthesizer_weights`).
     """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
-        check_sizes("RandomSynthesizer", d_model=d_model)
+        check_sizes("RandomSynthesizer", d_model=d_model, max_len=max_len)
         super().__init__()
         self.R = nn.Parameter(torch.randn(max_len, max_len), requires_grad=not fixed)
         self.W_V = nn.Linear(d_model, d_model)
