@@ -137,6 +137,7 @@ def uniform_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
     Raises:
         ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
+    as_tensor(e, "e")
     return masked_softmax(torch.zeros_like(e), mask, dim=-1)
 
 
@@ -942,7 +943,8 @@ def _sdpa(
     """
     if Q.dim() != 4:
         batch, n_q, n_f = Q.shape[:-2], Q.shape[-2], K.shape[-2]
-        to4 = lambda t: t.reshape(-1, 1, *t.shape[-2:])  # noqa: E731
+        rows = math.prod(batch)  # not -1: a tensor with no elements (d_k = 0) leaves -1 ambiguous
+        to4 = lambda t: t.reshape(rows, 1, *t.shape[-2:])  # noqa: E731
         if allowed is not None:
             allowed = to4(allowed.expand(*batch, n_q, n_f))
         if bias is not None:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor
+from .._checks import as_tensor, require_tensor
 from ..catalog import catalogued
 from ..masking import check_boolean
 
@@ -70,9 +70,13 @@ def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
         ``lp(Y)`` as float64, shape ``S``.
 
     Raises:
-        ValueError: if ``alpha`` is negative or not finite.
+        ValueError: if ``alpha`` is negative or not finite, or a length is negative.
+        TypeError: if ``lengths`` is not a tensor.
     """
     _check_alpha(alpha)
+    require_tensor(lengths, "lengths")
+    if lengths.numel() and bool((lengths < 0).any()):
+        raise ValueError(f"length_penalty: lengths |Y| must be >= 0, got a length of {lengths.min().item()}")
     n = lengths.to(torch.float64)
     return ((LP_OFFSET + n) / (LP_OFFSET + 1.0)) ** alpha
 

@@ -176,8 +176,8 @@ def fused_tiled_attend(Q: Tensor, K: Tensor, V: Tensor, **options: Unpack[TileOp
     (so equal to it, and to ``attend(Q, K, V)[0]``, up to float rounding on finite inputs),
     at the speed of torch's fused CPU kernel. Differentiable in Q, K and V
     (:class:`FusedTiledAttentionFunction`). float16 and bfloat16 inputs are computed in
-    float32 and the context is returned in the input dtype; ``n_q = 0`` or ``n_f = 0``
-    gives an empty or zero context.
+    float32 and the context is returned in the input dtype; ``n_q = 0``, ``n_f = 0`` or an
+    empty batch gives an empty or zero context.
 
     Args:
         Q: queries.
@@ -210,7 +210,7 @@ def fused_tiled_attend(Q: Tensor, K: Tensor, V: Tensor, **options: Unpack[TileOp
         )
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     n_q, n_f = Q.shape[-2], K.shape[-2]
-    if n_f == 0 or n_q == 0:
+    if n_f == 0 or n_q == 0 or batch.numel() == 0:  # torch's CPU flash kernel divides by zero on an empty batch
         return V.new_zeros((*batch, n_q, V.shape[-1]))
     dtype = Q.dtype
     if dtype in _LOW_PRECISION:  # computed in float32; the cast back is differentiable

@@ -456,6 +456,7 @@ def location_score(Q: Tensor, W_a: Tensor, n_f: int) -> Tensor:
     if W_a.dim() != 2 or W_a.shape[1] != Q.shape[-1]:
         raise ValueError(f"W_a must have shape (n_max, d_q) with d_q={Q.shape[-1]}, got {tuple(W_a.shape)}")
     n_max = W_a.shape[0]
+    check_integers("location_score", n_f=n_f)
     if not 1 <= n_f <= n_max:
         raise ValueError(f"location score needs 1 <= n_f <= n_max, got n_f={n_f}, n_max={n_max}")
     return Q @ W_a[:n_f].T

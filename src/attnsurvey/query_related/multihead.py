@@ -69,6 +69,7 @@ from .._checks import (
     as_tensor,
     broadcast_batch,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_probability,
     check_same_dtype,
@@ -115,6 +116,7 @@ def split_heads(X: Tensor, h: int) -> Tensor:
         ValueError: if ``h < 1``, X has rank < 2, or h does not divide the width.
     """
     as_tensor(X, "X")
+    check_integers("split_heads", h=h)
     if h < 1:
         raise ValueError(f"the number of heads h must be >= 1, got h={h}")
     if X.dim() < 2:
@@ -767,8 +769,15 @@ def multi_head_matrix_form(
 
 
 def _pairwise_cosine(X: Tensor) -> Tensor:
-    """Mean over all head pairs (i, j), i = j included, of cos(X_i, X_j); X is ``(..., h, m)``."""
-    Xn = X / X.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(X.dtype).tiny ** 0.5)
+    """Mean over all head pairs (i, j), i = j included, of cos(X_i, X_j); X is ``(..., h, m)``.
+
+    A cosine does not change with the scale of a row, so a row whose squares could overflow (its largest
+    magnitude above ``max ** (1/4)`` of the dtype, e.g. near 1e20 in float32) is divided by that magnitude
+    before its norm is taken; every other row is used as it is."""
+    s = X.detach().abs().amax(-1, keepdim=True) if X.shape[-1] else X.detach().sum(-1, keepdim=True)
+    tiny = torch.finfo(X.dtype).tiny
+    X = torch.where(s > torch.finfo(X.dtype).max ** 0.25, X / s.clamp_min(tiny), X)
+    Xn = X / X.norm(dim=-1, keepdim=True).clamp_min(tiny**0.5)
     return (Xn @ Xn.transpose(-1, -2)).mean(dim=(-1, -2))
 
 

@@ -203,7 +203,11 @@ def residual_norm(
 
     Returns:
         The sub-layer's output with the residual added.
+
+    Raises:
+        TypeError: if X is not a floating-point tensor.
     """
+    as_tensor(X, "X")
     if norm_first:
         return X + sublayer(norm(X))
     return norm(X + sublayer(X))
