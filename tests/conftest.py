@@ -82,15 +82,16 @@ def one_thread():
 
 #: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
 #: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding, the benchmark
-#: scripts in quick mode, CONTRIBUTING's worked examples (mypy from a cold cache), two chapters in a plain kernel.
+#: scripts in quick mode, CONTRIBUTING's worked examples (mypy from make lint's cache; by the time this file's
+#: turn comes, make -j2 lint test has finished lint's mypy), two chapters in a plain kernel.
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
     "tests/browser/test_layout.py": 90.0,
     "tests/test_pdf.py": 110.0,
     "tests/browser/test_slides.py": 35.0,
     "tests/test_grading.py": 120.0,
-    "tests/test_contributing.py": 95.0,
-    "tests/test_benchmarks.py": 90.0,
+    "tests/test_contributing.py": 55.0,
+    "tests/test_benchmarks.py": 75.0,
     "tests/test_any_kernel.py": 70.0,
 }
 KERNEL_START_S = 3.0
