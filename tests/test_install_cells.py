@@ -22,6 +22,7 @@ import importlib.metadata
 import json
 import re
 import sys
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -246,11 +247,8 @@ def test_an_unpinned_import_is_reported(tmp_path):
 
 
 def test_dependencies_are_the_packages():
-    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    declared = re.search(r"^dependencies = \[(.*?)\]", text, flags=re.M | re.S)[1]
-    assert {
-        normalise(re.split(r"[<>=!~ ]", d.strip(' "'))[0]) for d in declared.split(",") if d.strip()
-    } == DEPENDENCIES
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    assert {normalise(re.split(r"[<>=!~ ;\[]", d)[0]) for d in declared} == DEPENDENCIES
 
 
 def test_pins_are_read_from_the_cell_and_the_requirements():
