@@ -114,3 +114,26 @@ serve:
 	@test -f _build/html/index.html || { echo "no built site: run make book first"; exit 1; }
 	@echo "Serving the book at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
 	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+# The unit tests under another torch, in an environment of their own (made by scripts/compat_env.py:
+# that torch, the rest of requirements.txt, this checkout editable): `make test-compat TORCH=2.15.0`.
+# Left out: what holds only for the pinned torch of constraints.txt (the stored outputs: nbval, the
+# plain-kernel chapter runs, the built book, its PDF and browser checks). PyPI's torch for x86-64 Linux
+# is a CUDA build (some GB); not part of .ci/run. See README ("Other torch versions") for what was run.
+.PHONY: test-compat
+TORCH ?=
+COMPAT_VENV ?= _build/compat/torch-$(TORCH)
+COMPAT_IGNORE := --ignore=tests/browser --ignore=tests/test_any_kernel.py --ignore=tests/test_pdf.py
+test-compat:
+	@test -n "$(TORCH)" || { echo "usage: make test-compat TORCH=<version> (e.g. TORCH=2.15.0)"; exit 2; }
+	PIP_CONSTRAINT= $(PYTHON) scripts/compat_env.py $(TORCH) $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m attnsurvey.numeric_env exec -- $(COMPAT_VENV)/bin/python -m pytest -n 2 tests $(COMPAT_IGNORE) $(PYTEST_ARGS)
+
+# The two notebooks that need more than the package (Triton; transformers and x-transformers), each in a
+# new environment under FRESH_DIR made by its install cell alone, as on a hosted notebook, then checked
+# by nbval against its stored outputs (scripts/fresh_env.py). Downloads packages: not part of .ci/run.
+.PHONY: test-fresh-env
+FRESH_DIR ?= /tmp/attnsurvey-fresh
+FRESH_NOTEBOOKS ?= chapters/ch06_tiled_attention.ipynb book/conformance.ipynb
+test-fresh-env: env
+	$(PY) scripts/fresh_env.py --dir $(FRESH_DIR) $(FRESH_NOTEBOOKS)

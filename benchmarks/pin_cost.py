@@ -17,7 +17,9 @@ Workloads:
 
 Each repeat runs in a fresh interpreter (the kernel path is fixed when torch loads) and times
 one run after a warm-up run (two training steps; one call), so one-time set-up costs, which
-differ between the kernel paths, are left out: the figure is the steady cost of the work. The figure is the median over ``--repeats`` (default 5) with min-max; the ratio
+differ between the kernel paths, are left out: the figure is the steady cost of the work.
+With ``--quick`` (the smoke test's tiny sizes) one interpreter per repeat and environment runs
+both workloads, one after the other: half the interpreters, whose start-up is most of a quick run. The figure is the median over ``--repeats`` (default 5) with min-max; the ratio
 is that of the medians.
 
     python benchmarks/pin_cost.py               # 5 repeats, saves benchmarks/results/pin_cost.json
@@ -72,8 +74,9 @@ def _workload(name: str, quick: bool):
     return step
 
 
-def child(name: str, pinned: bool, threads: int, quick: bool) -> None:
-    """Run in a fresh interpreter: set threads, warm up, time one run; print the seconds as JSON."""
+def child(names: list[str], pinned: bool, threads: int, quick: bool) -> None:
+    """Run in a fresh interpreter: set threads; for each workload warm up and time one run; print
+    ``{workload: {"seconds", "capability"}}`` as JSON."""
     import torch
 
     from attnsurvey import numeric_env
@@ -82,12 +85,15 @@ def child(name: str, pinned: bool, threads: int, quick: bool) -> None:
         numeric_env.apply_torch()
     elif threads:
         torch.set_num_threads(threads)
-    fn = _workload(name, quick)
-    fn(**({"steps": 2} if name == "seq2seq" else {}))  # warm-up: first-call set-up (kernels, allocations)
-    t0 = time.perf_counter()
-    fn()
-    seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability()}))
+    records = {}
+    for name in names:
+        fn = _workload(name, quick)
+        fn(**({"steps": 2} if name == "seq2seq" else {}))  # warm-up: first-call set-up (kernels, allocations)
+        t0 = time.perf_counter()
+        fn()
+        seconds = time.perf_counter() - t0
+        records[name] = {"seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability()}
+    print(json.dumps(records))
 
 
 def environments() -> dict[str, tuple[dict[str, str], int]]:
@@ -104,9 +110,9 @@ def environments() -> dict[str, tuple[dict[str, str], int]]:
     }
 
 
-def measure(name: str, env_name: str, env: dict[str, str], threads: int, quick: bool) -> dict:
-    """The child's record: ``seconds`` and the ATen kernel path it ran (``capability``)."""
-    args = [sys.executable, __file__, "--child", name, "--threads", str(threads)]
+def measure(names: list[str], env_name: str, env: dict[str, str], threads: int, quick: bool) -> dict:
+    """Workload -> the child's record: ``seconds`` and the ATen kernel path it ran (``capability``)."""
+    args = [sys.executable, __file__, "--child", ",".join(names), "--threads", str(threads)]
     args += ["--pinned"] if env_name == "pinned" else []
     args += ["--quick"] if quick else []
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
@@ -116,7 +122,7 @@ def measure(name: str, env_name: str, env: dict[str, str], threads: int, quick: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     _bench.add_common_arguments(parser)
-    parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=lambda s: s.split(","), help=argparse.SUPPRESS)
     parser.add_argument("--pinned", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -125,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     envs = environments()
-    per_repeat = sum(START_S + (0.5 if args.quick else PROBE_S[w]) for w in WORKLOADS) * len(envs)
+    starts = 1 if args.quick else len(WORKLOADS)
+    per_repeat = (starts * START_S + sum(0.5 if args.quick else PROBE_S[w] for w in WORKLOADS)) * len(envs)
     estimated = args.repeats * per_repeat
     info = _bench.begin(estimated, args.estimate)
     if info is None:
@@ -133,11 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     raw: dict[str, dict[str, list[float]]] = {w: {e: [] for e in envs} for w in WORKLOADS}
     capability: dict[str, str] = {}
     for r in range(args.repeats):
-        for w in WORKLOADS:
+        # one interpreter per workload, or (quick) one for both
+        for group in [list(WORKLOADS)] if args.quick else [[w] for w in WORKLOADS]:
             for e, (env, threads) in envs.items():  # the environments interleaved: they see the same load
-                record = measure(w, e, env, threads, args.quick)
-                raw[w][e].append(record["seconds"])
-                capability[e] = record["capability"]
+                for w, record in measure(group, e, env, threads, args.quick).items():
+                    raw[w][e].append(record["seconds"])
+                    capability[e] = record["capability"]
         print(f"round {r + 1}/{args.repeats} done", flush=True)
 
     rows = {w: {e: _bench.summary(v) for e, v in by_env.items()} for w, by_env in raw.items()}

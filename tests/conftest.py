@@ -82,15 +82,16 @@ def one_thread():
 
 #: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
 #: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding, the benchmark
-#: scripts in quick mode, CONTRIBUTING's worked examples (mypy from a cold cache), two chapters in a plain kernel.
+#: scripts in quick mode, CONTRIBUTING's worked examples (mypy from make lint's cache; by the time this file's
+#: turn comes, make -j2 lint test has finished lint's mypy), two chapters in a plain kernel.
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
     "tests/browser/test_layout.py": 90.0,
     "tests/test_pdf.py": 110.0,
     "tests/browser/test_slides.py": 35.0,
     "tests/test_grading.py": 120.0,
-    "tests/test_contributing.py": 95.0,
-    "tests/test_benchmarks.py": 90.0,
+    "tests/test_contributing.py": 55.0,
+    "tests/test_benchmarks.py": 75.0,
     "tests/test_any_kernel.py": 70.0,
 }
 KERNEL_START_S = 3.0
@@ -113,11 +114,34 @@ def _file_cost(nodeid: str, path: Path) -> float:
     return SLOW_TEST_FILES.get(nodeid.split("::")[0], 0.0)
 
 
+#: The test that runs chapters under nbval in a plain kernel (tests/test_any_kernel.py), and its chapters.
+PLAIN_KERNEL_TEST = "tests/test_any_kernel.py::test_chapters_in_a_plain_kernel_reproduce_the_stored_outputs"
+PLAIN_KERNEL_CHAPTERS = {"chapters/ch02_general_attention_model.ipynb", "chapters/ch06_4_trained_transformer.ipynb"}
+
+
+def shared_with_the_plain_kernel_run(items) -> list:
+    """The nbval cells that the plain-kernel test runs too, when that test is in the session.
+
+    That test executes its chapters under nbval with the same sanitizer and compares every code cell with
+    its stored output, from a shell that asks for other numerics (a stricter run of the same check); the
+    project's kernel is exercised by every other notebook. So in a session that holds it, the chapters'
+    own nbval cells are not run a second time (``make test-notebooks`` alone still runs them)."""
+    if not any(item.nodeid == PLAIN_KERNEL_TEST for item in items):
+        return []
+    return [item for item in items if item.nodeid.split("::")[0] in PLAIN_KERNEL_CHAPTERS]
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: the plain-kernel test must really run
 def pytest_collection_modifyitems(config, items):
     """Longest files first (notebooks by their stored execution times), so that the two xdist
     workers of ``make test`` (``--dist loadfile --no-loadscope-reorder``: one file to one worker,
     in this order) finish together instead of one running the slowest chapter alone at the end.
-    The sort is stable: a file's tests keep their order and stay together."""
+    The sort is stable: a file's tests keep their order and stay together. Chapters that the
+    plain-kernel test runs anyway are deselected (:func:`shared_with_the_plain_kernel_run`)."""
+    shared = shared_with_the_plain_kernel_run(items)
+    if shared:
+        config.hook.pytest_deselected(items=shared)
+        items[:] = [item for item in items if item not in shared]
     cost: dict[Path, float] = {}
     for item in items:
         if item.path not in cost:

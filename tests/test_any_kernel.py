@@ -67,3 +67,16 @@ def test_chapters_in_a_plain_kernel_reproduce_the_stored_outputs():
     assert run.returncode == 0, report
     cells = sum(c.cell_type == "code" for path in CHAPTERS for c in nbformat.read(ROOT / path, as_version=4).cells)
     assert re.search(rf"\b{cells} passed", run.stdout), report  # nbval: one test per code cell, each compared
+
+
+def test_the_main_run_leaves_these_chapters_to_this_test():
+    """tests/conftest.py deselects these chapters' own nbval cells where this test runs (same check, stricter
+    shell): it must name this very test and these very chapters, or a chapter would go unchecked or run twice."""
+    from tests import conftest
+
+    assert conftest.PLAIN_KERNEL_CHAPTERS == set(CHAPTERS)
+    test, _, name = conftest.PLAIN_KERNEL_TEST.partition("::")
+    assert (
+        test == "tests/test_any_kernel.py"
+        and name == test_chapters_in_a_plain_kernel_reproduce_the_stored_outputs.__name__
+    )

@@ -105,6 +105,8 @@ PINNED_ENV: dict[str, str] = {
 
 #: What ``torch.backends.cpu.get_cpu_capability()`` reports under the pin.
 EXPECTED_CPU_CAPABILITY = "DEFAULT"
+#: The names torch gives the pinned (portable) kernel path: ``"NO AVX"`` in torch 2.5, ``"DEFAULT"`` later.
+PORTABLE_CPU_CAPABILITIES = frozenset({EXPECTED_CPU_CAPABILITY, "NO AVX"})
 
 #: Variables that a library reads once, when it first initialises, and that no later call of this module
 #: verifies (ATen's CPU capability and the thread counts are checked directly): MKL's and oneDNN's
@@ -236,7 +238,7 @@ def problems() -> list[str]:
     torch = sys.modules.get("torch")
     if torch is not None:
         capability = torch.backends.cpu.get_cpu_capability()
-        if capability != EXPECTED_CPU_CAPABILITY:
+        if capability not in PORTABLE_CPU_CAPABILITIES:
             found.append(f"ATen CPU capability {capability} (pinned: {EXPECTED_CPU_CAPABILITY})")
         if torch.get_num_threads() != 1:
             found.append(f"torch.get_num_threads()={torch.get_num_threads()} (pinned: 1)")
