@@ -22,7 +22,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
+if not hasattr(triton, "knobs"):  # Triton < 3.4, installed with torch < 2.8 (make test-compat): refused by name
+    pytest.skip(f"the Triton kernels need Triton >= 3.4, found {triton.__version__}", allow_module_level=True)
 
 from attnsurvey.beyond.triton_flash import flash_attention_triton, flash_forward_triton  # noqa: E402
 

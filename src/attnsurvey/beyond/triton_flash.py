@@ -75,6 +75,11 @@ def _import_triton() -> Any:
             "flash_attention_triton needs the 'triton' package (pip install triton; it is in requirements.txt). "
             "Without a GPU, set TRITON_INTERPRET=1 to run the kernels on CPU tensors with Triton's interpreter."
         ) from err
+    if not hasattr(triton, "knobs"):  # Triton < 3.4 (what torch < 2.8 installs): the kernels use its knobs
+        raise ImportError(
+            f"flash_attention_triton needs Triton >= 3.4 (triton.knobs); this is Triton {triton.__version__} "
+            "(pip install 'triton>=3.4', which torch >= 2.8 installs)"
+        )
     return triton
 
 
