@@ -79,9 +79,14 @@ def test_widgets_are_precomputed_and_nothing_measured_is_compared(path):
 #: code), so that a figure read off a plot or an uncompared widget cannot become an unguarded claim.
 UNPRINTED_NUMBERS = {
     ("ch03_1_1_feature_multiplicity", "0.71"): "0.706 ± 0.008 rounded",
-    ("ch03_1_2_feature_levels", "0.75"): "a hand-worked example's input",
-    ("ch03_1_2_feature_levels", "0.0385"): "exercise 1's hand-worked answer (its check keeps answers back)",
-    ("ch03_1_3_feature_representations", "0.7311"): "exercise 1's hand-worked answer (its check keeps answers back)",
+    ("ch03_1_2_feature_levels", "0.571"): "exercise 1's solution, 4/7 (its check keeps answers back)",
+    ("ch03_1_2_feature_levels", "0.65"): "exercise 1's solution, a hand-worked intermediate",
+    ("ch03_1_2_feature_levels", "0.9375"): "exercise 1's solution, a hand-worked intermediate",
+    ("ch03_1_2_feature_levels", "1.25"): "exercise 1's solution, a hand-worked intermediate",
+    ("ch03_1_2_feature_levels", "2.1875"): "exercise 1's solution, a hand-worked intermediate",
+    ("ch03_1_3_feature_representations", "2.197"): "exercise 1's solution, ln 9",
+    ("ch03_1_3_feature_representations", "0.197"): "exercise 1's solution, 2 - ln 9 (its check keeps answers back)",
+    ("ch03_taxonomy", "0.81"): "exercise 3's solution, a construction: 1/2 + 1/2 x 0.625",
     ("ch04_1_extrinsic_evaluation", "23.62"): "exercise 1's hand-worked answer (its check keeps answers back)",
     ("ch04_1_extrinsic_evaluation", "1.6931"): "exercise 1's solution, 1 + ln 2",
     ("ch04_2_intrinsic_evaluation", "0.5625"): "exercise 1's hand-worked answer (its check keeps answers back)",

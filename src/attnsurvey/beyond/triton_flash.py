@@ -94,7 +94,7 @@ def _kernels() -> ModuleType:
     module is imported; if the variable has changed since (the chapter reads the kernels'
     source before it sets it), the module is imported again, so its kernels match the mode.
     """
-    module = importlib.import_module(".triton_kernels", __package__)
+    module = importlib.import_module("attnsurvey.beyond.triton_kernels")
     if module.INTERPRETED != _interpreting(_import_triton()):
         module = importlib.reload(module)
     return module

@@ -43,7 +43,7 @@ def check_ex1(x2_first: float) -> str:
                 else "invert the relation you derived in the first part"
             )
         )
-    return "correct: Eq. (22) gives a_1 = 0.9 with your x^(t_2)"
+    return "correct: with your x^(t_2), Eq. (22) gives the first representation the weight asked for"
 
 
 def check_ex2(a_masked: Tensor, meta: torch.nn.Module, tables: EmbeddingTables, test_words: Tensor) -> str:
