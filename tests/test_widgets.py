@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import ipywidgets as widgets
 import matplotlib
 
@@ -50,7 +52,10 @@ def test_two_parameters_nest_stacks_and_capture_prints_and_figures():
     leaves = _leaves(box.children[1])
     assert len(leaves) == grid_size(a=[1, 2], name=["x", "y"]) == 4
     assert "a 1.0 X" in leaves[0].children[0].value
-    assert isinstance(leaves[0].children[1], widgets.Image)
+    figure = leaves[0].children[1]  # a figure is an <img> with its alternative text, as a PNG data URL
+    assert (
+        isinstance(figure, widgets.HTML) and '<img alt="' in figure.value and "data:image/png;base64," in figure.value
+    )
 
 
 def test_bad_grids_and_returns_are_clear_errors():
@@ -101,8 +106,9 @@ def test_the_compared_plain_text_lists_every_text_result_in_grid_order():
     )
     # the text is what the stored pages show, leaf by leaf
     shown = [leaf.children[-1].value for leaf in _leaves(box.children[1])]
-    # each figure's alternative text is its image's title (tooltip), what a screen reader announces
-    assert [leaf.children[-2].tooltip for leaf in _leaves(box.children[1])] == [
+    # each figure is an <img> whose alt is its alternative text, what a screen reader announces
+    alts = [leaf.children[-2].value.split('alt="')[1].split('"')[0] for leaf in _leaves(box.children[1])]
+    assert [html.unescape(a) for a in alts] == [
         "Figure: line chart 'a = 1.0'.",
         "Figure: line chart 'a = 1.0'.",
         "Figure: line chart 'a = 2.0'.",

@@ -17,12 +17,13 @@ small (tens of results, not thousands): every result is stored in the page.
 
 The function returns what to show: a string (shown as preformatted text), a
 matplotlib ``Figure`` (shown as a PNG and closed, with its alternative text,
-:func:`attnsurvey.plotting.describe_figure`, as the image's title), or a list/tuple of those.
+:func:`attnsurvey.plotting.describe_figure`, as the image's ``alt``), or a list/tuple of those.
 Anything it prints is shown above its return value.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import html
 import io
@@ -38,15 +39,19 @@ from .plotting import describe_figure, figure_png
 MAX_RESULTS = 64
 
 
-def _render_one(item: Any) -> widgets.Widget:
+def _render_one(item: Any) -> tuple[widgets.Widget, str]:
+    """The widget that shows ``item`` and its plain-text form (a figure: its alternative text)."""
     from matplotlib.figure import Figure
 
     if isinstance(item, Figure):
-        # the alternative text becomes the image's title: what a screen reader announces
+        # an <img> with its alternative text (what a screen reader announces); an Image widget cannot carry
+        # one: its tooltip stops the static page's widget manager from drawing it
         alt = describe_figure(item)
-        return widgets.Image(value=figure_png(item, dpi=80), format="png", tooltip=alt)
+        png = base64.b64encode(figure_png(item, dpi=80)).decode("ascii")
+        img = f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png}" style="max-width:100%">'
+        return widgets.HTML(img), f"[figure: {alt}]"
     if isinstance(item, str):
-        return widgets.HTML(f"<pre style='margin:0;line-height:1.3'>{html.escape(item)}</pre>")
+        return widgets.HTML(f"<pre style='margin:0;line-height:1.3'>{html.escape(item)}</pre>"), item
     raise TypeError(
         f"an explore function must return a str, a matplotlib Figure or a list of them, got {type(item).__name__}"
     )
@@ -166,10 +171,9 @@ def explore(
         if depth == len(names):
             items = _results(fn, chosen)
             text.append(", ".join(shown) + ":")
-            shown_items = [_render_one(i) for i in items]
-            # the text form: each string as it is, each figure as its alternative text
-            text.extend(i if isinstance(i, str) else f"[figure: {w.tooltip}]" for i, w in zip(items, shown_items))
-            return widgets.VBox(shown_items)
+            shown = [_render_one(i) for i in items]
+            text.extend(t for _, t in shown)  # each string as it is, each figure as its alternative text
+            return widgets.VBox([w for w, _ in shown])
         n = names[depth]
         labels, values = labelled[n]
         children = [build(depth + 1, {**chosen, n: v}, (*shown, f"{n}={lab}")) for lab, v in zip(labels, values)]
