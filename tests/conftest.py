@@ -87,6 +87,7 @@ def one_thread():
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
     "tests/browser/test_layout.py": 90.0,
+    "tests/browser/test_accessibility.py": 300.0,
     "tests/test_pdf.py": 110.0,
     "tests/browser/test_slides.py": 35.0,
     "tests/test_grading.py": 120.0,

@@ -171,9 +171,9 @@ def explore(
         if depth == len(names):
             items = _results(fn, chosen)
             text.append(", ".join(shown) + ":")
-            shown = [_render_one(i) for i in items]
-            text.extend(t for _, t in shown)  # each string as it is, each figure as its alternative text
-            return widgets.VBox([w for w, _ in shown])
+            rendered = [_render_one(i) for i in items]
+            text.extend(t for _, t in rendered)  # each string as it is, each figure as its alternative text
+            return widgets.VBox([w for w, _ in rendered])
         n = names[depth]
         labels, values = labelled[n]
         children = [build(depth + 1, {**chosen, n: v}, (*shown, f"{n}={lab}")) for lab, v in zip(labels, values)]

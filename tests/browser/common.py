@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.mathjax import MATHJAX_MS, wait_typeset
+from tests.browser.widgets import VIEW
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -33,4 +36,18 @@ def chromium():
         yield ctx
 
 
-__all__ = ["IN_CI", "ROOT", "SITE", "chromium", "need", "serve"]
+def settle(page) -> None:
+    """Wait until what changes the layout has happened: MathJax typeset, fonts and images loaded, widgets drawn."""
+    if page.locator(".math").count():
+        wait_typeset(page)
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=MATHJAX_MS)
+    views = page.locator(VIEW).count()
+    if views:
+        page.wait_for_function(
+            f"() => document.querySelectorAll('{VIEW}').length <= document.querySelectorAll('.widget-subarea').length",
+            timeout=MATHJAX_MS,
+        )
+
+
+__all__ = ["IN_CI", "ROOT", "SITE", "chromium", "need", "serve", "settle"]

@@ -10,10 +10,9 @@ Per page and width (one chromium, pages opened one after the other):
   is at most the window's width (+1 px for rounding);
 * **no display equation cut off**: each display ``mjx-container`` either fits
   in the window or sits in a box that scrolls sideways (itself or an ancestor
-  with ``overflow-x: auto`` or ``scroll`` that fits the window);
-* **no critical or serious accessibility violation** found by axe-core, in light
-  and in dark mode (``axe.py``: missing alternative text, unlabelled controls,
-  contrast below WCAG AA, ...).
+  with ``overflow-x: auto`` or ``scroll`` that fits the window).
+
+``test_accessibility.py`` runs axe-core on the same pages and widths.
 
 The widths are those of ``book/_static/layout.css``; ``test_site.py`` checks
 the rest of each page (math typeset, images, widgets, requests). Needs
@@ -29,10 +28,9 @@ import time
 
 import pytest
 
-from tests.browser.axe import AXE, accessibility_problems, axe_available, violations
-from tests.browser.common import ROOT, SITE, need, serve
-from tests.browser.mathjax import MATHJAX_MS, wait_typeset
-from tests.browser.widgets import VIEW, WAIT_MS
+from tests.browser.common import ROOT, SITE, need, serve, settle
+from tests.browser.mathjax import MATHJAX_MS
+from tests.browser.widgets import WAIT_MS
 from tests.helpers import toc_files
 
 PAGES = [f + ".html" for f in toc_files(ROOT)]
@@ -85,7 +83,6 @@ _TIMES: list[float] = []
 @pytest.fixture(scope="module")
 def server():
     need(SITE.joinpath("index.html").is_file() or SITE.joinpath(PAGES[0]).is_file(), f"no site at {SITE}")
-    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
     started = time.monotonic()
     with serve(SITE) as url:
         yield url
@@ -103,20 +100,6 @@ def raw_markdown(texts: list[str]) -> list[str]:
     return found
 
 
-def _settle(page) -> None:
-    """Wait until what changes the layout has happened: MathJax typeset, fonts and images loaded, widgets drawn."""
-    if page.locator(".math").count():
-        wait_typeset(page)
-    page.evaluate("() => document.fonts.ready.then(() => true)")
-    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=MATHJAX_MS)
-    views = page.locator(VIEW).count()
-    if views:
-        page.wait_for_function(
-            f"() => document.querySelectorAll('{VIEW}').length <= document.querySelectorAll('.widget-subarea').length",
-            timeout=MATHJAX_MS,
-        )
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("width", list(WIDTHS.values()), ids=list(WIDTHS))
 @pytest.mark.parametrize("page_path", PAGES)
@@ -127,13 +110,12 @@ def test_page_layout(server, browser, page_path, width):
     page.set_default_timeout(WAIT_MS)
     try:
         page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
-        _settle(page)
+        settle(page)
         problems = raw_markdown(page.evaluate(_JS_PROSE))
         scroll_width, window = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         if scroll_width > window + 1:
             problems.append(f"the page scrolls sideways by {scroll_width - window} px at {window} px")
         problems += page.evaluate(_JS_CUT_EQUATIONS)
-        problems += accessibility_problems(page, phone=width < 1280)
     finally:
         page.close()
         _TIMES.append(time.monotonic() - started)
@@ -175,41 +157,5 @@ def test_the_checks_fail_a_page_that_scrolls_or_cuts_an_equation(browser):
         assert page.evaluate("() => document.documentElement.scrollWidth") > 391
         cut = page.evaluate(_JS_CUT_EQUATIONS)
         assert len(cut) == 1 and cut[0].startswith("equation 0 ")
-    finally:
-        page.close()
-
-
-_A11Y_FIXTURE = """<!doctype html><html lang="en"><head><title>fixture</title><style>
-html[data-theme="dark"] body, html[data-theme="dark"] p {background: #222; color: #333}
-</style></head><body><main><h1>Fixture</h1>
-<p>Readable in light mode, not in dark mode.</p>
-<img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==">
-<div role="slider" tabindex="0" aria-valuemin="0" aria-valuemax="5" aria-valuenow="1"></div>
-</main></body></html>"""
-
-
-@pytest.mark.browser
-def test_the_accessibility_check_fails_a_page_with_violations(browser):
-    """On a fixture page: an image without alternative text and an unlabelled slider are found in
-    light mode, and text that loses its contrast only in dark mode is found in dark mode."""
-    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
-    page = browser.new_page()
-    try:
-        page.set_content(_A11Y_FIXTURE)
-        found = accessibility_problems(page)
-        assert any(p.startswith("light: image-alt (critical") for p in found), found
-        assert any(p.startswith("light: aria-input-field-name (serious") for p in found), found
-        assert any(p.startswith("dark: color-contrast (serious") for p in found), found
-        assert not any(p.startswith("light: color-contrast") for p in found), found
-        # at the phone width the structure rules run again; the colours are checked in the header only
-        phone = accessibility_problems(page, phone=True)
-        assert any(p.startswith("light: image-alt (critical") for p in phone), phone
-        assert not any("color-contrast" in p for p in phone), phone
-        page.set_content(
-            _A11Y_FIXTURE.replace("<img ", '<img alt="one pixel" ').replace(
-                'role="slider"', 'role="slider" aria-label="d_k"'
-            )
-        )
-        assert not violations(page), "the mended fixture still fails in light mode"
     finally:
         page.close()

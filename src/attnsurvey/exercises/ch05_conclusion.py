@@ -23,19 +23,39 @@ def _md_mh(d: int, heads: int) -> B.TaxonomyModel:
     )
 
 
-def check_ex1(answer: int) -> str:
-    """Ex. 1: parameters of all heads' ``W_d`` in the multi-dimensional + multi-head model, ``d = 48``, ``h = 4``.
+#: Ex. 1's budget: the W_d entries of one multi-dimensional head of width 32, and the head count.
+EX1_WIDTH, EX1_HEADS = 32, 4
 
-    The reference counts the built model's matrices, so it follows the builder's widths.
-    """
+
+def _wd_entries(d: int, h: int) -> int:
+    """Entries of all heads' ``W_d`` in the builder's multi-dimensional + multi-head model (counted on the model)."""
     # cast: nn.ModuleList is not generic; Heads fills .steps with AttentionSteps only
-    total = sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(48, 4).main.steps)
+    return sum(cast(B.AttentionStep, s).W_d.numel() for s in _md_mh(d, h).main.steps)
+
+
+def _ex1_fits(d: int) -> bool:
+    return d % EX1_HEADS == 0 and _wd_entries(d, EX1_HEADS) <= EX1_WIDTH * EX1_WIDTH
+
+
+def check_ex1(answer: int) -> str:
+    """Ex. 1: the largest width ``d`` (a multiple of ``h = 4``) whose multi-dimensional + multi-head model holds
+    no more ``W_d`` entries than one multi-dimensional head of width 32.
+
+    The reference counts the built models' matrices, so it follows the builder's widths.
+    """
     if answer is None or isinstance(answer, bool):
-        raise AssertionError(f"set n_wd to a number (got {answer!r})")
-    if whole_number(answer, "a number of parameters") != total:
+        raise AssertionError(f"set d_max to a number (got {answer!r})")
+    d = whole_number(answer, "a width")
+    if d < EX1_HEADS or d > 64 * EX1_WIDTH:
+        raise AssertionError(f"got {answer}: not a width that this budget can hold")
+    if d % EX1_HEADS:
+        raise AssertionError(f"got {answer}: the builder needs d to be a multiple of h = {EX1_HEADS}")
+    if not _ex1_fits(d):
+        raise AssertionError(f"got {answer}: that model holds more W_d entries than the single head of width 32")
+    if _ex1_fits(d + EX1_HEADS):
         raise AssertionError(
-            f"got {answer}: not the number of entries of all the W_d matrices of the model with d = 48, h = 4 "
-            "(the text says which widths the builder gives each head)"
+            f"got {answer}: a wider model still fits the budget (count how the heads' W_d grow with d, "
+            "using the widths the text says the builder gives each head)"
         )
     return "correct"
 
@@ -81,13 +101,14 @@ def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2:
 
 
 def hidden_check_ex1(answer: int) -> None:
-    """Hidden test of Ex. 1: a whole number (not a bool), equal to h (d/h)^2 counted here for d = 48, h = 4.
+    """Hidden test of Ex. 1: a whole number (not a bool), the largest multiple of 4 with d^2 / 4 <= 32^2.
 
     Raises ``AssertionError``.
     """
-    d, h = 48, 4
-    if isinstance(answer, bool) or whole_number(answer, "a number of parameters") != h * (d // h) ** 2:
-        raise AssertionError("count the entries of every head's W_d")
+    h, budget = EX1_HEADS, EX1_WIDTH * EX1_WIDTH
+    best = max(d for d in range(h, 64 * EX1_WIDTH, h) if h * (d // h) ** 2 <= budget)
+    if isinstance(answer, bool) or whole_number(answer, "a width") != best:
+        raise AssertionError("the largest width whose heads' W_d fit the budget")
 
 
 def hidden_check_ex2(model: torch.nn.Module) -> None:

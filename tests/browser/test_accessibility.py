@@ -1,0 +1,81 @@
+"""Every page of the built book checked by axe-core at a desktop (1280 px) and a phone (390 px) width, in light
+and dark mode: no critical or serious violation (``axe.py`` says which rules run where, and why).
+
+Kept apart from ``test_layout.py``, which opens the same pages, so that the two xdist workers of ``make test``
+share the work: axe's colour rules take 3-5 s a run on a chapter page. Needs ``_build/html`` (``make book``),
+``/usr/bin/chromium`` and axe-core (``make assets``); outside CI a missing one skips these tests, with ``CI=true``
+it fails them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.axe import AXE, accessibility_problems, axe_available, violations
+from tests.browser.common import ROOT, SITE, need, serve, settle
+from tests.browser.mathjax import MATHJAX_MS
+from tests.browser.widgets import WAIT_MS
+from tests.helpers import toc_files
+
+PAGES = [f + ".html" for f in toc_files(ROOT)]
+WIDTHS = {"desktop": 1280, "phone": 390}
+
+
+@pytest.fixture(scope="module")
+def server():
+    need(SITE.joinpath("index.html").is_file() or SITE.joinpath(PAGES[0]).is_file(), f"no site at {SITE}")
+    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
+    with serve(SITE) as url:
+        yield url
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", list(WIDTHS.values()), ids=list(WIDTHS))
+@pytest.mark.parametrize("page_path", PAGES)
+def test_page_accessibility(server, browser, page_path, width):
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": 900})
+    page.set_default_timeout(WAIT_MS)
+    try:
+        page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
+        settle(page)
+        problems = accessibility_problems(page, phone=width < 1280)
+    finally:
+        page.close()
+    assert not problems, f"{page_path} at {width} px: {problems}"
+
+
+_A11Y_FIXTURE = """<!doctype html><html lang="en"><head><title>fixture</title><style>
+html[data-theme="dark"] body, html[data-theme="dark"] p {background: #222; color: #333}
+</style></head><body><main><h1>Fixture</h1>
+<p>Readable in light mode, not in dark mode.</p>
+<img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==">
+<div role="slider" tabindex="0" aria-valuemin="0" aria-valuemax="5" aria-valuenow="1"></div>
+</main></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_accessibility_check_fails_a_page_with_violations(browser):
+    """On a fixture page: an image without alternative text and an unlabelled slider are found in
+    light mode, and text that loses its contrast only in dark mode is found in dark mode."""
+    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
+    page = browser.new_page()
+    try:
+        page.set_content(_A11Y_FIXTURE)
+        found = accessibility_problems(page)
+        assert any(p.startswith("light: image-alt (critical") for p in found), found
+        assert any(p.startswith("light: aria-input-field-name (serious") for p in found), found
+        assert any(p.startswith("dark: color-contrast (serious") for p in found), found
+        assert not any(p.startswith("light: color-contrast") for p in found), found
+        # at the phone width the structure rules run again; the colours are checked in the header only
+        phone = accessibility_problems(page, phone=True)
+        assert any(p.startswith("light: image-alt (critical") for p in phone), phone
+        assert not any("color-contrast" in p for p in phone), phone
+        page.set_content(
+            _A11Y_FIXTURE.replace("<img ", '<img alt="one pixel" ').replace(
+                'role="slider"', 'role="slider" aria-label="d_k"'
+            )
+        )
+        assert not violations(page), "the mended fixture still fails in light mode"
+    finally:
+        page.close()
