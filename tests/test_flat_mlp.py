@@ -32,7 +32,7 @@ def test_refuses_wrong_shapes_and_a_float_mask():
         m(torch.zeros(1, 3, 2), torch.zeros(1, 1))
     with pytest.raises(ValueError, match="boolean"):
         m(torch.zeros(1, 2, 2), torch.zeros(1, 1), torch.ones(1, 2))
-    with pytest.raises(ValueError, match="sizes must be >= 1"):
+    with pytest.raises(ValueError, match="d_hidden to be an integer >= 1"):
         FlatMLP(2, 1, 2, 2, 0)
 
 

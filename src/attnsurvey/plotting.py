@@ -233,7 +233,15 @@ def describe_figure(fig: Figure) -> str:
 
 
 def figure_png(fig: Figure, dpi: int = 90) -> bytes:
-    """``fig`` as PNG bytes (tight bounding box); the figure is closed."""
+    """``fig`` as PNG bytes (tight bounding box); the figure is closed.
+
+    Args:
+        fig: a matplotlib figure.
+        dpi: the resolution.
+
+    Returns:
+        The PNG file's bytes.
+    """
     import io
 
     buf = io.BytesIO()

@@ -91,7 +91,7 @@ def causal_pairs(P: int, c: int, layout: str = "contiguous") -> list[int]:
     from ..masking import causal_mask
 
     mask = causal_mask(P * c)
-    rows = [[torch.arange(a, a + s) for a, s in layout_segments(r, P, P * c, layout)] for r in range(P)]  # type: ignore[arg-type]
+    rows = [[torch.arange(a, a + s) for a, s in layout_segments(r, P, P * c, layout)] for r in range(P)]  # type: ignore[arg-type]  # layout: a str checked by layout_segments
     return [int(mask[torch.cat(r)].sum()) for r in rows]
 
 

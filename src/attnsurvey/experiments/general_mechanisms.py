@@ -225,6 +225,9 @@ class FeatureLookupModel(nn.Module):
     Shape:
         - q: ``(..., d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``.
         - Output: ``(logits (..., d_v), weights (..., n_f, d_v))``.
+
+    Raises:
+        ValueError: for a size that is not an integer >= 1.
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:

@@ -52,8 +52,6 @@ class FlatMLP(nn.Module):
     def __init__(self, d_f: int, d_u: int, n_items: int, n_classes: int, d_hidden: int) -> None:
         super().__init__()
         check_sizes("FlatMLP", d_f=d_f, d_u=d_u, n_items=n_items, n_classes=n_classes, d_hidden=d_hidden)
-        if min(d_f, d_u, n_items, n_classes, d_hidden) < 1:
-            raise ValueError(f"sizes must be >= 1, got d_f={d_f}, d_u={d_u}, n={n_items}, C={n_classes}, {d_hidden=}")
         self.n, self.d_f = n_items, d_f
         self.hidden = nn.Linear(d_u + n_items * (d_f + 1), d_hidden)
         self.out = nn.Linear(d_hidden, n_classes)

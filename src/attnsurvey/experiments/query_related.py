@@ -28,6 +28,9 @@ class MeanPoolClassifier(nn.Module):
     Shape:
         - F: ``(..., n_f, d_f)``.
         - Output: ``(logits (..., n_classes), None)``.
+
+    Raises:
+        ValueError: for a size that is not an integer >= 1.
     """
 
     def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
@@ -50,6 +53,9 @@ class LearnedQueryClassifier(nn.Module):
     Shape:
         - F: ``(..., n_f, d_f)``.
         - Output: ``(logits (..., n_classes), a (..., n_f))``.
+
+    Raises:
+        ValueError: for a size that is not an integer >= 1.
     """
 
     def __init__(self, d_f: int, n_classes: int) -> None:
@@ -75,6 +81,9 @@ class MeanPoolTokenClassifier(nn.Module):
     Shape:
         - tokens: ``(B, n)`` ids.
         - Output: logits ``(B, n_classes)``.
+
+    Raises:
+        ValueError: for a size that is not an integer >= 1, or token ids outside the vocabulary.
     """
 
     def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
