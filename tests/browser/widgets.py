@@ -25,7 +25,7 @@ STATE = 'script[type="application/vnd.jupyter.widget-state+json"]'
 
 # Roots: the element html-manager drew each view into (the div.widget-subarea just
 # before the view's <script>), or null where it drew nothing. What a root shows:
-# the text and image sources of its visible output elements (offsetParent is null
+# the text and image sources of its visible output elements (an <img> inside an HTML widget included) (offsetParent is null
 # for hidden ones, e.g. the Stack's other children), the controls themselves excluded.
 _JS_ROOT_OF = """(s => {
     const d = s.previousElementSibling;
@@ -53,7 +53,7 @@ def roots(page):
     return page.evaluate_handle(_JS_ROOTS).get_properties()
 
 
-_JS_SHOWN = """Array.from(root.querySelectorAll('.widget-html, .widget-image, .widget-output, pre'))
+_JS_SHOWN = """Array.from(root.querySelectorAll('.widget-html, .widget-html img, .widget-image, .widget-output, pre'))
     .filter(e => e.offsetParent !== null && !e.closest('.widget-slider, .widget-dropdown'))
     .map(e => (e.innerText || '') + (e.src ? e.src.length + ':' + e.src.slice(-80) : '')).join('||')"""
 
