@@ -46,6 +46,8 @@ CHAPTER = "book/conformance.ipynb"
 
 #: The largest absolute error (float64 computations) that still counts as agreement.
 TOLERANCE = 1e-6
+#: Errors at or below this (float64 rounding) are all shown as "< 1e-12" (:func:`format_error`).
+ROUNDING_FLOOR = 1e-12
 
 #: Target name -> the module holding its checks (each defines ``checks() -> list[Check]``).
 TARGETS: dict[str, str] = {
@@ -327,8 +329,10 @@ def format_error(err: float | None, tolerance: float = TOLERANCE) -> str:
         tolerance: the agreement tolerance.
 
     Returns:
-        ``"0"``, ``"< 1e-15"`` (an agreement, shown as a bound so that the last bit of a
-        machine's arithmetic does not change the text), ``"0.53"``, ``"inf"`` or ``"-"``.
+        ``"0"``, ``"< 1e-12"`` or ``"< 1e-7"`` (an agreement, shown as a power-of-ten bound so
+        that the last bit of a machine's arithmetic does not change the text; every error at or
+        below ``ROUNDING_FLOOR``, float64 rounding, shows as ``"< 1e-12"``, since an error near
+        1e-16 can fall on either side of a power of ten), ``"0.53"``, ``"inf"`` or ``"-"``.
     """
     if err is None:
         return "-"
@@ -336,6 +340,8 @@ def format_error(err: float | None, tolerance: float = TOLERANCE) -> str:
         return "inf"
     if err == 0:
         return "0"
+    if err <= ROUNDING_FLOOR:
+        return f"< {ROUNDING_FLOOR:.0e}"
     if err <= tolerance:
         return f"< 1e{math.ceil(math.log10(err)) if err < 1 else 0}"
     return f"{err:.2g}"
