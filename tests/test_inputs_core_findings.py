@@ -1,6 +1,6 @@
 """Findings of the edge-case sweep's third pass in the core files (attention, multi-head, search) and in two
 functions whose source a chapter prints (residual_norm, location_score): regression tests, each stating the
-expected behaviour. One finding stays open as a strict xfail: scores beyond float32's range (see its reason)."""
+expected behaviour. Scores beyond float32's range, once a strict xfail, are now refused by name."""
 
 from __future__ import annotations
 
@@ -26,20 +26,25 @@ def test_attend_with_empty_keys_and_no_weights_returns_the_mean_of_the_values():
     torch.testing.assert_close(c_without, c_with)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attention.py: finite float32 Q, K whose scores q . k (~1e40) exceed float32 give NaN, as torch's "
-    "scaled_dot_product_attention does; a check on every call would cost a pass over the scores (open)",
-)
-def test_attend_refuses_or_survives_scores_beyond_float32():
+def test_attend_refuses_scores_beyond_float32_with_a_named_error():
+    """Finite float32 Q, K whose scores q . k (~1e40) exceed float32 would give NaN weights (as torch's
+    scaled_dot_product_attention does): attend says why instead; float64 computes them."""
     Q, K, V = rng(2, 3, 4) * 1e20, rng(2, 5, 4, seed=1) * 1e20, rng(2, 5, 4, seed=2)
-    ref = attend(Q, K, V)[0]
-    try:
-        got = attend(Q.float(), K.float(), V.float())[0]
-    except ValueError as exc:  # a clear refusal naming the overflow is acceptable too
-        assert "float32" in str(exc)
-        return
-    torch.testing.assert_close(got.double(), ref, rtol=1e-3, atol=1e-3)
+    assert torch.isfinite(attend(Q, K, V)[0]).all()
+    for need_weights in (True, False):  # the weights path and the SDPA path
+        with pytest.raises(ValueError, match=r"Q \(2, 3, 4\) and K \(2, 5, 4\) overflow torch\.float32"):
+            attend(Q.float(), K.float(), V.float(), need_weights=need_weights)
+    # a masked key may overflow: it is inert, so the call succeeds (unmasked, it is refused)
+    Kf = rng(2, 5, 4, seed=1, dtype=torch.float32)
+    Kf[:, 0] = 1e30  # q . k ~ 1e50 for this key only
+    keep = torch.tensor([[False, True, True, True, True]]).expand(2, 5)
+    assert torch.isfinite(attend(Q.float(), Kf, V.float(), key_padding_mask=keep)[0]).all()
+    with pytest.raises(ValueError, match="overflow"):
+        attend(Q.float(), Kf, V.float())
+    # a NaN in an attended value is not an overflow: NaN comes back, as documented
+    V_nan = V.float().clone()
+    V_nan[0, 1, 0] = float("nan")
+    assert torch.isnan(attend(Q.float() * 1e-20, K.float() * 1e-20, V_nan)[0]).any()
 
 
 @pytest.mark.parametrize("conv", [lambda t: t.tolist(), lambda t: t.numpy()])

@@ -725,8 +725,9 @@ def attend(
         TypeError: if Q, K or V is not a floating-point tensor (lists and NumPy arrays
             included; see :func:`attnsurvey._checks.as_tensor`), the dtypes differ, or for
             a bad score/align argument.
-        ValueError: for shape or mask problems (an ambiguous rank-2 mask included) or a
-            dropout probability outside ``[0, 1]``.
+        ValueError: for shape or mask problems (an ambiguous rank-2 mask included), a
+            dropout probability outside ``[0, 1]``, or finite Q and K whose scores overflow
+            their dtype (e.g. ``|q . k| > 3.4e38`` in float32), which would give NaN weights.
     """
     for sym, t, layout in (("Q", Q, "(..., n_q, d_q)"), ("K", K, "(..., n_f, d_k)"), ("V", V, "(..., n_f, d_v)")):
         as_tensor(t, sym)
@@ -756,7 +757,29 @@ def attend(
         device=Q.device,
     )
     settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
-    return attend_unchecked(Q, K, V, settings)
+    c, a = attend_unchecked(Q, K, V, settings)
+    if not bool(torch.isfinite(c).all()):  # rare: say so if finite inputs overflowed the scores (not a silent NaN)
+        _refuse_overflowing_scores(Q, K, settings)
+    return c, a
+
+
+def _refuse_overflowing_scores(Q: Tensor, K: Tensor, settings: CoreSettings) -> None:
+    """Raise if a finite query and a finite key it may attend give an infinite score.
+
+    The weights of such a row would be NaN (``inf - inf`` in the softmax), although nothing in
+    the inputs is. Run by :func:`attend` only when the context holds a non-finite number, so the
+    common path pays one ``isfinite`` over the context.
+    """
+    e = _scores(Q, K, settings.score_fn, settings.scale)
+    over = torch.isinf(e) & finite_rows(Q)[..., :, None] & finite_rows(K)[..., None, :]
+    if settings.allowed is not None:
+        over = over & settings.allowed
+    if bool(over.any()):
+        raise ValueError(
+            f"attention: the scores e of Q {tuple(Q.shape)} and K {tuple(K.shape)} overflow {Q.dtype} "
+            f"({int(over.sum())} finite query-key pairs give an infinite score), so the weights would be NaN; "
+            "compute in float64 or scale Q or K down"
+        )
 
 
 #: The default of every :class:`AttendOptions` option: :func:`attend`'s own (read from its signature).
