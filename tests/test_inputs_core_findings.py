@@ -78,3 +78,20 @@ def test_residual_norm_refuses_a_list_with_a_named_error():
 def test_location_score_names_a_fractional_n_f():
     with pytest.raises(ValueError, match="n_f"):
         location_score(rng(2, 3, 4), rng(5, 4), 2.5)  # type: ignore[arg-type]
+
+
+def test_the_multi_head_stack_refuses_scores_beyond_float32():
+    mha = multihead.MultiHeadAttention(8, 2)
+    X = rng(2, 5, 8, dtype=torch.float32) * 1e20
+    with pytest.raises(ValueError, match=r"overflow torch\.float32"):
+        mha(X)
+    assert torch.isfinite(mha(X * 1e-20)[0]).all()
+
+
+def test_shared_qk_keys_of_about_1e20_keep_their_direction_in_float32():
+    from attnsurvey.transformer.reformer import shared_qk_attention
+
+    QK, V = rng(2, 6, 4) * 1e20, rng(2, 6, 3, seed=1)
+    ref = shared_qk_attention(QK, V)[0]
+    got = shared_qk_attention(QK.float(), V.float())[0]  # the key norms (~1e20) were inf: every key was 0
+    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-5)

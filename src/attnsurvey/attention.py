@@ -758,18 +758,33 @@ def attend(
     )
     settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
     c, a = attend_unchecked(Q, K, V, settings)
-    if not bool(torch.isfinite(c).all()):  # rare: say so if finite inputs overflowed the scores (not a silent NaN)
-        _refuse_overflowing_scores(Q, K, settings)
+    refuse_overflowing_scores(c, Q, K, settings)
     return c, a
 
 
-def _refuse_overflowing_scores(Q: Tensor, K: Tensor, settings: CoreSettings) -> None:
-    """Raise if a finite query and a finite key it may attend give an infinite score.
+def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSettings) -> None:
+    """Raise if the context ``c`` is not finite because a finite query and key gave an infinite score.
 
-    The weights of such a row would be NaN (``inf - inf`` in the softmax), although nothing in
-    the inputs is. Run by :func:`attend` only when the context holds a non-finite number, so the
-    common path pays one ``isfinite`` over the context.
+    The weights of such a row would be NaN (``inf - inf`` in the softmax) although nothing in
+    the inputs is: a silent wrong result that this turns into an error. The common path pays
+    one ``isfinite`` over the context (and one host synchronisation); the scores are recomputed
+    only when the context holds a non-finite number. Called by :func:`attend` and the
+    multi-head stack after :func:`attend_unchecked`.
+
+    Args:
+        c: the context :func:`attend_unchecked` returned.
+        Q: the queries, K: the keys it was given.
+        settings: the settings it was given.
+
+    Shape:
+        as :func:`attend_unchecked`.
+
+    Raises:
+        ValueError: naming the shapes and dtype, if a finite query and a finite key it may
+            attend give an infinite score.
     """
+    if bool(torch.isfinite(c).all()):
+        return
     e = _scores(Q, K, settings.score_fn, settings.scale)
     over = torch.isinf(e) & finite_rows(Q)[..., :, None] & finite_rows(K)[..., None, :]
     if settings.allowed is not None:
@@ -1020,6 +1035,7 @@ __all__ = [
     "attend_scores",
     "attend_unchecked",
     "canonical_masks",
+    "refuse_overflowing_scores",
     "CoreSettings",
     "uniform_align",
     "argmax_align",

@@ -85,6 +85,7 @@ from ..attention import (
     ScoreFn,
     attend_unchecked,
     canonical_masks,
+    refuse_overflowing_scores,
     resolve_align,
     resolve_score,
 )
@@ -435,6 +436,8 @@ def _multi_head(Q: Tensor, F_k: Tensor, F_v: Tensor, heads: Heads, call: HeadsCa
         allowed, bias, score_fn, scale, align_fn, opts["dropout_p"], opts["generator"], need_weights, call.finite_inputs
     )
     c, a = attend_unchecked(q, k, v, settings)  # Eq. (39): one context per head
+    if not call.finite_inputs:  # callers that vouch for their inputs (token models) skip the check, for speed
+        refuse_overflowing_scores(c, q, k, settings)
     if heads.context_hook is not None:
         c = heads.context_hook(c, cast(Tensor, a))
         a = a if call.need_weights else None

@@ -109,7 +109,10 @@ def lsh_hash(X: Tensor, R: Tensor, n_buckets: int) -> Tensor:
 
 
 def _shared_scores(Qc: Tensor, Kc: Tensor) -> Tensor:
-    Kn = Kc / Kc.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    # each key row's length, computed after dividing the row by its largest |entry| so that the squares cannot
+    # overflow (a row of entries near 1e20 has a float32 length, but Kc.norm() would return inf and zero the key)
+    peak = Kc.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(Kc.dtype).tiny)
+    Kn = Kc / (peak * (Kc / peak).norm(dim=-1, keepdim=True)).clamp_min(1e-6)
     return Qc @ Kn.transpose(-1, -2) / math.sqrt(Qc.shape[-1])
 
 
