@@ -33,13 +33,11 @@ OUTSIDE_CONTRACT = (
     "attnsurvey.query_related.multihead.HeadsCall",
     "attnsurvey.attention.canonical_masks",
 )
-#: The one open ``1e20`` finding: multi-hop attention computes its scores itself and aligns them with
-#: ``attend_scores``, so a score ``q . k`` of about 1e40, which float32 cannot hold (float64 can), gives NaN there
-#: instead of the named error of ``attend`` and the multi-head stack
-#: (tests/test_inputs_core_findings.py::test_attend_refuses_scores_beyond_float32_with_a_named_error).
-#: Each entry is (callable, case); a new 1e20 finding is a regression, and an entry that is no longer a finding
-#: must leave the list (test_the_open_findings_are_still_findings).
-SCORES_OVERFLOW = {("attnsurvey.query_related.multihop.MultiHopAttention", "1e20 F")}
+#: Open ``1e20`` findings, as (callable, case): a score ``q . k`` of about 1e40, which float32 cannot hold (float64
+#: can), gives NaN instead of the named error of ``attend``, the multi-head stack and multi-hop attention
+#: (tests/test_inputs_core_findings.py). None is open; a new one is a regression, and an entry that is no longer a
+#: finding must leave the list (test_the_open_findings_are_still_findings).
+SCORES_OVERFLOW: set[tuple[str, str]] = set()
 
 
 def verdicts(results: list, case_prefix: str = "") -> set[str]:

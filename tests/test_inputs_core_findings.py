@@ -95,3 +95,14 @@ def test_shared_qk_keys_of_about_1e20_keep_their_direction_in_float32():
     ref = shared_qk_attention(QK, V)[0]
     got = shared_qk_attention(QK.float(), V.float())[0]  # the key norms (~1e20) were inf: every key was 0
     torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_multi_hop_attention_refuses_scores_beyond_float32():
+    from attnsurvey.query_related.multihop import MultiHopAttention
+
+    torch.manual_seed(0)
+    m = MultiHopAttention(4, 4, n_hops=2)
+    q0, F = rng(2, 4, dtype=torch.float32), rng(2, 5, 4, seed=1, dtype=torch.float32)
+    assert torch.isfinite(m(q0, F)[0]).all()
+    with pytest.raises(ValueError, match=r"multi-hop attention: .*overflow torch\.float32"):
+        m(q0, F * 1e20)

@@ -39,7 +39,7 @@ from .._checks import (
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore
-from ..masking import zero_masked
+from ..masking import finite_rows, zero_masked
 
 CHAPTER = "chapters/ch03_3_2_query_multiplicity.ipynb"
 
@@ -137,6 +137,21 @@ def _initial_context(V: Tensor, mask: Tensor | None) -> Tensor:
     return attend_scores(e, V, mask, "uniform")[0]  # the unweighted average over allowed positions
 
 
+def _refuse_overflowing_scores(c: Tensor, e: Tensor, q: Tensor, K: Tensor, mask: Tensor | None) -> None:
+    """Raise if the context is not finite because a finite query and key gave an infinite score
+    (``attnsurvey.attention.refuse_overflowing_scores`` for the hops, whose scores are computed here)."""
+    if bool(torch.isfinite(c).all()):
+        return
+    over = torch.isinf(e) & finite_rows(q)[..., None] & finite_rows(K)
+    if mask is not None:
+        over = over & mask
+    if bool(over.any()):
+        raise ValueError(
+            f"multi-hop attention: the scores e of q {tuple(q.shape)} and K {tuple(K.shape)} overflow {e.dtype}, "
+            "so the weights would be NaN; compute in float64 or scale the inputs down"
+        )
+
+
 @catalogued("eq41", "eq42")
 def multi_hop_attention(
     q0: Tensor,
@@ -172,8 +187,9 @@ def multi_hop_attention(
 
     Raises:
         TypeError: if an input is not a floating-point tensor.
-        ValueError: if ``n_hops < 1``, a per-hop list has the wrong length, or
-            shapes do not match.
+        ValueError: if ``n_hops < 1``, a per-hop list has the wrong length, shapes do not
+            match, or a finite query and key give a score beyond the dtype's range (the
+            weights would be NaN).
     """
     if n_hops < 1:
         raise ValueError(f"the number of hops must be >= 1, got n_hops={n_hops}")
@@ -196,6 +212,7 @@ def multi_hop_attention(
         q = transforms[s](q, c)  # Eq. (41)
         e = hop_scores(q, c, zero_masked(K, mask), scores[s])  # Eq. (42); padded keys inert in gradients
         c, a = attend_scores(e, V, mask)  # Eq. (3)-(4): c^(s+1)
+        _refuse_overflowing_scores(c, e, q, K, mask)
         weights.append(a)
     return c, q, torch.stack(weights, dim=-2)
 
