@@ -90,17 +90,67 @@ def test_ring_bytes_check():
             pytest.fail(name)
 
 
-def test_merge_parts_check():
-    def merge(parts):
-        run = parts[0]
-        for p in parts[1:]:
-            run = online_softmax_merge(*run, *p)
-        return finalize(*run)[0]
+def _merge_outputs(parts):
+    """The solution: a softmax over the chunks' log-sum-exps weights their contexts."""
+    C = torch.stack([c for c, _ in parts])
+    L = torch.stack([L for _, L in parts])
+    return (torch.softmax(L, 0).unsqueeze(-1) * C).sum(0)
 
-    er.check_merge_parts(merge)
-    with pytest.raises(AssertionError, match="merge rule") as hint:
-        er.check_merge_parts(lambda parts: torch.stack([finalize(*p)[0] for p in parts]).mean(0))  # plain average
-    assert "weight" not in str(hint.value)  # the hint does not answer the exercise's question (why averaging fails)
+
+def _through_the_triple(parts):
+    """Also right: (L, 1, c) is a triple with the same context and log-sum-exp, so chapter 6's merge applies."""
+    run = None
+    for c, L in parts:
+        triple = (L, torch.isfinite(L).to(c.dtype), c)  # a hidden chunk is the empty part (-inf, 0, 0)
+        run = triple if run is None else online_softmax_merge(*run, *triple)
+    return finalize(*run)[0]
+
+
+def _stacked(parts):
+    return torch.stack([c for c, _ in parts]), torch.stack([L for _, L in parts])
+
+
+def _weights_from_the_largest(parts, normalise=True):
+    C, L = _stacked(parts)
+    w = torch.exp(L - L.max(0).values)
+    return (w.unsqueeze(-1) * C).sum(0) / (w.sum(0).unsqueeze(-1) if normalise else 1.0)
+
+
+def _weights_from_the_first(parts):
+    C, L = _stacked(parts)
+    w = torch.exp(L - L[0])  # the first chunk as the reference: -inf - (-inf) where it hides a row
+    return (w.unsqueeze(-1) * C).sum(0) / w.sum(0).unsqueeze(-1)
+
+
+def _largest_chunk_only(parts):
+    C, L = _stacked(parts)
+    return C.gather(0, L.argmax(0)[None, :, None].expand(1, *C.shape[1:]))[0]
+
+
+def test_merge_outputs_check_accepts_the_solutions():
+    for answer in (_merge_outputs, _through_the_triple, _weights_from_the_largest):
+        er.check_merge_outputs(answer)
+        er.hidden_check_merge_outputs(answer)
+
+
+MERGE_WRONG = {
+    "the plain average of the contexts": lambda parts: _stacked(parts)[0].mean(0),
+    "exp(L) without a reference (overflows near 1000)": lambda parts: (
+        sum(torch.exp(L).unsqueeze(-1) * c for c, L in parts) / sum(torch.exp(L) for _, L in parts).unsqueeze(-1)
+    ),
+    "the shares not normalised": lambda parts: _weights_from_the_largest(parts, normalise=False),
+    "the chunk with the largest L alone": _largest_chunk_only,
+    "the first chunk as the reference": _weights_from_the_first,
+}
+
+
+@pytest.mark.parametrize("name", MERGE_WRONG)
+def test_merge_outputs_check_rejects_plausible_mistakes(name):
+    with pytest.raises(AssertionError) as hint:
+        er.check_merge_outputs(MERGE_WRONG[name])
+    message = str(hint.value)
+    for leak in ("softmax", "exp(L_s - L", "share", "1/P", "same weight"):  # no formula, no answer to the "why"
+        assert leak not in message, message
 
 
 def _zigzag_pairs(P=4, p=512):
@@ -158,18 +208,12 @@ def test_hidden_ring_bytes_accepts_the_solution_and_rejects_the_forward_ring_alo
         er.hidden_check_ring_bytes(lambda n, d, P, s, h, hk: (P - 1) * (n // P) * 2 * d * hk * s)
 
 
-def _merge(parts):
-    run = parts[0]
-    for p in parts[1:]:
-        run = online_softmax_merge(*run, *p)
-    return finalize(*run)[0]
-
-
-def test_hidden_merge_parts_accepts_the_solution_and_rejects_two_parts_only():
-    er.hidden_check_merge_parts(_merge)
-    first_two = lambda parts: _merge(parts[:2]) if len(parts) > 1 else _merge(parts)
+def test_hidden_merge_outputs_accepts_the_solution_and_rejects_three_chunks_typed_in():
+    er.hidden_check_merge_outputs(_merge_outputs)
+    three = lambda parts: _merge_outputs(parts[:3])  # written for the visible check's three chunks
+    er.check_merge_outputs(three)
     with pytest.raises(AssertionError, match="merged context"):
-        er.hidden_check_merge_parts(first_two)
+        er.hidden_check_merge_outputs(three)
 
 
 def test_hidden_causal_work_accepts_the_solution_and_rejects_the_contiguous_counts():

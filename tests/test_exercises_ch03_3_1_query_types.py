@@ -31,30 +31,65 @@ def test_ex1_forgotten_off_diagonal_fails():
         ex.check_ex1(lambda r, n: r * (1 - 1 / n) ** 2)
 
 
-def _two_layers(F, weights, kind="pre"):
-    for W_q, W_k, W_v in weights:
-        if kind == "pre":  # the exercise: f + c(Normalize(f))
-            C, _ = qt.self_attention(F_.layer_norm(F, F.shape[-1:]), W_q, W_k, W_v)
-            F = F + C
-        elif kind == "post":  # Eq. (37), displayed in the chapter
-            F = qt.update_residual_norm(F, qt.self_attention(F, W_q, W_k, W_v)[0])
-        elif kind == "norm-added":  # the context added to the normalised vectors
-            X = F_.layer_norm(F, F.shape[-1:])
-            F = X + qt.self_attention(X, W_q, W_k, W_v)[0]
-        else:  # replacement, Eq. (36)
-            F = qt.self_attention(F, W_q, W_k, W_v)[0]
-    return F
+def _ln(x):
+    return F_.layer_norm(x, x.shape[-1:])
 
 
-def test_ex2_solution_passes():
-    assert "correct" in ex.check_ex2(_two_layers)
+def _identical_stack(f, W_Vs):
+    """The solution: every copy's context is W_V f, and Eq. (37) keeps the copies equal."""
+    for W_V in W_Vs:
+        f = _ln(f + W_V @ f)
+    return f
 
 
-@pytest.mark.parametrize("kind", ["post", "norm-added", "replace"])
-def test_ex2_other_layer_forms_fail(kind):
-    # "post" is Eq. (37), which the chapter displays and runs: pasting it must not pass
+def _through_the_layers(f, W_Vs):
+    """A student who runs the chapter's layers on one token (any W_Q, W_K): right, since copies act as one token."""
+    F = f[None]
+    for W_V in W_Vs:
+        F = qt.update_residual_norm(F, qt.self_attention(F, W_V, W_V, W_V)[0])
+    return F[0]
+
+
+def _loop(update):
+    def stack(f, W_Vs):
+        for W_V in W_Vs:
+            f = update(f, W_V)
+        return f
+
+    return stack
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [_identical_stack, _through_the_layers, lambda f, W_Vs: _identical_stack(f.float(), [W.float() for W in W_Vs])],
+    ids=["formula", "one-token layers", "float32"],
+)
+def test_ex2_solutions_pass(answer):
+    assert "correct" in ex.check_ex2(answer)
+    ex.hidden_check_ex2(answer)
+
+
+EX2_WRONG = {
+    "no residual (Normalize(W_V f), replace + norm)": _loop(lambda f, W: _ln(W @ f)),
+    "W_V transposed (f @ W_V, the row/column slip)": _loop(lambda f, W: _ln(f + f @ W)),
+    "context scaled by 1/sqrt(d_f) like the scores": _loop(lambda f, W: _ln(f + W @ f / f.shape[-1] ** 0.5)),
+    "residual without the normalisation": _loop(lambda f, W: f + W @ f),
+    "pre-norm (the old exercise's layer)": _loop(lambda f, W: f + W @ _ln(f)),
+    "replacement, Eq. (36)": _loop(lambda f, W: W @ f),
+    "only the first layer": lambda f, W_Vs: _ln(f + W_Vs[0] @ f),
+}
+
+
+@pytest.mark.parametrize("name", EX2_WRONG)
+def test_ex2_plausible_wrong_answers_fail(name):
     with pytest.raises(AssertionError):
-        ex.check_ex2(lambda F, w: _two_layers(F, w, kind=kind))
+        ex.check_ex2(EX2_WRONG[name])
+
+
+def test_ex2_pasting_eq37_on_the_input_fails():
+    # Eq. (37) as displayed needs a context; reading the vector itself as its context (c = f) is what is left
+    with pytest.raises(AssertionError):
+        ex.check_ex2(_loop(lambda f, W: qt.update_residual_norm(f[None], f[None])[0]))
 
 
 RESULTS = {"learned query": [0.9, 0.92, 0.88, 0.91, 0.9], "mean pooling": [0.5, 0.52, 0.49, 0.55, 0.5]}
@@ -93,10 +128,12 @@ def test_hidden_ex1_accepts_the_solution_and_rejects_a_penalty_without_the_off_d
         ex.hidden_check_ex1(lambda r, n: r * (1 - 1 / n) ** 2 + (r - 1) / n**2)
 
 
-def test_hidden_ex2_accepts_the_solution_and_rejects_the_post_norm_layer():
-    ex.hidden_check_ex2(_two_layers)
-    with pytest.raises(AssertionError, match="two pre-norm layers"):
-        ex.hidden_check_ex2(lambda F, w: _two_layers(F, w, kind="post"))
+def test_hidden_ex2_accepts_the_solution_and_rejects_a_size_typed_in():
+    ex.hidden_check_ex2(_identical_stack)
+    typed = _loop(lambda f, W: F_.layer_norm(f + W @ f, (5,)))  # the visible check's d_f written in
+    assert "correct" in ex.check_ex2(typed)
+    with pytest.raises(AssertionError, match="d_f=3"):
+        ex.hidden_check_ex2(typed)
 
 
 def test_hidden_ex3_accepts_a_repeatable_run_and_rejects_typed_in_numbers():
@@ -118,6 +155,11 @@ def test_no_check_message_states_the_answer():
     forgot_off_diagonal = lambda r, n: r * (1 - 1 / n) ** 2
     message = refused_without_the_answer(ex.check_ex1, forgot_off_diagonal, answers=[2.0, "1/n", "holds"])
     assert "A A^T" in message  # it points to where to look
+    # ex. 2: the hint points to the scores of one query, never to the weights or the context it leads to
+    message = refused_without_the_answer(
+        ex.check_ex2, EX2_WRONG["no residual (Normalize(W_V f), replace + norm)"], answers=["1/n", "uniform", "W_V f"]
+    )
+    assert "scores" in message
 
 
 def test_checks_raise_explicitly_and_survive_python_o():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attnsurvey.exercises import ch03_3_2_query_multiplicity as ex
+from attnsurvey.general_mechanisms.scoring import dot_score, scaled_dot_score
 from attnsurvey.query_related import multihop as mh
 
 from .helpers import refused_without_the_answer, rejected_under_python_o
@@ -51,46 +52,71 @@ def test_ex1_H_on_the_wrong_side_fails():
         ex.check_ex1(wrong)
 
 
-def _gate(q, c, scale=True):
+def _gate(q, c, scale=True, swap=False):
     g = torch.sigmoid((q * c).sum(-1, keepdim=True) / (q.shape[-1] ** 0.5 if scale else 1.0))
-    return (1 - g) * q + g * c
+    return g * q + (1 - g) * c if swap else (1 - g) * q + g * c
 
 
-def _hops(q0, K, V, score, n_hops, transform=_gate):
-    c, _, _ = mh.multi_hop_attention(q0, K, V, score, n_hops, transform=transform)
-    return c
+def _pieces(c0="question", score="query half", transform=_gate):
+    """A ``gated_as_eq41``: the solution by default; each argument swaps in one plausible mistake."""
+
+    def gated_as_eq41(q0):
+        d = q0.shape[-1]
+        scores = {
+            "query half": lambda Q, K: dot_score(Q[..., :d], K),
+            "context half": lambda Q, K: dot_score(Q[..., d:], K),
+            "scaled": lambda Q, K: scaled_dot_score(Q[..., :d], K),
+            "the chapter's, d = 4 typed in": lambda Q, K: dot_score(Q[..., :4], K),
+        }
+        first = {"question": q0, "zero": torch.zeros_like(q0), "default": None}[c0]
+        return transform, scores[score], first
+
+    return gated_as_eq41
 
 
 def test_ex2_solution_passes():
-    assert "correct" in ex.check_ex2(_hops)
+    assert "correct" in ex.check_ex2(_pieces())
+    ex.hidden_check_ex2(_pieces())
 
 
-def test_ex2_averaging_transform_fails():
+EX2_WRONG = {
+    "c0 = 0, the memory network's choice pasted": _pieces(c0="zero"),
+    "c0 left at the default (mean of the values)": _pieces(c0="default"),
+    "the score reads the context half": _pieces(score="context half"),
+    "the scaled dot product": _pieces(score="scaled"),
+    "the chapter's q_half_score pasted (d = 4)": _pieces(score="the chapter's, d = 4 typed in"),
+    "the gate on the wrong vector": _pieces(transform=lambda q, c: _gate(q, c, swap=True)),
+    "the gate without 1/sqrt(d)": _pieces(transform=lambda q, c: _gate(q, c, scale=False)),
+    "the additive transform kept": _pieces(transform=lambda q, c: q + c),
+}
+
+
+@pytest.mark.parametrize("name", EX2_WRONG)
+def test_ex2_plausible_wrong_answers_fail(name):
     with pytest.raises(AssertionError):
-        ex.check_ex2(lambda *args: _hops(*args, transform=lambda q, c: (q + c) / 2))
+        ex.check_ex2(EX2_WRONG[name])
 
 
-def test_ex2_gate_on_the_wrong_vector_fails():
-    def swapped(q, c):
-        g = torch.sigmoid((q * c).sum(-1, keepdim=True) / q.shape[-1] ** 0.5)
-        return g * q + (1 - g) * c
-
-    with pytest.raises(AssertionError):
-        ex.check_ex2(lambda *args: _hops(*args, transform=swapped))
+def test_ex2_the_first_hop_hint_points_to_q1():
+    with pytest.raises(AssertionError, match="hop 1 differ"):
+        ex.check_ex2(EX2_WRONG["c0 = 0, the memory network's choice pasted"])
+    with pytest.raises(AssertionError, match="hop 1 is right"):
+        ex.check_ex2(EX2_WRONG["the gate on the wrong vector"])
 
 
-def test_ex2_one_gate_for_the_whole_batch_fails():
-    def pooled(q, c):
-        g = torch.sigmoid((q * c).sum() / q.shape[-1] ** 0.5)
-        return (1 - g) * q + g * c
-
-    with pytest.raises(AssertionError):
-        ex.check_ex2(lambda *args: _hops(*args, transform=pooled))
-
-
-def test_ex2_unscaled_gate_fails():
-    with pytest.raises(AssertionError):
-        ex.check_ex2(lambda *args: _hops(*args, transform=lambda q, c: _gate(q, c, scale=False)))
+def test_ex2_reference_addresses_like_the_memory_network():
+    # hop 1 of the hop-by-hop reference does not depend on the gate: its weights and its read must be those of
+    # memory_network_read, whose query after one hop is u^(1) + o^(1)
+    gen = torch.Generator().manual_seed(3)
+    q0, M, C = (
+        torch.randn(2, 3, generator=gen),
+        torch.randn(2, 5, 3, generator=gen),
+        torch.randn(2, 5, 3, generator=gen),
+    )
+    o, P = ex._gated_memory_loop(q0, M, C, 1)
+    u_mem, P_mem = mh.memory_network_read(q0, [M], [C])
+    torch.testing.assert_close(P, P_mem)
+    torch.testing.assert_close(o, u_mem - q0)
 
 
 def _enrichment(a, pol):
@@ -138,15 +164,15 @@ def test_hidden_ex1_accepts_the_solution_and_rejects_three_reads_typed_in():
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_a_gate_written_for_d_3():
-    ex.hidden_check_ex2(_hops)
+    ex.hidden_check_ex2(_pieces())
 
     def fixed(q, c):  # the visible check's size typed in
         g = torch.sigmoid((q * c).sum(-1, keepdim=True) / 3**0.5)
         return (1 - g) * q + g * c
 
-    assert "correct" in ex.check_ex2(lambda *args: _hops(*args, transform=fixed))
-    with pytest.raises(AssertionError, match="with the gate"):
-        ex.hidden_check_ex2(lambda *args: _hops(*args, transform=fixed))
+    assert "correct" in ex.check_ex2(_pieces(transform=fixed))
+    with pytest.raises(AssertionError, match="gated memory network"):
+        ex.hidden_check_ex2(_pieces(transform=fixed))
 
 
 def test_hidden_ex3_accepts_the_solution_and_rejects_counting_reviews_without_polar_words():
@@ -172,7 +198,7 @@ def test_wrong_answers_are_rejected_under_python_o():
         "ch03_3_2_query_multiplicity",
         [
             "check_ex1(lambda u1, reads, H: u1 + sum(reads))",
-            "check_ex2(lambda q0, K, V, score, n_hops: V.mean(-2))",
+            "check_ex2(lambda q0: (lambda q, c: q + c, lambda Q, K: (Q[..., :3] * K).sum(-1), q0 * 0))",
             "check_ex3(lambda a, pol: a.sum(-1).mean(0))",
         ],
     )
@@ -189,7 +215,8 @@ def test_no_check_message_states_the_answer():
         ex.check_ex1, lambda u1, reads, H: u1 + sum(reads), answers=[float(right[0, 0]), float(right[0, 1]), "H^"]
     )
     assert "update" in message
-    refused_without_the_answer(
-        ex.check_ex2, lambda q0, K, V, score, n_hops: V.mean(-2), answers=["sigmoid", "keepdim", "(1 - g)"]
+    message = refused_without_the_answer(
+        ex.check_ex2, EX2_WRONG["c0 = 0, the memory network's choice pasted"], answers=["c0 = q", "q0", "identity"]
     )
+    assert "q^(1)" in message  # it points to the first query, without saying what c^(0) must be
     refused_without_the_answer(ex.check_ex3, lambda a, pol: a.sum(-1).mean(0), answers=["share", ">= 0", "mean(0)"])

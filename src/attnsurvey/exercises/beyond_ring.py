@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from ..beyond.ring import layout_segments, ring_work
-from ..beyond.tiled import attention_stats
+from ..beyond.tiled import attention_stats, finalize
+from ._answers import run_answer
 
 CHAPTER = "chapters/ch06_3_ring_attention.ipynb"
 
@@ -65,21 +66,65 @@ def check_ring_bytes(ring_bytes: Callable[..., int]) -> None:
     print("ring bytes check passed")
 
 
-def check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
-    """Exercise 2: ``merge_parts(parts)`` turns per-chunk ``(m, l, acc)`` statistics, in any order, into the context."""
-    g = torch.Generator().manual_seed(1)
-    Q, K, V = (torch.randn(5, 4, generator=g, dtype=torch.float64) * 3 for _ in range(3))
-    K = K.repeat(3, 1) + torch.randn(15, 4, generator=g, dtype=torch.float64)
-    V = V.repeat(3, 1) + 2 * torch.randn(15, 4, generator=g, dtype=torch.float64)
-    parts = [attention_stats(Q, K[s : s + 5], V[s : s + 5]) for s in (0, 5, 10)]
-    want = F.scaled_dot_product_attention(Q, K, V)
-    for order in ([0, 1, 2], [2, 0, 1]):
-        got = merge_parts([parts[i] for i in order])
-        if not torch.allclose(got, want, atol=1e-10):
-            raise AssertionError(
-                "the merged context differs from attention over all keys; "
-                "merge the statistics (m, l, acc) with chapter 6's merge rule before you finalize"
-            )
+def _merge_case(
+    seed: int, n_q: int, bounds: Sequence[tuple[int, int]], d_v: int, shift: float
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """Per-chunk ``(c, L)`` of causal attention over the key chunks ``bounds``, every L shifted by ``shift``, and
+    the context over all keys (float64 SDPA with the same mask).
+
+    The queries sit at positions spread over the sequence, so an early query sees no key of a late chunk: there
+    its pair is ``(0, -inf)``. Adding ``shift`` to every score of a row changes no context and adds ``shift``
+    to every L of that row.
+    """
+    g = torch.Generator().manual_seed(seed)
+    n = bounds[-1][1]
+    Q = torch.randn(n_q, 4, generator=g, dtype=torch.float64) * 2
+    K = torch.randn(n, 4, generator=g, dtype=torch.float64)
+    V = torch.randn(n, d_v, generator=g, dtype=torch.float64)
+    positions = torch.linspace(0, n - 1, n_q).round().long()  # the first query at position 0, the last at n - 1
+    mask = torch.arange(n)[None, :] <= positions[:, None]
+    parts = []
+    for a, b in bounds:
+        c, L = finalize(*attention_stats(Q, K[a:b], V[a:b], mask[:, a:b]))
+        parts.append((c, L + shift))
+    return parts, F.scaled_dot_product_attention(Q, K, V, attn_mask=mask)
+
+
+def _merged(
+    merge_outputs: Callable[[Sequence[tuple]], torch.Tensor], parts: Sequence[tuple], what: str
+) -> torch.Tensor:
+    got = torch.as_tensor(run_answer(merge_outputs, list(parts), what=what))
+    want = parts[0][0]
+    if tuple(got.shape) != tuple(want.shape):
+        raise AssertionError(f"{what}: return one context per query, shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    return got.to(want.dtype)
+
+
+def check_merge_outputs(merge_outputs: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
+    """Exercise 2: ``merge_outputs(parts)`` turns per-chunk ``(c, L)`` pairs, in any order, into the context.
+
+    parts: one ``(c, L)`` per key/value chunk, ``c`` ``(n_q, d_v)`` the context of the queries over that chunk
+    and ``L`` ``(n_q,)`` their log-sum-exp there (``(0, -inf)`` for a row that the causal mask lets see no key
+    of the chunk). Compared, to 1e-10, with attention over all keys in two orders of the chunks, once with every
+    log-sum-exp near 1000 (where ``exp(L)`` overflows). Raises ``AssertionError`` with a hint that names
+    neither the weights nor the formula.
+    """
+    for shift in (0.0, 1000.0):
+        parts, want = _merge_case(1, 5, [(0, 4), (4, 11), (11, 15)], 3, shift)
+        for order in ([0, 1, 2], [2, 0, 1]):
+            what = f"chunks in the order {order}" + (", log-sum-exps near 1000" if shift else "")
+            got = _merged(merge_outputs, [parts[i] for i in order], what)
+            if not bool(torch.isfinite(got).all()):
+                raise AssertionError(
+                    f"{what}: your context is not finite. Which exponential overflows, or which difference is "
+                    "-inf - (-inf)? Exponentiate only differences that cannot be positive"
+                )
+            if not torch.allclose(got, want, atol=1e-10):
+                raise AssertionError(
+                    f"{what}: the merged context differs from attention over all keys (max |yours - reference| = "
+                    f"{float((got - want).abs().max()):.3g}); see how the backward pass recovers a row's weights "
+                    "from its L alone"
+                )
     print("merge check passed: the order of the chunks does not matter")
 
 
@@ -119,26 +164,17 @@ def hidden_check_ring_bytes(ring_bytes: Callable[..., int]) -> None:
             raise AssertionError("ring_bytes({}, {}, {}, {}, {}, {}) is not right".format(*case))
 
 
-def hidden_check_merge_parts(merge_parts: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
-    """Hidden test of Exercise 2: one part alone, and five parts of uneven sizes in a shuffled order.
-
-    Raises ``AssertionError``.
+def hidden_check_merge_outputs(merge_outputs: Callable[[Sequence[tuple]], torch.Tensor]) -> None:
+    """Hidden test of Exercise 2: one chunk alone, and five chunks of uneven sizes, shuffled, with log-sum-exps
+    near -1000 (where ``exp(L)`` underflows to 0). Raises ``AssertionError``.
     """
-    g = torch.Generator().manual_seed(6)
-    Q, K, V = (
-        torch.randn(3, 4, generator=g, dtype=torch.float64) * 4,
-        torch.randn(20, 4, generator=g, dtype=torch.float64),
-        torch.randn(20, 2, generator=g, dtype=torch.float64),
-    )
     bounds = [(0, 1), (1, 7), (7, 9), (9, 17), (17, 20)]
-    parts = [attention_stats(Q, K[a:b], V[a:b]) for a, b in bounds]
-    for chosen in ([2], [4, 0, 3, 1, 2]):
-        keys = torch.cat([K[bounds[i][0] : bounds[i][1]] for i in chosen])
-        vals = torch.cat([V[bounds[i][0] : bounds[i][1]] for i in chosen])
-        got = merge_parts([parts[i] for i in chosen])
-        if not torch.allclose(torch.as_tensor(got), F.scaled_dot_product_attention(Q, keys, vals), atol=1e-10):
+    for chosen, shift in (([0], 0.0), ([4, 0, 3, 1, 2], -1000.0)):
+        parts, want = _merge_case(6, 6, [bounds[i] for i in range(max(chosen) + 1)], 2, shift)
+        got = _merged(merge_outputs, [parts[i] for i in chosen], f"{len(chosen)} chunk(s)")
+        if not torch.allclose(got, want, atol=1e-10):
             raise AssertionError(
-                f"{len(chosen)} part(s) of uneven size: the merged context is not attention over their keys"
+                f"{len(chosen)} chunk(s) of uneven size: the merged context is not attention over their keys"
             )
 
 

@@ -2,7 +2,7 @@
 
 Each ``check_ex<k>`` raises ``AssertionError`` with a hint on a wrong answer and
 returns a short confirmation string on a right one. Reference values come from
-``redundancy_penalty``, from ``torch.nn.functional`` (SDPA, layer norm), from
+``redundancy_penalty``, from the chapter's layers run on a whole sequence, from
 statistics of the reader's data, and from the paired difference over seeds.
 """
 
@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
-import torch.nn.functional as F_
 from torch import Tensor
 
 from ..query_related import types as qt
@@ -38,40 +37,71 @@ def check_ex1(penalty_uniform: Callable[[int, int], float]) -> str:
     return "correct: your formula matches redundancy_penalty"
 
 
-def _pre_norm_stack(F_ex: Tensor, weights: list) -> Tensor:
-    """Two pre-norm layers, ``f + c(Normalize(f))``, with SDPA and ``F.layer_norm`` (no affine parameters)."""
-    out = F_ex
-    for W_q, W_k, W_v in weights:
-        x = F_.layer_norm(out, out.shape[-1:])
-        out = out + F_.scaled_dot_product_attention(x @ W_q.T, x @ W_k.T, x @ W_v.T)
+def _identical_reference(f: Tensor, W_Vs: Sequence[Tensor], n_f: int, gen: torch.Generator) -> Tensor:
+    """``n_f`` copies of ``f`` through QKV self-attention and Eq. (37) (no affine), one layer per ``W_V``.
+
+    Every layer draws its own random ``W_Q``, ``W_K``; the layers run on the whole
+    sequence with ``qt.self_attention`` and ``qt.update_residual_norm``. Returns
+    the ``(n_f, d_f)`` result, whose rows all equal one vector.
+    """
+    F_ex = f.expand(n_f, -1).clone()
+    for W_V in W_Vs:
+        d = W_V.shape[0]
+        W_Q, W_K = (2 * torch.randn(d, d, generator=gen, dtype=f.dtype) for _ in range(2))
+        F_ex = qt.update_residual_norm(F_ex, qt.self_attention(F_ex, W_Q, W_K, W_V)[0])
+    return F_ex
+
+
+def _identical_cases(seed: int, cases: Sequence[tuple[int, int, int]]) -> list[tuple[Tensor, list[Tensor], Tensor]]:
+    """``(f, W_Vs, reference row)`` for each ``(d_f, n_layers, n_f)``, reference checked to keep identical rows."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for d, layers, n_f in cases:
+        f = 3 * torch.randn(d, generator=gen, dtype=torch.float64) + 1  # not normalised
+        W_Vs = [torch.randn(d, d, generator=gen, dtype=torch.float64) for _ in range(layers)]
+        ref = _identical_reference(f, W_Vs, n_f, gen)
+        if not torch.allclose(ref, ref[:1].expand_as(ref), atol=1e-9):  # the premise of the exercise
+            raise RuntimeError("the reference stack did not keep its rows identical")
+        out.append((f, W_Vs, ref[0]))
     return out
 
 
-def check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> str:
-    """Ex. 2: ``two_layers(F, weights)`` stacks two pre-norm self-attention layers, ``f_new = f + c(Normalize(f))``.
-
-    The context of each layer comes from QKV self-attention of the *normalised*
-    vectors and is added to the un-normalised ones (no affine parameters).
-    Compared with ``F.scaled_dot_product_attention`` and ``F.layer_norm``, and
-    checked to stay permutation-equivariant. Raises ``AssertionError`` with a hint.
-    """
-    gen = torch.Generator().manual_seed(7)
-    F_ex = 3 * torch.randn(9, 6, generator=gen) + 1  # not already normalised
-    weights = [tuple(torch.randn(6, 6, generator=gen) for _ in range(3)) for _ in range(2)]
-    out = torch.as_tensor(run_answer(two_layers, F_ex, weights, what="n_f=9, d_f=6"))
-    ref = _pre_norm_stack(F_ex, weights)
-    if tuple(out.shape) != (9, 6):
-        raise AssertionError(f"expected (n_f, d_f) = (9, 6), got {tuple(out.shape)}")
-    diff = float((out - ref).abs().max())
-    if not diff < 1e-4:
+def _identical_answer(identical_stack: Callable[[Tensor, list], Tensor], f: Tensor, W_Vs: list, what: str) -> Tensor:
+    got = torch.as_tensor(run_answer(identical_stack, f, W_Vs, what=what))
+    if tuple(got.shape) != tuple(f.shape):
         raise AssertionError(
-            f"max |yours - reference| = {diff:.3g}: in a pre-norm layer, which vectors does the attention read, "
-            "and which vectors is its context added to?"
+            f"{what}: return the one vector every position holds, shape {tuple(f.shape)}, got {tuple(got.shape)}"
         )
-    p = torch.randperm(9, generator=gen)
-    if not torch.allclose(torch.as_tensor(two_layers(F_ex[p], weights)), out[p], atol=1e-4):
-        raise AssertionError("the stack must be permutation-equivariant")
-    return "correct, and the stack is permutation-equivariant"
+    return got.to(f.dtype)
+
+
+def check_ex2(identical_stack: Callable[[Tensor, list], Tensor]) -> str:
+    """Ex. 2: ``identical_stack(f, W_Vs)``: the vector every position holds after Eq. (35) + Eq. (37) layers on copies of ``f``.
+
+    f: ``(d_f,)``; W_Vs: one value matrix ``(d_f, d_f)`` per layer; no affine
+    parameters. Compared, to 1e-5, with the layers run on sequences of 2 and 6
+    copies of ``f`` with random query and key matrices (``qt.self_attention``,
+    ``qt.update_residual_norm``). Raises ``AssertionError`` with a hint that
+    names neither the weights nor the context.
+    """
+    for k, (f, W_Vs, want) in enumerate(_identical_cases(7, ((5, 1, 2), (5, 3, 6)))):
+        what = f"d_f=5, {len(W_Vs)} layer(s)"
+        got = _identical_answer(identical_stack, f, W_Vs, what)
+        if not bool(torch.isfinite(got).all()):
+            raise AssertionError(f"{what}: your vector is not finite")
+        diff = float((got - want).abs().max())
+        if diff < 1e-5:
+            continue
+        if k == 0:
+            raise AssertionError(
+                f"{what}: max |yours - the layer| = {diff:.3g}. Write out the scores of one query when every key is "
+                "the same vector, then the context; then apply Eq. (37) to that position"
+            )
+        raise AssertionError(
+            f"{what}: one layer is right, the stack is not (max |yours - the layers| = {diff:.3g}): what does the "
+            "second layer receive?"
+        )
+    return "correct: copies of one vector stay copies, layer after layer"
 
 
 def check_ex3(
@@ -124,19 +154,16 @@ def hidden_check_ex1(penalty_uniform: Callable[[int, int], float]) -> None:
             raise AssertionError(f"r={r}, n={n}: your penalty is not right")
 
 
-def hidden_check_ex2(two_layers: Callable[[Tensor, list], Tensor]) -> None:
-    """Hidden test of Ex. 2: other sizes (d_f = 4 with 3 tokens, one token with d_f = 8), to 1e-5.
+def hidden_check_ex2(identical_stack: Callable[[Tensor, list], Tensor]) -> None:
+    """Hidden test of Ex. 2: other sizes (d_f = 3 with one token and four layers, d_f = 8 with 11 tokens), to 1e-5.
 
     Raises ``AssertionError``.
     """
-    gen = torch.Generator().manual_seed(71)
-    for n, d in ((3, 4), (1, 8)):
-        F_ex = 2 * torch.randn(n, d, generator=gen) - 1
-        weights = [tuple(torch.randn(d, d, generator=gen) for _ in range(3)) for _ in range(2)]
-        ref = _pre_norm_stack(F_ex, weights)
-        out = torch.as_tensor(run_answer(two_layers, F_ex, weights, what=f"n_f={n}, d_f={d}"))
-        if out.shape != ref.shape or not torch.allclose(out, ref, atol=1e-5):
-            raise AssertionError(f"n_f={n}, d_f={d}: the stack differs from two pre-norm layers")
+    for f, W_Vs, want in _identical_cases(71, ((3, 4, 1), (8, 2, 11))):
+        what = f"d_f={f.shape[0]}, {len(W_Vs)} layers"
+        got = _identical_answer(identical_stack, f, W_Vs, what)
+        if not bool((got - want).abs().max() < 1e-5):
+            raise AssertionError(f"{what}: your vector differs from the layers run on copies of f")
 
 
 def hidden_check_ex3(

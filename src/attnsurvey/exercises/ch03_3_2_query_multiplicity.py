@@ -3,13 +3,13 @@
 Each ``check_ex<k>`` raises ``AssertionError`` (explicitly: no bare ``assert``,
 which ``python -O`` removes) with a hint on a wrong answer and returns a short
 confirmation string on a right one. Reference values come from
-``memory_network_read``, from explicit loops over hops, and from sums computed
+``memory_network_read``, from the models written out hop by hop, and from sums computed
 inside the checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -58,51 +58,85 @@ def check_ex1(unrolled: Callable[[Tensor, list, Tensor], Tensor]) -> str:
     return "correct: your unrolled query matches memory_network_read"
 
 
-def _gated(q: Tensor, c: Tensor) -> Tensor:
-    """The gated transform of Ex. 2 for rows: ``(1 - g) q + g c`` with ``g = sigmoid(q . c / sqrt(d))``, one g per row."""
-    g = torch.sigmoid((q * c).sum(-1, keepdim=True) / q.shape[-1] ** 0.5)
-    return (1 - g) * q + g * c
+def _gated_memory_loop(q0: Tensor, M: Tensor, C: Tensor, n_hops: int) -> tuple[Tensor, Tensor]:
+    """The gated memory network of Ex. 2, hop by hop: ``(last read o^(S), weights (B, S, n))``.
 
-
-def _gated_loop(q0: Tensor, K: Tensor, V: Tensor, score: Callable[[Tensor, Tensor], Tensor], n_hops: int) -> Tensor:
-    """Eq. (41)-(42) with the gated transform, written out hop by hop (c^(0) = mean of the values)."""
-    q, c = q0, V.mean(-2)
-    for _ in range(n_hops):
-        q = _gated(q, c)
-        a = torch.softmax(score(torch.cat([q, c], -1).unsqueeze(-2), K).squeeze(-2), -1)
-        c = (a.unsqueeze(-2) @ V).squeeze(-2)
-    return c
-
-
-def _dot(Q: Tensor, K_: Tensor) -> Tensor:
-    return Q @ K_.transpose(-1, -2)
-
-
-def check_ex2(gated_hops: Callable[..., Tensor]) -> str:
-    """Ex. 2: ``gated_hops(q0, K, V, score, n_hops)`` runs Eq. (41)-(42) with a gated transform, for a batch.
-
-    transform(q, c) = (1 - g) q + g c with the scalar gate g = sigmoid(q^T c / sqrt(d))
-    of each example (d = d_q = d_v). Returns the last context; compared with an
-    explicit loop (c^(0) = mean of the values) on a batch of two examples.
-    Raises ``AssertionError`` with a hint on a wrong answer.
+    ``u^(1) = q0``; hop s addresses with ``p = softmax(M u)``, reads ``o = sum_i p_i c_i``
+    and updates ``u <- (1 - g) u + g o`` with ``g = sigmoid(u . o / sqrt(d))``, one gate per example.
     """
-    gen = torch.Generator().manual_seed(6)
-    q0, K, V = (
-        torch.randn(2, 3, generator=gen),
-        torch.randn(2, 5, 6, generator=gen),  # d_k = d_q + d_v: the score sees [q; c]
-        torch.randn(2, 5, 3, generator=gen),
+    u, weights, o = q0, [], q0
+    for _ in range(n_hops):
+        p = torch.softmax((M * u.unsqueeze(-2)).sum(-1), -1)
+        o = (p.unsqueeze(-1) * C).sum(-2)
+        g = torch.sigmoid((u * o).sum(-1, keepdim=True) / u.shape[-1] ** 0.5)
+        u = (1 - g) * u + g * o
+        weights.append(p)
+    return o, torch.stack(weights, -2)
+
+
+def _run_parts(
+    gated_as_eq41: Callable[[Tensor], tuple], q0: Tensor, M: Tensor, C: Tensor, n_hops: int, what: str
+) -> tuple[Tensor, Tensor]:
+    """``mh.multi_hop_attention`` with the reader's ``(transform, score, c0)``: ``(last context, weights)``."""
+    parts = run_answer(gated_as_eq41, q0, what=what)
+    if not isinstance(parts, (tuple, list)) or len(parts) != 3:
+        raise AssertionError(f"{what}: return the three pieces (transform, score, c0), got {type(parts).__name__}")
+    transform, score, c0 = parts
+    c, _, A = run_answer(
+        lambda: mh.multi_hop_attention(q0, M, C, score, n_hops, transform=transform, c0=c0),
+        what=f"{what}, multi_hop_attention with your pieces",
     )
-    for n_hops in (1, 3):
-        want = _gated_loop(q0, K, V, _dot, n_hops)
-        got = torch.as_tensor(run_answer(gated_hops, q0, K, V, _dot, n_hops, what=f"{n_hops} hop(s), batch of 2"))
-        _close_to(
-            got,
-            want,
-            1e-5,
-            "context",
-            f"{n_hops} hops (how many gates does a batch of two examples need, and which of q and c does g weight?)",
+    return torch.as_tensor(c), torch.as_tensor(A)
+
+
+def _gated_cases(
+    seed: int, sizes: tuple[tuple[int, int, int, int], ...]
+) -> Iterator[tuple[Tensor, Tensor, Tensor, int]]:
+    """``(q0, M, C, n_hops)`` per ``(B, n, d, n_hops)``; memories scaled so the first weights are far from uniform."""
+    gen = torch.Generator().manual_seed(seed)
+    for B, n, d, n_hops in sizes:
+        yield (
+            torch.randn(B, d, generator=gen),
+            1.5 * torch.randn(B, n, d, generator=gen),
+            torch.randn(B, n, d, generator=gen),
+            n_hops,
         )
-    return "correct: Eq. (41)-(42) with a gated transform"
+
+
+def check_ex2(gated_as_eq41: Callable[[Tensor], tuple]) -> str:
+    """Ex. 2: ``gated_as_eq41(q0)`` returns ``(transform, score, c0)`` that make Eq. (41)-(42) the gated memory network.
+
+    The model: ``u^(1) = q0``, weights ``p = softmax(u^T m_i)``, read ``o = sum_i p_i c_i``,
+    ``u^(s+1) = (1 - g) u^(s) + g o^(s)`` with ``g = sigmoid(u^T o / sqrt(d))`` per example.
+    ``mh.multi_hop_attention(q0, M, C, score, n_hops, transform=transform, c0=c0)`` must
+    give this model's weights of every hop and its last read, for 1 and 3 hops on a
+    batch of two examples with ``d = 3``; compared with the model written out hop by hop.
+    Raises ``AssertionError`` with a hint that names none of the three pieces.
+    """
+    for q0, M, C, n_hops in _gated_cases(6, ((2, 5, 3, 1), (2, 5, 3, 3))):
+        what = f"{n_hops} hop(s), d=3"
+        c, A = _run_parts(gated_as_eq41, q0, M, C, n_hops, what)
+        o, P = _gated_memory_loop(q0, M, C, n_hops)
+        A = torch.as_tensor(A)
+        _close_to(A, P, float("inf"), "row of weights per hop", "")  # the shape first
+        _close_to(
+            A[..., 0, :],
+            P[..., 0, :],
+            1e-5,
+            "row of weights",
+            f"{what}: the weights of hop 1 differ from the gated memory network's (with which query does "
+            "Eq. (41) attend at hop 1, and with which the model? Write q^(1) out with your pieces)",
+        )
+        _close_to(
+            A,
+            P,
+            1e-5,
+            "row of weights per hop",
+            f"{what}: hop 1 is right, a later hop is not (compare your transform with the model's update of u, and "
+            "the part of the query your score reads with the vector the model addresses with)",
+        )
+        _close_to(torch.as_tensor(c), o, 1e-5, "context", f"{what}: the last context is not the model's last read")
+    return "correct: the gated memory network is an instance of Eq. (41)-(42)"
 
 
 def _enrichment(a: Tensor, polarity: Tensor) -> Tensor:
@@ -161,19 +195,18 @@ def hidden_check_ex1(unrolled: Callable[[Tensor, list, Tensor], Tensor]) -> None
             raise AssertionError(f"{hops} hop(s): your query differs from memory_network_read (use every read)")
 
 
-def hidden_check_ex2(gated_hops: Callable[..., Tensor]) -> None:
-    """Hidden test of Ex. 2: other sizes (d = 2, d = 4) and hop counts (2 and 5), against the loop. Raises ``AssertionError``."""
-    gen = torch.Generator().manual_seed(16)
-    for B, n_f, d, n_hops in ((3, 4, 2, 2), (1, 6, 4, 5)):
-        q0, K, V = (
-            torch.randn(B, d, generator=gen),
-            torch.randn(B, n_f, 2 * d, generator=gen),
-            torch.randn(B, n_f, d, generator=gen),
-        )
-        want = _gated_loop(q0, K, V, _dot, n_hops)
-        got = torch.as_tensor(run_answer(gated_hops, q0, K, V, _dot, n_hops, what=f"d={d}, {n_hops} hops"))
-        if got.shape != want.shape or not torch.allclose(got, want, atol=1e-5):
-            raise AssertionError(f"d={d}, {n_hops} hops: the last context differs from Eq. (41)-(42) with the gate")
+def hidden_check_ex2(gated_as_eq41: Callable[[Tensor], tuple]) -> None:
+    """Hidden test of Ex. 2: other sizes (d = 2 with 2 hops, d = 6 with 5 hops), weights of every hop to 1e-5.
+
+    Raises ``AssertionError``.
+    """
+    for q0, M, C, n_hops in _gated_cases(16, ((3, 4, 2, 2), (1, 7, 6, 5))):
+        what = f"d={q0.shape[-1]}, {n_hops} hops"
+        c, A = _run_parts(gated_as_eq41, q0, M, C, n_hops, what)
+        o, P = _gated_memory_loop(q0, M, C, n_hops)
+        A, c = torch.as_tensor(A), torch.as_tensor(c)
+        if A.shape != P.shape or not torch.allclose(A, P, atol=1e-5) or not torch.allclose(c, o, atol=1e-5):
+            raise AssertionError(f"{what}: Eq. (41)-(42) with your pieces is not the gated memory network")
 
 
 def hidden_check_ex3(polar_enrichment: Callable[[Tensor, Tensor], Tensor]) -> None:
