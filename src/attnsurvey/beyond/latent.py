@@ -55,7 +55,15 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_rank, check_sizes, check_weight
+from .._checks import (
+    as_tensor,
+    check_dim_equal,
+    check_min_rank,
+    check_rank,
+    check_same_dtype,
+    check_sizes,
+    check_weight,
+)
 from ..attention import CoreSettings, attend_unchecked, canonical_masks
 from ..catalog import catalogued
 from ..masking import require_boolean_mask
@@ -124,7 +132,7 @@ def check_latent_weights(W: LatentWeights, h: int) -> LatentSizes:
         The :class:`LatentSizes`.
 
     Raises:
-        TypeError: if a weight is not a floating-point tensor.
+        TypeError: if a weight is not a floating-point tensor or the weights' dtypes differ.
         ValueError: if ``h`` is not an integer >= 1, does not divide ``W_UK``, ``W_UV``, ``W_QR``,
             a width is 0, ``d_R`` is odd, or a weight's shape disagrees with the others (the
             message names the weight, its layout and both shapes).
@@ -154,6 +162,8 @@ def check_latent_weights(W: LatentWeights, h: int) -> LatentSizes:
     check_weight(W.W_QR, (h * d_R, d_q), "W_QR", in_q.format("d_R"))
     check_weight(W.W_O, (W.W_O.shape[0], h * d_v), "W_O", "(d_o, h*d_v)")
     check_sizes("MLA", d_o=W.W_O.shape[0])
+    named = {n: getattr(W, n) for n in ("W_DKV", "W_UK", "W_UV", "W_KR", "W_UQ", "W_QR", "W_O", "W_DQ")}
+    check_same_dtype(**{n: t for n, t in named.items() if t is not None})
     return LatentSizes(d, h, d_c, d_h, d_v, d_R, W.W_O.shape[0])
 
 
@@ -162,10 +172,11 @@ def _score_scale(d_h: int, d_R: int) -> float:
     return 1.0 / math.sqrt(d_h + d_R)
 
 
-def _check_input(X: Tensor, d: int) -> None:
+def _check_input(X: Tensor, W: LatentWeights, d: int) -> None:
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
     check_dim_equal(X.shape[-1], d, "MLA", "d of X", "d of W_DKV (its columns)")
+    check_same_dtype(X=X, W_DKV=W.W_DKV)
 
 
 def _check_form(form: object) -> None:
@@ -360,13 +371,13 @@ def latent_attention(
         ``(output, weights)`` (weights None when ``need_weights=False``).
 
     Raises:
-        TypeError: if X or a weight is not a floating-point tensor.
+        TypeError: if X or a weight is not a floating-point tensor, or their dtypes differ.
         ValueError: for weights that disagree (:func:`check_latent_weights`), X of the wrong
             width, a mask that is not boolean or has the wrong shape, an unknown form, or a bad
             RoPE base or convention.
     """
     sizes = check_latent_weights(W, h)
-    _check_input(X, sizes.d)
+    _check_input(X, W, sizes.d)
     _check_form(form)
     _check_base(base)
     _check_convention(convention)
@@ -516,13 +527,13 @@ def latent_decode_step(
         ``(output, weights)``.
 
     Raises:
-        TypeError: if X or a weight is not a floating-point tensor.
+        TypeError: if X or a weight is not a floating-point tensor, or their dtypes differ.
         ValueError: as :func:`latent_attention`, for X not of rank 3, or a cache of other sizes,
             dtype or batch, or one that would overflow.
     """
     sizes = check_latent_weights(W, h)
     check_rank(X, 3, "X", "(B, n_new, d)")
-    _check_input(X, sizes.d)
+    _check_input(X, W, sizes.d)
     _check_form(form)
     _check_base(base)
     _check_convention(convention)
