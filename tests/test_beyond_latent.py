@@ -40,7 +40,7 @@ def random_mask(n: int, seed: int) -> torch.Tensor:
 
 
 def diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max())
+    return float((a - b).detach().abs().max())
 
 
 # --------------------------------------------------------------------------- oracle: one head, one query at a time
@@ -289,3 +289,45 @@ def test_bad_input_names_the_symbol_and_shapes():
         m.decode(X[:, :1], cache)
     with pytest.raises(TypeError, match="LatentCache or a KVCache"):
         L.cache_elements_per_token(object())  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- transformers' DeepSeek-V3 attention
+
+
+@pytest.mark.catalog("extra:mla", "extra:mla-absorbed")
+def test_deepseek_agrees_to_rounding_once_its_float32_steps_run_in_float64(monkeypatch):
+    """The conformance checks agree to about 1e-8; the rest is transformers' float32 RMSNorm, RoPE and softmax.
+
+    Run in float64, DeepSeek-V3's attention (transformers) and the book's module agree to float64 rounding, in
+    both forms, with the weights mapped by latent_from_deepseek; a mapping that swaps W_UK and W_UV's rows does not.
+    """
+    pytest.importorskip("transformers")
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    from attnsurvey.conformance import transformers_mla as tm
+
+    def rms(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    def rotary(self, x, position_ids):
+        d = self.config.qk_rope_head_dim
+        inv_freq = 1.0 / (self.config.rope_parameters["rope_theta"] ** (torch.arange(0, d, 2, dtype=F64) / d))
+        angles = torch.cat([position_ids[..., None].to(F64) * inv_freq] * 2, -1)
+        return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+
+    def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        a = torch.softmax(query @ key.transpose(2, 3) * scaling + attention_mask, dim=-1)
+        return (a @ value).transpose(1, 2).contiguous(), a
+
+    monkeypatch.setattr(ds.DeepseekV3RMSNorm, "forward", rms)
+    monkeypatch.setattr(ds.DeepseekV3RotaryEmbedding, "forward", rotary)
+    monkeypatch.setattr(ds, "eager_attention_forward", eager)
+    attention, rot = tm._deepseek(31)
+    X = rand(2, 6, tm.D, seed=32, dtype=F64)
+    theirs = tm._run(attention, rot, X)
+    mine = tm.latent_from_deepseek(attention)
+    for form in L.FORMS:
+        assert diff(mine(X, is_causal=True, form=form)[0], theirs) < ROUNDING, form
+    with torch.no_grad():  # planted: the value rows read as key rows
+        mine.W_UK.weight[: tm.D_H] = mine.W_UV.weight[: tm.D_H]
+    assert diff(mine(X, is_causal=True)[0], theirs) > 1e-5  # outputs of order 0.05

@@ -118,7 +118,13 @@ def checks() -> list[Check]:
         A list of :class:`~attnsurvey.conformance.Check`.
     """
     X = rand(B, N, D_MODEL, seed=11)
-    return [*_bert_checks(X), *_gpt2_checks(X), *_llama_checks(), *_t5_checks(X)]
+    return [
+        *_bert_checks(X),
+        *_gpt2_checks(X),
+        *_llama_checks(),
+        *_t5_checks(X),
+        *library(f"{__package__}.transformers_mla").checks(),
+    ]
 
 
 #: The sizes of the inputs shared by the BERT, GPT-2 and T5 checks (LLaMA's width is twice D_MODEL).
