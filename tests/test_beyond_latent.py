@@ -189,6 +189,9 @@ def test_masked_nan_rows_are_inert_in_both_forms():
         out = m(X_nan, mask, form=form)[0]
         keep = [0, 1, 3, 4]  # row 2 is a query holding NaN itself
         assert torch.isfinite(out[:, keep]).all() and diff(out[:, keep], clean[:, keep]) < ROUNDING
+    m.requires_grad_(True)
+    m(X_nan, mask, form="absorbed")[0][:, [0, 1, 3, 4]].sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
 
 
 # --------------------------------------------------------------------------- the cache

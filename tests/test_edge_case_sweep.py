@@ -39,6 +39,7 @@ OUTSIDE_CONTRACT = (
 #: Each entry is (callable, case); a new 1e20 finding is a regression.
 SCORES_OVERFLOW = {
     ("attnsurvey.beyond.decoding.GroupedQueryAttention", "1e20 X"),
+    ("attnsurvey.beyond.latent.MultiHeadLatentAttention", "1e20 X"),
     ("attnsurvey.beyond.positions.ALiBiSelfAttention", "1e20 X"),
     ("attnsurvey.beyond.positions.RotarySelfAttention", "1e20 X"),
     ("attnsurvey.query_related.multihead.MultiHeadAttention", "1e20 X_q"),

@@ -59,6 +59,7 @@ from .._checks import (
     as_tensor,
     check_dim_equal,
     check_min_rank,
+    check_positive,
     check_rank,
     check_same_dtype,
     check_sizes,
@@ -66,7 +67,7 @@ from .._checks import (
 )
 from ..attention import CoreSettings, attend_unchecked, canonical_masks
 from ..catalog import catalogued
-from ..masking import require_boolean_mask
+from ..masking import require_boolean_mask, zero_unattended
 from ..query_related.multihead import head_mask, merge_heads, split_heads
 from .decoding import KVCache, offset_causal_mask
 from .positions import RopeConvention, _check_base, _check_convention, apply_rope
@@ -108,8 +109,8 @@ class LatentWeights(NamedTuple):
     norm_q: Norm | None = None
 
 
-class LatentSizes(NamedTuple):
-    """The sizes of an MLA layer read from its weights (:func:`check_latent_weights`)."""
+class _Sizes(NamedTuple):
+    """The sizes of an MLA layer read from its weights (:func:`_check_weights`)."""
 
     d: int  #: the input width
     h: int  #: heads
@@ -120,8 +121,7 @@ class LatentSizes(NamedTuple):
     d_o: int  #: the output width
 
 
-@catalogued("extra:mla")
-def check_latent_weights(W: LatentWeights, h: int) -> LatentSizes:
+def _check_weights(W: LatentWeights, h: int) -> _Sizes:
     """Check the shapes of an MLA layer's weights against each other and read its sizes.
 
     Args:
@@ -129,7 +129,7 @@ def check_latent_weights(W: LatentWeights, h: int) -> LatentSizes:
         h: the number of heads.
 
     Returns:
-        The :class:`LatentSizes`.
+        The sizes.
 
     Raises:
         TypeError: if a weight is not a floating-point tensor or the weights' dtypes differ.
@@ -164,7 +164,7 @@ def check_latent_weights(W: LatentWeights, h: int) -> LatentSizes:
     check_sizes("MLA", d_o=W.W_O.shape[0])
     named = {n: getattr(W, n) for n in ("W_DKV", "W_UK", "W_UV", "W_KR", "W_UQ", "W_QR", "W_O", "W_DQ")}
     check_same_dtype(**{n: t for n, t in named.items() if t is not None})
-    return LatentSizes(d, h, d_c, d_h, d_v, d_R, W.W_O.shape[0])
+    return _Sizes(d, h, d_c, d_h, d_v, d_R, W.W_O.shape[0])
 
 
 def _score_scale(d_h: int, d_R: int) -> float:
@@ -264,8 +264,16 @@ def absorbed_query(q_C: Tensor, W_UK: Tensor) -> Tensor:
 
     Returns:
         The queries in the latent space.
+
+    Raises:
+        TypeError: if q_C or W_UK is not a floating-point tensor, or their dtypes differ.
+        ValueError: if q_C has rank < 3 or W_UK is not ``(h*d_h, d_c)`` for q_C's ``h`` and ``d_h``.
     """
+    as_tensor(q_C, "q_C")
+    check_min_rank(q_C, 3, "q_C", "(..., h, n, d_h)")
     h, d_h = q_C.shape[-3], q_C.shape[-1]
+    check_weight(W_UK, (h * d_h, as_tensor(W_UK, "W_UK").shape[-1]), "W_UK", "(h*d_h, d_c) for q_C's h and d_h")
+    check_same_dtype(q_C=q_C, W_UK=W_UK)
     return q_C @ W_UK.reshape(h, d_h, -1)  # head i: (n, d_h) @ (d_h, d_c)
 
 
@@ -285,7 +293,20 @@ def absorbed_output(W_O: Tensor, W_UV: Tensor, h: int) -> Tensor:
 
     Returns:
         The folded output projection ``W_OV``.
+
+    Raises:
+        TypeError: if W_O or W_UV is not a floating-point tensor, or their dtypes differ.
+        ValueError: if ``h`` is not an integer >= 1 or the shapes do not fit ``(d_o, h*d_v)`` and ``(h*d_v, d_c)``.
     """
+    check_sizes("absorbed_output", h=h)
+    for sym, W in (("W_O", W_O), ("W_UV", W_UV)):
+        check_rank(W, 2, sym, "(d_o, h*d_v)" if sym == "W_O" else "(h*d_v, d_c)")
+    if W_UV.shape[0] % h or W_O.shape[1] != W_UV.shape[0]:
+        raise ValueError(
+            f"absorbed_output needs W_O (d_o, h*d_v) and W_UV (h*d_v, d_c) with h={h} dividing h*d_v, "
+            f"got W_O {tuple(W_O.shape)} and W_UV {tuple(W_UV.shape)}"
+        )
+    check_same_dtype(W_O=W_O, W_UV=W_UV)
     d_o, d_c = W_O.shape[0], W_UV.shape[-1]
     W_Oi = W_O.reshape(d_o, h, -1).transpose(0, 1)  # (h, d_o, d_v): head i's columns
     return (W_Oi @ W_UV.reshape(h, -1, d_c)).transpose(0, 1).reshape(d_o, h * d_c)
@@ -297,7 +318,7 @@ def _latent_heads(
     c: Tensor,
     k_R: Tensor,
     W: LatentWeights,
-    sizes: LatentSizes,
+    sizes: _Sizes,
     allowed: Tensor | None,
     form: str,
     need_weights: bool,
@@ -319,7 +340,6 @@ def _latent_heads(
 
 def _allowed(mask: Tensor | None, is_causal: bool, X: Tensor, c: Tensor, h: int) -> Tensor | None:
     """The boolean mask in the heads' layout (``(..., h, n_q, n_f)``), from the caller's mask and causality."""
-    require_boolean_mask(mask, "MLA")
     batch = tuple(torch.broadcast_shapes(X.shape[:-2], c.shape[:-2]))
     n_q, n_f = X.shape[-2], c.shape[-2]
     shared = head_mask(mask, len(batch) + 2, n_q, n_f, batch)  # a mask without a head axis gets one
@@ -350,7 +370,9 @@ def latent_attention(
 
     ``form="naive"`` materialises the per-head keys and values from the latent ``c``;
     ``form="absorbed"`` attends with ``W_UK`` folded into the queries and ``W_UV`` into
-    ``W_O``. Both give the same output up to rounding.
+    ``W_O``. Both give the same output up to rounding. Rows of X that a boolean mask of X's
+    rank lets no query attend and that hold NaN/Inf are set to 0 before they are projected,
+    so they reach neither the outputs nor any weight's gradient (as in the multi-head stack).
 
     Args:
         X: the inputs ``h_t``.
@@ -372,15 +394,17 @@ def latent_attention(
 
     Raises:
         TypeError: if X or a weight is not a floating-point tensor, or their dtypes differ.
-        ValueError: for weights that disagree (:func:`check_latent_weights`), X of the wrong
+        ValueError: for weights that disagree (:func:`_check_weights`), X of the wrong
             width, a mask that is not boolean or has the wrong shape, an unknown form, or a bad
             RoPE base or convention.
     """
-    sizes = check_latent_weights(W, h)
+    sizes = _check_weights(W, h)
     _check_input(X, W, sizes.d)
     _check_form(form)
     _check_base(base)
     _check_convention(convention)
+    require_boolean_mask(mask, "MLA")
+    X = zero_unattended(X, None, mask)  # rows no query may attend, if non-finite, reach no weight's gradient
     c, k_R = latent_kv(X, W, 0, base, convention)
     q_C, q_R = latent_queries(X, W, h, 0, base, convention)
     allowed = _allowed(mask, is_causal, X, c, h)
@@ -531,7 +555,7 @@ def latent_decode_step(
         ValueError: as :func:`latent_attention`, for X not of rank 3, or a cache of other sizes,
             dtype or batch, or one that would overflow.
     """
-    sizes = check_latent_weights(W, h)
+    sizes = _check_weights(W, h)
     check_rank(X, 3, "X", "(B, n_new, d)")
     _check_input(X, W, sizes.d)
     _check_form(form)
@@ -553,7 +577,7 @@ class MultiHeadLatentAttention(nn.Module):
     ``W_UV``, ``W_O`` as bias-free ``nn.Linear`` layers and, with ``rms_norm=True``, the
     ``nn.RMSNorm`` of the latents (``norm_kv``, and ``norm_q`` with query compression), as
     DeepSeek-V2/V3 apply them. ``forward(X, mask=None, *, is_causal=False, form="naive",
-    need_weights=True)`` is :func:`latent_attention`; :meth:`decode` is
+    need_weights=True)`` is :func:`latent_attention` (mask boolean, ``True`` = may attend); :meth:`decode` is
     :func:`latent_decode_step` with a cache from :meth:`new_cache`.
 
     Args:
@@ -575,7 +599,8 @@ class MultiHeadLatentAttention(nn.Module):
         forward: X ``(..., n, d_model)``; returns ``(..., n, d_model)`` and weights ``(..., h, n, n)``.
 
     Raises:
-        ValueError: if a size is not an integer >= 1, ``d_R`` is odd, or the RoPE base or convention is bad.
+        ValueError: if a size is not an integer >= 1, ``d_R`` is odd, ``eps`` is not a finite number > 0, or the
+            RoPE base or convention is bad.
     """
 
     def __init__(
@@ -602,6 +627,7 @@ class MultiHeadLatentAttention(nn.Module):
             check_sizes("MultiHeadLatentAttention", d_cq=d_cq)
         if d_R % 2:
             raise ValueError(f"RoPE rotates pairs: d_R must be even, got d_R={d_R}")
+        check_positive("MultiHeadLatentAttention", eps=eps)
         self.base, self.convention, self.h = _check_base(base), convention, h
         _check_convention(convention)
         d_q = d_model if d_cq is None else d_cq

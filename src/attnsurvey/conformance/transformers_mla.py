@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..beyond.latent import MultiHeadLatentAttention
+from ..beyond.latent import LatentForm, MultiHeadLatentAttention
 from ..beyond.positions import RopeConvention
 from . import Check, Convention, Pair, library
 from .torch_target import rand
@@ -62,12 +62,11 @@ def latent_from_deepseek(attention: Any, convention: RopeConvention | None = Non
             "latent_from_deepseek needs bias-free projections and num_key_value_heads == num_attention_heads"
         )
     h, d_h, d_R, d_v = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
-    if convention is None:
-        convention = "interleaved" if cfg.rope_interleave else "half"
+    layout: RopeConvention = convention or ("interleaved" if cfg.rope_interleave else "half")
     W_O = attention.o_proj.weight
     mine = MultiHeadLatentAttention(
         cfg.hidden_size, h, cfg.kv_lora_rank, d_h, d_R, cfg.q_lora_rank, d_v, eps=cfg.rms_norm_eps,
-        base=rope.get("rope_theta", 10000.0), convention=convention, dtype=W_O.dtype,
+        base=rope.get("rope_theta", 10000.0), convention=layout, dtype=W_O.dtype,
     )  # fmt: skip
     kv_a = attention.kv_a_proj_with_mqa.weight  # [W_DKV; W_KR]
     kv_b = attention.kv_b_proj.weight.reshape(h, d_h + d_v, -1)  # head i: [W_UK^(i); W_UV^(i)]
@@ -123,8 +122,8 @@ def _forward_checks(X: Tensor) -> list[Check]:
     ds_q, rotary_q = _deepseek(22, q_lora_rank=None)
     ds_half, rotary_half = _deepseek(23, rope_interleave=False)
 
-    def pair(attention: Any, rot: Any, form: str = "naive", convention: RopeConvention = "interleaved") -> Pair:
-        ours, _ = latent_from_deepseek(attention, convention)(X, is_causal=True, form=form)  # type: ignore[arg-type]
+    def pair(attention: Any, rot: Any, form: LatentForm = "naive", convention: RopeConvention = "interleaved") -> Pair:
+        ours, _ = latent_from_deepseek(attention, convention)(X, is_causal=True, form=form)
         return ours, _run(attention, rot, X)
 
     return [

@@ -112,10 +112,13 @@ def rope_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def checks() -> list[Check]:
-    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V) and T5 (relative bias).
+    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), DeepSeek-V3 (MLA).
 
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
+
+    Raises:
+        ModuleNotFoundError: if ``transformers`` is not installed.
     """
     X = rand(B, N, D_MODEL, seed=11)
     return [
