@@ -121,6 +121,8 @@ def test_absorbed_equals_naive_to_rounding(d_cq, rms_norm):
         absorbed, a_abs = m(X, form="absorbed", **kw)
         assert diff(naive, absorbed) < ROUNDING and diff(a_naive, a_abs) < ROUNDING, kw
         assert naive.abs().max() > 0.1  # not a trivial agreement of zeros
+        fused, none = m(X, form="absorbed", need_weights=False, **kw)  # the core's SDPA path
+        assert none is None and diff(fused, naive) < ROUNDING
 
 
 @pytest.mark.catalog("extra:mla-absorbed")
