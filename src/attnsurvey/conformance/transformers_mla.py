@@ -9,7 +9,7 @@ projection (``kv_a_proj_with_mqa``), the rows of ``W_UK`` and ``W_UV`` per head 
 RMSNorms of the latents become the module's ``norm_kv`` and ``norm_q``.
 
 Two choices of DeepSeek's code are named: with ``rope_interleave=False`` it rotates
-halves (the book rotates adjacent pairs, as DeepSeek's released weights do), and its
+halves (the book rotates adjacent pairs, as DeepSeek's code does by default), and its
 cache holds the rotated key with the pairs' first coordinates before their second ones.
 ``transformers`` computes the RMSNorm, the RoPE frequencies and angles, and the softmax in
 float32 even for float64 inputs, so the two sides agree to about 1e-8 (within the tolerance);
