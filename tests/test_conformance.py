@@ -34,6 +34,11 @@ EXPECTED = {
     ("transformers", "LlamaAttention (no rotation)"): ("conforms", None),
     ("transformers", "LlamaAttention"): ("differs", "RoPE pairing: rotate-half"),
     ("transformers", "T5Attention"): ("differs", "T5: unscaled scores"),
+    ("transformers", "DeepseekV3Attention"): ("conforms", None),
+    ("transformers", "DeepseekV3Attention (q_lora_rank=None)"): ("conforms", None),
+    ("transformers", "DeepseekV3Attention (rope_interleave=False)"): ("differs", "RoPE pairing: rotate-half"),
+    ("transformers", "DeepseekV3Attention + DynamicCache (outputs)"): ("conforms", None),
+    ("transformers", "DynamicCache contents (c, k^R)"): ("differs", "cached k^R: pairs split"),
     ("x_transformers", "Attention(mask)"): ("differs", "padded queries zeroed"),
     ("x_transformers", "Attention(causal=True)"): ("conforms", None),
     ("x_transformers", "Attention(kv_heads=2)"): ("differs", "head grouping order"),
@@ -52,6 +57,7 @@ EXPECTED_BY_EQUATION = {
     ("torch", "F.scaled_dot_product_attention", "fully-masked"): ("conforms", None),
     ("torch", "nn.MultiheadAttention", "fully-masked"): ("differs", "fully-masked rows: NaN"),
     ("transformers", "BertSelfAttention", "fully-masked"): ("differs", "fully-masked rows: mean"),
+    ("transformers", "DeepseekV3Attention", "mla-absorbed"): ("conforms", None),
 }
 
 

@@ -112,13 +112,22 @@ def rope_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def checks() -> list[Check]:
-    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V) and T5 (relative bias).
+    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), DeepSeek-V3 (MLA).
 
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
+
+    Raises:
+        ModuleNotFoundError: if ``transformers`` is not installed.
     """
     X = rand(B, N, D_MODEL, seed=11)
-    return [*_bert_checks(X), *_gpt2_checks(X), *_llama_checks(), *_t5_checks(X)]
+    return [
+        *_bert_checks(X),
+        *_gpt2_checks(X),
+        *_llama_checks(),
+        *_t5_checks(X),
+        *library(f"{__package__}.transformers_mla").checks(),
+    ]
 
 
 #: The sizes of the inputs shared by the BERT, GPT-2 and T5 checks (LLaMA's width is twice D_MODEL).
