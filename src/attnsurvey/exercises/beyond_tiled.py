@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -46,12 +46,14 @@ def check_merge_lse(merge_lse: Callable[[float, float, float], float]) -> None:
     print("log-sum-exp merge check passed")
 
 
-def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
+def check_streaming_logsumexp(stream: Callable[[Iterator[float]], tuple[float, float]]) -> None:
     """Exercise 2: ``stream(scores)`` reads the scores one at a time and returns ``(m, l)``.
 
     Must satisfy ``m = max(scores)`` and ``m + log(l) = logsumexp(scores)``, to a
     relative 1e-6 (a stream computed in float32 is right). One case has only
     negative scores, so a running maximum that starts at 0 instead of -inf fails.
+    The scores arrive as an iterator, so an answer that reads them twice (the
+    maximum first, then the sum) sees no scores the second time and fails.
     """
     g = torch.Generator().manual_seed(0)
     cases = [
@@ -63,7 +65,12 @@ def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float
         [1000.0, 999.0, -1000.0],
     ]
     for scores in cases:
-        m, l = (float(v) for v in stream(list(scores)))
+        m, l = (float(v) for v in stream(iter(scores)))
+        if l == 0:
+            raise AssertionError(
+                f"for scores {scores[:5]}...: l is 0; the scores come from an iterator, which can be read only once "
+                "(does your code go over them twice?)"
+            )
         if not math.isclose(m, max(scores), rel_tol=1e-6):
             raise AssertionError(
                 f"for scores {scores[:5]}: m should be the largest score {max(scores)}, got {m} "
@@ -89,8 +96,8 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
     full = math.ceil(n / block_q) * math.ceil(n / block_k)
     if whole_number(answer, "a number of tiles") != want:
         raise AssertionError(
-            f"got {answer}; a query tile ending at row qe visits the key tiles that start before qe "
-            f"(not simply half of the {full} tiles)"
+            f"got {answer}, of {full} tiles; try your way of counting on the picture at the top of the chapter "
+            "(16 x 16 scores, tiles of 4 x 4: 10 tiles visited), then on tiles of 256 queries x 1024 keys"
         )
     print("causal tiles check passed")
 
@@ -108,14 +115,14 @@ def hidden_check_merge_lse(merge_lse: Callable[[float, float, float], float]) ->
             raise AssertionError(f"merge_lse({L_old}, {m_t}, {l_t}) is not right")
 
 
-def hidden_check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
-    """Hidden test of Exercise 2: 2000 scores near -1000, and a stream whose maximum comes last.
+def hidden_check_streaming_logsumexp(stream: Callable[[Iterator[float]], tuple[float, float]]) -> None:
+    """Hidden test of Exercise 2: 2000 scores near -1000, and a stream whose maximum comes last, each as an iterator.
 
     Raises ``AssertionError``.
     """
     g = torch.Generator().manual_seed(2)
     for scores in ((torch.randn(2000, generator=g) - 1000.0).tolist(), [float(x) for x in range(-50, 51)]):
-        m, l = (float(v) for v in stream(list(scores)))
+        m, l = (float(v) for v in stream(iter(scores)))
         want = float(torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0))
         if not (l > 0 and math.isfinite(l) and math.isclose(m + math.log(l), want, rel_tol=1e-6, abs_tol=1e-6)):
             raise AssertionError(f"{len(scores)} scores: m + log l is not the log-sum-exp")
