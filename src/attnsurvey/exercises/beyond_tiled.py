@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from unittest import mock
 
 import torch
 
+from ..beyond import io_model
 from ..beyond.io_model import flash_io
 from ._answers import run_answer, whole_number
 
@@ -138,23 +140,34 @@ def hidden_check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, bl
         )
 
 
-def _hbm_reads_wrong(reads: Callable[[int, int, int], int], cases: list[tuple[int, int, int]]) -> tuple | None:
-    """The first ``(n, d, M)`` where ``reads`` differs from the instrumented count, or None."""
-    for n, d, M in cases:
-        got = run_answer(reads, n, d, M, what=f"hbm_reads({n}, {d}, {M})")
-        if whole_number(got, "a number of elements") != flash_io(n, d, M)["reads"]:
-            return n, d, M
+def _hbm_reads_wrong(
+    reads: Callable[[int, int, int, int], int], cases: list[tuple[int, int, int, int]]
+) -> tuple | None:
+    """The first ``(n_q, n_f, d, M)`` where ``reads`` differs from the instrumented count, or None.
+
+    The answer runs with :func:`attnsurvey.beyond.io_model.algorithm1_schedule` replaced by a
+    function that fails, so a count taken from ``io_model`` (``flash_io``, ``flash_forward``)
+    is refused: the exercise asks for a derivation.
+    """
+    refused = AssertionError("hbm_reads must derive the count, not take it from attnsurvey.beyond.io_model")
+    for n_q, n_f, d, M in cases:
+        want = flash_io(n_q, d, M, n_f=n_f)["reads"]
+        with mock.patch.object(io_model, "algorithm1_schedule", side_effect=refused):
+            got = run_answer(reads, n_q, n_f, d, M, what=f"hbm_reads({n_q}, {n_f}, {d}, {M})")
+        if whole_number(got, "a number of elements") != want:
+            return n_q, n_f, d, M
     return None
 
 
-def check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
-    """Exercise 4: ``reads(n, d, M)`` is the number of elements Algorithm 1 reads from slow memory.
+def check_hbm_reads(reads: Callable[[int, int, int, int], int]) -> None:
+    """Exercise 4: ``reads(n_q, n_f, d, M)`` is the number of elements Algorithm 1 reads from slow memory.
 
     Compared with the instrumented count of :func:`attnsurvey.beyond.io_model.flash_io`
-    (``n_q = n_f = n``, ``d_k = d_v = d``, the paper's block sizes) on sizes where
-    every block is full. Raises ``AssertionError`` with a hint that does not give the count.
+    (``n_q`` queries, ``n_f`` keys, ``d_k = d_v = d``, the paper's block sizes) on sizes where
+    every block is full and ``n_q != n_f``, so the chapter's square count with ``n`` put for
+    both lengths fails. Raises ``AssertionError`` with a hint that does not give the count.
     """
-    wrong = _hbm_reads_wrong(reads, [(4096, 64, 65536), (1024, 64, 16384), (2048, 32, 32768)])
+    wrong = _hbm_reads_wrong(reads, [(4096, 2048, 64, 65536), (1024, 4096, 64, 16384), (2048, 2048, 32, 32768)])
     if wrong is not None:
         raise AssertionError(
             f"hbm_reads{wrong} differs from the instrumented count: which blocks does each step of the "
@@ -163,10 +176,10 @@ def check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
     print("slow-memory reads check passed")
 
 
-def hidden_check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
+def hidden_check_hbm_reads(reads: Callable[[int, int, int, int], int]) -> None:
     """Hidden test of Exercise 4: sizes where ``M`` is not a multiple of ``4 d`` and the last key block is short.
 
     Raises ``AssertionError``.
     """
-    if _hbm_reads_wrong(reads, [(1000, 64, 20000), (777, 16, 5000), (64, 64, 262144)]) is not None:
+    if _hbm_reads_wrong(reads, [(1000, 700, 64, 20000), (777, 1500, 16, 5000), (64, 64, 64, 262144)]) is not None:
         raise AssertionError("round the block size and the number of blocks up to whole numbers")
