@@ -57,6 +57,20 @@ def test_streaming_check_float32_tensors_pass():
     et.check_streaming_logsumexp(lambda s: tuple(torch.tensor(v) for v in _stream(s)))
 
 
+def _two_pass(scores):
+    """Not a stream: the maximum first, then the sum (reads the scores twice)."""
+    m = max(scores)
+    return m, sum(math.exp(e - m) for e in scores)
+
+
+def test_streaming_checks_reject_reading_the_scores_twice():
+    assert _two_pass([1.0, 2.0, 3.0]) == _stream([1.0, 2.0, 3.0])  # right on a list: only the iterator rejects it
+    with pytest.raises(AssertionError, match="read only once"):
+        et.check_streaming_logsumexp(_two_pass)
+    with pytest.raises(AssertionError, match="log-sum-exp"):
+        et.hidden_check_streaming_logsumexp(_two_pass)
+
+
 def test_streaming_check_maximum_started_at_zero_fails():
     with pytest.raises(AssertionError, match="largest score"):
         et.check_streaming_logsumexp(lambda s: _stream(s, m0=0.0))
@@ -65,8 +79,9 @@ def test_streaming_check_maximum_started_at_zero_fails():
 def test_causal_tiles_check():
     et.check_causal_tiles(40)  # 16 query tiles; tile i visits ceil(256 (i + 1) / 1024) key tiles
     assert et.causal_tiles(4096, 256, 1024) == sum(math.ceil(256 * (i + 1) / 1024) for i in range(16)) == 40
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="picture") as wrong:
         et.check_causal_tiles(16 * 4 // 2)  # "half of the tiles"
+    assert "start" not in str(wrong.value) and "qe" not in str(wrong.value)  # the hint does not state the counting rule
     with pytest.raises(AssertionError, match="whole number"):
         et.check_causal_tiles(40.9)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from unittest import mock
 
 import torch
 
+from ..beyond import io_model
 from ..beyond.io_model import flash_io
 from ._answers import run_answer, whole_number
 
@@ -46,12 +48,14 @@ def check_merge_lse(merge_lse: Callable[[float, float, float], float]) -> None:
     print("log-sum-exp merge check passed")
 
 
-def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
+def check_streaming_logsumexp(stream: Callable[[Iterator[float]], tuple[float, float]]) -> None:
     """Exercise 2: ``stream(scores)`` reads the scores one at a time and returns ``(m, l)``.
 
     Must satisfy ``m = max(scores)`` and ``m + log(l) = logsumexp(scores)``, to a
     relative 1e-6 (a stream computed in float32 is right). One case has only
     negative scores, so a running maximum that starts at 0 instead of -inf fails.
+    The scores arrive as an iterator, so an answer that reads them twice (the
+    maximum first, then the sum) sees no scores the second time and fails.
     """
     g = torch.Generator().manual_seed(0)
     cases = [
@@ -63,7 +67,12 @@ def check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float
         [1000.0, 999.0, -1000.0],
     ]
     for scores in cases:
-        m, l = (float(v) for v in stream(list(scores)))
+        m, l = (float(v) for v in stream(iter(scores)))
+        if l == 0:
+            raise AssertionError(
+                f"for scores {scores[:5]}...: l is 0; the scores come from an iterator, which can be read only once "
+                "(does your code go over them twice?)"
+            )
         if not math.isclose(m, max(scores), rel_tol=1e-6):
             raise AssertionError(
                 f"for scores {scores[:5]}: m should be the largest score {max(scores)}, got {m} "
@@ -89,8 +98,8 @@ def check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, block_k: 
     full = math.ceil(n / block_q) * math.ceil(n / block_k)
     if whole_number(answer, "a number of tiles") != want:
         raise AssertionError(
-            f"got {answer}; a query tile ending at row qe visits the key tiles that start before qe "
-            f"(not simply half of the {full} tiles)"
+            f"got {answer}, of {full} tiles; try your way of counting on the picture at the top of the chapter "
+            "(16 x 16 scores, tiles of 4 x 4: 10 tiles visited), then on tiles of 256 queries x 1024 keys"
         )
     print("causal tiles check passed")
 
@@ -108,14 +117,14 @@ def hidden_check_merge_lse(merge_lse: Callable[[float, float, float], float]) ->
             raise AssertionError(f"merge_lse({L_old}, {m_t}, {l_t}) is not right")
 
 
-def hidden_check_streaming_logsumexp(stream: Callable[[list[float]], tuple[float, float]]) -> None:
-    """Hidden test of Exercise 2: 2000 scores near -1000, and a stream whose maximum comes last.
+def hidden_check_streaming_logsumexp(stream: Callable[[Iterator[float]], tuple[float, float]]) -> None:
+    """Hidden test of Exercise 2: 2000 scores near -1000, and a stream whose maximum comes last, each as an iterator.
 
     Raises ``AssertionError``.
     """
     g = torch.Generator().manual_seed(2)
     for scores in ((torch.randn(2000, generator=g) - 1000.0).tolist(), [float(x) for x in range(-50, 51)]):
-        m, l = (float(v) for v in stream(list(scores)))
+        m, l = (float(v) for v in stream(iter(scores)))
         want = float(torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0))
         if not (l > 0 and math.isfinite(l) and math.isclose(m + math.log(l), want, rel_tol=1e-6, abs_tol=1e-6)):
             raise AssertionError(f"{len(scores)} scores: m + log l is not the log-sum-exp")
@@ -131,23 +140,34 @@ def hidden_check_causal_tiles(answer: int, n: int = 4096, block_q: int = 256, bl
         )
 
 
-def _hbm_reads_wrong(reads: Callable[[int, int, int], int], cases: list[tuple[int, int, int]]) -> tuple | None:
-    """The first ``(n, d, M)`` where ``reads`` differs from the instrumented count, or None."""
-    for n, d, M in cases:
-        got = run_answer(reads, n, d, M, what=f"hbm_reads({n}, {d}, {M})")
-        if whole_number(got, "a number of elements") != flash_io(n, d, M)["reads"]:
-            return n, d, M
+def _hbm_reads_wrong(
+    reads: Callable[[int, int, int, int], int], cases: list[tuple[int, int, int, int]]
+) -> tuple | None:
+    """The first ``(n_q, n_f, d, M)`` where ``reads`` differs from the instrumented count, or None.
+
+    The answer runs with :func:`attnsurvey.beyond.io_model.algorithm1_schedule` replaced by a
+    function that fails, so a count taken from ``io_model`` (``flash_io``, ``flash_forward``)
+    is refused: the exercise asks for a derivation.
+    """
+    refused = AssertionError("hbm_reads must derive the count, not take it from attnsurvey.beyond.io_model")
+    for n_q, n_f, d, M in cases:
+        want = flash_io(n_q, d, M, n_f=n_f)["reads"]
+        with mock.patch.object(io_model, "algorithm1_schedule", side_effect=refused):
+            got = run_answer(reads, n_q, n_f, d, M, what=f"hbm_reads({n_q}, {n_f}, {d}, {M})")
+        if whole_number(got, "a number of elements") != want:
+            return n_q, n_f, d, M
     return None
 
 
-def check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
-    """Exercise 4: ``reads(n, d, M)`` is the number of elements Algorithm 1 reads from slow memory.
+def check_hbm_reads(reads: Callable[[int, int, int, int], int]) -> None:
+    """Exercise 4: ``reads(n_q, n_f, d, M)`` is the number of elements Algorithm 1 reads from slow memory.
 
     Compared with the instrumented count of :func:`attnsurvey.beyond.io_model.flash_io`
-    (``n_q = n_f = n``, ``d_k = d_v = d``, the paper's block sizes) on sizes where
-    every block is full. Raises ``AssertionError`` with a hint that does not give the count.
+    (``n_q`` queries, ``n_f`` keys, ``d_k = d_v = d``, the paper's block sizes) on sizes where
+    every block is full and ``n_q != n_f``, so the chapter's square count with ``n`` put for
+    both lengths fails. Raises ``AssertionError`` with a hint that does not give the count.
     """
-    wrong = _hbm_reads_wrong(reads, [(4096, 64, 65536), (1024, 64, 16384), (2048, 32, 32768)])
+    wrong = _hbm_reads_wrong(reads, [(4096, 2048, 64, 65536), (1024, 4096, 64, 16384), (2048, 2048, 32, 32768)])
     if wrong is not None:
         raise AssertionError(
             f"hbm_reads{wrong} differs from the instrumented count: which blocks does each step of the "
@@ -156,10 +176,10 @@ def check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
     print("slow-memory reads check passed")
 
 
-def hidden_check_hbm_reads(reads: Callable[[int, int, int], int]) -> None:
+def hidden_check_hbm_reads(reads: Callable[[int, int, int, int], int]) -> None:
     """Hidden test of Exercise 4: sizes where ``M`` is not a multiple of ``4 d`` and the last key block is short.
 
     Raises ``AssertionError``.
     """
-    if _hbm_reads_wrong(reads, [(1000, 64, 20000), (777, 16, 5000), (64, 64, 262144)]) is not None:
+    if _hbm_reads_wrong(reads, [(1000, 700, 64, 20000), (777, 1500, 16, 5000), (64, 64, 64, 262144)]) is not None:
         raise AssertionError("round the block size and the number of blocks up to whole numbers")
