@@ -36,13 +36,12 @@ here                         the package's dense counterpart
 Masks combine with torch's ``and_masks`` / ``or_masks``. :func:`flex_attend`
 runs the compiled kernel. Conventions compared with :func:`~attnsurvey.attention.attend`:
 
-* a fully-masked query row gets a zero context in both (flex_attention's
-  kernel returns 0 there and a log-sum-exp of ``-inf``);
-* masked positions are *not* inert in flex_attention: its kernel multiplies
-  the weight 0 of a masked key by its value, so a NaN or Inf value that a
-  query may not attend still reaches that query's context when it shares a
-  128-key block with allowed keys. :func:`flex_attend` therefore refuses
-  non-finite keys and values instead of returning a NaN the core would not.
+* a fully-masked query row gets a zero context in both;
+* masked positions are *not* inert in flex_attention. With torch 2.13's CPU
+  kernel, an Inf or NaN value at a masked key reached the context of every
+  query whose block of keys held it (the weight 0 times the value), and a
+  NaN key that a query may attend left its context finite, where ``attend``
+  gives NaN. :func:`flex_attend` therefore refuses non-finite keys and values.
 
 Compilation: on the CPU, Inductor writes C++ with vector instructions: it
 needs a C++ compiler, a CPU with AVX2 and ATen's native kernels, so it does not
@@ -53,8 +52,8 @@ cannot run, and :func:`flex_attend` then raises :class:`FlexUnavailableError`
 callable is made once per process (:func:`compiled_flex_attention`); a new
 ``score_mod`` or ``mask_mod`` function, a new Python constant captured by one,
 a new shape or dtype recompiles it (seconds each), and after
-``torch._dynamo.config.recompile_limit`` (8) recompilations torch falls back
-to the uncompiled flex_attention (correct, but it materialises the scores).
+``torch._dynamo.config.recompile_limit`` (8) recompilations torch runs
+flex_attention uncompiled (the same result, with the full score matrix).
 
 Shapes: ``(B, h, n, d)``: batch, heads, positions, head size, as
 ``F.scaled_dot_product_attention``.
@@ -328,9 +327,10 @@ def unavailable_reason(device: torch.device | str = "cpu") -> str | None:
 def compiled_flex_attention() -> Callable[..., Tensor]:
     """``torch.compile(flex_attention, dynamic=False)``, made once per process.
 
-    ``dynamic=False``: with torch's automatic dynamic shapes, compiling a second
-    mod after a recompilation generated C++ that does not compile in torch 2.13's CPU
-    template (an undeclared ``cur_qSplitSize8``); static shapes avoid that path.
+    ``dynamic=False``: with torch's default automatic dynamic shapes, the compilation
+    of a prefix-LM mask_mod that followed two band masks of different widths generated
+    C++ that did not compile in torch 2.13's CPU template (an undeclared
+    ``cur_qSplitSize8``); with static shapes the same sequence compiles.
 
     Returns:
         The compiled callable, with flex_attention's arguments.
@@ -362,8 +362,8 @@ def _check_inputs(Q: Tensor, K: Tensor, V: Tensor, enable_gqa: bool) -> None:
     for x, name in ((K, "K"), (V, "V")):
         if not all_finite(x):
             raise ValueError(
-                f"flex_attend needs finite {name}: flex_attention multiplies the zero weight of a masked key by "
-                "its value, so a NaN or Inf there would reach the contexts (attend keeps masked positions inert)"
+                f"flex_attend needs finite {name}: flex_attention's kernel does not keep a NaN or Inf at a "
+                "masked key out of the contexts, as attend does"
             )
 
 
@@ -389,7 +389,7 @@ def flex_attend(
     ``mask_mod`` for these shapes (``create_block_mask``, blocks of 128; ``n`` need
     not be a multiple of it), then the kernel compiled by :func:`compiled_flex_attention`
     runs. A fully-masked query row gets the zero context, as in ``attend``.
-    Forward only (the compiled CPU kernel is tested forward only here).
+    Forward only: torch 2.13 compiles flex_attention for inference only on the CPU.
 
     Args:
         Q: queries, float32 or bfloat16.
