@@ -14,6 +14,7 @@ Inductor), so there are few of them, sharing one compiled callable and shapes.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -31,30 +32,26 @@ from attnsurvey.beyond.positions import alibi_bias, alibi_slopes
 # ----------------------------------------------------------------------------- the loop oracle
 
 
-def loop_mask(mask_mod, B: int, h: int, n_q: int, n_f: int) -> torch.Tensor:
-    """``mask_mod`` at every (b, h, q_idx, kv_idx), one call with 0-d integer tensors at a time."""
-    out = torch.zeros(B, h, n_q, n_f, dtype=torch.bool)
+def every_index(fn, B: int, h: int, n_q: int, n_f: int, dtype: torch.dtype) -> torch.Tensor:
+    """``fn(b, h, q_idx, kv_idx)`` at every index, one call with 0-d integer tensors at a time (as the kernel calls
+    a mod), into a ``(B, h, n_q, n_f)`` tensor: no vmap, no block mask, no compilation."""
+    out = torch.zeros(B, h, n_q, n_f, dtype=dtype)
     idx = [torch.tensor(i) for i in range(max(B, h, n_q, n_f))]
-    for b in range(B):
-        for j in range(h):
-            for q in range(n_q):
-                for k in range(n_f):
-                    value = mask_mod(idx[b], idx[j], idx[q], idx[k])
-                    assert value.dtype == torch.bool and value.dim() == 0
-                    out[b, j, q, k] = value
+    for b, j, q, k in itertools.product(range(B), range(h), range(n_q), range(n_f)):
+        value = fn(idx[b], idx[j], idx[q], idx[k])
+        assert value.dim() == 0 and value.dtype == dtype, f"a mod returned {value!r}"
+        out[b, j, q, k] = value
     return out
+
+
+def loop_mask(mask_mod, B: int, h: int, n_q: int, n_f: int) -> torch.Tensor:
+    """``mask_mod`` at every (b, h, q_idx, kv_idx): the boolean mask it describes."""
+    return every_index(mask_mod, B, h, n_q, n_f, torch.bool)
 
 
 def loop_bias(score_mod, B: int, h: int, n_q: int, n_f: int) -> torch.Tensor:
     """``score_mod`` applied to a zero score at every index: the bias it adds."""
-    out = torch.zeros(B, h, n_q, n_f)
-    idx = [torch.tensor(i) for i in range(max(B, h, n_q, n_f))]
-    for b in range(B):
-        for j in range(h):
-            for q in range(n_q):
-                for k in range(n_f):
-                    out[b, j, q, k] = score_mod(torch.zeros(()), idx[b], idx[j], idx[q], idx[k])
-    return out
+    return every_index(lambda *i: score_mod(torch.zeros(()), *i), B, h, n_q, n_f, torch.float32)
 
 
 def rule_mask(rule, B: int, n: int) -> torch.Tensor:
