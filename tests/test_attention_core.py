@@ -287,7 +287,7 @@ def test_registries_list_names_and_reject_unknown_ones():
         sc.make_score("dotty", 4, 4)
     with pytest.raises(ValueError, match="needs n_max"):
         sc.make_score("location", 4, 4)
-    assert mk.MASKS.names() == ("causal", "padding", "band", "forward", "backward")
+    assert mk.MASKS.names() == ("causal", "padding", "band", "forward", "backward", "prefix_lm", "document", "sink")
     torch.testing.assert_close(mk.make_mask("band", 4, 1), (torch.arange(4)[:, None] - torch.arange(4)).abs() <= 1)
     with pytest.raises(ValueError, match="unknown mask kind 'diagonal'"):
         mk.make_mask("diagonal", 3)

@@ -106,3 +106,19 @@ def test_multi_hop_attention_refuses_scores_beyond_float32():
     assert torch.isfinite(m(q0, F)[0]).all()
     with pytest.raises(ValueError, match=r"multi-hop attention: .*overflow torch\.float32"):
         m(q0, F * 1e20)
+
+
+def test_the_overflow_check_saves_nothing_for_backward():
+    """The check reads the context after the fact; autograd must not keep a copy of it (isfinite of a tensor that
+    requires grad would save it)."""
+    from attnsurvey.attention import CoreSettings, attend_unchecked
+    from attnsurvey.transformer.reformer import saved_activation_bytes
+
+    Q, K, V = (rng(1, 16, 8, seed=s).requires_grad_(True) for s in range(3))
+    checked = saved_activation_bytes(lambda q, k, v: attend(q, k, v)[0], Q, K, V)
+    unchecked = saved_activation_bytes(lambda q, k, v: attend_unchecked(q, k, v, CoreSettings())[0], Q, K, V)
+    assert checked == unchecked
+    mha = multihead.MultiHeadAttention(8, 2)
+    X = rng(1, 16, 8, dtype=torch.float32)
+    kept = saved_activation_bytes(mha, X)
+    assert kept == saved_activation_bytes(lambda x: mha(x, need_weights=True)[0], X)

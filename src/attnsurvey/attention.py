@@ -783,7 +783,7 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
         ValueError: naming the shapes and dtype, if a finite query and a finite key it may
             attend give an infinite score.
     """
-    if bool(torch.isfinite(c).all()):
+    if bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
         return
     e = _scores(Q, K, settings.score_fn, settings.scale)
     over = torch.isinf(e) & finite_rows(Q)[..., :, None] & finite_rows(K)[..., None, :]

@@ -22,7 +22,9 @@ attend to: it gets all-zero weights, so its context vector is the zero vector
 Builders (registered in :data:`MASKS` by name): ``causal`` (:func:`causal_mask`),
 ``padding`` (:func:`padding_mask`, :func:`key_padding_mask`), ``band`` (local
 window, :func:`band_mask`), ``forward`` and ``backward`` (DiSAN's directional
-masks, :func:`forward_mask`, :func:`backward_mask`).
+masks, :func:`forward_mask`, :func:`backward_mask`), ``prefix_lm``
+(:func:`prefix_lm_mask`), ``document`` (packed documents, :func:`document_mask`)
+and ``sink`` (StreamingLLM's attention sinks plus a rolling window, :func:`sink_mask`).
 
 Shape legend: ``B`` batch (``...``: any leading axes), ``h`` heads, ``n_q`` queries,
 ``n_f`` feature vectors (keys), ``d`` a feature width (``d_k``, ``d_v``).
@@ -35,7 +37,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._checks import as_tensor, broadcast_batch, require_tensor
+from ._checks import as_tensor, broadcast_batch, check_index_range, require_tensor
 from .catalog import catalogued
 from .registry import Registry
 
@@ -703,6 +705,89 @@ def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
     """
     _check_size(n, "sequence length n", 1)
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+@MASKS.register("prefix_lm")
+def prefix_lm_mask(prefix_lengths: Tensor, n: int) -> Tensor:
+    """Boolean prefix-LM mask: query ``i`` may attend (``True``) to key ``j`` when ``j <= i`` or ``j < p_b``.
+
+    The first ``p_b = prefix_lengths[b]`` positions of example ``b`` (the prefix, e.g. a
+    prompt) are seen by every query, so the prefix attends to itself in both directions;
+    the rest is causal (T5's prefix LM, UniLM).
+
+    Args:
+        prefix_lengths: one prefix length per example, in ``[0, n]`` (0: a causal mask).
+        n: the sequence length (queries and keys).
+
+    Shape:
+        prefix_lengths: ``(B,)``; returns ``(B, n, n)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: as :func:`key_padding_mask` for the lengths, or a negative ``n``.
+    """
+    prefix = key_padding_mask(prefix_lengths, n)  # (B, n): key j lies in example b's prefix
+    return causal_mask(n, device=prefix.device)[None] | prefix[:, None, :]
+
+
+@MASKS.register("document")
+def document_mask(doc_ids: Tensor) -> Tensor:
+    """Boolean mask of documents packed in one sequence: query ``i`` may attend (``True``) to key ``j`` of its own document.
+
+    ``doc_ids[..., t]`` names the document of position ``t``; positions with equal ids
+    attend to each other. Combine it with :func:`causal_mask` for a packed decoder and
+    with a key-padding mask for the padding at the end.
+
+    Args:
+        doc_ids: integer document ids (any values; padding may carry an id of its own).
+
+    Shape:
+        doc_ids: ``(..., n)``; returns ``(..., n, n)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        InputTypeError: if ``doc_ids`` is not an integer tensor.
+        ValueError: if it has no axis.
+    """
+    low = torch.iinfo(torch.int64).min  # any integer is an id: only the type is checked
+    check_index_range(doc_ids, None, "doc_ids", "document_mask", low=low)
+    if doc_ids.dim() < 1:
+        raise ValueError("document_mask needs doc_ids of shape (..., n), got a 0-d tensor")
+    return doc_ids[..., :, None] == doc_ids[..., None, :]
+
+
+@MASKS.register("sink")
+def sink_mask(n: int, n_sink: int, window: int, device: torch.device | None = None) -> Tensor:
+    """Boolean attention-sink mask (StreamingLLM, Xiao et al. 2024): the first keys plus a rolling window.
+
+    Query ``i`` may attend (``True``) to key ``j <= i`` when ``j < n_sink`` (the sinks,
+    always visible) or ``i - window < j`` (the last ``window`` keys, its own included,
+    the window of :class:`attnsurvey.beyond.kv_cache.SlidingWindowCache`).
+
+    Args:
+        n: the sequence length (queries and keys).
+        n_sink: the number of sink keys (>= 0; 0 gives a plain causal sliding window).
+        window: keys in the rolling window (>= 1).
+        device: where to build it.
+
+    Shape:
+        returns ``(n, n)``.
+
+    Returns:
+        The mask.
+
+    Raises:
+        ValueError: unless ``n`` and ``n_sink`` are ints >= 0 and ``window`` an int >= 1.
+    """
+    _check_size(n_sink, "n_sink")
+    _check_size(window, "window", 1)
+    recent = causal_mask(n, device=device) & band_mask(n, window - 1, device=device)  # i - window < j <= i
+    sinks = torch.arange(n, device=device) < n_sink
+    return recent | (causal_mask(n, device=device) & sinks[None, :])
 
 
 def make_mask(kind: str, *args: object, **kwargs: object) -> Tensor:
