@@ -54,7 +54,7 @@ def test_split_merge_roundtrip():
 def test_bad_head_counts_raise():
     with pytest.raises(ValueError, match="d_model=10 is not divisible by the number of heads h=3"):
         mh.MultiHeadAttention(10, 3)
-    with pytest.raises(ValueError, match="h must be >= 1"):
+    with pytest.raises(ValueError, match="MultiHeadAttention needs h to be an integer >= 1, got h=0"):
         mh.MultiHeadAttention(8, 0)
     with pytest.raises(ValueError, match="not divisible by the number of heads h=3"):
         mh.split_heads(rand(2, 8), 3)

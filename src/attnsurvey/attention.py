@@ -40,11 +40,11 @@ from ._checks import (
     as_tensor,
     broadcast_batch,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_positive,
     check_probability,
     check_same_dtype,
-    check_sizes,
 )
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
@@ -109,7 +109,7 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
         ValueError: unless ``alpha > 0`` is finite and ``n_iter`` an integer >= 1.
     """
     check_positive("alpha-entmax", alpha=alpha)
-    check_sizes("alpha-entmax", n_iter=n_iter)
+    check_integers("alpha-entmax", minimum=1, n_iter=n_iter)
 
     def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
         return entmax_bisect(e, alpha, mask, n_iter=n_iter)
