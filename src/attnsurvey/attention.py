@@ -770,6 +770,7 @@ def canonical_masks(
     mask: Tensor | None = None,
     *,
     key_padding_mask: Tensor | None = None,
+    checked_key_mask: Tensor | None = None,
     is_causal: bool = False,
     bias: Tensor | None = None,
     dtype: torch.dtype,
@@ -787,13 +788,16 @@ def canonical_masks(
         scores_shape: the shape of the scores.
         mask: boolean (``True`` = may attend) or float (additive), broadcastable to the scores.
         key_padding_mask: boolean, one axis per batch axis of the scores, ``True`` = may attend.
+        checked_key_mask: a key-padding mask that its owner has checked in its caller's layout and
+            laid out for these scores (the multi-head stack: head and query axes, appended keys):
+            combined, not checked again.
         is_causal: query ``i`` may attend to keys ``j <= i``.
         bias: float, broadcastable to the scores.
         dtype: the dtype of the scores (the bias is cast to it).
         device: where the causal mask is built.
 
     Shape:
-        scores_shape: ``(..., n_q, n_f)``; the results broadcast to it.
+        scores_shape: ``(..., n_q, n_f)``; checked_key_mask: broadcastable to it; the results broadcast to it.
 
     Returns:
         ``(allowed, bias)``: the boolean mask (None when nothing is masked) and the bias
@@ -808,6 +812,8 @@ def canonical_masks(
         bias = float_bias if bias is None else bias + float_bias
         mask = None
     allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, device)
+    if checked_key_mask is not None:
+        allowed = checked_key_mask if allowed is None else allowed & checked_key_mask
     if bias is not None:
         bias = check_bias(bias, scores_shape, dtype)  # a float mask included: its shape is checked here
     if blocked is not None:

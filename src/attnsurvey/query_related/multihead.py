@@ -502,8 +502,9 @@ def _head_masks(
     """The caller's masks and bias in the heads' layout, combined by :func:`~attnsurvey.attention.canonical_masks`.
 
     A mask or bias shared by the heads gets a head axis, and every one gets ``extra``
-    columns for the appended keys (allowed, bias 0). The key_padding_mask is checked in
-    the caller's layout (``(..., n_f)``, memory included) before it gets them.
+    columns for the appended keys (allowed, bias 0). The key_padding_mask is checked here,
+    once, in the caller's layout (``(..., n_f)``, memory included), so that an error shows the
+    shape the caller passed; canonical_masks combines it without a second check.
     """
     n_q, n_k = q.shape[-2], k.shape[-2]
     rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
@@ -513,10 +514,11 @@ def _head_masks(
     if kpm is not None:
         kpm = check_key_padding_mask(kpm, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
         kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True)  # (..., 1, n_k): 1 the head axis
+        kpm = kpm.unsqueeze(-2)  # (..., 1, 1, n_k): the query axis
     return canonical_masks(
         torch.Size((*batch, h, n_q, n_k)),
         mask,
-        key_padding_mask=kpm,
+        checked_key_mask=kpm,
         is_causal=bool(opts.get("is_causal")),
         bias=bias,
         dtype=q.dtype,
