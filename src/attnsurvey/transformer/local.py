@@ -79,7 +79,7 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     check_dim_equal(Q.shape[-1], K.shape[-1], "local self-attention", "d_q", "d_k")
     if w < 0:
         raise ValueError(f"window half-width w must be >= 0, got w={w}")
-    check_integers("local_window_attention", minimum=0, w=w)  # an integer
+    check_integers("local_window_attention", minimum=0, w=w)
     n = K.shape[-2]
     if n == 0:  # no positions: empty contexts and band weights
         batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
