@@ -138,9 +138,10 @@ RANK2_IS_QUERIES = (
 )
 #: callables whose ``*mask`` argument is data they turn into a mask, not a mask they apply
 MASK_IS_DATA = ("attnsurvey.feature_related.levels.sentence_mask",)
-#: integer sizes for which 0 is valid (an empty count, a window of half-width 0); every other size must be >= 1
+#: integer sizes for which 0 is valid (an empty count, a window of half-width 0, no sink tokens); every other size
+#: must be >= 1
 ZERO_OK = re.compile(
-    r"^(n|n_f|n_q|n_k|n_x|n_y|n_src|n_tgt|n_pad|n_new|n_filler|n_test|n_m|n_docs|steps|w|k|D|window|length|L)$"
+    r"^(n|n_f|n_q|n_k|n_x|n_y|n_src|n_tgt|n_pad|n_new|n_filler|n_test|n_m|n_docs|steps|w|k|D|window|length|L|n_sink)$"
 )
 #: float hyper-parameters that must be > 0 (0 is probed too): a base of powers, a Gaussian's width in SSIM
 POSITIVE_FLOAT: dict[tuple[str, str], set[str]] = {("", "base"): set(), ("ssim", "sigma"): set()}

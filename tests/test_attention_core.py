@@ -310,7 +310,7 @@ def test_mask_builders_match_brute_force():
     assert torch.equal(mk.key_padding_mask(torch.tensor([0, 2]), 3), torch.tensor([[False] * 3, [True, True, False]]))
     with pytest.raises(ValueError, match="lengths must lie in"):
         mk.key_padding_mask(torch.tensor([4]), 3)
-    with pytest.raises(ValueError, match="window half-width w must be an int >= 0"):
+    with pytest.raises(ValueError, match="band_mask needs w to be an integer >= 0, got w=-1"):
         mk.band_mask(3, -1)
 
 

@@ -85,9 +85,9 @@ def test_new_dense_masks_reject_bad_arguments():
         mk.document_mask(torch.zeros(2, 3))
     with pytest.raises(ValueError, match="0-d"):
         mk.document_mask(torch.tensor(3))
-    with pytest.raises(ValueError, match="window must be a positive int"):
+    with pytest.raises(ValueError, match="sink_mask needs window to be an integer >= 1, got window=0"):
         mk.sink_mask(5, 1, 0)
-    with pytest.raises(ValueError, match="n_sink must be an int >= 0"):
+    with pytest.raises(ValueError, match="sink_mask needs n_sink to be an integer >= 0"):
         mk.sink_mask(5, -1, 2)
 
 
@@ -105,12 +105,12 @@ MASK_CASES = {
     "band w=2": (flex.band_mod(2), mk.band_mask(N, 2)),
     "band w=0": (flex.band_mod(0), mk.band_mask(N, 0)),
     "prefix-LM": (flex.prefix_lm_mod(PREFIX), mk.prefix_lm_mask(PREFIX, N)),
-    "key padding": (flex.key_padding_mod(LENGTHS), mk.key_padding_mask(LENGTHS, N)[:, None, :]),
+    "key padding": (flex.key_padding_mod(LENGTHS, N), mk.key_padding_mask(LENGTHS, N)[:, None, :]),
     "documents": (flex.document_mod(DOCS), mk.document_mask(DOCS)),
     "sink 2 + window 3": (flex.sink_mod(2, 3), mk.sink_mask(N, 2, 3)),
     "sink 0 + window 4": (flex.sink_mod(0, 4), mk.sink_mask(N, 0, 4)),
     "causal & documents & padding": (
-        and_masks(flex.causal_mod(), flex.document_mod(DOCS), flex.key_padding_mod(LENGTHS)),
+        and_masks(flex.causal_mod(), flex.document_mod(DOCS), flex.key_padding_mod(LENGTHS, N)),
         mk.causal_mask(N) & mk.document_mask(DOCS) & mk.key_padding_mask(LENGTHS, N)[:, None, :],
     ),
 }
@@ -144,16 +144,20 @@ def test_the_pair_check_catches_an_off_by_one_window():
 
 
 def test_mod_factories_reject_bad_arguments():
-    with pytest.raises(ValueError, match="window half-width w"):
+    with pytest.raises(ValueError, match=r"band_mod \(window half-width\) needs w to be an integer >= 0, got w=-1"):
         flex.band_mod(-1)
-    with pytest.raises(TypeError, match="must be an int"):
+    with pytest.raises(TypeError, match="sink_mod needs n_sink to be an integer"):
         flex.sink_mod(1.5, 3)
-    with pytest.raises(ValueError, match="window must be at least 1"):
+    with pytest.raises(ValueError, match="sink_mod needs window to be an integer >= 1"):
         flex.sink_mod(1, 0)
     with pytest.raises(TypeError, match="prefix_lengths to be an integer tensor"):
         flex.prefix_lm_mod(torch.tensor([1.0]))
     with pytest.raises(ValueError, match=r"doc_ids of shape \(B, n\)"):
         flex.document_mod(torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="lengths"):
+        flex.key_padding_mod(torch.tensor([3, 6]), 5)  # a length beyond n_f
+    with pytest.raises(ValueError, match="lengths"):
+        flex.key_padding_mod(torch.tensor([-1, 2]), 5)
     with pytest.raises(ValueError, match=r"slopes must have shape \(h,\)"):
         flex.alibi_mod(torch.ones(2, 2))
 
@@ -224,7 +228,7 @@ COMPILED_CASES = {
     "band": (flex.band_mod(W_C), None, {"mask": mk.band_mask(NC, W_C)}),
     "prefix-LM": (flex.prefix_lm_mod(P_C), None, {"mask": mk.prefix_lm_mask(P_C, NC)[:, None]}),
     "causal documents + padding + ALiBi": (  # one compilation for the three masks and the score_mod
-        and_masks(flex.causal_mod(), flex.document_mod(D_C), flex.key_padding_mod(L_C)),
+        and_masks(flex.causal_mod(), flex.document_mod(D_C), flex.key_padding_mod(L_C, NC)),
         flex.alibi_mod(SLOPES),
         {
             "mask": (mk.causal_mask(NC) & mk.document_mask(D_C))[:, None],

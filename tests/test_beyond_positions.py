@@ -58,7 +58,7 @@ def test_rope_bad_inputs_raise():
     with pytest.raises(ValueError, match="even d"):
         pos.apply_rope(rand(2, 5))
     for offset in (-1, 1.5):
-        with pytest.raises(ValueError, match="offset must be an integer >= 0"):
+        with pytest.raises(ValueError, match="apply_rope needs offset to be an integer >= 0"):
             pos.apply_rope(rand(2, 4), offset=offset)
     for h in (0, 2.5):
         with pytest.raises(ValueError, match="integer >= 1"):
@@ -226,7 +226,7 @@ def test_alibi_follows_the_device_of_its_slopes():
     m = pos.ALiBiSelfAttention(8, 2).to("meta")
     out, a = m(torch.empty(2, 5, 8, device="meta"))
     assert out.device.type == a.device.type == "meta" and a.shape == (2, 2, 5, 5)
-    with pytest.raises(ValueError, match=r"alibi_bias needs n_q to be an int >= 0, got n_q=-1"):
+    with pytest.raises(ValueError, match=r"alibi_bias needs n_q to be an integer >= 0, got n_q=-1"):
         pos.alibi_bias(pos.alibi_slopes(2), -1, 3)
 
 

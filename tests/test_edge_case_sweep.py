@@ -95,7 +95,7 @@ def test_planted_nan_output_is_silent():
 def test_planted_accepted_negative_size_is_silent(monkeypatch):
     real = one("attnsurvey.general_mechanisms.scoring.AdditiveScore", scoring.AdditiveScore)
     assert verdicts(real, "hyper d_w=0") == {"clear"}
-    monkeypatch.setattr(scoring, "check_sizes", lambda *a, **k: None)  # the constructor forgets its check
+    monkeypatch.setattr(scoring, "check_integers", lambda *a, **k: None)  # the constructor forgets its check
     planted = one("attnsurvey.general_mechanisms.scoring.AdditiveScore", scoring.AdditiveScore)
     assert verdicts(planted, "hyper d_w=0") == {"silent"}
 
@@ -176,7 +176,7 @@ def test_planted_unchecked_example_index_is_a_crash(monkeypatch):
 def test_planted_accepted_zero_count_is_silent(monkeypatch):
     name = "attnsurvey.general_mechanisms.scoring.softmax_saturation"
     assert verdicts(one(name, scoring.softmax_saturation), "hyper n_samples=0") == {"clear"}
-    monkeypatch.setattr(scoring, "check_sizes", lambda *a, **k: None)  # n_samples = 0: a mean over nothing, NaN
+    monkeypatch.setattr(scoring, "check_integers", lambda *a, **k: None)  # n_samples = 0: a mean over nothing, NaN
     assert verdicts(one(name, scoring.softmax_saturation), "hyper n_samples=0") == {"silent"}
 
 

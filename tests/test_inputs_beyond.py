@@ -98,7 +98,7 @@ def test_attention_stats_follow_the_input_dtype_in_half_precision():
         ({"scale": math.nan}, "finite score scale"),
         ({"dropout_p": math.nan}, "dropout_p must be a probability in"),
         ({"dropout_p": -1.0}, "dropout_p must be a probability in"),
-        ({"block_q": 0}, "block_q must be at least 1"),
+        ({"block_q": 0}, "TileSettings needs block_q to be an integer >= 1, got block_q=0"),
     ],
 )
 def test_tile_settings_refuse_invalid_values(kw, match):
@@ -126,7 +126,7 @@ def test_tile_counts_need_positive_integer_head_sizes(name, value, error):
 @pytest.mark.catalog("extra:io-model")
 @pytest.mark.parametrize("kw", [{"d": 0}, {"d": 4, "d_v": 0}])
 def test_standard_io_needs_positive_head_sizes(kw):
-    with pytest.raises(ValueError, match=r"d_[kv] must be at least 1"):
+    with pytest.raises(ValueError, match=r"standard_io needs d_[kv] to be an integer >= 1"):
         io_model.standard_io(8, **kw)
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnsurvey._checks import InputTypeError
 from attnsurvey.conformance import torch_target as tt
 from attnsurvey.conformance import toy
 from attnsurvey.conformance.transformers_target import interleave_permutation
@@ -90,9 +91,11 @@ def test_toy_attention_refuses_lists(arg):
 
 def test_interleave_permutation_needs_an_even_positive_size():
     assert interleave_permutation(6).tolist() == [0, 3, 1, 4, 2, 5]  # hand
-    for d in (0, -1, 2.5, 3):
+    for d in (0, -1, 3):
         with pytest.raises(ValueError, match=f"even head size d >= 2, got d={d}"):
             interleave_permutation(d)
+    with pytest.raises(InputTypeError, match="needs d to be an integer, got d=2.5"):
+        interleave_permutation(2.5)
 
 
 def test_grouping_permutation_needs_positive_dividing_head_counts():

@@ -45,7 +45,7 @@ def test_example_index_out_of_range_is_named(data, method):
             getattr(d, method)(bad)
     with pytest.raises(IndexError):  # still an IndexError for code that expects one
         getattr(d, method)(4)
-    with pytest.raises(InputTypeError, match="must be an integer"):
+    with pytest.raises(InputTypeError, match=r"needs \w+ to be an integer, got \w+=1.5"):
         getattr(d, method)(1.5)
 
 

@@ -159,12 +159,15 @@ def test_leading_term_and_where_it_is_close():
 @pytest.mark.parametrize(
     "call,match",
     [
-        (lambda: flash_io(-1, 4, 16), "n_q must be at least 0"),
-        (lambda: flash_io(8, 0, 16), "d must be at least 1"),
-        (lambda: flash_io(8, 4, 3), "M must be at least 4"),
-        (lambda: standard_io(8, -2), "d_k must be at least 1"),
-        (lambda: flash_leading_term(-3, 4, 16), "n must be at least 0"),
-        (lambda: list(algorithm1_schedule(4, 4, 0, 2)), "B_r must be at least 1"),
+        (lambda: flash_io(-1, 4, 16), "flash_io needs n_q to be an integer >= 0, got n_q=-1"),
+        (lambda: flash_io(8, 0, 16), "paper_blocks needs d to be an integer >= 1, got d=0"),
+        (lambda: flash_io(8, 4, 3), "paper_blocks needs M to be an integer >= 4, got M=3"),
+        (lambda: standard_io(8, -2), "standard_io needs d_k to be an integer >= 1, got d_k=-2"),
+        (lambda: flash_leading_term(-3, 4, 16), "flash_leading_term needs n to be an integer >= 0, got n=-3"),
+        (
+            lambda: list(algorithm1_schedule(4, 4, 0, 2)),
+            "algorithm1_schedule needs B_r to be an integer >= 1, got B_r=0",
+        ),
     ],
 )
 def test_bad_sizes_name_the_symbol(call, match):
@@ -173,7 +176,7 @@ def test_bad_sizes_name_the_symbol(call, match):
 
 
 def test_non_int_size_is_a_type_error_and_bad_tensors_are_refused():
-    with pytest.raises(TypeError, match="M must be an int"):
+    with pytest.raises(TypeError, match=r"paper_blocks needs M to be an integer >= 4, got M=16.0 \(float\)"):
         flash_io(8, 4, 16.0)  # type: ignore[arg-type]
     Q = torch.randn(2, 4, 3)
     with pytest.raises(ValueError, match="batch dimensions"):

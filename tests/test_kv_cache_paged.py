@@ -285,7 +285,7 @@ def test_sliding_window_cache_bad_inputs():
 
 
 def test_offset_mask_model_and_byte_count_refuse_bad_sizes():
-    with pytest.raises(ValueError, match="integer sizes, got n_f=3.5"):
+    with pytest.raises(ValueError, match="offset_causal_mask needs n_f to be an integer, got n_f=3.5"):
         dec.offset_causal_mask(2, 3.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="n_q=2.0"):
         dec.offset_causal_mask(2.0, 3)  # type: ignore[arg-type]

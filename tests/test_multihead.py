@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F_
 from torch import nn
 
+from attnsurvey import attention as at
 from attnsurvey.query_related import multihead as mh
 
 from .helpers import rand
@@ -54,7 +55,7 @@ def test_split_merge_roundtrip():
 def test_bad_head_counts_raise():
     with pytest.raises(ValueError, match="d_model=10 is not divisible by the number of heads h=3"):
         mh.MultiHeadAttention(10, 3)
-    with pytest.raises(ValueError, match="h must be >= 1"):
+    with pytest.raises(ValueError, match="MultiHeadAttention needs h to be an integer >= 1, got h=0"):
         mh.MultiHeadAttention(8, 0)
     with pytest.raises(ValueError, match="not divisible by the number of heads h=3"):
         mh.split_heads(rand(2, 8), 3)
@@ -353,3 +354,20 @@ def test_a_one_column_key_padding_mask_broadcasts_over_the_keys_with_an_extra_ke
     assert torch.equal(a[0, ..., :4], torch.zeros_like(a[0, ..., :4]))  # every real key padded: only the zero key
     assert torch.equal(a[0, ..., 4], torch.ones_like(a[0, ..., 4]))
     torch.testing.assert_close(a[1], m(X[1:])[1][0])
+
+
+def test_key_padding_mask_is_checked_once_on_the_multi_head_path(monkeypatch):
+    calls, real = [], mh.check_key_padding_mask
+
+    def counted(kpm, scores_shape, *args):
+        calls.append(tuple(scores_shape))
+        return real(kpm, scores_shape, *args)
+
+    monkeypatch.setattr(mh, "check_key_padding_mask", counted)
+    monkeypatch.setattr(at, "check_key_padding_mask", counted)  # the core's (allowed_positions)
+    pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    _, a = mh.MultiHeadAttention(8, 2, add_bias_kv=True)(rand(2, 4, 8), rand(2, 5, 8), key_padding_mask=pad)
+    assert calls == [(2, 4, 5)]  # once, in the caller's layout (batch, n_q, n_f), not again in the heads' layout
+    assert torch.all(a[1, :, :, 3:5] == 0) and torch.all(a[1, :, :, :3] > 0)  # still applied; the bias key stays
+    with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 6\) does not broadcast to \(2, 5\)"):
+        mh.MultiHeadAttention(8, 2)(rand(2, 4, 8), rand(2, 5, 8), key_padding_mask=torch.ones(2, 6, dtype=torch.bool))

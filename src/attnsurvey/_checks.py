@@ -94,21 +94,6 @@ def check_scored(count: int, what: str, symbols: str) -> None:
         raise ValueError(f"{what} is undefined over no items: {symbols} holds nothing to score (empty or all padding)")
 
 
-def check_sizes(what: str, **sizes: int) -> None:
-    """Check that every named size (``d_k=..``, ``n_hops=..``) is an integer >= 1.
-
-    Args:
-        what: the caller, named in the message.
-        **sizes: the sizes by name.
-
-    Raises:
-        ValueError: naming the first size that is not an integer >= 1.
-    """
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{what} needs {name} to be an integer >= 1, got {name}={value!r}")
-
-
 def check_min_rank(x: Tensor, rank: int, symbol: str, layout: str) -> None:
     """Check that ``x`` has at least ``rank`` dimensions.
 
@@ -368,34 +353,6 @@ def with_defaults(given: _Options, defaults: _Options, declared_by: str) -> _Opt
     return cast(_Options, {**defaults, **given})
 
 
-def check_optional_sizes(what: str, **sizes: int | None) -> None:
-    """:func:`check_sizes` for sizes that may be ``None`` (left to a default): each given one must be an integer >= 1.
-
-    Args:
-        what: the caller's name, for the message.
-        **sizes: the sizes by their symbol; ``None`` ones are skipped.
-
-    Raises:
-        ValueError: as :func:`check_sizes`, for a given size that is not an integer >= 1.
-    """
-    check_sizes(what, **{name: value for name, value in sizes.items() if value is not None})
-
-
-def check_counts(what: str, **counts: int) -> None:
-    """Check that every named count (``n=..``, ``n_f=..``) is an integer >= 0 (0 = empty).
-
-    Args:
-        what: the caller's name, for the message.
-        **counts: the counts by their symbol.
-
-    Raises:
-        ValueError: for a count that is a bool, not an int, or negative.
-    """
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{what} needs {name} to be an integer >= 0, got {name}={value!r}")
-
-
 def check_nonnegative(what: str, **values: float) -> None:
     """Check that every named value (a width ``sigma``, a window) is a finite number >= 0.
 
@@ -407,7 +364,7 @@ def check_nonnegative(what: str, **values: float) -> None:
         ValueError: for a value that is a bool, not an int or float, not finite, or negative.
     """
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
+        if not _finite_number(value) or value < 0:
             raise ValueError(f"{what} needs {name} to be a finite number >= 0, got {name}={value!r}")
 
 
@@ -422,7 +379,7 @@ def check_positive(what: str, **values: float) -> None:
         ValueError: for a value that is a bool, not an int or float, not finite, or <= 0.
     """
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value <= 0:
+        if not _finite_number(value) or value <= 0:
             raise ValueError(f"{what} needs {name} to be a finite number > 0, got {name}={value!r}")
 
 
@@ -437,7 +394,7 @@ def check_probability(what: str, **values: float) -> None:
         ValueError: for a value that is a bool, not an int or float, or outside ``[0, 1]`` (NaN included).
     """
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        if not _finite_number(value) or not 0.0 <= value <= 1.0:
             raise ValueError(f"{what} needs {name} to be a probability in [0, 1], got {name}={value!r}")
 
 
@@ -467,34 +424,11 @@ def require_tensor(x: object, symbol: str) -> Tensor:
     return x
 
 
-def _finite(value: float) -> bool:
-    """Whether a Python number is finite (neither NaN nor +-inf)."""
+def _finite_number(value: object) -> bool:
+    """Whether ``value`` is a Python int or float (not a bool) that is finite (neither NaN nor +-inf)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
     return value == value and value not in (float("inf"), float("-inf"))
-
-
-def check_int(value: object, symbol: str, minimum: int = 0) -> int:
-    """Return ``value`` if it is an integer (not a bool) of at least ``minimum``: a size, a count or a tile size.
-
-    Unlike :func:`check_sizes`, a value of the wrong type raises :class:`InputTypeError`, so a
-    caller that documents ``TypeError`` for a float tile size and ``ValueError`` for 0 gets both.
-
-    Args:
-        value: the argument.
-        symbol: its name (the survey's symbol) for the message.
-        minimum: the least value allowed.
-
-    Returns:
-        ``value``.
-
-    Raises:
-        InputTypeError: (a ``TypeError`` and ``ValueError``) for a bool or a value that is not an int.
-        ValueError: for an int below ``minimum``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputTypeError(f"{symbol} must be an int, got {symbol}={value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ValueError(f"{symbol} must be at least {minimum}, got {symbol}={value}")
-    return value
 
 
 def check_index_range(
@@ -546,26 +480,44 @@ def check_index_range(
     return x
 
 
-def check_integers(what: str, **values: object) -> None:
-    """Check that every named size or count is an integer (``None`` skipped), before it reaches torch.
+def check_integers(what: str, /, *, minimum: int | None = None, allow_none: bool = False, **values: object) -> None:
+    """Check that every named size or count (``d_k=..``, ``n=..``) is an integer, and at least ``minimum`` if given.
 
-    A float such as ``2.5`` would otherwise fail inside ``torch.randint`` or ``range`` with a message
-    about tuples of ints; the range of each value is checked by the caller.
+    The package's one rule for integer arguments, checked before a value reaches torch (a float
+    such as ``2.5`` would otherwise fail inside ``torch.randint`` or ``range`` with a message about
+    tuples of ints): an integer is anything with ``__index__`` (``int``, NumPy integers) except a
+    ``bool``. Both messages name the caller, the symbol and the value seen, e.g.
+    ``"Seq2Seq needs d_h to be an integer >= 1, got d_h=0"``.
 
     Args:
         what: the caller's name, for the message.
+        minimum: the least value allowed (1 for a size, 0 for a count); None checks the type only.
+        allow_none: skip values that are ``None`` (left to a default).
         **values: the values by their symbol.
 
     Raises:
-        InputTypeError: naming the first value that is a bool or not an integer.
+        InputTypeError: (a ``TypeError`` and a ``ValueError``) naming the first value that is a bool
+            or not an integer.
+        ValueError: naming the first integer below ``minimum``.
     """
+    bound = "" if minimum is None else f" >= {minimum}"
     for name, value in values.items():
-        if value is None:
+        if value is None and allow_none:
             continue
-        if not isinstance(value, bool):
-            try:
-                operator.index(cast(Any, value))  # anything with __index__: int, numpy integers
-                continue
-            except TypeError:
-                pass
-        raise InputTypeError(f"{what} needs {name} to be an integer, got {name}={value!r} ({type(value).__name__})")
+        if not _is_integer(value):
+            raise InputTypeError(
+                f"{what} needs {name} to be an integer{bound}, got {name}={value!r} ({type(value).__name__})"
+            )
+        if minimum is not None and operator.index(cast(Any, value)) < minimum:
+            raise ValueError(f"{what} needs {name} to be an integer{bound}, got {name}={value!r}")
+
+
+def _is_integer(value: object) -> bool:
+    """Whether ``value`` has ``__index__`` (an int, a NumPy integer) and is not a bool."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(cast(Any, value))
+    except TypeError:
+        return False
+    return True

@@ -40,11 +40,11 @@ from ._checks import (
     as_tensor,
     broadcast_batch,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_positive,
     check_probability,
     check_same_dtype,
-    check_sizes,
 )
 from .general_mechanisms.scoring import dot_score, scaled_dot_score, score_function
 from .general_mechanisms.sparse_maps import entmax15, entmax_bisect, sparsemax
@@ -109,7 +109,7 @@ def alpha_entmax_align(alpha: float, n_iter: int = 50) -> AlignFn:
         ValueError: unless ``alpha > 0`` is finite and ``n_iter`` an integer >= 1.
     """
     check_positive("alpha-entmax", alpha=alpha)
-    check_sizes("alpha-entmax", n_iter=n_iter)
+    check_integers("alpha-entmax", minimum=1, n_iter=n_iter)
 
     def align(e: Tensor, mask: Tensor | None = None) -> Tensor:  # a def: mypy cannot type a lambda with a default
         return entmax_bisect(e, alpha, mask, n_iter=n_iter)
@@ -808,6 +808,7 @@ def canonical_masks(
     mask: Tensor | None = None,
     *,
     key_padding_mask: Tensor | None = None,
+    checked_key_mask: Tensor | None = None,
     is_causal: bool = False,
     bias: Tensor | None = None,
     dtype: torch.dtype,
@@ -825,13 +826,16 @@ def canonical_masks(
         scores_shape: the shape of the scores.
         mask: boolean (``True`` = may attend) or float (additive), broadcastable to the scores.
         key_padding_mask: boolean, one axis per batch axis of the scores, ``True`` = may attend.
+        checked_key_mask: a key-padding mask that its owner has checked in its caller's layout and
+            laid out for these scores (the multi-head stack: head and query axes, appended keys):
+            combined, not checked again.
         is_causal: query ``i`` may attend to keys ``j <= i``.
         bias: float, broadcastable to the scores.
         dtype: the dtype of the scores (the bias is cast to it).
         device: where the causal mask is built.
 
     Shape:
-        scores_shape: ``(..., n_q, n_f)``; the results broadcast to it.
+        scores_shape: ``(..., n_q, n_f)``; checked_key_mask: broadcastable to it; the results broadcast to it.
 
     Returns:
         ``(allowed, bias)``: the boolean mask (None when nothing is masked) and the bias
@@ -846,6 +850,8 @@ def canonical_masks(
         bias = float_bias if bias is None else bias + float_bias
         mask = None
     allowed = allowed_positions(scores_shape, mask, key_padding_mask, is_causal, device)
+    if checked_key_mask is not None:
+        allowed = checked_key_mask if allowed is None else allowed & checked_key_mask
     if bias is not None:
         bias = check_bias(bias, scores_shape, dtype)  # a float mask included: its shape is checked here
     if blocked is not None:

@@ -78,7 +78,7 @@ from typing import Annotated, Any, Final, TypedDict, Unpack, cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import Default, as_tensor, check_sizes, option_defaults, with_defaults
+from ._checks import Default, as_tensor, check_integers, option_defaults, with_defaults
 from .attention_step import SOFT_ALIGNMENTS, AttentionStep, Heads, add_log_prob, step_score, taxonomy_error
 from .catalog import catalogued, declare
 from .describe import MODULE_POINTS, SCORE_POINTS, describe, point, score_point
@@ -190,8 +190,10 @@ class TaxonomyModel(nn.Module):
     def __init__(self, point: TaxonomyPoint, d_model: int, n_classes: int, **options: Unpack[BuildOptions]) -> None:
         super().__init__()
         full = with_defaults(options, BUILD_DEFAULTS, "BuildOptions")
-        sizes = {"d_model": d_model, "n_classes": n_classes, "heads": full["heads"], "hops": full["hops"]}
-        check_sizes("TaxonomyModel", **sizes, chunk=full["chunk"])
+        heads, hops, chunk = full["heads"], full["hops"], full["chunk"]
+        check_integers(
+            "TaxonomyModel", minimum=1, d_model=d_model, n_classes=n_classes, heads=heads, hops=hops, chunk=chunk
+        )
         if full["hop_form"] not in HOP_FORMS:
             raise taxonomy_error(
                 "query_multiplicity", "multi-hop", f"hop_form must be one of {HOP_FORMS}, got {full['hop_form']!r}"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes, check_weight
+from ._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_weight
 from .attention import ScoreFn, align_scores, attend, attention_scores, context
 from .catalog import catalogued, declare
 from .general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
@@ -190,7 +190,7 @@ def sample_selection(a: Tensor, num_samples: int, generator: torch.Generator | N
         TypeError: if a is not a tensor.
     """
     as_tensor(a, "a")
-    check_sizes("sample_selection", num_samples=num_samples)
+    check_integers("sample_selection", minimum=1, num_samples=num_samples)
     sums = a.sum(-1)
     if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
         raise ValueError("every row of a must sum to 1 to define p(z | F, q)")
@@ -241,7 +241,7 @@ class GeneralAttention(nn.Module):
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v
-        check_sizes("GeneralAttention", d_q=d_q, d_f=d_f, d_k=d_k, d_v=d_v)
+        check_integers("GeneralAttention", minimum=1, d_q=d_q, d_f=d_f, d_k=d_k, d_v=d_v)
         if plain and (d_k != d_f or d_v != d_f):
             raise ValueError(f"plain attention uses K = V = F, so d_k = d_v = d_f; got d_k={d_k}, d_v={d_v}, d_f={d_f}")
         self.d_q, self.d_f, self.d_k, self.d_v, self.plain = d_q, d_f, d_k, d_v, plain
@@ -294,7 +294,7 @@ class OutputModel(nn.Module):
 
     def __init__(self, d_v: int, d_y: int) -> None:
         super().__init__()
-        check_sizes("OutputModel", d_v=d_v, d_y=d_y)
+        check_integers("OutputModel", minimum=1, d_v=d_v, d_y=d_y)
         self.linear = nn.Linear(d_v, d_y)
 
     def logits(self, c: Tensor) -> Tensor:
@@ -403,7 +403,7 @@ class TaskModel(nn.Module):
         super().__init__()
         if pool not in ("attention", "mean"):
             raise ValueError(f"pool must be 'attention' or 'mean', got {pool!r}")
-        check_sizes("TaskModel", d_f=d_f, d_u=d_u, n_classes=n_classes, d=d)
+        check_integers("TaskModel", minimum=1, d_f=d_f, d_u=d_u, n_classes=n_classes, d=d)
         self.pool = pool
         self.feature_model = nn.Linear(d_f, d)
         self.query_model = nn.Linear(d_u, d)

@@ -37,7 +37,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._checks import as_tensor, broadcast_batch, check_index_range, require_tensor
+from ._checks import as_tensor, broadcast_batch, check_index_range, check_integers, require_tensor
 from .catalog import catalogued
 from .registry import Registry
 
@@ -540,12 +540,6 @@ def additive_mask(mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 
-def _check_size(value: int, name: str, minimum: int = 0) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise ValueError(f"{name} must be {kind}, got {name}={value!r}")
-
-
 @MASKS.register("causal")
 def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = None, offset: int = 0) -> Tensor:
     """Boolean causal mask: query ``i`` may attend (``True``) to positions ``j <= i + offset``.
@@ -570,8 +564,7 @@ def causal_mask(n_q: int, n_f: int | None = None, device: torch.device | None = 
         ValueError: for negative sizes.
     """
     n_f = n_q if n_f is None else n_f
-    _check_size(n_q, "n_q")
-    _check_size(n_f, "n_f")
+    check_integers("causal_mask", minimum=0, n_q=n_q, n_f=n_f)
     return torch.ones(n_q, n_f, dtype=torch.bool, device=device).tril(offset)
 
 
@@ -624,7 +617,7 @@ def key_padding_mask(lengths: Tensor, n_f: int) -> Tensor:
         lengths = lengths.long()
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be 1-D (batch,), got shape {tuple(lengths.shape)}")
-    _check_size(n_f, "n_f")
+    check_integers("key_padding_mask", minimum=0, n_f=n_f)
     if (lengths < 0).any() or (lengths > n_f).any():
         raise ValueError(f"lengths must lie in [0, n_f={n_f}], got {lengths.tolist()}")
     pos = torch.arange(n_f, device=lengths.device)
@@ -651,9 +644,7 @@ def band_mask(n_q: int, w: int, n_f: int | None = None, device: torch.device | N
         ValueError: unless ``w >= 0`` and the sizes are ints >= 0.
     """
     n_f = n_q if n_f is None else n_f
-    _check_size(n_q, "n_q")
-    _check_size(n_f, "n_f")
-    _check_size(w, "window half-width w")
+    check_integers("band_mask", minimum=0, n_q=n_q, n_f=n_f, w=w)  # w: the window half-width
     i = torch.arange(n_q, device=device)[:, None]
     j = torch.arange(n_f, device=device)[None, :]
     return (i - j).abs() <= w
@@ -680,7 +671,7 @@ def forward_mask(n: int, device: torch.device | None = None) -> Tensor:
     Raises:
         ValueError: unless ``n >= 1``.
     """
-    _check_size(n, "sequence length n", 1)
+    check_integers("forward_mask", minimum=1, n=n)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
 
 
@@ -703,7 +694,7 @@ def backward_mask(n: int, device: torch.device | None = None) -> Tensor:
     Raises:
         ValueError: unless ``n >= 1``.
     """
-    _check_size(n, "sequence length n", 1)
+    check_integers("backward_mask", minimum=1, n=n)
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
@@ -783,8 +774,8 @@ def sink_mask(n: int, n_sink: int, window: int, device: torch.device | None = No
     Raises:
         ValueError: unless ``n`` and ``n_sink`` are ints >= 0 and ``window`` an int >= 1.
     """
-    _check_size(n_sink, "n_sink")
-    _check_size(window, "window", 1)
+    check_integers("sink_mask", minimum=0, n_sink=n_sink)
+    check_integers("sink_mask", minimum=1, window=window)
     recent = causal_mask(n, device=device) & band_mask(n, window - 1, device=device)  # i - window < j <= i
     sinks = torch.arange(n, device=device) < n_sink
     return recent | (causal_mask(n, device=device) & sinks[None, :])

@@ -26,14 +26,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from ._checks import (
-    as_tensor,
-    check_index_range,
-    check_optional_sizes,
-    check_scored,
-    check_sizes,
-    require_tensor,
-)
+from ._checks import as_tensor, check_index_range, check_integers, check_scored, require_tensor
 from .catalog import catalogued
 from .data.sequences import BOS, PAD
 from .general_mechanisms.scoring import AdditiveScore
@@ -205,8 +198,8 @@ class Seq2Seq(nn.Module):
     """
 
     def __init__(self, vocab_size: int, d_emb: int = 32, d_h: int = 64, attention: bool = True, d_w: int | None = None):
-        check_sizes("Seq2Seq", vocab_size=vocab_size, d_emb=d_emb, d_h=d_h)
-        check_optional_sizes("Seq2Seq", d_w=d_w)
+        check_integers("Seq2Seq", minimum=1, vocab_size=vocab_size, d_emb=d_emb, d_h=d_h)
+        check_integers("Seq2Seq", minimum=1, allow_none=True, d_w=d_w)
         super().__init__()
         if vocab_size <= BOS + 1 or d_emb < 1 or d_h < 1:
             raise ValueError(f"need vocab_size > {BOS + 1}, d_emb >= 1, d_h >= 1; got {vocab_size}, {d_emb}, {d_h}")

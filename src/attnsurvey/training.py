@@ -18,11 +18,10 @@ from torch import Tensor, nn
 from ._checks import (
     InputTypeError,
     as_tensor,
-    check_counts,
     check_index_range,
+    check_integers,
     check_min_rank,
     check_scored,
-    check_sizes,
     require_tensor,
 )
 from .numeric_env import portable_adam
@@ -257,8 +256,8 @@ def minibatches(
     """
     if not isinstance(tensors, (tuple, list)) or not tensors:
         raise InputTypeError(f"tensors must be a non-empty tuple of tensors, got {type(tensors).__name__}")
-    check_sizes("minibatches", batch_size=batch_size)
-    check_counts("minibatches", epochs=epochs)
+    check_integers("minibatches", minimum=1, batch_size=batch_size)
+    check_integers("minibatches", minimum=0, epochs=epochs)
     n = len(tensors[0])
     if any(len(t) != n for t in tensors):
         raise ValueError(f"tensors must share their first dimension, got {[len(t) for t in tensors]}")

@@ -12,36 +12,20 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.axe import AXE, accessibility_problems, axe_available, violations
-from tests.browser.common import ROOT, SITE, need, serve, settle
-from tests.browser.mathjax import MATHJAX_MS
-from tests.browser.widgets import WAIT_MS
-from tests.helpers import toc_files
-
-PAGES = [f + ".html" for f in toc_files(ROOT)]
-WIDTHS = {"desktop": 1280, "phone": 390}
+from tests.browser.common import every_page_and_width, need, opened
 
 
 @pytest.fixture(scope="module")
-def server():
-    need(SITE.joinpath("index.html").is_file() or SITE.joinpath(PAGES[0]).is_file(), f"no site at {SITE}")
+def server(book_site):
     need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
-    with serve(SITE) as url:
-        yield url
+    return book_site
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("width", list(WIDTHS.values()), ids=list(WIDTHS))
-@pytest.mark.parametrize("page_path", PAGES)
+@every_page_and_width
 def test_page_accessibility(server, browser, page_path, width):
-    page = browser.new_page()
-    page.set_viewport_size({"width": width, "height": 900})
-    page.set_default_timeout(WAIT_MS)
-    try:
-        page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
-        settle(page)
+    with opened(browser, f"{server}/{page_path}", width) as page:
         problems = accessibility_problems(page, phone=width < 1280)
-    finally:
-        page.close()
     assert not problems, f"{page_path} at {width} px: {problems}"
 
 

@@ -28,13 +28,7 @@ import time
 
 import pytest
 
-from tests.browser.common import ROOT, SITE, need, serve, settle
-from tests.browser.mathjax import MATHJAX_MS
-from tests.browser.widgets import WAIT_MS
-from tests.helpers import toc_files
-
-PAGES = [f + ".html" for f in toc_files(ROOT)]
-WIDTHS = {"desktop": 1280, "phone": 390}
+from tests.browser.common import every_page_and_width, opened
 
 #: What Markdown left unrendered looks like in a page's prose, with what to call it.
 RAW_MARKDOWN: list[tuple[re.Pattern, str]] = [
@@ -81,11 +75,9 @@ _TIMES: list[float] = []
 
 
 @pytest.fixture(scope="module")
-def server():
-    need(SITE.joinpath("index.html").is_file() or SITE.joinpath(PAGES[0]).is_file(), f"no site at {SITE}")
+def server(book_site):
     started = time.monotonic()
-    with serve(SITE) as url:
-        yield url
+    yield book_site
     print(f"\ntest_layout: {len(_TIMES)} page views in {time.monotonic() - started:.1f} s")
 
 
@@ -101,23 +93,17 @@ def raw_markdown(texts: list[str]) -> list[str]:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("width", list(WIDTHS.values()), ids=list(WIDTHS))
-@pytest.mark.parametrize("page_path", PAGES)
+@every_page_and_width
 def test_page_layout(server, browser, page_path, width):
     started = time.monotonic()
-    page = browser.new_page()
-    page.set_viewport_size({"width": width, "height": 900})
-    page.set_default_timeout(WAIT_MS)
     try:
-        page.goto(f"{server}/{page_path}", wait_until="load", timeout=MATHJAX_MS)
-        settle(page)
-        problems = raw_markdown(page.evaluate(_JS_PROSE))
-        scroll_width, window = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-        if scroll_width > window + 1:
-            problems.append(f"the page scrolls sideways by {scroll_width - window} px at {window} px")
-        problems += page.evaluate(_JS_CUT_EQUATIONS)
+        with opened(browser, f"{server}/{page_path}", width) as page:
+            problems = raw_markdown(page.evaluate(_JS_PROSE))
+            scroll_width, window = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            if scroll_width > window + 1:
+                problems.append(f"the page scrolls sideways by {scroll_width - window} px at {window} px")
+            problems += page.evaluate(_JS_CUT_EQUATIONS)
     finally:
-        page.close()
         _TIMES.append(time.monotonic() - started)
     assert not problems, f"{page_path} at {width} px: {problems}"
 

@@ -28,16 +28,12 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.browser.common import ROOT, SITE, need, serve
+from tests.browser.common import PAGES, SITE, need, serve
 from tests.browser.mathjax import MATHJAX_MS, tex_errors, wait_typeset
 from tests.browser.widgets import WAIT_MS, widget_problems
-from tests.helpers import toc_files
 
 # Console messages that are not failures of the book. Keep this list short and explained.
 ALLOWED_CONSOLE_ERRORS: list[re.Pattern] = []
-
-
-PAGES = [f + ".html" for f in toc_files(ROOT)]
 
 
 @pytest.fixture(scope="module")

@@ -29,15 +29,7 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor, nn
 
-from .._checks import (
-    as_tensor,
-    check_counts,
-    check_dim_equal,
-    check_integers,
-    check_min_rank,
-    check_sizes,
-    require_tensor,
-)
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, require_tensor
 from ..catalog import catalogued
 from ..general_model import attend
 from ..masking import require_boolean_mask
@@ -70,9 +62,7 @@ def offset_causal_mask(n_q: int, n_f: int, device: torch.device | None = None) -
     Raises:
         ValueError: if a size is not an integer, is negative, or ``n_q > n_f``.
     """
-    for name, size in (("n_q", n_q), ("n_f", n_f)):
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise ValueError(f"offset_causal_mask needs integer sizes, got {name}={size!r}")
+    check_integers("offset_causal_mask", n_q=n_q, n_f=n_f)
     if n_q < 0 or n_f < n_q:
         raise ValueError(f"need 0 <= n_q <= n_f, got n_q={n_q}, n_f={n_f}")
     i = torch.arange(n_q, device=device)[:, None]
@@ -261,8 +251,10 @@ def kv_cache_bytes(
         ValueError: if a count (``n_layers``, ``n_kv_heads``, ``n_tokens``, ``batch``) is negative
             or not an integer, or ``d_head`` or ``bytes_per_value`` is not an integer >= 1.
     """
-    check_counts("kv_cache_bytes", n_layers=n_layers, n_kv_heads=n_kv_heads, n_tokens=n_tokens, batch=batch)
-    check_sizes("kv_cache_bytes", d_head=d_head, bytes_per_value=bytes_per_value)
+    check_integers(
+        "kv_cache_bytes", minimum=0, n_layers=n_layers, n_kv_heads=n_kv_heads, n_tokens=n_tokens, batch=batch
+    )
+    check_integers("kv_cache_bytes", minimum=1, d_head=d_head, bytes_per_value=bytes_per_value)
     return _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, batch, bytes_per_value)
 
 
@@ -303,8 +295,8 @@ def _check_weight_sizes(
     what: str, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, n_layers: int, vocab: int
 ) -> None:
     """The size checks of :func:`decoder_weight_count`, naming ``what``."""
-    check_sizes(what, d_model=d_model, n_heads=n_heads, d_ff=d_ff)
-    check_counts(what, n_kv_heads=n_kv_heads, n_layers=n_layers, vocab=vocab)
+    check_integers(what, minimum=1, d_model=d_model, n_heads=n_heads, d_ff=d_ff)
+    check_integers(what, minimum=0, n_kv_heads=n_kv_heads, n_layers=n_layers, vocab=vocab)
     if d_model % n_heads:
         raise ValueError(f"{what}: n_heads h={n_heads} must divide d_model={d_model}")
 
@@ -393,8 +385,8 @@ def decode_step_cost(
             does not divide ``d_model``.
     """
     _check_weight_sizes("decode_step_cost", d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
-    check_counts("decode_step_cost", n_context=n_context, batch=batch)
-    check_sizes("decode_step_cost", bytes_per_value=bytes_per_value)
+    check_integers("decode_step_cost", minimum=0, n_context=n_context, batch=batch)
+    check_integers("decode_step_cost", minimum=1, bytes_per_value=bytes_per_value)
     W = _weight_count(d_model, n_heads, n_kv_heads, d_ff, n_layers, vocab)
     d_head = d_model // n_heads
     flops = batch * (2 * W + 4 * n_layers * n_heads * d_head * n_context)
@@ -430,7 +422,7 @@ class GroupedQueryAttention(MultiHeadAttention):
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
         g = n_heads if n_kv_heads is None else n_kv_heads
-        check_sizes("GroupedQueryAttention", d_model=d_model, n_heads=n_heads, n_kv_heads=g)
+        check_integers("GroupedQueryAttention", minimum=1, d_model=d_model, n_heads=n_heads, n_kv_heads=g)
         if n_heads % g:
             raise ValueError(f"n_kv_heads g={g} must divide n_heads h={n_heads}")
         super().__init__(d_model, n_heads, h_kv=g)  # no biases, as in many recent decoder-only models (LLaMA)
@@ -482,7 +474,7 @@ class DecoderBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int) -> None:
-        check_sizes("DecoderBlock", d_ff=d_ff)
+        check_integers("DecoderBlock", minimum=1, d_ff=d_ff)
         super().__init__()
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads)
         self.ffn = FeedForward(d_model, d_ff)
@@ -538,8 +530,10 @@ class TinyDecoderLM(nn.Module):
     ) -> None:
         super().__init__()
         g = n_heads if n_kv_heads is None else n_kv_heads
-        check_sizes("TinyDecoderLM", vocab=vocab, d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len)
-        check_counts("TinyDecoderLM", n_layers=n_layers)
+        check_integers(
+            "TinyDecoderLM", minimum=1, vocab=vocab, d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len
+        )
+        check_integers("TinyDecoderLM", minimum=0, n_layers=n_layers)
         self.embed = nn.Embedding(vocab, d_model)
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, g, d_ff) for _ in range(n_layers))

@@ -71,7 +71,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError, as_tensor, check_int, check_rank, check_same_dtype
+from .._checks import InputTypeError, as_tensor, check_index_range, check_integers, check_rank, check_same_dtype
 from ..catalog import catalogued
 from ..masking import all_finite
 
@@ -118,7 +118,7 @@ def causal_mod(offset: int = 0) -> MaskMod:
         InputTypeError: ``offset`` is not an int.
         ValueError: ``offset < 0``.
     """
-    check_int(offset, "offset")
+    check_integers("causal_mod", minimum=0, offset=offset)
 
     def causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx <= q_idx + offset
@@ -143,7 +143,7 @@ def band_mod(w: int) -> MaskMod:
         InputTypeError: ``w`` is not an int.
         ValueError: ``w < 0``.
     """
-    check_int(w, "window half-width w")
+    check_integers("band_mod (window half-width)", minimum=0, w=w)
 
     def band(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (q_idx - kv_idx).abs() <= w
@@ -177,11 +177,12 @@ def prefix_lm_mod(prefix_lengths: Tensor) -> MaskMod:
 
 
 @catalogued("extra:flex-attention")
-def key_padding_mod(lengths: Tensor) -> MaskMod:
+def key_padding_mod(lengths: Tensor, n_f: int) -> MaskMod:
     """The mask_mod of :func:`attnsurvey.masking.key_padding_mask`: keys ``j < lengths[b]`` may be attended.
 
     Args:
-        lengths: one length per example, on the inputs' device.
+        lengths: one length per example, on the inputs' device, each in ``[0, n_f]``.
+        n_f: the number of keys (as :func:`~attnsurvey.masking.key_padding_mask` takes it).
 
     Shape:
         lengths: ``(B,)``.
@@ -190,10 +191,12 @@ def key_padding_mod(lengths: Tensor) -> MaskMod:
         ``mask_mod(b, h, q_idx, kv_idx)``, ``True`` = may attend.
 
     Raises:
-        InputTypeError: ``lengths`` is not an integer tensor.
-        ValueError: it is not 1-D.
+        InputTypeError: ``lengths`` is not an integer tensor, or ``n_f`` not an integer.
+        ValueError: it is not 1-D, or a length lies outside ``[0, n_f]``.
     """
+    check_integers("key_padding_mod", minimum=0, n_f=n_f)
     n = _integer_tensor(lengths, "lengths", 1, "(B,)", "key_padding_mod")
+    check_index_range(n, n_f + 1, "lengths", f"key_padding_mod (n_f={n_f} keys)")
 
     def key_padding(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx < n[b]
@@ -244,8 +247,8 @@ def sink_mod(n_sink: int, window: int) -> MaskMod:
         InputTypeError: a size is not an int.
         ValueError: ``n_sink < 0`` or ``window < 1``.
     """
-    check_int(n_sink, "n_sink")
-    check_int(window, "window", 1)
+    check_integers("sink_mod", minimum=0, n_sink=n_sink)
+    check_integers("sink_mod", minimum=1, window=window)
 
     def sink(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return (kv_idx <= q_idx) & ((kv_idx < n_sink) | (q_idx - kv_idx < window))

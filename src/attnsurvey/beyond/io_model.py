@@ -34,7 +34,7 @@ from typing import Literal, NamedTuple, TypedDict
 
 from torch import Tensor
 
-from .._checks import check_int
+from .._checks import check_integers
 from ..catalog import catalogued
 from .tiled import check_qkv, finalize, online_softmax_merge, tile_stats
 
@@ -88,8 +88,8 @@ def paper_blocks(M: int, d: int) -> tuple[int, int]:
         ValueError: if ``d < 1`` or ``M < d`` (Proposition 3's range starts at ``M = d``).
         TypeError: if ``M`` or ``d`` is not an int.
     """
-    check_int(d, "d", 1)
-    check_int(M, "M", d)
+    check_integers("paper_blocks", minimum=1, d=d)
+    check_integers("paper_blocks", minimum=d, M=M)
     B_c = math.ceil(M / (4 * d))
     return min(B_c, d), B_c
 
@@ -112,10 +112,8 @@ def algorithm1_schedule(n_q: int, n_f: int, B_r: int, B_c: int) -> Iterator[Step
     Raises:
         ValueError: for a negative length or a block size below 1.
     """
-    check_int(n_q, "n_q")
-    check_int(n_f, "n_f")
-    check_int(B_r, "B_r", 1)
-    check_int(B_c, "B_c", 1)
+    check_integers("algorithm1_schedule", minimum=0, n_q=n_q, n_f=n_f)
+    check_integers("algorithm1_schedule", minimum=1, B_r=B_r, B_c=B_c)
     return _steps(n_q, n_f, B_r, B_c)
 
 
@@ -237,9 +235,9 @@ def flash_io(n: int, d: int, M: int, n_f: int | None = None, d_v: int | None = N
     """
     n_f = n if n_f is None else n_f
     d_v = d if d_v is None else d_v
-    check_int(d_v, "d_v")
+    check_integers("flash_io", minimum=0, n_q=n, d_v=d_v)
     B_r, B_c = paper_blocks(M, d)
-    tally = _Tally(check_int(n, "n_q"), d, d_v)
+    tally = _Tally(n, d, d_v)
     for s in algorithm1_schedule(n, n_f, B_r, B_c):
         tally.step(s)
     return tally.count()
@@ -344,10 +342,11 @@ def standard_io(n: int, d: int, n_f: int | None = None, d_v: int | None = None) 
         ValueError: for a negative ``n_q``/``n_f``, or ``d_k``/``d_v`` below 1.
         TypeError: for sizes that are not ints.
     """
-    n_q = check_int(n, "n_q")
-    d_k = check_int(d, "d_k", 1)
-    n_f = n_q if n_f is None else check_int(n_f, "n_f")
-    d_v = d_k if d_v is None else check_int(d_v, "d_v", 1)
+    n_q, d_k = n, d
+    n_f = n_q if n_f is None else n_f
+    d_v = d_k if d_v is None else d_v
+    check_integers("standard_io", minimum=0, n_q=n_q, n_f=n_f)
+    check_integers("standard_io", minimum=1, d_k=d_k, d_v=d_v)
     reads = n_q * d_k + n_f * d_k + 2 * n_q * n_f + n_f * d_v
     writes = 2 * n_q * n_f + n_q * d_v
     return {"reads": reads, "writes": writes, "total": reads + writes, "fast": n_f}
@@ -374,7 +373,7 @@ def flash_leading_term(n: int, d: int, M: int) -> float:
         ValueError: for ``n < 0``, ``d < 1`` or ``M < d``.
         TypeError: for sizes that are not ints.
     """
-    check_int(n, "n")
+    check_integers("flash_leading_term", minimum=0, n=n)
     paper_blocks(M, d)
     return 12 * n * n * d * d / M
 

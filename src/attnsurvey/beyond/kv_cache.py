@@ -34,7 +34,7 @@ from collections.abc import Hashable, Sequence
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_rank, check_sizes
+from .._checks import as_tensor, check_integers, check_rank
 from ..catalog import catalogued
 from .decoding import grouped_query_attention
 
@@ -86,7 +86,9 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        check_sizes("PagedKVCache", n_blocks=n_blocks, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head)
+        check_integers(
+            "PagedKVCache", minimum=1, n_blocks=n_blocks, block_size=block_size, n_kv_heads=n_kv_heads, d_head=d_head
+        )
         self.K_pool = torch.zeros(n_blocks, n_kv_heads, block_size, d_head, dtype=dtype, device=device)
         self.V_pool = torch.zeros_like(self.K_pool)
         self.block_size = block_size
@@ -386,7 +388,9 @@ class SlidingWindowCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        check_sizes("SlidingWindowCache", batch=batch, n_kv_heads=n_kv_heads, window=window, d_head=d_head)
+        check_integers(
+            "SlidingWindowCache", minimum=1, batch=batch, n_kv_heads=n_kv_heads, window=window, d_head=d_head
+        )
         self.K = torch.zeros(batch, n_kv_heads, window, d_head, dtype=dtype, device=device)
         self.V = torch.zeros_like(self.K)
         self.positions = torch.full((window,), -1, dtype=torch.long, device=device)

@@ -58,11 +58,11 @@ from torch import Tensor, nn
 from .._checks import (
     as_tensor,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_positive,
     check_rank,
     check_same_dtype,
-    check_sizes,
     check_weight,
 )
 from ..attention import CoreSettings, attend_unchecked, canonical_masks, refuse_overflowing_scores
@@ -137,7 +137,7 @@ def _check_weights(W: LatentWeights, h: int) -> _Sizes:
             a width is 0, ``d_R`` is odd, or a weight's shape disagrees with the others (the
             message names the weight, its layout and both shapes).
     """
-    check_sizes("MLA", h=h)
+    check_integers("MLA", minimum=1, h=h)
     for name in ("W_DKV", "W_UK", "W_UV", "W_KR", "W_UQ", "W_QR", "W_O"):
         check_rank(getattr(W, name), 2, name, "(d_out, d_in)")
     d_c, d = W.W_DKV.shape
@@ -148,7 +148,7 @@ def _check_weights(W: LatentWeights, h: int) -> _Sizes:
                 f"{name} must have shape ({rows}, d_in) with h={h} dividing its rows, got {tuple(getattr(W, name).shape)}"
             )
     d_h, d_v = W.W_UK.shape[0] // h, W.W_UV.shape[0] // h
-    check_sizes("MLA", d_c=d_c, d=d, d_h=d_h, d_v=d_v, d_R=d_R)
+    check_integers("MLA", minimum=1, d_c=d_c, d=d, d_h=d_h, d_v=d_v, d_R=d_R)
     if d_R % 2:
         raise ValueError(f"RoPE rotates pairs: d_R must be even, got W_KR of shape {tuple(W.W_KR.shape)}")
     d_q = d if W.W_DQ is None else check_rank(W.W_DQ, 2, "W_DQ", "(d_cq, d)").shape[0]
@@ -161,7 +161,7 @@ def _check_weights(W: LatentWeights, h: int) -> _Sizes:
     check_weight(W.W_UQ, (h * d_h, d_q), "W_UQ", in_q.format("d_h"))
     check_weight(W.W_QR, (h * d_R, d_q), "W_QR", in_q.format("d_R"))
     check_weight(W.W_O, (W.W_O.shape[0], h * d_v), "W_O", "(d_o, h*d_v)")
-    check_sizes("MLA", d_o=W.W_O.shape[0])
+    check_integers("MLA", minimum=1, d_o=W.W_O.shape[0])
     named = {n: getattr(W, n) for n in ("W_DKV", "W_UK", "W_UV", "W_KR", "W_UQ", "W_QR", "W_O", "W_DQ")}
     check_same_dtype(**{n: t for n, t in named.items() if t is not None})
     return _Sizes(d, h, d_c, d_h, d_v, d_R, W.W_O.shape[0])
@@ -298,7 +298,7 @@ def absorbed_output(W_O: Tensor, W_UV: Tensor, h: int) -> Tensor:
         TypeError: if W_O or W_UV is not a floating-point tensor, or their dtypes differ.
         ValueError: if ``h`` is not an integer >= 1 or the shapes do not fit ``(d_o, h*d_v)`` and ``(h*d_v, d_c)``.
     """
-    check_sizes("absorbed_output", h=h)
+    check_integers("absorbed_output", minimum=1, h=h)
     for sym, W in (("W_O", W_O), ("W_UV", W_UV)):
         check_rank(W, 2, sym, "(d_o, h*d_v)" if sym == "W_O" else "(h*d_v, d_c)")
     if W_UV.shape[0] % h or W_O.shape[1] != W_UV.shape[0]:
@@ -445,7 +445,7 @@ class LatentCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        check_sizes("LatentCache", batch=batch, max_len=max_len, d_c=d_c, d_R=d_R)
+        check_integers("LatentCache", minimum=1, batch=batch, max_len=max_len, d_c=d_c, d_R=d_R)
         self.c = torch.zeros(batch, max_len, d_c, dtype=dtype, device=device)
         self.k_R = torch.zeros(batch, max_len, d_R, dtype=dtype, device=device)
         self.length = 0
@@ -626,9 +626,9 @@ class MultiHeadLatentAttention(nn.Module):
     ) -> None:
         super().__init__()
         d_v = d_h if d_v is None else d_v
-        check_sizes("MultiHeadLatentAttention", d_model=d_model, h=h, d_c=d_c, d_h=d_h, d_R=d_R, d_v=d_v)
+        check_integers("MultiHeadLatentAttention", minimum=1, d_model=d_model, h=h, d_c=d_c, d_h=d_h, d_R=d_R, d_v=d_v)
         if d_cq is not None:
-            check_sizes("MultiHeadLatentAttention", d_cq=d_cq)
+            check_integers("MultiHeadLatentAttention", minimum=1, d_cq=d_cq)
         if d_R % 2:
             raise ValueError(f"RoPE rotates pairs: d_R must be even, got d_R={d_R}")
         check_positive("MultiHeadLatentAttention", eps=eps)

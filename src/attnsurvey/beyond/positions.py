@@ -39,7 +39,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_sizes
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_positive
 from ..attention import AttendOptions, attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
@@ -55,12 +55,9 @@ RopeConvention = Literal["interleaved", "half"]
 CONVENTIONS: tuple[str, ...] = ("interleaved", "half")
 
 
-def _check_base(base: object) -> float:
+def _check_base(base: float) -> float:
     """``base`` as a float if it is a finite number > 0; else a ValueError naming it."""
-    if isinstance(base, bool) or not isinstance(base, int | float) or not math.isfinite(base) or base <= 0:
-        raise ValueError(
-            f"the RoPE frequency base must be a finite number > 0 (theta_i = base^(-2i/d)), got base={base!r}"
-        )
+    check_positive("RoPE (theta_i = base^(-2i/d))", base=base)
     return float(base)
 
 
@@ -101,8 +98,7 @@ def apply_rope(X: Tensor, offset: int = 0, base: float = 10000.0, convention: Ro
     """
     as_tensor(X, "X")
     check_min_rank(X, 2, "X", "(..., n, d)")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"the RoPE position offset must be an integer >= 0, got offset={offset!r}")
+    check_integers("apply_rope", minimum=0, offset=offset)
     base = _check_base(base)
     _check_convention(convention)
     n, d = X.shape[-2], X.shape[-1]
@@ -145,7 +141,8 @@ def rope_permutation(d: int, source: RopeConvention = "half", target: RopeConven
     Raises:
         ValueError: if ``d`` is not an even int >= 2 or a convention is unknown.
     """
-    if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
+    check_integers("rope_permutation", d=d)
+    if d < 2 or d % 2:
         raise ValueError(f"RoPE needs an even head size d >= 2, got d={d!r}")
     _check_convention(source)
     _check_convention(target)
@@ -186,7 +183,7 @@ def permute_rope_rows(
             or a convention is unknown.
     """
     as_tensor(W, "W")
-    check_sizes("permute_rope_rows", h=h)
+    check_integers("permute_rope_rows", minimum=1, h=h)
     if W.dim() not in (1, 2) or W.shape[0] % h:
         raise ValueError(f"W must be (h*d_k, d_model) or (h*d_k,) with h={h} dividing its rows, got {tuple(W.shape)}")
     d_k = W.shape[0] // h
@@ -248,7 +245,7 @@ def alibi_slopes(h: int) -> Tensor:
     Raises:
         ValueError: unless ``h`` is an integer >= 1.
     """
-    check_sizes("alibi_slopes", h=h)
+    check_integers("alibi_slopes", minimum=1, h=h)
 
     def geometric(p: int) -> list[float]:
         return [2.0 ** (-8.0 * (j + 1) / p) for j in range(p)]
@@ -281,9 +278,7 @@ def alibi_bias(slopes: Tensor, n_q: int, n_f: int) -> Tensor:
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
         raise ValueError(f"slopes must be a (h,) tensor, got {getattr(slopes, 'shape', type(slopes))}")
-    for name, size in (("n_q", n_q), ("n_f", n_f)):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"alibi_bias needs {name} to be an int >= 0, got {name}={size!r}")
+    check_integers("alibi_bias", minimum=0, n_q=n_q, n_f=n_f)
     pos_q, pos_f = torch.arange(n_q, device=slopes.device), torch.arange(n_f, device=slopes.device)
     dist = (pos_q[:, None] - pos_f[None, :]).abs()
     return -slopes[:, None, None] * dist
@@ -376,9 +371,9 @@ class RotarySelfAttention(SelfAttentionVariant):
         convention: RopeConvention = "interleaved",
         d_k: int | None = None,
     ) -> None:
-        check_sizes("RotarySelfAttention", d_model=d_model, h=h)
+        check_integers("RotarySelfAttention", minimum=1, d_model=d_model, h=h)
         if d_k is not None:
-            check_sizes("RotarySelfAttention", d_k=d_k)
+            check_integers("RotarySelfAttention", minimum=1, d_k=d_k)
         head = d_k if d_k is not None else (d_model // h if d_model % h == 0 else None)
         if head is not None and head % 2:
             raise ValueError(f"RoPE needs an even head size d_k, got d_k = {head}")
@@ -478,7 +473,7 @@ class ALiBiSelfAttention(SelfAttentionVariant):
     slopes: Tensor  # a buffer (registered in __init__)
 
     def __init__(self, d_model: int, h: int) -> None:
-        check_sizes("ALiBiSelfAttention", d_model=d_model, h=h)
+        check_integers("ALiBiSelfAttention", minimum=1, d_model=d_model, h=h)
         super().__init__(d_model, h, bias=True)
         self.register_buffer("slopes", alibi_slopes(h).float(), persistent=False)
 

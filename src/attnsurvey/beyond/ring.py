@@ -64,7 +64,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank
 from ..catalog import catalogued
 from .tiled import BLOCK_K, BLOCK_Q, Stats, check_qkv, finalize, online_softmax_merge, tile_stats
 
@@ -83,8 +83,9 @@ Layout = Literal["contiguous", "zigzag"]
 LAYOUTS: tuple[str, ...] = ("contiguous", "zigzag")
 
 
-def _check_rank(rank: object, P: int) -> None:
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < P:
+def _check_rank(what: str, rank: int, P: int) -> None:
+    check_integers(what, rank=rank)
+    if not 0 <= rank < P:
         raise ValueError(f"rank must be an integer in 0..P-1 = 0..{P - 1}, got rank={rank!r}")
 
 
@@ -117,8 +118,8 @@ def ring_step_bytes(n: int, d_k: int, d_v: int, P: int, itemsize: int = 4, batch
         ValueError: if a size is negative (``n``, ``d_k``, ``d_v``) or below 1
             (``P``, ``itemsize``, ``batch``), naming it, or ``P`` does not divide ``n``.
     """
-    check_counts("ring_step_bytes", n=n, d_k=d_k, d_v=d_v)
-    check_sizes("ring_step_bytes", P=P, itemsize=itemsize, batch=batch)
+    check_integers("ring_step_bytes", minimum=0, n=n, d_k=d_k, d_v=d_v)
+    check_integers("ring_step_bytes", minimum=1, P=P, itemsize=itemsize, batch=batch)
     if n % P:
         raise ValueError(f"ring attention needs P >= 1 dividing n, got n={n}, P={P}")
     per_step = batch * (n // P) * (d_k + d_v) * itemsize
@@ -169,8 +170,8 @@ def sequence_parallel_bytes(
             divide ``n``, or ``h_kv`` does not divide ``h``.
     """
     h_kv = h if h_kv is None else h_kv
-    check_counts("sequence_parallel_bytes", n=n)
-    check_sizes("sequence_parallel_bytes", d=d, h=h, P=P, itemsize=itemsize, batch=batch, h_kv=h_kv)
+    check_integers("sequence_parallel_bytes", minimum=0, n=n)
+    check_integers("sequence_parallel_bytes", minimum=1, d=d, h=h, P=P, itemsize=itemsize, batch=batch, h_kv=h_kv)
     if n % P:
         raise ValueError(f"sequence parallelism needs P dividing n, got n={n}, P={P}")
     if h % h_kv:
@@ -202,8 +203,8 @@ def padded_length(n: int, P: int, layout: Layout = "contiguous") -> int:
     Raises:
         ValueError: if ``n`` < 0 or ``P`` < 1 (naming them) or the layout is unknown.
     """
-    check_counts("padded_length", n=n)
-    check_sizes("padded_length", P=P)
+    check_integers("padded_length", minimum=0, n=n)
+    check_integers("padded_length", minimum=1, P=P)
     _check_layout(layout)
     m = P if layout == "contiguous" else 2 * P
     return -(-n // m) * m
@@ -228,9 +229,9 @@ def layout_segments(rank: int, P: int, n_pad: int, layout: Layout = "contiguous"
     Raises:
         ValueError: for a rank outside ``0..P-1`` or an ``n_pad`` that the layout cannot cut evenly.
     """
-    check_sizes("layout_segments", P=P)
-    check_counts("layout_segments", n_pad=n_pad)
-    _check_rank(rank, P)
+    check_integers("layout_segments", minimum=1, P=P)
+    check_integers("layout_segments", minimum=0, n_pad=n_pad)
+    _check_rank("layout_segments", rank, P)
     if padded_length(n_pad, P, layout) != n_pad:
         raise ValueError(f"the {layout} layout needs n_pad divisible by {P if layout == 'contiguous' else 2 * P}")
     if layout == "contiguous":
@@ -289,7 +290,7 @@ def unshard(chunks: Sequence[Tensor], n: int, layout: Layout = "contiguous") -> 
         ValueError: if the chunks do not hold ``n`` positions in this layout.
     """
     P = len(chunks)
-    check_sizes("unshard", P=P)
+    check_integers("unshard", minimum=1, P=P)
     n_pad = P * chunks[0].shape[-2]
     if padded_length(n, P, layout) != n_pad:
         raise ValueError(f"{P} chunks of {chunks[0].shape[-2]} rows do not hold n={n} in the {layout} layout")
@@ -411,7 +412,7 @@ def ring_work(
     Raises:
         ValueError: if ``n``, ``P`` or the tile sizes are below 1, or the layout is unknown.
     """
-    check_sizes("ring_work", n=n, P=P, block_q=block_q, block_k=block_k)
+    check_integers("ring_work", minimum=1, n=n, P=P, block_q=block_q, block_k=block_k)
     n_pad = padded_length(n, P, layout)
     out = []
     for rank in range(P):
@@ -625,13 +626,13 @@ def ring_attention(
         raise RuntimeError("ring_attention needs an initialised torch.distributed process group")
     check_qkv(Q, K, V, "ring attention", "c", "c")
     check_dim_equal(Q.shape[-2], K.shape[-2], "ring attention", "chunk length of Q", "chunk length of K")
-    check_sizes("ring attention", block_q=block_q, block_k=block_k)
+    check_integers("ring attention", minimum=1, block_q=block_q, block_k=block_k)
     _check_layout(layout)
     rank, P = dist.get_rank(group), dist.get_world_size(group)
     _check_same_shape_on_all_ranks(torch.cat([K, V], -1), group)
     n_pad = P * Q.shape[-2]
     n = n_pad if n is None else n
-    check_sizes("ring attention", n=n)
+    check_integers("ring attention", minimum=1, n=n)
     if n > n_pad or padded_length(n_pad, P, layout) != n_pad:
         raise ValueError(
             f"ring attention with the {layout} layout: chunks of c={Q.shape[-2]} on P={P} ranks "
@@ -674,7 +675,7 @@ def seeded_chunk(which: str, rank: int, P: int, n: int, d: int, seed: int = 0, b
     """
     if UNITS % P or n % UNITS:
         raise ValueError(f"seeded chunks need P dividing {UNITS} and n divisible by {UNITS}, got P={P}, n={n}")
-    _check_rank(rank, P)
+    _check_rank("seeded_chunk", rank, P)
     per = UNITS // P
     units = [
         torch.randn(
@@ -827,7 +828,7 @@ def _check_inputs(Q: Tensor, K: Tensor, V: Tensor, P: int) -> None:
     check_dim_equal(Q.shape[-2], K.shape[-2], "ring attention (self-attention)", "n of Q", "n of K")
     check_dim_equal(K.shape[-2], V.shape[-2], "ring attention", "n of K", "n of V")
     check_dim_equal(Q.shape[-1], K.shape[-1], "ring attention", "d_k of Q", "d_k of K")
-    check_sizes("ring attention", P=P, n=Q.shape[-2])
+    check_integers("ring attention", minimum=1, P=P, n=Q.shape[-2])
 
 
 @catalogued("extra:ring-attention-backward")

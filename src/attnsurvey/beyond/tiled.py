@@ -55,7 +55,7 @@ from .._checks import (
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
-    check_int,
+    check_integers,
     check_min_rank,
     check_same_dtype,
     option_defaults,
@@ -143,13 +143,13 @@ class TileSettings(_TileFields):
             )
         if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
             raise ValueError(f"dropout_p must be a probability in [0, 1), got dropout_p={dropout_p!r}")
-        if dropout_seed is not None and (isinstance(dropout_seed, bool) or not isinstance(dropout_seed, int)):
-            raise TypeError(f"dropout_seed must be an int, got {type(dropout_seed).__name__}")
+        check_integers("TileSettings", allow_none=True, dropout_seed=dropout_seed)
+        check_integers("TileSettings", minimum=1, block_q=block_q, block_k=block_k)
         return super().__new__(
             cls,
             bool(is_causal),
-            check_int(block_q, "block_q", 1),
-            check_int(block_k, "block_k", 1),
+            block_q,
+            block_k,
             float(scale),
             float(dropout_p),
             dropout_seed,
@@ -696,12 +696,10 @@ def tiled_attend(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, **
     return TiledAttentionFunction.apply(Q, K, V, mask, settings).to(dtype)
 
 
-def _check_head_sizes(n_q: int, n_f: int, d_k: int, d_v: int) -> None:
+def _check_head_sizes(what: str, n_q: int, n_f: int, d_k: int, d_v: int) -> None:
     """Counts ``n_q``, ``n_f`` (0 allowed) and head sizes ``d_k``, ``d_v`` (at least 1) for the cost formulas."""
-    check_int(n_q, "n_q")
-    check_int(n_f, "n_f")
-    check_int(d_k, "d_k", 1)
-    check_int(d_v, "d_v", 1)
+    check_integers(what, minimum=0, n_q=n_q, n_f=n_f)
+    check_integers(what, minimum=1, d_k=d_k, d_v=d_v)
 
 
 def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: int, itemsize: int = 4) -> dict:
@@ -730,9 +728,8 @@ def tile_bytes(n_q: int, n_f: int, block_q: int, block_k: int, d_k: int, d_v: in
             size below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_head_sizes(n_q, n_f, d_k, d_v)
-    for name, size in (("itemsize", itemsize), ("block_q", block_q), ("block_k", block_k)):
-        check_int(size, name, 1)
+    _check_head_sizes("tile_bytes", n_q, n_f, d_k, d_v)
+    check_integers("tile_bytes", minimum=1, itemsize=itemsize, block_q=block_q, block_k=block_k)
     bq, bk = min(block_q, n_q), min(block_k, n_f)
     plain = 2 * n_q * n_f * itemsize
     tiled = (bq * bk + 2 * (2 * bq + bq * d_v)) * itemsize
@@ -760,6 +757,6 @@ def attention_flops(n_q: int, n_f: int, d_k: int, d_v: int, backward: bool = Fal
         ValueError: for a negative ``n_q``/``n_f`` or ``d_k``/``d_v`` below 1, naming the symbol.
         TypeError: for a size that is not an int.
     """
-    _check_head_sizes(n_q, n_f, d_k, d_v)
+    _check_head_sizes("attention_flops", n_q, n_f, d_k, d_v)
     fwd = 2 * n_q * n_f * (d_k + d_v)
     return fwd + (2 * n_q * n_f * (3 * d_k + 2 * d_v) if backward else 0)

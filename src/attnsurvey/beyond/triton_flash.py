@@ -49,7 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError, check_int, check_same_dtype
+from .._checks import InputTypeError, check_integers, check_same_dtype
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch06_tiled_attention.ipynb"
@@ -111,11 +111,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_tl_dot_block(value: int, name: str) -> int:
-    """Return a tile size that ``tl.dot`` accepts: an int power of two >= 16."""
-    if check_int(value, name) < 16 or value & (value - 1):
-        raise ValueError(f"{name} must be a power of two >= 16 (a tl.dot tile), got {name}={value}")
-    return value
+def _check_tl_dot_blocks(block_q: int, block_k: int) -> tuple[int, int]:
+    """Return tile sizes that ``tl.dot`` accepts (int powers of two >= 16) as plain ints for the kernels' constexprs."""
+    check_integers("the Triton kernels", block_q=block_q, block_k=block_k)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        if value < 16 or value & (value - 1):
+            raise ValueError(f"{name} must be a power of two >= 16 (a tl.dot tile), got {name}={value}")
+    return int(block_q), int(block_k)
 
 
 def _check_inputs(Q: Tensor, K: Tensor, V: Tensor) -> None:
@@ -270,7 +272,7 @@ def flash_attention_triton(
         ImportError: Triton is not installed.
     """
     _check_inputs(Q, K, V)
-    bq, bk = _check_tl_dot_block(block_q, "block_q"), _check_tl_dot_block(block_k, "block_k")
+    bq, bk = _check_tl_dot_blocks(block_q, block_k)
     return FlashAttentionTritonFunction.apply(Q, K, V, bool(is_causal), bq, bk)
 
 
@@ -303,6 +305,6 @@ def flash_forward_triton(
         ImportError: Triton is not installed.
     """
     _check_inputs(Q, K, V)
-    bq, bk = _check_tl_dot_block(block_q, "block_q"), _check_tl_dot_block(block_k, "block_k")
+    bq, bk = _check_tl_dot_blocks(block_q, block_k)
     with torch.no_grad():
         return _launch_forward(Q, K, V, bool(is_causal), bq, bk)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_min_rank, check_rank, check_same_dtype
+from .._checks import as_tensor, check_integers, check_min_rank, check_rank, check_same_dtype
 from ..attention import attend
 from ..masking import check_boolean, check_mask
 from ..query_related.multihead import multi_head_attention
@@ -56,10 +56,9 @@ def example_mask(n_q: int, n_f: int, dead_row: int | None = None) -> Tensor:
     Raises:
         ValueError: if ``n_q`` or ``n_f`` is not an integer >= 0, or ``dead_row`` is not a row index.
     """
-    check_counts("example_mask", n_q=n_q, n_f=n_f)
-    if dead_row is not None and (
-        isinstance(dead_row, bool) or not isinstance(dead_row, int) or not 0 <= dead_row < n_q
-    ):
+    check_integers("example_mask", minimum=0, n_q=n_q, n_f=n_f)
+    check_integers("example_mask", allow_none=True, dead_row=dead_row)
+    if dead_row is not None and not 0 <= dead_row < n_q:
         raise ValueError(f"example_mask needs dead_row in [0, n_q={n_q}), got dead_row={dead_row!r}")
     i, j = torch.arange(n_q)[:, None], torch.arange(n_f)[None, :]
     mask = ((i + j) % 3 != 1) | (j == 0)

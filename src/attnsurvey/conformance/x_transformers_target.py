@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_sizes
+from .._checks import check_integers
 from ..beyond.positions import alibi_bias, alibi_slopes
 from ..query_related.multihead import multi_head_attention
 from . import Check, Convention, Pair, library
@@ -52,7 +52,7 @@ def grouping_permutation(h: int, h_kv: int) -> Tensor:
     Raises:
         ValueError: if ``h`` or ``h_kv`` is not an integer >= 1, or ``h_kv`` does not divide ``h``.
     """
-    check_sizes("grouping_permutation", h=h, h_kv=h_kv)
+    check_integers("grouping_permutation", minimum=1, h=h, h_kv=h_kv)
     if h % h_kv:
         raise ValueError(f"grouping_permutation needs h_kv to divide h, got h={h}, h_kv={h_kv}")
     r = h // h_kv

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError
+from .._checks import InputTypeError, check_integers
 
 R = TypeVar("R", bound="Rows")
 
@@ -40,14 +40,9 @@ class Rows:
             InputTypeError: if ``i`` is not an integer.
             ExampleIndexError: (an ``IndexError`` and a ``ValueError``) naming ``symbol``, the range and ``i``.
         """
-        if isinstance(i, bool):
-            raise InputTypeError(f"{symbol} (an example's index) must be an integer, got {i!r}")
-        try:
-            i = operator.index(i)
-        except TypeError:
-            raise InputTypeError(
-                f"{symbol} (an example's index) must be an integer, got {type(i).__name__} {i!r}"
-            ) from None
+        index: dict[str, Any] = {symbol: i}  # typed Any, or mypy matches it against allow_none
+        check_integers(type(self).__name__, **index)
+        i = operator.index(i)
         n = len(self)
         if not -n <= i < n:
             raise ExampleIndexError(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers
+from .._checks import check_integers
 from ._rows import Rows
 
 CATEGORIES = {
@@ -108,8 +108,7 @@ def make_aspect(n: int, p_empty: float = 0.2, generator: torch.Generator | None 
     Raises:
         ValueError: ``n`` is not an integer >= 0.
     """
-    check_integers("make_aspect", n=n)
-    check_counts("make_aspect", n=n)
+    check_integers("make_aspect", minimum=0, n=n)
     g = generator
     tok = {w: i for i, w in enumerate(VOCAB)}
     cats = list(CATEGORIES)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers, check_sizes
+from .._checks import check_integers
 from ._rows import Rows
 
 PAD, KEY = 0, 1
@@ -66,8 +66,7 @@ def document_vocab(n_polarity: int, n_filler: int) -> list[str]:
     Raises:
         ValueError: ``n_polarity`` or ``n_filler`` is not an integer >= 0.
     """
-    check_integers("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
-    check_counts("document_vocab", n_polarity=n_polarity, n_filler=n_filler)
+    check_integers("document_vocab", minimum=0, n_polarity=n_polarity, n_filler=n_filler)
     return (
         ["<pad>", "KEY"]
         + [f"good{i}" for i in range(n_polarity)]
@@ -112,18 +111,11 @@ def make_documents(
             ``n_polarity`` / ``n_filler`` below 1 (every sentence draws a polarity token, every
             sentence but the deciding one fillers).
     """
-    check_integers(
-        "make_documents",
-        n_docs=n_docs,
-        n_sentences=n_sentences,
-        n_words=n_words,
-        min_words=min_words,
-        min_sentences=min_sentences,
-        n_polarity=n_polarity,
-        n_filler=n_filler,
-    )
-    check_counts("make_documents", n_docs=n_docs)
-    check_sizes("make_documents", n_polarity=n_polarity, n_filler=n_filler)  # every sentence draws both kinds
+    check_integers("make_documents", n_sentences=n_sentences, n_words=n_words, min_words=min_words)
+    check_integers("make_documents", allow_none=True, min_sentences=min_sentences)
+    check_integers("make_documents", minimum=0, n_docs=n_docs)
+    # every sentence draws both kinds
+    check_integers("make_documents", minimum=1, n_polarity=n_polarity, n_filler=n_filler)
     min_sentences = n_sentences if min_sentences is None else min_sentences
     if not 1 <= min_sentences <= n_sentences:
         raise ValueError(f"need 1 <= min_sentences <= n_S, got min_sentences={min_sentences}, n_S={n_sentences}")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers, check_sizes
+from .._checks import check_integers
 
 
 def lookup_batch(
@@ -83,9 +83,8 @@ def lookup_batches(
         ValueError: (when called, not when iterated) unless ``batch``, ``n_f`` and
             ``n_classes`` are integers >= 1 and ``steps`` one >= 0.
     """
-    check_integers("lookup_batches", steps=steps, batch=batch, n_f=n_f, n_classes=n_classes)
-    check_counts("lookup_batches", steps=steps)
-    check_sizes("lookup_batches", batch=batch, n_f=n_f, n_classes=n_classes)
+    check_integers("lookup_batches", minimum=0, steps=steps)
+    check_integers("lookup_batches", minimum=1, batch=batch, n_f=n_f, n_classes=n_classes)
     return (lookup_batch(batch, n_f, n_classes, generator) for _ in range(steps))
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers
+from .._checks import check_integers
 from ._rows import Rows
 
 NEUTRAL = ("the", "movie", "was", "a", "plot", "actor", "and", "it", "film", "scene", "story", "music")
@@ -58,8 +58,8 @@ def keyword_features(
     Raises:
         ValueError: for ``n_tokens < 2`` or ``n_classes < 2``.
     """
-    check_integers("keyword_features", n=n, n_tokens=n_tokens, n_classes=n_classes)
-    check_counts("keyword_features", n=n)
+    check_integers("keyword_features", n_tokens=n_tokens, n_classes=n_classes)
+    check_integers("keyword_features", minimum=0, n=n)
     if n_tokens < 2 or n_classes < 2:
         raise ValueError(f"need n_tokens >= 2 and n_classes >= 2, got {n_tokens}, {n_classes}")
     g = generator
@@ -121,8 +121,8 @@ def sentiment_reviews(n: int, length: int = 10, generator: torch.Generator | Non
     Raises:
         ValueError: if ``length < 5``.
     """
-    check_integers("sentiment_reviews", n=n, length=length)
-    check_counts("sentiment_reviews", n=n)
+    check_integers("sentiment_reviews", length=length)
+    check_integers("sentiment_reviews", minimum=0, n=n)
     if length < 5:
         raise ValueError(f"a review needs length >= 5 tokens, got length={length}")
     g = generator
@@ -155,8 +155,8 @@ def mixed_reviews(n: int, length: int = 16, generator: torch.Generator | None = 
     Raises:
         ValueError: if ``length < 6``.
     """
-    check_integers("mixed_reviews", n=n, length=length)
-    check_counts("mixed_reviews", n=n)
+    check_integers("mixed_reviews", length=length)
+    check_integers("mixed_reviews", minimum=0, n=n)
     if length < 6:
         raise ValueError(f"a mixed review needs length >= 6 tokens, got length={length}")
     g = generator

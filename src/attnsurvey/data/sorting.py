@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers, check_sizes
+from .._checks import check_integers
 from ..catalog import catalogued
 
 
@@ -69,9 +69,8 @@ def sorting_batches(
         ValueError: (when called) unless ``batch``, ``n_min`` and ``n_max`` are integers >= 1 with
             ``n_min <= n_max``, and ``steps`` one >= 0.
     """
-    check_integers("sorting_batches", steps=steps, batch=batch, n_min=n_min, n_max=n_max)
-    check_sizes("sorting_batches", batch=batch, n_min=n_min, n_max=n_max)
-    check_counts("sorting_batches", steps=steps)
+    check_integers("sorting_batches", minimum=1, batch=batch, n_min=n_min, n_max=n_max)
+    check_integers("sorting_batches", minimum=0, steps=steps)
     if not 1 <= n_min <= n_max:
         raise ValueError(f"need 1 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
     return _sorting_batches(steps, batch, n_min, n_max, generator)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers
+from .._checks import check_integers
 from ._rows import Rows
 
 PEOPLE = ("mary", "john", "sandra", "daniel", "fred", "bill")
@@ -87,8 +87,8 @@ def two_fact_stories(
     Raises:
         ValueError: if a count exceeds the name lists.
     """
-    check_integers("two_fact_stories", n=n, n_people=n_people, n_objects=n_objects, n_places=n_places)
-    check_counts("two_fact_stories", n=n)
+    check_integers("two_fact_stories", n_people=n_people, n_objects=n_objects, n_places=n_places)
+    check_integers("two_fact_stories", minimum=0, n=n)
     if not (1 <= n_people <= len(PEOPLE) and 1 <= n_objects <= len(OBJECTS) and 2 <= n_places <= len(PLACES)):
         raise ValueError(
             f"need 1 <= n_people <= {len(PEOPLE)}, 1 <= n_objects <= {len(OBJECTS)}, "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_counts, check_integers
+from .._checks import check_integers
 from ._rows import Rows
 
 COLOURS = ("red", "green", "blue", "yellow", "purple")
@@ -92,8 +92,8 @@ def make_vqa(
         ValueError: if ``n_objects`` is below 1 or exceeds the number of cells, the
             number of colours or the number of shapes.
     """
-    check_integers("make_vqa", n=n, grid=grid, n_objects=n_objects)
-    check_counts("make_vqa", n=n)
+    check_integers("make_vqa", grid=grid, n_objects=n_objects)
+    check_integers("make_vqa", minimum=0, n=n)
     cells = grid * grid
     if not 1 <= n_objects <= min(cells, len(COLOURS), len(SHAPES)):
         raise ValueError(f"n_objects must lie in [1, {min(cells, len(COLOURS), len(SHAPES))}], got {n_objects}")

@@ -36,10 +36,9 @@ from .._checks import (
     InputTypeError,
     as_tensor,
     check_batch_broadcast,
+    check_integers,
     check_nonnegative,
-    check_optional_sizes,
     check_positive,
-    check_sizes,
 )
 from ..catalog import catalogued
 from ..masking import check_attn_mask, check_boolean
@@ -79,7 +78,7 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
     Raises:
         ValueError: unless ``n`` is an integer >= 1 (there are no 0-grams to count).
     """
-    check_sizes("ngram_counts", n=n)
+    check_integers("ngram_counts", minimum=1, n=n)
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
@@ -537,7 +536,7 @@ def ssim_window(
         ValueError: for an even or non-positive ``win_size``, an unknown ``kind``, or a Gaussian
             ``sigma`` that is not a finite number > 0 (``sigma = 0`` would be ``exp(-0 / 0)``, NaN).
     """
-    check_optional_sizes("ssim_window", win_size=win_size)
+    check_integers("ssim_window", minimum=1, allow_none=True, win_size=win_size)
     check_nonnegative("ssim_window", sigma=sigma)
     if kind == "gaussian":
         check_positive("ssim_window (a Gaussian window)", sigma=sigma)

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_index_range, check_sizes
+from .._checks import check_index_range, check_integers
 from ..attention import align_scores
 from ..catalog import catalogued
 from ..data.aspect import LABELS, AspectData
@@ -94,7 +94,7 @@ class DocumentClassifier(nn.Module):
         self, vocab_size: int, d_e: int, n_classes: int, kind: str = "hierarchical", d_k: int | None = None
     ) -> None:
         super().__init__()
-        check_sizes("DocumentClassifier", vocab_size=vocab_size, d_e=d_e, n_classes=n_classes)
+        check_integers("DocumentClassifier", minimum=1, vocab_size=vocab_size, d_e=d_e, n_classes=n_classes)
         if kind not in ("hierarchical", "flat", "flat-context"):
             raise ValueError(f"kind must be 'hierarchical', 'flat' or 'flat-context', got {kind!r}")
         d_k = d_e if d_k is None else d_k

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_sizes, mean_or_zero
+from .._checks import as_tensor, check_integers, mean_or_zero
 from ..attention import AlignFn, attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.alignment import (
@@ -105,7 +105,7 @@ class AlignmentClassifier(nn.Module):
 
     def __init__(self, d_q: int, d_f: int, n_classes: int, align: str = "soft", d_k: int = 16, D: float = 2.0) -> None:
         super().__init__()
-        check_sizes("AlignmentClassifier", d_q=d_q, d_f=d_f, n_classes=n_classes, d_k=d_k)
+        check_integers("AlignmentClassifier", minimum=1, d_q=d_q, d_f=d_f, n_classes=n_classes, d_k=d_k)
         if align not in ALIGNMENT_KINDS:
             raise ValueError(f"unknown alignment {align!r}; choose one of {ALIGNMENT_KINDS}")
         self.align, self.D = align, _check_D(D)
@@ -232,7 +232,7 @@ class FeatureLookupModel(nn.Module):
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, multi_dimensional: bool = True) -> None:
         super().__init__()
-        check_sizes("FeatureLookupModel", d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
+        check_integers("FeatureLookupModel", minimum=1, d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
         self.multi_dimensional = multi_dimensional
         self.d_v = d_v
         self.W1 = nn.Linear(d_q, d_w, bias=False)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_sizes
+from .._checks import as_tensor, check_integers
 from ..data.sets import match_query_batch
 from ..general_model import TaskModel
 from ..masking import check_boolean
@@ -51,7 +51,7 @@ class FlatMLP(nn.Module):
 
     def __init__(self, d_f: int, d_u: int, n_items: int, n_classes: int, d_hidden: int) -> None:
         super().__init__()
-        check_sizes("FlatMLP", d_f=d_f, d_u=d_u, n_items=n_items, n_classes=n_classes, d_hidden=d_hidden)
+        check_integers("FlatMLP", minimum=1, d_f=d_f, d_u=d_u, n_items=n_items, n_classes=n_classes, d_hidden=d_hidden)
         self.n, self.d_f = n_items, d_f
         self.hidden = nn.Linear(d_u + n_items * (d_f + 1), d_hidden)
         self.out = nn.Linear(d_hidden, n_classes)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_index_range, check_sizes
+from .._checks import as_tensor, check_index_range, check_integers
 from ..catalog import catalogued
 from ..query_related.capsule import CapsuleAttention, CapsuleOutput
 from ..query_related.types import LearnedQueryAttention, mean_pool
@@ -35,7 +35,7 @@ class MeanPoolClassifier(nn.Module):
 
     def __init__(self, d_f: int, n_classes: int, hidden: int = 32) -> None:
         super().__init__()
-        check_sizes("MeanPoolClassifier", d_f=d_f, n_classes=n_classes, hidden=hidden)
+        check_integers("MeanPoolClassifier", minimum=1, d_f=d_f, n_classes=n_classes, hidden=hidden)
         self.out = nn.Sequential(nn.Linear(d_f, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
 
     def forward(self, F: Tensor) -> tuple[Tensor, None]:
@@ -60,7 +60,7 @@ class LearnedQueryClassifier(nn.Module):
 
     def __init__(self, d_f: int, n_classes: int) -> None:
         super().__init__()
-        check_sizes("LearnedQueryClassifier", d_f=d_f, n_classes=n_classes)
+        check_integers("LearnedQueryClassifier", minimum=1, d_f=d_f, n_classes=n_classes)
         self.pool = LearnedQueryAttention(d_f)
         self.out = nn.Linear(d_f, n_classes)
 
@@ -88,7 +88,7 @@ class MeanPoolTokenClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, d: int, n_classes: int = 2) -> None:
         super().__init__()
-        check_sizes("MeanPoolTokenClassifier", vocab_size=vocab_size, d=d, n_classes=n_classes)
+        check_integers("MeanPoolTokenClassifier", minimum=1, vocab_size=vocab_size, d=d, n_classes=n_classes)
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
         self.out = nn.Linear(d, n_classes)
 
@@ -122,7 +122,7 @@ class CapsuleClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, d: int, d_y: int, attend: bool = True) -> None:
         super().__init__()
-        check_sizes("CapsuleClassifier", vocab_size=vocab_size, d=d, d_y=d_y)
+        check_integers("CapsuleClassifier", minimum=1, vocab_size=vocab_size, d=d, d_y=d_y)
         self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
         self.capsules = CapsuleAttention(d, d_y)
         if not attend:

@@ -51,10 +51,10 @@ from .._checks import (
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_nonempty,
     check_rank,
-    check_sizes,
     check_weight,
     option_defaults,
     with_defaults,
@@ -969,7 +969,7 @@ class QuerylessAdditiveScore(nn.Module):
     """
 
     def __init__(self, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
-        check_sizes("QuerylessAdditiveScore", d_k=d_k, d_w=d_w)
+        check_integers("QuerylessAdditiveScore", minimum=1, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b^(1)
         self.w = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
@@ -1058,7 +1058,7 @@ class AlternatingCoAttention(_TwoSets):
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
-        check_sizes("AlternatingCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
+        check_integers("AlternatingCoAttention", minimum=1, d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score0 = QuerylessAdditiveScore(self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_v1, self.d_k2, d_w)
@@ -1101,7 +1101,7 @@ class InteractiveCoAttention(_TwoSets):
     """
 
     def __init__(self, d_f1: int, d_f2: int, d_w: int, **sets: Unpack[TwoSetOptions]) -> None:
-        check_sizes("InteractiveCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
+        check_integers("InteractiveCoAttention", minimum=1, d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)
@@ -1134,7 +1134,7 @@ class Affinity(nn.Module):
     """
 
     def __init__(self, d_k1: int, d_k2: int, kind: str = "bilinear", act: Activation = torch.tanh) -> None:
-        check_sizes("Affinity", d_k1=d_k1, d_k2=d_k2)
+        check_integers("Affinity", minimum=1, d_k1=d_k1, d_k2=d_k2)
         super().__init__()
         if kind == "bilinear":
             self.W_A = nn.Parameter(torch.randn(d_k1, d_k2) / math.sqrt(math.sqrt(d_k1 * d_k2)))
@@ -1188,7 +1188,7 @@ class ParallelCoAttention(_TwoSets):
         scores: str = "additive",
         **sets: Unpack[TwoSetOptions],
     ) -> None:
-        check_sizes("ParallelCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
+        check_integers("ParallelCoAttention", minimum=1, d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         if scores not in ("additive", "max"):
             raise ValueError(f"scores must be 'additive' (Eq. 14-15) or 'max' (Eq. 16), got {scores!r}")
@@ -1239,7 +1239,7 @@ class MultiGrainedCoAttention(_TwoSets):
     def __init__(
         self, d_f1: int, d_f2: int, d_w: int, affinity: str = "bilinear", **sets: Unpack[TwoSetOptions]
     ) -> None:
-        check_sizes("MultiGrainedCoAttention", d_f1=d_f1, d_f2=d_f2, d_w=d_w)
+        check_integers("MultiGrainedCoAttention", minimum=1, d_f1=d_f1, d_f2=d_f2, d_w=d_w)
         super().__init__(d_f1, d_f2, **sets)
         self.score1 = AdditiveScore(self.d_k2, self.d_k1, d_w)
         self.score2 = AdditiveScore(self.d_k1, self.d_k2, d_w)

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_optional_sizes, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_weight
 from ..attention import context
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import ScoreModule, make_score, scaled_dot_score
@@ -225,8 +225,10 @@ class AttentionViaAttention(nn.Module):
         d_v_c: int | None = None,
         score: str = "additive",
     ) -> None:
-        check_sizes("AttentionViaAttention", d_q=d_q, d_f_w=d_f_w, d_f_c=d_f_c)
-        check_optional_sizes("AttentionViaAttention", d_k_w=d_k_w, d_v_w=d_v_w, d_k_c=d_k_c, d_v_c=d_v_c)
+        check_integers("AttentionViaAttention", minimum=1, d_q=d_q, d_f_w=d_f_w, d_f_c=d_f_c)
+        check_integers(
+            "AttentionViaAttention", minimum=1, allow_none=True, d_k_w=d_k_w, d_v_w=d_v_w, d_k_c=d_k_c, d_v_c=d_v_c
+        )
         super().__init__()
         d_k_w = d_f_w if d_k_w is None else d_k_w
         d_v_w = d_f_w if d_v_w is None else d_v_w
@@ -619,8 +621,8 @@ class HierarchicalAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_k: int, d_v_S: int | None = None, d_v_D: int | None = None) -> None:
-        check_sizes("HierarchicalAttention", d_f=d_f, d_k=d_k)
-        check_optional_sizes("HierarchicalAttention", d_v_S=d_v_S, d_v_D=d_v_D)
+        check_integers("HierarchicalAttention", minimum=1, d_f=d_f, d_k=d_k)
+        check_integers("HierarchicalAttention", minimum=1, allow_none=True, d_v_S=d_v_S, d_v_D=d_v_D)
         super().__init__()
         d_v_S = d_f if d_v_S is None else d_v_S
         d_v_D = d_v_S if d_v_D is None else d_v_D

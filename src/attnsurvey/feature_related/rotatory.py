@@ -46,7 +46,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_min_rank, check_nonempty, check_sizes
+from .._checks import as_tensor, check_batch_broadcast, check_dim_equal, check_integers, check_min_rank, check_nonempty
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import make_score
 from ..masking import masked_mean
@@ -307,7 +307,7 @@ class RotatoryAttention(nn.Module):
     """
 
     def __init__(self, d_t: int, d_c: int, hops: int = 1, score: str = "activated-general") -> None:
-        check_sizes("RotatoryAttention", d_t=d_t, d_c=d_c)
+        check_integers("RotatoryAttention", minimum=1, d_t=d_t, d_c=d_c)
         if not isinstance(hops, int) or hops < 1:
             raise ValueError(f"hops must be a positive integer, got {hops!r}")
         super().__init__()

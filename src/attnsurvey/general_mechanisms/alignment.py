@@ -40,15 +40,14 @@ from torch import Tensor, nn
 
 from .._checks import (
     as_tensor,
-    check_counts,
     check_dim_equal,
     check_index_range,
+    check_integers,
     check_min_rank,
     check_nonempty,
     check_nonnegative,
     check_same_shape,
     check_scored,
-    check_sizes,
     mean_or_zero,
 )
 from ..attention import context as _context
@@ -444,7 +443,7 @@ def window_mask(n_f: int, p: Tensor | float, D: float) -> Tensor:
     Raises:
         ValueError: if ``D < 0`` or not finite, ``n_f < 1``, or p is not finite or lies outside the sequence.
     """
-    check_counts("window_mask", n_f=n_f)
+    check_integers("window_mask", minimum=0, n_f=n_f)
     if n_f < 1:
         raise ValueError(f"local alignment needs n_f >= 1, got n_f={n_f}")
     D = _check_D(D)
@@ -535,12 +534,12 @@ class PredictivePosition(nn.Module):
 
     def __init__(self, d_q: int, d_p: int) -> None:
         super().__init__()
-        check_sizes("PredictivePosition", d_q=d_q, d_p=d_p)
+        check_integers("PredictivePosition", minimum=1, d_q=d_q, d_p=d_p)
         self.W_p = nn.Linear(d_q, d_p, bias=False)
         self.w_p = nn.Parameter(torch.randn(d_p) / math.sqrt(d_p))
 
     def forward(self, q: Tensor, n_f: int) -> Tensor:
-        check_sizes("PredictivePosition", n_f=n_f)
+        check_integers("PredictivePosition", minimum=1, n_f=n_f)
         return predictive_position(q, self.W_p.weight, self.w_p, float(n_f - 1))
 
 
@@ -566,7 +565,7 @@ def gaussian_emphasis(n_f: int, p: Tensor | float, sigma: float) -> Tensor:
     """
     if not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"sigma must be a finite number >= 0, got sigma={sigma}")
-    check_counts("gaussian_emphasis", n_f=n_f)
+    check_integers("gaussian_emphasis", minimum=0, n_f=n_f)
     p = _as_position(p, n_f, torch.get_default_dtype())
     pos = torch.arange(n_f, dtype=p.dtype, device=p.device)
     diff = pos - p.unsqueeze(-1)
@@ -694,7 +693,7 @@ class LocalAttention(nn.Module):
             raise ValueError(f"local attention mode must be 'monotonic' or 'predictive', got {mode!r}")
         if gaussian is None:  # Luong et al.: the Gaussian of Eq. (29) belongs to local-p only
             gaussian = mode == "predictive"
-        check_sizes("LocalAttention", d_q=d_q, d_k=d_k, d_p=d_p)
+        check_integers("LocalAttention", minimum=1, d_q=d_q, d_k=d_k, d_p=d_p)
         self.D, self.mode, self.gaussian, self.renormalise = _check_D(D), mode, gaussian, renormalise
         self.score = make_score(score, d_q, d_k)
         self.position = PredictivePosition(d_q, d_p) if mode == "predictive" else None

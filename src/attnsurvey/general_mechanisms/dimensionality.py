@@ -32,9 +32,9 @@ from .._checks import (
     as_tensor,
     check_batch_broadcast,
     check_dim_equal,
+    check_integers,
     check_min_rank,
     check_nonempty,
-    check_sizes,
     check_weight,
 )
 from ..attention import align_scores
@@ -238,7 +238,7 @@ class MultiDimensionalAttention(nn.Module):
     """
 
     def __init__(self, d_q: int, d_k: int, d_v: int, d_w: int, act: Activation = torch.tanh) -> None:
-        check_sizes("MultiDimensionalAttention", d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
+        check_integers("MultiDimensionalAttention", minimum=1, d_q=d_q, d_k=d_k, d_v=d_v, d_w=d_w)
         super().__init__()
         self.W1 = nn.Linear(d_q, d_w, bias=False)
         self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b

@@ -30,7 +30,6 @@ from .._checks import (
     check_min_rank,
     check_nonempty,
     check_positive,
-    check_sizes,
     check_weight,
 )
 from ..catalog import catalogued
@@ -531,7 +530,7 @@ class LinearMapScore(FunctionScore):
         cls.bias = bias
 
     def __init__(self, d_q: int, d_k: int) -> None:
-        check_sizes(type(self).__name__, d_q=d_q, d_k=d_k)
+        check_integers(type(self).__name__, minimum=1, d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=self.bias)
 
@@ -568,7 +567,7 @@ class AdditiveScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, d_k: int, d_w: int, act: Activation = torch.tanh) -> None:
-        check_sizes("AdditiveScore", d_q=d_q, d_k=d_k, d_w=d_w)
+        check_integers("AdditiveScore", minimum=1, d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W1 = nn.Linear(d_q, d_w, bias=False)
         self.W2 = nn.Linear(d_k, d_w, bias=True)  # its bias is the survey's b
@@ -596,7 +595,7 @@ class ConcatScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, d_k: int, d_w: int) -> None:
-        check_sizes("ConcatScore", d_q=d_q, d_k=d_k, d_w=d_w)
+        check_integers("ConcatScore", minimum=1, d_q=d_q, d_k=d_k, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_q + d_k, d_w, bias=False)
         self.v = nn.Parameter(torch.randn(d_w) / math.sqrt(d_w))
@@ -633,7 +632,7 @@ class ActivatedGeneralScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, d_k: int, act: Activation = torch.tanh) -> None:
-        check_sizes("ActivatedGeneralScore", d_q=d_q, d_k=d_k)
+        check_integers("ActivatedGeneralScore", minimum=1, d_q=d_q, d_k=d_k)
         super().__init__()
         self.W = nn.Linear(d_q, d_k, bias=False)
         self.b = nn.Parameter(torch.zeros(()))
@@ -695,7 +694,7 @@ class BilinearScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, d_k: int) -> None:
-        check_sizes("BilinearScore", d_q=d_q, d_k=d_k)
+        check_integers("BilinearScore", minimum=1, d_q=d_q, d_k=d_k)
         super().__init__()
         # same scale as nn.Linear(d_q, d_k).weight.T, so it matches GeneralScore at init
         self.W = nn.Parameter((torch.rand(d_q, d_k) * 2 - 1) / math.sqrt(d_q))
@@ -723,7 +722,7 @@ class LocationScore(ScoreModule):
     """
 
     def __init__(self, d_q: int, n_max: int) -> None:
-        check_sizes("LocationScore", d_q=d_q, n_max=n_max)
+        check_integers("LocationScore", minimum=1, d_q=d_q, n_max=n_max)
         super().__init__()
         if n_max < 1:
             raise ValueError(f"location score needs n_max >= 1, got n_max={n_max}")
@@ -982,8 +981,8 @@ def softmax_saturation(
         ValueError: if ``d_k < 1``, ``n_f < 2`` or ``n_samples`` is not an integer >= 1 (the
             means over no draws would be 0/0).
     """
-    check_integers("softmax_saturation", d_k=d_k, n_f=n_f, n_samples=n_samples)
-    check_sizes("softmax_saturation", n_samples=n_samples)
+    check_integers("softmax_saturation", d_k=d_k, n_f=n_f)
+    check_integers("softmax_saturation", minimum=1, n_samples=n_samples)
     if n_f < 2:
         raise ValueError(f"n_f must be >= 2 for a softmax to saturate, got n_f={n_f}")
     e = _random_dot_scores(d_k, n_samples, n_f, scaled, generator)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import InputTypeError, as_tensor, check_min_rank, check_nonempty
+from .._checks import InputTypeError, as_tensor, check_integers, check_min_rank, check_nonempty
 from ..masking import check_attn_mask, masked_softmax
 from ..numeric_env import portable_sqrt
 
@@ -69,8 +69,7 @@ def _sorted_valid(z: Tensor, valid: Tensor, k: int | None = None) -> tuple[Tenso
 def _check_k(k: int | None, n: int) -> int | None:
     if k is None:
         return None
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (the number of largest scores to sort) must be an integer >= 1, got k={k!r}")
+    check_integers("the top-k sort", minimum=1, k=k)  # k: the number of largest scores to sort
     return k if k < n else None
 
 
@@ -395,8 +394,7 @@ def entmax_bisect(
             ``n_iter >= 1``; for empty scores or a bad mask.
     """
     alpha = _check_alpha(alpha)
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
-        raise ValueError(f"n_iter (bisection steps) must be an integer >= 1, got {n_iter!r}")
+    check_integers("entmax_bisect", minimum=1, n_iter=n_iter)  # n_iter: bisection steps
     z, valid, plus = _prepare(e, mask, dim, halve=False)
     if isinstance(alpha, Tensor):
         out = _EntmaxBisectRows.apply(z, valid, _alpha_rows(alpha, e, dim, z), n_iter)

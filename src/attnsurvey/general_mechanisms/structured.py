@@ -29,7 +29,7 @@ import itertools
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_nonempty, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_nonempty, check_weight
 from ..attention import context
 from ..catalog import catalogued
 from ..masking import check_mask, zero_masked
@@ -221,7 +221,7 @@ class StructuredAttention(nn.Module):
     """
 
     def __init__(self, d_q: int, d_k: int, score: str = "general") -> None:
-        check_sizes("StructuredAttention", d_q=d_q, d_k=d_k)
+        check_integers("StructuredAttention", minimum=1, d_q=d_q, d_k=d_k)
         super().__init__()
         self.score = make_score(score, d_q, d_k)
         self.A = nn.Parameter(torch.zeros(2, 2))

@@ -24,16 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import (
-    as_tensor,
-    check_dim_equal,
-    check_min_rank,
-    check_optional_sizes,
-    check_rank,
-    check_sizes,
-    check_weight,
-    mean_or_zero,
-)
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_rank, check_weight, mean_or_zero
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..masking import check_shared_key_mask, masked_mean, zero_masked
@@ -244,8 +235,8 @@ class CapsuleAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_y: int, d_k: int | None = None) -> None:
-        check_sizes("CapsuleAttention", d_f=d_f, d_y=d_y)
-        check_optional_sizes("CapsuleAttention", d_k=d_k)
+        check_integers("CapsuleAttention", minimum=1, d_f=d_f, d_y=d_y)
+        check_integers("CapsuleAttention", minimum=1, allow_none=True, d_k=d_k)
         super().__init__()
         self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
         d_k = d_f if d_k is None else d_k

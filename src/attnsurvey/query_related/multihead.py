@@ -73,7 +73,6 @@ from .._checks import (
     check_min_rank,
     check_probability,
     check_same_dtype,
-    check_sizes,
     check_weight,
     with_defaults,
 )
@@ -342,7 +341,7 @@ def multi_head_attention(
     for sym, t in (("Q", Q), ("F_k", F_k), ("F_v", F_v)):
         as_tensor(t, sym)
         check_min_rank(t, 2, sym, "(..., n, d)")
-    h_kv = _check_head_counts(h, h_kv)
+    h_kv = _check_head_counts("multi_head_attention", h, h_kv)
     weights = tuple(map(_weight_and_bias, (W_Q, W_K, W_V, W_O)))
     (W_Q, _), (W_K, _), (W_V, _), (W_O, _) = weights
     hdk, hdv = W_Q.shape[0], W_V.shape[0] * h // h_kv
@@ -357,12 +356,11 @@ def multi_head_attention(
     return _multi_head(Q, F_k, F_v, heads, call)
 
 
-def _check_head_counts(h: int, h_kv: int | None) -> int:
+def _check_head_counts(what: str, h: int, h_kv: int | None) -> int:
     """``h >= 1`` query heads and ``h_kv`` key/value heads dividing it (None: ``h``); returns ``h_kv``."""
-    if isinstance(h, bool) or not isinstance(h, int) or h < 1:
-        raise ValueError(f"the number of heads h must be >= 1, got h={h!r}")
     h_kv = h if h_kv is None else h_kv
-    if isinstance(h_kv, bool) or not isinstance(h_kv, int) or h_kv < 1 or h % h_kv:
+    check_integers(what, minimum=1, h=h, h_kv=h_kv)
+    if h % h_kv:
         raise ValueError(f"the number of key/value heads h_kv={h_kv} must divide h={h}")
     return h_kv
 
@@ -507,8 +505,9 @@ def _head_masks(
     """The caller's masks and bias in the heads' layout, combined by :func:`~attnsurvey.attention.canonical_masks`.
 
     A mask or bias shared by the heads gets a head axis, and every one gets ``extra``
-    columns for the appended keys (allowed, bias 0). The key_padding_mask is checked in
-    the caller's layout (``(..., n_f)``, memory included) before it gets them.
+    columns for the appended keys (allowed, bias 0). The key_padding_mask is checked here,
+    once, in the caller's layout (``(..., n_f)``, memory included), so that an error shows the
+    shape the caller passed; canonical_masks combines it without a second check.
     """
     n_q, n_k = q.shape[-2], k.shape[-2]
     rank = len(batch) + 2  # of the scores of one head: the queries' and features' batch axes, broadcast
@@ -518,10 +517,11 @@ def _head_masks(
     if kpm is not None:
         kpm = check_key_padding_mask(kpm, torch.Size((*batch, n_q, n_k - extra)))  # (..., 1, n_f)
         kpm = _pad_keys(kpm.expand(*kpm.shape[:-1], n_k - extra), extra, True)  # (..., 1, n_k): 1 the head axis
+        kpm = kpm.unsqueeze(-2)  # (..., 1, 1, n_k): the query axis
     return canonical_masks(
         torch.Size((*batch, h, n_q, n_k)),
         mask,
-        key_padding_mask=kpm,
+        checked_key_mask=kpm,
         is_causal=bool(opts.get("is_causal")),
         bias=bias,
         dtype=q.dtype,
@@ -598,13 +598,13 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        h_kv = _check_head_counts(h, h_kv)
+        h_kv = _check_head_counts("MultiHeadAttention", h, h_kv)
         if (d_k is None or d_v is None) and d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         check_probability("MultiHeadAttention", dropout=dropout)
         d_k = d_model // h if d_k is None else d_k
         d_v = d_model // h if d_v is None else d_v
-        check_sizes("MultiHeadAttention", d_model=d_model, h=h, d_k=d_k, d_v=d_v)
+        check_integers("MultiHeadAttention", minimum=1, d_model=d_model, d_k=d_k, d_v=d_v)  # h: _check_head_counts
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
         self.h, self.h_kv, self.d_k, self.d_v, self.d_model = h, h_kv, d_k, d_v, d_model
         self.kdim, self.vdim = kdim or d_model, vdim or d_model

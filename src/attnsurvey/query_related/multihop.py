@@ -27,15 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .._checks import (
-    as_tensor,
-    check_dim_equal,
-    check_min_rank,
-    check_optional_sizes,
-    check_same_dtype,
-    check_sizes,
-    check_weight,
-)
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_same_dtype, check_weight
 from ..attention import attend_scores
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import GeneralScore
@@ -248,13 +240,13 @@ class MultiHopAttention(nn.Module):
     def __init__(
         self, d_q: int, d_f: int, n_hops: int, d_k: int | None = None, transform: str = "add", share: bool = True
     ) -> None:
-        check_sizes("MultiHopAttention", d_q=d_q, d_f=d_f, n_hops=n_hops)
-        check_optional_sizes("MultiHopAttention", d_k=d_k)
+        check_integers("MultiHopAttention", minimum=1, d_q=d_q, d_f=d_f, n_hops=n_hops)
+        check_integers("MultiHopAttention", minimum=1, allow_none=True, d_k=d_k)
         super().__init__()
         if transform not in ("add", "linear"):
             raise ValueError(f"transform must be 'add' or 'linear', got {transform!r}")
         d_k = d_f if d_k is None else d_k
-        check_sizes("MultiHopAttention (Eq. 41-42)", d_q=d_q, d_f=d_f, d_k=d_k, n_hops=n_hops)
+        check_integers("MultiHopAttention (Eq. 41-42)", minimum=1, d_q=d_q, d_f=d_f, d_k=d_k, n_hops=n_hops)
         self.n_hops = n_hops
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_q, bias=False)

@@ -36,12 +36,11 @@ from torch import Tensor, nn
 from .._checks import (
     as_tensor,
     check_dim_equal,
+    check_integers,
     check_min_rank,
-    check_optional_sizes,
     check_positive,
     check_rank,
     check_same_shape,
-    check_sizes,
     check_weight,
 )
 from ..attention import attend_scores
@@ -166,7 +165,7 @@ class QuerylessAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_w: int) -> None:
-        check_sizes("QuerylessAttention", d_f=d_f, d_w=d_w)
+        check_integers("QuerylessAttention", minimum=1, d_f=d_f, d_w=d_w)
         super().__init__()
         self.W = nn.Linear(d_f, d_w)  # W and b of Eq. (33)
         self.w = nn.Parameter(torch.randn(d_w) / d_w**0.5)
@@ -252,8 +251,8 @@ class LearnedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_f: int, d_k: int | None = None) -> None:
-        check_sizes("LearnedQueryAttention", d_f=d_f)
-        check_optional_sizes("LearnedQueryAttention", d_k=d_k)
+        check_integers("LearnedQueryAttention", minimum=1, d_f=d_f)
+        check_integers("LearnedQueryAttention", minimum=1, allow_none=True, d_k=d_k)
         super().__init__()
         self.W_K = None if d_k is None else nn.Linear(d_f, d_k, bias=False)
         self.q = nn.Parameter(torch.zeros(d_f if d_k is None else d_k))
@@ -401,7 +400,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         d_k = d_f if d_k is None else d_k
         d_v = d_f if d_v is None else d_v
-        check_sizes("SelfAttention", d_f=d_f, d_k=d_k, d_v=d_v)
+        check_integers("SelfAttention", minimum=1, d_f=d_f, d_k=d_k, d_v=d_v)
         self.W_Q = nn.Linear(d_f, d_k, bias=False)
         self.W_K = nn.Linear(d_f, d_k, bias=False)
         self.W_V = nn.Linear(d_f, d_v, bias=False)
@@ -706,7 +705,7 @@ class StructuredSelfAttention(nn.Module):
     """
 
     def __init__(self, d: int, d_a: int, r: int) -> None:
-        check_sizes("StructuredSelfAttention", d=d, d_a=d_a)
+        check_integers("StructuredSelfAttention", minimum=1, d=d, d_a=d_a)
         super().__init__()
         self.W_s1 = nn.Linear(d, d_a, bias=False)
         self.W_s2 = nn.Linear(d_a, r, bias=False)

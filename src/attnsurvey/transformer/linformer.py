@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_min_rank, check_same_dtype, check_sizes
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_same_dtype
 from ..attention import attend
 from ..catalog import catalogued
 from ..query_related.multihead import SelfAttentionVariant
@@ -124,10 +124,10 @@ class LinformerSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, n_max: int, k: int) -> None:
-        check_sizes("LinformerSelfAttention", d_model=d_model, h=h, n_max=n_max)
+        check_integers("LinformerSelfAttention", minimum=1, d_model=d_model, h=h, n_max=n_max)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
-        check_sizes("LinformerSelfAttention", n_max=n_max, k=k)
+        check_integers("LinformerSelfAttention", minimum=1, n_max=n_max, k=k)
         super().__init__(d_model, h, bias=True)
         self.E = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))
         self.F = nn.Parameter(torch.randn(k, n_max) / math.sqrt(k))

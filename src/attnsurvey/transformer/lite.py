@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_min_rank, check_sizes, check_weight
+from .._checks import as_tensor, check_integers, check_min_rank, check_weight
 from ..catalog import catalogued
 from ..masking import attended_keys, check_boolean, zero_masked
 from ..query_related.multihead import MultiHeadAttention
@@ -146,7 +146,7 @@ class LiteTransformerBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, h: int, d_ff: int, kernel_size: int = 3) -> None:
-        check_sizes("LiteTransformerBlock", d_model=d_model, h=h, d_ff=d_ff, kernel_size=kernel_size)
+        check_integers("LiteTransformerBlock", minimum=1, d_model=d_model, h=h, d_ff=d_ff, kernel_size=kernel_size)
         super().__init__()
         if d_model % 2 or (d_model // 2) % h:
             raise ValueError(f"d_model={d_model} must be even and d_model/2 divisible by h={h}")

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank
 from ..attention import attend
 from ..catalog import catalogued
 from ..masking import band_mask
@@ -79,7 +79,7 @@ def local_window_attention(Q: Tensor, K: Tensor, V: Tensor, w: int) -> tuple[Ten
     check_dim_equal(Q.shape[-1], K.shape[-1], "local self-attention", "d_q", "d_k")
     if w < 0:
         raise ValueError(f"window half-width w must be >= 0, got w={w}")
-    check_counts("local_window_attention", w=w)  # an integer
+    check_integers("local_window_attention", minimum=0, w=w)
     n = K.shape[-2]
     if n == 0:  # no positions: empty contexts and band weights
         batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
@@ -112,7 +112,7 @@ def band_to_dense(a_band: Tensor, w: int) -> Tensor:
         ValueError: ``w`` is not an integer >= 0.
     """
     as_tensor(a_band, "a_band")
-    check_counts("band_to_dense", w=w)
+    check_integers("band_to_dense", minimum=0, w=w)
     n = a_band.shape[-2]
     padded = a_band.new_zeros(*a_band.shape[:-1], n + 2 * w)
     idx = torch.arange(n)[:, None] + torch.arange(2 * w + 1)[None, :]

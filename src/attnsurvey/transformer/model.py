@@ -60,7 +60,6 @@ from .._checks import (
     check_integers,
     check_min_rank,
     check_probability,
-    check_sizes,
     check_weight,
     option_defaults,
     require_tensor,
@@ -241,7 +240,7 @@ class FeedForward(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
     ) -> None:
-        check_sizes("FeedForward", d_model=d_model, d_ff=d_ff)
+        check_integers("FeedForward", minimum=1, d_model=d_model, d_ff=d_ff)
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -340,7 +339,7 @@ class _Layer(nn.Module):
         self_attn: nn.Module | None = None,
         **options: Unpack[LayerOptions],
     ) -> None:
-        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
+        check_integers(type(self).__name__, minimum=1, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         o = with_defaults(options, LAYER_OPTIONS, "LayerOptions")
         bias, dropout = o["bias"], _check_dropout(o["dropout"])
@@ -498,8 +497,8 @@ class _Stack(nn.Module):
         final_norm: bool | None = None,
         **layer_options: Unpack[LayerOptions],
     ) -> None:
-        check_integers(type(self).__name__, n_layers=n_layers, d_model=d_model, h=h, d_ff=d_ff)
-        check_sizes(type(self).__name__, d_model=d_model, h=h, d_ff=d_ff)
+        check_integers(type(self).__name__, n_layers=n_layers)
+        check_integers(type(self).__name__, minimum=1, d_model=d_model, h=h, d_ff=d_ff)
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
@@ -714,7 +713,7 @@ class SequenceTagger(nn.Module):
         embed_scale: float = 1.0,
         **size: Unpack[TransformerSize],
     ) -> None:
-        check_sizes("SequenceTagger", vocab=vocab, n_out=n_out)
+        check_integers("SequenceTagger", minimum=1, vocab=vocab, n_out=n_out)
         super().__init__()
         full = with_defaults(size, TRANSFORMER_SIZE, "TransformerSize")
         d_model, h = full["d_model"], full["h"]

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_min_rank, check_positive, check_sizes
+from .._checks import as_tensor, check_integers, check_min_rank, check_positive
 from ..catalog import catalogued
 
 CHAPTER = "chapters/ch03_3_3_transformer.ipynb"
@@ -52,8 +52,8 @@ def sinusoidal_position_encoding(
         ValueError: unless ``n >= 0`` is an integer, ``d_model`` a positive even integer and
             ``base`` a finite number > 0 (its logarithm sets the wavelengths).
     """
-    check_counts("sinusoidal_position_encoding", n=n)
-    check_sizes("sinusoidal_position_encoding", d_model=d_model)
+    check_integers("sinusoidal_position_encoding", minimum=0, n=n)
+    check_integers("sinusoidal_position_encoding", minimum=1, d_model=d_model)
     if d_model % 2:
         raise ValueError(f"sinusoidal encoding needs an even d_model > 0, got d_model={d_model}")
     check_positive("sinusoidal_position_encoding", base=base)
@@ -97,7 +97,7 @@ class SinusoidalPositionEncoding(nn.Module):
     P: Tensor  # the (max_len, d_model) table, a buffer
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
-        check_sizes("SinusoidalPositionEncoding", max_len=max_len)
+        check_integers("SinusoidalPositionEncoding", minimum=1, max_len=max_len)
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("P", sinusoidal_position_encoding(max_len, d_model), persistent=False)
@@ -130,7 +130,7 @@ class LearnedPositionEncoding(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
-        check_sizes("LearnedPositionEncoding", d_model=d_model, max_len=max_len)
+        check_integers("LearnedPositionEncoding", minimum=1, d_model=d_model, max_len=max_len)
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)

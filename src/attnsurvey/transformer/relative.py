@@ -29,7 +29,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_weight
 from ..attention import attend
 from ..catalog import catalogued
 from ..general_mechanisms.scoring import scaled_dot_score
@@ -58,7 +58,7 @@ def clipped_relative_positions(n_q: int, n_f: int, b: int, device: torch.device 
     Raises:
         ValueError: unless ``b >= 0``.
     """
-    check_counts("clipped_relative_positions", n_q=n_q, n_f=n_f)
+    check_integers("clipped_relative_positions", minimum=0, n_q=n_q, n_f=n_f)
     if b < 0:
         raise ValueError(f"the clipping distance b must be >= 0, got b={b}")
     i = torch.arange(n_q, device=device)[:, None]
@@ -159,7 +159,7 @@ class RelativeSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, b: int = 4, bias: bool = True) -> None:
-        check_sizes("RelativeSelfAttention", d_model=d_model, h=h)
+        check_integers("RelativeSelfAttention", minimum=1, d_model=d_model, h=h)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if b < 0:
@@ -284,7 +284,7 @@ class GaussianLocalSelfAttention(SelfAttentionVariant):
     """
 
     def __init__(self, d_model: int, h: int, centre: str = "token", window: float = 4.0) -> None:
-        check_sizes("GaussianLocalSelfAttention", d_model=d_model, h=h)
+        check_integers("GaussianLocalSelfAttention", minimum=1, d_model=d_model, h=h)
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
         if centre not in ("token", "predicted"):

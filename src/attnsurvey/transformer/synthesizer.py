@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_min_rank, check_optional_sizes, check_sizes, check_weight
+from .._checks import as_tensor, check_integers, check_min_rank, check_weight
 from ..attention import align_scores, context
 from ..catalog import catalogued
 from ..masking import attended_keys, zero_masked
@@ -100,7 +100,7 @@ def random_synthesizer_weights(R: Tensor, n: int, mask: Tensor | None = None) ->
         ValueError: if ``n > l`` or R is not square.
         TypeError: if R is not a floating-point tensor.
     """
-    check_counts("random_synthesizer_weights", n=n)
+    check_integers("random_synthesizer_weights", minimum=0, n=n)
     as_tensor(R, "R")
     if R.dim() != 2 or R.shape[0] != R.shape[1]:
         raise ValueError(f"R must have shape (l, l), got {tuple(R.shape)}")
@@ -131,8 +131,8 @@ class DenseSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, d_hidden: int | None = None) -> None:
-        check_sizes("DenseSynthesizer", d_model=d_model, max_len=max_len)
-        check_optional_sizes("DenseSynthesizer", d_hidden=d_hidden)
+        check_integers("DenseSynthesizer", minimum=1, d_model=d_model, max_len=max_len)
+        check_integers("DenseSynthesizer", minimum=1, allow_none=True, d_hidden=d_hidden)
         super().__init__()
         d_hidden = d_hidden or d_model
         self.lin1 = nn.Linear(d_model, d_hidden)
@@ -166,7 +166,7 @@ class RandomSynthesizer(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int, fixed: bool = False) -> None:
-        check_sizes("RandomSynthesizer", d_model=d_model, max_len=max_len)
+        check_integers("RandomSynthesizer", minimum=1, d_model=d_model, max_len=max_len)
         super().__init__()
         self.R = nn.Parameter(torch.randn(max_len, max_len), requires_grad=not fixed)
         self.W_V = nn.Linear(d_model, d_model)

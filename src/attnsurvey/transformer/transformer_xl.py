@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_sizes, check_weight
+from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_weight
 from ..catalog import catalogued
 from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention, split_heads
@@ -84,7 +84,7 @@ def xl_causal_mask(n: int, n_m: int, device: torch.device | None = None) -> Tens
     Raises:
         ValueError: ``n`` or ``n_m`` is not an integer >= 0.
     """
-    check_counts("xl_causal_mask", n=n, n_m=n_m)
+    check_integers("xl_causal_mask", minimum=0, n=n, n_m=n_m)
     return causal_mask(n, n_m + n, device, offset=n_m)
 
 
@@ -188,7 +188,7 @@ class TransformerXLAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, h: int, mem_len: int) -> None:
-        check_sizes("TransformerXLAttention", d_model=d_model, h=h)
+        check_integers("TransformerXLAttention", minimum=1, d_model=d_model, h=h)
         super().__init__()
         if h < 1 or d_model % h:
             raise ValueError(f"d_model={d_model} is not divisible by the number of heads h={h}")
