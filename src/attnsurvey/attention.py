@@ -653,6 +653,9 @@ def dispatch_reason(
         empty: the call has no key (``n_f = 0``) or no query: its result is zeros.
         sink: a sink logit: the kernel has no slot for it in its denominator.
 
+    Shape:
+        sink: as :func:`attend`'s (only whether it is given matters here).
+
     Returns:
         None when the kernel runs, else one of the reasons, naming the argument:
         ``"need_weights=True: the weights are requested"``, ``"score: a custom score function"``,

@@ -209,7 +209,7 @@ class HybridDecoder(nn.Module):
 
     def _attn(self, i: int) -> MultiHeadAttention:
         # cast: nn.ModuleList is not generic; __init__ fills it with _Block only
-        return cast(MultiHeadAttention, cast(_Block, self.blocks[i]).attn)
+        return cast(_Block, self.blocks[i]).attn
 
     def new_caches(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> list[LayerCache]:
         """Empty caches: a :class:`~attnsurvey.beyond.decoding.KVCache` per global group, a ring buffer per local one.

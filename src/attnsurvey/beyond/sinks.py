@@ -148,13 +148,13 @@ class StreamingCache:
         for sym, t in (("k", k), ("v", v)):
             _check_block(sym, t, (B, g, n, d), self.K.dtype, "(B, g, n, d_head)", "StreamingCache.step")
         check_dim_equal(q.shape[-1], d, "StreamingCache.step", "d_head of q", "d_head of the cache")
-        rope = {"base": self.base, "convention": self.convention}
+        base, conv = self.base, self.convention
         contexts = []
-        for t in range(n):
-            self._push(k[..., t : t + 1, :], v[..., t : t + 1, :])
+        for i in range(n):
+            self._push(k[..., i : i + 1, :], v[..., i : i + 1, :])
             m = self.K.shape[-2]
-            q_t = apply_rope(q[..., t : t + 1, :], offset=m - 1, **rope)  # the query's index in the cache
-            c, _ = grouped_query_attention(q_t, apply_rope(self.K, **rope), self.V)  # keys at 0 .. m - 1
+            q_i = apply_rope(q[..., i : i + 1, :], m - 1, base, conv)  # the query at its own index in the cache
+            c, _ = grouped_query_attention(q_i, apply_rope(self.K, 0, base, conv), self.V)  # keys at 0 .. m - 1
             contexts.append(c)
         return torch.cat(contexts, -2) if contexts else q.new_zeros(*q.shape[:-1], d)
 
@@ -278,8 +278,9 @@ class GatedAttention(MultiHeadAttention):
     """Multi-head self-attention with an output gate per head (Qiu et al. 2025): the module form.
 
     ``W_G`` is an ``nn.Linear(d_model, h*d_v)`` (elementwise) or ``nn.Linear(d_model, h)``
-    (headwise), with a bias. ``forward(X, mask=None, **options)`` computes the gate from
-    ``X`` and passes it to the multi-head stack as this call's ``context_hook``.
+    (headwise), with a bias. ``forward(X, mask=None, *, need_weights=True, **options)``
+    computes the gate from ``X`` and passes it to the multi-head stack as this call's
+    ``context_hook``; the mask is boolean, ``True`` = may attend.
 
     Args:
         d_model: the model width.
