@@ -19,7 +19,7 @@ from ..attention import attend
 from ..beyond.positions import apply_rope, rope_permutation
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..query_related.multihead import multi_head_attention, split_heads
-from . import Check, Convention, Pair, library
+from . import Check, Convention, Pair, library, transformers_caches
 from .torch_target import linear, rand, zero_dead_rows
 
 
@@ -112,13 +112,16 @@ def rope_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def checks() -> list[Check]:
-    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V) and T5 (relative bias).
+    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), gpt-oss and Gemma 3.
 
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
+
+    Raises:
+        ModuleNotFoundError: if ``transformers`` is not installed (the gpt-oss and Gemma 3 checks import it).
     """
     X = rand(B, N, D_MODEL, seed=11)
-    return [*_bert_checks(X), *_gpt2_checks(X), *_llama_checks(), *_t5_checks(X)]
+    return [*_bert_checks(X), *_gpt2_checks(X), *_llama_checks(), *_t5_checks(X), *transformers_caches.checks()]
 
 
 #: The sizes of the inputs shared by the BERT, GPT-2 and T5 checks (LLaMA's width is twice D_MODEL).
