@@ -122,7 +122,10 @@ VALID_HYPER: dict[tuple[str, str], set[str]] = {
         for f in ("decode_step_cost", "decoder_weight_count", "kv_cache_bytes", "TinyDecoderLM")
         for n in ("n_layers", "n_kv_heads", "n_tokens", "n_context", "batch")
     },
-    ("document_vocab", "n_polarity"): {"0"},  # a vocabulary without polarity words (make_documents needs >= 1)
+    ("document_vocab", "n_polarity"): {"0"},
+    ("StreamingCache", "n_sink"): {
+        "0"
+    },  # no sink: StreamingLLM's baseline, a rolling window alone  # a vocabulary without polarity words (make_documents needs >= 1)
 }
 #: extra keyword arguments under which a callable is swept again (a variant its defaults do not reach)
 VARIANTS: dict[str, list[dict[str, Any]]] = {

@@ -327,3 +327,18 @@ def test_sink_through_multi_head_attention_matches_the_brute_force_loop():
     out, _ = multi_head_attention(X, X, X, *lin, h=3, sink=torch.tensor([0.1, 2.0, -3.0], dtype=F64).reshape(3, 1, 1))
     full = [[True] * 4] * 4
     torch.testing.assert_close(out, _brute_heads(X, Ws, 3, 3, [0.1, 2.0, -3.0], full), rtol=0, atol=1e-13)
+
+
+def test_gated_attention_keeps_a_padded_rows_nan_inert():
+    """A NaN in a padded position reaches neither the outputs of the real positions nor any gradient."""
+    torch.manual_seed(3)
+    m = S.GatedAttention(8, 2).double()
+    X = rand(2, 4, 8, seed=6, dtype=F64)
+    X[1, 3] = float("nan")
+    kpm = torch.tensor([[True] * 4, [True, True, True, False]])
+    out, _ = m(X, key_padding_mask=kpm)
+    assert torch.isfinite(out[0]).all() and torch.isfinite(out[1, :3]).all()
+    out[kpm].sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters())
+    clean, _ = m(X[:, :3], key_padding_mask=kpm[:, :3])
+    torch.testing.assert_close(out[1, :3], clean[1], rtol=0, atol=1e-14)

@@ -41,6 +41,8 @@ SCORES_OVERFLOW = {
     ("attnsurvey.beyond.decoding.GroupedQueryAttention", "1e20 X"),
     ("attnsurvey.beyond.positions.ALiBiSelfAttention", "1e20 X"),
     ("attnsurvey.beyond.positions.RotarySelfAttention", "1e20 X"),
+    ("attnsurvey.beyond.sinks.GatedAttention", "1e20 X"),
+    ("attnsurvey.beyond.sinks.SinkAttention", "1e20 X"),
     ("attnsurvey.query_related.multihead.MultiHeadAttention", "1e20 X_q"),
     ("attnsurvey.query_related.multihead.SelfAttentionVariant", "1e20 X"),
     ("attnsurvey.query_related.multihop.MultiHopAttention", "1e20 F"),

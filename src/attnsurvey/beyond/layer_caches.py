@@ -74,9 +74,10 @@ def layer_schedule(n_layers: int, local_per_global: int) -> list[LayerKind]:
         ``"local"`` or ``"global"`` for each layer.
 
     Raises:
-        ValueError: unless both are integers >= 0.
+        ValueError: unless ``n_layers >= 1`` and ``local_per_global >= 0`` are integers.
     """
-    check_counts("layer_schedule", n_layers=n_layers, local_per_global=local_per_global)
+    check_sizes("layer_schedule", n_layers=n_layers)
+    check_counts("layer_schedule", local_per_global=local_per_global)
     return ["global" if (i + 1) % (local_per_global + 1) == 0 else "local" for i in range(n_layers)]
 
 
@@ -95,10 +96,9 @@ def kv_owners(n_layers: int, share: int) -> list[int]:
         ``owner[i] = i - i % share``, the first layer of layer ``i``'s group.
 
     Raises:
-        ValueError: unless ``n_layers >= 0`` and ``share >= 1`` are integers.
+        ValueError: unless ``n_layers >= 1`` and ``share >= 1`` are integers.
     """
-    check_counts("kv_owners", n_layers=n_layers)
-    check_sizes("kv_owners", share=share)
+    check_sizes("kv_owners", n_layers=n_layers, share=share)
     return [i - i % share for i in range(n_layers)]
 
 

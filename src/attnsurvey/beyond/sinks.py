@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from .._checks import as_tensor, check_counts, check_dim_equal, check_min_rank, check_rank, check_sizes
 from ..attention import AttendOptions
 from ..catalog import catalogued
+from ..masking import zero_unattended
 from ..query_related.multihead import (
     MultiHeadAttention,
     Projection,
@@ -46,7 +47,7 @@ from ..query_related.multihead import (
 )
 from .decoding import grouped_query_attention
 from .kv_cache import _check_block
-from .positions import RopeConvention, _check_convention, apply_rope
+from .positions import RopeConvention, _check_base, _check_convention, apply_rope
 
 CHAPTER = "chapters/ch06_1_decoding.ipynb"
 
@@ -81,7 +82,8 @@ class StreamingCache:
         K, V: ``(B, g, m, d_head)``; positions: ``(m,)``, the positions in the text.
 
     Raises:
-        ValueError: for sizes that are not integers in range, an odd ``d_head`` or an unknown convention.
+        ValueError: for sizes that are not integers in range, an odd ``d_head``, a ``base`` that is not a
+            finite number > 0, or an unknown convention.
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class StreamingCache:
         if d_head % 2:
             raise ValueError(f"StreamingCache rotates keys with RoPE and needs an even d_head, got d_head={d_head}")
         _check_convention(convention)
+        base = _check_base(base)
         self.K = torch.zeros(batch, n_kv_heads, 0, d_head, dtype=dtype, device=device)
         self.V = torch.zeros_like(self.K)
         self.positions = torch.zeros(0, dtype=torch.long, device=device)
@@ -304,7 +307,8 @@ class GatedAttention(MultiHeadAttention):
     def forward(  # type: ignore[override]
         self, X: Tensor, mask: Tensor | None = None, *, need_weights: bool = True, **options: Unpack[AttendOptions]
     ) -> tuple[Tensor, Tensor | None]:
-        gate = output_gate(X, self.W_G, self.h)
+        # the gate reads the rows the stack reads: a padded row's NaN/Inf is cleared there and here alike
+        gate = output_gate(zero_unattended(X, options.get("key_padding_mask"), mask), self.W_G, self.h)
         return super().forward(X, None, mask, need_weights=need_weights, context_hook=lambda c, a: c * gate, **options)
 
 

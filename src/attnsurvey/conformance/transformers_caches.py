@@ -28,14 +28,16 @@ import torch
 import torch.nn.functional as F_
 from torch import Tensor
 
+from .._checks import check_counts, check_sizes
+from ..attention import resolve_score
 from ..beyond.layer_caches import sliding_window_mask
-from ..beyond.positions import apply_rope
+from ..beyond.positions import _check_base, apply_rope
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..masking import causal_mask
 from ..query_related.multihead import multi_head_attention
 from . import Check, Convention, Pair, library
-from . import transformers_target as hf  # a module (not its names): transformers_target imports this module too
 from .torch_target import rand
+from .transformers_common import additive_mask, eager_config, random_init
 
 #: Sizes of the gpt-oss and Gemma 3 checks: batch, length (longer than the window), width, heads, head size.
 B, N, D_MODEL, H, H_KV, D_HEAD, WINDOW = 2, 7, 16, 4, 2, 4, 3
@@ -73,7 +75,15 @@ def rope_cos_sin(n: int, d: int, base: float, repeat: bool = False) -> tuple[Ten
 
     Returns:
         ``(cos, sin)``.
+
+    Raises:
+        ValueError: unless ``n >= 0`` is an integer, ``d >= 2`` an even integer and ``base`` a finite number > 0.
     """
+    check_counts("rope_cos_sin", n=n)
+    check_sizes("rope_cos_sin", d=d)
+    if d % 2:
+        raise ValueError(f"RoPE rotates pairs of coordinates and needs an even head size, got d={d}")
+    base = _check_base(base)
     inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
     angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq
     if repeat:
@@ -96,7 +106,12 @@ def rope_half_score(
 
     Returns:
         ``(q, k) -> e`` with q ``(..., n_q, d_k)`` and k ``(..., n_f, d_k)``.
+
+    Raises:
+        ValueError: unless ``base`` is a finite number > 0 and ``scale`` None or a finite number.
     """
+    base = _check_base(base)
+    _, scale = resolve_score(None, scale)  # checks the scale
 
     def score(q: Tensor, k: Tensor) -> Tensor:
         if norms is not None:
@@ -167,7 +182,7 @@ def gpt_oss_pair(layer: int, *, book_window: int = WINDOW, sink: bool = True) ->
     """
     m = library("transformers.models.gpt_oss.modeling_gpt_oss")
     theta = 150000.0
-    cfg = hf._config(
+    cfg = eager_config(
         m.GptOssConfig,
         hidden_size=D_MODEL,
         num_attention_heads=H,
@@ -178,10 +193,10 @@ def gpt_oss_pair(layer: int, *, book_window: int = WINDOW, sink: bool = True) ->
         rope_parameters={"rope_type": "default", "rope_theta": theta},  # plain RoPE (no YaRN rescaling)
     )
     X = rand(B, N, D_MODEL, seed=41)
-    attn = hf._init(m.GptOssAttention(cfg, layer_idx=layer), 42 + layer)
+    attn = random_init(m.GptOssAttention(cfg, layer_idx=layer), 42 + layer)
     ours_mask, theirs_mask = _masks(cfg.layer_types[layer], book_window)
     theirs = attn(
-        X, position_embeddings=rope_cos_sin(N, D_HEAD, theta), attention_mask=hf.additive_mask(theirs_mask)[None, None]
+        X, position_embeddings=rope_cos_sin(N, D_HEAD, theta), attention_mask=additive_mask(theirs_mask)[None, None]
     )[0]
     ours, _ = multi_head_attention(
         X,
@@ -216,7 +231,7 @@ def gemma3_pair(layer: int, mapped: bool = False, *, book_window: int = WINDOW) 
     """
     m = library("transformers.models.gemma3.modeling_gemma3")
     scalar = 2 * D_HEAD  # query_pre_attn_scalar != d_k: the scaling differs from the book's
-    cfg = hf._config(
+    cfg = eager_config(
         m.Gemma3TextConfig,
         hidden_size=D_MODEL,
         num_attention_heads=H,
@@ -228,13 +243,13 @@ def gemma3_pair(layer: int, mapped: bool = False, *, book_window: int = WINDOW) 
     )
     X = rand(B, N, D_MODEL, seed=51)
     kind = cfg.layer_types[layer]
-    attn = hf._init(m.Gemma3Attention(cfg, layer_idx=layer), 52 + layer)
+    attn = random_init(m.Gemma3Attention(cfg, layer_idx=layer), 52 + layer)
     ours_mask, theirs_mask = _masks(kind, book_window)
     base = cfg.rope_parameters[kind]["rope_theta"]
     theirs = attn(
         X,
         position_embeddings=rope_cos_sin(N, D_HEAD, base, repeat=True),
-        attention_mask=hf.additive_mask(theirs_mask)[None, None],
+        attention_mask=additive_mask(theirs_mask)[None, None],
     )[0]
     score = rope_half_score(base, scalar**-0.5, (attn.q_norm, attn.k_norm)) if mapped else rope_half_score(base)
     ours, _ = multi_head_attention(
