@@ -184,6 +184,8 @@ def test_sink_attention_matches_the_brute_force_loop(h_kv):
     causal = [[m_ <= i for m_ in range(5)] for i in range(5)]
     torch.testing.assert_close(out, _brute_heads(X, _weights(m), 2, h_kv, [0.7, -1.3], causal), rtol=0, atol=1e-13)
     assert (a.sum(-1) < 1).all()
+    out.sum().backward()  # the sink logits are learned: they get a gradient
+    assert torch.isfinite(m.sinks.grad).all() and (m.sinks.grad != 0).all()
     with pytest.raises(ValueError, match="sets sink itself"):
         m(X, sink=torch.zeros(2, 1, 1, dtype=F64))
 
@@ -212,6 +214,16 @@ def test_gated_attention_matches_the_brute_force_loop(headwise):
 
 def _weights_as_linear(m):
     return m.W_Q, m.W_K, m.W_V, m.W_O
+
+
+def test_gated_attention_sequence_first_gates_the_same_rows():
+    torch.manual_seed(4)
+    first = S.GatedAttention(8, 2).double()
+    seq_first = S.GatedAttention(8, 2, batch_first=False).double()
+    seq_first.load_state_dict(first.state_dict())
+    X = rand(2, 5, 8, seed=7, dtype=F64)
+    out, _ = seq_first(X.transpose(0, 1), is_causal=True)
+    torch.testing.assert_close(out.transpose(0, 1), first(X, is_causal=True)[0], rtol=0, atol=1e-14)
 
 
 def test_an_open_gate_is_plain_multi_head_attention():

@@ -4,7 +4,8 @@ Every mechanism of the package computes its weights and context here: the
 scores (a Table II score, Eq. 2), the alignment (Eq. 3; a name of the registry
 :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``), and the context ``c = a V``
 (Eq. 4). The options are those of ``torch.nn.functional.scaled_dot_product_attention``
-(masks, bias, causality, dropout, scale, grouped-query attention); with
+(masks, bias, causality, dropout, scale, grouped-query attention), and one more, a
+``sink`` logit (gpt-oss: an extra slot in the softmax's denominator); with
 ``need_weights=False`` and the plain configuration the call runs that kernel, and
 :func:`dispatch_reason` says why another call does not.
 

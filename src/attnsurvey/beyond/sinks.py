@@ -308,7 +308,8 @@ class GatedAttention(MultiHeadAttention):
         self, X: Tensor, mask: Tensor | None = None, *, need_weights: bool = True, **options: Unpack[AttendOptions]
     ) -> tuple[Tensor, Tensor | None]:
         # the gate reads the rows the stack reads: a padded row's NaN/Inf is cleared there and here alike
-        gate = output_gate(zero_unattended(X, options.get("key_padding_mask"), mask), self.W_G, self.h)
+        rows = X if self.batch_first or X.dim() < 3 else X.transpose(-2, -3)  # (..., n, d), as the stack's
+        gate = output_gate(zero_unattended(rows, options.get("key_padding_mask"), mask), self.W_G, self.h)
         return super().forward(X, None, mask, need_weights=need_weights, context_hook=lambda c, a: c * gate, **options)
 
 
