@@ -71,7 +71,7 @@ EQUATIONS: dict[str, str] = {
     "relative-bias": "Relative position bias added to the scores",
     "memory-kv": "Learned memory key/values",
     "sink": "Attention sink: a learned logit in the softmax's denominator (gpt-oss)",
-    "sliding-window": "Sliding-window causal mask: query $i$ sees keys $i - w < j \\le i$",
+    "window": "Sliding-window causal mask: query $i$ sees keys $i - w < j \\le i$",
     "local-global": "Local and global layers (Gemma 3): a window and a RoPE base per layer type",
     "sparsemax": "Sparsemax alignment",
     "entmax15": "1.5-entmax alignment",

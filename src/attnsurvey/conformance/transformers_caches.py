@@ -140,7 +140,7 @@ def checks() -> list[Check]:
 
     return [
         Check("transformers", "sink", "GptOssAttention (full_attention)", lambda: gpt_oss_pair(1)),
-        Check("transformers", "sliding-window", "GptOssAttention (sliding_attention)", lambda: gpt_oss_pair(0)),
+        Check("transformers", "window", "GptOssAttention (sliding_attention)", lambda: gpt_oss_pair(0)),
         Check(
             "transformers",
             "local-global",
