@@ -4,7 +4,8 @@ Every mechanism of the package computes its weights and context here: the
 scores (a Table II score, Eq. 2), the alignment (Eq. 3; a name of the registry
 :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``), and the context ``c = a V``
 (Eq. 4). The options are those of ``torch.nn.functional.scaled_dot_product_attention``
-(masks, bias, causality, dropout, scale, grouped-query attention); with
+(masks, bias, causality, dropout, scale, grouped-query attention), and one more, a
+``sink`` logit (gpt-oss: an extra slot in the softmax's denominator); with
 ``need_weights=False`` and the plain configuration the call runs that kernel, and
 :func:`dispatch_reason` says why another call does not.
 
@@ -350,8 +351,17 @@ def _dropout(a: Tensor, p: float, generator: torch.Generator | None) -> Tensor:
     return torch.where(keep, a / (1.0 - p), zero)
 
 
-def _align(e: Tensor, mask: Tensor | None, align_fn: AlignFn) -> Tensor:
-    """The alignment over the last axis on checked inputs: masked scores filled, masked weights set to 0."""
+def _align(e: Tensor, mask: Tensor | None, align_fn: AlignFn, sink: Tensor | None = None) -> Tensor:
+    """The alignment over the last axis on checked inputs: masked scores filled, masked weights set to 0.
+
+    With a ``sink`` (softmax only, checked by the caller) the softmax runs over the scores and one more
+    slot holding the sink logit, whose weight is then dropped: a row's weights sum to less than 1.
+    """
+    if sink is not None:
+        if mask is not None:
+            e = torch.where(mask, e, minus_inf(e.dtype))
+        a = torch.softmax(torch.cat([e, sink.expand(*e.shape[:-1], 1)], dim=-1), dim=-1)[..., :-1]
+        return a if mask is None else torch.where(mask, a, torch.zeros((), dtype=a.dtype, device=a.device))
     if mask is None:
         return torch.softmax(e, dim=-1) if align_fn is softmax_align else align_fn(e, None)
     e = torch.where(mask, e, minus_inf(e.dtype))
@@ -540,6 +550,42 @@ def check_bias(bias: Tensor, scores_shape: torch.Size, dtype: torch.dtype) -> Te
     return bias.to(dtype)
 
 
+def check_sink(sink: Tensor | None, scores_shape: torch.Size, dtype: torch.dtype, align_fn: AlignFn) -> Tensor | None:
+    """Check a sink logit (an extra slot of the softmax's denominator) and return it in ``dtype``.
+
+    Args:
+        sink: a floating-point tensor of sink logits, or None.
+        scores_shape: the shape of the scores ``(..., n_q, n_f)``.
+        dtype: the dtype of the scores.
+        align_fn: the resolved alignment (a sink exists for the softmax only).
+
+    Shape:
+        sink: broadcastable to ``(..., n_q, 1)`` without changing it (one logit per head: ``(h, 1, 1)``).
+
+    Returns:
+        ``sink`` cast to ``dtype``, or None.
+
+    Raises:
+        ValueError: for a sink that is not a floating-point tensor or does not broadcast, or an
+            alignment other than the softmax.
+    """
+    if sink is None:
+        return None
+    if align_fn is not softmax_align:
+        raise ValueError("a sink logit is an extra slot of the softmax's denominator: it needs align='softmax'")
+    if not isinstance(sink, Tensor) or not sink.is_floating_point():
+        raise ValueError(
+            f"sink must be a floating-point tensor of logits, got {getattr(sink, 'dtype', type(sink).__name__)}"
+        )
+    column = (*scores_shape[:-1], 1)
+    if sink.dim() < 1 or broadcast_batch(sink.shape, column) != column:
+        raise ValueError(
+            f"sink of shape {tuple(sink.shape)} does not broadcast to (..., n_q, 1) = {column} "
+            f"(the scores e have shape {tuple(scores_shape)}; one logit per head is (h, 1, 1))"
+        )
+    return sink.to(dtype)
+
+
 def _expand_gqa(Q: Tensor, K: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     """Repeat the K/V heads (axis -3) so that every query head has its group's K and V."""
     for sym, t in (("Q", Q), ("K", K), ("V", V)):
@@ -571,6 +617,7 @@ class AttendOptions(TypedDict, total=False):
         generator: the dropout's random generator (default None).
         scale: the factor of the multiplicative score (default None: ``1/sqrt(d_k)``).
         align: a name of :data:`ALIGNMENTS` or a callable (default ``"softmax"``).
+        sink: a sink logit per row of scores, an extra slot of the softmax (default None).
     """
 
     key_padding_mask: Tensor | None
@@ -580,6 +627,7 @@ class AttendOptions(TypedDict, total=False):
     generator: torch.Generator | None
     scale: float | None
     align: str | AlignFn
+    sink: Tensor | None
 
 
 def dispatch_reason(
@@ -590,6 +638,7 @@ def dispatch_reason(
     dropout_p: float = 0.0,
     generator: torch.Generator | None = None,
     empty: bool = False,
+    sink: Tensor | None = None,
 ) -> str | None:
     """Why :func:`attend` with these arguments does not run ``F.scaled_dot_product_attention``, or None if it does.
 
@@ -603,18 +652,23 @@ def dispatch_reason(
         dropout_p: the attention dropout.
         generator: a seeded generator for the dropout: the kernel draws from torch's own.
         empty: the call has no key (``n_f = 0``) or no query: its result is zeros.
+        sink: a sink logit: the kernel has no slot for it in its denominator.
+
+    Shape:
+        sink: as :func:`attend`'s (only whether it is given matters here).
 
     Returns:
         None when the kernel runs, else one of the reasons, naming the argument:
         ``"need_weights=True: the weights are requested"``, ``"score: a custom score function"``,
-        ``"align: not the softmax"``, ``"generator: seeded dropout"``, ``"empty: no key or no query"``.
+        ``"align: not the softmax"``, ``"generator: seeded dropout"``, ``"empty: no key or no query"``,
+        ``"sink: an extra slot in the softmax"``.
 
     Raises:
         TypeError, ValueError: for a score or alignment that :func:`attend` would refuse.
     """
     check_probability("attention dropout", dropout_p=dropout_p)
     fn, _ = resolve_score(score)
-    return _dispatch_reason(fn, resolve_align(align), need_weights, dropout_p, generator, empty)
+    return _dispatch_reason(fn, resolve_align(align), need_weights, dropout_p, generator, empty, sink is not None)
 
 
 def _dispatch_reason(
@@ -624,6 +678,7 @@ def _dispatch_reason(
     dropout_p: float,
     generator: torch.Generator | None,
     empty: bool,
+    sink: bool = False,
 ) -> str | None:
     if empty:
         return "empty: no key or no query"
@@ -635,6 +690,8 @@ def _dispatch_reason(
         return "align: not the softmax"
     if generator is not None and dropout_p > 0.0:
         return "generator: seeded dropout"
+    if sink:
+        return "sink: an extra slot in the softmax"
     return None
 
 
@@ -679,6 +736,7 @@ def attend(
     enable_gqa: bool = False,
     need_weights: bool = True,
     align: str | AlignFn = "softmax",
+    sink: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
 
@@ -712,10 +770,15 @@ def attend(
             of query heads.
         need_weights: return the weights (after dropout), else None.
         align: a name of :data:`ALIGNMENTS` or a callable ``(e, mask) -> a``.
+        sink: a learned sink logit ``s`` (gpt-oss; softmax only): one more slot in the softmax's
+            denominator, ``a_l = exp(e_l) / (exp(s) + sum_j exp(e_j))`` over the allowed keys, with
+            no value (it adds nothing to the context), so a row's weights sum to less than 1; a
+            fully-masked row stays all zeros. None: no sink.
 
     Shape:
         Q: ``(..., n_q, d_q)``; K: ``(..., n_f, d_k)``; V: ``(..., n_f, d_v)``;
-        mask and bias: broadcastable to ``(..., n_q, n_f)``; key_padding_mask: ``(..., n_f)``.
+        mask and bias: broadcastable to ``(..., n_q, n_f)``; key_padding_mask: ``(..., n_f)``;
+        sink: broadcastable to ``(..., n_q, 1)`` (one logit per head: ``(h, 1, 1)``).
 
     Returns:
         ``(c, a)``: context ``(..., n_q, d_v)`` and weights ``(..., n_q, n_f)`` (None when
@@ -726,8 +789,9 @@ def attend(
             included; see :func:`attnsurvey._checks.as_tensor`), the dtypes differ, or for
             a bad score/align argument.
         ValueError: for shape or mask problems (an ambiguous rank-2 mask included), a
-            dropout probability outside ``[0, 1]``, or finite Q and K whose scores overflow
-            their dtype (e.g. ``|q . k| > 3.4e38`` in float32), which would give NaN weights.
+            dropout probability outside ``[0, 1]``, a sink that does not broadcast or meets
+            an alignment other than the softmax, or finite Q and K whose scores overflow their
+            dtype (e.g. ``|q . k| > 3.4e38`` in float32), which would give NaN weights.
     """
     for sym, t, layout in (("Q", Q, "(..., n_q, d_q)"), ("K", K, "(..., n_f, d_k)"), ("V", V, "(..., n_f, d_v)")):
         as_tensor(t, sym)
@@ -756,7 +820,8 @@ def attend(
         dtype=Q.dtype,
         device=Q.device,
     )
-    settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights)
+    sink = check_sink(sink, torch.Size((*batch, Q.shape[-2], K.shape[-2])), Q.dtype, align_fn)
+    settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights, sink=sink)
     c, a = attend_unchecked(Q, K, V, settings)
     refuse_overflowing_scores(c, Q, K, settings)
     return c, a
@@ -769,7 +834,8 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
     the inputs is: a silent wrong result that this turns into an error. The common path pays
     one ``isfinite`` over the context (and one host synchronisation); the scores are recomputed
     only when the context holds a non-finite number. Called by :func:`attend` and the
-    multi-head stack after :func:`attend_unchecked`.
+    multi-head stack after :func:`attend_unchecked`. Inside ``torch.compile`` it checks nothing
+    (a data-dependent branch would break the graph).
 
     Args:
         c: the context :func:`attend_unchecked` returned.
@@ -783,6 +849,8 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
         ValueError: naming the shapes and dtype, if a finite query and a finite key it may
             attend give an infinite score.
     """
+    if torch.compiler.is_compiling():  # the host-side test would break the compiled graph: not checked there
+        return
     if bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
         return
     e = _scores(Q, K, settings.score_fn, settings.scale)
@@ -877,6 +945,8 @@ class CoreSettings(NamedTuple):
         finite_inputs: the caller guarantees that Q, K and V hold no NaN or Inf (a model
             whose inputs are tokens, see :class:`attnsurvey.transformer.model.Seq2SeqTransformer`),
             so nothing needs to be made inert; False: the core makes masked entries inert itself.
+        sink: sink logits broadcastable to ``(..., n_q, 1)`` in the dtype of Q (:func:`check_sink`;
+            softmax only), an extra slot of the softmax's denominator with no value; None: none.
     """
 
     allowed: Tensor | None = None
@@ -888,6 +958,7 @@ class CoreSettings(NamedTuple):
     generator: torch.Generator | None = None
     need_weights: bool = True
     finite_inputs: bool = False
+    sink: Tensor | None = None
 
 
 def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) -> tuple[Tensor, Tensor | None]:
@@ -918,7 +989,13 @@ def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) ->
     if allowed is not None and not settings.finite_inputs:  # masked positions may hold NaN/Inf: make them inert
         Q, K, V, bad_k, bad_v = _inert_inputs(Q, K, V, allowed)
     reason = _dispatch_reason(
-        settings.score_fn, settings.align_fn, need_weights, settings.dropout_p, settings.generator, False
+        settings.score_fn,
+        settings.align_fn,
+        need_weights,
+        settings.dropout_p,
+        settings.generator,
+        False,
+        settings.sink is not None,
     )
     if reason is None:
         if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2] == batch:
@@ -932,7 +1009,7 @@ def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) ->
         e = e + _nan_where(bad_k[..., None, :], e)
     if settings.bias is not None:
         e = e + settings.bias
-    a = _dropout(_align(e, allowed, settings.align_fn), settings.dropout_p, settings.generator)
+    a = _dropout(_align(e, allowed, settings.align_fn, settings.sink), settings.dropout_p, settings.generator)
     c = a @ V
     if bad_v is not None:  # a non-zero weight on a non-finite value row: NaN
         c = c + _nan_where(((a != 0) & bad_v[..., None, :]).any(-1, keepdim=True), c)
@@ -1034,6 +1111,7 @@ __all__ = [
     "ALIGNMENTS",
     "ATTEND_DEFAULTS",
     "check_bias",
+    "check_sink",
     "AttendOptions",
     "align_scores",
     "allowed_positions",

@@ -184,6 +184,8 @@ MATH_TITLES: dict[str, str] = {
     "extra:supervised-attention": r"Supervised attention: task loss + $\lambda$ * alignment loss against gold alignments",
     "extra:pre-post-norm": r"Residual + normalisation: post-norm $\operatorname{LayerNorm}(\boldsymbol x + f(\boldsymbol x))$ "
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
+    "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
+    r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
 }
 
 T = TypeVar("T")

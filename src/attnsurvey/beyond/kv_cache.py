@@ -425,20 +425,67 @@ class SlidingWindowCache:
         Raises:
             ValueError: if a tensor has the wrong shape or dtype, or ``g`` does not divide ``h``.
         """
-        B, g, w, d = self.K.shape
+        B, g, _, d = self.K.shape
         as_tensor(q, "q")
         check_rank(q, 4, "q", "(B, h, n, d_head)")
         n = q.shape[-2]
         for sym, t in (("k", k), ("v", v)):
             _check_block(sym, t, (B, g, n, d), self.K.dtype, "(B, g, n, d_head)", "SlidingWindowCache.step")
+        mask = self.next_mask(n)[None]  # (1, n, w + n): shared by batch and heads
+        return grouped_query_attention(q, *self.extend(k, v), mask)
+
+    def next_mask(self, n: int) -> Tensor:
+        """The window of the next ``n`` positions over the buffer's slots and then the new keys.
+
+        Query ``i`` (position ``length + i``) may attend the key of position ``p`` when
+        ``length + i - w < p <= length + i``; empty slots are masked.
+
+        Args:
+            n: the number of new positions.
+
+        Shape:
+            returns ``(n, w + n)``, boolean, ``True`` = may attend.
+
+        Returns:
+            The mask, for keys in the order of :meth:`extend`'s result.
+
+        Raises:
+            ValueError: if ``n`` is not an integer >= 0.
+        """
+        check_integers("SlidingWindowCache.next_mask", minimum=0, n=n)
         new_pos = self.length + torch.arange(n, device=self.positions.device)
-        key_pos = torch.cat([self.positions, new_pos])
-        p_q, p_k = new_pos[:, None], key_pos[None, :]
-        mask = ((p_k >= 0) & (p_k <= p_q) & (p_k > p_q - w))[None]  # (1, n, w + n): shared by batch and heads
-        c, a = grouped_query_attention(q, torch.cat([self.K, k], -2), torch.cat([self.V, v], -2), mask)
+        p_q, p_k = new_pos[:, None], torch.cat([self.positions, new_pos])[None, :]
+        return (p_k >= 0) & (p_k <= p_q) & (p_k > p_q - self.window)
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """The buffer's keys and values followed by ``n`` new ones; then the last ``min(n, w)`` new ones are kept.
+
+        A ``kv_transform`` for the multi-head module: call :meth:`next_mask` first (it reads
+        the slots as they are before this call).
+
+        Args:
+            k: the new keys.
+            v: the new values.
+
+        Shape:
+            k, v: ``(B, g, n, d_head)``; returns two ``(B, g, w + n, d_head)``.
+
+        Returns:
+            ``(K, V)`` over the buffer's slots and then the new positions (copies: the buffer is
+            overwritten afterwards).
+
+        Raises:
+            ValueError: if k or v has the wrong shape or dtype.
+        """
+        B, g, w, d = self.K.shape
+        n = k.shape[-2] if isinstance(k, Tensor) and k.dim() == 4 else -1
+        for sym, t in (("k", k), ("v", v)):
+            _check_block(sym, t, (B, g, n, d), self.K.dtype, "(B, g, n, d_head)", "SlidingWindowCache.extend")
+        K_all, V_all = torch.cat([self.K, k], -2), torch.cat([self.V, v], -2)
+        new_pos = self.length + torch.arange(n, device=self.positions.device)
         keep = slice(max(0, n - w), n)  # positions beyond the last w are never needed again
         slots = new_pos[keep] % w
         self.K[:, :, slots], self.V[:, :, slots] = k[:, :, keep], v[:, :, keep]
         self.positions[slots] = new_pos[keep]
         self.length += n
-        return c, a
+        return K_all, V_all

@@ -19,43 +19,11 @@ from ..attention import attend
 from ..beyond.positions import apply_rope, rope_permutation
 from ..general_mechanisms.scoring import scaled_dot_score
 from ..query_related.multihead import multi_head_attention, split_heads
-from . import Check, Convention, Pair, library
+from . import Check, Convention, Pair, library, transformers_caches
 from .torch_target import linear, rand, zero_dead_rows
-
-
-def additive_mask(mask: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
-    """The book's boolean mask as the additive mask of ``transformers`` (0 allowed, finfo.min blocked).
-
-    Kept apart from :func:`attnsurvey.masking.additive_mask` on purpose: that one fills
-    ``-inf`` (torch's convention), this one the library's own fill, ``finfo(dtype).min``,
-    so the models under comparison get the mask exactly as their own code builds it.
-
-    Args:
-        mask: boolean, ``True`` = may attend.
-        dtype: the scores' dtype.
-
-    Shape:
-        mask ``(..., n_q, n_f)``; returns the same shape.
-
-    Returns:
-        The float mask the models add to their scores.
-    """
-    zero = torch.zeros((), dtype=dtype)
-    return torch.where(mask, zero, torch.full((), torch.finfo(dtype).min, dtype=dtype))
-
-
-def _config(cls: Any, **kw: Any) -> Any:
-    config = cls(**kw)
-    config._attn_implementation = "eager"
-    return config
-
-
-def _init(module: Any, seed: int) -> Any:
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.25)
-    return module.double().eval()
+from .transformers_common import additive_mask
+from .transformers_common import eager_config as _config
+from .transformers_common import random_init as _init
 
 
 def interleave_permutation(d: int) -> Tensor:
@@ -112,13 +80,15 @@ def rope_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def checks() -> list[Check]:
-    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), DeepSeek-V3 (MLA).
+    """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), DeepSeek-V3 (MLA),
+    gpt-oss and Gemma 3.
 
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
 
     Raises:
-        ModuleNotFoundError: if ``transformers`` is not installed.
+        ModuleNotFoundError: if ``transformers`` is not installed (the DeepSeek-V3, gpt-oss and Gemma 3 checks
+            import it).
     """
     X = rand(B, N, D_MODEL, seed=11)
     return [
@@ -127,6 +97,7 @@ def checks() -> list[Check]:
         *_llama_checks(),
         *_t5_checks(X),
         *library(f"{__package__}.transformers_mla").checks(),
+        *transformers_caches.checks(),
     ]
 
 

@@ -84,6 +84,7 @@ from ..attention import (
     ScoreFn,
     attend_unchecked,
     canonical_masks,
+    check_sink,
     refuse_overflowing_scores,
     resolve_align,
     resolve_score,
@@ -319,7 +320,8 @@ def multi_head_attention(
         **options: :class:`attnsurvey.attention.AttendOptions` for every head, with
             :func:`~attnsurvey.attention.attend`'s defaults; key_padding_mask is boolean
             ``(..., n_f)`` (the batch axes of the scores), ``True`` = may attend; bias is
-            float, shaped like ``mask``.
+            float, shaped like ``mask``; sink (a logit per head, an extra slot of the softmax)
+            broadcasts to ``(..., h, n_q, 1)``, e.g. ``(h, 1, 1)``.
 
     Shape:
         Q: ``(..., n_q, d_q)``; F_k, F_v: ``(..., n_f, d_f)``; W_Q ``(h*d_k, d_q)``,
@@ -430,8 +432,18 @@ def _multi_head(Q: Tensor, F_k: Tensor, F_v: Tensor, heads: Heads, call: HeadsCa
     # The hook point of the stack: the heads' q, k, v and one mask and bias are ready. A mechanism
     # that changes how the heads attend plugs in here (as score, align and kv_transform do).
     need_weights = call.need_weights or heads.context_hook is not None  # a hook reads the weights
+    sink = check_sink(opts["sink"], torch.Size((*batch, heads.h, q.shape[-2], k.shape[-2])), q.dtype, align_fn)
     settings = CoreSettings(
-        allowed, bias, score_fn, scale, align_fn, opts["dropout_p"], opts["generator"], need_weights, call.finite_inputs
+        allowed,
+        bias,
+        score_fn,
+        scale,
+        align_fn,
+        opts["dropout_p"],
+        opts["generator"],
+        need_weights,
+        call.finite_inputs,
+        sink,
     )
     c, a = attend_unchecked(q, k, v, settings)  # Eq. (39): one context per head
     if not call.finite_inputs:  # callers that vouch for their inputs (token models) skip the check, for speed
@@ -536,10 +548,11 @@ class MultiHeadAttention(nn.Module):
     The weights are made to fit in ``__init__``; ``forward`` checks its inputs once and
     runs the stack without re-checking the weights. ``forward(X_q, X_kv=None, mask=None,
     *, X_v=None, need_weights=True, average_attn_weights=None, memory=None,
-    kv_transform=None, **options)`` returns ``(output, weights)`` with masks ``True`` =
-    may attend; ``X_kv=None`` is self-attention, ``X_v`` (default ``X_kv``) gives separate
-    value features; ``kv_transform`` replaces the module's hook for this call (e.g. a KV
-    cache's ``append``); ``options`` (:class:`attnsurvey.attention.AttendOptions`) go to
+    kv_transform=None, context_hook=None, **options)`` returns ``(output, weights)`` with masks
+    ``True`` = may attend; ``X_kv=None`` is self-attention, ``X_v`` (default ``X_kv``) gives
+    separate value features; ``kv_transform`` and ``context_hook`` replace the module's hooks
+    for this call (e.g. a KV cache's ``append``, an output gate computed from this call's
+    input); ``options`` (:class:`attnsurvey.attention.AttendOptions`) go to
     the stack, with ``dropout_p`` defaulting to ``dropout`` in training mode (0 in eval
     mode) and ``align`` to the module's ``align`` hook.
 
@@ -620,12 +633,14 @@ class MultiHeadAttention(nn.Module):
         else:
             self.bias_k = self.bias_v = None
 
-    def _heads(self, kv_transform: KVTransform | None) -> Heads:
+    def _heads(
+        self, kv_transform: KVTransform | None, context_hook: Callable[[Tensor, Tensor], Tensor] | None = None
+    ) -> Heads:
         """The module's stack (:class:`Heads`): its own weights, made to fit in ``__init__``, and its hooks."""
         weights = tuple(_weight_and_bias(W) for W in (self.W_Q, self.W_K, self.W_V, self.W_O))
         return Heads(
             weights, self.h, self.h_kv, self.bias_k, self.bias_v, self.add_zero_attn, self.score_fn, kv_transform,
-            self.context_hook,
+            self.context_hook if context_hook is None else context_hook,
         )  # fmt: skip
 
     def forward(
@@ -639,6 +654,7 @@ class MultiHeadAttention(nn.Module):
         average_attn_weights: bool | None = None,
         memory: Tensor | None = None,
         kv_transform: KVTransform | None = None,
+        context_hook: Callable[[Tensor, Tensor], Tensor] | None = None,
         _finite_inputs: bool = False,
         **options: Unpack[AttendOptions],
     ) -> tuple[Tensor, Tensor | None]:
@@ -653,7 +669,7 @@ class MultiHeadAttention(nn.Module):
         avg = self.average_attn_weights if average_attn_weights is None else average_attn_weights
         options.setdefault("dropout_p", self.dropout if self.training else 0.0)
         options.setdefault("align", self.align)
-        heads = self._heads(self.kv_transform if kv_transform is None else kv_transform)
+        heads = self._heads(self.kv_transform if kv_transform is None else kv_transform, context_hook)
         out, a = _multi_head(X_q, X_kv, X_v, heads, HeadsCall(mask, memory, need_weights, avg, options, _finite_inputs))
         if not self.batch_first and out.dim() >= 3:
             out = out.transpose(-2, -3)
