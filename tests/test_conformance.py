@@ -199,7 +199,7 @@ def test_max_error_counts_one_sided_nan_as_infinite_and_checks_shapes():
     assert C.format_error(0.0) == "0"
     # an error at float64 rounding shows one bound on either side of a power of ten
     assert C.format_error(2.2e-16) == C.format_error(9.9e-16) == C.format_error(1.1e-15) == "< 1e-12"
-    assert C.format_error(3e-8) == "< 1e-7"
+    assert C.format_error(3e-8) == C.format_error(1.4e-7) == C.format_error(1e-6) == "<= 1e-06"
     assert C.format_error(0.531) == "0.53"
     assert C.format_error(math.inf) == "inf"
     assert C.format_error(None) == "-"

@@ -335,10 +335,11 @@ def format_error(err: float | None, tolerance: float = TOLERANCE) -> str:
         tolerance: the agreement tolerance.
 
     Returns:
-        ``"0"``, ``"< 1e-12"`` or ``"< 1e-7"`` (an agreement, shown as a power-of-ten bound so
-        that the last bit of a machine's arithmetic does not change the text; every error at or
-        below ``ROUNDING_FLOOR``, float64 rounding, shows as ``"< 1e-12"``, since an error near
-        1e-16 can fall on either side of a power of ten), ``"0.53"``, ``"inf"`` or ``"-"``.
+        ``"0"``, ``"< 1e-12"`` (at most ``ROUNDING_FLOOR``: float64 rounding) or ``"<= 1e-06"``
+        (within the tolerance, above float64 rounding: a library that computes some steps in
+        float32), ``"0.53"``, ``"inf"`` or ``"-"``. An agreement is shown as one of two bounds,
+        not to its digits, so that the last bit of a machine's arithmetic does not change the
+        text (an error near 1e-16 or 1e-7 can fall on either side of a power of ten).
     """
     if err is None:
         return "-"
@@ -349,7 +350,7 @@ def format_error(err: float | None, tolerance: float = TOLERANCE) -> str:
     if err <= ROUNDING_FLOOR:
         return f"< {ROUNDING_FLOOR:.0e}"
     if err <= tolerance:
-        return f"< 1e{math.ceil(math.log10(err)) if err < 1 else 0}"
+        return f"<= {tolerance:.0e}"
     return f"{err:.2g}"
 
 
