@@ -34,7 +34,7 @@ from collections.abc import Hashable, Sequence
 import torch
 from torch import Tensor
 
-from .._checks import as_tensor, check_integers, check_rank
+from .._checks import as_tensor, check_dim_equal, check_integers, check_rank
 from ..catalog import catalogued
 from .decoding import grouped_query_attention
 
@@ -47,6 +47,33 @@ def _check_block(sym: str, t: Tensor, expected: tuple[int, ...], dtype: torch.dt
         raise ValueError(
             f"{where}: {sym} must have shape {layout} = {expected} and dtype {dtype}, got {tuple(t.shape)} {t.dtype}"
         )
+
+
+def check_step_inputs(K_buffer: Tensor, q: Tensor, k: Tensor, v: Tensor, where: str) -> int:
+    """Check one decoding step's queries and new keys and values against a cache's key buffer.
+
+    Args:
+        K_buffer: the cache's keys, ``(B, g, slots, d_head)``.
+        q: the new queries; k, v: the new keys and values.
+        where: the caller, for the messages.
+
+    Shape:
+        q: ``(B, h, n, d_head)``; k, v: ``(B, g, n, d_head)``.
+
+    Returns:
+        ``n``, the number of new positions.
+
+    Raises:
+        ValueError: if a tensor has the wrong rank, shape or dtype.
+    """
+    B, g, _, d = K_buffer.shape
+    as_tensor(q, "q")
+    check_rank(q, 4, "q", "(B, h, n, d_head)")
+    n = q.shape[-2]
+    for sym, t in (("k", k), ("v", v)):
+        _check_block(sym, t, (B, g, n, d), K_buffer.dtype, "(B, g, n, d_head)", where)
+    check_dim_equal(q.shape[-1], d, where, "d_head of q", "d_head of the cache")
+    return n
 
 
 @catalogued("extra:paged-kv-cache", title="Paged KV cache: a block pool and per-sequence block tables (vLLM)")
@@ -425,12 +452,7 @@ class SlidingWindowCache:
         Raises:
             ValueError: if a tensor has the wrong shape or dtype, or ``g`` does not divide ``h``.
         """
-        B, g, _, d = self.K.shape
-        as_tensor(q, "q")
-        check_rank(q, 4, "q", "(B, h, n, d_head)")
-        n = q.shape[-2]
-        for sym, t in (("k", k), ("v", v)):
-            _check_block(sym, t, (B, g, n, d), self.K.dtype, "(B, g, n, d_head)", "SlidingWindowCache.step")
+        n = check_step_inputs(self.K, q, k, v, "SlidingWindowCache.step")
         mask = self.next_mask(n)[None]  # (1, n, w + n): shared by batch and heads
         return grouped_query_attention(q, *self.extend(k, v), mask)
 

@@ -33,7 +33,7 @@ from typing import Any, Unpack
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_rank
+from .._checks import as_tensor, check_integers, check_min_rank
 from ..attention import AttendOptions
 from ..catalog import catalogued
 from ..masking import zero_unattended
@@ -46,7 +46,7 @@ from ..query_related.multihead import (
     multi_head_attention,
 )
 from .decoding import grouped_query_attention
-from .kv_cache import _check_block
+from .kv_cache import check_step_inputs
 from .positions import RopeConvention, _check_base, _check_convention, apply_rope
 
 CHAPTER = "chapters/ch06_1_decoding.ipynb"
@@ -144,13 +144,7 @@ class StreamingCache:
         Raises:
             ValueError: if a tensor has the wrong shape or dtype, or ``g`` does not divide ``h``.
         """
-        B, g, _, d = self.K.shape
-        as_tensor(q, "q")
-        check_rank(q, 4, "q", "(B, h, n, d_head)")
-        n = q.shape[-2]
-        for sym, t in (("k", k), ("v", v)):
-            _check_block(sym, t, (B, g, n, d), self.K.dtype, "(B, g, n, d_head)", "StreamingCache.step")
-        check_dim_equal(q.shape[-1], d, "StreamingCache.step", "d_head of q", "d_head of the cache")
+        n = check_step_inputs(self.K, q, k, v, "StreamingCache.step")
         base, conv = self.base, self.convention
         contexts = []
         for i in range(n):
@@ -159,7 +153,7 @@ class StreamingCache:
             q_i = apply_rope(q[..., i : i + 1, :], m - 1, base, conv)  # the query at its own index in the cache
             c, _ = grouped_query_attention(q_i, apply_rope(self.K, 0, base, conv), self.V)  # keys at 0 .. m - 1
             contexts.append(c)
-        return torch.cat(contexts, -2) if contexts else q.new_zeros(*q.shape[:-1], d)
+        return torch.cat(contexts, -2) if contexts else q.new_zeros(*q.shape[:-1], self.K.shape[-1])
 
 
 @catalogued("extra:attention-sinks")
