@@ -835,7 +835,7 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
     one ``isfinite`` over the context (and one host synchronisation); the scores are recomputed
     only when the context holds a non-finite number. Called by :func:`attend` and the
     multi-head stack after :func:`attend_unchecked`. Inside ``torch.compile`` it checks nothing
-    (a data-dependent branch would break the graph).
+    (a data-dependent branch would break the graph), nor on the ``meta`` device (no data).
 
     Args:
         c: the context :func:`attend_unchecked` returned.
@@ -849,7 +849,7 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
         ValueError: naming the shapes and dtype, if a finite query and a finite key it may
             attend give an infinite score.
     """
-    if torch.compiler.is_compiling():  # the host-side test would break the compiled graph: not checked there
+    if torch.compiler.is_compiling() or c.is_meta:  # a host-side test breaks a compiled graph; meta holds no data
         return
     if bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
         return

@@ -132,7 +132,7 @@ def _initial_context(V: Tensor, mask: Tensor | None) -> Tensor:
 def _refuse_overflowing_scores(c: Tensor, e: Tensor, q: Tensor, K: Tensor, mask: Tensor | None) -> None:
     """Raise if the context is not finite because a finite query and key gave an infinite score
     (``attnsurvey.attention.refuse_overflowing_scores`` for the hops, whose scores are computed here)."""
-    if bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
+    if c.is_meta or bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
         return
     over = torch.isinf(e) & finite_rows(q)[..., None] & finite_rows(K)
     if mask is not None:
