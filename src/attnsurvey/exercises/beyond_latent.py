@@ -32,7 +32,9 @@ def score_multiply_adds(t: int, d_c: int, d_h: int, d_R: int, form: str) -> int:
 def _madds_hint(score_madds: Callable[..., int], case: tuple[int, int, int, int]) -> str | None:
     t, d_c, d_h, d_R = case
     for form in ("naive", "absorbed"):
-        got = whole_number(run_answer(score_madds, t, d_c, d_h, d_R, form, what=f"score_madds(..., {form!r})"), "a count")
+        got = whole_number(
+            run_answer(score_madds, t, d_c, d_h, d_R, form, what=f"score_madds(..., {form!r})"), "a count"
+        )
         want = score_multiply_adds(t, d_c, d_h, d_R, form)
         if got == want:
             continue
@@ -69,7 +71,9 @@ def hidden_check_score_madds(score_madds: Callable[..., int]) -> None:
                 raise AssertionError(f"score_madds({t}, {d_c}, {d_h}, {d_R}, {form!r}) is not right")
 
 
-def _scores_case(seed: int, h: int, n: int, d_c: int, d_h: int, d_R: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+def _scores_case(
+    seed: int, h: int, n: int, d_c: int, d_h: int, d_R: int
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
     """Random float64 (q_C, q_R, c, k_R, W_UK) and the naive form's scores (keys materialised, then scaled)."""
     g = torch.Generator().manual_seed(seed)
     q_C = torch.randn(h, 1, d_h, generator=g, dtype=torch.float64)
@@ -85,7 +89,9 @@ def _scores_case(seed: int, h: int, n: int, d_c: int, d_h: int, d_R: int) -> tup
 def _scores(latent_scores: Callable[..., torch.Tensor], args: tuple, want: torch.Tensor) -> torch.Tensor:
     got = torch.as_tensor(run_answer(latent_scores, *args, what="latent_scores")).to(torch.float64)
     if tuple(got.shape) != tuple(want.shape):
-        raise AssertionError(f"return one score per head and cached position, shape {tuple(want.shape)}, got {tuple(got.shape)}")
+        raise AssertionError(
+            f"return one score per head and cached position, shape {tuple(want.shape)}, got {tuple(got.shape)}"
+        )
     return got
 
 
@@ -105,7 +111,7 @@ def check_latent_scores(latent_scores: Callable[..., torch.Tensor]) -> None:
     rope = args[1] @ args[3].T / math.sqrt(d_h + d_R)
     if torch.allclose(got, want - rope, atol=1e-10):
         raise AssertionError("the scores have two parts; one of them is missing")
-    if torch.allclose(got * math.sqrt(d_h + d_R), want * math.sqrt(d_c + d_R), atol=1e-9):
+    if torch.allclose(got * math.sqrt(d_c + d_R), want * math.sqrt(d_h + d_R), atol=1e-9):
         raise AssertionError("the scale: which width do the naive form's keys have?")
     if torch.allclose(got, want * math.sqrt(d_h + d_R), atol=1e-9):
         raise AssertionError("the scores are not scaled")
@@ -132,14 +138,15 @@ def stack_counts(share: int = 1, window: int | None = None) -> list[int]:
     kinds = LC.layer_schedule(EX3["n_layers"], EX3["local_per_global"])
     w = EX3["window"] if window is None else window
     return [
-        LC.cache_elements_formula(kinds, t, w, EX3["n_kv_heads"], EX3["d_head"], share)
-        for t in range(1, EX3["T"] + 1)
+        LC.cache_elements_formula(kinds, t, w, EX3["n_kv_heads"], EX3["d_head"], share) for t in range(1, EX3["T"] + 1)
     ]
 
 
 def stack_fraction() -> float:
     """Exercise 3's fraction: the stack's cache after ``T`` tokens over an all-global stack's."""
-    every = LC.cache_elements_formula(["global"] * EX3["n_layers"], EX3["T"], EX3["window"], EX3["n_kv_heads"], EX3["d_head"])
+    every = LC.cache_elements_formula(
+        ["global"] * EX3["n_layers"], EX3["T"], EX3["window"], EX3["n_kv_heads"], EX3["d_head"]
+    )
     return stack_counts()[-1] / every
 
 
