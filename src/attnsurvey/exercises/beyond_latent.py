@@ -117,7 +117,7 @@ def check_latent_scores(latent_scores: Callable[..., torch.Tensor]) -> None:
         raise AssertionError("the scores are not scaled")
     raise AssertionError(
         f"the scores differ from the naive form's (max |yours - reference| = {float((got - want).abs().max()):.3g}); "
-        "check which rows of W_UK belong to head i and on which side they act"
+        "check which rows of W_UK belong to head i, on which side they act, and how each part of the score is scaled"
     )
 
 
