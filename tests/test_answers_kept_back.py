@@ -125,7 +125,14 @@ def _block_values(block: str) -> tuple[list[float], list[str]]:
 
 def _reference_values() -> list[float]:
     """Answers the exercise modules compute themselves."""
-    from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
+    from attnsurvey.exercises import (
+        beyond_decoding,
+        beyond_latent,
+        beyond_positions,
+        beyond_ring,
+        beyond_tiled,
+        beyond_trained,
+    )
 
     window_count, fraction = beyond_decoding.window_score_counts(
         beyond_decoding.EX3["T"], beyond_decoding.EX3["window"]
@@ -140,6 +147,7 @@ def _reference_values() -> list[float]:
         *map(float, beyond_ring.causal_pairs(4, 1024, "zigzag")),
         beyond_trained.uniform_mirrored_weight(),
         *beyond_positions.half_distances(4),
+        beyond_latent.stack_fraction(),
     ]
 
 

@@ -1,4 +1,4 @@
-"""No visible output of chapters 6 to 6.4 states an exercise's answer.
+"""No visible output of chapters 6 to 6.5 states an exercise's answer.
 
 ``test_answers_kept_back`` reads the outputs of the check cells; this test reads the output of every other
 code cell of these chapters too (Explore widgets, tables, printed references), except the solution cells
@@ -15,7 +15,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
+from attnsurvey.exercises import (
+    beyond_decoding,
+    beyond_latent,
+    beyond_positions,
+    beyond_ring,
+    beyond_tiled,
+    beyond_trained,
+)
 from tests.test_answers_kept_back import _numbers, _outputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +47,15 @@ def _answers() -> dict[str, list[float]]:
             *(float(beyond_ring.training_ring_bytes(*case)) for case in beyond_ring.EX1_CASES),
         ],
         "ch06_4_trained_transformer": [beyond_trained.uniform_mirrored_weight()],
+        "ch06_5_latent_and_shared_caches": [
+            beyond_latent.stack_fraction(),
+            float(beyond_latent.stack_counts()[-1]),  # the earlier counts are steps of the way (480 GiB is no leak)
+            *(
+                float(beyond_latent.score_multiply_adds(*case, form))
+                for case in beyond_latent.EX1_CASES
+                for form in ("naive", "absorbed")
+            ),
+        ],
     }
 
 

@@ -1,4 +1,4 @@
-"""The exercise checks of chapters 6 to 6.4 raise explicitly: no bare ``assert``, which ``python -O`` removes.
+"""The exercise checks of chapters 6 to 6.5 raise explicitly: no bare ``assert``, which ``python -O`` removes.
 
 Under ``python -O`` a check written with ``assert`` accepts every answer and prints its confirmation;
 these tests read the modules' syntax trees and run wrong answers in an optimised interpreter.
@@ -15,9 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from attnsurvey.exercises import beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained
+from attnsurvey.exercises import (
+    beyond_decoding,
+    beyond_latent,
+    beyond_positions,
+    beyond_ring,
+    beyond_tiled,
+    beyond_trained,
+)
 
-MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained]
+MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained, beyond_latent]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -30,13 +37,16 @@ def test_no_bare_assert(module):
 
 WRONG_UNDER_O = """
 import sys
-from attnsurvey.exercises import beyond_positions as p, beyond_ring as r
+from attnsurvey.exercises import beyond_latent as m, beyond_positions as p, beyond_ring as r
 cases = [
     (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
     (p.check_rotate, (lambda x, t: x,)),
     (r.check_ring_bytes, (lambda n, d, P, s, h, hk: 0,)),
     (r.check_merge_outputs, (lambda parts: parts[0][0] * 0,)),
     (r.check_causal_work, ([0, 0, 0, 0],)),
+    (m.check_score_madds, (lambda t, d_c, d_h, d_R, form: 0,)),
+    (m.check_latent_scores, (lambda q_C, q_R, c, k_R, W_UK: q_C[..., :1] * 0,)),
+    (m.check_stack_counts, ([0] * 11, 0.5)),
 ]
 for check, args in cases:
     try:

@@ -72,7 +72,7 @@ from ..query_related.multihead import head_mask, merge_heads, split_heads
 from .decoding import KVCache, offset_causal_mask
 from .positions import RopeConvention, _check_base, _check_convention, apply_rope
 
-CHAPTER = "chapters/ch06_1_decoding.ipynb"
+CHAPTER = "chapters/ch06_5_latent_and_shared_caches.ipynb"
 
 #: The two ways to compute MLA: per-head keys and values materialised, or W_UK and W_UV folded away.
 LatentForm = Literal["naive", "absorbed"]

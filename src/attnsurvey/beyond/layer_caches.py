@@ -44,7 +44,7 @@ from ..transformer.model import FeedForward, LayerNorm, residual_norm
 from .decoding import KVCache, offset_causal_mask
 from .kv_cache import SlidingWindowCache
 
-CHAPTER = "chapters/ch06_1_decoding.ipynb"
+CHAPTER = "chapters/ch06_5_latent_and_shared_caches.ipynb"
 
 LayerKind = Literal["local", "global"]
 #: Local layers per global layer: Gemma 2 alternates (1:1), Gemma 3 has five local layers per global one.
