@@ -113,29 +113,37 @@ def _window_losses(model: WindowTagger) -> tuple[float, float]:
     return m["copy_evicted"], m["copy_kept"]
 
 
-def check_window_losses(answer: object, model: WindowTagger, rel: float = 1e-3) -> None:
-    """Exercise 3: ``(evicted, kept)``, the copy losses of ``model`` with a window of :data:`EX3_WINDOW` keys.
-
-    The check recomputes both with :func:`~attnsurvey.experiments.sinks_gates.sink_measures`. Raises ``AssertionError``.
-    """
+def _window_hint(answer: object, model: WindowTagger, rel: float) -> str | None:
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise AssertionError("give a pair (evicted, kept) of two numbers")
+        return "give a pair (evicted, kept) of two numbers"
     got = [float(x) for x in answer]
     want = _window_losses(model)
     if all(math.isclose(g, w, rel_tol=rel) for g, w in zip(got, want)):
-        print("window losses check passed")
-        return
+        return None
     default = sink_measures(model)
     if all(math.isclose(g, default[k], rel_tol=rel) for g, k in zip(got, ("copy_evicted", "copy_kept"))):
-        raise AssertionError("these are the losses of the chapter's window: pass the exercise's window to the measure")
+        return "these are the losses of the chapter's window: pass the exercise's window to the measure"
     if all(math.isclose(g, w, rel_tol=rel) for g, w in zip(got[::-1], want)):
-        raise AssertionError("the pair is in the wrong order")
-    raise AssertionError("not the copy losses of this model with that window: which positions and which mask?")
+        return "the pair is in the wrong order"
+    return "not the copy losses of this model with that window: which positions and which mask?"
+
+
+def check_window_losses(answer: object, model: WindowTagger) -> None:
+    """Exercise 3: ``(evicted, kept)``, the copy losses of ``model`` with a window of :data:`EX3_WINDOW` keys.
+
+    The check recomputes both with :func:`~attnsurvey.experiments.sinks_gates.sink_measures` (to 1e-3, relative).
+    Raises ``AssertionError`` with a hint.
+    """
+    hint = _window_hint(answer, model, 1e-3)
+    if hint:
+        raise AssertionError(hint)
+    print("window losses check passed")
 
 
 def hidden_check_window_losses(answer: object, model: WindowTagger) -> None:
-    """Hidden test of Exercise 3: the same pair to a tighter tolerance. Raises ``AssertionError``."""
-    check_window_losses(answer, model, rel=1e-5)
+    """Hidden test of Exercise 3: the same pair to a tighter tolerance (1e-5, relative). Raises ``AssertionError``."""
+    if _window_hint(answer, model, 1e-5):
+        raise AssertionError("the window losses are not right to five digits")
 
 
 __all__ = [

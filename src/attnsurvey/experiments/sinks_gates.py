@@ -215,6 +215,31 @@ def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task
     return out
 
 
+@torch.no_grad()
+def first_weight_by_position(
+    model: WindowTagger, seed: int = 2000, batch: int = 64, **task: Unpack[SinkTask]
+) -> list[float]:
+    """The first layer's weight on key 0 at each query position ``t >= start``, mean over the other queries and heads.
+
+    The queries and test sequences of :func:`sink_measures` (``first_weight`` is the
+    mean of these values weighted by how many other queries each position has).
+
+    Args:
+        model: a trained :class:`WindowTagger`.
+        seed: the seed of the test sequences.
+        batch: the number of test sequences.
+        task: options of :class:`SinkTask`.
+
+    Returns:
+        One value per position ``start, ..., n - 1``.
+    """
+    t = with_defaults(task, SINK_TASK, "SinkTask")
+    g = torch.Generator().manual_seed(seed)
+    x, _ = triggered_copy_batch(batch, t["n"], t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+    a0 = model(x)[1][0][..., 0].mean(1)  # (B, n): mean over heads
+    return [float(a0[x[:, p] != 0, p].mean()) for p in range(t["start"], t["n"])]
+
+
 def run_seed(
     seed: int, models: dict[tuple[str, int], WindowTagger] | None = None, **task: Unpack[SinkTask]
 ) -> dict[str, float]:
@@ -237,4 +262,13 @@ def run_seed(
     return out
 
 
-__all__ = ["SINK_TASK", "VARIANTS", "SinkTask", "WindowTagger", "run_seed", "sink_measures", "train_variant"]
+__all__ = [
+    "SINK_TASK",
+    "VARIANTS",
+    "SinkTask",
+    "WindowTagger",
+    "first_weight_by_position",
+    "run_seed",
+    "sink_measures",
+    "train_variant",
+]
