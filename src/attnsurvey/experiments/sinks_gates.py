@@ -153,6 +153,7 @@ def train_variant(variant: str, seed: int, **task: Unpack[SinkTask]) -> WindowTa
     return model
 
 
+@torch.no_grad()
 def _losses(
     model: WindowTagger, x: Tensor, y: Tensor, mask: Tensor, copy: Tensor, other: Tensor
 ) -> tuple[float, float]:
@@ -162,8 +163,10 @@ def _losses(
 
 
 @torch.no_grad()
-def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task: Unpack[SinkTask]) -> dict[str, float]:
-    """What a trained model does with its first token, on ``batch`` fresh test sequences.
+def sink_measures(
+    model: WindowTagger, seed: int = 2000, n_test: int = 64, **task: Unpack[SinkTask]
+) -> dict[str, float]:
+    """What a trained model does with its first token, on ``n_test`` fresh test sequences.
 
     Queries are counted from position ``start`` on and split into *copy* queries (the
     current token is the trigger: the next token is a copy from the past) and *other*
@@ -185,7 +188,7 @@ def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task
     Args:
         model: a trained :class:`WindowTagger`.
         seed: the seed of the test sequences.
-        batch: the number of test sequences.
+        n_test: the number of test sequences.
         task: options of :class:`SinkTask` (the task's ``n``, ``vocab``, ``lag``, ``p_trigger``,
             ``window``, ``start``).
 
@@ -195,7 +198,7 @@ def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task
     t = with_defaults(task, SINK_TASK, "SinkTask")
     n, w, start = t["n"], t["window"], t["start"]
     g = torch.Generator().manual_seed(seed)
-    x, y = triggered_copy_batch(batch, n, t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+    x, y = triggered_copy_batch(n_test, n, t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
     pos = torch.arange(n)
     copy, other = (x == 0) & (y != IGNORE), (x != 0) & (y != IGNORE)
     a0 = model(x)[1][0][..., 0]  # (B, h, n): the first layer's weight on key 0
@@ -206,7 +209,7 @@ def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task
         "first_weight": float(per_head.mean()),
         "first_weight_top": float(per_head.max()),
         "first_weight_copy": float(a0.permute(1, 0, 2)[:, late_copy].mean()),
-        "uniform_first": float((1.0 / (pos + 1.0)).expand(batch, n)[late_other].mean()),
+        "uniform_first": float((1.0 / (pos + 1.0)).expand(n_test, n)[late_other].mean()),
         "row_sum": float(a_sum.permute(1, 0, 2)[:, late_other].mean()),
     }
     beyond = pos >= w
@@ -217,7 +220,7 @@ def sink_measures(model: WindowTagger, seed: int = 2000, batch: int = 64, **task
 
 @torch.no_grad()
 def first_weight_by_position(
-    model: WindowTagger, seed: int = 2000, batch: int = 64, **task: Unpack[SinkTask]
+    model: WindowTagger, seed: int = 2000, n_test: int = 64, **task: Unpack[SinkTask]
 ) -> list[float]:
     """The first layer's weight on key 0 at each query position ``t >= start``, mean over the other queries and heads.
 
@@ -227,7 +230,7 @@ def first_weight_by_position(
     Args:
         model: a trained :class:`WindowTagger`.
         seed: the seed of the test sequences.
-        batch: the number of test sequences.
+        n_test: the number of test sequences.
         task: options of :class:`SinkTask`.
 
     Returns:
@@ -235,7 +238,7 @@ def first_weight_by_position(
     """
     t = with_defaults(task, SINK_TASK, "SinkTask")
     g = torch.Generator().manual_seed(seed)
-    x, _ = triggered_copy_batch(batch, t["n"], t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+    x, _ = triggered_copy_batch(n_test, t["n"], t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
     a0 = model(x)[1][0][..., 0].mean(1)  # (B, n): mean over heads
     return [float(a0[x[:, p] != 0, p].mean()) for p in range(t["start"], t["n"])]
 
