@@ -60,6 +60,16 @@ def test_the_variants_differ_only_in_the_attention_module():
         v: [p.shape for n, p in sg.WindowTagger(8, v).named_parameters() if "W_G" not in n] for v in ("softmax", "gate")
     }
     assert shapes["softmax"] == shapes["gate"]
+    # the same seed gives every variant the same initial values in the parameters they share (the gate's draws
+    # must not shift the FFN's)
+    start = {}
+    for v in sg.VARIANTS:
+        torch.manual_seed(0)
+        start[v] = sg.WindowTagger(8, v).state_dict()
+    for v in ("sink", "gate"):
+        shared = [k for k in start["softmax"] if k in start[v]]
+        assert len(shared) == len(start["softmax"])
+        assert all(torch.equal(start["softmax"][k], start[v][k]) for k in shared), v
     with pytest.raises(ValueError, match="variant"):
         sg.WindowTagger(8, "linear")
 

@@ -51,11 +51,25 @@ class _LayerGatedAttention(GatedAttention):
         return super().forward(X, mask, **options)
 
 
+def _gated_like_plain(d_model: int, h: int) -> _LayerGatedAttention:
+    """A gated module whose shared projections start as the plain module's, drawn the same way.
+
+    The gate's weights are drawn off torch's global generator (inside ``fork_rng``), so the
+    generator leaves this module where :class:`MultiHeadAttention` leaves it and the layers
+    built after it (the FFN) start as in the other variants.
+    """
+    plain = MultiHeadAttention(d_model, h)
+    with torch.random.fork_rng(devices=[]):
+        gated = _LayerGatedAttention(d_model, h)
+    gated.load_state_dict(plain.state_dict(), strict=False)  # W_Q, W_K, W_V, W_O; W_G stays
+    return gated
+
+
 def _attention_factory(variant: str, d_model: int, h: int) -> Callable[[], nn.Module]:
     factories: dict[str, Callable[[], nn.Module]] = {
         "softmax": lambda: MultiHeadAttention(d_model, h),
         "sink": lambda: SinkAttention(d_model, h),
-        "gate": lambda: _LayerGatedAttention(d_model, h),
+        "gate": lambda: _gated_like_plain(d_model, h),
     }
     if variant not in factories:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
