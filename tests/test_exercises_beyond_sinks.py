@@ -39,12 +39,18 @@ def test_cached_positions():
         (lambda t, s, w: list(range(min(s, t))) + list(range(max(0, t - w), t)), "twice"),  # sinks doubled early
         (lambda t, s, w: right_positions(t, s, w + 1), "not right"),  # the window one too wide
         (lambda t, s, w: list(range(min(s, t))) + list(range(max(s, t - w + 1), t)), "not right"),  # one too narrow
+        (
+            lambda t, s, w: list(range(t)) if t <= w else list(range(s)) + list(range(t - w, t)),
+            "twice",
+        ),  # evicts once w tokens are in
+        (ex.streaming_positions, "reference"),  # the check's own helper handed back
     )
     for wrong, hint in wrong_answers:
         with pytest.raises(AssertionError, match=hint):
             ex.check_cached_positions(wrong)
-    with pytest.raises(AssertionError):  # a narrow window caught by the hidden cases too
-        ex.hidden_check_cached_positions(wrong_answers[3][0])
+    for k in (3, 4, 5):  # a narrow window, an early eviction, the helper: caught by the hidden cases too
+        with pytest.raises(AssertionError):
+            ex.hidden_check_cached_positions(wrong_answers[k][0])
 
 
 def test_window_losses():

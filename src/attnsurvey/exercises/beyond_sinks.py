@@ -78,6 +78,8 @@ def streaming_positions(t: int, n_sink: int, window: int) -> list[int]:
 def _positions_hint(
     cached_positions: Callable[[int, int, int], Sequence[int]], cases: Sequence[tuple[int, int, int]]
 ) -> str | None:
+    if cached_positions is streaming_positions:
+        return "that is the check's own reference, which runs the cache: write the rule in t, n_sink and window"
     for t, n_sink, window in cases:
         got = [int(p) for p in cached_positions(t, n_sink, window)]
         want = streaming_positions(t, n_sink, window)
@@ -96,15 +98,18 @@ def check_cached_positions(cached_positions: Callable[[int, int, int], Sequence[
 
     Compared with :class:`~attnsurvey.beyond.sinks.StreamingCache` after ``t`` steps. Raises ``AssertionError``.
     """
-    hint = _positions_hint(cached_positions, [(3, 2, 4), (10, 2, 4), (7, 1, 3), (12, 0, 5)])
+    hint = _positions_hint(cached_positions, [(3, 2, 4), (10, 2, 4), (5, 2, 4), (7, 1, 3), (12, 0, 5)])
     if hint:
         raise AssertionError(hint)
     print("cached positions check passed")
 
 
 def hidden_check_cached_positions(cached_positions: Callable[[int, int, int], Sequence[int]]) -> None:
-    """Hidden test of Exercise 2: an empty cache, a cache just full, a long run with many sinks. Raises ``AssertionError``."""
-    if _positions_hint(cached_positions, [(0, 4, 2), (6, 4, 2), (7, 4, 2), (40, 6, 3), (9, 3, 1)]):
+    """Hidden test of Exercise 2: an empty cache, a cache filling and just full, a long run with many sinks.
+
+    Raises ``AssertionError``.
+    """
+    if _positions_hint(cached_positions, [(0, 4, 2), (5, 4, 2), (6, 4, 2), (7, 4, 2), (40, 6, 3), (9, 3, 1)]):
         raise AssertionError("cached_positions is not right on other sizes")
 
 
