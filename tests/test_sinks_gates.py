@@ -101,3 +101,25 @@ def test_the_window_mask_reaches_the_model():
     model = sg.train_variant("softmax", 0, steps=60)
     m = sg.sink_measures(model, window=1)
     assert m["copy_evicted"] > m["copy_full"] + 0.1
+
+
+def test_gate_openness_reads_the_gates_of_the_first_layer():
+    """With W_G's weight at zero every gate is sigmoid(b): both means equal it; the mean is over the gate's coordinates."""
+    model = sg.train_variant("gate", 0, steps=2)
+    attn = model.encoder.layers[0].self_attn
+    with torch.no_grad():
+        attn.W_G.weight.zero_()
+        attn.W_G.bias.copy_(torch.linspace(-2.0, 1.0, attn.W_G.bias.numel()))
+    want = float(torch.sigmoid(attn.W_G.bias.detach()).mean())
+    got = sg.gate_openness(model)
+    assert got["gate_copy"] == pytest.approx(want, abs=1e-6) and got["gate_other"] == pytest.approx(want, abs=1e-6)
+    with torch.no_grad():  # a gate that reads the input: the trigger's embedding alone opens it
+        attn.W_G.weight.copy_(torch.ones_like(attn.W_G.weight))
+        attn.W_G.bias.zero_()
+    x, _ = triggered_copy_batch(4, 24, 8, torch.Generator().manual_seed(2000), lag=4, p_trigger=0.3)
+    normed = model.encoder.layers[0].norm1(model.position(model.embed(x)))
+    brute = torch.sigmoid(normed.detach().sum(-1))  # every gate row is the sum of the input's coordinates
+    late = (torch.arange(24) >= 8) & (x != 0)
+    assert sg.gate_openness(model, n_test=4)["gate_other"] == pytest.approx(float(brute[late].mean()), abs=1e-5)
+    with pytest.raises(ValueError, match="gate_openness"):
+        sg.gate_openness(sg.WindowTagger(8, "softmax"))

@@ -29,7 +29,7 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import Default, option_defaults, with_defaults
-from ..beyond.sinks import GatedAttention, SinkAttention
+from ..beyond.sinks import GatedAttention, SinkAttention, output_gate
 from ..data.next_token import triggered_copy_batch
 from ..data.sequences import IGNORE
 from ..masking import causal_mask, sink_mask
@@ -167,6 +167,12 @@ def train_variant(variant: str, seed: int, **task: Unpack[SinkTask]) -> WindowTa
     return model
 
 
+def _test_sequences(seed: int, n_test: int, t: SinkTask) -> tuple[Tensor, Tensor]:
+    """The test sequences of the measures: ``n_test`` triggered-copy sequences from their own generator."""
+    g = torch.Generator().manual_seed(seed)
+    return triggered_copy_batch(n_test, t["n"], t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+
+
 @torch.no_grad()
 def _losses(
     model: WindowTagger, x: Tensor, y: Tensor, mask: Tensor, copy: Tensor, other: Tensor
@@ -211,8 +217,7 @@ def sink_measures(
     """
     t = with_defaults(task, SINK_TASK, "SinkTask")
     n, w, start = t["n"], t["window"], t["start"]
-    g = torch.Generator().manual_seed(seed)
-    x, y = triggered_copy_batch(n_test, n, t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+    x, y = _test_sequences(seed, n_test, t)
     pos = torch.arange(n)
     copy, other = (x == 0) & (y != IGNORE), (x != 0) & (y != IGNORE)
     a0 = model(x)[1][0][..., 0]  # (B, h, n): the first layer's weight on key 0
@@ -251,10 +256,48 @@ def first_weight_by_position(
         One value per position ``start, ..., n - 1``.
     """
     t = with_defaults(task, SINK_TASK, "SinkTask")
-    g = torch.Generator().manual_seed(seed)
-    x, _ = triggered_copy_batch(n_test, t["n"], t["vocab"], g, lag=t["lag"], p_trigger=t["p_trigger"])
+    x, _ = _test_sequences(seed, n_test, t)
     a0 = model(x)[1][0][..., 0].mean(1)  # (B, n): mean over heads
     return [float(a0[x[:, p] != 0, p].mean()) for p in range(t["start"], t["n"])]
+
+
+@torch.no_grad()
+def gate_openness(
+    model: WindowTagger, seed: int = 2000, n_test: int = 64, **task: Unpack[SinkTask]
+) -> dict[str, float]:
+    """How far a gated model's first layer opens its output gates, at the copy and at the other queries.
+
+    The gates ``sigmoid(W_G x + b)`` of :func:`~attnsurvey.beyond.sinks.output_gate`, from the
+    layer input the attention module receives (after the pre-norm), on the test sequences of
+    :func:`sink_measures`: the mean over the heads and the coordinates, and over the queries
+    from position ``start`` on.
+
+    Args:
+        model: a trained :class:`WindowTagger` of the ``"gate"`` variant.
+        seed: the seed of the test sequences.
+        n_test: the number of test sequences.
+        task: options of :class:`SinkTask`.
+
+    Returns:
+        ``{"gate_copy": mean gate at the copy queries, "gate_other": mean gate at the other queries}``.
+
+    Raises:
+        ValueError: if ``model`` is not of the ``"gate"`` variant.
+    """
+    attn = model.encoder.layers[0].self_attn
+    if not isinstance(attn, GatedAttention):
+        raise ValueError(f"gate_openness needs a model of the 'gate' variant, got variant={model.variant!r}")
+    t = with_defaults(task, SINK_TASK, "SinkTask")
+    x, y = _test_sequences(seed, n_test, t)
+    seen: list[Tensor] = []
+    hook = attn.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    try:
+        model(x)
+    finally:
+        hook.remove()
+    gate = output_gate(seen[0], attn.W_G, attn.h).mean((-3, -1))  # (B, n): mean over heads and coordinates
+    late = (y != IGNORE) & (torch.arange(t["n"]) >= t["start"])
+    return {"gate_copy": float(gate[late & (x == 0)].mean()), "gate_other": float(gate[late & (x != 0)].mean())}
 
 
 def run_seed(
@@ -285,6 +328,7 @@ __all__ = [
     "SinkTask",
     "WindowTagger",
     "first_weight_by_position",
+    "gate_openness",
     "run_seed",
     "sink_measures",
     "train_variant",
