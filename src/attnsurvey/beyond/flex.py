@@ -75,7 +75,7 @@ from .._checks import InputTypeError, as_tensor, check_index_range, check_intege
 from ..catalog import catalogued
 from ..masking import all_finite
 
-CHAPTER = "chapters/ch06_tiled_attention.ipynb"
+CHAPTER = "chapters/ch06_6_sinks_and_gates.ipynb"
 
 #: ``mask_mod(b, h, q_idx, kv_idx) -> bool tensor``: ``True`` = query ``q_idx`` may attend to key ``kv_idx``.
 MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]

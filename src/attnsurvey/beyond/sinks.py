@@ -49,7 +49,7 @@ from .decoding import grouped_query_attention
 from .kv_cache import check_step_inputs
 from .positions import RopeConvention, _check_base, _check_convention, apply_rope
 
-CHAPTER = "chapters/ch06_1_decoding.ipynb"
+CHAPTER = "chapters/ch06_6_sinks_and_gates.ipynb"
 
 
 @catalogued(
