@@ -70,30 +70,42 @@ def _md_mh(**kw):
     return B.build_model(B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head"), 16, 4, **kw)
 
 
-# accuracies like the chapter's stored ones (four heads 0.812 ± 0.006, two heads 0.816 ± 0.020): unresolved
-ACC4 = [0.81, 0.82, 0.805, 0.815, 0.81]
-ACC2 = [0.83, 0.79, 0.84, 0.80, 0.82]
+# the chapter's run, retrained here as the check retrains it (four heads 0.812 ± 0.006, two heads 0.816 ± 0.020)
+ACC4 = list(ex._chapter_accuracies(4))
+ACC2 = list(ex._chapter_accuracies(2))
 LOWER = [0.70, 0.72, 0.71, 0.69, 0.70]
 
 
 def test_ex3_solution_passes():
     assert "correct" in ex.check_ex3(_md_mh(heads=4), "unresolved", ACC4, ACC2)
-    assert "correct" in ex.check_ex3(_md_mh(heads=4), "worse", LOWER, ACC2)
-    assert "correct" in ex.check_ex3(_md_mh(heads=4), "better", ACC2, LOWER)
 
 
 @pytest.mark.parametrize(
-    ("verdict", "acc4"),
+    "verdict",
     [
-        ("worse", ACC4),  # the mean is lower, but the interval includes zero
-        ("better", ACC4),  # "more heads help": the expectation, not the result
-        ("unresolved", LOWER),
-        (False, ACC4),  # a yes/no answer to "is it better?"
+        "worse",  # the mean is lower, but the interval includes zero
+        "better",  # "more heads help": the expectation, not the result
+        False,  # a yes/no answer to "is it better?"
     ],
 )
-def test_ex3_wrong_verdicts_fail(verdict, acc4):
+def test_ex3_wrong_verdicts_fail(verdict):
     with pytest.raises(AssertionError, match="four_vs_two"):
-        ex.check_ex3(_md_mh(heads=4), verdict, acc4, ACC2)
+        ex.check_ex3(_md_mh(heads=4), verdict, ACC4, ACC2)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "acc4", "acc2"),
+    [
+        ("unresolved", ACC2, ACC2),  # the two-head accuracies handed in as the four-head ones
+        ("unresolved", [0.8] * 5, ACC2),  # a constant of the right shape
+        ("worse", LOWER, ACC2),  # made-up numbers with a verdict that follows from them
+        ("unresolved", ACC4, ACC4),  # the reference replaced
+        ("unresolved", ACC4[:3], ACC2[:3]),  # fewer seeds
+    ],
+)
+def test_ex3_accuracies_not_from_the_run_fail(verdict, acc4, acc2):
+    with pytest.raises(AssertionError, match="acc4|acc2"):
+        ex.check_ex3(_md_mh(heads=4), verdict, acc4, acc2)
 
 
 def test_ex3_default_two_heads_fails():

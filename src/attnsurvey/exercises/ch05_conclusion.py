@@ -7,12 +7,16 @@ models themselves; they never trust a number the reader reports.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from functools import cache
 from typing import cast
 
 import torch
 
 from .. import builder as B
+from ..data.taxonomy_tasks import two_marker_task
+from ..stats import DEFAULT_SEEDS
 from ._answers import paired_verdict, whole_number
 
 
@@ -79,11 +83,35 @@ def check_ex2(model: torch.nn.Module) -> str:
 VERDICT_WORDS = ("better", "worse", "unresolved")
 
 
+@cache
+def _chapter_accuracies(heads: int) -> tuple[float, ...]:
+    """The chapter's multi-dimensional + multi-head run with ``heads`` heads: its data, budget and five seeds."""
+    g = torch.Generator().manual_seed(1)
+    train, test = (two_marker_task(n, 8, 16, 4, g, noise=0.5) for n in (1280, 512))
+    p = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
+    return tuple(
+        B.fit_and_evaluate(p, train, test, 4, epochs=6, seed=s, heads=heads)["accuracy"] for s in DEFAULT_SEEDS
+    )
+
+
+def _require_own_accuracies(acc4: Sequence[float], acc2: Sequence[float]) -> None:
+    """Raise ``AssertionError`` unless ``acc4`` and ``acc2`` are what the chapter's run gives with four and two heads."""
+    for name, got, heads in (("acc4", acc4, 4), ("acc2", acc2, 2)):
+        want = _chapter_accuracies(heads)
+        got = list(got)
+        if len(got) != len(want) or not all(math.isclose(float(a), b, abs_tol=1e-6) for a, b in zip(got, want)):
+            raise AssertionError(
+                f"{name} is not what the {heads}-head model scores when trained as the chapter trains its models "
+                "(same data, epochs and seeds, one accuracy per seed)"
+            )
+
+
 def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> str:
     """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``), and the verdict on four - two heads.
 
     The verdict must follow from the paired 95% interval of the reader's own accuracies
-    (``acc4`` with four heads, ``acc2`` with two, on the same seeds).
+    (``acc4`` with four heads, ``acc2`` with two, on the same seeds); the check retrains both
+    models on the chapter's data and seeds and compares.
     """
     steps = getattr(getattr(model, "main", None), "steps", None)
     if steps is None:
@@ -96,6 +124,7 @@ def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2:
             f"each head's W_d must be (d/h) x (d/h) = (4, 4) for d = 16, got {sorted(shapes) or 'no W_d'} "
             "(is the model multi-dimensional?)"
         )
+    _require_own_accuracies(acc4, acc2)
     paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     return "correct: four heads, each with a 4 x 4 W_d, and the verdict follows from your paired interval"
 
@@ -133,6 +162,7 @@ def hidden_check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float]
     """
     if len(list(acc4)) != 5 or len(list(acc2)) != 5:
         raise AssertionError("one accuracy per seed: five with four heads and five with two")
+    _require_own_accuracies(acc4, acc2)
     paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     want = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
     if B.describe(model) != want:
