@@ -8,8 +8,28 @@ from attnsurvey import builder as B
 from attnsurvey.exercises import ch05_conclusion as ex
 
 
+def wd_total(d, h):
+    return h * (d // h) ** 2  # h heads, each W_d (d/h) x (d/h)
+
+
 def test_ex1_solution_passes():
-    assert "correct" in ex.check_ex1(64)  # all heads' W_d: h (d/h)^2 = d^2 / h <= 32^2, so d <= 32 sqrt(4) = 64
+    assert "correct" in ex.check_ex1(wd_total, 64)  # h (d/h)^2 = d^2 / h <= 32^2, so d <= 32 sqrt(4) = 64
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda d, h: d * d,  # one head of the full width, heads ignored
+        lambda d, h: (d // h) ** 2,  # one head only
+        lambda d, h: h * d * (d // h),  # W_d read as d x (d/h) per head
+        lambda d, h: d * d // 4,  # the chapter's exercise value of h written in
+        lambda d, h: None,  # the template left in place
+        64,  # the width where the function belongs
+    ],
+)
+def test_ex1_wrong_counts_fail(wrong):
+    with pytest.raises(AssertionError, match="wd_total"):
+        ex.check_ex1(wrong, 64)
 
 
 @pytest.mark.parametrize(
@@ -25,20 +45,20 @@ def test_ex1_solution_passes():
 )
 def test_ex1_plausible_wrong_answers_fail(wrong):
     with pytest.raises(AssertionError):
-        ex.check_ex1(wrong)
+        ex.check_ex1(wd_total, wrong)
 
 
 def test_ex1_hint_does_not_state_the_answer_or_the_step():
     for wrong in (32, 128):
         with pytest.raises(AssertionError) as err:
-            ex.check_ex1(wrong)
+            ex.check_ex1(wd_total, wrong)
         assert "64" not in str(err.value) and "d^2" not in str(err.value) and "sqrt" not in str(err.value)
 
 
 def test_ex1_not_a_whole_number_fails():
-    assert "correct" in ex.check_ex1(64.0)
+    assert "correct" in ex.check_ex1(wd_total, 64.0)
     with pytest.raises(AssertionError):
-        ex.check_ex1(64.5)  # int() would truncate it to the right width
+        ex.check_ex1(wd_total, 64.5)  # int() would truncate it to the right width
 
 
 def test_ex2_solution_passes():
@@ -119,11 +139,13 @@ def test_ex3_four_heads_without_multi_dimensional_fails():
 
 
 def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_head_width():
-    ex.hidden_check_ex1(64)
+    ex.hidden_check_ex1(wd_total, 64)
     with pytest.raises(AssertionError):
-        ex.hidden_check_ex1(32)
+        ex.hidden_check_ex1(wd_total, 32)
     with pytest.raises(AssertionError):
-        ex.hidden_check_ex1(True)
+        ex.hidden_check_ex1(wd_total, True)
+    with pytest.raises(AssertionError, match="wd_total"):
+        ex.hidden_check_ex1(lambda d, h: d * d, 64)
 
 
 def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():

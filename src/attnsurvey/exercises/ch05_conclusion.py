@@ -8,7 +8,7 @@ models themselves; they never trust a number the reader reports.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import cast
 
@@ -41,12 +41,31 @@ def _ex1_fits(d: int) -> bool:
     return d % EX1_HEADS == 0 and _wd_entries(d, EX1_HEADS) <= EX1_WIDTH * EX1_WIDTH
 
 
-def check_ex1(answer: int) -> str:
-    """Ex. 1: the largest width ``d`` (a multiple of ``h = 4``) whose multi-dimensional + multi-head model holds
-    no more ``W_d`` entries than one multi-dimensional head of width 32.
+#: (d, h) pairs on which the reader's count is compared with the built models: other head counts than the chapter's
+EX1_PAIRS = ((16, 2), (24, 3), (32, 8), (40, 5), (12, 1), (48, 6))
+
+
+def _require_wd_total(wd_total: Callable[[int, int], int]) -> None:
+    """Raise ``AssertionError`` unless ``wd_total(d, h)`` counts every head's ``W_d`` of the built model."""
+    if not callable(wd_total):
+        raise AssertionError("wd_total must be a function of the width d and the number of heads h")
+    for d, h in EX1_PAIRS:
+        got = wd_total(d, h)
+        if got is None or isinstance(got, bool) or whole_number(got, "a number of entries") != _wd_entries(d, h):
+            raise AssertionError(
+                "wd_total disagrees with the models the builder makes for some widths and head counts: count "
+                "from the widths the text says the builder gives each head, over all heads"
+            )
+
+
+def check_ex1(wd_total: Callable[[int, int], int], answer: int) -> str:
+    """Ex. 1: all heads' ``W_d`` entries as a function of ``d`` and ``h``, and the largest width ``d`` (a multiple of
+    ``h = 4``) whose multi-dimensional + multi-head model holds no more ``W_d`` entries than one multi-dimensional
+    head of width 32.
 
     The reference counts the built models' matrices, so it follows the builder's widths.
     """
+    _require_wd_total(wd_total)
     if answer is None or isinstance(answer, bool):
         raise AssertionError(f"set d_max to a number (got {answer!r})")
     d = whole_number(answer, "a width")
@@ -129,11 +148,13 @@ def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2:
     return "correct: four heads, each with a 4 x 4 W_d, and the verdict follows from your paired interval"
 
 
-def hidden_check_ex1(answer: int) -> None:
-    """Hidden test of Ex. 1: a whole number (not a bool), the largest multiple of 4 with d^2 / 4 <= 32^2.
+def hidden_check_ex1(wd_total: Callable[[int, int], int], answer: int) -> None:
+    """Hidden test of Ex. 1: ``wd_total`` counts the built models' ``W_d``; the width is a whole number (not a bool),
+    the largest multiple of 4 with d^2 / 4 <= 32^2.
 
     Raises ``AssertionError``.
     """
+    _require_wd_total(wd_total)
     h, budget = EX1_HEADS, EX1_WIDTH * EX1_WIDTH
     best = max(d for d in range(h, 64 * EX1_WIDTH, h) if h * (d // h) ** 2 <= budget)
     if isinstance(answer, bool) or whole_number(answer, "a width") != best:
