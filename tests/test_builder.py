@@ -405,3 +405,22 @@ def test_builder_heads_go_through_the_one_stack(monkeypatch):
     assert calls[0]["align"] == "softmax" and isinstance(calls[0]["score"], torch.nn.Module)  # no per-head hook
     assert isinstance(calls[1]["score"].__self__, attention_step._StepHooks)
     assert calls[2]["align"].__func__ is attention_step._StepHooks.align
+
+
+def test_fit_and_evaluate_reports_the_weight_on_any_position():
+    """attention_on_other reads the position it is given: other = pos repeats the gold weight, and the
+    weights on the six positions, one call each (same seed, same model), sum to one."""
+    g = torch.Generator().manual_seed(0)
+    train, test = two_marker_task(64, 6, 8, 3, g), two_marker_task(32, 6, 8, 3, g)
+    p = B.point(query_multiplicity="multi-head")
+
+    def on_other(other: torch.Tensor) -> dict[str, float]:
+        return B.fit_and_evaluate(p, train, {**test, "other": other}, 3, epochs=1, seed=0)
+
+    same = on_other(test["pos"])
+    assert same["attention_on_other"] == pytest.approx(same["attention_on_gold"], abs=1e-6)
+    total = sum(on_other(torch.full((32,), j))["attention_on_other"] for j in range(6))
+    assert total == pytest.approx(1.0, abs=1e-5)
+    assert "attention_on_other" not in B.fit_and_evaluate(
+        p, train, {k: v for k, v in test.items() if k != "other"}, 3, epochs=1
+    )

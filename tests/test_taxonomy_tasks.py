@@ -27,3 +27,16 @@ def test_mismatched_shapes_are_refused():
         question_in_features({"F": F, "G": G})
     with pytest.raises(ValueError, match="must hold F"):
         question_in_features({"F": F})
+
+
+def test_other_is_the_marked_item_that_was_not_asked():
+    from attnsurvey.data.taxonomy_tasks import _directions
+
+    task = two_marker_task(64, 6, 8, 3, torch.Generator().manual_seed(0), noise=0.0)
+    markers, protos = _directions(8, 3, 0)
+    for b in range(64):  # without noise, each item is a class prototype plus at most one marker
+        gold, other, k = int(task["pos"][b]), int(task["other"][b]), int(task["k"][b])
+        assert gold != other
+        torch.testing.assert_close(task["F"][b, gold] - markers[k], protos[task["y"][b]])
+        rest = task["F"][b, other] - markers[1 - k]
+        assert min(float((rest - p).abs().max()) for p in protos) < 1e-6

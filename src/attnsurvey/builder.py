@@ -589,7 +589,8 @@ def fit_and_evaluate(
     Args:
         p: the configuration to build (as :func:`build_model`).
         train: a dict with the tensors ``F``, ``G`` and ``y``.
-        test: a dict with ``F``, ``G``, ``y`` and optionally ``pos``, the gold position per example.
+        test: a dict with ``F``, ``G``, ``y`` and optionally ``pos``, the gold position per example, and
+            ``other``, a second position per example whose weight is also reported (a distractor).
         n_classes: number of classes.
         epochs: passes over the training set.
         batch_size: mini-batch size.
@@ -598,12 +599,13 @@ def fit_and_evaluate(
         **build_kw: options passed to :func:`build_model`.
 
     Shape:
-        F: ``(B, n_f, d_model)``; G: ``(B, n_g, d_model)``; y: ``(B,)`` class indices; pos: ``(B,)``.
+        F: ``(B, n_f, d_model)``; G: ``(B, n_g, d_model)``; y: ``(B,)`` class indices; pos, other: ``(B,)``.
 
     Returns:
         ``{"accuracy", "attention_on_gold", "parameters"}``, where ``attention_on_gold`` is the mean
         weight of the main attention on the gold position ``test["pos"]`` (Eq. 46 with a single gold
-        region), present only when ``pos`` is given.
+        region), present only when ``pos`` is given; ``attention_on_other``, the same mean on
+        ``test["other"]``, is added when ``other`` is given too.
     """
 
     g = seed_everything(seed)
@@ -616,5 +618,7 @@ def fit_and_evaluate(
     out = {"accuracy": accuracy(logits, test["y"]), "parameters": float(count_parameters(model))}
     if "pos" in test and model.last_weights is not None:
         a = model.last_weights.reshape(len(test["y"]), -1, test["F"].shape[1]).mean(1)
-        out["attention_on_gold"] = float(a.gather(-1, test["pos"][:, None]).mean())
+        for key, name in (("pos", "attention_on_gold"), ("other", "attention_on_other")):
+            if key in test:
+                out[name] = float(a.gather(-1, test[key][:, None]).mean())
     return out

@@ -58,12 +58,13 @@ def two_marker_task(
             test sets).
 
     Shape:
-        - F: ``(B, n_f, d)``; G: ``(B, 2, d)``; y, pos, k: ``(B,)``.
+        - F: ``(B, n_f, d)``; G: ``(B, 2, d)``; y, pos, other, k: ``(B,)``.
 
     Returns:
         A dict: ``F`` feature vectors; ``G`` the query input (the asked marker plus noise,
         and a pure-noise vector); ``y`` labels; ``pos`` the position of the asked item
-        (the gold alignment); ``k`` which marker was asked.
+        (the gold alignment); ``other`` the position of the marked item that was not asked (the
+        distractor); ``k`` which marker was asked.
 
     Raises:
         ValueError: if ``n_f < 2`` or a size is not positive.
@@ -84,11 +85,11 @@ def two_marker_task(
     F[rows, p0] += markers[0]
     F[rows, p1] += markers[1]
     k = torch.randint(0, 2, (n_examples,), generator=generator)
-    pos = torch.where(k == 0, p0, p1)
+    pos, other = torch.where(k == 0, p0, p1), torch.where(k == 0, p1, p0)
     y = cls[rows, pos]
     G = noise * torch.randn(n_examples, 2, d, generator=generator)
     G[:, 0] += markers[k]
-    return {"F": F, "G": G, "y": y, "pos": pos, "k": k}
+    return {"F": F, "G": G, "y": y, "pos": pos, "other": other, "k": k}
 
 
 def question_in_features(task: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -7,12 +7,16 @@ models themselves; they never trust a number the reader reports.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from functools import cache
 from typing import cast
 
 import torch
 
 from .. import builder as B
+from ..data.taxonomy_tasks import two_marker_task
+from ..stats import DEFAULT_SEEDS
 from ._answers import paired_verdict, whole_number
 
 
@@ -37,12 +41,31 @@ def _ex1_fits(d: int) -> bool:
     return d % EX1_HEADS == 0 and _wd_entries(d, EX1_HEADS) <= EX1_WIDTH * EX1_WIDTH
 
 
-def check_ex1(answer: int) -> str:
-    """Ex. 1: the largest width ``d`` (a multiple of ``h = 4``) whose multi-dimensional + multi-head model holds
-    no more ``W_d`` entries than one multi-dimensional head of width 32.
+#: (d, h) pairs on which the reader's count is compared with the built models: other head counts than the chapter's
+EX1_PAIRS = ((16, 2), (24, 3), (32, 8), (40, 5), (12, 1), (48, 6))
+
+
+def _require_wd_total(wd_total: Callable[[int, int], int]) -> None:
+    """Raise ``AssertionError`` unless ``wd_total(d, h)`` counts every head's ``W_d`` of the built model."""
+    if not callable(wd_total):
+        raise AssertionError("wd_total must be a function of the width d and the number of heads h")
+    for d, h in EX1_PAIRS:
+        got = wd_total(d, h)
+        if got is None or isinstance(got, bool) or whole_number(got, "a number of entries") != _wd_entries(d, h):
+            raise AssertionError(
+                "wd_total disagrees with the models the builder makes for some widths and head counts: count "
+                "from the widths the text says the builder gives each head, over all heads"
+            )
+
+
+def check_ex1(wd_total: Callable[[int, int], int], answer: int) -> str:
+    """Ex. 1: all heads' ``W_d`` entries as a function of ``d`` and ``h``, and the largest width ``d`` (a multiple of
+    ``h = 4``) whose multi-dimensional + multi-head model holds no more ``W_d`` entries than one multi-dimensional
+    head of width 32.
 
     The reference counts the built models' matrices, so it follows the builder's widths.
     """
+    _require_wd_total(wd_total)
     if answer is None or isinstance(answer, bool):
         raise AssertionError(f"set d_max to a number (got {answer!r})")
     d = whole_number(answer, "a width")
@@ -79,11 +102,35 @@ def check_ex2(model: torch.nn.Module) -> str:
 VERDICT_WORDS = ("better", "worse", "unresolved")
 
 
+@cache
+def _chapter_accuracies(heads: int) -> tuple[float, ...]:
+    """The chapter's multi-dimensional + multi-head run with ``heads`` heads: its data, budget and five seeds."""
+    g = torch.Generator().manual_seed(1)
+    train, test = (two_marker_task(n, 8, 16, 4, g, noise=0.5) for n in (1280, 512))
+    p = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
+    return tuple(
+        B.fit_and_evaluate(p, train, test, 4, epochs=6, seed=s, heads=heads)["accuracy"] for s in DEFAULT_SEEDS
+    )
+
+
+def _require_own_accuracies(acc4: Sequence[float], acc2: Sequence[float]) -> None:
+    """Raise ``AssertionError`` unless ``acc4`` and ``acc2`` are what the chapter's run gives with four and two heads."""
+    for name, got, heads in (("acc4", acc4, 4), ("acc2", acc2, 2)):
+        want = _chapter_accuracies(heads)
+        got = list(got)
+        if len(got) != len(want) or not all(math.isclose(float(a), b, abs_tol=1e-6) for a, b in zip(got, want)):
+            raise AssertionError(
+                f"{name} is not what the {heads}-head model scores when trained as the chapter trains its models "
+                "(same data, epochs and seeds, one accuracy per seed)"
+            )
+
+
 def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> str:
     """Ex. 3: the multi-dimensional + multi-head model with four heads (``d = 16``), and the verdict on four - two heads.
 
     The verdict must follow from the paired 95% interval of the reader's own accuracies
-    (``acc4`` with four heads, ``acc2`` with two, on the same seeds).
+    (``acc4`` with four heads, ``acc2`` with two, on the same seeds); the check retrains both
+    models on the chapter's data and seeds and compares.
     """
     steps = getattr(getattr(model, "main", None), "steps", None)
     if steps is None:
@@ -96,15 +143,18 @@ def check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2:
             f"each head's W_d must be (d/h) x (d/h) = (4, 4) for d = 16, got {sorted(shapes) or 'no W_d'} "
             "(is the model multi-dimensional?)"
         )
+    _require_own_accuracies(acc4, acc2)
     paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     return "correct: four heads, each with a 4 x 4 W_d, and the verdict follows from your paired interval"
 
 
-def hidden_check_ex1(answer: int) -> None:
-    """Hidden test of Ex. 1: a whole number (not a bool), the largest multiple of 4 with d^2 / 4 <= 32^2.
+def hidden_check_ex1(wd_total: Callable[[int, int], int], answer: int) -> None:
+    """Hidden test of Ex. 1: ``wd_total`` counts the built models' ``W_d``; the width is a whole number (not a bool),
+    the largest multiple of 4 with d^2 / 4 <= 32^2.
 
     Raises ``AssertionError``.
     """
+    _require_wd_total(wd_total)
     h, budget = EX1_HEADS, EX1_WIDTH * EX1_WIDTH
     best = max(d for d in range(h, 64 * EX1_WIDTH, h) if h * (d // h) ** 2 <= budget)
     if isinstance(answer, bool) or whole_number(answer, "a width") != best:
@@ -133,6 +183,7 @@ def hidden_check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float]
     """
     if len(list(acc4)) != 5 or len(list(acc2)) != 5:
         raise AssertionError("one accuracy per seed: five with four heads and five with two")
+    _require_own_accuracies(acc4, acc2)
     paired_verdict(verdict, acc4, acc2, "four_vs_two", VERDICT_WORDS)
     want = B.point(dimensionality="multi-dimensional", query_multiplicity="multi-head")
     if B.describe(model) != want:
