@@ -7,6 +7,8 @@ import pytest
 from attnsurvey import builder as B
 from attnsurvey.exercises import ch05_conclusion as ex
 
+from .helpers import refused_without_the_answer, rejected_under_python_o
+
 
 def wd_total(d, h):
     return h * (d // h) ** 2  # h heads, each W_d (d/h) x (d/h)
@@ -61,29 +63,100 @@ def test_ex1_not_a_whole_number_fails():
         ex.check_ex1(wd_total, 64.5)  # int() would truncate it to the right width
 
 
-def test_ex2_solution_passes():
-    m = B.build_model(
-        B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop"),
-        16,
-        4,
-    )
-    assert "correct" in ex.check_ex2(m)
+def _three(**kw):
+    opts = {k: kw.pop(k) for k in ("heads", "hops", "hop_form") if k in kw}
+    point = dict(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
+    return B.build_model(B.point(**{**point, **kw}), 16, 4, **opts)
+
+
+# the count from the experiment's params column: the multi-head row (1652; hops and hard alignment add nothing),
+# plus the token-to-token layer, W_Q_self (16 x 16) and a second two-head stack like the main one (1652 - 272 - 68)
+N_THREE = 1652 + 256 + (1652 - 272 - 68)
+
+
+def test_ex2_solution_passes_and_the_count_is_the_built_models():
+    assert N_THREE == B.count_parameters(_three()) == 3220  # the derivation, an independent count of the parts
+    assert "correct" in ex.check_ex2(_three(), N_THREE)
+    assert "correct" in ex.check_ex2(_three(), float(N_THREE))
 
 
 @pytest.mark.parametrize("qm", ["multi-head + multi-hop", "multi-hop + multi-head"])
 @pytest.mark.parametrize("qt", ["self-attention + basic", "basic + self-attention"])
 def test_ex2_either_spelling_of_a_combined_cell_passes(qm, qt):
     # the builder takes a "+" cell as a set: both spellings build the same model
-    m = B.build_model(B.point(alignment="hard", query_type=qt, query_multiplicity=qm), 16, 4)
-    assert "correct" in ex.check_ex2(m)
+    assert "correct" in ex.check_ex2(_three(query_type=qt, query_multiplicity=qm), N_THREE)
 
 
-def test_ex2_without_multi_hop_fails():
-    m = B.build_model(
-        B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head"), 16, 4
-    )
+#: plausible wrong models: each misreads one part of the description
+EX2_WRONG_MODELS = {
+    "no token-to-token layer (a basic query)": dict(query_type="basic"),
+    "a learned query that never reads G": dict(query_type="self-attention"),
+    "the soft alignment left in place": dict(alignment="global"),
+    "no second round": dict(query_multiplicity="multi-head"),
+    "one head": dict(query_multiplicity="multi-hop"),
+    "an extra change of the score": dict(scoring="multiplicative"),
+    "four heads instead of the default": dict(heads=4),
+    "three hops instead of the default (same count)": dict(hops=3),
+    "Eq. (41)'s hop form instead of the default": dict(hop_form="eq41"),
+}
+
+
+@pytest.mark.parametrize("case", list(EX2_WRONG_MODELS))
+def test_ex2_wrong_models_fail_in_both_checks(case):
+    model = _three(**EX2_WRONG_MODELS[case])
     with pytest.raises(AssertionError):
-        ex.check_ex2(m)
+        ex.check_ex2(model, B.count_parameters(model))  # even with that model's own count
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex2(model, B.count_parameters(model))
+
+
+def test_ex2_a_wrong_dimension_is_named_without_its_value():
+    message = refused_without_the_answer(
+        ex.check_ex2, _three(alignment="global"), N_THREE, answers=["hard"], match="alignment"
+    )
+    assert "global" in message  # it names what the model has, not what it should have
+
+
+#: plausible wrong counts, each a slip in pricing the parts
+EX2_WRONG_COUNTS = [
+    1652,  # the multi-head row: the token-to-token layer forgotten
+    1652 + 256,  # the token-to-token layer priced as its query projection W_Q_self only
+    1652 + 256 + (1396 - 272 - 68),  # the token-to-token layer as one single-head step
+    N_THREE + (1652 - 272 - 68),  # the second hop priced as a second copy of the main attention
+    2708,  # heads forgotten everywhere: the single-head model with the token-to-token layer
+    N_THREE + 0.5,
+    None,
+    True,
+]
+
+
+@pytest.mark.parametrize("wrong", EX2_WRONG_COUNTS)
+def test_ex2_wrong_counts_fail_in_both_checks(wrong):
+    with pytest.raises(AssertionError):
+        ex.check_ex2(_three(), wrong)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex2(_three(), wrong)
+
+
+def test_ex2_count_hint_does_not_state_the_answer():
+    for wrong in EX2_WRONG_COUNTS[:5]:
+        refused_without_the_answer(ex.check_ex2, _three(), wrong, answers=[N_THREE], match="n_params|parameters")
+
+
+def test_ex2_not_a_built_model_fails():
+    with pytest.raises(AssertionError, match="build_model"):
+        ex.check_ex2(None, N_THREE)
+
+
+def test_ex2_wrong_answers_are_rejected_under_python_o():
+    rejected_under_python_o(
+        "ch05_conclusion",
+        [
+            "check_ex2(ex.B.build_model(ex.EX2_POINT, 16, 4), 1652)",
+            "check_ex2(ex.B.build_model(ex.B.point(query_multiplicity='multi-head'), 16, 4), 1652)",
+            "hidden_check_ex2(ex.B.build_model(ex.EX2_POINT, 16, 4), 1908)",
+        ],
+    )
 
 
 def _md_mh(**kw):
@@ -148,27 +221,8 @@ def test_hidden_ex1_accepts_the_solution_and_rejects_a_boolean_or_the_single_hea
         ex.hidden_check_ex1(lambda d, h: d * d, 64)
 
 
-def test_hidden_ex2_accepts_the_solution_and_rejects_an_extra_change():
-    ex.hidden_check_ex2(
-        B.build_model(
-            B.point(alignment="hard", query_type="basic + self-attention", query_multiplicity="multi-hop + multi-head"),
-            16,
-            4,
-        )
-    )
-    extra = B.build_model(
-        B.point(
-            scoring="multiplicative",
-            alignment="hard",
-            query_type="self-attention + basic",
-            query_multiplicity="multi-head + multi-hop",
-        ),
-        16,
-        4,
-    )
-    assert "correct" in ex.check_ex2(extra)  # the visible check reads three dimensions ...
-    with pytest.raises(AssertionError, match="scoring"):
-        ex.hidden_check_ex2(extra)  # ... the hidden one all of them
+def test_hidden_ex2_accepts_the_solution():
+    ex.hidden_check_ex2(_three(query_type="basic + self-attention", query_multiplicity="multi-hop + multi-head"), 3220)
 
 
 def test_hidden_ex3_accepts_the_solution_and_rejects_an_extra_change():

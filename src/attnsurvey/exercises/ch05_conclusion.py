@@ -15,6 +15,7 @@ from typing import cast
 import torch
 
 from .. import builder as B
+from .. import taxonomy as tx
 from ..data.taxonomy_tasks import two_marker_task
 from ..stats import DEFAULT_SEEDS
 from ._answers import paired_verdict, whole_number
@@ -83,20 +84,55 @@ def check_ex1(wd_total: Callable[[int, int], int], answer: int) -> str:
     return "correct"
 
 
-def check_ex2(model: torch.nn.Module) -> str:
-    """Ex. 2: a model with hard alignment, multi-head + multi-hop, and self-attention + basic queries."""
-    p = B.describe(model)
-    # a "+" cell names mechanisms of one model: their order is spelling, not structure (the builder takes a set)
-    if p.alignment != (("hard",),):
-        raise AssertionError(f"alignment must be hard, the model has {p.as_strings()['alignment']}")
-    if [sorted(alt) for alt in p.query_multiplicity] != [["multi-head", "multi-hop"]]:
+#: Ex. 2's model, told in words in the exercise: a token-to-token layer, then a query from G through several heads
+#: and a second round, every step picking one feature vector; the other dimensions keep the builder's defaults.
+EX2_POINT = B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
+#: Ex. 2's sizes: the chapter's width and classes (heads, hops and hop form stay at the builder's defaults).
+EX2_D, EX2_CLASSES = 16, 4
+
+
+def _ex2_reference() -> B.TaxonomyModel:
+    return B.build_model(EX2_POINT, EX2_D, EX2_CLASSES)
+
+
+def _require_ex2_model(model: torch.nn.Module) -> None:
+    """Raise ``AssertionError`` unless ``model`` is the builder's model of Ex. 2's point, sizes and default options."""
+    if not isinstance(model, B.TaxonomyModel):
+        raise AssertionError(f"build `three` with attnsurvey.builder.build_model, got {type(model).__name__}")
+    got, want = B.describe(model), EX2_POINT
+    for dim in tx.DIMENSIONS:
+        # a "+" cell names mechanisms of one model: their order is spelling, not structure (the builder takes a set)
+        if [set(alt) for alt in getattr(got, dim)] != [set(alt) for alt in getattr(want, dim)]:
+            raise AssertionError(
+                f"{dim} = {got.as_strings()[dim]!r} does not fit the description (read which part of the model "
+                "that dimension covers; the dimensions the description does not mention keep the builder's defaults)"
+            )
+    ref = _ex2_reference()
+    sizes = (model.d, model.n_classes, model.main.h, model.n_hops, model.hop_form)
+    if sizes != (ref.d, ref.n_classes, ref.main.h, ref.n_hops, ref.hop_form) or B.count_parameters(
+        model
+    ) != B.count_parameters(ref):
         raise AssertionError(
-            "query multiplicity must combine multi-head and multi-hop in one model ('+'), "
-            f"the model has {p.as_strings()['query_multiplicity']}"
+            f"build it with the chapter's sizes (d = {EX2_D}, {EX2_CLASSES} classes) and the builder's default "
+            "heads, hops and hop form"
         )
-    if [sorted(alt) for alt in p.query_type] != [["basic", "self-attention"]]:
-        raise AssertionError(f"query type must be self-attention + basic, the model has {p.as_strings()['query_type']}")
-    return "correct: hard alignment, multi-head + multi-hop, self-attention + basic queries"
+
+
+def check_ex2(model: torch.nn.Module, n_params: int) -> str:
+    """Ex. 2: the model of the description (a token-to-token layer, then a query from ``G`` through several heads and
+    a second round, every step picking one feature vector), and its number of trainable parameters, predicted.
+
+    The reference builds the described point itself and counts its parameters, so it follows the builder.
+    """
+    _require_ex2_model(model)
+    if n_params is None or isinstance(n_params, bool):
+        raise AssertionError(f"set n_params to a number (got {n_params!r})")
+    if whole_number(n_params, "a number of parameters") != B.count_parameters(_ex2_reference()):
+        raise AssertionError(
+            f"got {n_params}: not the number of trainable parameters of this model. Which of its parts have a row "
+            "in the experiment's params column, what does each add, and what is the token-to-token layer made of?"
+        )
+    return "correct: the model fits the description, and your count is its number of trainable parameters"
 
 
 VERDICT_WORDS = ("better", "worse", "unresolved")
@@ -161,19 +197,15 @@ def hidden_check_ex1(wd_total: Callable[[int, int], int], answer: int) -> None:
         raise AssertionError("the largest width whose heads' W_d fit the budget")
 
 
-def hidden_check_ex2(model: torch.nn.Module) -> None:
-    """Hidden test of Ex. 2: every other dimension of the model keeps the builder's default. Raises ``AssertionError``."""
-    want = B.point(alignment="hard", query_type="self-attention + basic", query_multiplicity="multi-head + multi-hop")
-    got = B.describe(model)
-    changed = [
-        d
-        for d in ("feature_multiplicity", "feature_levels", "feature_representations", "scoring", "dimensionality")
-        if getattr(got, d) != getattr(want, d)
-    ]
-    if changed:
-        raise AssertionError(
-            f"change only alignment, query type and query multiplicity; the model also changes {changed}"
-        )
+def hidden_check_ex2(model: torch.nn.Module, n_params: int) -> None:
+    """Hidden test of Ex. 2: the described point with every other dimension at the builder's default, the chapter's
+    sizes and default options, and the parameter count as a whole number (not a bool) equal to the built model's.
+
+    Raises ``AssertionError``.
+    """
+    _require_ex2_model(model)
+    if isinstance(n_params, bool) or whole_number(n_params, "a number of parameters") != B.count_parameters(model):
+        raise AssertionError("n_params: the number of trainable parameters of the described model")
 
 
 def hidden_check_ex3(model: torch.nn.Module, verdict: str, acc4: Sequence[float], acc2: Sequence[float]) -> None:
