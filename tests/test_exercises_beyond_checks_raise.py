@@ -1,4 +1,4 @@
-"""The exercise checks of chapters 6 to 6.5 raise explicitly: no bare ``assert``, which ``python -O`` removes.
+"""The exercise checks of chapters 6 to 6.6 raise explicitly: no bare ``assert``, which ``python -O`` removes.
 
 Under ``python -O`` a check written with ``assert`` accepts every answer and prints its confirmation;
 these tests read the modules' syntax trees and run wrong answers in an optimised interpreter.
@@ -20,11 +20,12 @@ from attnsurvey.exercises import (
     beyond_latent,
     beyond_positions,
     beyond_ring,
+    beyond_sinks,
     beyond_tiled,
     beyond_trained,
 )
 
-MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained, beyond_latent]
+MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained, beyond_latent, beyond_sinks]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -37,7 +38,7 @@ def test_no_bare_assert(module):
 
 WRONG_UNDER_O = """
 import sys
-from attnsurvey.exercises import beyond_latent as m, beyond_positions as p, beyond_ring as r
+from attnsurvey.exercises import beyond_latent as m, beyond_positions as p, beyond_ring as r, beyond_sinks as s
 cases = [
     (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
     (p.check_rotate, (lambda x, t: x,)),
@@ -47,6 +48,8 @@ cases = [
     (m.check_score_madds, (lambda t, d_c, d_h, d_R, form: 0,)),
     (m.check_latent_scores, (lambda q_C, q_R, c, k_R, W_UK: q_C[..., :1] * 0,)),
     (m.check_stack_counts, ([0] * 11, 0.5)),
+    (s.check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in s.streaming_offsets(t, n_sink, window)},)),
+    (s.hidden_check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in range(t)},)),
 ]
 for check, args in cases:
     try:

@@ -25,32 +25,42 @@ def test_sink_gradient():
             ex.check_sink_gradient(wrong)
 
 
-def right_positions(t: int, n_sink: int, window: int) -> list[int]:
+def right_offsets(t: int, n_sink: int, window: int) -> dict[int, int]:
     if t <= n_sink + window:
-        return list(range(t))
-    return list(range(n_sink)) + list(range(t - window, t))
+        return {p: t - 1 - p for p in range(t)}
+    sinks = {p: n_sink + window - 1 - p for p in range(n_sink)}
+    return sinks | {p: t - 1 - p for p in range(t - window, t)}
 
 
-def test_cached_positions():
-    ex.check_cached_positions(right_positions)
-    ex.hidden_check_cached_positions(right_positions)
+def test_key_offsets():
+    ex.check_key_offsets(right_offsets)
+    ex.hidden_check_key_offsets(right_offsets)
+
+    def text_offsets(t, s, w):  # the right keys, offsets counted in the text
+        return {p: t - 1 - p for p in right_offsets(t, s, w)}
+
+    def late_eviction(t, s, w):  # evicts one token too late, when the cache is already over full
+        return {p: t - 1 - p for p in range(t)} if t <= s + w + 1 else right_offsets(t, s, w)
+
+    def query_after_keys(t, s, w):  # the query one place after the newest key
+        return {p: o + 1 for p, o in right_offsets(t, s, w).items()}
+
+    def cache_indices(t, s, w):  # the key's index in the cache instead of the offset
+        return {p: i for i, p in enumerate(right_offsets(t, s, w))}
+
     wrong_answers = (
-        (lambda t, s, w: list(range(max(0, t - w), t)), "first tokens"),  # no sinks
-        (lambda t, s, w: list(range(min(s, t))) + list(range(max(0, t - w), t)), "twice"),  # sinks doubled early
-        (lambda t, s, w: right_positions(t, s, w + 1), "not right"),  # the window one too wide
-        (lambda t, s, w: list(range(min(s, t))) + list(range(max(s, t - w + 1), t)), "not right"),  # one too narrow
-        (
-            lambda t, s, w: list(range(t)) if t <= w else list(range(s)) + list(range(t - w, t)),
-            "twice",
-        ),  # evicts once w tokens are in
-        (ex.streaming_positions, "reference"),  # the check's own helper handed back
+        (text_offsets, "offsets in the text"),
+        (late_eviction, "keys held"),
+        (query_after_keys, "not right"),
+        (cache_indices, "not right"),
+        (lambda t, s, w: sorted(right_offsets(t, s, w).values()), "dict"),
+        (ex.streaming_offsets, "reference"),  # the check's own helper handed back
     )
     for wrong, hint in wrong_answers:
         with pytest.raises(AssertionError, match=hint):
-            ex.check_cached_positions(wrong)
-    for k in (3, 4, 5):  # a narrow window, an early eviction, the helper: caught by the hidden cases too
-        with pytest.raises(AssertionError):
-            ex.hidden_check_cached_positions(wrong_answers[k][0])
+            ex.check_key_offsets(wrong)
+        with pytest.raises(AssertionError):  # the hidden cases catch each too
+            ex.hidden_check_key_offsets(wrong)
 
 
 def test_window_losses():

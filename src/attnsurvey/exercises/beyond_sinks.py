@@ -7,7 +7,7 @@ prints a confirmation when it is right.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -29,7 +29,8 @@ def _sink_case(seed: int, n: int, d: int) -> tuple[float, float, float]:
     s = torch.randn(1, 1, generator=gen, dtype=torch.float64).mul(2).requires_grad_()
     c, a = attend(q, K, V, sink=s)
     (c[0] @ g).backward()
-    assert s.grad is not None  # s requires grad and reaches the loss
+    if s.grad is None:  # s requires grad and reaches the loss: not expected
+        raise RuntimeError("_sink_case: the sink logit received no gradient")
     return 1.0 - float(a.sum().detach()), float(c[0].detach() @ g), float(s.grad)
 
 
@@ -66,51 +67,61 @@ def hidden_check_sink_gradient(sink_gradient: Callable[[float, float], float]) -
         raise AssertionError("sink_gradient is not right on other rows")
 
 
-def streaming_positions(t: int, n_sink: int, window: int) -> list[int]:
-    """The text positions a :class:`~attnsurvey.beyond.sinks.StreamingCache` holds after ``t`` tokens, by running one."""
+def streaming_offsets(t: int, n_sink: int, window: int) -> dict[int, int]:
+    """``{text position: offset}`` of the keys a :class:`~attnsurvey.beyond.sinks.StreamingCache` holds after ``t`` tokens.
+
+    Runs the cache ``t`` steps and reads the text positions it holds. The cache rotates key ``i`` to position ``i``
+    and the newest query to its own index ``m - 1`` (``m`` positions held), so key ``i``'s offset is ``m - 1 - i``.
+    """
     cache = StreamingCache(1, 1, 2, n_sink, window)
     for _ in range(t):
         x = torch.zeros(1, 1, 1, 2)
         cache.step(x, x, x)
-    return cache.positions.tolist()
+    held = cache.positions.tolist()
+    return {p: len(held) - 1 - i for i, p in enumerate(held)}
 
 
-def _positions_hint(
-    cached_positions: Callable[[int, int, int], Sequence[int]], cases: Sequence[tuple[int, int, int]]
+def _offsets_hint(
+    key_offsets: Callable[[int, int, int], Mapping[int, int]], cases: Sequence[tuple[int, int, int]]
 ) -> str | None:
-    if cached_positions is streaming_positions:
+    if key_offsets is streaming_offsets:
         return "that is the check's own reference, which runs the cache: write the rule in t, n_sink and window"
     for t, n_sink, window in cases:
-        got = [int(p) for p in cached_positions(t, n_sink, window)]
-        want = streaming_positions(t, n_sink, window)
+        answer = key_offsets(t, n_sink, window)
+        if not isinstance(answer, Mapping):
+            return "give a dict {text position: offset}, one entry per key the cache holds"
+        got = {int(p): int(o) for p, o in answer.items()}
+        want = streaming_offsets(t, n_sink, window)
         if got == want:
             continue
-        if len(got) != len(set(got)):
-            return f"a position appears twice for t={t}: can a token be a sink and in the window at once?"
-        if got == want[n_sink:] and n_sink and t > n_sink + window:
-            return "the first tokens are missing: what does the cache keep for ever?"
-        return f"not right for t={t}, n_sink={n_sink}, window={window}: count which tokens the window holds, the newest included"
+        if sorted(got) != sorted(want):
+            return f"the keys held are not right for t={t}, n_sink={n_sink}, window={window}: which tokens does the cache keep?"
+        if got == {p: t - 1 - p for p in got}:
+            return "these are offsets in the text: where does the cache put the newest query and each key?"
+        return f"not right for t={t}, n_sink={n_sink}, window={window}: count the query's and the key's places in the cache"
     return None
 
 
-def check_cached_positions(cached_positions: Callable[[int, int, int], Sequence[int]]) -> None:
-    """Exercise 2: ``cached_positions(t, n_sink, window)`` lists the text positions StreamingLLM's cache holds.
+def check_key_offsets(key_offsets: Callable[[int, int, int], Mapping[int, int]]) -> None:
+    """Exercise 2: ``key_offsets(t, n_sink, window)`` maps each text position StreamingLLM's cache holds to its offset.
 
-    Compared with :class:`~attnsurvey.beyond.sinks.StreamingCache` after ``t`` steps. Raises ``AssertionError``.
+    The offset is the newest query's position minus the key's, both counted inside the cache, after ``t`` tokens.
+    Compared with :func:`streaming_offsets`, which runs :class:`~attnsurvey.beyond.sinks.StreamingCache`.
+    Raises ``AssertionError`` with a hint.
     """
-    hint = _positions_hint(cached_positions, [(3, 2, 4), (10, 2, 4), (5, 2, 4), (7, 1, 3), (12, 0, 5)])
+    hint = _offsets_hint(key_offsets, [(3, 2, 4), (10, 2, 4), (6, 2, 4), (7, 2, 4), (7, 1, 3), (12, 0, 5)])
     if hint:
         raise AssertionError(hint)
-    print("cached positions check passed")
+    print("key offsets check passed")
 
 
-def hidden_check_cached_positions(cached_positions: Callable[[int, int, int], Sequence[int]]) -> None:
+def hidden_check_key_offsets(key_offsets: Callable[[int, int, int], Mapping[int, int]]) -> None:
     """Hidden test of Exercise 2: an empty cache, a cache filling and just full, a long run with many sinks.
 
     Raises ``AssertionError``.
     """
-    if _positions_hint(cached_positions, [(0, 4, 2), (5, 4, 2), (6, 4, 2), (7, 4, 2), (40, 6, 3), (9, 3, 1)]):
-        raise AssertionError("cached_positions is not right on other sizes")
+    if _offsets_hint(key_offsets, [(0, 4, 2), (5, 4, 2), (6, 4, 2), (7, 4, 2), (40, 6, 3), (9, 3, 1)]):
+        raise AssertionError("key_offsets is not right on other sizes")
 
 
 def _window_losses(model: WindowTagger) -> tuple[float, float]:
@@ -153,11 +164,11 @@ def hidden_check_window_losses(answer: object, model: WindowTagger) -> None:
 
 __all__ = [
     "EX3_WINDOW",
-    "check_cached_positions",
+    "check_key_offsets",
     "check_sink_gradient",
     "check_window_losses",
-    "hidden_check_cached_positions",
+    "hidden_check_key_offsets",
     "hidden_check_sink_gradient",
     "hidden_check_window_losses",
-    "streaming_positions",
+    "streaming_offsets",
 ]
