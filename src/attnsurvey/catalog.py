@@ -186,6 +186,14 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
     "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
     r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
+    "extra:moba": r"MoBA: gate $s_{t,b} = \boldsymbol q_t^T \operatorname{mean}_{j \in b} \boldsymbol k_j$, each query "
+    r"reads its own block and the top $k - 1$ earlier blocks, causally (Lu et al. 2025)",
+    "extra:nsa": r"NSA: $\boldsymbol o_t = \sum_{c \in \{\mathrm{cmp}, \mathrm{slc}, \mathrm{win}\}} g_t^c "
+    r"\operatorname{Attn}(\boldsymbol q_t, \tilde{\boldsymbol K}_t^c, \tilde{\boldsymbol V}_t^c)$: compressed "
+    r"blocks, top-$n$ blocks by the compressed weights, a sliding window (Yuan et al. 2025)",
+    "extra:dsa-indexer": r"DeepSeek sparse attention: lightning indexer "
+    r"$I_{t,s} = \sum_j w_{t,j} \operatorname{ReLU}(\boldsymbol q^I_{t,j} \cdot \boldsymbol k^I_s)$, "
+    r"each query reads its top-$k$ tokens (DeepSeek-V3.2)",
 }
 
 T = TypeVar("T")
