@@ -17,6 +17,7 @@ from attnsurvey.beyond import selective as sel
 from attnsurvey.beyond.selective import (
     DSALayer,
     MoBALayer,
+    NSALayer,
     block_selection,
     dense_causal_cost,
     dsa_attention,
@@ -399,3 +400,22 @@ def test_layers_refuse_bad_sizes():
         DSALayer(16, 4, top_k=0)
     with pytest.raises(ValueError, match="d_model"):
         MoBALayer(16, 4, block_size=2)(torch.randn(1, 3, 8))
+
+
+@pytest.mark.catalog("extra:nsa")
+def test_nsa_layer_is_its_heads_through_nsa_attention_merged_and_causal():
+    torch.manual_seed(3)
+    layer = NSALayer(16, 4, block_size=3, top_n=2, window=4)
+    x = torch.randn(2, 11, 16)
+    W = layer.attn
+    outs = []
+    for j in range(4):  # head by head: rows j*4:(j+1)*4 of the stacked projections
+        rows = slice(4 * j, 4 * j + 4)
+        q, k, v = (x @ P.weight[rows].T for P in (W.W_Q, W.W_K, W.W_V))
+        g = torch.sigmoid(x @ layer.W_g.weight[3 * j : 3 * j + 3].T + layer.W_g.bias[3 * j : 3 * j + 3])
+        outs.append(nsa_attention(q, k, v, g, block_size=3, top_n=2, window=4).c)
+    torch.testing.assert_close(layer(x), torch.cat(outs, -1) @ W.W_O.weight.T)
+    y = x.clone()
+    y[:, 7:] = torch.randn(2, 4, 16)
+    torch.testing.assert_close(layer(x)[:, :7], layer(y)[:, :7])
+    assert sum(p.numel() for p in layer.parameters()) == 4 * 16 * 16 + 3 * 4 * (16 + 1)

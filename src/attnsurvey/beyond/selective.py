@@ -13,7 +13,7 @@ nothing here computes a softmax of its own.
 * **NSA** (Yuan et al. 2025, native sparse attention): three branches whose outputs are
   mixed by per-query sigmoid gates: attention over compressed blocks, token-level attention
   over the ``top_n`` blocks that the compressed branch weighted most (the own block always
-  among them), and a sliding window (:func:`nsa_attention`).
+  among them), and a sliding window (:func:`nsa_attention`, :class:`NSALayer`).
 * **DSA** (DeepSeek-V3.2, DeepSeek sparse attention): a small *lightning indexer*
   ``I_{t,s} = sum_j w_{t,j} ReLU(q^I_{t,j} . k^I_s)`` with few heads scores every earlier
   token; each query reads its ``top_k`` tokens (:func:`lightning_index_scores`,
@@ -42,11 +42,11 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, broadcast_batch, check_dim_equal, check_integers, check_min_rank
+from .._checks import as_tensor, broadcast_batch, check_dim_equal, check_integers, check_min_rank, mean_or_zero
 from ..attention import align_scores, attend
 from ..catalog import catalogued
 from ..masking import band_mask, causal_mask, check_attn_mask, check_key_padding_mask, zero_masked
-from ..query_related.multihead import MultiHeadAttention, _split_heads
+from ..query_related.multihead import MultiHeadAttention, _merge_heads, _split_heads
 
 CHAPTER = "chapters/ch06_8_selective_attention.ipynb"
 
@@ -549,7 +549,7 @@ def indexer_distillation_loss(index_scores: Tensor, weights: Tensor, mask: Tenso
         ``(..., n_q, n_f)``; returns a scalar.
 
     Returns:
-        The summed KL divergence over the queries (mean over the batch axes).
+        The summed KL divergence over the queries (mean over the batch axes; 0 for an empty batch).
 
     Raises:
         TypeError: if the scores or weights are not floating-point tensors.
@@ -571,7 +571,7 @@ def indexer_distillation_loss(index_scores: Tensor, weights: Tensor, mask: Tenso
     p = p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
     log_q = align_scores(index_scores, mask, log=True)
     kl = torch.xlogy(p, p) - torch.where(p > 0, p * log_q, 0.0)
-    return kl.sum((-1, -2)).mean()
+    return mean_or_zero(kl.sum((-1, -2)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -870,10 +870,56 @@ class DSALayer(_SelectiveLayer):
         return indexer_distillation_loss(self.index_scores(x), a, mask)
 
 
+@catalogued("extra:nsa")
+class NSALayer(nn.Module):
+    """Causal native sparse attention: ``forward(x) -> (B, n, d_model)``, each head a gated sum of three branches.
+
+    The heads' q, k, v come from the layer's :class:`MultiHeadAttention` projections and its head
+    split; :func:`nsa_attention` runs per head (every branch through the core), the heads are
+    merged and mixed by its ``W_O``. The gates are ``sigmoid(W_g x + b_g)``, three per head
+    (the paper's gate MLP reduced to one linear map). Unlike MoBA and DSA, NSA is no
+    restriction of dense attention: even with every block selected its output is the gated
+    sum of three attentions. The selection has no gradient; the compressed branch and the
+    gates learn through their own outputs. Parameters: ``4 d_model^2 + 3 h (d_model + 1)``.
+
+    Args:
+        d_model: the model width.
+        n_heads: heads (dividing ``d_model``).
+        block_size: ``B``, keys per block.
+        top_n: blocks read by the selected branch, own included; None: all.
+        window: keys in the sliding window.
+
+    Shape:
+        forward: x ``(B, n, d_model)``; returns ``(B, n, d_model)``.
+
+    Raises:
+        ValueError: for a bad size; ``forward`` for an input that is not ``(..., n, d_model)`` floating point.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, block_size: int, top_n: int | None = None, window: int) -> None:
+        check_integers("NSALayer", minimum=1, d_model=d_model, n_heads=n_heads, block_size=block_size, window=window)
+        _check_top_k("NSALayer", top_n=top_n)
+        super().__init__()
+        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.W_g = nn.Linear(d_model, 3 * n_heads)
+        self.d_model, self.n_heads = d_model, n_heads
+        self.block_size, self.top_n, self.window = block_size, top_n, window
+
+    def forward(self, x: Tensor) -> Tensor:
+        as_tensor(x, "x")
+        check_min_rank(x, 2, "x", "(B, n, d_model)")
+        check_dim_equal(x.shape[-1], self.d_model, "NSALayer", "d_model of x", "d_model of the layer")
+        q, k, v = (_split_heads(W(x), self.n_heads) for W in (self.attn.W_Q, self.attn.W_K, self.attn.W_V))
+        gates = torch.sigmoid(self.W_g(x)).unflatten(-1, (self.n_heads, 3)).transpose(-2, -3)  # (..., h, n, 3)
+        out = nsa_attention(q, k, v, gates, block_size=self.block_size, top_n=self.top_n, window=self.window)
+        return self.attn.W_O(_merge_heads(out.c))
+
+
 __all__ = [
     "AttentionCost",
     "DSALayer",
     "MoBALayer",
+    "NSALayer",
     "NSAOutput",
     "block_selection",
     "dense_causal_cost",
