@@ -329,6 +329,9 @@ def test_dsa_cost_by_hand():
     assert c.flops == [8 + 8, 8 + 16, 8 + 24]
     assert c.bytes_read == [8 + 1, 8 + 2, 8 + 3]
     assert c.total_flops == 72 and c.total_bytes == 30
+    # one indexer for 4 heads: the attention counted 4 times, the indexer once
+    c4 = dsa_cost(3, 2, 1, 2, 1, bytes_per_value=2, bytes_per_index_value=1, n_heads=4)
+    assert c4.flops == [32 + 8, 32 + 16, 32 + 24] and c4.bytes_read == [32 + 1, 32 + 2, 32 + 3]
 
 
 @pytest.mark.catalog("extra:nsa")

@@ -715,11 +715,15 @@ def dsa_cost(
     d_index: int,
     bytes_per_value: int = 2,
     bytes_per_index_value: int = 1,
+    n_heads: int = 1,
 ) -> AttentionCost:
     """Cost of DSA: the indexer over all ``t + 1`` visible tokens, then attention over ``min(top_k, t + 1)``.
 
     The indexer costs ``H_I (2 d_I + 2)`` FLOPs per visible token (the product, then the weighted
-    sum) and reads its ``d_I`` index-key numbers (FP8 in DeepSeek-V3.2: one byte).
+    sum) and reads its ``d_I`` index-key numbers (FP8 in DeepSeek-V3.2: one byte). One indexer
+    serves all ``n_heads`` heads of the main attention, whose cost is counted ``n_heads`` times
+    (heads with keys and values of their own; compare with ``n_heads`` times
+    :func:`dense_causal_cost`): the indexer pays off only when it is cheap next to all the heads.
 
     Args:
         n: the sequence length.
@@ -729,6 +733,7 @@ def dsa_cost(
         d_index: ``d_I``.
         bytes_per_value: bytes per number of the main attention.
         bytes_per_index_value: bytes per number of the index keys.
+        n_heads: heads of the main attention sharing the selection.
 
     Returns:
         :class:`AttentionCost`.
@@ -737,13 +742,13 @@ def dsa_cost(
         ValueError: for negative sizes or a count below 1.
     """
     _check_cost("dsa_cost", n, d, bytes_per_value, top_k=top_k, index_heads=index_heads, d_index=d_index)
-    check_integers("dsa_cost", minimum=1, bytes_per_index_value=bytes_per_index_value)
+    check_integers("dsa_cost", minimum=1, bytes_per_index_value=bytes_per_index_value, n_heads=n_heads)
     attn = _token_cost([t + 1 if top_k is None else min(top_k, t + 1) for t in range(n)], d, bytes_per_value)
     index_flops = [(t + 1) * index_heads * (2 * d_index + 2) for t in range(n)]
     index_bytes = [(t + 1) * d_index * bytes_per_index_value for t in range(n)]
     return AttentionCost(
-        [a + i for a, i in zip(attn.flops, index_flops, strict=True)],
-        [a + i for a, i in zip(attn.bytes_read, index_bytes, strict=True)],
+        [n_heads * a + i for a, i in zip(attn.flops, index_flops, strict=True)],
+        [n_heads * a + i for a, i in zip(attn.bytes_read, index_bytes, strict=True)],
     )
 
 
