@@ -186,6 +186,15 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
     "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
     r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
+    "extra:linear-attention": r"Causal linear attention (Katharopoulos et al. 2020): "
+    r"$\boldsymbol o_t = \boldsymbol S_t^T \phi(\boldsymbol q_t) / \boldsymbol z_t^T \phi(\boldsymbol q_t)$, "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) \boldsymbol v_t^T$, "
+    r"$\boldsymbol z_t = \boldsymbol z_{t-1} + \phi(\boldsymbol k_t)$; parallel and recurrent forms",
+    "extra:linear-attention-chunked": r"Chunked linear attention: parallel inside chunks of $C$ positions, "
+    r"the state $\boldsymbol S$ carried between chunks",
+    "extra:gated-decay": r"Decay and gates: $\boldsymbol S_t = g_t \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) "
+    r"\boldsymbol v_t^T$ (RetNet: fixed $g_t = \gamma$; Mamba-2, GLA: data-dependent), "
+    r"$D_{ij} = \prod_{l=j+1}^{i} g_l$",
 }
 
 T = TypeVar("T")
