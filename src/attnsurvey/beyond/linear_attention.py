@@ -202,7 +202,10 @@ def linear_score(feature_map: str | FeatureMap = "elu+1") -> ScoreFn:
     return score
 
 
-@catalogued("extra:gated-decay")
+@catalogued(
+    "extra:gated-decay",
+    title="Decay and gates: S_t = g_t S_(t-1) + phi(k_t) v_t^T (RetNet: fixed g_t = gamma; Mamba-2, GLA: data-dependent), D_ij = prod_(l=j+1..i) g_l",
+)
 def decay_matrix(log_gate: Tensor) -> Tensor:
     """The decay matrix of a gated recurrence: ``D_ij = prod_{l=j+1..i} g_l`` for ``j <= i``, else 0.
 
@@ -349,7 +352,10 @@ def _check_qkv(
     return batch, kpm
 
 
-@catalogued("extra:linear-attention")
+@catalogued(
+    "extra:linear-attention",
+    title="Causal linear attention (Katharopoulos et al. 2020): o_t = S_t^T phi(q_t) / z_t^T phi(q_t), S_t = S_(t-1) + phi(k_t) v_t^T, z_t = z_(t-1) + phi(k_t)",
+)
 def linear_attention(
     Q: Tensor,
     K: Tensor,
@@ -556,7 +562,10 @@ def _start(
     return state
 
 
-@catalogued("extra:linear-attention-chunked")
+@catalogued(
+    "extra:linear-attention-chunked",
+    title="Chunked linear attention: parallel inside chunks of C positions, the state S carried between chunks",
+)
 def linear_attention_chunked(
     Q: Tensor,
     K: Tensor,
@@ -634,7 +643,7 @@ def linear_attention_chunked(
         starts.append(S)
         S = torch.exp(b[..., c, -1])[..., None, None] * S + U[..., c, :, :]
     inter = (phi_q * torch.exp(b)[..., None]) @ torch.stack(starts, -3) if n_c else intra
-    out = (intra + inter).reshape(*batch, n_c * C, -1)[..., :n, :]
+    out = (intra + inter).reshape(*batch, n_c * C, V.shape[-1])[..., :n, :]
     if not normalise:
         return out, LinearAttentionState(S, None)
     return _safe_divide(out[..., :d_v], out[..., d_v:]), LinearAttentionState(S[..., :d_v], S[..., d_v])
@@ -782,7 +791,7 @@ class LinearAttentionLayer(nn.Module):
         """
         if self.W_g is not None:
             return F_.logsigmoid(self.W_g(x)).transpose(-1, -2) / GATE_TEMPERATURE
-        if self.log_gamma is not None:
+        if isinstance(self.log_gamma, Tensor):
             return self.log_gamma.to(x.dtype)[:, None].expand(self.h, x.shape[-2])
         return None
 
