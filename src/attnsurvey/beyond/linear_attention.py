@@ -27,8 +27,10 @@ Decay products are never formed as ratios of cumulative products (they underflow
 ``D_ij = exp(L_i - L_j)`` with ``L`` the cumulative sum of the log-gates, and the
 exponent of every entry that is used is ``<= 0``.
 
-Masks are boolean, ``True`` = may attend; a ``key_padding_mask`` ``(..., n)`` removes
-keys (their NaN/Inf are inert), and a query that may attend no key gets a zero output.
+Masks are boolean, ``True`` = may attend. A ``key_padding_mask`` ``(..., n)`` marks padded
+positions: a padded position is neither attended nor attending (its output is 0), and the
+NaN/Inf it may hold reach neither the outputs nor the gradients; a query that may attend
+no key gets a zero output.
 
 Shape legend: ``...`` batch axes (e.g. ``B, h``), ``n`` positions, ``d_k`` the key and
 query width, ``d_v`` the value width, ``C`` the chunk size.
@@ -54,7 +56,7 @@ from .._checks import (
 )
 from ..attention import ALIGNMENTS, AlignFn, ScoreFn, attend
 from ..catalog import catalogued
-from ..masking import check_key_padding_mask
+from ..masking import check_attn_mask, check_key_padding_mask
 from ..query_related.multihead import merge_heads, split_heads
 from ..registry import Registry
 
@@ -151,6 +153,7 @@ def linear_normalise_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
     Raises:
         TypeError: if e is not a floating-point tensor.
+        ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
     a = identity_align(e, mask)
     return _safe_divide(a, a.sum(-1, keepdim=True))
@@ -172,10 +175,12 @@ def identity_align(e: Tensor, mask: Tensor | None = None) -> Tensor:
 
     Raises:
         TypeError: if e is not a floating-point tensor.
+        ValueError: for a mask that is not boolean or does not broadcast to ``e``.
     """
     as_tensor(e, "e")
     if mask is None:
         return e
+    check_attn_mask(mask, e.shape)
     return torch.where(mask, e, torch.zeros((), dtype=e.dtype, device=e.device))
 
 
@@ -380,7 +385,7 @@ def linear_attention(
         feature_map: ``phi``, a name of :data:`FEATURE_MAPS` or a callable.
         log_gate: ``log g_t`` (finite, ``<= 0``) of a gated recurrence; None: no decay.
         normalise: divide by the normaliser (Katharopoulos et al.); False: RetNet/GLA style.
-        key_padding_mask: boolean, ``True`` = may attend; masked keys are inert.
+        key_padding_mask: boolean, ``True`` = may attend; a padded position is inert and its output 0.
 
     Shape:
         Q: ``(..., n, d_k)``; K: ``(..., n, d_k)``; V: ``(..., n, d_v)``; log_gate: ``(..., n)``;
@@ -393,12 +398,13 @@ def linear_attention(
         TypeError: for inputs that are not floating-point tensors or of different dtypes.
         ValueError: for mismatched shapes, a bad mask or a log-gate that is positive or not finite.
     """
-    _check_qkv(Q, K, V, log_gate, key_padding_mask, "linear_attention")
+    _, kpm = _check_qkv(Q, K, V, log_gate, key_padding_mask, "linear_attention")
+    Q, K, V = _inert_positions(Q, K, V, kpm)
     if log_gate is None:
         align: str | AlignFn = "linear-normalise" if normalise else "identity"
     else:
         align = gated_align(log_gate, normalise)
-    return attend(
+    c = attend(
         Q,
         K,
         V,
@@ -408,14 +414,20 @@ def linear_attention(
         key_padding_mask=key_padding_mask,
         need_weights=False,
     )[0]
+    return _zero_padded(c, kpm)
 
 
-def _inert_keys(K: Tensor, V: Tensor, kpm: Tensor | None) -> tuple[Tensor, Tensor]:
-    """K and V with masked rows set to 0 (selected, so NaN there reaches neither outputs nor gradients)."""
+def _inert_positions(Q: Tensor, K: Tensor, V: Tensor, kpm: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """Q, K and V with padded rows set to 0 (selected, so NaN there reaches neither outputs nor gradients)."""
     if kpm is None:
-        return K, V
+        return Q, K, V
     keep = kpm[..., None]
-    return torch.where(keep, K, 0.0), torch.where(keep, V, 0.0)
+    return torch.where(keep, Q, 0.0), torch.where(keep, K, 0.0), torch.where(keep, V, 0.0)
+
+
+def _zero_padded(out: Tensor, kpm: Tensor | None) -> Tensor:
+    """The outputs with padded positions set to 0."""
+    return out if kpm is None else torch.where(kpm[..., None], out, 0.0)
 
 
 def _step(
@@ -522,7 +534,8 @@ def linear_attention_recurrent(
         feature_map: ``phi``, a name of :data:`FEATURE_MAPS` or a callable.
         log_gate: ``log g_t`` (finite, ``<= 0``); None: no decay.
         normalise: carry and divide by the normaliser ``z``.
-        key_padding_mask: boolean, ``True`` = may attend; a masked key adds nothing to the state.
+        key_padding_mask: boolean, ``True`` = may attend; a padded position adds nothing to the state
+            and its output is 0.
         state: the state before position 1 (a previous chunk of the same sequence); None: empty.
 
     Shape:
@@ -538,7 +551,7 @@ def linear_attention_recurrent(
     batch, kpm = _check_qkv(Q, K, V, log_gate, key_padding_mask, "linear_attention_recurrent")
     state = _start(state, Q, V, batch, normalise)
     phi = resolve_feature_map(feature_map)
-    K, V = _inert_keys(K, V, kpm)
+    Q, K, V = _inert_positions(Q, K, V, kpm)
     phi_q, phi_k = phi(Q), phi(K)
     if kpm is not None:
         phi_k = torch.where(kpm[..., None], phi_k, 0.0)
@@ -548,7 +561,7 @@ def linear_attention_recurrent(
         o, state = _step(state, phi_q[..., t, :], phi_k[..., t, :], V[..., t, :], g)
         outs.append(o)
     out = torch.stack(outs, -2) if outs else V.new_zeros(*batch, 0, V.shape[-1])
-    return out.expand(*batch, *out.shape[-2:]), state
+    return _zero_padded(out.expand(*batch, *out.shape[-2:]), kpm), state
 
 
 def _start(
@@ -595,7 +608,7 @@ def linear_attention_chunked(
         feature_map: ``phi``, a name of :data:`FEATURE_MAPS` or a callable.
         log_gate: ``log g_t`` (finite, ``<= 0``); None: no decay.
         normalise: divide by the normaliser.
-        key_padding_mask: boolean, ``True`` = may attend; masked keys are inert.
+        key_padding_mask: boolean, ``True`` = may attend; a padded position is inert and its output 0.
         state: the state before position 1; None: empty.
 
     Shape:
@@ -613,7 +626,7 @@ def linear_attention_chunked(
     state = _start(state, Q, V, batch, normalise)
     phi = resolve_feature_map(feature_map)
     n, d_v, C = Q.shape[-2], V.shape[-1], chunk_size
-    K, V = _inert_keys(K, V, kpm)
+    Q, K, V = _inert_positions(Q, K, V, kpm)
     Q, K, V = (t.expand(*batch, *t.shape[-2:]) for t in (Q, K, V))
     if normalise:  # one more value column of ones: its context is the normaliser
         V = torch.cat([V, V.new_ones(*V.shape[:-1], 1)], -1)
@@ -645,8 +658,9 @@ def linear_attention_chunked(
     inter = (phi_q * torch.exp(b)[..., None]) @ torch.stack(starts, -3) if n_c else intra
     out = (intra + inter).reshape(*batch, n_c * C, V.shape[-1])[..., :n, :]
     if not normalise:
-        return out, LinearAttentionState(S, None)
-    return _safe_divide(out[..., :d_v], out[..., d_v:]), LinearAttentionState(S[..., :d_v], S[..., d_v])
+        return _zero_padded(out, kpm), LinearAttentionState(S, None)
+    out = _safe_divide(out[..., :d_v], out[..., d_v:])
+    return _zero_padded(out, kpm), LinearAttentionState(S[..., :d_v], S[..., d_v])
 
 
 def linear_attention_forms(
@@ -683,8 +697,9 @@ def linear_attention_forms(
         The outputs (the same for every form, to rounding).
 
     Raises:
-        ValueError: for an unknown form; otherwise as the form called.
+        ValueError: for an unknown form or ``C < 1``; otherwise as the form called.
     """
+    check_integers("linear_attention_forms", minimum=1, chunk_size=chunk_size)
     kw = {
         "feature_map": feature_map,
         "log_gate": log_gate,
