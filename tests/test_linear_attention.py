@@ -265,7 +265,7 @@ def test_layer_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n_heads"):
         la.LinearAttentionLayer(6, 4)
     with pytest.raises(ValueError, match="gate"):
-        la.LinearAttentionLayer(8, 2, gate="vector")  # type: ignore[arg-type]
+        la.LinearAttentionLayer(8, 2, gate="vector")  # type: ignore[arg-type]  # an invalid gate, on purpose
     with pytest.raises(ValueError, match="d_model of x"):
         la.LinearAttentionLayer(8, 2)(torch.randn(1, 3, 4))
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F_
@@ -700,18 +700,18 @@ def linear_attention_forms(
         ValueError: for an unknown form or ``C < 1``; otherwise as the form called.
     """
     check_integers("linear_attention_forms", minimum=1, chunk_size=chunk_size)
-    kw = {
+    kw: dict[str, Any] = {
         "feature_map": feature_map,
         "log_gate": log_gate,
         "normalise": normalise,
         "key_padding_mask": key_padding_mask,
     }
     if form == "parallel":
-        return linear_attention(Q, K, V, **kw)  # type: ignore[arg-type]
+        return linear_attention(Q, K, V, **kw)
     if form == "recurrent":
-        return linear_attention_recurrent(Q, K, V, **kw)[0]  # type: ignore[arg-type]
+        return linear_attention_recurrent(Q, K, V, **kw)[0]
     if form == "chunked":
-        return linear_attention_chunked(Q, K, V, chunk_size, **kw)[0]  # type: ignore[arg-type]
+        return linear_attention_chunked(Q, K, V, chunk_size, **kw)[0]
     raise ValueError(f"form must be one of {FORMS}, got form={form!r}")
 
 
