@@ -323,6 +323,10 @@ def initial_state(Q: Tensor, V: Tensor, normalise: bool = True) -> LinearAttenti
     batch = broadcast_batch(Q.shape[:-2], V.shape[:-2])
     if batch is None:
         raise ValueError(f"batch dimensions of Q {tuple(Q.shape)} and V {tuple(V.shape)} do not broadcast")
+    return _zero_state(Q, V, batch, normalise)
+
+
+def _zero_state(Q: Tensor, V: Tensor, batch: tuple[int, ...], normalise: bool) -> LinearAttentionState:
     S = Q.new_zeros(*batch, Q.shape[-1], V.shape[-1])
     return LinearAttentionState(S, Q.new_zeros(*batch, Q.shape[-1]) if normalise else None)
 
@@ -569,8 +573,7 @@ def _start(
 ) -> LinearAttentionState:
     """The given state (checked) or the empty one, with the batch shape."""
     if state is None:
-        S = Q.new_zeros(*batch, Q.shape[-1], V.shape[-1])
-        return LinearAttentionState(S, Q.new_zeros(*batch, Q.shape[-1]) if normalise else None)
+        return _zero_state(Q, V, batch, normalise)
     _check_state(state, batch, Q.shape[-1], V.shape[-1], normalise)
     return state
 
