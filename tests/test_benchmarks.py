@@ -25,6 +25,7 @@ SCRIPTS = {
     "attention_cost": [],
     "score_cost": [],
     "pin_cost": [],
+    "linear_attention": [],
 }
 
 

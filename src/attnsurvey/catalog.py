@@ -194,6 +194,15 @@ MATH_TITLES: dict[str, str] = {
     "extra:dsa-indexer": r"DeepSeek sparse attention: lightning indexer "
     r"$I_{t,s} = \sum_j w_{t,j} \operatorname{ReLU}(\boldsymbol q^I_{t,j} \cdot \boldsymbol k^I_s)$, "
     r"each query reads its top-$k$ tokens (DeepSeek-V3.2)",
+    "extra:linear-attention": r"Causal linear attention (Katharopoulos et al. 2020): "
+    r"$\boldsymbol o_t = \boldsymbol S_t^T \phi(\boldsymbol q_t) / \boldsymbol z_t^T \phi(\boldsymbol q_t)$, "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) \boldsymbol v_t^T$, "
+    r"$\boldsymbol z_t = \boldsymbol z_{t-1} + \phi(\boldsymbol k_t)$; parallel and recurrent forms",
+    "extra:linear-attention-chunked": r"Chunked linear attention: parallel inside chunks of $C$ positions, "
+    r"the state $\boldsymbol S$ carried between chunks",
+    "extra:gated-decay": r"Decay and gates: $\boldsymbol S_t = g_t \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) "
+    r"\boldsymbol v_t^T$ (RetNet: fixed $g_t = \gamma$; Mamba-2, GLA: data-dependent), "
+    r"$D_{ij} = \prod_{l=j+1}^{i} g_l$",
 }
 
 T = TypeVar("T")
