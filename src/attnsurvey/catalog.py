@@ -186,6 +186,12 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
     "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
     r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
+    "extra:delta-rule": r"The delta rule (DeltaNet): "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1}(\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
+    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\boldsymbol o_t = \boldsymbol S_t \boldsymbol q_t$",
+    "extra:gated-delta-rule": r"The gated delta rule (Gated DeltaNet): "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1} \alpha_t (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
+    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\alpha_t = e^{g_t}$, $g_t \le 0$",
 }
 
 T = TypeVar("T")

@@ -59,7 +59,7 @@ Shapes: batch-first rows; per-head ``Q, K`` are ``(..., n, d_k)``, ``V`` is
 from __future__ import annotations
 
 import math
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -487,7 +487,7 @@ class DeltaNetLayer(nn.Module):
         self.h, self.gated, self.qk_norm, self.chunk_size = n_heads, gated, qk_norm, chunk_size
         self.d_k = d_model // n_heads if d_k is None else d_k
         self.d_v = d_model // n_heads if d_v is None else d_v
-        kw = {"device": device, "dtype": dtype}
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
         hk, hv = n_heads * self.d_k, n_heads * self.d_v
         self.W_Q = nn.Linear(d_model, hk, bias=False, **kw)
         self.W_K = nn.Linear(d_model, hk, bias=False, **kw)
