@@ -232,3 +232,19 @@ def test_bad_inputs_raise_clear_errors(call, needle):
     Q, K, V, beta, g, _ = inputs(7, n=4)
     with pytest.raises(ValueError, match=needle):
         call(Q, K, V, beta, -g.abs() - 0.1)
+
+
+@pytest.mark.catalog("extra:delta-rule")
+def test_l2_normalise_is_x_over_sqrt_of_norm_squared_plus_eps_and_does_not_overflow():
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(8), dtype=F64)
+    torch.testing.assert_close(D.l2_normalise(x, 0.1), x / (x.pow(2).sum(-1, keepdim=True) + 0.1).sqrt())
+    big = (x * 1e20).float()
+    torch.testing.assert_close(D.l2_normalise(big), (x / x.norm(dim=-1, keepdim=True)).float())
+    assert bool((D.l2_normalise(torch.zeros(2, 3)) == 0).all())
+
+
+def test_an_overflowing_rule_is_refused_not_returned():
+    Q, K, V, beta, g, S0 = inputs(9, n=6)
+    for form in D.FORMS:
+        with pytest.raises(ValueError, match="overflowed in torch.float32"):
+            D.delta_rule((Q * 1e20).float(), (K * 1e20).float(), V.float(), beta.float(), S0.float(), form=form)

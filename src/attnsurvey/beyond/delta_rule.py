@@ -120,6 +120,21 @@ def _check_sequence(
     return g, S0
 
 
+def _refuse_overflow(O: Tensor, S: Tensor, *inputs: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Return ``(O, S)``, or raise if they hold inf or NaN although every input is finite."""
+    if torch.compiler.is_compiling() or O.is_meta:  # a host-side test breaks a compiled graph; meta holds no data
+        return O, S
+    if bool(torch.isfinite(O.detach()).all()) and bool(torch.isfinite(S.detach()).all()):
+        return O, S
+    if all(x is None or bool(torch.isfinite(x.detach()).all()) for x in inputs):
+        raise ValueError(
+            f"the delta rule overflowed in {O.dtype} with finite inputs (O {tuple(O.shape)}, S {tuple(S.shape)}): "
+            "each factor I - beta_t k_t k_t^T contracts only for beta_t ||k_t||^2 in [0, 2]; "
+            "use unit keys and beta in [0, 1], or float64"
+        )
+    return O, S
+
+
 def _check_vectors(S: Tensor, **vectors: Tensor) -> None:
     """Type and rank checks of one step's arguments (before they gain a sequence axis)."""
     as_tensor(S, "S")
@@ -192,7 +207,8 @@ def delta_rule_recurrent(
         ``(O, S_n)``: the outputs ``o_t = S_t q_t`` and the last state.
 
     Raises:
-        ValueError: for shapes that do not fit, mixed dtypes, or a positive g.
+        ValueError: for shapes that do not fit, mixed dtypes, a positive g, or an output that overflows
+            with finite inputs.
     """
     g, S = _check_sequence(Q, K, V, beta, g, S0)
     outputs = []
@@ -200,7 +216,7 @@ def delta_rule_recurrent(
         o, S = _step(S, Q[..., t, :], K[..., t, :], V[..., t, :], beta[..., t], g[..., t])
         outputs.append(o)
     O = torch.stack(outputs, -2) if outputs else V.new_zeros(V.shape)
-    return O, S
+    return _refuse_overflow(O, S, Q, K, V, beta, g, S0)
 
 
 def _chunk(Q: Tensor, K: Tensor, V: Tensor, beta: Tensor, g: Tensor, S0: Tensor) -> tuple[Tensor, Tensor]:
@@ -215,7 +231,9 @@ def _chunk(Q: Tensor, K: Tensor, V: Tensor, beta: Tensor, g: Tensor, S0: Tensor)
     A = torch.where(strict, beta[..., :, None] * D * (K @ K.transpose(-1, -2)), 0.0)
     I_plus_A = A + torch.eye(c, dtype=K.dtype, device=K.device)
     T_rhs = torch.cat([beta[..., None] * V, (beta * gamma.exp())[..., None] * K], -1)  # diag(beta)[V, diag(Gamma) K]
-    UW = torch.linalg.solve_triangular(I_plus_A, T_rhs, upper=False, unitriangular=True)
+    work = torch.promote_types(K.dtype, torch.float32)  # torch has no half-precision triangular solve
+    UW = torch.linalg.solve_triangular(I_plus_A.to(work), T_rhs.to(work), upper=False, unitriangular=True)
+    UW = UW.to(K.dtype)
     U, W = UW[..., : V.shape[-1]], UW[..., V.shape[-1] :]
     Delta = U - W @ S0.transpose(-1, -2)  # the pseudo-values
     intra = (Q @ K.transpose(-1, -2)) * D  # D is zero where the causal mask is False: no softmax, no future
@@ -260,7 +278,8 @@ def delta_rule_chunked(
         ``(O, S_n)``, equal to :func:`delta_rule_recurrent`'s to rounding.
 
     Raises:
-        ValueError: for shapes that do not fit, mixed dtypes, a positive g, or chunk_size < 1.
+        ValueError: for shapes that do not fit, mixed dtypes, a positive g, chunk_size < 1, or an output
+            that overflows with finite inputs.
     """
     check_integers("delta_rule_chunked", minimum=1, chunk_size=chunk_size)
     g, S = _check_sequence(Q, K, V, beta, g, S0)
@@ -269,7 +288,8 @@ def delta_rule_chunked(
         part = slice(start, start + chunk_size)
         O, S = _chunk(Q[..., part, :], K[..., part, :], V[..., part, :], beta[..., part], g[..., part], S)
         outputs.append(O)
-    return (torch.cat(outputs, -2) if outputs else V.new_zeros(V.shape)), S
+    O = torch.cat(outputs, -2) if outputs else V.new_zeros(V.shape)
+    return _refuse_overflow(O, S, Q, K, V, beta, g, S0)
 
 
 @catalogued(
@@ -403,7 +423,14 @@ def l2_normalise(x: Tensor, eps: float = L2_EPS) -> Tensor:
     """
     as_tensor(x, "x")
     check_positive("l2_normalise", eps=eps)
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+    if x.shape[-1] == 0:
+        return x
+    # ||x|| as max|x_i| ||x / max|x_i| ||, and hypot(||x||, sqrt(eps)) = sqrt(||x||^2 + eps): nothing is squared
+    # at the scale of x (float32 overflows at 1e19 squared)
+    top = x.abs().amax(-1, keepdim=True)
+    top = torch.where(top > 0, top, torch.ones((), dtype=x.dtype, device=x.device))
+    norm = top * torch.linalg.vector_norm(x / top, dim=-1, keepdim=True)
+    return x / torch.hypot(norm, torch.full((), math.sqrt(eps), dtype=x.dtype, device=x.device))
 
 
 class DeltaNetState(NamedTuple):
