@@ -42,7 +42,7 @@ EXPECTED = {
     ("transformers", "Qwen3NextGatedDeltaNet (chunked)"): ("conforms", None),
     ("transformers", "Qwen3NextGatedDeltaNet (recurrent)"): ("conforms", None),
     ("transformers", "Qwen3NextGatedDeltaNet (h_k = h_v)"): ("conforms", None),
-    ("transformers", "Qwen3NextGatedDeltaNet + DynamicCache (outputs)"): ("conforms", None),
+    ("transformers", "Qwen3NextGatedDeltaNet + cache (outputs)"): ("conforms", None),
     ("transformers", "DynamicCache recurrent state"): ("differs", "recurrent state transposed"),
     ("transformers", "GptOssAttention (full_attention)"): ("conforms", None),
     ("transformers", "GptOssAttention (sliding_attention)"): ("conforms", None),
