@@ -203,6 +203,12 @@ MATH_TITLES: dict[str, str] = {
     "extra:gated-decay": r"Decay and gates: $\boldsymbol S_t = g_t \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) "
     r"\boldsymbol v_t^T$ (RetNet: fixed $g_t = \gamma$; Mamba-2, GLA: data-dependent), "
     r"$D_{ij} = \prod_{l=j+1}^{i} g_l$",
+    "extra:delta-rule": r"The delta rule (DeltaNet): "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1}(\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
+    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\boldsymbol o_t = \boldsymbol S_t \boldsymbol q_t$",
+    "extra:gated-delta-rule": r"The gated delta rule (Gated DeltaNet): "
+    r"$\boldsymbol S_t = \boldsymbol S_{t-1} \alpha_t (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
+    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\alpha_t = e^{g_t}$, $g_t \le 0$",
 }
 
 T = TypeVar("T")

@@ -72,6 +72,9 @@ EQUATIONS: dict[str, str] = {
     "mla": "Multi-head latent attention (MLA, DeepSeek-V2): keys and values from one latent, a decoupled RoPE key",
     "mla-absorbed": "MLA, absorbed form: $W_{UK}$ folded into the queries, $W_{UV}$ into $W_O$",
     "mla-cache": "MLA decoding: a cache of the latent $c$ and the RoPE key $k^R$",
+    "gated-delta": "Gated delta rule (Gated DeltaNet, Qwen3-Next): "
+    "$S_t = S_{t-1} \\alpha_t (I - \\beta_t k_t k_t^T) + \\beta_t v_t k_t^T$, $o_t = S_t q_t$, no softmax",
+    "delta-cache": "Gated delta rule decoding: a cache of the state $S$ and the short convolution's last inputs",
     "memory-kv": "Learned memory key/values",
     "sink": "Attention sink: a learned logit in the softmax's denominator (gpt-oss)",
     "window": "Sliding-window causal mask: query $i$ sees keys $i - w < j \\le i$",

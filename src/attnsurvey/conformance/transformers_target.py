@@ -81,14 +81,14 @@ def rope_score(q: Tensor, k: Tensor) -> Tensor:
 
 def checks() -> list[Check]:
     """The transformers checks: BERT, GPT-2, LLaMA (RoPE, grouped K/V), T5 (relative bias), DeepSeek-V3 (MLA),
-    gpt-oss and Gemma 3.
+    gpt-oss, Gemma 3 and Qwen3-Next (the gated delta rule).
 
     Returns:
         A list of :class:`~attnsurvey.conformance.Check`.
 
     Raises:
-        ModuleNotFoundError: if ``transformers`` is not installed (the DeepSeek-V3, gpt-oss and Gemma 3 checks
-            import it).
+        ModuleNotFoundError: if ``transformers`` is not installed (the DeepSeek-V3, gpt-oss, Gemma 3 and
+            Qwen3-Next checks import it).
     """
     X = rand(B, N, D_MODEL, seed=11)
     return [
@@ -98,6 +98,7 @@ def checks() -> list[Check]:
         *_t5_checks(X),
         *library(f"{__package__}.transformers_mla").checks(),
         *transformers_caches.checks(),
+        *library(f"{__package__}.transformers_qwen3next").checks(),
     ]
 
 
