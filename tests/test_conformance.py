@@ -43,7 +43,7 @@ EXPECTED = {
     ("transformers", "Qwen3NextGatedDeltaNet (recurrent)"): ("conforms", None),
     ("transformers", "Qwen3NextGatedDeltaNet (h_k = h_v)"): ("conforms", None),
     ("transformers", "Qwen3NextGatedDeltaNet + cache (outputs)"): ("conforms", None),
-    ("transformers", "DynamicCache recurrent state"): ("differs", "recurrent state transposed"),
+    ("transformers", "DynamicCache recurrent state"): ("conforms", None),
     ("transformers", "GptOssAttention (full_attention)"): ("conforms", None),
     ("transformers", "GptOssAttention (sliding_attention)"): ("conforms", None),
     ("transformers", "Gemma3Attention (sliding_attention)"): ("differs", "Gemma 3: q/k norms, query_pre_attn_scalar"),

@@ -44,7 +44,8 @@ def test_qwen3next_agrees_to_rounding_once_its_float32_steps_run_in_float64(floa
             assert C.max_error(mine(X, form=form), theirs) < ROUNDING, (kw, form)
         ours, theirs_decoded, state, cache = tq.decode_both(layer, config, X)
         assert C.max_error(ours, theirs) < ROUNDING and C.max_error(theirs_decoded, theirs) < ROUNDING
-        assert C.max_error(state.S, cache.recurrent_states[0].transpose(-1, -2)) < ROUNDING
+        assert state.S.shape == cache.recurrent_states[0].shape == (tq.B, tq.H_V, tq.D_K, tq.D_V)
+        assert C.max_error(state.S, cache.recurrent_states[0]) < ROUNDING
 
 
 def _differs(run) -> C.Result:
@@ -84,6 +85,17 @@ def test_planted_mapping_mistakes_are_rejected():
 
     for planted in (swapped_beta_and_alpha, no_l2_norm, value_heads_not_grouped):
         _differs(planted)
+
+
+@pytest.mark.catalog("extra:gated-delta-rule")
+def test_the_state_check_rejects_a_transposed_state():
+    """With d_k = d_v both layouts have one shape: the cached states agree as stored and differ once transposed."""
+    X = tq.rand(tq.B, tq.N, tq.D, seed=45)
+    layer, config = tq.qwen3next_layer(46, linear_key_head_dim=tq.D_V)
+    _, _, state, cache = tq.decode_both(layer, config, X)
+    theirs = cache.recurrent_states[0]
+    assert C.evaluate(C.Check("transformers", "delta-cache", "ok", lambda: (state.S, theirs))).status == "conforms"
+    _differs(lambda: (state.S.transpose(-1, -2), theirs))
 
 
 def test_the_adapter_refuses_what_it_cannot_map():

@@ -15,20 +15,20 @@ F64 = torch.float64
 
 
 def brute_force(Q, K, V, beta, g=None, S0=None):
-    """The rule as written, ``S <- alpha S (I - beta k k^T) + beta v k^T``, ``o = S q``, one sequence and head at a
-    time with explicit matrices (float64)."""
+    """The rule as written, ``S <- alpha (I - beta k k^T) S + beta k v^T``, ``o = S^T q`` with ``S`` of shape
+    ``(d_k, d_v)``, one sequence and head at a time with explicit matrices (float64)."""
     *batch, n, d_k = K.shape
     d_v = V.shape[-1]
     O = torch.zeros(*batch, n, d_v, dtype=F64)
-    S_out = torch.zeros(*batch, d_v, d_k, dtype=F64)
+    S_out = torch.zeros(*batch, d_k, d_v, dtype=F64)
     for idx in torch.cartesian_prod(*[torch.arange(b) for b in batch]).reshape(-1, len(batch)).tolist():
         idx = tuple(idx)
-        S = torch.zeros(d_v, d_k, dtype=F64) if S0 is None else S0[idx].clone()
+        S = torch.zeros(d_k, d_v, dtype=F64) if S0 is None else S0[idx].clone()
         for t in range(n):
             k, v, b = K[idx][t], V[idx][t], beta[idx][t]
             alpha = 1.0 if g is None else math.exp(float(g[idx][t]))
-            S = alpha * S @ (torch.eye(d_k, dtype=F64) - b * torch.outer(k, k)) + b * torch.outer(v, k)
-            O[idx][t] = S @ Q[idx][t]
+            S = alpha * (torch.eye(d_k, dtype=F64) - b * torch.outer(k, k)) @ S + b * torch.outer(k, v)
+            O[idx][t] = S.T @ Q[idx][t]
         S_out[idx] = S
     return O, S_out
 
@@ -42,7 +42,7 @@ def inputs(seed, batch=(2, 3), n=7, d_k=4, d_v=3, gated=True, state=True):
     K = D.l2_normalise(r(*batch, n, d_k))
     beta = torch.rand(*batch, n, generator=gen, dtype=F64)
     g = -torch.rand(*batch, n, generator=gen, dtype=F64) if gated else None
-    S0 = r(*batch, d_v, d_k) if state else None
+    S0 = r(*batch, d_k, d_v) if state else None
     return r(*batch, n, d_k), K, r(*batch, n, d_v), beta, g, S0
 
 
@@ -90,23 +90,24 @@ def test_beta_zero_keeps_the_state_and_only_the_gate_shrinks_it():
     beta = torch.zeros_like(beta)
     O, S = D.delta_rule_chunked(Q, K, V, beta, None, S0, 2)
     torch.testing.assert_close(S, S0, rtol=0, atol=0)
-    torch.testing.assert_close(O, Q @ S0.transpose(-1, -2), rtol=0, atol=1e-14)
+    torch.testing.assert_close(O, Q @ S0, rtol=0, atol=1e-14)
     O, S = D.delta_rule_chunked(Q, K, V, beta, g, S0, 2)
     decay = g.cumsum(-1).exp()  # prod_{s <= t} alpha_s
-    torch.testing.assert_close(O, decay[..., None] * (Q @ S0.transpose(-1, -2)), rtol=0, atol=1e-13)
+    torch.testing.assert_close(O, decay[..., None] * (Q @ S0), rtol=0, atol=1e-13)
     torch.testing.assert_close(S, decay[..., -1, None, None] * S0, rtol=0, atol=1e-14)
 
 
 @pytest.mark.catalog("extra:delta-rule")
 def test_a_hand_computed_2x2_case():
-    # step 1: k = e1, v = (1, 2), beta = 1 from S = 0 writes S_1 = [[1, 0], [2, 0]];
-    # step 2: k = (e1 + e2)/sqrt 2, v = (0, 1), beta = 1/2: S_2 = S_1 - 1/2 (S_1 k - v) k^T; query e2 reads column 2
+    # step 1: k = e1, v = (1, 2), beta = 1 from S = 0 writes S_1 = k v^T = [[1, 2], [0, 0]];
+    # step 2: k = (e1 + e2)/sqrt 2, v = (0, 1), beta = 1/2: S_1^T k = (r, 2r), S_2 = S_1 - 1/2 k (S_1^T k - v)^T;
+    # query e_i reads row i of the state (o = S^T e_i)
     r = 1 / math.sqrt(2)
     K = torch.tensor([[1.0, 0.0], [r, r]], dtype=F64)
     V = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=F64)
     Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=F64)
     beta = torch.tensor([1.0, 0.5], dtype=F64)
-    S2 = torch.tensor([[0.75, -0.25], [1.5 + r / 2, -0.5 + r / 2]], dtype=F64)
+    S2 = torch.tensor([[0.75, 1.5 + r / 2], [-0.25, -0.5 + r / 2]], dtype=F64)
     for form in D.FORMS:
         O, S = D.delta_rule(Q, K, V, beta, form=form, chunk_size=2)
         torch.testing.assert_close(O, torch.tensor([[1.0, 2.0], [-0.25, -0.5 + r / 2]], dtype=F64))
@@ -116,10 +117,10 @@ def test_a_hand_computed_2x2_case():
 @pytest.mark.catalog("extra:delta-rule")
 def test_one_step_is_one_gradient_step_on_the_online_least_squares_loss():
     gen = torch.Generator().manual_seed(3)
-    S = torch.randn(3, 4, generator=gen, dtype=F64, requires_grad=True)
+    S = torch.randn(4, 3, generator=gen, dtype=F64, requires_grad=True)  # (d_k, d_v)
     k, v, q = (torch.randn(d, generator=gen, dtype=F64) for d in (4, 3, 4))
     beta = torch.tensor(0.3, dtype=F64)
-    loss = 0.5 * ((S @ k - v) ** 2).sum()
+    loss = 0.5 * ((S.T @ k - v) ** 2).sum()
     (grad,) = torch.autograd.grad(loss, S)
     by_autograd = S.detach() - beta * grad
     torch.testing.assert_close(D.least_squares_step(S.detach(), k, v, beta), by_autograd, rtol=0, atol=1e-14)
@@ -127,8 +128,8 @@ def test_one_step_is_one_gradient_step_on_the_online_least_squares_loss():
     # beta = 1 and a unit key: the new state retrieves v exactly for k
     u = k / k.norm()
     S_new = D.delta_rule_step(S.detach(), q, u, v, torch.tensor(1.0, dtype=F64))[1]
-    torch.testing.assert_close(S_new @ u, v, rtol=0, atol=1e-14)
-    assert not torch.allclose(S.detach() @ u, v)  # the old state did not
+    torch.testing.assert_close(S_new.T @ u, v, rtol=0, atol=1e-14)
+    assert not torch.allclose(S.detach().T @ u, v)  # the old state did not
 
 
 @pytest.mark.catalog("extra:gated-delta-rule")
@@ -212,6 +213,7 @@ def test_layer_parameter_count():
         (lambda Q, K, V, b, g: D.gated_delta_rule(Q, K, V, b, -g), "g must be <= 0"),
         (lambda Q, K, V, b, g: D.gated_delta_rule(Q, K, V, b, g[..., :-1]), "g must have shape"),
         (lambda Q, K, V, b, g: D.delta_rule(Q, K, V, b, torch.zeros(2, 3, dtype=F64)), "S0 must have shape"),
+        (lambda Q, K, V, b, g: D.delta_rule(Q, K, V, b, Q.new_zeros(2, 3, 3, 4)), r"\(..., d_k, d_v\)"),
         (lambda Q, K, V, b, g: D.delta_rule(Q, K, V, b, chunk_size=0), "chunk_size"),
         (lambda Q, K, V, b, g: D.delta_rule(Q, K, V, b, form="parallel"), "form must be one of"),
         (lambda Q, K, V, b, g: D.delta_rule(Q.numpy(), K, V, b), "Q must be a torch.Tensor"),

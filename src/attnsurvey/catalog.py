@@ -204,11 +204,11 @@ MATH_TITLES: dict[str, str] = {
     r"\boldsymbol v_t^T$ (RetNet: fixed $g_t = \gamma$; Mamba-2, GLA: data-dependent), "
     r"$D_{ij} = \prod_{l=j+1}^{i} g_l$",
     "extra:delta-rule": r"The delta rule (DeltaNet): "
-    r"$\boldsymbol S_t = \boldsymbol S_{t-1}(\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
-    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\boldsymbol o_t = \boldsymbol S_t \boldsymbol q_t$",
+    r"$\boldsymbol S_t = (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) \boldsymbol S_{t-1} "
+    r"+ \beta_t \boldsymbol k_t \boldsymbol v_t^T$, $\boldsymbol o_t = \boldsymbol S_t^T \boldsymbol q_t$",
     "extra:gated-delta-rule": r"The gated delta rule (Gated DeltaNet): "
-    r"$\boldsymbol S_t = \boldsymbol S_{t-1} \alpha_t (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) "
-    r"+ \beta_t \boldsymbol v_t \boldsymbol k_t^T$, $\alpha_t = e^{g_t}$, $g_t \le 0$",
+    r"$\boldsymbol S_t = \alpha_t (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) \boldsymbol S_{t-1} "
+    r"+ \beta_t \boldsymbol k_t \boldsymbol v_t^T$, $\alpha_t = e^{g_t}$, $g_t \le 0$",
 }
 
 T = TypeVar("T")

@@ -1,20 +1,23 @@
 r"""The delta rule (DeltaNet) and the gated delta rule (Gated DeltaNet): a recurrent state trained online.
 
-Linear attention keeps a state ``S`` (``d_v x d_k``) and *adds* ``v_t k_t^T`` to it at
-every step. The delta rule (Schlag et al. 2021; parallelised by Yang et al. 2024) first
-removes what the state already returns for the key, then writes the value, with a
-per-token strength ``beta_t``:
+Linear attention (:mod:`attnsurvey.beyond.linear_attention`) keeps a state ``S``
+(``d_k x d_v``) and *adds* ``k_t v_t^T`` to it at every step; a query reads it as
+``S_t^T q_t``. The delta rule (Schlag et al. 2021; parallelised by Yang et al. 2024) keeps
+the same layout but first removes what the state already returns for the key, then writes
+the value, with a per-token strength ``beta_t``:
 
-    S_t = S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,        o_t = S_t q_t.
+    S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,        o_t = S_t^T q_t.
 
-Read as ``S_t = S_{t-1} - beta_t (S_{t-1} k_t - v_t) k_t^T``, one step is one gradient
-step of size ``beta_t`` on the online least-squares loss ``1/2 ||S k_t - v_t||^2``
+Read as ``S_t = S_{t-1} - beta_t k_t (S_{t-1}^T k_t - v_t)^T``, one step is one gradient
+step of size ``beta_t`` on the online least-squares loss ``1/2 ||S^T k_t - v_t||^2``
 (:func:`least_squares_step`); with ``beta_t = 1`` and a unit key the new state returns
 ``v_t`` for ``k_t`` exactly. Gated DeltaNet (Yang et al. 2025) first shrinks the whole
 state by ``alpha_t = exp(g_t)`` with ``g_t <= 0``:
 
-    S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
+    S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T.
 
+(The delta-rule papers write the transpose, a ``d_v x d_k`` state read as ``S_t q_t``;
+the book keeps linear attention's layout, which is also the layout Qwen3-Next caches.)
 No softmax is involved anywhere: outputs are linear in the values, and the queries
 read the state by a plain matrix-vector product.
 
@@ -26,20 +29,21 @@ Two forms give the same outputs (to rounding):
   (the last may be shorter). Within a chunk, with the carried state ``S_0``, the
   cumulative log-decays ``gamma_r = g_1 + ... + g_r`` and ``Gamma_r = exp(gamma_r)``
   (all 1 without the gate), write the update as ``S_r = alpha_r S_{r-1} +
-  delta_r k_r^T`` with ``delta_r = beta_r (v_r - alpha_r S_{r-1} k_r)``. Unrolling
-  ``S_{r-1}`` gives a triangular system for the rows ``delta_r`` (the WY / UT
-  representation of the product of the factors ``I - beta_r k_r k_r^T``):
+  k_r delta_r^T`` with ``delta_r = beta_r (v_r - alpha_r S_{r-1}^T k_r)``. Unrolling
+  ``S_{r-1} = Gamma_{r-1} S_0 + sum_{i<r} (Gamma_{r-1} / Gamma_i) k_i delta_i^T`` gives a
+  triangular system for the rows ``delta_r^T`` of ``Delta`` (the WY / UT representation of
+  the product of the factors ``I - beta_r k_r k_r^T``):
 
-      (I + A) Delta = diag(beta) V - diag(beta) diag(Gamma) K S_0^T,
+      (I + A) Delta = diag(beta) V - diag(beta) diag(Gamma) K S_0,
       A_{ri} = beta_r (Gamma_r / Gamma_i) k_r . k_i  for i < r (0 elsewhere),
 
   so with ``T = (I + A)^{-1} diag(beta)``, ``U = T V`` and ``W = T diag(Gamma) K``
   (without the gate: ``T = (I + tril(diag(beta) K K^T, -1))^{-1} diag(beta)``,
-  ``W = T K``), the *pseudo-values* are ``Delta = U - W S_0^T``. The chunk's outputs and
+  ``W = T K``), the *pseudo-values* are ``Delta = U - W S_0``. The chunk's outputs and
   the next state are then
 
-      O = diag(Gamma) Q S_0^T + (Q K^T * D * M) Delta,   D_{ri} = Gamma_r / Gamma_i,
-      S_C = Gamma_C S_0 + Delta^T diag(Gamma_C / Gamma) K,
+      O = diag(Gamma) Q S_0 + (Q K^T * D * M) Delta,   D_{ri} = Gamma_r / Gamma_i,
+      S_C = Gamma_C S_0 + K^T diag(Gamma_C / Gamma) Delta,
 
   where ``M`` is the causal mask (:func:`attnsurvey.masking.causal_mask`, ``True`` =
   may attend; strictly lower with ``offset=-1`` for ``A``). ``Q K^T * D * M`` is an
@@ -53,7 +57,7 @@ and gated output norm), with the per-head split of
 
 Shapes: batch-first rows; per-head ``Q, K`` are ``(..., n, d_k)``, ``V`` is
 ``(..., n, d_v)``, ``beta`` and ``g`` are ``(..., n)``, the state ``S`` is
-``(..., d_v, d_k)``.
+``(..., d_k, d_v)``.
 """
 
 from __future__ import annotations
@@ -109,13 +113,13 @@ def _check_sequence(
             raise ValueError(f"g must have shape (..., n) = {tuple(beta.shape)}, got {tuple(g.shape)}")
         if bool((g > 0).any()):
             raise ValueError("the log-decays g must be <= 0 (alpha = exp(g) <= 1), got a positive entry")
-    state_shape = (*K.shape[:-2], V.shape[-1], K.shape[-1])
+    state_shape = (*K.shape[:-2], K.shape[-1], V.shape[-1])
     if S0 is None:
         S0 = Q.new_zeros(state_shape)
     else:
         as_tensor(S0, "S0")
         if S0.shape != state_shape:
-            raise ValueError(f"S0 must have shape (..., d_v, d_k) = {state_shape}, got {tuple(S0.shape)}")
+            raise ValueError(f"S0 must have shape (..., d_k, d_v) = {state_shape}, got {tuple(S0.shape)}")
     check_same_dtype(Q=Q, K=K, V=V, beta=beta, g=g, S0=S0)
     return g, S0
 
@@ -138,7 +142,7 @@ def _refuse_overflow(O: Tensor, S: Tensor, *inputs: Tensor | None) -> tuple[Tens
 def _check_vectors(S: Tensor, **vectors: Tensor) -> None:
     """Type and rank checks of one step's arguments (before they gain a sequence axis)."""
     as_tensor(S, "S")
-    check_min_rank(S, 2, "S", "(..., d_v, d_k)")
+    check_min_rank(S, 2, "S", "(..., d_k, d_v)")
     for symbol, x in vectors.items():
         as_tensor(x, symbol)
         check_min_rank(x, 0 if symbol == "beta" else 1, symbol, "(...)" if symbol == "beta" else "(..., d)")
@@ -148,9 +152,9 @@ def _check_vectors(S: Tensor, **vectors: Tensor) -> None:
 def delta_rule_step(
     S: Tensor, q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """One step of the (gated) delta rule: ``S_t = alpha S (I - beta k k^T) + beta v k^T``, ``o_t = S_t q``.
+    """One step of the (gated) delta rule: ``S_t = alpha (I - beta k k^T) S + beta k v^T``, ``o_t = S_t^T q``.
 
-    Computed as ``S_t = alpha S + beta (v - alpha S k) k^T``; ``alpha = exp(g)`` (1 when g is None).
+    Computed as ``S_t = alpha S + beta k (v - alpha S^T k)^T``; ``alpha = exp(g)`` (1 when g is None).
 
     Args:
         S: the state ``S_{t-1}``.
@@ -161,8 +165,8 @@ def delta_rule_step(
         g: the log-decay ``g_t <= 0`` (Gated DeltaNet), or None (DeltaNet).
 
     Shape:
-        S ``(..., d_v, d_k)``; q, k ``(..., d_k)``; v ``(..., d_v)``; beta, g ``(...)``.
-        Returns o ``(..., d_v)`` and the new state ``(..., d_v, d_k)``.
+        S ``(..., d_k, d_v)``; q, k ``(..., d_k)``; v ``(..., d_v)``; beta, g ``(...)``.
+        Returns o ``(..., d_v)`` and the new state ``(..., d_k, d_v)``.
 
     Returns:
         ``(o_t, S_t)``.
@@ -180,9 +184,9 @@ def _step(S: Tensor, q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor) -
     """:func:`delta_rule_step` on checked inputs (g a tensor)."""
     alpha = g.exp()[..., None, None]
     S = alpha * S
-    delta = beta[..., None] * (v - (S @ k[..., None])[..., 0])  # beta (v - alpha S k)
-    S = S + delta[..., :, None] * k[..., None, :]
-    return (S @ q[..., None])[..., 0], S
+    delta = beta[..., None] * (v - (k[..., None, :] @ S)[..., 0, :])  # beta (v - alpha S^T k)
+    S = S + k[..., :, None] * delta[..., None, :]
+    return (q[..., None, :] @ S)[..., 0, :], S
 
 
 @catalogued("extra:delta-rule", "extra:gated-delta-rule")
@@ -200,11 +204,11 @@ def delta_rule_recurrent(
         S0: the initial state (default zeros).
 
     Shape:
-        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_v, d_k)``.
-        Returns O ``(..., n, d_v)`` and the final state ``(..., d_v, d_k)``.
+        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_k, d_v)``.
+        Returns O ``(..., n, d_v)`` and the final state ``(..., d_k, d_v)``.
 
     Returns:
-        ``(O, S_n)``: the outputs ``o_t = S_t q_t`` and the last state.
+        ``(O, S_n)``: the outputs ``o_t = S_t^T q_t`` and the last state.
 
     Raises:
         ValueError: for shapes that do not fit, mixed dtypes, a positive g, or an output that overflows
@@ -235,11 +239,11 @@ def _chunk(Q: Tensor, K: Tensor, V: Tensor, beta: Tensor, g: Tensor, S0: Tensor)
     UW = torch.linalg.solve_triangular(I_plus_A.to(work), T_rhs.to(work), upper=False, unitriangular=True)
     UW = UW.to(K.dtype)
     U, W = UW[..., : V.shape[-1]], UW[..., V.shape[-1] :]
-    Delta = U - W @ S0.transpose(-1, -2)  # the pseudo-values
+    Delta = U - W @ S0  # the pseudo-values
     intra = (Q @ K.transpose(-1, -2)) * D  # D is zero where the causal mask is False: no softmax, no future
-    O = gamma.exp()[..., None] * (Q @ S0.transpose(-1, -2)) + intra @ Delta
+    O = gamma.exp()[..., None] * (Q @ S0) + intra @ Delta
     tail = (gamma[..., -1:] - gamma).exp()  # Gamma_C / Gamma_i
-    S = gamma[..., -1, None, None].exp() * S0 + Delta.transpose(-1, -2) @ (tail[..., None] * K)
+    S = gamma[..., -1, None, None].exp() * S0 + (tail[..., None] * K).transpose(-1, -2) @ Delta
     return O, S
 
 
@@ -258,8 +262,8 @@ def delta_rule_chunked(
     Inside a chunk of ``c`` tokens with carried state ``S_0`` (module docstring):
     ``(I + A) [U, W] = diag(beta) [V, diag(Gamma) K]`` with
     ``A_{ri} = beta_r (Gamma_r / Gamma_i) k_r . k_i`` for ``i < r``; pseudo-values
-    ``Delta = U - W S_0^T``; outputs ``diag(Gamma) Q S_0^T + (Q K^T * D * M) Delta``; next state
-    ``Gamma_c S_0 + Delta^T diag(Gamma_c / Gamma) K``. The last chunk may be shorter.
+    ``Delta = U - W S_0``; outputs ``diag(Gamma) Q S_0 + (Q K^T * D * M) Delta``; next state
+    ``Gamma_c S_0 + K^T diag(Gamma_c / Gamma) Delta``. The last chunk may be shorter.
 
     Args:
         Q: the queries ``q_t`` (rows).
@@ -271,8 +275,8 @@ def delta_rule_chunked(
         chunk_size: ``C``, the tokens per chunk (any integer >= 1; it need not divide n).
 
     Shape:
-        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_v, d_k)``.
-        Returns O ``(..., n, d_v)`` and the final state ``(..., d_v, d_k)``.
+        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_k, d_v)``.
+        Returns O ``(..., n, d_v)`` and the final state ``(..., d_k, d_v)``.
 
     Returns:
         ``(O, S_n)``, equal to :func:`delta_rule_recurrent`'s to rounding.
@@ -293,7 +297,7 @@ def delta_rule_chunked(
 
 
 @catalogued(
-    "extra:delta-rule", title="The delta rule (DeltaNet): S_t = S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T"
+    "extra:delta-rule", title="The delta rule (DeltaNet): S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T"
 )
 def delta_rule(
     Q: Tensor,
@@ -305,7 +309,7 @@ def delta_rule(
     form: DeltaForm = "chunked",
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor]:
-    """The delta rule (DeltaNet), ``S_t = S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T``, ``o_t = S_t q_t``.
+    """The delta rule (DeltaNet), ``S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``, ``o_t = S_t^T q_t``.
 
     Args:
         Q: the queries ``q_t`` (rows).
@@ -317,8 +321,8 @@ def delta_rule(
         chunk_size: ``C`` for the chunked form.
 
     Shape:
-        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta ``(..., n)``; S0 ``(..., d_v, d_k)``.
-        Returns O ``(..., n, d_v)`` and the final state ``(..., d_v, d_k)``.
+        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta ``(..., n)``; S0 ``(..., d_k, d_v)``.
+        Returns O ``(..., n, d_v)`` and the final state ``(..., d_k, d_v)``.
 
     Returns:
         ``(O, S_n)``.
@@ -334,7 +338,7 @@ def delta_rule(
 
 @catalogued(
     "extra:gated-delta-rule",
-    title="The gated delta rule (Gated DeltaNet): S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
+    title="The gated delta rule (Gated DeltaNet): S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T",
 )
 def gated_delta_rule(
     Q: Tensor,
@@ -347,7 +351,7 @@ def gated_delta_rule(
     form: DeltaForm = "chunked",
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor]:
-    """The gated delta rule, ``S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T``, ``alpha_t = exp(g_t)``.
+    """The gated delta rule, ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``, ``alpha_t = exp(g_t)``.
 
     Args:
         Q: the queries ``q_t`` (rows).
@@ -360,8 +364,8 @@ def gated_delta_rule(
         chunk_size: ``C`` for the chunked form.
 
     Shape:
-        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_v, d_k)``.
-        Returns O ``(..., n, d_v)`` and the final state ``(..., d_v, d_k)``.
+        Q, K ``(..., n, d_k)``; V ``(..., n, d_v)``; beta, g ``(..., n)``; S0 ``(..., d_k, d_v)``.
+        Returns O ``(..., n, d_v)`` and the final state ``(..., d_k, d_v)``.
 
     Returns:
         ``(O, S_n)``.
@@ -379,10 +383,10 @@ def gated_delta_rule(
 
 @catalogued("extra:delta-rule")
 def least_squares_step(S: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Tensor:
-    """One gradient-descent step of size beta on ``L(S) = 1/2 ||S k - v||^2``: ``S - beta (S k - v) k^T``.
+    """One gradient-descent step of size beta on ``L(S) = 1/2 ||S^T k - v||^2``: ``S - beta k (S^T k - v)^T``.
 
     This is the delta rule's update written as online learning: the gradient of ``L`` is
-    ``(S k - v) k^T``, so the step equals :func:`delta_rule_step`'s new state.
+    ``k (S^T k - v)^T``, so the step equals :func:`delta_rule_step`'s new state.
 
     Args:
         S: the state (a linear map from keys to values).
@@ -391,7 +395,7 @@ def least_squares_step(S: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Tensor:
         beta: the step size.
 
     Shape:
-        S ``(..., d_v, d_k)``; k ``(..., d_k)``; v ``(..., d_v)``; beta ``(...)``; returns S's shape.
+        S ``(..., d_k, d_v)``; k ``(..., d_k)``; v ``(..., d_v)``; beta ``(...)``; returns S's shape.
 
     Returns:
         The state after the step.
@@ -401,8 +405,8 @@ def least_squares_step(S: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Tensor:
     """
     _check_vectors(S, k=k, v=v, beta=beta)
     _check_sequence(k[..., None, :], k[..., None, :], v[..., None, :], beta[..., None], None, S)
-    residual = (S @ k[..., None])[..., 0] - v  # S k - v
-    return S - beta[..., None, None] * residual[..., :, None] * k[..., None, :]
+    residual = (k[..., None, :] @ S)[..., 0, :] - v  # S^T k - v
+    return S - beta[..., None, None] * k[..., :, None] * residual[..., None, :]
 
 
 def l2_normalise(x: Tensor, eps: float = L2_EPS) -> Tensor:
@@ -439,7 +443,7 @@ class DeltaNetState(NamedTuple):
     Args:
         conv: the last ``short_conv - 1`` projected ``[q; k; v]`` rows before the convolution
             ``(B, short_conv - 1, channels)``, or None without a short convolution.
-        S: the per-head states ``(B, h, d_v, d_k)``.
+        S: the per-head states ``(B, h, d_k, d_v)``.
     """
 
     conv: Tensor | None
@@ -546,7 +550,7 @@ class DeltaNetLayer(nn.Module):
         check_integers("DeltaNetLayer.new_state", minimum=0, batch=batch)
         w = self.W_Q.weight
         conv = None if self.conv is None else w.new_zeros(batch, self.conv.kernel_size[0] - 1, self.conv.in_channels)
-        return DeltaNetState(conv, w.new_zeros(batch, self.h, self.d_v, self.d_k))
+        return DeltaNetState(conv, w.new_zeros(batch, self.h, self.d_k, self.d_v))
 
     def _mix(self, x: Tensor, state: DeltaNetState, form: DeltaForm) -> tuple[Tensor, DeltaNetState]:
         qkv = torch.cat([self.W_Q(x), self.W_K(x), self.W_V(x)], -1)

@@ -73,7 +73,7 @@ EQUATIONS: dict[str, str] = {
     "mla-absorbed": "MLA, absorbed form: $W_{UK}$ folded into the queries, $W_{UV}$ into $W_O$",
     "mla-cache": "MLA decoding: a cache of the latent $c$ and the RoPE key $k^R$",
     "gated-delta": "Gated delta rule (Gated DeltaNet, Qwen3-Next): "
-    "$S_t = S_{t-1} \\alpha_t (I - \\beta_t k_t k_t^T) + \\beta_t v_t k_t^T$, $o_t = S_t q_t$, no softmax",
+    "$S_t = \\alpha_t (I - \\beta_t k_t k_t^T) S_{t-1} + \\beta_t k_t v_t^T$, $o_t = S_t^T q_t$, no softmax",
     "delta-cache": "Gated delta rule decoding: a cache of the state $S$ and the short convolution's last inputs",
     "memory-kv": "Learned memory key/values",
     "sink": "Attention sink: a learned logit in the softmax's denominator (gpt-oss)",

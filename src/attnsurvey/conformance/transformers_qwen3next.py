@@ -28,8 +28,10 @@ The conventions, named:
   convolution; ``q`` is then scaled by ``1/sqrt(d_k)``;
 * the output gate: each value head's output is RMS-normalised with one gain shared by all heads
   and multiplied by ``SiLU(z)``, as the book's ``output_gate=True``;
-* the recurrent state: Qwen3-Next stores ``S^T`` (``(B, h_v, d_k, d_v)``), the book ``S``
-  (``(B, h, d_v, d_k)``, ``o_t = S_t q_t``); a check shows the cached states equal once transposed.
+* the recurrent state: both keep ``S`` as ``d_k x d_v`` per head and read it as ``o_t = S_t^T q_t``
+  (Qwen3-Next caches ``(B, h_v, d_k, d_v)``, the book's :class:`~attnsurvey.beyond.delta_rule.DeltaNetState`
+  holds ``(B, h, d_k, d_v)``); a check compares the cached states directly, with ``d_k != d_v`` so
+  that a transposed state could not pass.
 
 ``transformers`` runs the rule, the decay ``g`` and the gated RMSNorm in float32 even for
 float64 inputs. The RMSNorm magnifies that rounding for a head whose output is small next to
@@ -51,7 +53,7 @@ import torch
 from torch import Tensor
 
 from ..beyond.delta_rule import DeltaForm, DeltaNetLayer, DeltaNetState
-from . import Check, Convention, Pair, library
+from . import Check, Pair, library
 from .torch_target import rand
 from .transformers_common import random_init
 
@@ -212,8 +214,6 @@ def checks() -> list[Check]:
     X = rand(B, N, D, seed=30)
     grouped, config = qwen3next_layer(31)
     ungrouped, _ = qwen3next_layer(32, linear_num_key_heads=H_V)
-    # d_k = d_v: the two layouts of the state have one shape
-    square, square_config = qwen3next_layer(33, linear_key_head_dim=D_V)
 
     def forward(layer: Any, form: DeltaForm) -> Pair:
         return deltanet_from_qwen3next(layer, CHUNK)(X, form=form), run_layer(layer, X)
@@ -222,10 +222,9 @@ def checks() -> list[Check]:
         ours, theirs, _, _ = decode_both(grouped, config, X)
         return ours, theirs
 
-    def states(transpose: bool = False) -> Pair:
-        _, _, ours, theirs = decode_both(square, square_config, X)
-        S = theirs.recurrent_states[0]
-        return ours.S, S.transpose(-1, -2) if transpose else S
+    def states() -> Pair:  # d_k = 3, d_v = 5: one layout, one shape
+        _, _, ours, theirs = decode_both(grouped, config, X)
+        return ours.S, theirs.recurrent_states[0]
 
     api = "Qwen3NextGatedDeltaNet"
     return [
@@ -233,17 +232,5 @@ def checks() -> list[Check]:
         Check("transformers", "gated-delta", f"{api} (recurrent)", lambda: forward(grouped, "recurrent")),
         Check("transformers", "gated-delta", f"{api} (h_k = h_v)", lambda: forward(ungrouped, "chunked")),
         Check("transformers", "delta-cache", f"{api} + cache (outputs)", outputs),
-        Check(
-            "transformers",
-            "delta-cache",
-            "DynamicCache recurrent state",
-            states,
-            Convention(
-                "recurrent state transposed",
-                "Qwen3-Next caches the state as (B, h_v, d_k, d_v) and reads it as q^T S; the book keeps "
-                "S as (d_v, d_k) and reads S q, the convention of the delta-rule papers. The two caches hold "
-                "the same numbers once one is transposed.",
-                lambda: states(transpose=True),
-            ),
-        ),
+        Check("transformers", "delta-cache", "DynamicCache recurrent state", states),
     ]
