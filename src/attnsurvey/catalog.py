@@ -186,6 +186,9 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
     "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
     r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
+    "extra:differential-attention": r"Differential attention: "
+    r"$\operatorname{softmax}(\boldsymbol Q_1 \boldsymbol K_1^T / \sqrt d) - \lambda "
+    r"\operatorname{softmax}(\boldsymbol Q_2 \boldsymbol K_2^T / \sqrt d)$ (Ye et al. 2024)",
 }
 
 T = TypeVar("T")
