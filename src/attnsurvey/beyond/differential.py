@@ -36,9 +36,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .._checks import as_tensor, check_dim_equal, check_integers, check_min_rank, check_same_dtype
+from .._checks import as_tensor, broadcast_batch, check_dim_equal, check_integers, check_min_rank, check_same_dtype
 from ..attention import attend
 from ..catalog import catalogued
+from ..masking import check_attn_mask
 from ..query_related.multihead import _merge_heads, _split_heads
 
 CHAPTER = "chapters/ch06_8_selective_attention.ipynb"
@@ -92,8 +93,8 @@ def differential_attention(
         need_weights: also return the differential map.
 
     Shape:
-        Q: ``(..., n_q, 2d)``; K: ``(..., n_f, 2d)``; V: ``(..., n_f, d_v)``;
-        returns c ``(..., n_q, d_v)`` and A ``(..., n_q, n_f)``.
+        Q: ``(..., n_q, d_k)``; K: ``(..., n_f, d_k)`` with ``d_k = 2d``; V: ``(..., n_f, d_v)``;
+        lam: ``()`` or ``(..., 1, 1)``; returns c ``(..., n_q, d_v)`` and A ``(..., n_q, n_f)``.
 
     Returns:
         ``(c, A)``, A None unless ``need_weights``.
@@ -116,8 +117,11 @@ def differential_attention(
     elif not (isinstance(lam, (int, float)) and math.isfinite(lam)):
         raise ValueError(f"lambda must be a finite number or a tensor, got lam={lam!r}")
     halves = lambda X: _split_heads(X, 2)  # noqa: E731  (..., n, 2d) -> (..., 2, n, d): the two maps
+    if isinstance(mask, Tensor) and mask.dtype == torch.bool:  # checked in the caller's layout, then shared
+        batch = broadcast_batch(Q.shape[:-2], K.shape[:-2]) or ()
+        check_attn_mask(mask, torch.Size((*batch, Q.shape[-2], K.shape[-2])))
     if isinstance(mask, Tensor) and mask.dim() >= 2:
-        mask = mask.unsqueeze(-3)  # shared by the two maps (attend checks it)
+        mask = mask.unsqueeze(-3)  # one mask for the two maps
     c, a = attend(halves(Q), halves(K), V.unsqueeze(-3), mask, is_causal=is_causal, need_weights=need_weights)
     return _difference(c, lam), (None if a is None else _difference(a, lam))
 
@@ -144,6 +148,8 @@ class DifferentialAttentionLayer(nn.Module):
         layer: the layer's index ``l`` (from 1), which sets ``lambda_init``.
         lambda_init: overrides the paper's ``lambda_init`` of ``layer``.
         causal: mask the future (a causal token mixer); False: full self-attention.
+        learn_lambda: learn ``lambda``; False fixes it at ``lambda_init`` (with ``lambda_init=0``
+            a control with the same heads, norm and sizes but one map, no subtraction).
 
     Shape:
         x: ``(..., n, d_model)``; returns ``(..., n, d_model)``.
@@ -154,7 +160,14 @@ class DifferentialAttentionLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, *, layer: int = 1, lambda_init: float | None = None, causal: bool = True
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        layer: int = 1,
+        lambda_init: float | None = None,
+        causal: bool = True,
+        learn_lambda: bool = True,
     ) -> None:
         super().__init__()
         check_integers("DifferentialAttentionLayer", minimum=1, d_model=d_model, n_heads=n_heads)
@@ -169,13 +182,16 @@ class DifferentialAttentionLayer(nn.Module):
             nn.Parameter(0.1 * torch.randn(self.d)) for _ in range(4)
         )
         self.head_norm = nn.RMSNorm(2 * self.d, eps=1e-5)
+        self.learn_lambda = learn_lambda
 
     def lam(self) -> Tensor:
         """``lambda = exp(l_q1 . l_k1) - exp(l_q2 . l_k2) + lambda_init`` (a scalar tensor).
 
         Returns:
-            The current ``lambda``.
+            The current ``lambda`` (``lambda_init`` when it is not learned).
         """
+        if not self.learn_lambda:
+            return torch.tensor(self.lambda_init, dtype=self.W_Q.weight.dtype)
         e1 = torch.exp(self.lambda_q1 @ self.lambda_k1)
         return e1 - torch.exp(self.lambda_q2 @ self.lambda_k2) + self.lambda_init
 

@@ -41,7 +41,7 @@ def _distinct(batch: int, pool: int, k: int, generator: torch.Generator) -> Tens
 
 
 def mqar_batch(
-    batch: int, n_pairs: int, n_queries: int, n_keys: int, n_values: int, generator: torch.Generator
+    batch: int, n_pairs: int, n_queries: int | None, n_keys: int, n_values: int, generator: torch.Generator
 ) -> tuple[Tensor, Tensor]:
     """Multi-query associative recall (Zoology's MQAR): pairs ``k_1 v_1 ... k_P v_P``, then ``Q`` stored keys.
 
@@ -53,7 +53,7 @@ def mqar_batch(
     Args:
         batch: the number of sequences ``B``.
         n_pairs: the number of stored pairs ``P``.
-        n_queries: the number of queries ``Q`` (at most ``P``).
+        n_queries: the number of queries ``Q`` (at most ``P``); None: every stored key, ``Q = P``.
         n_keys: the size of the key range (at least ``P``).
         n_values: the size of the value range.
         generator: the random generator.
@@ -67,6 +67,7 @@ def mqar_batch(
     Raises:
         ValueError: unless every size is a positive integer, ``Q <= P <= n_keys``.
     """
+    n_queries = n_pairs if n_queries is None else n_queries
     check_integers("mqar_batch", minimum=1, batch=batch, n_pairs=n_pairs, n_queries=n_queries, n_keys=n_keys)
     check_integers("mqar_batch", minimum=1, n_values=n_values)
     if not n_queries <= n_pairs <= n_keys:
@@ -151,10 +152,10 @@ def distractor_batch(
         ``(x, y)``.
 
     Raises:
-        ValueError: unless ``batch, n_keys, n_values >= 1``, ``D >= 0`` and ``n_keys > ceil(D/2)``.
+        ValueError: unless ``batch, n_keys, n_values, D >= 1`` and ``n_keys > ceil(D/2)``.
     """
     check_integers("distractor_batch", minimum=1, batch=batch, n_keys=n_keys, n_values=n_values)
-    check_integers("distractor_batch", minimum=0, n_distractors=n_distractors)
+    check_integers("distractor_batch", minimum=1, n_distractors=n_distractors)
     n_b = (n_distractors + 1) // 2  # distractors sharing a*, each with another b
     n_a = n_distractors // 2  # distractors sharing b*, each with another a
     if n_keys <= n_b:

@@ -72,7 +72,7 @@ class SoftmaxMixer(MultiHeadAttention):
     # ignore: a token mixer maps x alone to the output
     def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
         mask = None if self.keep is None else self.keep(x.shape[-2])
-        out, _ = super().forward(x, None, mask, need_weights=False, is_causal=mask is None, _finite_inputs=True)
+        out, _ = super().forward(x, None, mask, need_weights=False, is_causal=mask is None)
         return out
 
 
@@ -80,6 +80,10 @@ class SoftmaxMixer(MultiHeadAttention):
 MIXERS: dict[str, MixerFactory] = {
     "softmax": SoftmaxMixer,
     "differential": lambda d_model, n_heads: DifferentialAttentionLayer(d_model, max(1, n_heads // 2)),
+    # the control: the same layer with lambda fixed at 0 (one map, the same heads, norm and size)
+    "differential-0": lambda d_model, n_heads: DifferentialAttentionLayer(
+        d_model, max(1, n_heads // 2), lambda_init=0.0, learn_lambda=False
+    ),
 }
 
 
@@ -250,6 +254,9 @@ def train_recall(
         lr: Adam's learning rate.
         **model_kwargs: the other arguments of :class:`RecallModel`.
 
+    Shape:
+        the batch maker ``(B, generator)`` returns tokens and targets ``(B, n)``.
+
     Returns:
         ``(model, batch maker)``; the model is in eval mode.
 
@@ -390,7 +397,7 @@ def distractor_comparison(
     task_kwargs: dict[str, Any],
     mixers: Sequence[str] = ("softmax", "differential"),
     seeds: Sequence[int] = DEFAULT_SEEDS,
-    steps: int = 80,
+    steps: int = 250,
     **run_kwargs: Any,
 ) -> dict[str, list[float]]:
     """Size-matched mixers on :func:`~attnsurvey.data.recall.distractor_batch`, same seeds: ``{mixer: [acc]}``.
