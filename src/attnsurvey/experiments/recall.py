@@ -57,6 +57,8 @@ class SoftmaxMixer(MultiHeadAttention):
     Args:
         d_model: the model width.
         n_heads: the number of heads (``d_k = d_v = d_model / n_heads``).
+        finite_inputs: the caller vouches that ``x`` holds no NaN/Inf (a model of tokens), so the
+            stack skips its checks for them (:class:`~attnsurvey.query_related.multihead.HeadsCall`).
 
     Shape:
         x: ``(B, n, d_model)``; returns ``(B, n, d_model)``.
@@ -65,20 +67,23 @@ class SoftmaxMixer(MultiHeadAttention):
         ValueError: as :class:`~attnsurvey.query_related.multihead.MultiHeadAttention`.
     """
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, finite_inputs: bool = False) -> None:
         super().__init__(d_model, n_heads)
         self.keep: Callable[[int], Tensor] | None = None
+        self.finite_inputs = finite_inputs
 
     # ignore: a token mixer maps x alone to the output
     def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
         mask = None if self.keep is None else self.keep(x.shape[-2])
-        out, _ = super().forward(x, None, mask, need_weights=False, is_causal=mask is None)
+        out, _ = super().forward(
+            x, None, mask, need_weights=False, is_causal=mask is None, _finite_inputs=self.finite_inputs
+        )
         return out
 
 
 #: Token mixers by name: ``(d_model, n_heads) -> module`` with ``forward(x: (B, n, d_model)) -> (B, n, d_model)``.
 MIXERS: dict[str, MixerFactory] = {
-    "softmax": SoftmaxMixer,
+    "softmax": lambda d_model, n_heads: SoftmaxMixer(d_model, n_heads, finite_inputs=True),  # tokens: finite
     "differential": lambda d_model, n_heads: DifferentialAttentionLayer(d_model, max(1, n_heads // 2)),
     # the control: the same layer with lambda fixed at 0 (one map, the same heads, norm and size)
     "differential-0": lambda d_model, n_heads: DifferentialAttentionLayer(
