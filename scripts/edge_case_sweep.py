@@ -112,6 +112,7 @@ FIXED_OUTPUT_DTYPE = {"attnsurvey.evaluation.intrinsic.rankdata"}
 
 SHAPE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
     ("band_to_dense", "a_band"): ("B", "n_f", "5"),  # (..., n, 2w + 1) with w = 2
+    ("differential_attention", "lam"): ("B", "1", "1"),  # one lambda per example, (..., 1, 1)
 }
 #: hyper-parameter values that are valid for that callable (documented limits)
 VALID_HYPER: dict[tuple[str, str], set[str]] = {

@@ -209,6 +209,9 @@ MATH_TITLES: dict[str, str] = {
     "extra:gated-delta-rule": r"The gated delta rule (Gated DeltaNet): "
     r"$\boldsymbol S_t = \alpha_t (\boldsymbol I - \beta_t \boldsymbol k_t \boldsymbol k_t^T) \boldsymbol S_{t-1} "
     r"+ \beta_t \boldsymbol k_t \boldsymbol v_t^T$, $\alpha_t = e^{g_t}$, $g_t \le 0$",
+    "extra:differential-attention": r"Differential attention: "
+    r"$\operatorname{softmax}(\boldsymbol Q_1 \boldsymbol K_1^T / \sqrt d) - \lambda "
+    r"\operatorname{softmax}(\boldsymbol Q_2 \boldsymbol K_2^T / \sqrt d)$ (Ye et al. 2024)",
 }
 
 T = TypeVar("T")
