@@ -36,7 +36,9 @@ import torch.nn.functional as F_
 from torch import Tensor, nn
 
 from .._checks import check_integers
+from ..beyond.delta_rule import DeltaNetLayer
 from ..beyond.differential import DifferentialAttentionLayer
+from ..beyond.linear_attention import LinearAttentionLayer
 from ..data.recall import distractor_batch, mqar_batch, needle_batch
 from ..data.sequences import IGNORE
 from ..masking import sink_mask
@@ -89,6 +91,11 @@ MIXERS: dict[str, MixerFactory] = {
     "differential-0": lambda d_model, n_heads: DifferentialAttentionLayer(
         d_model, max(1, n_heads // 2), lambda_init=0.0, learn_lambda=False
     ),
+    # recurrent mixers with the same heads and widths (d_k = d_v = d_model / n_heads); the model's shared
+    # short convolution stands in for each layer's own, so that they differ from softmax only in the mixer
+    "linear": lambda d_model, n_heads: LinearAttentionLayer(d_model, n_heads, feature_map="elu+1"),
+    "deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=False),
+    "gated-deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=True),
 }
 
 
