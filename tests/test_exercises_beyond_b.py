@@ -86,13 +86,29 @@ def _negated(x, t):
     return apply_rope((x * sign)[None], offset=t)[0] * sign
 
 
-def test_sinusoidal_at_512():
-    model = train_next_token("sinusoidal", 0, n_train=16, steps=150)
-    exp.check_sinusoidal_at_512(next_token_accuracy(model, 512))
-    with pytest.raises(AssertionError, match="training length"):
-        exp.check_sinusoidal_at_512(next_token_accuracy(model, 16))
-    with pytest.raises(AssertionError, match="is not what seed 0 gives"):  # trained at the default length 32, not 16
-        exp.check_sinusoidal_at_512(next_token_accuracy(train_next_token("sinusoidal", 0), 512))
+# exercise 3: made-up accuracies of the same kind as the chapter's (sinusoidal below the position-blind model)
+AT_512 = {"sinusoidal": [0.15, 0.16, 0.15, 0.16, 0.15], "none": [0.18, 0.18, 0.17, 0.18, 0.18]}
+AT_256 = {"sinusoidal": [0.18, 0.17, 0.18, 0.19, 0.18], "none": [0.20, 0.21, 0.20, 0.20, 0.20]}
+
+
+def test_sinusoidal_vs_none_at_512_accepts_the_supported_verdict():
+    exp.check_sinusoidal_vs_none_at_512(AT_512, "none", AT_256)
+
+
+@pytest.mark.parametrize(
+    ("results", "verdict", "match"),
+    [
+        pytest.param(AT_512, "sinusoidal", "does not follow", id="the-wrong-winner"),
+        pytest.param(AT_512, "not resolved", "does not follow", id="a-resolved-difference-ignored"),
+        pytest.param(AT_256, "none", "evaluate at n = 512", id="the-table-at-256"),
+        pytest.param({k: v[:1] for k, v in AT_512.items()}, "none", "at least 5 seeds", id="one-seed"),
+        pytest.param(AT_512, "sinusoidal hurts", "must be one of", id="another-word"),
+    ],
+)
+def test_sinusoidal_vs_none_at_512_rejects_plausible_wrong_answers(results, verdict, match):
+    with pytest.raises(AssertionError, match=match) as err:
+        exp.check_sinusoidal_vs_none_at_512(results, verdict, AT_256)
+    assert "supports" not in str(err.value)
 
 
 def test_uniform_mirrored():
@@ -223,12 +239,19 @@ def test_hidden_rotate_accepts_the_solution_and_rejects_d_typed_in():
         exp.hidden_check_rotate(fixed)
 
 
-def test_hidden_sinusoidal_at_512_accepts_the_measurement_and_rejects_a_rounded_one():
-    acc = next_token_accuracy(train_next_token("sinusoidal", 0, n_train=16, steps=150), 512)
-    exp.hidden_check_sinusoidal_at_512(acc)
-    exp.check_sinusoidal_at_512(round(acc, 2))
-    with pytest.raises(AssertionError, match="unrounded"):
-        exp.hidden_check_sinusoidal_at_512(round(acc, 2) + 0.001)
+def test_hidden_sinusoidal_vs_none_at_512_accepts_the_measurement_and_rejects_other_evaluations():
+    # briefly trained stand-ins for the chapter's models (the check only evaluates them)
+    trained = {(enc, 0): train_next_token(enc, 0, n_train=16, steps=5) for enc in exp.EX3_ENCODINGS}
+
+    def rows(n, batch=exp.EX3_BATCH, shift=0.0):
+        return {
+            e: [next_token_accuracy(trained[e, 0], n, batch=batch) + shift, *AT_512[e][1:]] for e in exp.EX3_ENCODINGS
+        }
+
+    exp.hidden_check_sinusoidal_vs_none_at_512(rows(512), trained)
+    for wrong in (rows(256), rows(512, batch=32), rows(512, shift=0.001)):
+        with pytest.raises(AssertionError, match="another value"):
+            exp.hidden_check_sinusoidal_vs_none_at_512(wrong, trained)
 
 
 def test_hidden_uniform_mirrored_accepts_the_solution_and_rejects_three_decimals():

@@ -167,3 +167,41 @@ def test_no_check_message_states_the_answer():
         DEFAULT,
         answers=[right_shapes, "(8, 16)"],
     )
+
+
+def _shifted(A, beta):  # the derivation's result: the weights times exp(beta), renormalised over the positions
+    w = A * beta.exp()
+    return w / w.sum(0, keepdim=True)
+
+
+def test_ex1_shift_solution_passes_in_the_check_and_the_hidden_check():
+    assert "correct" in ex.check_ex1_shift(_shifted)
+    ex.hidden_check_ex1_shift(_shifted)
+    # the same result through the log-weights: log a = e - const per feature
+    assert "correct" in ex.check_ex1_shift(lambda A, beta: md.multidimensional_align((A.log() + beta)[None])[0])
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        pytest.param(lambda A, beta: A, id="any-shift-cancels"),
+        pytest.param(lambda A, beta: A * beta.exp(), id="not-renormalised"),
+        pytest.param(lambda A, beta: (A * beta.exp()) / (A * beta.exp()).sum(-1, keepdim=True), id="over-features"),
+        pytest.param(lambda A, beta: A + beta.softmax(0), id="added-weights"),
+        pytest.param(lambda A, beta: beta.softmax(0), id="shift-alone"),
+    ],
+)
+def test_ex1_shift_plausible_wrong_answers_fail_both_checks(wrong):
+    with pytest.raises(AssertionError, match="Eq. \\(32\\) for the shifted scores"):
+        ex.check_ex1_shift(wrong)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_ex1_shift(wrong)
+
+
+def test_ex1_shift_message_names_neither_the_formula_nor_a_value():
+    from .helpers import refused_without_the_answer
+
+    A, beta, want = ex._shift_cases(5, ((5, 3),))[1]
+    refused_without_the_answer(
+        ex.check_ex1_shift, lambda A, beta: A, answers=["exp(beta)", "e^beta", "renormal", float(want[0, 0])]
+    )

@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from .._checks import check_rank
 from ..attention import attend
-from . import Check, Result, evaluate
-from .torch_target import rand
+from . import TOLERANCE, Check, Result, evaluate
+from .torch_target import rand, zero_dead_rows
 
 #: The adapter the exercise asks for: ``(toy, Q, K, V, mask) -> c`` in the book's symbols.
 Adapter = Callable[["ToyAttention", Tensor, Tensor, Tensor, Tensor], Tensor]
@@ -151,4 +151,102 @@ def hidden_check_toy_adapter(adapter: Adapter) -> None:
         except ValueError as wrong_shape:
             raise AssertionError(f"the adapter's output has the wrong shape: {wrong_shape}") from None
         _verdict(result, "an axis that happens to have the same size as another must still be mapped")
+    print("hidden check passed")
+
+
+# --------------------------------------------------------------------------- exercise 2: a forgotten polarity
+
+#: ``rows_left(B, h, n_q, n_dead) -> int``, the reader's prediction for exercise 2.
+RowsLeft = Callable[[int, int, int, int], int]
+
+
+def rows_left_measured(B: int, h: int, n_q: int, n_f: int, n_dead: int, seed: int = 0) -> int:
+    """Context rows that still differ once the "fully-masked rows" mapping is applied to an adapter that forgot the polarity.
+
+    The adapter passes the book's mask to :class:`ToyAttention` as ``blocked`` unchanged. The
+    mapping zeroes the library's rows of queries that may attend nothing
+    (:func:`~attnsurvey.conformance.torch_target.zero_dead_rows`); a row still differs if any
+    entry is off by more than :data:`~attnsurvey.conformance.TOLERANCE`.
+
+    Args:
+        B: batch size. h: heads. n_q: queries. n_f: keys (``n_f >= 2``).
+        n_dead: how many queries, over the batch, may attend no key (at most ``B * n_q``);
+            every other query may attend key 0 at least.
+        seed: the inputs' seed.
+
+    Shape:
+        The context compared has shape ``(B, h, n_q, d_v)``: ``B * h * n_q`` rows.
+
+    Returns:
+        The number of rows that differ after the mapping.
+
+    Raises:
+        ValueError: if ``n_dead`` is out of range or ``n_f < 2``.
+    """
+    if not 0 <= n_dead <= B * n_q or n_f < 2:
+        raise ValueError(
+            f"rows_left_measured needs 0 <= n_dead <= B * n_q = {B * n_q} and n_f >= 2, got {n_dead}, {n_f}"
+        )
+    Q, K, V = rand(B, h, n_q, 3, seed=seed), rand(B, h, n_f, 3, seed=seed + 1), rand(B, h, n_f, 3, seed=seed + 2)
+    mask = rand(B, n_q, n_f, seed=seed + 3) > -0.3
+    mask[..., 0] = True
+    for k in range(n_dead):  # spread over the batch, from the last query up
+        mask[k % B, n_q - 1 - k // B] = False
+    ours, _ = attend(Q, K, V, mask[:, None])
+    forgetful = ToyAttention()(Q.transpose(1, 2), K.transpose(1, 2), V.transpose(1, 2), blocked=mask).transpose(1, 2)
+    mapped = zero_dead_rows(forgetful, mask[:, None])
+    return int(((ours - mapped).abs().amax(-1) > TOLERANCE).sum())
+
+
+def _judge_rows_left(rows_left: RowsLeft, cases: tuple[tuple[int, int, int, int, int], ...]) -> None:
+    for B, h, n_q, n_f, n_dead in cases:
+        what = f"B = {B}, h = {h}, n_q = {n_q}, n_dead = {n_dead}"
+        try:
+            got = rows_left(B, h, n_q, n_dead)
+        except Exception as err:  # the reader's function failing on these sizes is a wrong answer, with its reason
+            raise AssertionError(f"{what}: your function failed ({type(err).__name__}: {err})") from err
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or float(got) != int(got):
+            raise AssertionError(f"{what}: give a whole number of rows, got {got!r}")
+        want = rows_left_measured(B, h, n_q, n_f, n_dead, seed=B + h + n_q + n_dead)
+        if int(got) == want:
+            continue
+        if int(got) == 0:
+            hint = "then the convention would explain the forgotten polarity; what does the toy attend for a query that may attend some keys?"
+        elif int(got) == B * h * n_q:
+            hint = "the mapping does make some rows agree: which rows does it change, and what had the toy given them?"
+        elif h > 1 and int(got) == B * h * n_q - n_dead:
+            hint = "the check compares rows of the context (B, h, n_q, d_v): how many rows does one query own?"
+        else:
+            hint = (
+                "go through the kinds of query (may attend some keys, every key, no key): what does the toy attend "
+                "for each when it reads the mask as blocked, and what does the mapping change?"
+            )
+        raise AssertionError(f"{what}: not the number of rows that still differ. Hint: {hint}")
+
+
+def check_rows_left(rows_left: RowsLeft) -> None:
+    """Self-check of exercise 2: ``rows_left(B, h, n_q, n_dead)`` predicts the rows a forgotten polarity leaves different.
+
+    Compared with :func:`rows_left_measured` on the visible check's sizes and one more.
+
+    Args:
+        rows_left: the reader's function.
+
+    Raises:
+        AssertionError: with a hint that names no count, if a prediction is not the measured count.
+    """
+    _judge_rows_left(rows_left, ((2, 3, 4, 5, 1), (3, 2, 3, 4, 2)))
+    print("correct: the forgotten polarity leaves exactly as many rows different as you predicted")
+
+
+def hidden_check_rows_left(rows_left: RowsLeft) -> None:
+    """Instructor check of exercise 2: other sizes, including no fully-masked query and every query of the batch.
+
+    Args:
+        rows_left: the reader's function.
+
+    Raises:
+        AssertionError: if a prediction is not the measured count.
+    """
+    _judge_rows_left(rows_left, ((1, 1, 6, 6, 0), (2, 4, 4, 4, 3), (2, 2, 3, 5, 6), (4, 3, 2, 3, 5)))
     print("hidden check passed")

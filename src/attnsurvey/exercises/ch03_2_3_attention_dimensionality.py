@@ -39,6 +39,57 @@ def check_ex1(count_fn: Callable[[int, int, int, int], int]) -> str:
     return "correct: your count matches the module's parameters"
 
 
+def _shift_cases(seed: int, sizes: Sequence[tuple[int, int]]) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Per size ``(n_f, d_v)``: the weights of Eq. (32) for random scores, a shift, and the weights of the shifted scores.
+
+    Three kinds of shift per size: one constant per feature (the derivation's case: nothing
+    changes), one constant per position (shared by the features) and one per entry.
+    The reference recomputes Eq. (32) from the scores, which the reader never sees.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    cases = []
+    for n_f, d_v in sizes:
+        e = torch.randn(1, n_f, d_v, generator=gen, dtype=torch.float64) * 2
+        for beta in (
+            torch.randn(1, d_v, generator=gen, dtype=torch.float64).expand(n_f, d_v) * 3,
+            torch.randn(n_f, 1, generator=gen, dtype=torch.float64).expand(n_f, d_v),
+            torch.randn(n_f, d_v, generator=gen, dtype=torch.float64),
+        ):
+            before = md.multidimensional_align(e)[0]
+            after = md.multidimensional_align(e + beta)[0]
+            cases.append((before, beta.clone(), after))
+    return cases
+
+
+def _judge_shift(fn: Callable[[Tensor, Tensor], Tensor], seed: int, sizes: Sequence[tuple[int, int]]) -> None:
+    kinds = ("one constant per feature", "one constant per position", "a shift per entry")
+    for k, (A, beta, want) in enumerate(_shift_cases(seed, sizes)):
+        n_f, d_v = A.shape
+        what = f"(n_f, d_v) = {(n_f, d_v)}, {kinds[k % 3]}"
+        got = torch.as_tensor(run_answer(fn, A.clone(), beta.clone(), what=what), dtype=torch.float64)
+        if tuple(got.shape) != (n_f, d_v):
+            raise AssertionError(
+                f"{what}: expected the weights' shape (n_f, d_v) = {(n_f, d_v)}, got {tuple(got.shape)}"
+            )
+        if not torch.allclose(got, want, atol=1e-9, rtol=1e-7):
+            raise AssertionError(
+                f"{what}: your weights are not those of Eq. (32) for the shifted scores "
+                "(write Eq. (32) for the scores plus the shift, then express it through the weights you are given)"
+            )
+
+
+def check_ex1_shift(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
+    """Ex. 1, the derivation's result: ``fn(A, beta)`` gives the weights of Eq. (32) after a shift of the scores.
+
+    ``A`` ``(n_f, d_v)`` holds one query's weights (every column sums to 1 over the
+    positions); ``beta`` ``(n_f, d_v)`` is added to the scores, ``beta[l, i]`` to
+    ``e_{l,i}``. The reference applies Eq. (32) to the shifted scores themselves,
+    for shifts that are constant per feature, constant per position, or arbitrary.
+    """
+    _judge_shift(fn, seed=5, sizes=((5, 3), (4, 6)))
+    return "correct: your weights match Eq. (32) on the shifted scores"
+
+
 def check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
     """Ex. 2: ``fn(Q, K, V)`` is multi-dimensional attention with scores q_i k_{l,i} / sqrt(d).
 
@@ -106,6 +157,11 @@ def hidden_check_ex1(count_fn: Callable[[int, int, int, int], int]) -> None:
         want = d_w * d_q + d_w * d_k + d_w + d_w * d_v
         if int(count_fn(d_q, d_k, d_v, d_w)) != want:
             raise AssertionError(f"(d_q, d_k, d_v, d_w) = {(d_q, d_k, d_v, d_w)}: your count is not right")
+
+
+def hidden_check_ex1_shift(fn: Callable[[Tensor, Tensor], Tensor]) -> None:
+    """Hidden test of Ex. 1's shift: other sizes (one position, one feature, a long row). Raises ``AssertionError``."""
+    _judge_shift(fn, seed=51, sizes=((1, 4), (7, 1), (40, 2)))
 
 
 def hidden_check_ex2(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
