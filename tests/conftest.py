@@ -83,7 +83,8 @@ def one_thread():
 #: Test files that take long (seconds on the 2-core CI machine; used only to order the work,
 #: see pytest_collection_modifyitems): a browser on every page, the PDF, autograding, the benchmark
 #: scripts in quick mode, CONTRIBUTING's worked examples (mypy from make lint's cache; by the time this file's
-#: turn comes, make -j2 lint test has finished lint's mypy), two chapters in a plain kernel.
+#: turn comes, make -j2 lint test has finished lint's mypy), two chapters in a plain kernel, the edge-case sweep
+#: (unlisted, it sorted after every notebook and could run alone at the end of the session).
 SLOW_TEST_FILES = {
     "tests/browser/test_site.py": 80.0,
     "tests/browser/test_layout.py": 90.0,
@@ -94,6 +95,7 @@ SLOW_TEST_FILES = {
     "tests/test_contributing.py": 55.0,
     "tests/test_benchmarks.py": 75.0,
     "tests/test_any_kernel.py": 70.0,
+    "tests/test_edge_case_sweep.py": 50.0,
 }
 KERNEL_START_S = 3.0
 

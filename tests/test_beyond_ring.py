@@ -240,3 +240,32 @@ def test_layouts_cover_every_position_once_and_tiles_cover_every_allowed_pair(n,
     # with it they compute at least the n (n + 1) / 2 allowed pairs (tiles the diagonal crosses are computed whole)
     causal = sum(w["score_entries"] for w in ring_work(n, P, layout, block_q=4, block_k=3))
     assert n * (n + 1) // 2 <= causal <= n * n
+
+
+_GOOD = dict(Q=torch.randn(6, 4), K=torch.randn(6, 4), V=torch.randn(6, 3), P=2)
+
+
+@pytest.mark.parametrize("launch", [ring_results, run_ring])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (dict(P=0), "P"),
+        (dict(P=1.5), "P"),
+        (dict(P=True), "P"),
+        (dict(Q=torch.randn(6)), "Q"),
+        (dict(K=torch.randn(5, 4)), "n of K"),
+        (dict(V=torch.randn(5, 3)), "n of V"),
+        (dict(K=torch.randn(6, 3)), "d_k of K"),
+        (dict(Q=[[1.0]]), "Q"),
+        (dict(layout="diagonal"), "layout"),
+    ],
+)
+def test_launchers_refuse_bad_input_before_starting_a_process(launch, change, words, monkeypatch):
+    """The edge-case sweep does not call the launchers (a launch outlasts its per-call limit): their
+    input checks are tested here; a spawn would fail the test, so each error comes before it."""
+    import torch.multiprocessing as mp
+
+    monkeypatch.setattr(mp, "start_processes", lambda *a, **k: pytest.fail("spawned a process"))
+    monkeypatch.setattr(mp, "spawn", lambda *a, **k: pytest.fail("spawned a process"))
+    with pytest.raises((ValueError, TypeError), match=words):
+        launch(**{**_GOOD, **change})
