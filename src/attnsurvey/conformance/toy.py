@@ -14,6 +14,7 @@ reader's adapter with the conformance machinery itself
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import torch
@@ -160,7 +161,14 @@ def hidden_check_toy_adapter(adapter: Adapter) -> None:
 RowsLeft = Callable[[int, int, int, int], int]
 
 
-def rows_left_measured(B: int, h: int, n_q: int, n_f: int, n_dead: int, seed: int = 0) -> int:
+class _AnswerUsedTheMeasurement(RuntimeError):
+    """Raised when the reader's ``rows_left`` calls the checker's own measurement instead of predicting."""
+
+
+_judging = False  # True while the reader's function runs: the measurement then refuses to answer for it
+
+
+def _rows_left_measured(B: int, h: int, n_q: int, n_f: int, n_dead: int, seed: int = 0) -> int:
     """Context rows that still differ once the "fully-masked rows" mapping is applied to an adapter that forgot the polarity.
 
     The adapter passes the book's mask to :class:`ToyAttention` as ``blocked`` unchanged. The
@@ -182,10 +190,15 @@ def rows_left_measured(B: int, h: int, n_q: int, n_f: int, n_dead: int, seed: in
 
     Raises:
         ValueError: if ``n_dead`` is out of range or ``n_f < 2``.
+        _AnswerUsedTheMeasurement: if called from the reader's function while a check judges it.
     """
+    if _judging:
+        raise _AnswerUsedTheMeasurement(
+            "the prediction must come from your reasoning, not from the checker's measurement"
+        )
     if not 0 <= n_dead <= B * n_q or n_f < 2:
         raise ValueError(
-            f"rows_left_measured needs 0 <= n_dead <= B * n_q = {B * n_q} and n_f >= 2, got {n_dead}, {n_f}"
+            f"_rows_left_measured needs 0 <= n_dead <= B * n_q = {B * n_q} and n_f >= 2, got {n_dead}, {n_f}"
         )
     Q, K, V = rand(B, h, n_q, 3, seed=seed), rand(B, h, n_f, 3, seed=seed + 1), rand(B, h, n_f, 3, seed=seed + 2)
     mask = rand(B, n_q, n_f, seed=seed + 3) > -0.3
@@ -198,23 +211,47 @@ def rows_left_measured(B: int, h: int, n_q: int, n_f: int, n_dead: int, seed: in
     return int(((ours - mapped).abs().amax(-1) > TOLERANCE).sum())
 
 
+def _whole_number(got: object) -> int | None:
+    """``got`` as an int if it is integer-like (int, NumPy integer, 0-d integer tensor) or a whole float; else None."""
+    if isinstance(got, bool) or (isinstance(got, Tensor) and (got.dim() != 0 or got.dtype == torch.bool)):
+        return None  # True is not a count; a NumPy bool and a float tensor have no index and fall through
+    if isinstance(got, float):  # 21.0 is a whole number of rows, 21.5 is not
+        return int(got) if got.is_integer() else None
+    try:
+        return operator.index(got)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _call_the_answer(rows_left: RowsLeft, B: int, h: int, n_q: int, n_dead: int) -> object:
+    global _judging
+    _judging = True
+    try:
+        return rows_left(B, h, n_q, n_dead)
+    finally:
+        _judging = False
+
+
 def _judge_rows_left(rows_left: RowsLeft, cases: tuple[tuple[int, int, int, int, int], ...]) -> None:
     for B, h, n_q, n_f, n_dead in cases:
         what = f"B = {B}, h = {h}, n_q = {n_q}, n_dead = {n_dead}"
         try:
-            got = rows_left(B, h, n_q, n_dead)
+            answer = _call_the_answer(rows_left, B, h, n_q, n_dead)
+        except _AnswerUsedTheMeasurement as err:
+            raise AssertionError(f"{what}: {err}") from None
         except Exception as err:  # the reader's function failing on these sizes is a wrong answer, with its reason
             raise AssertionError(f"{what}: your function failed ({type(err).__name__}: {err})") from err
-        if isinstance(got, bool) or not isinstance(got, (int, float)) or float(got) != int(got):
-            raise AssertionError(f"{what}: give a whole number of rows, got {got!r}")
-        want = rows_left_measured(B, h, n_q, n_f, n_dead, seed=B + h + n_q + n_dead)
-        if int(got) == want:
+        got = _whole_number(answer)
+        if got is None:
+            raise AssertionError(f"{what}: give a whole number of rows, got {answer!r}")
+        want = _rows_left_measured(B, h, n_q, n_f, n_dead, seed=B + h + n_q + n_dead)
+        if got == want:
             continue
-        if int(got) == 0:
+        if got == 0:
             hint = "then the convention would explain the forgotten polarity; what does the toy attend for a query that may attend some keys?"
-        elif int(got) == B * h * n_q:
+        elif got == B * h * n_q:
             hint = "the mapping does make some rows agree: which rows does it change, and what had the toy given them?"
-        elif h > 1 and int(got) == B * h * n_q - n_dead:
+        elif h > 1 and got == B * h * n_q - n_dead:
             hint = "the check compares rows of the context (B, h, n_q, d_v): how many rows does one query own?"
         else:
             hint = (
@@ -227,13 +264,15 @@ def _judge_rows_left(rows_left: RowsLeft, cases: tuple[tuple[int, int, int, int,
 def check_rows_left(rows_left: RowsLeft) -> None:
     """Self-check of exercise 2: ``rows_left(B, h, n_q, n_dead)`` predicts the rows a forgotten polarity leaves different.
 
-    Compared with :func:`rows_left_measured` on the visible check's sizes and one more.
+    Compared with the count measured on the toy (the context rows that differ by more than
+    :data:`~attnsurvey.conformance.TOLERANCE`) on the visible check's sizes and one more.
 
     Args:
         rows_left: the reader's function.
 
     Raises:
-        AssertionError: with a hint that names no count, if a prediction is not the measured count.
+        AssertionError: with a hint that names no count, if a prediction is not the measured count
+            or not a whole number (an int, a NumPy integer, a 0-d integer tensor or a whole float).
     """
     _judge_rows_left(rows_left, ((2, 3, 4, 5, 1), (3, 2, 3, 4, 2)))
     print("correct: the forgotten polarity leaves exactly as many rows different as you predicted")
