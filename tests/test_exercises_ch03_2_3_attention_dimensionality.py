@@ -6,6 +6,7 @@ import ast
 import inspect
 
 import pytest
+import torch
 
 from attnsurvey.exercises import ch03_2_3_attention_dimensionality as ex
 from attnsurvey.experiments.general_mechanisms import FeatureLookupModel
@@ -196,6 +197,32 @@ def test_ex1_shift_plausible_wrong_answers_fail_both_checks(wrong):
         ex.check_ex1_shift(wrong)
     with pytest.raises(AssertionError):
         ex.hidden_check_ex1_shift(wrong)
+
+
+def test_ex1_shift_a_float32_answer_passes_and_a_float16_one_is_told_its_precision(capsys):
+    # before, a correct answer computed in float32 was refused as "not those of Eq. (32)"
+    assert "correct" in ex.check_ex1_shift(lambda A, beta: _shifted(A.float(), beta.float()))
+    ex.hidden_check_ex1_shift(lambda A, beta: _shifted(A.float(), beta.float()).numpy())
+    with pytest.raises(AssertionError, match="only to torch.float16 precision"):
+        ex.check_ex1_shift(lambda A, beta: _shifted(A, beta).half())
+
+
+@pytest.mark.parametrize("low", [torch.float32, torch.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        pytest.param(lambda A, beta: A, id="any-shift-cancels"),
+        pytest.param(lambda A, beta: A * beta.exp(), id="not-renormalised"),
+        pytest.param(lambda A, beta: (A * beta.exp()) / (A * beta.exp()).sum(-1, keepdim=True), id="over-features"),
+    ],
+)
+def test_ex1_shift_wrong_answers_in_lower_precision_still_fail(wrong, low):
+    # in float16 "any-shift-cancels" is right on the first case (a per-feature shift) and is refused for its precision
+    refusal = "Eq. \\(32\\) for the shifted scores" if low == torch.float32 else "Eq. \\(32\\)"
+    with pytest.raises(AssertionError, match=refusal):
+        ex.check_ex1_shift(lambda A, beta: wrong(A.to(low), beta.to(low)))
+    with pytest.raises(AssertionError, match=refusal):
+        ex.hidden_check_ex1_shift(lambda A, beta: wrong(A.to(low), beta.to(low)))
 
 
 def test_ex1_shift_message_names_neither_the_formula_nor_a_value():
