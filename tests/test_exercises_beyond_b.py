@@ -103,6 +103,13 @@ def test_sinusoidal_vs_none_at_512_accepts_the_supported_verdict():
         pytest.param(AT_256, "none", "evaluate at n = 512", id="the-table-at-256"),
         pytest.param({k: v[:1] for k, v in AT_512.items()}, "none", "at least 5 seeds", id="one-seed"),
         pytest.param(AT_512, "sinusoidal hurts", "must be one of", id="another-word"),
+        # one seed's models repeated five times: zero spread, so a zero-width interval would resolve anything
+        pytest.param(
+            {"sinusoidal": [0.157] * 5, "none": [0.18] * 5}, "none", "every seed gives the same value", id="one-seed-x5"
+        ),
+        pytest.param(
+            {"sinusoidal": [0.157] * 5, "none": AT_512["none"]}, "none", "every seed gives the same", id="one-row-x5"
+        ),
     ],
 )
 def test_sinusoidal_vs_none_at_512_rejects_plausible_wrong_answers(results, verdict, match):
@@ -241,15 +248,17 @@ def test_hidden_rotate_accepts_the_solution_and_rejects_d_typed_in():
 
 def test_hidden_sinusoidal_vs_none_at_512_accepts_the_measurement_and_rejects_other_evaluations():
     # briefly trained stand-ins for the chapter's models (the check only evaluates them)
-    trained = {(enc, 0): train_next_token(enc, 0, n_train=16, steps=5) for enc in exp.EX3_ENCODINGS}
+    trained = {(enc, s): train_next_token(enc, s, n_train=16, steps=5) for enc in exp.EX3_ENCODINGS for s in (0, 4)}
 
-    def rows(n, batch=exp.EX3_BATCH, shift=0.0):
-        return {
-            e: [next_token_accuracy(trained[e, 0], n, batch=batch) + shift, *AT_512[e][1:]] for e in exp.EX3_ENCODINGS
-        }
+    def rows(n, batch=exp.EX3_BATCH, shift=0.0, last=4):
+        def at(e, s):
+            return next_token_accuracy(trained[e, s], n, batch=batch) + shift
+
+        return {e: [at(e, 0), *AT_512[e][1:4], at(e, last)] for e in exp.EX3_ENCODINGS}
 
     exp.hidden_check_sinusoidal_vs_none_at_512(rows(512), trained)
-    for wrong in (rows(256), rows(512, batch=32), rows(512, shift=0.001)):
+    # the last wrong answer: the first seed's models in every place, which re-evaluating seed 0 alone accepted
+    for wrong in (rows(256), rows(512, batch=32), rows(512, shift=0.001), rows(512, last=0)):
         with pytest.raises(AssertionError, match="another value"):
             exp.hidden_check_sinusoidal_vs_none_at_512(wrong, trained)
 

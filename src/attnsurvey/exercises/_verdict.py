@@ -34,6 +34,7 @@ def check_results_and_verdict(
     verdict: str,
     not_from: Mapping[str, Sequence[float]] | None = None,
     not_from_hint: str = "",
+    varies: bool = False,
 ) -> Difference:
     """Assert that ``results`` hold both methods' accuracies over paired seeds and that ``verdict`` is supported.
 
@@ -45,6 +46,9 @@ def check_results_and_verdict(
     that ``results`` must not repeat: a row of ``results`` equal to the row of
     the same name there (to 6 decimals) fails with ``not_from_hint``. It catches
     an exercise run that forgot the setting the exercise changes.
+    varies: require each row to differ between seeds (to 6 decimals, not all equal):
+    for a measure that seeds always move, a row with no spread is one seed's value
+    repeated, and its zero-width interval would resolve any difference.
     Returns the paired difference ``a - b``. Raises ``AssertionError`` with a hint
     otherwise; the hint names neither the interval nor the supported verdict.
     """
@@ -65,6 +69,13 @@ def check_results_and_verdict(
         for name in (a_name, b_name):
             if name in not_from and _same(results[name], not_from[name]):
                 raise AssertionError(f"results[{name!r}] repeats the chapter's own run: {not_from_hint}")
+    if varies:
+        for name in (a_name, b_name):
+            if len({round(float(v), 6) for v in results[name]}) == 1:
+                raise AssertionError(
+                    f"results[{name!r}]: every seed gives the same value; give one value per seed, each from "
+                    "that seed's own run"
+                )
     allowed = (a_name, b_name, NOT_RESOLVED)
     if verdict not in allowed:
         raise AssertionError(f"the verdict must be one of {', '.join(repr(x) for x in allowed)}; got {verdict!r}")
@@ -86,13 +97,13 @@ def check_rerun(given: Sequence[float], index: int, rerun: float, what: str) -> 
     """Assert that ``given[index]`` equals ``rerun`` (to 6 decimals): one seed of the reader's run, repeated by a check.
 
     A hidden check trains one seed again with the exercise's setting and compares,
-    so results typed in by hand, or run with another setting, fail. The hint names
+    so results typed in by hand, or run with another setting, fail. A negative
+    ``index`` counts from the end (``-1``: the last seed). The hint names
     ``what`` was repeated, never the value. Raises ``AssertionError``.
     """
     vals = list(given)
-    if len(vals) <= index:
-        raise AssertionError(f"{what}: run every seed; the values stop before seed number {index + 1}")
+    if not -len(vals) <= index < len(vals):
+        raise AssertionError(f"{what}: run every seed; the values stop before seed number {max(index + 1, 1)}")
+    number = index + 1 if index >= 0 else len(vals) + index + 1  # index -1: the last seed
     if round(float(vals[index]), 6) != round(float(rerun), 6):
-        raise AssertionError(
-            f"{what}: repeating seed number {index + 1} with the exercise's setting gives another value"
-        )
+        raise AssertionError(f"{what}: repeating seed number {number} with the exercise's setting gives another value")

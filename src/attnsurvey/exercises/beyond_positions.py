@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..beyond.positions import alibi_slopes, apply_rope
 from ..experiments.long_positions import next_token_accuracy
+from ..stats import DEFAULT_SEEDS
 from ._verdict import check_rerun, check_results_and_verdict
 
 
@@ -85,7 +86,8 @@ def check_sinusoidal_vs_none_at_512(
     ``acc_512`` maps ``"sinusoidal"`` and ``"none"`` to accuracies per seed, in the same
     seed order; ``verdict`` is ``"sinusoidal"``, ``"none"`` (the more accurate one) or
     ``"not resolved"``. ``table_at_256`` holds the chapter's accuracies at n = 256 (the
-    table's last column): rows that repeat them were not evaluated at n = 512 and fail.
+    table's last column): rows that repeat them were not evaluated at n = 512 and fail, and
+    so does a row with the same value for every seed (one seed's model repeated).
     Raises ``AssertionError`` with a hint that names neither a value nor the verdict.
     """
     check_results_and_verdict(
@@ -94,6 +96,7 @@ def check_sinusoidal_vs_none_at_512(
         verdict,
         not_from=table_at_256,
         not_from_hint="these are the table's accuracies at n = 256; evaluate at n = 512",
+        varies=True,
     )
     print("correct: the verdict follows from your paired difference")
 
@@ -120,13 +123,17 @@ def hidden_check_rotate(rotate: Callable[[Tensor, int], Tensor]) -> None:
 
 
 def hidden_check_sinusoidal_vs_none_at_512(
-    acc_512: Mapping[str, Sequence[float]], trained: Mapping[tuple[str, int], torch.nn.Module], seed: int = 0
+    acc_512: Mapping[str, Sequence[float]],
+    trained: Mapping[tuple[str, int], torch.nn.Module],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
 ) -> None:
-    """Hidden test of Exercise 3: the chapter's model of ``seed``, evaluated again here, gives the first value of both rows.
+    """Hidden test of Exercise 3: the first and the last seed's models, evaluated again here, give both rows' values.
 
-    ``trained`` maps ``(encoding, seed)`` to the chapter's trained models. Raises
-    ``AssertionError`` (results typed in, rounded, or evaluated at another length or batch fail).
+    ``trained`` maps ``(encoding, seed)`` to the chapter's trained models; ``seeds`` are the
+    seeds of the rows, in their order. Raises ``AssertionError`` (results typed in, rounded,
+    evaluated at another length or batch, or one seed's value given for every seed fail).
     """
     for encoding in EX3_ENCODINGS:
-        again = next_token_accuracy(trained[encoding, seed], EX3_LENGTH, batch=EX3_BATCH)
-        check_rerun(acc_512[encoding], 0, again, f"acc_512[{encoding!r}]")
+        for index in (0, -1):
+            again = next_token_accuracy(trained[encoding, seeds[index]], EX3_LENGTH, batch=EX3_BATCH)
+            check_rerun(acc_512[encoding], index, again, f"acc_512[{encoding!r}]")
