@@ -23,7 +23,7 @@ from ._answers import run_answer
 CHAPTER = "chapters/ch06_7_recurrent_attention.ipynb"
 
 #: Exercise 3: the run that is repeated with more training (mixer, stored pairs, seed, steps).
-EX3 = {"mixer": "deltanet", "n_pairs": 8, "seed": 0, "steps": 200}
+EX3: dict[str, Any] = {"mixer": "deltanet", "n_pairs": 8, "seed": 0, "steps": 200}
 
 _F64 = torch.float64
 
@@ -214,9 +214,7 @@ def check_longer_training(answer: object, task_kwargs: Mapping[str, Any], run_kw
     print("longer training check passed")
 
 
-def hidden_check_longer_training(
-    answer: object, task_kwargs: Mapping[str, Any], run_kwargs: Mapping[str, Any]
-) -> None:
+def hidden_check_longer_training(answer: object, task_kwargs: Mapping[str, Any], run_kwargs: Mapping[str, Any]) -> None:
     """Hidden test of Exercise 3: the same accuracy to 1e-9. Raises ``AssertionError``."""
     if _longer_hint(answer, task_kwargs, run_kwargs, 1e-9):
         raise AssertionError("the accuracy is not that of the exercise's run")
