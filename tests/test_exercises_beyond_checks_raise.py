@@ -1,4 +1,4 @@
-"""The exercise checks of chapters 6 to 6.6 raise explicitly: no bare ``assert``, which ``python -O`` removes.
+"""The exercise checks of chapters 6 to 6.7 raise explicitly: no bare ``assert``, which ``python -O`` removes.
 
 Under ``python -O`` a check written with ``assert`` accepts every answer and prints its confirmation;
 these tests read the modules' syntax trees and run wrong answers in an optimised interpreter.
@@ -23,9 +23,19 @@ from attnsurvey.exercises import (
     beyond_sinks,
     beyond_tiled,
     beyond_trained,
+    ch06_7_recurrent,
 )
 
-MODULES = [beyond_decoding, beyond_positions, beyond_ring, beyond_tiled, beyond_trained, beyond_latent, beyond_sinks]
+MODULES = [
+    beyond_decoding,
+    beyond_positions,
+    beyond_ring,
+    beyond_tiled,
+    beyond_trained,
+    beyond_latent,
+    beyond_sinks,
+    ch06_7_recurrent,
+]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -39,6 +49,7 @@ def test_no_bare_assert(module):
 WRONG_UNDER_O = """
 import sys
 from attnsurvey.exercises import beyond_latent as m, beyond_positions as p, beyond_ring as r, beyond_sinks as s
+from attnsurvey.exercises import ch06_7_recurrent as lr
 cases = [
     (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
     (p.check_rotate, (lambda x, t: x,)),
@@ -50,6 +61,8 @@ cases = [
     (m.check_stack_counts, ([0] * 11, 0.5)),
     (s.check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in s.streaming_offsets(t, n_sink, window)},)),
     (s.hidden_check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in range(t)},)),
+    (lr.check_chunk_state_weights, (lambda log_g: (1.0, log_g.exp()),)),
+    (lr.check_gla_step, (lambda S, q, k, v, a: (S.T @ q, S),)),
 ]
 for check, args in cases:
     try:
