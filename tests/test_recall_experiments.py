@@ -98,6 +98,17 @@ def test_moba_selector_shares_the_dense_weights():
         E.SELECTORS["moba"](torch.nn.Linear(2, 2), 8)
 
 
+def test_held_out_batch_and_mixer_inputs():
+    model, make = E.train_recall("softmax", "needle", NEEDLE, 3, 2)
+    x, y = E.held_out_batch("needle", NEEDLE, 3, 16)
+    assert E.run_recall("softmax", NEEDLE, 3, 2, task="needle", n_test=16) == E.accuracy(model, x, y)
+    (h,) = E.mixer_inputs(model, x)
+    h0 = model.embed(x)
+    h0 = h0 + model.conv(h0.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2)
+    torch.testing.assert_close(h, model.norms[0](h0))
+    assert not model.mixers[0]._forward_pre_hooks  # the hooks are removed
+
+
 def test_distractor_comparison_pairs_the_seeds():
     kw = {"n_distractors": 3, "n_keys": 6, "n_values": 6}
     models: dict = {}

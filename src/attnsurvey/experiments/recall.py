@@ -327,6 +327,52 @@ def _held_out(
     return make(n, torch.Generator().manual_seed(1_000_003 + seed))
 
 
+def held_out_batch(task: str, task_kwargs: dict[str, Any], seed: int, n_test: int = 256) -> tuple[Tensor, Tensor]:
+    """The held-out batch that :func:`run_recall`, :func:`needle_selection` and :func:`distractor_comparison` score.
+
+    Args:
+        task: a name of :data:`TASKS`.
+        task_kwargs: the task's sizes.
+        seed: the seed of the run.
+        n_test: the held-out sequences.
+
+    Shape:
+        returns x and y ``(n_test, n)``.
+
+    Returns:
+        ``(x, y)`` from a generator that the training batches never use.
+
+    Raises:
+        ValueError: for an unknown task.
+    """
+    make, _ = _task(task, task_kwargs)
+    return _held_out(make, seed, n_test)
+
+
+def mixer_inputs(model: RecallModel, x: Tensor) -> list[Tensor]:
+    """What each of ``model``'s mixers receives for tokens ``x`` (captured by forward pre-hooks, no gradient).
+
+    Args:
+        model: a :class:`RecallModel`.
+        x: token ids.
+
+    Shape:
+        x: ``(B, n)``; returns one ``(B, n, d_model)`` per layer.
+
+    Returns:
+        The inputs of the mixers, in layer order.
+    """
+    seen: list[Tensor] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach())) for m in model.mixers]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
 def run_recall(
     mixer: str | MixerFactory,
     task_kwargs: dict[str, Any],
@@ -493,6 +539,8 @@ __all__ = [
     "SoftmaxMixer",
     "accuracy",
     "distractor_comparison",
+    "held_out_batch",
+    "mixer_inputs",
     "moba_from_dense",
     "needle_selection",
     "parameter_count",
