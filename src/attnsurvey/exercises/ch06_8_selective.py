@@ -144,9 +144,11 @@ def moba_accuracy(model: nn.Module, x: Tensor, y: Tensor, block_size: int, top_k
     """The accuracy of ``model`` (a :class:`~attnsurvey.experiments.recall.RecallModel`) with MoBA mixers.
 
     Each softmax mixer is replaced by a :class:`~attnsurvey.beyond.selective.MoBALayer` sharing its weights;
-    the model's mixers are restored afterwards.
+    the model's mixers are restored afterwards. Raises ``TypeError`` for a model without a ``mixers`` ModuleList.
     """
     dense = model.mixers
+    if not isinstance(dense, nn.ModuleList):
+        raise TypeError(f"moba_accuracy needs a RecallModel (mixers in a ModuleList), got {type(model).__name__}")
     try:
         model.mixers = nn.ModuleList(moba_from_dense(m, block_size * top_k, block_size) for m in dense)
         return accuracy(model, x, y)
