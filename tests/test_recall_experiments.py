@@ -79,9 +79,43 @@ def test_needle_selection_shares_the_dense_weights():
         E.needle_selection(NEEDLE, 0, [1], steps=1, selectors=("nope",))
 
 
+def test_moba_selector_shares_the_dense_weights():
+    model, make = E.train_recall("softmax", "needle", NEEDLE, 0, 3)
+    x, _ = make(4, torch.Generator().manual_seed(5))
+    dense = model.mixers[0]
+    h = model.embed(x)
+    # enough blocks to cover every key: the dense mixer's output, with its weights
+    torch.testing.assert_close(E.SELECTORS["moba"](dense, 2 * NEEDLE["n"])(h), dense(h))
+    one_block = E.SELECTORS["moba"](dense, E.MOBA_BLOCK - 1)  # fewer keys than a block: still the own block
+    assert one_block.top_k == 1 and one_block.block_size == E.MOBA_BLOCK
+    assert not torch.allclose(one_block(h), dense(h))  # the earlier block is dropped for the last queries
+    models: dict = {}
+    got = E.needle_selection(NEEDLE, 0, [16], steps=3, n_test=32, selectors=("moba",), models=models)
+    assert got["moba k=16"] == got["dense"] and list(models) == [0]
+    with pytest.raises(ValueError, match="k"):
+        E.moba_from_dense(dense, 0)
+    with pytest.raises(TypeError, match="SoftmaxMixer"):
+        E.SELECTORS["moba"](torch.nn.Linear(2, 2), 8)
+
+
+def test_held_out_batch_and_mixer_inputs():
+    model, make = E.train_recall("softmax", "needle", NEEDLE, 3, 2)
+    x, y = E.held_out_batch("needle", NEEDLE, 3, 16)
+    assert E.run_recall("softmax", NEEDLE, 3, 2, task="needle", n_test=16) == E.accuracy(model, x, y)
+    (h,) = E.mixer_inputs(model, x)
+    h0 = model.embed(x)
+    h0 = h0 + model.conv(h0.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2)
+    torch.testing.assert_close(h, model.norms[0](h0))
+    assert not model.mixers[0]._forward_pre_hooks  # the hooks are removed
+
+
 def test_distractor_comparison_pairs_the_seeds():
-    got = E.distractor_comparison({"n_distractors": 3, "n_keys": 6, "n_values": 6}, seeds=(0, 1), steps=2, n_test=8)
+    kw = {"n_distractors": 3, "n_keys": 6, "n_values": 6}
+    models: dict = {}
+    got = E.distractor_comparison(kw, seeds=(0, 1), steps=2, n_test=8, models=models)
     assert set(got) == {"softmax", "differential"} and all(len(v) == 2 for v in got.values())
+    assert set(models) == {(m, s) for m in ("softmax", "differential") for s in (0, 1)}
+    assert got["differential"][1] == E.run_recall("differential", kw, 1, 2, task="distractor", n_test=8)
 
 
 def test_unknown_names_are_refused():

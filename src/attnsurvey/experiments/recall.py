@@ -20,7 +20,11 @@ evaluated with a selection mixer built from each trained softmax mixer:
 selection layer can share the dense projections (e.g. load the dense
 ``state_dict`` into a ``MoBALayer`` that keeps ``k`` blocks). The entry here,
 ``"window"``, is the dense mixer restricted to the last ``k`` keys
-(:func:`~attnsurvey.masking.sink_mask` without sinks).
+(:func:`~attnsurvey.masking.sink_mask` without sinks); ``"moba"`` is a
+:class:`~attnsurvey.beyond.selective.MoBALayer` with the dense weights that reads
+``k // MOBA_BLOCK`` blocks of :data:`MOBA_BLOCK` keys (at most ``k`` keys, its own block
+included). DSA has no entry: its indexer has weights of its own, which a dense model
+has not trained.
 
 Shapes: ``B`` sequences of ``n`` tokens, width ``d_model``.
 """
@@ -39,6 +43,7 @@ from .._checks import check_integers
 from ..beyond.delta_rule import DeltaNetLayer
 from ..beyond.differential import DifferentialAttentionLayer
 from ..beyond.linear_attention import LinearAttentionLayer
+from ..beyond.selective import MoBALayer
 from ..data.recall import distractor_batch, mqar_batch, needle_batch
 from ..data.sequences import IGNORE
 from ..masking import sink_mask
@@ -108,8 +113,38 @@ def _window(dense: nn.Module, k: int) -> nn.Module:
     return windowed
 
 
-#: Selection mixers built from a trained dense one: ``(dense SoftmaxMixer, k) -> module``.
-SELECTORS: dict[str, Callable[[nn.Module, int], nn.Module]] = {"window": _window}
+#: The block size of the ``"moba"`` selector.
+MOBA_BLOCK = 8
+
+
+def moba_from_dense(dense: nn.Module, k: int, block_size: int = MOBA_BLOCK) -> MoBALayer:
+    """A :class:`~attnsurvey.beyond.selective.MoBALayer` with a trained dense mixer's weights, reading at most ``k`` keys.
+
+    It reads ``max(1, k // block_size)`` blocks of ``block_size`` keys, its own block included
+    (so at least the own block when ``k < block_size``); the dense mixer is left alone.
+
+    Args:
+        dense: a trained :class:`SoftmaxMixer`.
+        k: the most keys a query reads.
+        block_size: ``B``, keys per block.
+
+    Returns:
+        The MoBA layer, in eval mode.
+
+    Raises:
+        TypeError: if ``dense`` is not a :class:`SoftmaxMixer`.
+        ValueError: for ``k`` or ``block_size`` below 1.
+    """
+    if not isinstance(dense, SoftmaxMixer):
+        raise TypeError(f"the moba selector needs a SoftmaxMixer, got {type(dense).__name__}")
+    check_integers("moba_from_dense", minimum=1, k=k, block_size=block_size)
+    layer = MoBALayer(dense.d_model, dense.h, block_size=block_size, top_k=max(1, k // block_size))
+    layer.attn.load_state_dict(dense.state_dict())
+    return layer.eval()
+
+
+#: Selection mixers built from a trained dense one: ``(dense SoftmaxMixer, k) -> module`` keeping at most ``k`` keys.
+SELECTORS: dict[str, Callable[[nn.Module, int], nn.Module]] = {"window": _window, "moba": moba_from_dense}
 
 #: Task generators by name, and the vocabulary size each needs from its keyword arguments.
 TASKS: dict[str, tuple[Callable[..., tuple[Tensor, Tensor]], Callable[[dict[str, Any]], int]]] = {
@@ -292,6 +327,52 @@ def _held_out(
     return make(n, torch.Generator().manual_seed(1_000_003 + seed))
 
 
+def held_out_batch(task: str, task_kwargs: dict[str, Any], seed: int, n_test: int = 256) -> tuple[Tensor, Tensor]:
+    """The held-out batch that :func:`run_recall`, :func:`needle_selection` and :func:`distractor_comparison` score.
+
+    Args:
+        task: a name of :data:`TASKS`.
+        task_kwargs: the task's sizes.
+        seed: the seed of the run.
+        n_test: the held-out sequences.
+
+    Shape:
+        returns x and y ``(n_test, n)``.
+
+    Returns:
+        ``(x, y)`` from a generator that the training batches never use.
+
+    Raises:
+        ValueError: for an unknown task.
+    """
+    make, _ = _task(task, task_kwargs)
+    return _held_out(make, seed, n_test)
+
+
+def mixer_inputs(model: RecallModel, x: Tensor) -> list[Tensor]:
+    """What each of ``model``'s mixers receives for tokens ``x`` (captured by forward pre-hooks, no gradient).
+
+    Args:
+        model: a :class:`RecallModel`.
+        x: token ids.
+
+    Shape:
+        x: ``(B, n)``; returns one ``(B, n, d_model)`` per layer.
+
+    Returns:
+        The inputs of the mixers, in layer order.
+    """
+    seen: list[Tensor] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach())) for m in model.mixers]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
 def run_recall(
     mixer: str | MixerFactory,
     task_kwargs: dict[str, Any],
@@ -368,6 +449,7 @@ def needle_selection(
     *,
     selectors: Sequence[str] = ("window",),
     n_test: int = 256,
+    models: dict[int, RecallModel] | None = None,
     **train_kwargs: Any,
 ) -> dict[str, float]:
     """Train dense softmax attention on the needle task once, then score it with selection mixers at each ``k``.
@@ -382,6 +464,7 @@ def needle_selection(
         steps: training steps.
         selectors: names of :data:`SELECTORS`.
         n_test: the held-out sequences.
+        models: if given, the trained dense model is stored as ``models[seed]``.
         **train_kwargs: as :func:`run_recall` (the mixer is ``"softmax"``).
 
     Returns:
@@ -394,6 +477,8 @@ def needle_selection(
         if name not in SELECTORS:
             raise ValueError(f"unknown selector {name!r}; known: {sorted(SELECTORS)}")
     model, make = train_recall("softmax", "needle", task_kwargs, seed, steps, **train_kwargs)
+    if models is not None:
+        models[seed] = model
     x, y = _held_out(make, seed, n_test)
     results = {"dense": accuracy(model, x, y)}
     dense = list(model.mixers)
@@ -410,7 +495,10 @@ def distractor_comparison(
     mixers: Sequence[str] = ("softmax", "differential"),
     seeds: Sequence[int] = DEFAULT_SEEDS,
     steps: int = 250,
-    **run_kwargs: Any,
+    *,
+    models: dict[tuple[str, int], RecallModel] | None = None,
+    n_test: int = 256,
+    **train_kwargs: Any,
 ) -> dict[str, list[float]]:
     """Size-matched mixers on :func:`~attnsurvey.data.recall.distractor_batch`, same seeds: ``{mixer: [acc]}``.
 
@@ -419,7 +507,9 @@ def distractor_comparison(
         mixers: names of :data:`MIXERS`.
         seeds: the seeds.
         steps: training steps.
-        **run_kwargs: the other arguments of :func:`run_recall`.
+        models: if given, each trained model is stored as ``models[mixer, seed]``.
+        n_test: the held-out sequences.
+        **train_kwargs: ``batch``, ``lr`` and the :class:`RecallModel` arguments.
 
     Returns:
         The accuracies per mixer, in the order of ``seeds``.
@@ -427,18 +517,31 @@ def distractor_comparison(
     Raises:
         ValueError: as :func:`run_recall`.
     """
-    run = lambda s: {m: run_recall(m, task_kwargs, s, steps, task="distractor", **run_kwargs) for m in mixers}  # noqa: E731
+
+    def run(seed: int) -> dict[str, float]:
+        got = {}
+        for mixer in mixers:
+            model, make = train_recall(mixer, "distractor", task_kwargs, seed, steps, **train_kwargs)
+            if models is not None:
+                models[mixer, seed] = model
+            got[mixer] = accuracy(model, *_held_out(make, seed, n_test))
+        return got
+
     return over_seeds(run, seeds)
 
 
 __all__ = [
     "MIXERS",
+    "MOBA_BLOCK",
     "SELECTORS",
     "TASKS",
     "RecallModel",
     "SoftmaxMixer",
     "accuracy",
     "distractor_comparison",
+    "held_out_batch",
+    "mixer_inputs",
+    "moba_from_dense",
     "needle_selection",
     "parameter_count",
     "recall_grid",

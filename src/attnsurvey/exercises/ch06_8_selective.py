@@ -1,0 +1,195 @@
+"""Self-checks for the exercises of chapter 6.8 (attention that selects: MoBA, NSA, DSA, differential attention).
+
+Each check raises ``AssertionError`` with a hint when the answer is wrong and
+prints a confirmation when it is right. No check uses a bare ``assert``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..beyond.selective import block_selection, dense_causal_cost, dsa_cost, moba_gate_scores, moba_mask
+from ..experiments.recall import accuracy, moba_from_dense
+
+CHAPTER = "chapters/ch06_8_selective_attention.ipynb"
+
+#: Exercise 3: the variation (blocks of 4 keys, 4 blocks: the same 16 keys as the chapter's 2 blocks of 8).
+EX3_BLOCK, EX3_TOP_K = 4, 4
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 1: the number of heads from which DSA's FLOPs fall below dense attention's
+# ---------------------------------------------------------------------------------------------------------------
+def breakeven_heads_reference(n: int, d: int, top_k: int, index_heads: int, d_index: int) -> int | None:
+    """The fewest heads ``H`` with ``dsa_cost(..., n_heads=H)`` below ``H`` dense heads, by search; None if none."""
+    dense = dense_causal_cost(n, d).total_flops  # one head
+    one, two = (dsa_cost(n, d, top_k, index_heads, d_index, n_heads=h).total_flops for h in (1, 2))
+    attn = two - one  # one head's attention over the selection
+    saved = dense - attn  # what the selection saves per head
+    if saved <= 0:
+        return None
+    index = one - attn  # the indexer, paid once
+    return index // saved + 1
+
+
+def _breakeven_hint(fn: Callable[..., int | None], cases: Sequence[tuple[int, int, int, int, int]]) -> str | None:
+    for n, d, top_k, h_i, d_i in cases:
+        want = breakeven_heads_reference(n, d, top_k, h_i, d_i)
+        got = fn(n, d, top_k, h_i, d_i)
+        if got is None and want is None:
+            continue
+        if got is None or want is None:
+            return (
+                f"for n={n}, top_k={top_k}: can the selection save anything when every query may read top_k keys "
+                "or fewer? Return None only then"
+            )
+        if not isinstance(got, int) and not (isinstance(got, float) and got.is_integer()):
+            return "a number of heads is a whole number: the smallest H for which DSA costs less"
+        if int(got) == want:
+            continue
+        if int(got) == want - 1:
+            return "at that many heads DSA is not yet cheaper: 'below' is strict, check the rounding"
+        return (
+            f"not right for n={n}, d={d}, top_k={top_k}, H_I={h_i}, d_I={d_i}: count both sums over t "
+            "(all visible keys, and min(top_k, t + 1)) exactly"
+        )
+    return None
+
+
+def check_breakeven_heads(fn: Callable[..., int | None]) -> None:
+    """Exercise 1: ``fn(n, d, top_k, index_heads, d_index)`` is the fewest heads for which DSA's FLOPs are below dense.
+
+    Compared with a search over :func:`~attnsurvey.beyond.selective.dsa_cost`. Raises ``AssertionError`` with a hint.
+    """
+    hint = _breakeven_hint(fn, [(4096, 128, 512, 64, 128), (1000, 64, 100, 4, 16), (300, 32, 64, 8, 32)])
+    if hint:
+        raise AssertionError(hint)
+    print("break-even check passed")
+
+
+def hidden_check_breakeven_heads(fn: Callable[..., int | None]) -> None:
+    """Hidden test of Exercise 1: a case with no saving, a cheap indexer, DeepSeek's sizes. Raises ``AssertionError``."""
+    cases = [(64, 16, 64, 2, 8), (65, 16, 64, 2, 8), (2000, 128, 7, 1, 4), (32768, 128, 2048, 64, 128)]
+    if _breakeven_hint(fn, cases):
+        raise AssertionError("break_even_heads is not right on other sizes")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 2: one block selection shared by a group of heads
+# ---------------------------------------------------------------------------------------------------------------
+def shared_mask_reference(q: Tensor, k: Tensor, block_size: int, top_k: int) -> Tensor:
+    """The group's token mask: blocks ranked by the gate summed over the heads, MoBA's rule, causal; ``(..., n, n)``."""
+    gate = moba_gate_scores(q, k, block_size).sum(-3)
+    blocks = block_selection(gate, block_size, k.shape[-2], top_k)
+    tokens = blocks.repeat_interleave(block_size, dim=-1)[..., : k.shape[-2]]
+    n_q, n_f = q.shape[-2], k.shape[-2]
+    return tokens & torch.ones(n_q, n_f, dtype=torch.bool).tril()
+
+
+def _shared_case(seed: int, h: int, n: int, d: int) -> tuple[Tensor, Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(2, h, n, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    return q, k
+
+
+def _shared_hint(fn: Callable[..., Tensor], cases: Sequence[tuple[int, int, int, int, int, int]]) -> str | None:
+    for seed, h, n, d, block, top_k in cases:
+        q, k = _shared_case(seed, h, n, d)
+        want = shared_mask_reference(q, k, block, top_k)
+        got = fn(q, k, block, top_k)
+        if not isinstance(got, Tensor) or got.dtype != torch.bool:
+            return "return a boolean tensor, True = may attend"
+        if got.shape != want.shape:
+            if got.shape == moba_mask(q, k, block, top_k).shape:
+                return "one mask per head: the group shares one selection, so the head axis goes away"
+            return f"the mask should have shape (batch, n, n) = {tuple(want.shape)}, got {tuple(got.shape)}"
+        if torch.equal(got, want):
+            continue
+        if (got & ~torch.ones(n, n, dtype=torch.bool).tril()).any():
+            return "a query reads a later key: keep the selection causal inside the own block"
+        union = moba_mask(q, k, block, top_k).any(-3)
+        if torch.equal(got, union):
+            return "that is the union of the heads' own choices: a group reads top_k blocks in all, ranked once"
+        return (
+            f"not right for n={n}, B={block}, top_k={top_k}: how does the group rank the blocks, and which are forced?"
+        )
+    return None
+
+
+def check_shared_mask(fn: Callable[..., Tensor]) -> None:
+    """Exercise 2: ``fn(q, k, block_size, top_k)`` is one MoBA-style token mask for all the heads of a group.
+
+    q, k ``(batch, h, n, d)``; the answer ``(batch, n, n)``. Raises ``AssertionError`` with a hint.
+    """
+    hint = _shared_hint(fn, [(0, 2, 16, 4, 4, 2), (1, 4, 24, 8, 4, 3), (2, 3, 20, 4, 8, 2)])
+    if hint:
+        raise AssertionError(hint)
+    print("shared selection check passed")
+
+
+def hidden_check_shared_mask(fn: Callable[..., Tensor]) -> None:
+    """Hidden test of Exercise 2: one head, every block, a short last block. Raises ``AssertionError``."""
+    if _shared_hint(fn, [(10, 1, 12, 4, 4, 2), (11, 2, 16, 4, 4, 4), (12, 4, 30, 8, 8, 2), (13, 2, 9, 2, 2, 1)]):
+        raise AssertionError("the shared mask is not right on other inputs")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 3: MoBA with smaller blocks on the trained needle model
+# ---------------------------------------------------------------------------------------------------------------
+def moba_accuracy(model: nn.Module, x: Tensor, y: Tensor, block_size: int, top_k: int) -> float:
+    """The accuracy of ``model`` (a :class:`~attnsurvey.experiments.recall.RecallModel`) with MoBA mixers.
+
+    Each softmax mixer is replaced by a :class:`~attnsurvey.beyond.selective.MoBALayer` sharing its weights;
+    the model's mixers are restored afterwards. Raises ``TypeError`` for a model without a ``mixers`` ModuleList.
+    """
+    dense = model.mixers
+    if not isinstance(dense, nn.ModuleList):
+        raise TypeError(f"moba_accuracy needs a RecallModel (mixers in a ModuleList), got {type(model).__name__}")
+    try:
+        model.mixers = nn.ModuleList(moba_from_dense(m, block_size * top_k, block_size) for m in dense)
+        return accuracy(model, x, y)
+    finally:
+        model.mixers = dense
+
+
+def check_moba_variation(answer: float | None, model: nn.Module, x: Tensor, y: Tensor) -> None:
+    """Exercise 3: ``answer`` is the needle accuracy of ``model`` with MoBA reading 4 blocks of 4 keys.
+
+    Raises ``AssertionError`` with a hint.
+    """
+    if answer is None or not isinstance(answer, (int, float)) or not math.isfinite(answer):
+        raise AssertionError("put the accuracy, a number between 0 and 1, in the variable")
+    want = moba_accuracy(model, x, y, EX3_BLOCK, EX3_TOP_K)
+    if math.isclose(answer, want, abs_tol=1e-9):
+        print("MoBA variation check passed")
+        return
+    if math.isclose(answer, moba_accuracy(model, x, y, 8, 2), abs_tol=1e-9):
+        raise AssertionError("that is the chapter's setting (2 blocks of 8): change the block size and the count")
+    if math.isclose(answer, accuracy(model, x, y), abs_tol=1e-9):
+        raise AssertionError("that is the dense model: swap its mixers for MoBA layers with its weights")
+    raise AssertionError("not the accuracy of that variation: are the blocks 4 keys long, 16 keys in all?")
+
+
+def hidden_check_moba_variation(answer: float | None, model: nn.Module, x: Tensor, y: Tensor) -> None:
+    """Hidden test of Exercise 3 (the same comparison, no hint). Raises ``AssertionError``."""
+    if answer is None or not math.isclose(answer, moba_accuracy(model, x, y, EX3_BLOCK, EX3_TOP_K), abs_tol=1e-9):
+        raise AssertionError("the MoBA variation's accuracy is not right")
+
+
+__all__ = [
+    "EX3_BLOCK",
+    "EX3_TOP_K",
+    "breakeven_heads_reference",
+    "check_breakeven_heads",
+    "check_moba_variation",
+    "check_shared_mask",
+    "hidden_check_breakeven_heads",
+    "hidden_check_moba_variation",
+    "hidden_check_shared_mask",
+    "moba_accuracy",
+    "shared_mask_reference",
+]

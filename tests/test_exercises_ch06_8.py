@@ -1,0 +1,151 @@
+"""Each self-check of chapter 6.8 accepts the solution and rejects plausible wrong answers (also under ``python -O``)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnsurvey.beyond import selective as sel
+from attnsurvey.exercises import ch06_8_selective as ex
+from attnsurvey.experiments import recall as E
+from attnsurvey.masking import causal_mask
+
+
+def right_break_even(n, d, top_k, index_heads, d_index):
+    visible = n * (n + 1) // 2
+    m = min(top_k, n)
+    saved = 4 * d * (visible - m * (m + 1) // 2 - (n - m) * top_k)
+    if saved <= 0:
+        return None
+    return index_heads * (2 * d_index + 2) * visible // saved + 1
+
+
+def test_break_even_heads():
+    ex.check_breakeven_heads(right_break_even)
+    ex.hidden_check_breakeven_heads(right_break_even)
+    for case in [(4096, 128, 512, 64, 128), (1000, 64, 100, 4, 16), (32768, 128, 2048, 64, 128)]:
+        assert right_break_even(*case) == ex.breakeven_heads_reference(*case)  # the closed form and the search agree
+
+    def not_strict(n, d, k, h, di):  # H >= I/s instead of H > I/s: one head short when I/s is not whole
+        r = right_break_even(n, d, k, h, di)
+        return None if r is None else r - 1
+
+    def square_sums(n, d, k, h, di):  # n^2 / 2 instead of n (n + 1) / 2 and k per query from the start
+        saved = 4 * d * (n * n / 2 - n * k)
+        return None if saved <= 0 else int(h * (2 * di + 2) * n * n / 2 // saved) + 1
+
+    def no_none(n, d, k, h, di):  # never admits that the selection saves nothing
+        r = right_break_even(n, d, k, h, di)
+        return 1 if r is None else r
+
+    def indexer_per_head(n, d, k, h, di):  # ignores that one indexer serves all heads
+        return None if right_break_even(n, d, k, h, di) is None else 1
+
+    for wrong, hint in ((not_strict, "strict"), (square_sums, "not right"), (indexer_per_head, "not right")):
+        with pytest.raises(AssertionError, match=hint):
+            ex.check_breakeven_heads(wrong)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_breakeven_heads(no_none)  # the hidden test has a case with n <= top_k
+    with pytest.raises(AssertionError, match="whole number"):
+        ex.check_breakeven_heads(lambda n, d, k, h, di: right_break_even(n, d, k, h, di) + 0.5)
+
+
+def right_shared(q, k, block_size, top_k):
+    gate = sel.moba_gate_scores(q, k, block_size).sum(-3)
+    blocks = sel.block_selection(gate, block_size, k.shape[-2], top_k)
+    tokens = blocks.repeat_interleave(block_size, dim=-1)[..., : k.shape[-2]]
+    return tokens & causal_mask(q.shape[-2], k.shape[-2])
+
+
+def test_shared_mask():
+    ex.check_shared_mask(right_shared)
+    ex.hidden_check_shared_mask(right_shared)
+    q, k = ex._shared_case(0, 2, 16, 4)
+    assert torch.equal(right_shared(q, k, 4, 2), ex.shared_mask_reference(q, k, 4, 2))
+
+    def union(q, k, B, top_k):  # each head's own MoBA choice, merged
+        return sel.moba_mask(q, k, B, top_k).any(-3)
+
+    def not_causal(q, k, B, top_k):  # whole blocks, the own block read into the future
+        gate = sel.moba_gate_scores(q, k, B).sum(-3)
+        return sel.block_selection(gate, B, k.shape[-2], top_k).repeat_interleave(B, dim=-1)[..., : k.shape[-2]]
+
+    def mean_of_queries(q, k, B, top_k):  # one head's rule on the mean query: ranks differently from the summed gate
+        return sel.moba_mask(q.mean(-3), k.mean(-3), B, top_k)
+
+    def first_head(q, k, B, top_k):  # the first head's choice for all
+        return sel.moba_mask(q[..., 0, :, :], k[..., 0, :, :], B, top_k)
+
+    for wrong, hint in (
+        (lambda q, k, B, t: sel.moba_mask(q, k, B, t), "head axis"),
+        (union, "union"),
+        (not_causal, "later key"),
+        (mean_of_queries, "not right"),
+        (first_head, "not right"),
+        (lambda q, k, B, t: right_shared(q, k, B, t).float(), "boolean"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            ex.check_shared_mask(wrong)
+
+
+NEEDLE = {"n": 32, "n_keys": 8, "n_values": 8, "n_filler": 16}  # the chapter's task
+
+
+def test_moba_variation():
+    model, _ = E.train_recall("softmax", "needle", NEEDLE, 0, 60)
+    x, y = E.held_out_batch("needle", NEEDLE, 0, 64)
+    right = ex.moba_accuracy(model, x, y, ex.EX3_BLOCK, ex.EX3_TOP_K)
+    chapter = ex.moba_accuracy(model, x, y, 8, 2)
+    dense = E.accuracy(model, x, y)
+    assert len({right, chapter, dense}) == 3  # the wrong answers below are distinguishable here
+    ex.check_moba_variation(right, model, x, y)
+    ex.hidden_check_moba_variation(right, model, x, y)
+    assert E.accuracy(model, x, y) == dense  # the check leaves the model's mixers in place
+    for wrong, hint in (
+        (chapter, "chapter's setting"),
+        (dense, "dense model"),
+        (None, "number"),
+        (right + 0.01, "not"),
+    ):
+        with pytest.raises(AssertionError, match=hint):
+            ex.check_moba_variation(wrong, model, x, y)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_moba_variation(chapter, model, x, y)
+
+
+def test_no_bare_assert():
+    tree = ast.parse(inspect.getsource(ex))
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+
+
+WRONG_UNDER_O = """
+import sys
+from attnsurvey.exercises import ch06_8_selective as ex
+from attnsurvey.beyond import selective as sel
+cases = [
+    (ex.check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
+    (ex.hidden_check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
+    (ex.check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
+    (ex.hidden_check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
+]
+for check, args in cases:
+    try:
+        check(*args)
+    except AssertionError:
+        continue
+    sys.exit(f"{check.__name__} accepted a wrong answer under -O")
+"""
+
+
+def test_wrong_answers_fail_under_python_O():
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-O", "-c", WRONG_UNDER_O], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
