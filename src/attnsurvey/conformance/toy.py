@@ -218,7 +218,7 @@ def _whole_number(got: object) -> int | None:
     if isinstance(got, float):  # 21.0 is a whole number of rows, 21.5 is not
         return int(got) if got.is_integer() else None
     try:
-        return operator.index(got)  # type: ignore[arg-type]
+        return operator.index(got)  # type: ignore[arg-type]  # any object: index() raises for what is not an integer
     except TypeError:
         return None
 

@@ -186,7 +186,7 @@ def _longer_hint(
     answer: object, task_kwargs: Mapping[str, Any], run_kwargs: Mapping[str, Any], tol: float
 ) -> str | None:
     try:
-        got = float(answer)  # type: ignore[arg-type]
+        got = float(answer)  # type: ignore[arg-type]  # any object: float() raises for what is not a number
     except (TypeError, ValueError):
         return "give the accuracy as one number"
     if math.isclose(got, longer_training_accuracy(task_kwargs, run_kwargs), abs_tol=tol):
