@@ -29,9 +29,10 @@ _F64 = torch.float64
 
 
 # ---------------------------------------------------------------- exercise 1: the chunk's state update
-def _log_gates(seed: int, c: int) -> Tensor:
+def _log_gates(seed: int, c: int, shift: float = 1.0) -> Tensor:
+    """Log-gates ``logsigmoid(x + shift)``; a shift of -30 gives strong decay, whose running products underflow."""
     gen = torch.Generator().manual_seed(seed)
-    return torch.nn.functional.logsigmoid(torch.randn(c, generator=gen, dtype=_F64) + 1.0)
+    return torch.nn.functional.logsigmoid(torch.randn(c, generator=gen, dtype=_F64) + shift)
 
 
 def chunk_state_weights_by_recurrence(log_g: Tensor) -> tuple[float, Tensor]:
@@ -51,9 +52,9 @@ def chunk_state_weights_by_recurrence(log_g: Tensor) -> tuple[float, Tensor]:
     return float(carried.S[0, 0]), written.S.diagonal()
 
 
-def _weights_hint(fn: Callable[[Tensor], Any], seeds: Sequence[tuple[int, int]]) -> str | None:
-    for seed, c in seeds:
-        log_g = _log_gates(seed, c)
+def _weights_hint(fn: Callable[[Tensor], Any], seeds: Sequence[tuple[int, int, float]]) -> str | None:
+    for seed, c, shift in seeds:
+        log_g = _log_gates(seed, c, shift)
         answer = run_answer(fn, log_g.clone(), what=f"a chunk of {c} log-gates")
         if not isinstance(answer, (tuple, list)) or len(answer) != 2:
             return "return a pair (carry, w): a number and a vector of one weight per position of the chunk"
@@ -61,6 +62,11 @@ def _weights_hint(fn: Callable[[Tensor], Any], seeds: Sequence[tuple[int, int]])
         want_carry, want_w = chunk_state_weights_by_recurrence(log_g)
         if w.shape != want_w.shape:
             return f"w needs one weight per position of the chunk ({c}), got {tuple(w.shape)}"
+        if not (math.isfinite(carry) and bool(torch.isfinite(w).all())):
+            return (
+                f"not finite on a chunk of {c} strongly decaying gates: products of many small gates underflow; "
+                "how does the chapter compute the decay matrix?"
+            )
         carry_ok = math.isclose(carry, want_carry, rel_tol=1e-9, abs_tol=1e-12)
         w_ok = bool(torch.allclose(w, want_w, rtol=1e-9, atol=1e-12))
         if carry_ok and w_ok:
@@ -78,17 +84,18 @@ def _weights_hint(fn: Callable[[Tensor], Any], seeds: Sequence[tuple[int, int]])
 def check_chunk_state_weights(fn: Callable[[Tensor], Any]) -> None:
     """Exercise 1: ``fn(log_g) -> (carry, w)`` with ``S_C = carry S_0 + sum_r w_r k_r v_r^T`` over one chunk.
 
-    Compared with the recurrence on chunks of 1, 4 and 7 positions (float64). Raises ``AssertionError``.
+    Compared with the recurrence on chunks of 1, 4 and 7 positions and on one chunk of 40 strongly decaying
+    gates, whose running products underflow (float64). Raises ``AssertionError``.
     """
-    hint = _weights_hint(fn, [(0, 4), (1, 7), (2, 1)])
+    hint = _weights_hint(fn, [(0, 4, 1.0), (1, 7, 1.0), (2, 1, 1.0), (3, 40, -30.0)])
     if hint:
         raise AssertionError(hint)
     print("chunk state weights check passed")
 
 
 def hidden_check_chunk_state_weights(fn: Callable[[Tensor], Any]) -> None:
-    """Hidden test of Exercise 1: longer chunks (16, 64) and strong decay. Raises ``AssertionError``."""
-    if _weights_hint(fn, [(10, 16), (11, 64), (12, 2)]):
+    """Hidden test of Exercise 1: longer chunks (16, 64), a short one, and strong decay. Raises ``AssertionError``."""
+    if _weights_hint(fn, [(10, 16, 1.0), (11, 64, 1.0), (12, 2, 1.0), (13, 64, -30.0)]):
         raise AssertionError("chunk_state_weights is not right on other chunks")
 
 
