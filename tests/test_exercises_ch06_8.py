@@ -56,6 +56,23 @@ def test_break_even_heads():
     with pytest.raises(AssertionError, match="whole number"):
         ex.check_breakeven_heads(lambda n, d, k, h, di: right_break_even(n, d, k, h, di) + 0.5)
 
+    def ceiling(n, d, k, h, di):  # ceil(I / s): equal to the answer unless s divides I, where H = I/s only ties
+        visible = n * (n + 1) // 2
+        m = min(k, n)
+        saved = 4 * d * (visible - m * (m + 1) // 2 - (n - m) * k)
+        return None if saved <= 0 else -(-h * (2 * di + 2) * visible // saved)
+
+    def off_by_one(n, d, k, h, di):  # min(k, t) keys for query t instead of min(k, t + 1)
+        visible = n * (n + 1) // 2
+        saved = 4 * d * (visible - sum(min(k, t) for t in range(n)))
+        return None if saved <= 0 else h * (2 * di + 2) * visible // saved + 1
+
+    for wrong in (ceiling, off_by_one):
+        with pytest.raises(AssertionError):
+            ex.check_breakeven_heads(wrong)
+    with pytest.raises(AssertionError):
+        ex.hidden_check_breakeven_heads(ceiling)
+
 
 def right_shared(q, k, block_size, top_k):
     gate = sel.moba_gate_scores(q, k, block_size).sum(-3)

@@ -352,9 +352,12 @@ def nsa_attention(
       first block has none: a zero context);
     * selected: the blocks are ranked by that branch's weights ``p_cmp`` and each query reads,
       token by token and causally, the ``top_n`` best blocks with its own block always among
-      them (:func:`block_selection`; the paper ranks larger selection blocks and shares the
-      choice across a GQA group, here each head chooses with the compression blocks);
+      them (:func:`block_selection`; the paper ranks larger selection blocks, shares the
+      choice across a GQA group and always reads the first block and the two most recent
+      ones; here each head chooses with the compression blocks);
     * window: the last ``window`` keys, ``t - window < j <= t`` (a band mask).
+
+    The three branches share ``k`` and ``v`` (the paper gives each branch keys and values of its own).
 
     The gated sum is ``g_cmp c_cmp + g_slc c_slc + g_win c_win`` with ``gates = (g_cmp, g_slc,
     g_win)`` already through a sigmoid (the paper's gates are an MLP of the input, sigmoid).
