@@ -61,7 +61,7 @@ cases = [
     (m.check_stack_counts, ([0] * 11, 0.5)),
     (s.check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in s.streaming_offsets(t, n_sink, window)},)),
     (s.hidden_check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in range(t)},)),
-    (lr.check_chunk_state_weights, (lambda log_g: (1.0, log_g.exp()),)),
+    (lr.check_chunk_carry, (lambda K, beta, log_g: K.new_ones(K.shape[-1], K.shape[-1]),)),
     (lr.check_gla_step, (lambda S, q, k, v, a: (S.T @ q, S),)),
 ]
 for check, args in cases:

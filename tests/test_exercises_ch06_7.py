@@ -5,29 +5,43 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnsurvey.beyond import linear_attention as la
 from attnsurvey.exercises import ch06_7_recurrent as ex
 from attnsurvey.experiments.recall import run_recall
 
 
-def right_weights(log_g):
-    L = log_g.cumsum(-1)
-    return float(L[-1].exp()), (L[-1] - L).exp()
+def right_carry(K, beta, log_g):
+    A = torch.eye(K.shape[-1], dtype=K.dtype)
+    for k, b in zip(K, beta, strict=True):
+        A = (torch.eye(K.shape[-1], dtype=K.dtype) - b * torch.outer(k, k)) @ A
+    return log_g.sum().exp() * A
 
 
-def test_chunk_state_weights():
-    ex.check_chunk_state_weights(right_weights)
-    ex.hidden_check_chunk_state_weights(right_weights)
-    for wrong, hint in (
-        (lambda lg: (1.0, right_weights(lg)[1]), "carried state"),  # S_0 not decayed
-        (lambda lg: (right_weights(lg)[0], right_weights(lg)[1] * lg.exp()), "before or after"),  # own gate too
-        (lambda lg: (right_weights(lg)[0], lg.cumsum(-1).exp()), "wrong way"),  # decayed from the chunk's start
-        (lambda lg: (right_weights(lg)[0], torch.ones_like(lg)), "not right"),  # no decay of the pairs
-        (lambda lg: right_weights(lg)[1], "pair"),  # only w
-        # right in exact arithmetic, but the running products of strong gates underflow to 0 / 0
-        (lambda lg: (float(lg.exp().prod()), lg.exp().prod() / lg.exp().cumprod(-1)), "not finite"),
-    ):
+def test_chunk_carry():
+    ex.check_chunk_carry(right_carry)
+    ex.hidden_check_chunk_carry(right_carry)
+    K, beta, log_g = ex._carry_case(0, 4, 3, 2.0)
+    assert not torch.allclose(right_carry(K, beta, log_g), right_carry(K, beta, log_g).T)  # the order is tested
+
+    def reversed_order(K, beta, log_g):  # the first step's factor on the left
+        return right_carry(K, beta, log_g).T
+
+    def no_gate(K, beta, log_g):  # DeltaNet's carry: the decay left out
+        return right_carry(K, beta, torch.zeros_like(log_g))
+
+    def first_order(K, beta, log_g):  # I - sum_t beta_t k_t k_t^T: the products of the factors dropped
+        return log_g.sum().exp() * (torch.eye(K.shape[-1], dtype=K.dtype) - (beta[:, None] * K).T @ K)
+
+    def no_beta(K, beta, log_g):  # the factors I - k k^T, full removal
+        return right_carry(K, torch.ones_like(beta), log_g)
+
+    def old_shortcut(K, beta, log_g):  # the scalar gate's last row of the decay matrix
+        return float(log_g.sum().exp()), la.decay_matrix(log_g)[-1]
+
+    for wrong, hint in ((reversed_order, "wrong order"), (no_gate, "gates are missing"), (first_order, "first order"),
+                        (no_beta, "not right"), (old_shortcut, "matrix A")):  # fmt: skip
         with pytest.raises(AssertionError, match=hint):
-            ex.check_chunk_state_weights(wrong)
+            ex.check_chunk_carry(wrong)
 
 
 def right_step(S, q, k, v, log_alpha):

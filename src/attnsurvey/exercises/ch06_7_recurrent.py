@@ -2,8 +2,8 @@
 
 Each check raises ``AssertionError`` with a hint when the answer is wrong and
 prints a confirmation when it is right. The references are computed here from
-the package's recurrent forms or from a brute-force sum, never from the closed
-form the exercise asks for.
+the package's recurrent forms or from a loop over positions, never from the
+closed or parallel form the exercise asks for.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..beyond.linear_attention import LinearAttentionState, linear_attention_recurrent
+from ..beyond.delta_rule import delta_rule_recurrent
 from ..experiments.recall import run_recall
 from ._answers import run_answer
 
@@ -28,75 +28,83 @@ EX3: dict[str, Any] = {"mixer": "deltanet", "n_pairs": 8, "seed": 0, "steps": 20
 _F64 = torch.float64
 
 
-# ---------------------------------------------------------------- exercise 1: the chunk's state update
-def _log_gates(seed: int, c: int, shift: float = 1.0) -> Tensor:
-    """Log-gates ``logsigmoid(x + shift)``; a shift of -30 gives strong decay, whose running products underflow."""
-    gen = torch.Generator().manual_seed(seed)
-    return torch.nn.functional.logsigmoid(torch.randn(c, generator=gen, dtype=_F64) + shift)
+# ---------------------------------------------------------------- exercise 1: the delta rule's carry over a chunk
+def _carry_case(seed: int, c: int, d_k: int, shift: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Unit keys ``(c, d_k)``, strengths ``beta`` in (0, 1) and log-gates ``logsigmoid(x + shift)`` (``(c,)`` each).
 
-
-def chunk_state_weights_by_recurrence(log_g: Tensor) -> tuple[float, Tensor]:
-    """``(carry, w)`` read off the recurrence ``S_t = g_t S_{t-1} + k_t v_t^T`` run over one chunk.
-
-    With one-hot keys and values (``K = V = I``) and a zero initial state the final state is
-    ``diag(w)``; with zero keys and the initial state ``I`` it is ``carry I``.
+    A shift of -30 gives strong decay: every gate is about ``e^-30``.
     """
-    c = log_g.shape[-1]
-    eye = torch.eye(c, dtype=_F64)
-    _, written = linear_attention_recurrent(eye, eye, eye, feature_map="identity", log_gate=log_g, normalise=False)
-    zero = torch.zeros(c, c, dtype=_F64)
-    _, carried = linear_attention_recurrent(
-        zero, zero, zero, feature_map="identity", log_gate=log_g, normalise=False,
-        state=LinearAttentionState(eye, None),
-    )  # fmt: skip
-    return float(carried.S[0, 0]), written.S.diagonal()
+    gen = torch.Generator().manual_seed(seed)
+    K = torch.nn.functional.normalize(torch.randn(c, d_k, generator=gen, dtype=_F64), dim=-1)
+    beta = torch.sigmoid(torch.randn(c, generator=gen, dtype=_F64))
+    log_g = torch.nn.functional.logsigmoid(torch.randn(c, generator=gen, dtype=_F64) + shift)
+    return K, beta, log_g
 
 
-def _weights_hint(fn: Callable[[Tensor], Any], seeds: Sequence[tuple[int, int, float]]) -> str | None:
-    for seed, c, shift in seeds:
-        log_g = _log_gates(seed, c, shift)
-        answer = run_answer(fn, log_g.clone(), what=f"a chunk of {c} log-gates")
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            return "return a pair (carry, w): a number and a vector of one weight per position of the chunk"
-        carry, w = float(answer[0]), torch.as_tensor(answer[1], dtype=_F64).reshape(-1)
-        want_carry, want_w = chunk_state_weights_by_recurrence(log_g)
-        if w.shape != want_w.shape:
-            return f"w needs one weight per position of the chunk ({c}), got {tuple(w.shape)}"
-        if not (math.isfinite(carry) and bool(torch.isfinite(w).all())):
-            return (
-                f"not finite on a chunk of {c} strongly decaying gates: products of many small gates underflow; "
-                "how does the chapter compute the decay matrix?"
-            )
-        carry_ok = math.isclose(carry, want_carry, rel_tol=1e-9, abs_tol=1e-12)
-        w_ok = bool(torch.allclose(w, want_w, rtol=1e-9, atol=1e-12))
-        if carry_ok and w_ok:
+def chunk_carry_by_recurrence(K: Tensor, beta: Tensor, log_g: Tensor) -> Tensor:
+    """The matrix ``A`` with ``S_C = A S_0 + (the state the chunk writes from S_0 = 0)``, read off the recurrence.
+
+    Gated DeltaNet is linear in ``(S_0, V)``: run from ``S_0 = I`` with zero values, its final state is ``A``.
+
+    Shape:
+        K ``(C, d_k)``; beta, log_g ``(C,)``; returns ``(d_k, d_k)``.
+    """
+    d_k = K.shape[-1]
+    zero = torch.zeros_like(K)
+    _, carried = delta_rule_recurrent(zero, K, zero, beta, log_g, S0=torch.eye(d_k, dtype=K.dtype))
+    return carried
+
+
+def _close(got: Tensor, want: Tensor) -> bool:
+    """Relative agreement to 1e-9 in norm: tiny carries of strong decay are compared at their own scale."""
+    return bool((got - want).norm() <= 1e-9 * want.norm() + 1e-300)
+
+
+def _carry_hint(fn: Callable[..., Any], cases: Sequence[tuple[int, int, int, float]]) -> str | None:
+    for seed, c, d_k, shift in cases:
+        K, beta, log_g = _carry_case(seed, c, d_k, shift)
+        answer = run_answer(fn, K.clone(), beta.clone(), log_g.clone(), what=f"a chunk of {c} keys of width {d_k}")
+        if not isinstance(answer, Tensor) or answer.shape != (d_k, d_k):
+            return f"return one (d_k, d_k) = ({d_k}, {d_k}) matrix A that multiplies S_0"
+        got = answer.to(_F64)
+        if not bool(torch.isfinite(got).all()):
+            return f"not finite on a chunk of {c} strongly decaying gates"
+        want = chunk_carry_by_recurrence(K, beta, log_g)
+        if _close(got, want):
             continue
-        if w_ok:
-            return "w is right; the carried state is not: what happens to S_0 at every step of the chunk?"
-        if carry_ok and torch.allclose(w, want_w * log_g.exp(), rtol=1e-9, atol=1e-12):
-            return "the newest pair's weight should be 1: is the gate of step r applied before or after k_r v_r^T is added?"
-        if carry_ok and torch.allclose(w, log_g.cumsum(-1).exp(), rtol=1e-9, atol=1e-12):
-            return "the weights run the wrong way along the chunk: which pair has decayed the most by the chunk's end?"
-        return "w is not right: unroll the recurrence over a chunk of three positions and read off each pair's factor"
+        if _close(got, want.T):
+            return "the factors are multiplied in the wrong order: which step's factor acts on S_0 first?"
+        scale = log_g.sum().exp()
+        if _close(got * scale, want) or _close(got * scale, want.T):
+            return "the gates are missing: what does each step's alpha_t do to the carried state?"
+        first_order = scale * (torch.eye(d_k, dtype=_F64) - (beta[:, None] * K).T @ K)
+        if _close(got, first_order):
+            return "a sum of the removals is right only to first order in beta: the products of the factors matter"
+        return "A is not right: unroll two steps of Gated DeltaNet from a nonzero S_0 with zero values"
     return None
 
 
-def check_chunk_state_weights(fn: Callable[[Tensor], Any]) -> None:
-    """Exercise 1: ``fn(log_g) -> (carry, w)`` with ``S_C = carry S_0 + sum_r w_r k_r v_r^T`` over one chunk.
+#: Exercise 1's visible cases (seed, C, d_k, shift): short and long chunks, one step, and strong decay
+#: (20 steps of about e^-30: a carry near 1e-261; 40 steps: below the smallest float64).
+_CARRY_CASES = [(0, 4, 3, 2.0), (1, 7, 5, 2.0), (2, 1, 4, 2.0), (3, 20, 4, -30.0), (4, 40, 3, -30.0)]
 
-    Compared with the recurrence on chunks of 1, 4 and 7 positions and on one chunk of 40 strongly decaying
-    gates, whose running products underflow (float64). Raises ``AssertionError``.
+
+def check_chunk_carry(fn: Callable[..., Any]) -> None:
+    """Exercise 1: ``fn(K, beta, log_g) -> A`` with ``S_C = A S_0 + (the chunk's own writes)`` under Gated DeltaNet.
+
+    Compared with the recurrence run from ``S_0 = I`` on chunks of 1 to 40 unit keys, two of them strongly decaying
+    (relative error 1e-9). Raises ``AssertionError`` with a hint.
     """
-    hint = _weights_hint(fn, [(0, 4, 1.0), (1, 7, 1.0), (2, 1, 1.0), (3, 40, -30.0)])
+    hint = _carry_hint(fn, _CARRY_CASES)
     if hint:
         raise AssertionError(hint)
-    print("chunk state weights check passed")
+    print("chunk carry check passed")
 
 
-def hidden_check_chunk_state_weights(fn: Callable[[Tensor], Any]) -> None:
-    """Hidden test of Exercise 1: longer chunks (16, 64), a short one, and strong decay. Raises ``AssertionError``."""
-    if _weights_hint(fn, [(10, 16, 1.0), (11, 64, 1.0), (12, 2, 1.0), (13, 64, -30.0)]):
-        raise AssertionError("chunk_state_weights is not right on other chunks")
+def hidden_check_chunk_carry(fn: Callable[..., Any]) -> None:
+    """Hidden test of Exercise 1: other chunks (one key coordinate, a wide key, strong decay). Raises ``AssertionError``."""
+    if _carry_hint(fn, [(10, 16, 8, 1.0), (11, 5, 1, 1.0), (12, 3, 16, 0.0), (13, 25, 6, -30.0)]):
+        raise AssertionError("chunk_carry is not right on other chunks")
 
 
 # ---------------------------------------------------------------- exercise 2: GLA's vector gate
@@ -229,11 +237,11 @@ def hidden_check_longer_training(answer: object, task_kwargs: Mapping[str, Any],
 
 __all__ = [
     "EX3",
-    "check_chunk_state_weights",
+    "check_chunk_carry",
     "check_gla_step",
     "check_longer_training",
-    "chunk_state_weights_by_recurrence",
-    "hidden_check_chunk_state_weights",
+    "chunk_carry_by_recurrence",
+    "hidden_check_chunk_carry",
     "hidden_check_gla_step",
     "hidden_check_longer_training",
     "longer_training_accuracy",
