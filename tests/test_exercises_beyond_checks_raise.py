@@ -62,7 +62,7 @@ cases = [
     (s.check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in s.streaming_offsets(t, n_sink, window)},)),
     (s.hidden_check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in range(t)},)),
     (lr.check_chunk_carry, (lambda K, beta, log_g: K.new_ones(K.shape[-1], K.shape[-1]),)),
-    (lr.check_gla_step, (lambda S, q, k, v, a: (S.T @ q, S),)),
+    (lr.check_gla_parallel, (lambda Q, K, V, a: (Q @ K.T).tril() @ V,)),
 ]
 for check, args in cases:
     try:

@@ -44,35 +44,43 @@ def test_chunk_carry():
             ex.check_chunk_carry(wrong)
 
 
-def right_step(S, q, k, v, log_alpha):
-    S = log_alpha.exp()[:, None] * S + k[:, None] * v[None, :]
-    return S.T @ q, S
+def right_parallel(Q, K, V, log_alpha):
+    L = log_alpha.cumsum(0)
+    future = torch.ones(Q.shape[0], Q.shape[0], dtype=torch.bool).triu(1)
+    decay = (L[:, None, :] - L[None, :, :]).masked_fill(future[..., None], float("-inf")).exp()
+    return (Q[:, None, :] * K[None, :, :] * decay).sum(-1) @ V
 
 
-def test_gla_step():
-    ex.check_gla_step(right_step)
-    ex.hidden_check_gla_step(right_step)
+def test_gla_parallel():
+    ex.check_gla_parallel(right_parallel)
+    ex.hidden_check_gla_parallel(right_parallel)
 
-    def value_axis(S, q, k, v, la):  # the gate on the value axis: a shape error when d_k != d_v
-        S = S * la.exp()[None, :] + k[:, None] * v[None, :]
+    def rescaled(Q, K, V, la_):  # q_i e^{L_i}, k_j e^{-L_j}: right in exact arithmetic, e^{-L} overflows
+        L = la_.cumsum(0)
+        return ((Q * L.exp()) @ (K * (-L).exp()).T).tril() @ V
+
+    def mask_after_exp(Q, K, V, la_):  # e^{L_i - L_j} for all (i, j), the future cut afterwards: inf * 0
+        L = la_.cumsum(0)
+        A = (Q[:, None, :] * K[None, :, :] * (L[:, None, :] - L[None, :, :]).exp()).sum(-1)
+        return (A * torch.ones_like(A).tril()) @ V
+
+    def scalar(Q, K, V, la_):  # the gate averaged over the key coordinates
+        return right_parallel(Q, K, V, la_.mean(-1, keepdim=True).expand_as(la_))
+
+    def own_gate(Q, K, V, la_):  # the newest pair decayed by its own gate too
+        return right_parallel(Q, K * la_.exp(), V, la_)
+
+    def growth(Q, K, V, la_):  # e^{L_j - L_i}: the difference of the cumulative gates taken the wrong way round
+        return right_parallel(Q, K, V, -la_)
+
+    def old_step(S, q, k, v, la_):  # the old exercise's one-step answer
+        S = la_.exp()[:, None] * S + k[:, None] * v[None, :]
         return S.T @ q, S
 
-    def after_write(S, q, k, v, la):  # the gate applied after the write
-        S = la.exp()[:, None] * (S + k[:, None] * v[None, :])
-        return S.T @ q, S
-
-    def scalar(S, q, k, v, la):  # the gate averaged into one scalar
-        S = la.mean().exp() * S + k[:, None] * v[None, :]
-        return S.T @ q, S
-
-    def old_state(S, q, k, v, la):  # read before the write
-        new = la.exp()[:, None] * S + k[:, None] * v[None, :]
-        return S.T @ q, new
-
-    for wrong, hint in ((value_axis, "failed|shapes"), (after_write, "newest pair"), (scalar, "average"),
-                        (old_state, "after this step")):  # fmt: skip
+    for wrong, hint in ((rescaled, "not finite"), (mask_after_exp, "not finite"), (scalar, "average"),
+                        (own_gate, "newest pair"), (growth, "wrong later"), (old_step, "failed|tensor")):  # fmt: skip
         with pytest.raises(AssertionError, match=hint):
-            ex.check_gla_step(wrong)
+            ex.check_gla_parallel(wrong)
 
 
 TASK = {"n_queries": None, "n_keys": 16, "n_values": 16}

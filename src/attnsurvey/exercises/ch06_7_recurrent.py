@@ -107,78 +107,69 @@ def hidden_check_chunk_carry(fn: Callable[..., Any]) -> None:
         raise AssertionError("chunk_carry is not right on other chunks")
 
 
-# ---------------------------------------------------------------- exercise 2: GLA's vector gate
+# ---------------------------------------------------------------- exercise 2: GLA's parallel form
 def vector_gate_outputs(Q: Tensor, K: Tensor, V: Tensor, log_alpha: Tensor) -> Tensor:
-    """Brute-force outputs of ``S_t = diag(alpha_t) S_{t-1} + k_t v_t^T``, ``o_t = S_t^T q_t`` (no recurrence).
-
-    ``o_i = sum_{j <= i} sum_m q_im k_jm prod_{l = j+1..i} alpha_lm v_j``, summed term by term.
+    """Outputs of ``S_t = diag(alpha_t) S_{t-1} + k_t v_t^T``, ``o_t = S_t^T q_t`` by the recurrence itself.
 
     Shape:
         Q, K, log_alpha ``(n, d_k)``; V ``(n, d_v)``; returns ``(n, d_v)``.
     """
-    n = Q.shape[0]
-    out = torch.zeros(n, V.shape[1], dtype=_F64)
-    for i in range(n):
-        for j in range(i + 1):
-            decay = log_alpha[j + 1 : i + 1].sum(0).exp()  # (d_k,): empty sum for j = i
-            out[i] += (Q[i] * K[j] * decay).sum() * V[j]
-    return out
+    S = torch.zeros(Q.shape[1], V.shape[1], dtype=_F64)
+    out = []
+    for q, k, v, a in zip(Q, K, V, log_alpha.exp(), strict=True):
+        S = a[:, None] * S + k[:, None] * v[None, :]
+        out.append(S.T @ q)
+    return torch.stack(out)
 
 
-def _gla_case(seed: int, n: int, d_k: int, d_v: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _gla_case(seed: int, n: int, d_k: int, d_v: int, shift: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     gen = torch.Generator().manual_seed(seed)
     Q, K = (torch.randn(n, d_k, generator=gen, dtype=_F64) for _ in range(2))
     V = torch.randn(n, d_v, generator=gen, dtype=_F64)
-    log_alpha = torch.nn.functional.logsigmoid(torch.randn(n, d_k, generator=gen, dtype=_F64) * 2 + 1)
+    log_alpha = torch.nn.functional.logsigmoid(torch.randn(n, d_k, generator=gen, dtype=_F64) * 2 + shift)
     return Q, K, V, log_alpha
 
 
-def _gla_hint(step: Callable[..., Any], cases: Sequence[tuple[int, int, int, int]]) -> str | None:
-    for seed, n, d_k, d_v in cases:
-        Q, K, V, log_alpha = _gla_case(seed, n, d_k, d_v)
-        S = torch.zeros(d_k, d_v, dtype=_F64)
-        outs = []
-        for t in range(n):
-            answer = run_answer(
-                step, S.clone(), Q[t].clone(), K[t].clone(), V[t].clone(), log_alpha[t].clone(),
-                what=f"d_k={d_k}, d_v={d_v}",
-            )  # fmt: skip
-            if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-                return "return the pair (o_t, S_t)"
-            o, S = (torch.as_tensor(x, dtype=_F64) for x in answer)
-            if S.shape != (d_k, d_v) or o.shape != (d_v,):
-                return f"shapes: S_t must stay (d_k, d_v) = ({d_k}, {d_v}) and o_t be (d_v,) = ({d_v},)"
-            outs.append(o)
-        got, want = torch.stack(outs), vector_gate_outputs(Q, K, V, log_alpha)
+def _gla_hint(fn: Callable[..., Any], cases: Sequence[tuple[int, int, int, int, float]]) -> str | None:
+    for seed, n, d_k, d_v, shift in cases:
+        Q, K, V, log_alpha = _gla_case(seed, n, d_k, d_v, shift)
+        answer = run_answer(fn, Q.clone(), K.clone(), V.clone(), log_alpha.clone(), what=f"n={n}, d_k={d_k}, d_v={d_v}")
+        if not isinstance(answer, Tensor) or answer.shape != (n, d_v):
+            return f"return the outputs as one (n, d_v) = ({n}, {d_v}) tensor"
+        got = answer.to(_F64)
+        if not bool(torch.isfinite(got).all()):
+            return (
+                f"not finite on {n} positions of strong gates (cumulative log-gates down to "
+                f"{float(log_alpha.cumsum(0).min()):.0f}): which exponentials in your form can be positive?"
+            )
+        want = vector_gate_outputs(Q, K, V, log_alpha)
         if torch.allclose(got, want, rtol=1e-9, atol=1e-10):
             continue
         scalar = log_alpha.mean(-1, keepdim=True).expand_as(log_alpha)
         if torch.allclose(got, vector_gate_outputs(Q, K, V, scalar), rtol=1e-9, atol=1e-10):
             return "each key coordinate has its own gate: do not average the gate over the coordinates"
-        first = torch.allclose(got[0], want[0], rtol=1e-9, atol=1e-10)
-        if first:
-            return "right at the first step, wrong later: which rows of S does alpha_t scale, and before what?"
-        if not bool(got[0].any()):
-            return "o_t is zero at t = 0: read the state after this step's write"
-        return "o_t is not right even at t = 0, where S_{t-1} = 0: does the gate touch the newest pair?"
+        if not torch.allclose(got[0], want[0], rtol=1e-9, atol=1e-10):
+            return "o_1 is not right, and it reads only the first pair: does the gate touch the newest pair?"
+        return "right at the first position, wrong later: which gates act between writing pair j and reading at i?"
     return None
 
 
-def check_gla_step(step: Callable[..., Any]) -> None:
-    """Exercise 2: ``step(S, q, k, v, log_alpha) -> (o, S_new)``, one step of GLA with a gate per key coordinate.
+def check_gla_parallel(fn: Callable[..., Any]) -> None:
+    """Exercise 2: ``fn(Q, K, V, log_alpha) -> O``, GLA's outputs with a gate per key coordinate, in parallel form.
 
-    Run over sequences with ``d_k != d_v`` and compared with a brute-force sum. Raises ``AssertionError``.
+    Compared with the recurrence on sequences with ``d_k != d_v``, one of them with strong gates whose cumulative
+    log-gates fall below -1000. Raises ``AssertionError`` with a hint.
     """
-    hint = _gla_hint(step, [(0, 6, 3, 5), (1, 9, 4, 2)])
+    hint = _gla_hint(fn, [(0, 6, 3, 5, 1.0), (1, 9, 4, 2, 1.0), (2, 40, 3, 2, -30.0)])
     if hint:
         raise AssertionError(hint)
-    print("GLA step check passed")
+    print("GLA parallel form check passed")
 
 
-def hidden_check_gla_step(step: Callable[..., Any]) -> None:
-    """Hidden test of Exercise 2: a longer sequence, one key coordinate, a wide value. Raises ``AssertionError``."""
-    if _gla_hint(step, [(10, 14, 6, 3), (11, 5, 1, 7)]):
-        raise AssertionError("the GLA step is not right on other sizes")
+def hidden_check_gla_parallel(fn: Callable[..., Any]) -> None:
+    """Hidden test of Exercise 2: a longer sequence, one key coordinate, strong gates. Raises ``AssertionError``."""
+    if _gla_hint(fn, [(10, 14, 6, 3, 1.0), (11, 5, 1, 7, 1.0), (12, 64, 5, 4, -30.0)]):
+        raise AssertionError("the GLA parallel form is not right on other sequences")
 
 
 # ---------------------------------------------------------------- exercise 3: more training for DeltaNet
@@ -238,11 +229,11 @@ def hidden_check_longer_training(answer: object, task_kwargs: Mapping[str, Any],
 __all__ = [
     "EX3",
     "check_chunk_carry",
-    "check_gla_step",
+    "check_gla_parallel",
     "check_longer_training",
     "chunk_carry_by_recurrence",
     "hidden_check_chunk_carry",
-    "hidden_check_gla_step",
+    "hidden_check_gla_parallel",
     "hidden_check_longer_training",
     "longer_training_accuracy",
     "vector_gate_outputs",
