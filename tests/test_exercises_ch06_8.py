@@ -100,12 +100,31 @@ def test_shared_mask():
     def first_head(q, k, B, top_k):  # the first head's choice for all
         return sel.moba_mask(q[..., 0, :, :], k[..., 0, :, :], B, top_k)
 
+    def ranked(combine):  # blocks ranked by another combination of the heads' gates, MoBA's rule, causal
+        def mask(q, k, B, top_k):
+            blocks = sel.block_selection(combine(sel.moba_gate_scores(q, k, B)), B, k.shape[-2], top_k)
+            return blocks.repeat_interleave(B, dim=-1)[..., : k.shape[-2]] & causal_mask(q.shape[-2], k.shape[-2])
+
+        return mask
+
+    def wide_head(q, k, B, top_k):  # the goal taken literally: one head holding the heads' vectors side by side
+        def wide(x):
+            return x.transpose(-3, -2).flatten(-2)
+
+        return sel.moba_mask(wide(q), wide(k), B, top_k)
+
+    assert torch.equal(wide_head(q, k, 4, 2), right_shared(q, k, 4, 2))  # the stated goal is the reference
+
     for wrong, hint in (
         (lambda q, k, B, t: sel.moba_mask(q, k, B, t), "head axis"),
         (union, "union"),
         (not_causal, "later key"),
         (mean_of_queries, "not right"),
-        (first_head, "not right"),
+        (first_head, "first head"),
+        (ranked(lambda s: s.amax(-3)), "not right"),  # the most interested head decides
+        (ranked(lambda s: s[..., 0, :, :]), "first head"),  # head 0's gate for all
+        (ranked(lambda s: s.abs().sum(-3)), "not right"),  # magnitudes summed: a negative gate counts as interest
+        (lambda q, k, B, t: sel.moba_mask(q, k, B, t).all(-3), "intersection"),
         (lambda q, k, B, t: right_shared(q, k, B, t).float(), "boolean"),
     ):
         with pytest.raises(AssertionError, match=hint):

@@ -85,7 +85,11 @@ def hidden_check_breakeven_heads(fn: Callable[..., int | None]) -> None:
 # Exercise 2: one block selection shared by a group of heads
 # ---------------------------------------------------------------------------------------------------------------
 def shared_mask_reference(q: Tensor, k: Tensor, block_size: int, top_k: int) -> Tensor:
-    """The group's token mask: blocks ranked by the gate summed over the heads, MoBA's rule, causal; ``(..., n, n)``."""
+    """The group's token mask: blocks ranked by the gate summed over the heads, MoBA's rule, causal; ``(..., n, n)``.
+
+    The summed gate is MoBA's gate for one head of width ``h d`` whose query and keys are the heads' vectors
+    concatenated: ``[q_1; ...; q_h]^T [kbar_1; ...; kbar_h] = sum_i q_i^T kbar_i``.
+    """
     gate = moba_gate_scores(q, k, block_size).sum(-3)
     blocks = block_selection(gate, block_size, k.shape[-2], top_k)
     tokens = blocks.repeat_interleave(block_size, dim=-1)[..., : k.shape[-2]]
@@ -114,11 +118,16 @@ def _shared_hint(fn: Callable[..., Tensor], cases: Sequence[tuple[int, int, int,
             continue
         if (got & ~torch.ones(n, n, dtype=torch.bool).tril()).any():
             return "a query reads a later key: keep the selection causal inside the own block"
-        union = moba_mask(q, k, block, top_k).any(-3)
-        if torch.equal(got, union):
+        own = moba_mask(q, k, block, top_k)  # each head's own choice, (batch, h, n, n)
+        if torch.equal(got, own.any(-3)):
             return "that is the union of the heads' own choices: a group reads top_k blocks in all, ranked once"
+        if torch.equal(got, own.all(-3)):
+            return "that is the intersection of the heads' own choices: a group reads top_k blocks in all, ranked once"
+        if h > 1 and torch.equal(got, own[..., 0, :, :]):
+            return "that is the first head's own choice: the wide head's query holds every head's query"
         return (
-            f"not right for n={n}, B={block}, top_k={top_k}: how does the group rank the blocks, and which are forced?"
+            f"not right for n={n}, B={block}, top_k={top_k}: write the wide head's gate for a block, "
+            "then see how it ranks the blocks and which blocks are forced"
         )
     return None
 
