@@ -186,13 +186,7 @@ def resolve_align(align: str | AlignFn) -> AlignFn:
         ValueError: for an unknown name.
         TypeError: for anything that is neither a string nor callable.
     """
-    if isinstance(align, str):
-        return ALIGNMENTS[align]
-    if not callable(align):
-        raise TypeError(
-            f"align must be a registered name {list(ALIGNMENTS)} or a callable (e, mask) -> a, got {type(align).__name__}"
-        )
-    return align
+    return ALIGNMENTS.resolve(align, "align", "(e, mask) -> a")
 
 
 def resolve_score(score: str | ScoreFn | None, scale: float | None = None) -> tuple[ScoreFn | None, float | None]:

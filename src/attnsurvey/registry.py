@@ -10,7 +10,7 @@ known names. This module sits at the bottom of the package: it imports nothing f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar, cast, overload
 
 T = TypeVar("T")
 
@@ -52,6 +52,33 @@ class Registry(Generic[T]):
         if not isinstance(name, str) or name not in self._items:
             raise ValueError(f"unknown {self.kind} {name!r}; choose one of {list(self._items)}")
         return self._items[name]
+
+    def resolve(self, value: str | T, arg: str, signature: str) -> T:
+        """``value`` itself if it is callable, else the object registered under that name.
+
+        For the arguments that take a registered name or a function of their own
+        (an alignment, a feature map).
+
+        Args:
+            value: a registered name or a callable.
+            arg: the argument's name, for the error message.
+            signature: what a callable must look like, for the error message (``"(e, mask) -> a"``).
+
+        Returns:
+            The callable.
+
+        Raises:
+            ValueError: for an unknown name.
+            TypeError: for anything that is neither a string nor callable.
+        """
+        if isinstance(value, str):
+            return self[value]
+        if not callable(value):
+            raise TypeError(
+                f"{arg} must be a registered name {list(self._items)} or a callable {signature}, "
+                f"got {type(value).__name__}"
+            )
+        return cast(T, value)  # a callable given in place of a name, checked just above
 
     def get(self, name: str, default: T | None = None) -> T | None:
         """The object registered under ``name``, or ``default``."""

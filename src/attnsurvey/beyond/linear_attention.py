@@ -121,13 +121,7 @@ def resolve_feature_map(feature_map: str | FeatureMap) -> FeatureMap:
         ValueError: for an unknown name.
         TypeError: for anything that is neither a string nor callable.
     """
-    if isinstance(feature_map, str):
-        return FEATURE_MAPS[feature_map]
-    if not callable(feature_map):
-        raise TypeError(
-            f"feature_map must be one of {list(FEATURE_MAPS)} or a callable, got {type(feature_map).__name__}"
-        )
-    return feature_map
+    return FEATURE_MAPS.resolve(feature_map, "feature_map", "x -> phi(x)")
 
 
 def _safe_divide(num: Tensor, den: Tensor) -> Tensor:
