@@ -186,18 +186,18 @@ MATH_TITLES: dict[str, str] = {
     r"vs pre-norm $\boldsymbol x + f(\operatorname{LayerNorm}(\boldsymbol x))$",
     "extra:gated-attention": r"Gated attention: $\boldsymbol c^{(j)} \odot \sigma(\boldsymbol W_G \boldsymbol x)$ "
     r"per head before $\boldsymbol W_O$ (Qiu et al. 2025)",
-    "extra:moba": r"MoBA: gate $s_{t,b} = \boldsymbol q_t^T \operatorname{mean}_{j \in b} \boldsymbol k_j$, each query "
-    r"reads its own block and the top $k - 1$ earlier blocks, causally (Lu et al. 2025)",
+    "extra:moba": r"MoBA: per-query top-$k$ key blocks by the gate $\boldsymbol q_t^T \operatorname{mean}_{j \in b} "
+    r"\boldsymbol k_j$, own block always, future blocks never",
     "extra:nsa": r"NSA: $\boldsymbol o_t = \sum_{c \in \{\mathrm{cmp}, \mathrm{slc}, \mathrm{win}\}} g_t^c "
-    r"\operatorname{Attn}(\boldsymbol q_t, \tilde{\boldsymbol K}_t^c, \tilde{\boldsymbol V}_t^c)$: compressed "
-    r"blocks, top-$n$ blocks by the compressed weights, a sliding window (Yuan et al. 2025)",
+    r"\operatorname{Attn}(\boldsymbol q_t, \tilde{\boldsymbol K}_t^c, \tilde{\boldsymbol V}_t^c)$: gated sum of "
+    r"compressed-block, selected-block (top-$n$ by the compressed weights) and sliding-window attention",
     "extra:dsa-indexer": r"DeepSeek sparse attention: lightning indexer "
     r"$I_{t,s} = \sum_j w_{t,j} \operatorname{ReLU}(\boldsymbol q^I_{t,j} \cdot \boldsymbol k^I_s)$, "
-    r"each query reads its top-$k$ tokens (DeepSeek-V3.2)",
+    r"top-$k$ tokens per query",
     "extra:linear-attention": r"Causal linear attention (Katharopoulos et al. 2020): "
     r"$\boldsymbol o_t = \boldsymbol S_t^T \phi(\boldsymbol q_t) / \boldsymbol z_t^T \phi(\boldsymbol q_t)$, "
     r"$\boldsymbol S_t = \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) \boldsymbol v_t^T$, "
-    r"$\boldsymbol z_t = \boldsymbol z_{t-1} + \phi(\boldsymbol k_t)$; parallel and recurrent forms",
+    r"$\boldsymbol z_t = \boldsymbol z_{t-1} + \phi(\boldsymbol k_t)$",
     "extra:linear-attention-chunked": r"Chunked linear attention: parallel inside chunks of $C$ positions, "
     r"the state $\boldsymbol S$ carried between chunks",
     "extra:gated-decay": r"Decay and gates: $\boldsymbol S_t = g_t \boldsymbol S_{t-1} + \phi(\boldsymbol k_t) "
