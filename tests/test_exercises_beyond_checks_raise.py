@@ -24,6 +24,7 @@ from attnsurvey.exercises import (
     beyond_tiled,
     beyond_trained,
     ch06_7_recurrent,
+    ch06_8_selective,
 )
 
 MODULES = [
@@ -35,6 +36,7 @@ MODULES = [
     beyond_latent,
     beyond_sinks,
     ch06_7_recurrent,
+    ch06_8_selective,
 ]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -49,7 +51,8 @@ def test_no_bare_assert(module):
 WRONG_UNDER_O = """
 import sys
 from attnsurvey.exercises import beyond_latent as m, beyond_positions as p, beyond_ring as r, beyond_sinks as s
-from attnsurvey.exercises import ch06_7_recurrent as lr
+from attnsurvey.exercises import ch06_7_recurrent as lr, ch06_8_selective as sx
+from attnsurvey.beyond import selective as sel
 cases = [
     (p.check_half_distance_4, ([1.0, 0.5, 0.25, 0.125],)),
     (p.check_rotate, (lambda x, t: x,)),
@@ -63,6 +66,10 @@ cases = [
     (s.hidden_check_key_offsets, (lambda t, n_sink, window: {q: t - 1 - q for q in range(t)},)),
     (lr.check_chunk_carry, (lambda K, beta, log_g: K.new_ones(K.shape[-1], K.shape[-1]),)),
     (lr.check_gla_parallel, (lambda Q, K, V, a: (Q @ K.T).tril() @ V,)),
+    (sx.check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
+    (sx.hidden_check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
+    (sx.check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
+    (sx.hidden_check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
 ]
 for check, args in cases:
     try:
