@@ -22,26 +22,32 @@ tokens and the sidebar's links, which repeat a few dozen combinations of colours
 ``colour_styles.js`` computes, for every element the rules may look at, a string of everything
 they read of it, its *style*. For color-contrast (every element with text of its own, and form
 fields): whether it is shown, its own text as axe reads it (punctuation only, one character,
-symbols only), whether its ancestors' overflow clips that text, its colours (text, fill, stroke,
-shadow), font size and weight, the opacity, filters, blending and clipping of it and its
-ancestors, the backgrounds under it up to the first opaque one, and the ``::before``/``::after``
-boxes above them. For link-in-text-block (every link): whether it is shown, has text and sits in
+symbols only), whether the overflow or ``clip`` of its ancestors hides that text, its colours
+(text, fill, stroke, shadow), font size and weight, the opacity, filters, blending and clipping
+of it and its ancestors, the backgrounds under it up to the first opaque one, and the
+``::before``/``::after`` boxes above them. For link-in-text-block (every link): whether it is shown, has text and sits in
 a block of text (axe's own test), and of the link and of that block, the same colours,
 backgrounds and effects plus what tells the two apart without colour (display, font, decoration,
 borders, outline, background image, pseudo-content). Two elements of one style get the same
-result. So each run marks the first element of every style that the session (``seen``, which the
-page tests keep for their whole module) has not met, axe's colour rules run on the marked
-elements only (their selectors changed by ``axe.configure``, restored by ``axe.reset``), and the
-run that first meets a style fails if its element fails, naming how many elements of the page
-share it. A style met in light mode, in dark mode, on another page or at the other width is not
-checked again: the run that met it first has reported it.
+result (checked below), with one exception: axe may leave an element undecided (incomplete) where
+its grid of the page puts another element's box over it (a wide formula's box over a table cell,
+a sidebar link scrolled out of its box), which the style does not describe. So each run marks the
+first element of every style that the session (``seen``, which the page tests keep for their whole
+module) has not met, and axe's colour rules run on the marked elements only (their selectors
+changed by ``axe.configure``, restored by ``axe.reset``); where that element comes back
+undecided, a second run checks every other element of its style on the page. A run fails if a
+checked element fails, naming how many elements of the page share its style; the style then
+counts as met, unless none of its elements could be judged. A style met in light mode, in dark
+mode, on another page or at the other width is not checked again: the run that met it has
+reported it.
 
 ``test_pages.py`` checks what this relies on, on the book's heaviest page in light and in dark
-mode: the colour rules run on every element give one outcome per style (violation, pass,
-incomplete or inapplicable; :func:`colour_outcomes_by_style`). A fixture page shows that a
-low-contrast style is reported when it repeats many times, when it appears only in dark mode, and
-on a later page when it is new there. Should that check fail after a change of the theme or of
-axe, add what separates the two outcomes to the style.
+mode: run on every element, the colour rules give the elements of a style one outcome (a
+violation or a pass with the same computed colours, or not applicable), undecided ones aside
+(:func:`colour_outcomes_by_style`). Fixture pages show that a low-contrast style is reported when
+it repeats many times, when it appears only in dark mode, on a later page when it is new there,
+and when axe cannot judge its first element. Should that check fail after a change of the theme
+or of axe, add what separates the two outcomes to the style.
 """
 
 from __future__ import annotations
@@ -74,7 +80,8 @@ _JS_RUN = """async ([everyRule, colourRules, failing]) => {
   const rules = everyRule ? axe._audit.rules.filter(r => r.enabled && !r.tags.includes('experimental')
                                                          && (!r.impact || failing.includes(r.impact))).map(r => r.id)
                           : colourRules;
-  const options = {runOnly: {type: 'rule', values: rules}, resultTypes: ['violations'], elementRef: true,
+  const options = {runOnly: {type: 'rule', values: rules}, elementRef: true,
+                   resultTypes: everyRule ? ['violations', 'incomplete'] : ['violations', 'incomplete', 'passes'],
                    preload: everyRule ? {assets: ['media']} : false};
   axe.configure({rules: [{id: 'color-contrast', selector: `[${CONTRAST}]`},
                          {id: 'link-in-text-block', selector: `[${LINK}]`}]});
@@ -84,20 +91,31 @@ _JS_RUN = """async ([everyRule, colourRules, failing]) => {
   } finally {
     axe.reset();
   }
-  const shared = (v) => v.nodes.reduce((sum, n) => sum + Number(n.element.getAttribute(v.id === 'color-contrast' ? CONTRAST : LINK)), 0);
-  return result.violations.map(v => ({
-    id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')), count: v.nodes.length,
-    shared: colourRules.includes(v.id) ? shared(v) : null}));
+  const attribute = (id) => (id === 'color-contrast' ? CONTRAST : LINK);
+  const checked = (kinds) => kinds.flatMap(kind => result[kind].filter(r => colourRules.includes(r.id))
+    .flatMap(r => r.nodes.map(n => [n.element, attribute(r.id)])));
+  const shared = (v) => v.nodes.reduce((sum, n) => sum + Number(n.element.getAttribute(attribute(v.id))), 0);
+  return {
+    violations: result.violations.map(v => ({
+      id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')), count: v.nodes.length,
+      shared: colourRules.includes(v.id) ? shared(v) : null})),
+    undecided: bookColourStyles.styleOf(checked(['incomplete'])),
+    decided: everyRule ? [] : bookColourStyles.styleOf(checked(['violations', 'passes']))};
 }"""
 
-# The colour rules on every element: for each style, how many of its elements had each outcome.
+# The colour rules on every element: for each style, how many of its elements had each outcome. A pass or
+# a violation comes with the colours axe computed (text, background, contrast ratio) or why it judged so.
 _JS_OUTCOMES = """async (rules) => {
   const {CONTRAST, LINK} = bookColourStyles;
   const result = await axe.run(document, {runOnly: {type: 'rule', values: rules}, elementRef: true, preload: false});
   const outcome = new Map();
   for (const kind of ['violations', 'passes', 'incomplete'])
-    for (const r of result[kind]) for (const n of r.nodes) outcome.set(n.element, {...outcome.get(n.element), [r.id]: kind});
+    for (const r of result[kind]) for (const n of r.nodes) {
+      const data = Object.assign({}, ...[...n.any, ...n.all, ...n.none].map(c => c.data || {}));
+      const said = kind === 'incomplete' ? '' : ' ' + JSON.stringify(data);
+      outcome.set(n.element, {...outcome.get(n.element), [r.id]: kind + said});
+    }
   const rule = {[CONTRAST]: 'color-contrast', [LINK]: 'link-in-text-block'};
   const groups = {};
   for (const [e, attribute, style] of bookColourStyles.styles()) {
@@ -135,17 +153,25 @@ def _load(page) -> None:
 
 
 def violations(page, seen: set[str], every_rule: bool = True) -> list[str]:
-    """axe's critical and serious violations on ``page`` as it is now, by every rule of its default set
-    (``every_rule``) or by the colour rules only, the colour rules on one element of each style of the page
-    not in ``seen`` (see the module docstring; the styles checked are added to ``seen`` once the run is done):
+    """axe's critical and serious violations on ``page`` as it is now, by every rule of its default set that
+    can fail a page (``every_rule``) or by the colour rules only, the colour rules on one element of each
+    style of the page not in ``seen``, and on all of them where axe cannot judge that one (see the module
+    docstring; the styles judged are added to ``seen`` once the run is done):
     ``"<rule> (<impact>, N elements[ checked, standing for M of the same styles]: <first targets>): <help>"``."""
     _load(page)
     fresh = page.evaluate("(seen) => bookColourStyles.mark(seen)", sorted(seen))
     try:
-        found = page.evaluate(_JS_RUN, [every_rule, COLOUR_RULES, FAILING]) if fresh or every_rule else []
+        run = page.evaluate(_JS_RUN, [every_rule, COLOUR_RULES, FAILING]) if fresh or every_rule else None
+        found = run["violations"] if run else []
+        undecided = set(run["undecided"]) if run else set()
+        if undecided:
+            page.evaluate("(styles) => bookColourStyles.markTheRest(styles)", sorted(undecided))
+            rest = page.evaluate(_JS_RUN, [False, COLOUR_RULES, FAILING])
+            found += rest["violations"]
+            undecided -= set(rest["decided"])
     finally:
         page.evaluate("() => bookColourStyles.unmark()")
-    seen.update(fresh)
+    seen.update(set(fresh) - undecided)
     return [
         f"{v['id']} ({v['impact']}, {v['count']} elements"
         + (f" checked, standing for {v['shared']} of the same styles" if v["shared"] is not None else "")
@@ -157,8 +183,8 @@ def violations(page, seen: set[str], every_rule: bool = True) -> list[str]:
 
 def colour_outcomes_by_style(page) -> dict[str, dict[str, int]]:
     """The colour rules on every element of ``page``: for each style, how many of its elements had each
-    outcome (violations, passes, incomplete, inapplicable). One outcome per style is what
-    :func:`violations` relies on."""
+    outcome (``violations`` or ``passes`` with the colours axe computed, ``incomplete``, ``inapplicable``).
+    :func:`violations` relies on one outcome per style, ``incomplete`` aside."""
     _load(page)
     return page.evaluate(_JS_OUTCOMES, COLOUR_RULES)
 

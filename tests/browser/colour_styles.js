@@ -2,18 +2,20 @@
 //
 // Two elements of the same style get the same result from the rule, so it needs to run on one of them
 // only. color-contrast reads whether the element is shown, its own text (punctuation only? one
-// character? symbols only?) and where its ancestors' overflow clips that text, its colours (text, fill,
-// stroke, shadow), font size and weight, the ::before/::after boxes of it and its ancestors, the
-// opacity, filters, blending and clipping of it and its ancestors, and the backgrounds under it up to
-// the first opaque one. link-in-text-block reads whether the link is shown, has text and sits in a block
-// of text (axe's own test), and, of the link and of that block, the same colours and backgrounds plus
-// what can tell the two apart without colour (display, font, decoration, borders, outline, background
-// image, pseudo-content).
+// character? symbols only?) and where the overflow or clip of its ancestors hides that text, its
+// colours (text, fill, stroke, shadow), font size and weight, the ::before/::after boxes of it and its
+// ancestors, the opacity, filters, blending and clipping of it and its ancestors, and the backgrounds
+// under it up to the first opaque one. link-in-text-block reads whether the link is shown, has text
+// and sits in a block of text (axe's own test), and, of the link and of that block, the same colours
+// and backgrounds plus what can tell the two apart without colour (display, font, decoration, borders,
+// outline, background image, pseudo-content).
 //
 // Defines window.bookColourStyles: mark(seen) marks the first element of each style not in `seen` for
 // its rule (data-axe-contrast, data-axe-link: the number of elements of the page with that style) and
-// returns those styles; unmark() removes the marks; styles() lists [element, attribute, style] for
-// every element either rule may look at. Needs axe-core loaded first.
+// returns those styles; styleOf(checked) gives the styles of the marked ones among `checked`;
+// markTheRest(styles) marks the other elements of those styles instead; unmark() removes the marks;
+// styles() lists [element, attribute, style] for every element either rule may look at. Needs
+// axe-core loaded first.
 window.bookColourStyles = (() => {
   const CONTRAST = 'data-axe-contrast';
   const LINK = 'data-axe-link';
@@ -82,16 +84,23 @@ window.bookColourStyles = (() => {
         : `${s.backgroundColor}${image ? ' image' : ''}${s.display === 'inline' ? ' inline' : ''} < `;
       return !image && s.backgroundColor.startsWith('rgb(') ? own : own + up(e.parentElement);
     });
-    // The box that the overflow of e's ancestors clips it to (null: none does).
+    const meet = (a, b) => (!a ? b : !b ? a : {left: Math.max(a.left, b.left), top: Math.max(a.top, b.top),
+      right: Math.min(a.right, b.right), bottom: Math.min(a.bottom, b.bottom)});
+    // The box that the overflow and `clip: rect(...)` of e's ancestors clip it to (null: none does).
     const clipBox = memo((e, up) => {
       const p = e && e.parentElement;
       if (!p) return null;
       const s = css(p);
-      const above = up(p);
-      if (s.overflowX === 'visible' && s.overflowY === 'visible') return above;
-      const r = p.getBoundingClientRect();
-      return above ? {left: Math.max(r.left, above.left), top: Math.max(r.top, above.top),
-        right: Math.min(r.right, above.right), bottom: Math.min(r.bottom, above.bottom)} : r;
+      let box = up(p);
+      if (s.overflowX !== 'visible' || s.overflowY !== 'visible') box = meet(box, p.getBoundingClientRect());
+      const rect = /^rect\((.*)\)$/.exec(s.clip);
+      if (rect && ['absolute', 'fixed'].includes(s.position)) {
+        const r = p.getBoundingClientRect();
+        const [top, right, bottom, left] = rect[1].split(/,?\s+/).map((v) => (v === 'auto' ? null : parseFloat(v)));
+        box = meet(box, {left: r.left + (left ?? 0), top: r.top + (top ?? 0),
+          right: right === null ? r.right : r.left + right, bottom: bottom === null ? r.bottom : r.top + bottom});
+      }
+      return box;
     });
     const textNodes = (e) => Array.from(e.childNodes).filter((n) => n.nodeType === 3 && n.nodeValue.trim());
     // Whether e's own text lies inside, across or outside the box its ancestors clip it to.
@@ -146,16 +155,39 @@ window.bookColourStyles = (() => {
     return found;
   }
 
+  // The page's elements of each style, from the last mark().
+  let members = new Map();
+
   function mark(seen) {
     seen = new Set(seen);
-    const first = new Map();
-    const count = new Map();
+    members = new Map();
     for (const [e, attribute, style] of styles()) {
-      count.set(style, (count.get(style) || 0) + 1);
-      if (!seen.has(style) && !first.has(style)) first.set(style, [e, attribute]);
+      if (!members.has(style)) members.set(style, []);
+      members.get(style).push([e, attribute]);
     }
-    for (const [style, [e, attribute]] of first) e.setAttribute(attribute, String(count.get(style)));
-    return Array.from(first.keys());
+    const fresh = Array.from(members.keys()).filter((style) => !seen.has(style));
+    for (const style of fresh) {
+      const [e, attribute] = members.get(style)[0];
+      e.setAttribute(attribute, String(members.get(style).length));
+    }
+    return fresh;
+  }
+
+  // The styles of the marked elements among `checked` ([element, attribute] pairs).
+  function styleOf(checked) {
+    const found = new Set();
+    for (const [style, list] of members) {
+      if (list.some(([e, a]) => e.hasAttribute(a) && checked.some(([c, ca]) => c === e && ca === a))) found.add(style);
+    }
+    return Array.from(found);
+  }
+
+  // Mark every element of the given styles but the first (which has been checked), each for itself.
+  function markTheRest(stylesToCheck) {
+    unmark();
+    for (const style of stylesToCheck) {
+      for (const [e, attribute] of members.get(style).slice(1)) e.setAttribute(attribute, '1');
+    }
   }
 
   function unmark() {
@@ -164,5 +196,5 @@ window.bookColourStyles = (() => {
     }
   }
 
-  return {styles, mark, unmark, CONTRAST, LINK};
+  return {styles, mark, styleOf, markTheRest, unmark, CONTRAST, LINK};
 })();

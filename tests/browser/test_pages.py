@@ -249,6 +249,7 @@ def test_the_checks_fail_a_page_that_scrolls_or_cuts_an_equation(browser):
 
 _A11Y_FIXTURE = """<!doctype html><html lang="en"><head><title>fixture</title><style>
 html[data-theme="dark"] body, html[data-theme="dark"] p {background: #222; color: #333}
+html[data-theme="dark"] h1 {color: #eee}
 .faint {color: #aaa}
 </style></head><body><main><h1>Fixture</h1>
 <p>Readable in light mode, not in dark mode.</p>
@@ -260,9 +261,9 @@ FAINT
 
 def test_the_accessibility_check_fails_a_page_with_violations(browser):
     """On a fixture page: an image without alternative text and an unlabelled slider are found in
-    light mode; text that loses its contrast only in dark mode is found in dark mode, and a faint
-    style repeated many times is found once, naming how many elements share it. A second page of the
-    same session is not blamed again for a style the first was blamed for, but is for a new one."""
+    light mode; a faint style repeated many times is found once, naming how many elements share it,
+    in light mode and, for text that loses its contrast only in dark mode, in dark mode. A second page
+    of the same session is not blamed again for a style the first was blamed for, but is for a new one."""
     need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
     faint = "".join(f'<p class="faint">faint line {i}</p>' for i in range(40))
     page = browser.new_page()
@@ -274,7 +275,9 @@ def test_the_accessibility_check_fails_a_page_with_violations(browser):
         assert any(p.startswith("light: aria-input-field-name (serious") for p in found), found
         light = [p for p in found if p.startswith("light: color-contrast (serious")]
         assert len(light) == 1 and "1 elements checked, standing for 40 of the same styles" in light[0], found
-        assert any(p.startswith("dark: color-contrast (serious") for p in found), found
+        # in dark mode the faint lines and the readable one share one style that exists only there
+        dark = [p for p in found if p.startswith("dark: color-contrast (serious")]
+        assert len(dark) == 1 and "1 elements checked, standing for 41 of the same styles" in dark[0], found
         assert seen, "the styles checked were not recorded"
         # the next page: the faint style again (not blamed twice), and a new one with too little contrast
         page.set_content(_A11Y_FIXTURE.replace("FAINT", faint + '<p style="color: #bbb">fainter</p>'))
@@ -291,14 +294,43 @@ def test_the_accessibility_check_fails_a_page_with_violations(browser):
         page.close()
 
 
+_UNDECIDED_FIXTURE = """<!doctype html><html lang="en"><head><title>fixture</title><style>
+.faint {color: #bbb; margin: 0; line-height: 20px}
+.cover {position: absolute; top: 0; left: 0; right: 0; height: 14px; background: #fff}
+</style></head><body><main><h1>Fixture</h1>
+<div style="position: relative"><p class="faint">half covered by a box axe sees over it</p><div class="cover"></div></div>
+<p class="faint">faint and in the open</p><p class="faint">faint and in the open too</p>
+</main></body></html>"""
+
+
+def test_a_style_axe_cannot_judge_on_its_first_element_is_checked_on_the_others(browser):
+    """The first element of a faint style lies half under another element's box, so axe leaves it
+    undecided (incomplete); the other elements of that style are checked, and the faint ones reported.
+    The style is then known: a later page with it is not checked again."""
+    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
+    page = browser.new_page()
+    try:
+        seen: set[str] = set()
+        page.set_content(_UNDECIDED_FIXTURE)
+        found = [p for p in accessibility_problems(page, seen) if p.startswith("light: color-contrast")]
+        assert len(found) == 1 and found[0].startswith("light: color-contrast (serious, 2 elements checked"), found
+        page.set_content(_UNDECIDED_FIXTURE)
+        assert not accessibility_problems(page, seen)
+    finally:
+        page.close()
+
+
 def test_the_colour_rules_give_one_result_per_style(browser, book_site):
-    """What ``axe.py``'s colour check relies on, on the heaviest page, in light and in dark mode: every
-    element the colour rules look at has the result of every other element of its style."""
+    """What ``axe.py``'s colour check relies on, on the heaviest page, in light and in dark mode: the
+    elements of one style that axe judges (a pass or a violation, with the colours it computed) or that
+    the rules do not apply to all have the same outcome. Some may be undecided (incomplete): another
+    element's box lies over them in axe's grid of the page, which the style does not describe;
+    ``axe.py`` then checks the other elements of that style."""
     need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
     with opened(browser, f"{book_site}/{HEAVIEST}", WIDTHS["desktop"], HEAVIEST) as v:
         for mode in ["light", "dark"]:
             set_mode(v.page, mode)
             groups = colour_outcomes_by_style(v.page)
             assert len(groups) > 50, f"{mode}: only {len(groups)} styles"
-            mixed = {style: outcomes for style, outcomes in groups.items() if len(outcomes) > 1}
+            mixed = {style: found for style, found in groups.items() if len(set(found) - {"incomplete"}) > 1}
             assert not mixed, f"{mode}: styles whose elements the colour rules judge differently: {mixed}"
