@@ -22,24 +22,24 @@ tokens and the sidebar's links, which repeat a few dozen combinations of colours
 ``colour_styles.js`` computes, for every element the rules may look at, a string of everything
 they read of it, its *style*. For color-contrast (every element with text of its own, and form
 fields): whether it is shown, its own text as axe reads it (punctuation only, one character,
-symbols only), whether the overflow or ``clip`` of its ancestors hides that text, its colours
-(text, fill, stroke, shadow), font size and weight, the opacity, filters, blending and clipping
-of it and its ancestors, the backgrounds under it up to the first opaque one, and the
+symbols only), whether the overflow or ``clip`` of its ancestors hides that text and on which
+sides, its colours (text, fill, stroke, shadow), font size and weight, the opacity, filters,
+blending and clipping of it and its ancestors, the backgrounds under it up to the first opaque
+one with those of their boxes that do not hold its text (axe's own test), and the
 ``::before``/``::after`` boxes above them. For link-in-text-block (every link): whether it is shown, has text and sits in
 a block of text (axe's own test), and of the link and of that block, the same colours,
 backgrounds and effects plus what tells the two apart without colour (display, font, decoration,
 borders, outline, background image, pseudo-content). Two elements of one style get the same
 result (checked below), with one exception: axe may leave an element undecided (incomplete) where
-its grid of the page puts another element's box over it (a wide formula's box over a table cell,
-a sidebar link scrolled out of its box), which the style does not describe. So each run marks the
+its grid of the page puts another element's box over it (on the catalog page a wide formula's box
+lies over a few code names in the next column), which the style does not describe. So each run marks the
 first element of every style that the session (``seen``, which the page tests keep for their whole
 module) has not met, and axe's colour rules run on the marked elements only (their selectors
 changed by ``axe.configure``, restored by ``axe.reset``); where that element comes back
 undecided, a second run checks every other element of its style on the page. A run fails if a
 checked element fails, naming how many elements of the page share its style; the style then
-counts as met, unless none of its elements could be judged. A style met in light mode, in dark
-mode, on another page or at the other width is not checked again: the run that met it has
-reported it.
+counts as met. A style met in light mode, in dark mode, on another page or at the other width is
+not checked again: the run that met it has reported it.
 
 ``test_pages.py`` checks what this relies on, on the book's heaviest page in light and in dark
 mode: run on every element, the colour rules give the elements of a style one outcome (a
@@ -80,8 +80,7 @@ _JS_RUN = """async ([everyRule, colourRules, failing]) => {
   const rules = everyRule ? axe._audit.rules.filter(r => r.enabled && !r.tags.includes('experimental')
                                                          && (!r.impact || failing.includes(r.impact))).map(r => r.id)
                           : colourRules;
-  const options = {runOnly: {type: 'rule', values: rules}, elementRef: true,
-                   resultTypes: everyRule ? ['violations', 'incomplete'] : ['violations', 'incomplete', 'passes'],
+  const options = {runOnly: {type: 'rule', values: rules}, elementRef: true, resultTypes: ['violations', 'incomplete'],
                    preload: everyRule ? {assets: ['media']} : false};
   axe.configure({rules: [{id: 'color-contrast', selector: `[${CONTRAST}]`},
                          {id: 'link-in-text-block', selector: `[${LINK}]`}]});
@@ -92,16 +91,15 @@ _JS_RUN = """async ([everyRule, colourRules, failing]) => {
     axe.reset();
   }
   const attribute = (id) => (id === 'color-contrast' ? CONTRAST : LINK);
-  const checked = (kinds) => kinds.flatMap(kind => result[kind].filter(r => colourRules.includes(r.id))
-    .flatMap(r => r.nodes.map(n => [n.element, attribute(r.id)])));
+  const undecided = result.incomplete.filter(r => colourRules.includes(r.id))
+    .flatMap(r => r.nodes.map(n => [n.element, attribute(r.id)]));
   const shared = (v) => v.nodes.reduce((sum, n) => sum + Number(n.element.getAttribute(attribute(v.id))), 0);
   return {
     violations: result.violations.map(v => ({
       id: v.id, impact: v.impact, help: v.help,
       nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')), count: v.nodes.length,
       shared: colourRules.includes(v.id) ? shared(v) : null})),
-    undecided: bookColourStyles.styleOf(checked(['incomplete'])),
-    decided: everyRule ? [] : bookColourStyles.styleOf(checked(['violations', 'passes']))};
+    undecided: bookColourStyles.styleOf(undecided)};
 }"""
 
 # The colour rules on every element: for each style, how many of its elements had each outcome. A pass or
@@ -156,22 +154,19 @@ def violations(page, seen: set[str], every_rule: bool = True) -> list[str]:
     """axe's critical and serious violations on ``page`` as it is now, by every rule of its default set that
     can fail a page (``every_rule``) or by the colour rules only, the colour rules on one element of each
     style of the page not in ``seen``, and on all of them where axe cannot judge that one (see the module
-    docstring; the styles judged are added to ``seen`` once the run is done):
+    docstring; the styles checked are added to ``seen`` once the run is done):
     ``"<rule> (<impact>, N elements[ checked, standing for M of the same styles]: <first targets>): <help>"``."""
     _load(page)
     fresh = page.evaluate("(seen) => bookColourStyles.mark(seen)", sorted(seen))
     try:
         run = page.evaluate(_JS_RUN, [every_rule, COLOUR_RULES, FAILING]) if fresh or every_rule else None
         found = run["violations"] if run else []
-        undecided = set(run["undecided"]) if run else set()
-        if undecided:
-            page.evaluate("(styles) => bookColourStyles.markTheRest(styles)", sorted(undecided))
-            rest = page.evaluate(_JS_RUN, [False, COLOUR_RULES, FAILING])
-            found += rest["violations"]
-            undecided -= set(rest["decided"])
+        if run and run["undecided"]:
+            page.evaluate("(styles) => bookColourStyles.markTheRest(styles)", run["undecided"])
+            found += page.evaluate(_JS_RUN, [False, COLOUR_RULES, FAILING])["violations"]
     finally:
         page.evaluate("() => bookColourStyles.unmark()")
-    seen.update(set(fresh) - undecided)
+    seen.update(fresh)
     return [
         f"{v['id']} ({v['impact']}, {v['count']} elements"
         + (f" checked, standing for {v['shared']} of the same styles" if v["shared"] is not None else "")

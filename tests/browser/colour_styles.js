@@ -5,10 +5,11 @@
 // character? symbols only?) and where the overflow or clip of its ancestors hides that text, its
 // colours (text, fill, stroke, shadow), font size and weight, the ::before/::after boxes of it and its
 // ancestors, the opacity, filters, blending and clipping of it and its ancestors, and the backgrounds
-// under it up to the first opaque one. link-in-text-block reads whether the link is shown, has text
-// and sits in a block of text (axe's own test), and, of the link and of that block, the same colours
-// and backgrounds plus what can tell the two apart without colour (display, font, decoration, borders,
-// outline, background image, pseudo-content).
+// under it up to the first opaque one, with those of their boxes that do not hold its text.
+// link-in-text-block reads whether the link is shown, has text and sits in a block of text (axe's own
+// test), and, of the link and of that block, the same colours and backgrounds plus what can tell the
+// two apart without colour (display, font, decoration, borders, outline, background image,
+// pseudo-content).
 //
 // Defines window.bookColourStyles: mark(seen) marks the first element of each style not in `seen` for
 // its rule (data-axe-contrast, data-axe-link: the number of elements of the page with that style) and
@@ -103,16 +104,44 @@ window.bookColourStyles = (() => {
       return box;
     });
     const textNodes = (e) => Array.from(e.childNodes).filter((n) => n.nodeType === 3 && n.nodeValue.trim());
-    // Whether e's own text lies inside, across or outside the box its ancestors clip it to.
-    const placed = (e, nodes) => {
+    // Whether e's own text lies inside, across or outside the box its ancestors clip it to, and on which
+    // sides it crosses that box (axe's own test of whether a background box holds the text stretches a
+    // scrolling box to the right and down only).
+    const textRects = (nodes) => {
       const range = document.createRange();
-      const rects = nodes.flatMap((n) => { range.selectNodeContents(n); return Array.from(range.getClientRects()); });
+      return nodes.flatMap((n) => { range.selectNodeContents(n); return Array.from(range.getClientRects()); });
+    };
+    const placed = (e, rects) => {
       if (!rects.length) return 'no text box';
       const c = clipBox(e);
       if (!c) return 'unclipped';
-      const inside = rects.filter((r) => r.left >= c.left && r.right <= c.right && r.top >= c.top && r.bottom <= c.bottom);
       const outside = rects.filter((r) => r.right <= c.left || r.left >= c.right || r.bottom <= c.top || r.top >= c.bottom);
-      return inside.length === rects.length ? 'inside' : outside.length === rects.length ? 'clipped away' : 'partly clipped';
+      const sides = [rects.some((r) => r.top < c.top) ? 'top' : '', rects.some((r) => r.left < c.left) ? 'left' : '',
+        rects.some((r) => r.bottom > c.bottom) ? 'bottom' : '', rects.some((r) => r.right > c.right) ? 'right' : ''];
+      const crossed = sides.filter(Boolean).join(' ');
+      return !crossed ? 'inside' : `${outside.length === rects.length ? 'clipped away' : 'partly clipped'} (${crossed})`;
+    };
+    // Which of the boxes with a background under e (up to the first opaque one) do not hold its text, by
+    // axe's test: a box that scrolls (overflow auto or scroll) reaches as far right and down as it scrolls.
+    const unheld = (e, rects) => {
+      const out = [];
+      for (let b = e; b && rects.length; b = b.parentElement) {
+        const s = css(b);
+        const image = s.backgroundImage !== 'none';
+        if (transparent(s.backgroundColor) && !image) continue;
+        if (s.display !== 'inline') {
+          const r = b.getBoundingClientRect();
+          const scrolls = ['scroll', 'auto'].includes(s.overflow) || b === document.documentElement;
+          const pad = (a, z) => parseInt(s[a], 10) + parseInt(s[z], 10);
+          const right = scrolls ? r.left + b.scrollWidth + pad('paddingLeft', 'paddingRight') : r.right;
+          const bottom = scrolls ? r.top + b.scrollHeight + pad('paddingTop', 'paddingBottom') : r.bottom;
+          if (!rects.every((t) => t.top >= r.top && t.bottom <= bottom && t.left >= r.left && t.right <= right)) {
+            out.push(b.tagName);
+          }
+        }
+        if (!image && s.backgroundColor.startsWith('rgb(')) break;
+      }
+      return out.length ? `outside ${out.join(' < ')}` : '';
     };
     const shown = (e) => (e.checkVisibility({visibilityProperty: true}) ? 'shown' : 'hidden');
     const colours = (s) => [s.color, s.webkitTextFillColor, s.webkitTextStrokeWidth, s.webkitTextStrokeColor, s.textShadow];
@@ -134,9 +163,11 @@ window.bookColourStyles = (() => {
       const letters = T.removeUnicode(own, {emoji: true, nonBmp: false, punctuations: true}) !== '';
       const symbols = T.hasUnicode(own, {nonBmp: true}) && T.sanitize(T.removeUnicode(own, {nonBmp: true})) === '';
       const box = e.getBoundingClientRect();
-      return ['text', e.tagName, shown(e), placed(e, nodes), ...colours(s), s.fontSize, s.fontWeight,
+      const rects = textRects(nodes);
+      return ['text', e.tagName, shown(e), placed(e, rects), ...colours(s), s.fontSize, s.fontWeight,
         !letters ? 'no letters' : symbols ? 'symbols only' : own.length === 1 ? 'one character' : 'text',
-        pseudoArea(e) > box.width * box.height * 0.25 ? 'pseudo-element' : '', effects(e), backgrounds(e)].join(' | ');
+        pseudoArea(e) > box.width * box.height * 0.25 ? 'pseudo-element' : '', effects(e), backgrounds(e),
+        unheld(e, rects)].join(' | ');
     };
     const link = (e) => {
       const b = block(e);
