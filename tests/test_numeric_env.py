@@ -99,6 +99,42 @@ def test_problems_reports_torch_settings_in_process():
         numeric_env.apply_torch()
 
 
+_DETERMINISTIC_STATE = (
+    "import json, sys, torch; {turn_on}; loaded = 'torch._inductor.config' in sys.modules; "
+    "import torch._inductor.config as c; "
+    "print(json.dumps([loaded, torch.are_deterministic_algorithms_enabled(), "
+    "torch.is_deterministic_algorithms_warn_only_enabled(), c.deterministic]))"
+)
+
+
+def test_deterministic_algorithms_does_what_torch_does_without_loading_inductor():
+    """In a fresh interpreter ``deterministic_algorithms`` leaves the compiler stack unloaded, and ATen's flags and
+    Inductor's ``deterministic`` (read when it is loaded later) are what ``torch.use_deterministic_algorithms(True)``
+    gives; a process that has loaded Inductor already gets torch's own call."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    state = {}
+    for name, turn_on in {
+        "ours": "import attnsurvey.numeric_env as ne; ne.deterministic_algorithms()",
+        "torch": "torch.use_deterministic_algorithms(True)",
+        "neither": "pass",
+    }.items():
+        code = _DETERMINISTIC_STATE.format(turn_on=turn_on)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        state[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert state["ours"] == [False, True, False, True]
+    assert state["torch"] == [True, True, False, True]
+    assert state["neither"] == [False, False, False, False]  # the check can fail
+    import torch._inductor.config as inductor_config
+
+    try:
+        inductor_config.deterministic = False
+        torch.use_deterministic_algorithms(False)
+        numeric_env.deterministic_algorithms()
+        assert inductor_config.deterministic and torch.are_deterministic_algorithms_enabled()
+    finally:
+        numeric_env.apply_torch()
+
+
 def test_check_raises_with_instructions_when_unpinned(monkeypatch):
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     with pytest.raises(RuntimeError, match="MKL_CBWR='AVX2'.*attnsurvey' kernel"):
@@ -364,9 +400,10 @@ def _unmatched(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     """(settings of PINNED_ENV the table lacks or gives another value, settings the table lists that are not pinned).
 
     A table row is pinned if it is a PINNED_ENV variable with its value, or a ``torch.`` call that
-    :func:`numeric_env.apply_torch` makes with that value.
+    :func:`numeric_env.apply_torch` makes with that value (itself or through
+    :func:`numeric_env.deterministic_algorithms`, whose equivalence to torch's call is tested above).
     """
-    apply_torch = inspect.getsource(numeric_env.apply_torch)
+    apply_torch = inspect.getsource(numeric_env.apply_torch) + inspect.getsource(numeric_env.deterministic_algorithms)
     missing = [f"{k}={v}" for k, v in numeric_env.PINNED_ENV.items() if settings.get(k) != v]
     extra = [
         f"{k}={v}"

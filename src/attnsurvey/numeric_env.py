@@ -19,7 +19,8 @@ environment says:
 * one thread for OpenMP, MKL and torch's intra-op pool: a fixed summation order.
 * ``PYTHONHASHSEED=0``: stable ``set``/``dict`` iteration of strings.
 * inside the process, :func:`apply_torch` calls ``torch.set_num_threads(1)``
-  and ``torch.use_deterministic_algorithms(True)``.
+  and turns on deterministic algorithms (:func:`deterministic_algorithms`, what
+  ``torch.use_deterministic_algorithms(True)`` does, without loading Inductor).
 
 Environment variables must be set *before* torch is imported, because ATen,
 MKL and oneDNN read them once when they load. The project applies them in
@@ -156,7 +157,28 @@ def apply_torch() -> None:
     import torch
 
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms()
+
+
+def deterministic_algorithms() -> None:
+    """Turn on torch's deterministic algorithms, as ``torch.use_deterministic_algorithms(True)`` does.
+
+    An operation without a deterministic algorithm raises (``warn_only=False``), and Inductor's
+    ``deterministic`` option is on. torch's own function sets that option by importing
+    ``torch._inductor.config``, which loads the compiler stack (about 1.3 s of every process start on
+    the 2-core CI machine: each notebook kernel, test worker and child interpreter). Where Inductor is
+    not loaded yet, this sets the same flag in ATen and ``TORCHINDUCTOR_DETERMINISTIC=1``, from which
+    Inductor's config takes ``deterministic`` when it is first imported (child processes inherit it, as
+    they inherit the rest of the pin); where it is loaded, it calls torch's function.
+    ``tests/test_numeric_env.py`` checks both paths against torch's function.
+    """
+    import torch
+
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+        torch._C._set_deterministic_algorithms(True, warn_only=False)
 
 
 def portable_sqrt(x: Tensor) -> Tensor:
