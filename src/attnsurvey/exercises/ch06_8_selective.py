@@ -25,7 +25,7 @@ EX3_BLOCK, EX3_TOP_K = 4, 4
 # ---------------------------------------------------------------------------------------------------------------
 # Exercise 1: the number of heads from which DSA's FLOPs fall below dense attention's
 # ---------------------------------------------------------------------------------------------------------------
-def breakeven_heads_reference(n: int, d: int, top_k: int, index_heads: int, d_index: int) -> int | None:
+def _breakeven_heads(n: int, d: int, top_k: int, index_heads: int, d_index: int) -> int | None:
     """The fewest heads ``H`` with ``dsa_cost(..., n_heads=H)`` below ``H`` dense heads, by search; None if none."""
     dense = dense_causal_cost(n, d).total_flops  # one head
     one, two = (dsa_cost(n, d, top_k, index_heads, d_index, n_heads=h).total_flops for h in (1, 2))
@@ -39,7 +39,7 @@ def breakeven_heads_reference(n: int, d: int, top_k: int, index_heads: int, d_in
 
 def _breakeven_hint(fn: Callable[..., int | None], cases: Sequence[tuple[int, int, int, int, int]]) -> str | None:
     for n, d, top_k, h_i, d_i in cases:
-        want = breakeven_heads_reference(n, d, top_k, h_i, d_i)
+        want = _breakeven_heads(n, d, top_k, h_i, d_i)
         got = fn(n, d, top_k, h_i, d_i)
         if got is None and want is None:
             continue
@@ -205,7 +205,6 @@ def hidden_check_moba_variation(answer: float | None, model: nn.Module, x: Tenso
 __all__ = [
     "EX3_BLOCK",
     "EX3_TOP_K",
-    "breakeven_heads_reference",
     "check_breakeven_heads",
     "check_moba_variation",
     "check_shared_mask",
