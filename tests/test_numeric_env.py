@@ -92,11 +92,27 @@ def test_problems_reports_torch_settings_in_process():
         assert "torch.get_num_threads()=2 (pinned: 1)" in numeric_env.problems()
         numeric_env.apply_torch()
         assert numeric_env.problems() == []
-        torch.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(False)  # loads Inductor's config and turns its flag off
         seed_everything(0)
         assert numeric_env.problems() == []
+        import torch._inductor.config as inductor_config
+
+        assert inductor_config.deterministic, "seed_everything sets Inductor's flag too, once Inductor is loaded"
     finally:
         numeric_env.apply_torch()
+
+
+def test_deterministic_mode_does_not_load_inductor_and_still_sets_its_flag():
+    """apply_torch and seed_everything turn deterministic mode on without importing Inductor (1.5 s of CPU per
+    process); an Inductor loaded afterwards is deterministic, as after torch.use_deterministic_algorithms(True)."""
+    probe = (
+        "import sys, torch; from attnsurvey import numeric_env as ne; from attnsurvey.training import seed_everything; "
+        "ne.apply_torch(); seed_everything(0); loaded = sorted(m for m in sys.modules if m.startswith('torch._inductor')); "
+        "import torch._inductor.config as c; print(loaded, c.deterministic, torch.are_deterministic_algorithms_enabled())"
+    )
+    env = {k: v for k, v in numeric_env.pinned_environ().items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "True", "True"], out
 
 
 def test_check_raises_with_instructions_when_unpinned(monkeypatch):
@@ -364,9 +380,12 @@ def _unmatched(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     """(settings of PINNED_ENV the table lacks or gives another value, settings the table lists that are not pinned).
 
     A table row is pinned if it is a PINNED_ENV variable with its value, or a ``torch.`` call that
-    :func:`numeric_env.apply_torch` makes with that value.
+    :func:`numeric_env.apply_torch` makes with that value (itself, or through
+    :func:`numeric_env.use_deterministic_algorithms`).
     """
-    apply_torch = inspect.getsource(numeric_env.apply_torch)
+    apply_torch = inspect.getsource(numeric_env.apply_torch) + inspect.getsource(
+        numeric_env.use_deterministic_algorithms
+    )
     missing = [f"{k}={v}" for k, v in numeric_env.PINNED_ENV.items() if settings.get(k) != v]
     extra = [
         f"{k}={v}"

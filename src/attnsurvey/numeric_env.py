@@ -19,7 +19,8 @@ environment says:
 * one thread for OpenMP, MKL and torch's intra-op pool: a fixed summation order.
 * ``PYTHONHASHSEED=0``: stable ``set``/``dict`` iteration of strings.
 * inside the process, :func:`apply_torch` calls ``torch.set_num_threads(1)``
-  and ``torch.use_deterministic_algorithms(True)``.
+  and ``torch.use_deterministic_algorithms(True)`` (through
+  :func:`use_deterministic_algorithms`, which does not load Inductor for it).
 
 Environment variables must be set *before* torch is imported, because ATen,
 MKL and oneDNN read them once when they load. The project applies them in
@@ -156,7 +157,26 @@ def apply_torch() -> None:
     import torch
 
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    use_deterministic_algorithms()
+
+
+def use_deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True)``, without importing Inductor to set its flag.
+
+    torch's function also sets ``torch._inductor.config.deterministic``, and importing that module loads
+    Inductor and Dynamo: about 1.5 s of CPU in every process that calls it (each kernel, test subprocess
+    and notebook run), twice the cost of importing torch itself. Where Inductor's config is loaded
+    already, torch's function runs as it is. Otherwise deterministic mode is set with the setter torch's
+    function calls, and Inductor's flag through ``TORCHINDUCTOR_DETERMINISTIC=1``, which its config
+    reads when it loads (the same value torch's function would have set).
+    """
+    import torch
+
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+        torch._C._set_deterministic_algorithms(True, warn_only=False)
 
 
 def portable_sqrt(x: Tensor) -> Tensor:
