@@ -79,6 +79,28 @@ def test_problems_reports_an_unpinned_process():
         assert f"{key}={value!r} (pinned: {DOCUMENTED[key]!r})" in got["problems"]
 
 
+DETERMINISTIC_PROBE = (
+    "import json, os, sys, torch, attnsurvey.numeric_env as ne; {before}; ne.use_deterministic_algorithms(); "
+    "got = {{'aten': torch.are_deterministic_algorithms_enabled(), 'warn_only': "
+    "torch.is_deterministic_algorithms_warn_only_enabled(), 'inductor_loaded': 'torch._inductor' in sys.modules}}; "
+    "import torch._inductor.config as c; got['inductor'] = c.deterministic; print(json.dumps(got))"
+)
+
+
+@pytest.mark.parametrize("inductor_first", [False, True])
+def test_use_deterministic_algorithms_makes_torchs_settings_without_loading_the_compiler(inductor_first):
+    """The pin's deterministic mode: ATen's flag on (not warn-only) and the compiler's setting on, whether the
+    compiler's configuration is imported after the call (it reads the variable) or was loaded before (set there);
+    torch's compiler stack stays unloaded when nothing else loaded it."""
+    env = {k: v for k, v in numeric_env.pinned_environ().items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    before = "import torch._inductor.config as c0; c0.deterministic = False" if inductor_first else "pass"
+    got = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before=before)], env)
+    assert got == {"aten": True, "warn_only": False, "inductor_loaded": inductor_first, "inductor": True}
+    torchs = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before="pass").replace(
+        "ne.use_deterministic_algorithms()", "torch.use_deterministic_algorithms(True)")], env)  # fmt: skip
+    assert torchs == {**got, "inductor_loaded": True}  # torch's own call: the same settings, compiler loaded
+
+
 def test_problems_reports_torch_settings_in_process():
     """Threads, deterministic mode and its warn-only variant are checked in the running process
     (seed_everything must not turn warn_only on, which would silently relax the pin)."""
@@ -364,9 +386,11 @@ def _unmatched(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     """(settings of PINNED_ENV the table lacks or gives another value, settings the table lists that are not pinned).
 
     A table row is pinned if it is a PINNED_ENV variable with its value, or a ``torch.`` call that
-    :func:`numeric_env.apply_torch` makes with that value.
+    :func:`numeric_env.apply_torch` makes with that value (itself or, for deterministic mode, through
+    :func:`numeric_env.use_deterministic_algorithms`, whose docstring names the call it stands for).
     """
-    apply_torch = inspect.getsource(numeric_env.apply_torch)
+    calls = (numeric_env.apply_torch, numeric_env.use_deterministic_algorithms)
+    apply_torch = "".join(map(inspect.getsource, calls))
     missing = [f"{k}={v}" for k, v in numeric_env.PINNED_ENV.items() if settings.get(k) != v]
     extra = [
         f"{k}={v}"

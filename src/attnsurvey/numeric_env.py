@@ -19,7 +19,8 @@ environment says:
 * one thread for OpenMP, MKL and torch's intra-op pool: a fixed summation order.
 * ``PYTHONHASHSEED=0``: stable ``set``/``dict`` iteration of strings.
 * inside the process, :func:`apply_torch` calls ``torch.set_num_threads(1)``
-  and ``torch.use_deterministic_algorithms(True)``.
+  and ``torch.use_deterministic_algorithms(True)`` (as :func:`use_deterministic_algorithms`,
+  which leaves torch's compiler stack unloaded).
 
 Environment variables must be set *before* torch is imported, because ATen,
 MKL and oneDNN read them once when they load. The project applies them in
@@ -156,7 +157,29 @@ def apply_torch() -> None:
     import torch
 
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    use_deterministic_algorithms()
+
+
+def use_deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True)``, without loading torch's compiler stack.
+
+    torch's own function also sets ``torch._inductor.config.deterministic``, and so imports
+    ``torch._inductor``, ``torch._dynamo`` and Triton: about 1.5 s of CPU time in every
+    process that calls it, more than many chapters' own work. This makes the same two
+    settings without that import: ATen's flag (the call torch's function makes), and the
+    compiler's setting, in its configuration if that is loaded, else through the variable
+    ``TORCHINDUCTOR_DETERMINISTIC=1``, from which the configuration takes its value when it
+    is first imported. :func:`apply_torch` and
+    :func:`attnsurvey.training.seed_everything` call it.
+    """
+    import torch
+
+    config = sys.modules.get("torch._inductor.config")
+    if config is not None:
+        config.deterministic = True  # type: ignore[attr-defined]  # a module attribute of torch's
+    else:
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+    torch._C._set_deterministic_algorithms(True, warn_only=False)
 
 
 def portable_sqrt(x: Tensor) -> Tensor:
