@@ -101,6 +101,27 @@ def test_use_deterministic_algorithms_makes_torchs_settings_without_loading_the_
     assert torchs == {**got, "inductor_loaded": True}  # torch's own call: the same settings, compiler loaded
 
 
+FAULTS_PROBE = (
+    "import json, resource, torch, attnsurvey.numeric_env as ne; kept = {call}; "
+    "faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt; "
+    "x = torch.ones(2**24); del x; before = faults(); x = torch.ones(2**24 - 2**12); del x; "
+    "print(json.dumps({{'kept': kept, 'faults': faults() - before}}))"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+def test_keep_freed_memory_reuses_a_freed_tensors_pages():
+    """After keep_freed_memory a 64 MiB tensor reuses the pages of one freed before it (no page faults to speak
+    of); without it, glibc maps fresh pages for it (one fault per 4 KiB page), so the check can fail."""
+    kept = _run([sys.executable, "-c", FAULTS_PROBE.format(call="ne.keep_freed_memory()")], dict(os.environ))
+    fresh = _run([sys.executable, "-c", FAULTS_PROBE.format(call="None")], dict(os.environ))
+    assert kept["kept"] is True
+    assert kept["faults"] < 100
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not (thp.exists() and "[always]" in thp.read_text()):  # 2 MiB pages would fault 512 times less
+        assert fresh["faults"] > 1000
+
+
 def test_problems_reports_torch_settings_in_process():
     """Threads, deterministic mode and its warn-only variant are checked in the running process
     (seed_everything must not turn warn_only on, which would silently relax the pin)."""
