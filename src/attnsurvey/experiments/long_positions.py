@@ -42,6 +42,10 @@ _Tagger = TypeVar("_Tagger", bound=nn.Module)
 class PositionTagger(nn.Module):
     """Embedding + position information + one causal encoder layer + read-out.
 
+    The inputs are tokens, so every hidden row is finite: the encoder layer and its
+    attention skip their own NaN-inert clearing (their private ``_finite_inputs`` flag, as in
+    :class:`~attnsurvey.transformer.model.Seq2SeqTransformer`), which computes the same bits.
+
     Args:
         vocab: the vocabulary size.
         encoding: one of :data:`ENCODINGS`.
@@ -53,10 +57,6 @@ class PositionTagger(nn.Module):
         b: the clipping distance of ``"relative"``.
         learned_sd: the learned table starts as ``N(0, learned_sd^2)``; the default 1
             matches the token embeddings, which ``nn.Embedding`` draws from ``N(0, 1)``.
-
-    The inputs are tokens, so every hidden row is finite: the encoder layer and its
-    attention skip their own NaN-inert clearing (their private ``_finite_inputs`` flag, as in
-    :class:`~attnsurvey.transformer.model.Seq2SeqTransformer`), which computes the same bits.
 
     Shape:
         - tokens: ``(B, n)`` integers.
