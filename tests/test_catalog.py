@@ -196,3 +196,19 @@ def test_every_survey_item_is_catalogued():
     ids = {e["id"] for e in ENTRIES}
     missing = [i for i in catalog.EXPECTED_IDS if i not in ids]
     assert not missing, f"survey items without code and tests: {missing}"
+
+
+def test_the_modules_the_catalog_skips_declare_nothing_and_skipping_them_keeps_triton_out():
+    """NOT_WALKED: importing such a module adds no catalog entry or implementer (so skipping it loses nothing), and
+    a fresh process that builds a chapter's table has not imported Triton (the reason for the skip)."""
+    before = {i: list(paths) for i, paths in catalog._IMPLEMENTED.items()}
+    declared = dict(catalog._DECLARED)
+    for name in catalog.NOT_WALKED:
+        importlib.import_module(name)
+    assert catalog._IMPLEMENTED == before and catalog._DECLARED == declared
+    probe = (
+        "import sys; from attnsurvey.catalog import chapter_table; "
+        "chapter_table('chapters/ch06_tiled_attention.ipynb'); print('triton' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

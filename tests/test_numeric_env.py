@@ -79,6 +79,49 @@ def test_problems_reports_an_unpinned_process():
         assert f"{key}={value!r} (pinned: {DOCUMENTED[key]!r})" in got["problems"]
 
 
+DETERMINISTIC_PROBE = (
+    "import json, os, sys, torch, attnsurvey.numeric_env as ne; {before}; ne.deterministic_algorithms(); "
+    "got = {{'aten': torch.are_deterministic_algorithms_enabled(), 'warn_only': "
+    "torch.is_deterministic_algorithms_warn_only_enabled(), 'inductor_loaded': 'torch._inductor' in sys.modules}}; "
+    "import torch._inductor.config as c; got['inductor'] = c.deterministic; print(json.dumps(got))"
+)
+
+
+@pytest.mark.parametrize("inductor_first", [False, True])
+def test_deterministic_algorithms_makes_torchs_settings_without_loading_the_compiler(inductor_first):
+    """The pin's deterministic mode: ATen's flag on (not warn-only) and the compiler's setting on, whether the
+    compiler's configuration is imported after the call (it reads the variable) or was loaded before (set there);
+    torch's compiler stack stays unloaded when nothing else loaded it."""
+    env = {k: v for k, v in numeric_env.pinned_environ().items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    before = "import torch._inductor.config as c0; c0.deterministic = False" if inductor_first else "pass"
+    got = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before=before)], env)
+    assert got == {"aten": True, "warn_only": False, "inductor_loaded": inductor_first, "inductor": True}
+    torchs = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before="pass").replace(
+        "ne.deterministic_algorithms()", "torch.use_deterministic_algorithms(True)")], env)  # fmt: skip
+    assert torchs == {**got, "inductor_loaded": True}  # torch's own call: the same settings, compiler loaded
+
+
+FAULTS_PROBE = (
+    "import json, resource, torch, attnsurvey.numeric_env as ne; kept = {call}; "
+    "faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt; "
+    "x = torch.ones(2**24); del x; before = faults(); x = torch.ones(2**24 - 2**12); del x; "
+    "print(json.dumps({{'kept': kept, 'faults': faults() - before}}))"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+def test_keep_freed_memory_reuses_a_freed_tensors_pages():
+    """After keep_freed_memory a 64 MiB tensor reuses the pages of one freed before it (no page faults to speak
+    of); without it, glibc maps fresh pages for it (one fault per 4 KiB page), so the check can fail."""
+    kept = _run([sys.executable, "-c", FAULTS_PROBE.format(call="ne.keep_freed_memory()")], dict(os.environ))
+    fresh = _run([sys.executable, "-c", FAULTS_PROBE.format(call="None")], dict(os.environ))
+    assert kept["kept"] is True
+    assert kept["faults"] < 100
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not (thp.exists() and "[always]" in thp.read_text()):  # 2 MiB pages would fault 512 times less
+        assert fresh["faults"] > 1000
+
+
 def test_problems_reports_torch_settings_in_process():
     """Threads, deterministic mode and its warn-only variant are checked in the running process
     (seed_everything must not turn warn_only on, which would silently relax the pin)."""
@@ -98,42 +141,6 @@ def test_problems_reports_torch_settings_in_process():
         import torch._inductor.config as inductor_config
 
         assert inductor_config.deterministic, "seed_everything sets Inductor's flag too, once Inductor is loaded"
-    finally:
-        numeric_env.apply_torch()
-
-
-_DETERMINISTIC_STATE = (
-    "import json, sys, torch; {turn_on}; loaded = 'torch._inductor.config' in sys.modules; "
-    "import torch._inductor.config as c; "
-    "print(json.dumps([loaded, torch.are_deterministic_algorithms_enabled(), "
-    "torch.is_deterministic_algorithms_warn_only_enabled(), c.deterministic]))"
-)
-
-
-def test_deterministic_algorithms_does_what_torch_does_without_loading_inductor():
-    """In a fresh interpreter ``deterministic_algorithms`` leaves the compiler stack unloaded, and ATen's flags and
-    Inductor's ``deterministic`` (read when it is loaded later) are what ``torch.use_deterministic_algorithms(True)``
-    gives; a process that has loaded Inductor already gets torch's own call."""
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
-    state = {}
-    for name, turn_on in {
-        "ours": "import attnsurvey.numeric_env as ne; ne.deterministic_algorithms()",
-        "torch": "torch.use_deterministic_algorithms(True)",
-        "neither": "pass",
-    }.items():
-        code = _DETERMINISTIC_STATE.format(turn_on=turn_on)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        state[name] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert state["ours"] == [False, True, False, True]
-    assert state["torch"] == [True, True, False, True]
-    assert state["neither"] == [False, False, False, False]  # the check can fail
-    import torch._inductor.config as inductor_config
-
-    try:
-        inductor_config.deterministic = False
-        torch.use_deterministic_algorithms(False)
-        numeric_env.deterministic_algorithms()
-        assert inductor_config.deterministic and torch.are_deterministic_algorithms_enabled()
     finally:
         numeric_env.apply_torch()
 
