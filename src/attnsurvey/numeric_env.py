@@ -167,8 +167,9 @@ def deterministic_algorithms() -> None:
 
     An operation without a deterministic algorithm raises (``warn_only=False``), and Inductor's
     ``deterministic`` option is on. torch's own function sets that option by importing
-    ``torch._inductor.config``, which loads the compiler stack (about 1.3 s of every process start on
-    the 2-core CI machine: each notebook kernel, test worker and child interpreter). Where Inductor is
+    ``torch._inductor.config``, which loads the compiler stack (about 1.3 s of CPU on the 2-core CI
+    machine in every kernel, test worker and child interpreter; a process that builds a ``torch.optim``
+    optimizer still pays it there, because torch's optimizers import ``torch._dynamo``). Where Inductor is
     not loaded yet, this sets the same flag in ATen and ``TORCHINDUCTOR_DETERMINISTIC=1``, from which
     Inductor's config takes ``deterministic`` when it is first imported (child processes inherit it, as
     they inherit the rest of the pin); where it is loaded, it calls torch's function.
