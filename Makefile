@@ -17,6 +17,11 @@ NB ?=
 PINNED := $(PY) -m attnsurvey.numeric_env exec --
 NBVAL := --nbval --nbval-kernel-name attnsurvey --nbval-sanitize-with tests/nbval_sanitize.cfg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# The environment is installed without byte-compiling (scripts/install_env.py): Python writes a module's
+# bytecode into .venv (and src/, git-ignored) the first time a command imports it, so later processes
+# (test workers, notebook kernels) load it compiled. A caller's PYTHONDONTWRITEBYTECODE would make every
+# process compile every import again (about 2 s more per kernel start), so the project's commands drop it.
+unexport PYTHONDONTWRITEBYTECODE
 export MPLBACKEND := Agg
 
 .PHONY: env assets book execute test test-unit test-notebooks test-browser bench catalog lint clean

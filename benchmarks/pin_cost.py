@@ -18,9 +18,10 @@ Workloads:
 Each repeat runs in a fresh interpreter (the kernel path is fixed when torch loads) and times
 one run after a warm-up run (two training steps; one call), so one-time set-up costs, which
 differ between the kernel paths, are left out: the figure is the steady cost of the work.
-With ``--quick`` (the smoke test's tiny sizes) one interpreter per repeat and environment runs
-both workloads, one after the other: half the interpreters, whose start-up is most of a quick run. The figure is the median over ``--repeats`` (default 5) with min-max; the ratio
-is that of the medians.
+With ``--quick`` (the smoke test's tiny sizes) one interpreter per environment runs both
+workloads and times every repeat of each after one warm-up: a third of the interpreters
+(at two repeats), whose start-up is most of a quick run. The figure is the median over
+``--repeats`` (default 5) with min-max; the ratio is that of the medians.
 
     python benchmarks/pin_cost.py               # 5 repeats, saves benchmarks/results/pin_cost.json
     python benchmarks/pin_cost.py --estimate    # only print how long that would take
@@ -54,7 +55,7 @@ def _workload(name: str, quick: bool):
         from attnsurvey.seq2seq import Seq2Seq
         from attnsurvey.training import seed_everything
 
-        def run(steps: int = 5 if quick else STEPS) -> None:
+        def run(steps: int = 2 if quick else STEPS) -> None:
             g = seed_everything(0)
             model = Seq2Seq(8, d_emb=16, d_h=32, attention=True)
             fit_transduction(model, steps, g, lengths=(3, 9), batch_size=32, lr=2e-2)
@@ -74,9 +75,9 @@ def _workload(name: str, quick: bool):
     return step
 
 
-def child(names: list[str], pinned: bool, threads: int, quick: bool) -> None:
-    """Run in a fresh interpreter: set threads; for each workload warm up and time one run; print
-    ``{workload: {"seconds", "capability"}}`` as JSON."""
+def child(names: list[str], pinned: bool, threads: int, quick: bool, repeats: int = 1) -> None:
+    """Run in a fresh interpreter: set threads; for each workload warm up and time ``repeats`` runs; print
+    ``{workload: {"seconds": [one per run], "capability"}}`` as JSON."""
     import torch
 
     from attnsurvey import numeric_env
@@ -89,9 +90,11 @@ def child(names: list[str], pinned: bool, threads: int, quick: bool) -> None:
     for name in names:
         fn = _workload(name, quick)
         fn(**({"steps": 2} if name == "seq2seq" else {}))  # warm-up: first-call set-up (kernels, allocations)
-        t0 = time.perf_counter()
-        fn()
-        seconds = time.perf_counter() - t0
+        seconds = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            seconds.append(time.perf_counter() - t0)
         records[name] = {"seconds": seconds, "capability": torch.backends.cpu.get_cpu_capability()}
     print(json.dumps(records))
 
@@ -110,9 +113,10 @@ def environments() -> dict[str, tuple[dict[str, str], int]]:
     }
 
 
-def measure(names: list[str], env_name: str, env: dict[str, str], threads: int, quick: bool) -> dict:
-    """Workload -> the child's record: ``seconds`` and the ATen kernel path it ran (``capability``)."""
-    args = [sys.executable, __file__, "--child", ",".join(names), "--threads", str(threads)]
+def measure(names: list[str], env_name: str, env: dict[str, str], threads: int, quick: bool, repeats: int) -> dict:
+    """Workload -> the child's record: ``seconds`` (one per run of ``repeats``) and the ATen kernel path it ran
+    (``capability``)."""
+    args = [sys.executable, __file__, "--child", ",".join(names), "--threads", str(threads), "--repeats", str(repeats)]
     args += ["--pinned"] if env_name == "pinned" else []
     args += ["--quick"] if quick else []
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
@@ -127,30 +131,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.pinned, args.threads, args.quick)
+        child(args.child, args.pinned, args.threads, args.quick, args.repeats)
         return 0
 
     envs = environments()
-    starts = 1 if args.quick else len(WORKLOADS)
-    per_repeat = (starts * START_S + sum(0.5 if args.quick else PROBE_S[w] for w in WORKLOADS)) * len(envs)
-    estimated = args.repeats * per_repeat
+    # quick: one interpreter per environment runs every repeat of both workloads; else one per repeat and workload
+    interpreters, runs_each = (1, args.repeats) if args.quick else (args.repeats, 1)
+    groups = [list(WORKLOADS)] if args.quick else [[w] for w in WORKLOADS]
+    run_s = sum(0.5 if args.quick else PROBE_S[w] for w in WORKLOADS)
+    estimated = interpreters * len(envs) * (len(groups) * START_S + runs_each * run_s)
     info = _bench.begin(estimated, args.estimate)
     if info is None:
         return 0
     raw: dict[str, dict[str, list[float]]] = {w: {e: [] for e in envs} for w in WORKLOADS}
     capability: dict[str, str] = {}
-    for r in range(args.repeats):
-        # one interpreter per workload, or (quick) one for both
-        for group in [list(WORKLOADS)] if args.quick else [[w] for w in WORKLOADS]:
+    for r in range(interpreters):
+        for group in groups:
             for e, (env, threads) in envs.items():  # the environments interleaved: they see the same load
-                for w, record in measure(group, e, env, threads, args.quick).items():
-                    raw[w][e].append(record["seconds"])
+                for w, record in measure(group, e, env, threads, args.quick, runs_each).items():
+                    raw[w][e] += record["seconds"]
                     capability[e] = record["capability"]
-        print(f"round {r + 1}/{args.repeats} done", flush=True)
+        print(f"round {r + 1}/{interpreters} done", flush=True)
 
     rows = {w: {e: _bench.summary(v) for e, v in by_env.items()} for w, by_env in raw.items()}
     names = list(envs)
-    print(f"\nseconds per run, median (min-max) of {args.repeats} fresh interpreters")
+    where = "runs, one interpreter per environment (--quick)" if args.quick else "fresh interpreters"
+    print(f"\nseconds per run, median (min-max) of {args.repeats} {where}")
     print("ATen kernel path: " + ", ".join(f"{e}: {c}" for e, c in capability.items()))
     print(f"{'workload':<10}" + "".join(f"{e:>30}" for e in names) + f"{'pinned / native 1 thread':>28}")
     for w, by_env in rows.items():
@@ -162,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = {
         "environments": {e: {"threads": t or "default", "cpu_capability": capability[e]} for e, (_, t) in envs.items()}
     }
-    settings |= _bench.settings(args, 1, estimated, over="repeats (one fresh interpreter each)")
+    over = (
+        "repeats (one interpreter per environment, --quick)" if args.quick else "repeats (one fresh interpreter each)"
+    )
+    settings |= _bench.settings(args, 1, estimated, over=over)
     result = {
         "settings": settings,
         "machine": info,

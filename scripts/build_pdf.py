@@ -40,8 +40,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader, PdfWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -271,6 +275,8 @@ class Chapter:
     part: str
     sections: list[tuple[str, str]] = field(default_factory=list)
     first: int = -1  # 0-based index of its first page in the body PDF
+    #: 0-based index in the body PDF of the page where each section (by anchor) starts, where one was found
+    section_pages: dict[str, int] = field(default_factory=dict)
 
 
 def toc_parts(toc_file: Path = ROOT / "_toc.yml") -> list[tuple[str, list[str]]]:
@@ -368,11 +374,9 @@ def _pdf_options(**extra) -> dict:
     }
 
 
-def first_pages(pdf: bytes, anchors: list[str]) -> dict[str, int]:
-    """{anchor id: 0-based page index} of the named destinations chromium wrote for ``anchors``."""
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(pdf))
+def first_pages(reader: PdfReader, anchors: list[str]) -> dict[str, int]:
+    """{anchor id: 0-based page index} of the named destinations chromium wrote for ``anchors`` (``reader``: the
+    printed PDF)."""
     dests = reader.named_destinations
     out = {}
     for a in anchors:
@@ -382,11 +386,15 @@ def first_pages(pdf: bytes, anchors: list[str]) -> dict[str, int]:
     return out
 
 
-def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
-    """Print the single page (two passes); returns the body PDF and its chapters with first pages."""
+def print_body(page_file: Path, browser: Any) -> tuple[PdfReader, bytes, list[Chapter]]:
+    """Print the single page (two passes) in ``browser``; returns the body PDF (the first print, read), the front
+    matter printed again with the contents' page numbers (see :func:`assemble`) and the chapters with the pages
+    where they and their sections start."""
+    from pypdf import PdfReader
+
     parts = toc_parts()
     part_of = {doc: caption for caption, docs in parts for doc in docs}
-    with serve(page_file.parent) as url, chromium() as browser:
+    with serve(page_file.parent) as url:
         page = browser.new_page()
         # lay the page out at the printable width, so that what fits here fits on paper
         page.set_viewport_size({"width": printable_width_px(), "height": 1100})
@@ -416,11 +424,12 @@ def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
             if c["doc"] in part_of
         ]
         options = _pdf_options(display_header_footer=True, header_template="<span></span>", footer_template=FOOTER)
-        body = page.pdf(**options)
+        body = PdfReader(io.BytesIO(page.pdf(**options)))
         t2 = time.perf_counter()
-        pages = first_pages(body, [c.anchor for c in chapters])
+        pages = first_pages(body, [a for c in chapters for a in (c.anchor, *(s for s, _ in c.sections))])
         for c in chapters:
             c.first = pages.get(c.anchor, -1)
+            c.section_pages = {a: pages[a] for a, _ in c.sections if a in pages}
         missing = [c.doc for c in chapters if c.first < 0]
         if missing:
             raise RuntimeError(f"no page found for {missing} in the first print")
@@ -429,9 +438,9 @@ def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
         page.evaluate(NUMBERS_JS, {c.doc: c.first + 1 for c in chapters})
         front = page.pdf(**options)
         if DEBUG:
-            (PDF.parent / "debug-body.pdf").write_bytes(body)
+            body.stream.seek(0)
+            (PDF.parent / "debug-body.pdf").write_bytes(body.stream.read())
             (PDF.parent / "debug-front.pdf").write_bytes(front)
-        body = _replace_front(body, front, chapters[0].first)
         t3 = time.perf_counter()
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(
@@ -446,53 +455,49 @@ def print_body(page_file: Path) -> tuple[bytes, list[Chapter]]:
         )
         if foreign:
             raise RuntimeError(f"the single page requested other hosts: {foreign[:5]}")
-    return body, chapters
+    return body, front, chapters
 
 
-def _replace_front(body: bytes, front: bytes, n: int) -> bytes:
-    """``body`` with its first ``n`` pages replaced by ``front``'s, which were printed from the same
+def _replace_front(writer: PdfWriter, front: bytes, n: int) -> None:
+    """Replace the first ``n`` pages of ``writer`` (the body) by ``front``'s, which were printed from the same
     page with the chapters removed: same layout, but links to the chapters were dropped, so each
     new page takes the links of the page it replaces."""
-    from pypdf import PdfReader, PdfWriter
+    from pypdf import PdfReader
     from pypdf.generic import NameObject
 
     new = PdfReader(io.BytesIO(front))
     if len(new.pages) != n:
         raise RuntimeError(f"the contents took {len(new.pages)} pages in the second print, {n} in the first")
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(body)))
     for i, p in enumerate(new.pages):
         writer.insert_page(p, i)
         old = writer.pages[i + 1]
         if "/Annots" in old:
             writer.pages[i][NameObject("/Annots")] = old["/Annots"]
         writer.remove_page(i + 1)
-    buf = io.BytesIO()
-    writer.write(buf)
-    return buf.getvalue()
 
 
-def print_title(meta: dict[str, str]) -> bytes:
-    """The title page as a one-page PDF without page number."""
-    with chromium() as browser:
-        page = browser.new_page()
-        page.set_content(title_page_html(meta))
-        return page.pdf(**_pdf_options())
+def print_title(meta: dict[str, str], browser: Any) -> bytes:
+    """The title page as a one-page PDF without page number, printed in ``browser``."""
+    page = browser.new_page()
+    page.set_content(title_page_html(meta))
+    return page.pdf(**_pdf_options())
 
 
-def assemble(title: bytes, body: bytes, chapters: list[Chapter], meta: dict[str, str], out: Path) -> int:
-    """Title page + body, with outline, page labels and metadata, to ``out``; returns the page count."""
+def assemble(
+    title: bytes, body: PdfReader, front: bytes, chapters: list[Chapter], meta: dict[str, str], out: Path
+) -> int:
+    """Title page + body with its front matter replaced by ``front`` (the contents with page numbers), with
+    outline, page labels and metadata, to ``out``; returns the page count."""
     from pypdf import PdfReader, PdfWriter
     from pypdf.generic import Fit
 
-    reader = PdfReader(io.BytesIO(body))
-    writer = PdfWriter(clone_from=reader)
+    writer = PdfWriter(clone_from=body)
+    _replace_front(writer, front, chapters[0].first)
     writer.insert_page(PdfReader(io.BytesIO(title)).pages[0], 0)
     n = len(writer.pages)
     writer.set_page_label(0, 0, style="/r")
     writer.set_page_label(1, n - 1, style="/D", start=1)
     writer.add_metadata({"/Title": meta["title"], "/Author": meta["authors"], "/Subject": meta["subtitle"]})
-    anchors = [a for c in chapters for a, _ in c.sections]
-    section_pages = first_pages(body, anchors)
     writer.add_outline_item(title="Title page", page_number=0, fit=Fit.fit())
     writer.add_outline_item(title="Contents", page_number=1, fit=Fit.fit())
     part_item = None
@@ -503,9 +508,9 @@ def assemble(title: bytes, body: bytes, chapters: list[Chapter], meta: dict[str,
             part_item = writer.add_outline_item(title=c.part, page_number=c.first + 1, fit=Fit.fit())
         item = writer.add_outline_item(title=c.title, page_number=c.first + 1, parent=part_item, fit=Fit.fit())
         for anchor, heading in c.sections:
-            if anchor in section_pages:
+            if anchor in c.section_pages:
                 writer.add_outline_item(
-                    title=heading, page_number=section_pages[anchor] + 1, parent=item, fit=Fit.fit()
+                    title=heading, page_number=c.section_pages[anchor] + 1, parent=item, fit=Fit.fit()
                 )
     writer.page_mode = "/UseOutlines"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -514,13 +519,12 @@ def assemble(title: bytes, body: bytes, chapters: list[Chapter], meta: dict[str,
     return n
 
 
-def split_chapters(body: bytes, chapters: list[Chapter], folder: Path, meta: dict[str, str]) -> None:
-    """One PDF per chapter (its pages of the body, with the book's page numbers and its sections as outline)."""
-    from pypdf import PdfReader, PdfWriter
+def split_chapters(reader: PdfReader, chapters: list[Chapter], folder: Path, meta: dict[str, str]) -> None:
+    """One PDF per chapter (its pages of the body ``reader``, with the book's page numbers and its sections as
+    outline; the front matter, which :func:`assemble` replaces, comes before the first chapter)."""
+    from pypdf import PdfWriter
     from pypdf.generic import Fit
 
-    reader = PdfReader(io.BytesIO(body))
-    section_pages = first_pages(body, [a for c in chapters for a, _ in c.sections])
     folder.mkdir(parents=True, exist_ok=True)
     for k, c in enumerate(chapters):
         end = chapters[k + 1].first if k + 1 < len(chapters) else len(reader.pages)
@@ -531,8 +535,8 @@ def split_chapters(body: bytes, chapters: list[Chapter], folder: Path, meta: dic
         writer.add_metadata({"/Title": f"{c.title} — {meta['title']}", "/Author": meta["authors"]})
         writer.add_outline_item(title=c.title, page_number=0, fit=Fit.fit())
         for anchor, heading in c.sections:
-            if c.first <= section_pages.get(anchor, -1) < end:
-                writer.add_outline_item(title=heading, page_number=section_pages[anchor] - c.first, fit=Fit.fit())
+            if c.first <= c.section_pages.get(anchor, -1) < end:
+                writer.add_outline_item(title=heading, page_number=c.section_pages[anchor] - c.first, fit=Fit.fit())
         with (folder / f"{Path(c.doc).name}.pdf").open("wb") as f:
             writer.write(f)
 
@@ -546,10 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     page = single_index() if args.no_build else build_singlehtml()
     t1 = time.perf_counter()
     meta = book_metadata()
-    body, chapters = print_body(page)
-    title = print_title(meta)
+    with chromium() as browser:
+        body, front, chapters = print_body(page, browser)
+        title = print_title(meta, browser)
     t2 = time.perf_counter()
-    n = assemble(title, body, chapters, meta, args.out)
+    n = assemble(title, body, front, chapters, meta, args.out)
     split_chapters(body, chapters, args.out.parent / "chapters", meta)
     t3 = time.perf_counter()
     print(

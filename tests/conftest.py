@@ -87,11 +87,11 @@ def one_thread():
 #: (unlisted, it sorted after every notebook and could run alone at the end of the session).
 SLOW_TEST_FILES = {
     "tests/browser/test_pages.py": 300.0,
-    "tests/test_pdf.py": 110.0,
+    "tests/test_pdf.py": 105.0,
     "tests/browser/test_slides.py": 35.0,
-    "tests/test_grading.py": 120.0,
-    "tests/test_contributing.py": 55.0,
-    "tests/test_benchmarks.py": 75.0,
+    "tests/test_grading.py": 105.0,
+    "tests/test_contributing.py": 40.0,
+    "tests/test_benchmarks.py": 55.0,
     "tests/test_any_kernel.py": 70.0,
     "tests/test_edge_case_sweep.py": 50.0,
 }

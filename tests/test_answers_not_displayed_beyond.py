@@ -36,8 +36,8 @@ def _answers() -> dict[str, list[float]]:
     tiles = beyond_tiled.causal_tiles(4096, 256, 1024)
     return {
         "ch06_8_selective_attention": [  # exercise 1 at the check's first size and at DeepSeek's (1 and 7: too common)
-            float(ch06_8_selective.breakeven_heads_reference(4096, 128, 512, 64, 128) or 0),
-            float(ch06_8_selective.breakeven_heads_reference(32768, 128, 2048, 64, 128) or 0),
+            float(ch06_8_selective._breakeven_heads(4096, 128, 512, 64, 128) or 0),
+            float(ch06_8_selective._breakeven_heads(32768, 128, 2048, 64, 128) or 0),
         ],
         "ch06_tiled_attention": [float(tiles)],
         "ch06_1_decoding": [

@@ -9,10 +9,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from tools import architecture as arch
 
 SRC = arch.ROOT  # src/attnsurvey
 GRAPH = arch.import_graph()
+
+
+@pytest.fixture(scope="module")
+def calls() -> list[arch.NormaliserCall]:
+    """The package's normaliser call sites (:func:`arch.normaliser_calls` parses every source file), read once
+    for the tests of this module that use them."""
+    return arch.normaliser_calls()
 
 
 def test_no_import_cycles():
@@ -142,11 +150,11 @@ WEIGHT_FILES = {
 }
 
 
-def test_only_the_pinned_files_compute_attention_weights_themselves():
-    files = arch.weight_files()
+def test_only_the_pinned_files_compute_attention_weights_themselves(calls):
+    files = arch.files_by_category(calls)
     for category, allowed in WEIGHT_FILES.items():
         new = sorted(set(files[category]) - set(allowed))
-        sites = [f"{c.file}:{c.line} {c.call}" for c in arch.normaliser_calls() if c.file in new]
+        sites = [f"{c.file}:{c.line} {c.call}" for c in calls if c.file in new]
         assert not new, (
             f"{new} compute attention weights themselves ({sites}): route them through "
             "attnsurvey.attention.attend (or attend_scores / align_scores, with the score, align and "
@@ -157,16 +165,15 @@ def test_only_the_pinned_files_compute_attention_weights_themselves():
     assert len(WEIGHT_FILES["core"] + WEIGHT_FILES["mechanism"]) <= 6
 
 
-def test_declared_output_distributions_exist_and_are_used():
-    calls = arch.normaliser_calls()
+def test_declared_output_distributions_exist_and_are_used(calls):
     for file, functions in arch.OUTPUT_DISTRIBUTIONS.items():
         for function in functions:
             assert any(c.file == file and c.function == function for c in calls), f"stale: {file} {function}"
 
 
-def test_exercise_checks_use_torch_not_the_package_as_their_oracle():
+def test_exercise_checks_use_torch_not_the_package_as_their_oracle(calls):
     """Self-checks are independent oracles: reference weights come from torch, never from the package."""
-    own = [c for c in arch.normaliser_calls() if c.category == "exercise" and c.name not in arch.TORCH_NORMALISERS]
+    own = [c for c in calls if c.category == "exercise" and c.name not in arch.TORCH_NORMALISERS]
     assert own == [], own
 
 

@@ -89,17 +89,18 @@ def test_every_catalogued_chapter_shows_its_implementation_table():
         ), f'{chapter} has catalog entries but no chapter_table("{chapter}") cell'
 
 
-def test_cli_json_and_summary():
+def test_cli_json_and_summary(capsys):
+    """``python -m attnsurvey.catalog --json`` in a fresh interpreter (the module run as ``__main__`` fills the
+    imported module's registry); the summary from the same ``main`` in this process (one package-wide import is
+    enough to show the command runs)."""
     out = subprocess.run(
         [sys.executable, "-m", "attnsurvey.catalog", "--json"], capture_output=True, text=True, check=True
     ).stdout
     rows = json.loads(out)
     assert [r["id"] for r in rows] == [e["id"] for e in ENTRIES]
     assert set(rows[0]) == set(catalog.FIELDS)
-    summary = subprocess.run(
-        [sys.executable, "-m", "attnsurvey.catalog"], capture_output=True, text=True, check=True
-    ).stdout
-    assert summary.startswith("catalogued survey items: ")
+    assert catalog.main([]) == 0
+    assert capsys.readouterr().out.startswith("catalogued survey items: ")
 
 
 def test_duplicate_ids_are_rejected(monkeypatch):
@@ -183,10 +184,11 @@ def test_markers_are_read_from_source(tmp_path):
 
 def test_installed_tests_index_is_up_to_date():
     """The index shipped with the package equals a fresh read of tests/ (else: python -m tools.catalog_index)."""
+    fresh = catalog_index.tested_by()  # reads every test file
     assert catalog_index.INDEX.read_text() == catalog_index.render(
-        catalog_index.tested_by()
+        fresh
     ), "src/attnsurvey/catalog_tests.json is stale: run .venv/bin/python -m tools.catalog_index"
-    assert catalog.tested_by() == catalog_index.tested_by()
+    assert catalog.tested_by() == fresh
 
 
 def test_every_survey_item_is_catalogued():
@@ -194,3 +196,19 @@ def test_every_survey_item_is_catalogued():
     ids = {e["id"] for e in ENTRIES}
     missing = [i for i in catalog.EXPECTED_IDS if i not in ids]
     assert not missing, f"survey items without code and tests: {missing}"
+
+
+def test_the_modules_the_catalog_skips_declare_nothing_and_skipping_them_keeps_triton_out():
+    """NOT_WALKED: importing such a module adds no catalog entry or implementer (so skipping it loses nothing), and
+    a fresh process that builds a chapter's table has not imported Triton (the reason for the skip)."""
+    before = {i: list(paths) for i, paths in catalog._IMPLEMENTED.items()}
+    declared = dict(catalog._DECLARED)
+    for name in catalog.NOT_WALKED:
+        importlib.import_module(f"attnsurvey.{name}")
+    assert catalog._IMPLEMENTED == before and catalog._DECLARED == declared
+    probe = (
+        "import sys; from attnsurvey.catalog import chapter_table; "
+        "chapter_table('chapters/ch06_tiled_attention.ipynb'); print('triton' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -68,8 +68,10 @@ cases = [
     (lr.check_gla_parallel, (lambda Q, K, V, a: (Q @ K.T).tril() @ V,)),
     (sx.check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
     (sx.hidden_check_breakeven_heads, (lambda n, d, k, h, di: 1,)),
-    (sx.check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
-    (sx.hidden_check_shared_mask, (lambda q, k, B, t: sel.moba_mask(q, k, B, t).any(-3),)),
+    (sx.check_shared_mask, (lambda s, B, t: sel.block_selection(s, B, s.shape[-2], t).any(-3),)),
+    (sx.hidden_check_shared_mask, (lambda s, B, t: sel.block_selection(s, B, s.shape[-2], t).any(-3),)),
+    (lr.check_gla_parallel, (lr._gla_by_recurrence,)),
+    (lr.check_chunk_carry, (lr._carry_by_recurrence,)),
 ]
 for check, args in cases:
     try:

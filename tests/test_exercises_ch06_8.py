@@ -24,7 +24,8 @@ def test_break_even_heads():
     ex.check_breakeven_heads(right_break_even)
     ex.hidden_check_breakeven_heads(right_break_even)
     for case in [(4096, 128, 512, 64, 128), (1000, 64, 100, 4, 16), (32768, 128, 2048, 64, 128)]:
-        assert right_break_even(*case) == ex.breakeven_heads_reference(*case)  # the closed form and the search agree
+        assert right_break_even(*case) == ex._breakeven_heads(*case)  # the closed form and the search agree
+    assert not hasattr(ex, "breakeven_heads_reference")  # the search is not handed to the reader as ex.<name>
 
     def not_strict(n, d, k, h, di):  # H >= I/s instead of H > I/s: one head short when I/s is not whole
         r = right_break_even(n, d, k, h, di)
@@ -67,61 +68,76 @@ def test_break_even_heads():
         ex.hidden_check_breakeven_heads(ceiling)
 
 
-def right_shared(q, k, block_size, top_k):
-    gate = sel.moba_gate_scores(q, k, block_size).sum(-3)
-    blocks = sel.block_selection(gate, block_size, k.shape[-2], top_k)
-    tokens = blocks.repeat_interleave(block_size, dim=-1)[..., : k.shape[-2]]
-    return tokens & causal_mask(q.shape[-2], k.shape[-2])
+def right_shared(gates, block_size, top_k):
+    n = gates.shape[-2]
+    blocks = sel.block_selection(gates.sum(-3), block_size, n, top_k)
+    return blocks.repeat_interleave(block_size, dim=-1)[..., :n] & causal_mask(n)
+
+
+def _ranked(combine):  # blocks ranked by a combination of the heads' gates, MoBA's rule, causal
+    def mask(gates, B, top_k):
+        n = gates.shape[-2]
+        blocks = sel.block_selection(combine(gates), B, n, top_k)
+        return blocks.repeat_interleave(B, dim=-1)[..., :n] & causal_mask(n)
+
+    return mask
+
+
+def _own(gates, B, top_k):  # each head's own MoBA choice, (batch, h, n, n)
+    return _ranked(lambda s: s)(gates, B, top_k)
+
+
+def _nsa_sum(gates):  # NSA's own rule with MoBA's gate: each head's softmax over its visible blocks, summed
+    n, n_b = gates.shape[-2:]
+    later = torch.arange(n_b)[None, :] > (torch.arange(n) // -(-n // n_b))[:, None]
+    return gates.masked_fill(later, float("-inf")).softmax(-1).sum(-3)
+
+
+def _ties_to_later(gates, B, top_k):  # the best earlier blocks, ties broken towards the later block
+    gate = gates.sum(-3)
+    n, n_b = gate.shape[-2:]
+    own = (torch.arange(n) // B)[:, None]
+    earlier = torch.arange(n_b)[None, :] < own
+    flipped = gate.masked_fill(~earlier, float("-inf")).flip(-1)
+    order = n_b - 1 - flipped.sort(dim=-1, descending=True, stable=True).indices  # stable: the later block first
+    chosen = torch.zeros_like(earlier.expand_as(gate)).scatter(-1, order[..., : top_k - 1], True) & earlier
+    blocks = chosen | (torch.arange(n_b)[None, :] == own)
+    return blocks.repeat_interleave(B, dim=-1)[..., :n] & causal_mask(n)
 
 
 def test_shared_mask():
     ex.check_shared_mask(right_shared)
     ex.hidden_check_shared_mask(right_shared)
-    q, k = ex._shared_case(0, 2, 16, 4)
-    assert torch.equal(right_shared(q, k, 4, 2), ex.shared_mask_reference(q, k, 4, 2))
+    ex.check_shared_mask(_ranked(lambda s: s.mean(-3)))  # the mean ranks as the sum does
+    for seed, h, n, d, B, top_k, ties in [(0, 2, 16, 4, 4, 2, False), (3, 2, 16, 2, 2, 3, True)]:
+        q, k = ex._shared_case(seed, h, n, d, ties)
+        gates = sel.moba_gate_scores(q, k, B)
+        assert torch.equal(right_shared(gates, B, top_k), ex._shared_mask_reference(q, k, B, top_k))  # the identity
+    assert not torch.equal(_ties_to_later(gates, B, top_k), right_shared(gates, B, top_k))  # the tied case has ties
 
-    def union(q, k, B, top_k):  # each head's own MoBA choice, merged
-        return sel.moba_mask(q, k, B, top_k).any(-3)
+    def not_causal(gates, B, top_k):  # whole blocks, the own block read into the future
+        n = gates.shape[-2]
+        return sel.block_selection(gates.sum(-3), B, n, top_k).repeat_interleave(B, dim=-1)[..., :n]
 
-    def not_causal(q, k, B, top_k):  # whole blocks, the own block read into the future
-        gate = sel.moba_gate_scores(q, k, B).sum(-3)
-        return sel.block_selection(gate, B, k.shape[-2], top_k).repeat_interleave(B, dim=-1)[..., : k.shape[-2]]
-
-    def mean_of_queries(q, k, B, top_k):  # one head's rule on the mean query: ranks differently from the summed gate
-        return sel.moba_mask(q.mean(-3), k.mean(-3), B, top_k)
-
-    def first_head(q, k, B, top_k):  # the first head's choice for all
-        return sel.moba_mask(q[..., 0, :, :], k[..., 0, :, :], B, top_k)
-
-    def ranked(combine):  # blocks ranked by another combination of the heads' gates, MoBA's rule, causal
-        def mask(q, k, B, top_k):
-            blocks = sel.block_selection(combine(sel.moba_gate_scores(q, k, B)), B, k.shape[-2], top_k)
-            return blocks.repeat_interleave(B, dim=-1)[..., : k.shape[-2]] & causal_mask(q.shape[-2], k.shape[-2])
-
-        return mask
-
-    def wide_head(q, k, B, top_k):  # the goal taken literally: one head holding the heads' vectors side by side
-        def wide(x):
-            return x.transpose(-3, -2).flatten(-2)
-
-        return sel.moba_mask(wide(q), wide(k), B, top_k)
-
-    assert torch.equal(wide_head(q, k, 4, 2), right_shared(q, k, 4, 2))  # the stated goal is the reference
+    def in_place(gates, B, top_k):  # the right mask, with the caller's gates averaged in place
+        return right_shared(gates.div_(gates.shape[-3]), B, top_k)
 
     for wrong, hint in (
-        (lambda q, k, B, t: sel.moba_mask(q, k, B, t), "head axis"),
-        (union, "union"),
+        (_own, "head axis"),
+        (lambda s, B, t: _own(s, B, t).any(-3), "union"),
+        (lambda s, B, t: _own(s, B, t).all(-3), "intersection"),
         (not_causal, "later key"),
-        (mean_of_queries, "not right"),
-        (first_head, "first head"),
-        (ranked(lambda s: s.amax(-3)), "not right"),  # the most interested head decides
-        (ranked(lambda s: s[..., 0, :, :]), "first head"),  # head 0's gate for all
-        (ranked(lambda s: s.abs().sum(-3)), "not right"),  # magnitudes summed: a negative gate counts as interest
-        (lambda q, k, B, t: sel.moba_mask(q, k, B, t).all(-3), "intersection"),
-        (lambda q, k, B, t: right_shared(q, k, B, t).float(), "boolean"),
+        (_ranked(lambda s: s[..., 0, :, :]), "first head"),  # head 0's gate for all
+        (_ranked(lambda s: s.amax(-3)), "not right"),  # the most interested head decides
+        (_ranked(lambda s: s.abs().sum(-3)), "not right"),  # magnitudes summed: a negative gate counts as interest
+        (_ranked(_nsa_sum), "not right"),  # probabilities summed, as NSA sums its compressed branch's weights
+        (_ties_to_later, "ties included"),
+        (in_place, "in place"),
+        (lambda s, B, t: right_shared(s, B, t).float(), "boolean"),
     ):
         with pytest.raises(AssertionError, match=hint):
             ex.check_shared_mask(wrong)
+    assert not hasattr(ex, "shared_mask_reference")  # the reference is not handed to the reader as ex.<name>
 
 
 NEEDLE = {"n": 32, "n_keys": 8, "n_values": 8, "n_filler": 16}  # the chapter's task

@@ -47,6 +47,16 @@ def test_attend_refuses_scores_beyond_float32_with_a_named_error():
     assert torch.isnan(attend(Q.float() * 1e-20, K.float() * 1e-20, V_nan)[0]).any()
 
 
+def test_a_finite_context_whose_sum_overflows_is_not_refused():
+    """The overflow guard first sums the context (one reduction); finite values near float32's largest, whose sum
+    is infinite, take the exact path, which finds finite scores and lets the call through."""
+    Q, K = rng(2, 3, 4, dtype=torch.float32), rng(2, 5, 4, seed=1, dtype=torch.float32)
+    V = torch.full((2, 5, 4), 1.0e38)  # every context entry is near 1e38: finite, their sum is not
+    for need_weights in (True, False):
+        c = attend(Q, K, V, need_weights=need_weights)[0]
+        assert torch.isfinite(c).all() and not torch.isfinite(c.sum())
+
+
 @pytest.mark.parametrize("conv", [lambda t: t.tolist(), lambda t: t.numpy()])
 def test_uniform_align_refuses_a_list_with_a_named_error(conv):
     with pytest.raises(TypeError, match=r"\be must be a torch.Tensor"):

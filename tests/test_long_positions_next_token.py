@@ -53,3 +53,25 @@ def test_far_attention_mass_matches_the_uniform_closed_form():
     assert lp.far_attention_mass(_Fixed(), n, far) == pytest.approx(want)
     with pytest.raises(ValueError, match="far"):
         lp.far_attention_mass(_Fixed(), n, n)
+
+
+@pytest.mark.parametrize("encoding", lp.ENCODINGS)
+def test_the_tagger_trusting_its_layers_computes_the_bits_of_clearing_layers(encoding):
+    """PositionTagger runs its layer with the private _finite_inputs flag (tokens in, every row finite): the same
+    logits, weights and gradients, bit for bit, as the layer that makes masked slots inert itself."""
+    torch.manual_seed(0)
+    m = lp.PositionTagger(8, encoding, d_model=16, h=4, d_ff=16, max_len=32)
+    x, y = lagged_sum_batch(4, 24, 8, torch.Generator().manual_seed(1))
+    runs = []
+    for trusted in (True, False):
+        m.zero_grad()
+        if trusted:
+            logits, a = m(x)
+        else:  # PositionTagger.forward spelled out, the layer left to clear masked slots itself
+            H, ws = m.encoder(m.position(m.embed(x)), lp.causal_mask(24)[None])
+            logits, a = m.readout(H), ws[0]
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE).backward()
+        runs.append((logits.detach(), a.detach(), {k: p.grad.clone() for k, p in m.named_parameters()}))
+    (l1, a1, g1), (l0, a0, g0) = runs
+    assert torch.equal(l1, l0) and torch.equal(a1, a0)
+    assert g1.keys() == g0.keys() and all(torch.equal(g1[k], g0[k]) for k in g0)

@@ -79,6 +79,49 @@ def test_problems_reports_an_unpinned_process():
         assert f"{key}={value!r} (pinned: {DOCUMENTED[key]!r})" in got["problems"]
 
 
+DETERMINISTIC_PROBE = (
+    "import json, os, sys, torch, attnsurvey.numeric_env as ne; {before}; ne.deterministic_algorithms(); "
+    "got = {{'aten': torch.are_deterministic_algorithms_enabled(), 'warn_only': "
+    "torch.is_deterministic_algorithms_warn_only_enabled(), 'inductor_loaded': 'torch._inductor' in sys.modules}}; "
+    "import torch._inductor.config as c; got['inductor'] = c.deterministic; print(json.dumps(got))"
+)
+
+
+@pytest.mark.parametrize("inductor_first", [False, True])
+def test_deterministic_algorithms_makes_torchs_settings_without_loading_the_compiler(inductor_first):
+    """The pin's deterministic mode: ATen's flag on (not warn-only) and the compiler's setting on, whether the
+    compiler's configuration is imported after the call (it reads the variable) or was loaded before (set there);
+    torch's compiler stack stays unloaded when nothing else loaded it."""
+    env = {k: v for k, v in numeric_env.pinned_environ().items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    before = "import torch._inductor.config as c0; c0.deterministic = False" if inductor_first else "pass"
+    got = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before=before)], env)
+    assert got == {"aten": True, "warn_only": False, "inductor_loaded": inductor_first, "inductor": True}
+    torchs = _run([sys.executable, "-c", DETERMINISTIC_PROBE.format(before="pass").replace(
+        "ne.deterministic_algorithms()", "torch.use_deterministic_algorithms(True)")], env)  # fmt: skip
+    assert torchs == {**got, "inductor_loaded": True}  # torch's own call: the same settings, compiler loaded
+
+
+FAULTS_PROBE = (
+    "import json, resource, torch, attnsurvey.numeric_env as ne; kept = {call}; "
+    "faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt; "
+    "x = torch.ones(2**24); del x; before = faults(); x = torch.ones(2**24 - 2**12); del x; "
+    "print(json.dumps({{'kept': kept, 'faults': faults() - before}}))"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+def test_keep_freed_memory_reuses_a_freed_tensors_pages():
+    """After keep_freed_memory a 64 MiB tensor reuses the pages of one freed before it (no page faults to speak
+    of); without it, glibc maps fresh pages for it (one fault per 4 KiB page), so the check can fail."""
+    kept = _run([sys.executable, "-c", FAULTS_PROBE.format(call="ne.keep_freed_memory()")], dict(os.environ))
+    fresh = _run([sys.executable, "-c", FAULTS_PROBE.format(call="None")], dict(os.environ))
+    assert kept["kept"] is True
+    assert kept["faults"] < 100
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not (thp.exists() and "[always]" in thp.read_text()):  # 2 MiB pages would fault 512 times less
+        assert fresh["faults"] > 1000
+
+
 def test_problems_reports_torch_settings_in_process():
     """Threads, deterministic mode and its warn-only variant are checked in the running process
     (seed_everything must not turn warn_only on, which would silently relax the pin)."""
@@ -92,9 +135,12 @@ def test_problems_reports_torch_settings_in_process():
         assert "torch.get_num_threads()=2 (pinned: 1)" in numeric_env.problems()
         numeric_env.apply_torch()
         assert numeric_env.problems() == []
-        torch.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(False)  # loads Inductor's config and turns its flag off
         seed_everything(0)
         assert numeric_env.problems() == []
+        import torch._inductor.config as inductor_config
+
+        assert inductor_config.deterministic, "seed_everything sets Inductor's flag too, once Inductor is loaded"
     finally:
         numeric_env.apply_torch()
 
@@ -236,20 +282,22 @@ def test_a_kernel_started_from_a_hostile_environment_is_pinned(tmp_path):
 
 
 def test_fingerprint_is_repeatable_under_the_pin_and_refused_outside_it():
-    """scripts/numeric_fingerprint.py prints one 12-digit digest per family, the same on every run; unpinned, it refuses."""
+    """scripts/numeric_fingerprint.py prints one 12-digit digest per family, the same on every run; unpinned, it refuses.
+
+    Two runs in two processes pinned by the two routes (``exec``, and ``pin()`` in the process) print the same
+    digests: that shows both that the run repeats and that the routes pin alike."""
     env = {**os.environ, **HOSTILE}
     script = str(Path(__file__).resolve().parents[1] / "scripts" / "numeric_fingerprint.py")
     pinned = [sys.executable, "-m", "attnsurvey.numeric_env", "exec", "--", sys.executable, script]
-    runs = [subprocess.run(pinned, env=env, capture_output=True, text=True, check=True).stdout for _ in range(2)]
-    assert runs[0] == runs[1]
+    printed = subprocess.run(pinned, env=env, capture_output=True, text=True, check=True).stdout
     # the same digests, every family, from a process that pins itself before torch loads (a chapter's first cell)
     in_process = (
         "import runpy; from attnsurvey import numeric_env; numeric_env.pin(); runpy.run_path(%r, run_name='__main__')"
     )
     env_seed0 = {**env, "PYTHONHASHSEED": "0"}  # the fingerprint script refuses a process with another hash seed
     pinned_here = [sys.executable, "-c", in_process % script]
-    assert subprocess.run(pinned_here, env=env_seed0, capture_output=True, text=True, check=True).stdout == runs[0]
-    header, *rows = runs[0].strip().splitlines()
+    assert subprocess.run(pinned_here, env=env_seed0, capture_output=True, text=True, check=True).stdout == printed
+    header, *rows = printed.strip().splitlines()
     assert header.startswith("numeric fingerprint (cpu: ")
     digests = dict(row.split() for row in rows)
     assert list(digests) == ["gemm", "gemv", "bmm", "libm32", "libm64", "vml", "random", "aten", "sdpa", "rnn", "train"]
@@ -364,9 +412,10 @@ def _unmatched(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     """(settings of PINNED_ENV the table lacks or gives another value, settings the table lists that are not pinned).
 
     A table row is pinned if it is a PINNED_ENV variable with its value, or a ``torch.`` call that
-    :func:`numeric_env.apply_torch` makes with that value.
+    :func:`numeric_env.apply_torch` makes with that value (itself or through
+    :func:`numeric_env.deterministic_algorithms`, whose equivalence to torch's call is tested above).
     """
-    apply_torch = inspect.getsource(numeric_env.apply_torch)
+    apply_torch = inspect.getsource(numeric_env.apply_torch) + inspect.getsource(numeric_env.deterministic_algorithms)
     missing = [f"{k}={v}" for k, v in numeric_env.PINNED_ENV.items() if settings.get(k) != v]
     extra = [
         f"{k}={v}"

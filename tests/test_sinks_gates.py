@@ -79,12 +79,18 @@ def test_measures_follow_from_their_definitions():
     n = sg.SINK_TASK["n"]
     x, y = triggered_copy_batch(64, n, 8, torch.Generator().manual_seed(2000), lag=4, p_trigger=0.3)
     copy, other = (x == 0) & (y != IGNORE), (x != 0) & (y != IGNORE)
+    t_ = torch.arange(n)
     for v, model in models.items():
         # a window as long as the sequence evicts nothing: the window masks give the causal losses
-        causal = sg._losses(model, x, y, mk.causal_mask(n), copy, other)
-        assert sg._losses(model, x, y, mk.sink_mask(n, 0, n), copy, other) == pytest.approx(causal, abs=1e-6)
-        assert sg._losses(model, x, y, mk.sink_mask(n, 1, n), copy, other) == pytest.approx(causal, abs=1e-6)
-        m = sg.sink_measures(model)
+        with torch.no_grad():
+            causal = sg._losses(model(x, mk.causal_mask(n))[0], y, copy, other)
+            for n_sink in (0, 1):
+                got = sg._losses(model(x, mk.sink_mask(n, n_sink, n))[0], y, copy, other)
+                assert got == pytest.approx(causal, abs=1e-6)
+            beyond = t_ >= sg.SINK_TASK["window"]
+            m = sg.sink_measures(model)  # its "full" losses reuse the run that gives the weights: the causal run's
+            full = sg._losses(model(x, mk.causal_mask(n))[0], y, copy & beyond, other & beyond)
+        assert (m["copy_full"], m["other_full"]) == full
         assert (m["row_sum"] < 1) if v == "sink" else m["row_sum"] == pytest.approx(1, abs=1e-6)
         assert m["first_weight"] <= m["first_weight_top"]
     t = torch.arange(n)
@@ -123,3 +129,29 @@ def test_gate_openness_reads_the_gates_of_the_first_layer():
     assert sg.gate_openness(model, n_test=4)["gate_other"] == pytest.approx(float(brute[late].mean()), abs=1e-5)
     with pytest.raises(ValueError, match="gate_openness"):
         sg.gate_openness(sg.WindowTagger(8, "softmax"))
+
+
+@pytest.mark.parametrize("variant", sg.VARIANTS)
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_the_tagger_trusting_its_layers_computes_the_bits_of_clearing_layers(variant, n_layers):
+    """WindowTagger runs its layers with the private _finite_inputs flag (tokens in): the same logits, weights and
+    gradients, bit for bit, as layers that make masked slots inert themselves, under the causal mask and a window."""
+    torch.manual_seed(0)
+    m = sg.WindowTagger(8, variant, d_model=16, h=4, d_ff=16, n_layers=n_layers)
+    x, y = triggered_copy_batch(4, 20, 8, torch.Generator().manual_seed(1), lag=4, p_trigger=0.3)
+    for mask in (mk.causal_mask(20), mk.sink_mask(20, 0, 6)):
+        runs = []
+        for trusted in (True, False):
+            m.zero_grad()
+            if trusted:
+                logits, ws = m(x, mask)
+            else:  # WindowTagger.forward spelled out, the layers left to clear masked slots themselves
+                H, ws = m.encoder(m.position(m.embed(x)), mask[None])
+                logits = m.readout(H)
+            torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE).backward()
+            runs.append(
+                (logits.detach(), [w.detach() for w in ws], {k: p.grad.clone() for k, p in m.named_parameters()})
+            )
+        (l1, w1, g1), (l0, w0, g0) = runs
+        assert torch.equal(l1, l0) and all(torch.equal(a, b) for a, b in zip(w1, w0, strict=True))
+        assert g1.keys() == g0.keys() and all(torch.equal(g1[k], g0[k]) for k in g0)

@@ -522,8 +522,13 @@ def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
     that compute attention weights themselves are those of ``core`` and
     ``mechanism``; the book's rule allows at most 6 of them.
     """
+    return files_by_category(normaliser_calls(root))
+
+
+def files_by_category(calls: Iterable[NormaliserCall]) -> dict[str, list[str]]:
+    """Category -> the files of the call sites ``calls`` of that category (:func:`weight_files` of read calls)."""
     files: dict[str, set[str]] = {category: set() for category in WEIGHT_CATEGORIES}
-    for call in normaliser_calls(root):
+    for call in calls:
         files[call.category].add(call.file)
     return {category: sorted(names) for category, names in files.items()}
 
@@ -531,7 +536,7 @@ def weight_files(root: Path = ROOT) -> dict[str, list[str]]:
 def weights_report(root: Path = ROOT) -> str:
     """A text list of the normaliser call sites per category (``python -m tools.architecture --weights``)."""
     calls = normaliser_calls(root)
-    files = weight_files(root)
+    files = files_by_category(calls)
     computing = sorted(set(files["core"]) | set(files["mechanism"]))
     lines = [f"files computing attention weights themselves (core + mechanism): {len(computing)}"]
     for category in WEIGHT_CATEGORIES:

@@ -826,8 +826,8 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
 
     The weights of such a row would be NaN (``inf - inf`` in the softmax) although nothing in
     the inputs is: a silent wrong result that this turns into an error. The common path pays
-    one ``isfinite`` over the context (and one host synchronisation); the scores are recomputed
-    only when the context holds a non-finite number. Called by :func:`attend` and the
+    one sum over the context (and one host synchronisation); the scores are recomputed
+    only when that sum is not finite (the context holds a non-finite number, or its sum overflows). Called by :func:`attend` and the
     multi-head stack after :func:`attend_unchecked`. Inside ``torch.compile`` it checks nothing
     (a data-dependent branch would break the graph), nor on the ``meta`` device (no data).
 
@@ -845,8 +845,8 @@ def refuse_overflowing_scores(c: Tensor, Q: Tensor, K: Tensor, settings: CoreSet
     """
     if torch.compiler.is_compiling() or c.is_meta:  # a host-side test breaks a compiled graph; meta holds no data
         return
-    if bool(torch.isfinite(c.detach()).all()):  # detached: isfinite would save c for backward
-        return
+    if math.isfinite(float(c.detach().sum())):  # one reduction: a NaN or Inf anywhere makes the sum non-finite
+        return  # (a finite c whose sum overflows takes the path below, which finds nothing to refuse)
     e = _scores(Q, K, settings.score_fn, settings.scale)
     over = torch.isinf(e) & finite_rows(Q)[..., :, None] & finite_rows(K)[..., None, :]
     if settings.allowed is not None:

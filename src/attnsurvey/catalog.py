@@ -330,11 +330,19 @@ def tested_by() -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- the catalog
 
 
+#: Modules the catalog does not import: they declare no entry and import a heavy optional dependency
+#: (the Triton kernels, which :mod:`attnsurvey.beyond.triton_flash` imports on its first launch; importing
+#: Triton costs every chapter's table a quarter of a second). ``tests/test_catalog.py`` checks both claims.
+#: Names are relative to the package, so that no static reader of imports (tests/test_install_cells.py)
+#: mistakes the table for an import of the module.
+NOT_WALKED = frozenset({"beyond.triton_kernels"})
+
+
 def _iter_modules() -> Iterable[str]:
     package = importlib.import_module(__package__ or "attnsurvey")
     yield package.__name__
     for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
-        if info.name.split(".")[-1] != "__main__":
+        if info.name.split(".")[-1] != "__main__" and info.name.removeprefix(package.__name__ + ".") not in NOT_WALKED:
             yield info.name
 
 

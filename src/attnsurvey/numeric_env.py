@@ -19,7 +19,8 @@ environment says:
 * one thread for OpenMP, MKL and torch's intra-op pool: a fixed summation order.
 * ``PYTHONHASHSEED=0``: stable ``set``/``dict`` iteration of strings.
 * inside the process, :func:`apply_torch` calls ``torch.set_num_threads(1)``
-  and ``torch.use_deterministic_algorithms(True)``.
+  and turns on deterministic algorithms (:func:`deterministic_algorithms`, what
+  ``torch.use_deterministic_algorithms(True)`` does, without loading Inductor).
 
 Environment variables must be set *before* torch is imported, because ATen,
 MKL and oneDNN read them once when they load. The project applies them in
@@ -152,11 +153,61 @@ def apply_torch() -> None:
 
     Call it after the environment variables are in place (the ``attnsurvey``
     kernel does this before the first cell). Importing torch here is the point.
+    It also lets the allocator reuse freed memory (:func:`keep_freed_memory`, speed only).
     """
     import torch
 
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms()
+    keep_freed_memory()
+
+
+def deterministic_algorithms() -> None:
+    """Turn on torch's deterministic algorithms, as ``torch.use_deterministic_algorithms(True)`` does.
+
+    An operation without a deterministic algorithm raises (``warn_only=False``), and Inductor's
+    ``deterministic`` option is on. torch's own function sets that option by importing
+    ``torch._inductor.config``, which loads the compiler stack (about 1.3 s of CPU on the 2-core CI
+    machine in every kernel, test worker and child interpreter; a process that builds a ``torch.optim``
+    optimizer still pays it there, because torch's optimizers import ``torch._dynamo``). Where Inductor is
+    not loaded yet, this sets the same flag in ATen and ``TORCHINDUCTOR_DETERMINISTIC=1``, from which
+    Inductor's config takes ``deterministic`` when it is first imported (child processes inherit it, as
+    they inherit the rest of the pin); where it is loaded, it calls torch's function.
+    ``tests/test_numeric_env.py`` checks both paths against torch's function.
+    """
+    import torch
+
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+        torch._C._set_deterministic_algorithms(True, warn_only=False)
+
+
+def keep_freed_memory() -> bool:
+    """Let the C allocator keep the memory of freed tensors for the next ones (glibc on Linux; elsewhere nothing).
+
+    Speed only: no result depends on where a tensor lives. By default glibc's ``malloc``
+    serves each large block (above 32 MiB at most) with a fresh ``mmap`` and returns it
+    to the system when it is freed, so the next tensor of that size starts on untouched
+    pages and the kernel zeroes every page on first touch: for attention weights of a
+    few hundred MiB (the long-context evaluations) that system time was as large as the
+    arithmetic. Here large blocks come from the heap (``M_MMAP_MAX = 0``) and up to 1 GiB of
+    free memory at its top is kept (``M_TRIM_THRESHOLD``), so freed blocks are reused;
+    the process holds on to its peak memory. :func:`apply_torch` calls it.
+
+    Returns:
+        Whether the allocator took both settings (False off glibc).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; musl has none
+    if mallopt is None:
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # glibc's <malloc.h>
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 1 << 30))
 
 
 def portable_sqrt(x: Tensor) -> Tensor:

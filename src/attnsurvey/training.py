@@ -24,7 +24,7 @@ from ._checks import (
     check_scored,
     require_tensor,
 )
-from .numeric_env import portable_adam
+from .numeric_env import deterministic_algorithms, portable_adam
 
 M = TypeVar("M", bound=nn.Module)
 B = TypeVar("B")
@@ -46,7 +46,7 @@ def seed_everything(seed: int) -> torch.Generator:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms()
     g = torch.Generator().manual_seed(seed)
     return g
 

@@ -213,9 +213,9 @@ def library_interpreted() -> Iterator[None]:
     """While interpreted kernels run: Triton's own jitted helpers (``tl.sum``, ``tl.max``) interpreted too.
 
     Why this exists: ``tl.sum`` and ``tl.max`` are themselves ``@triton.jit`` functions, made
-    when Triton was first imported. In a pinned process torch imports Triton early
-    (``torch.use_deterministic_algorithms`` loads ``torch._inductor``), before a test or
-    the chapter can set ``TRITON_INTERPRET=1``, so those helpers are GPU-only and an
+    when Triton was first imported. Whatever loads ``torch._inductor`` (``torch.compile``,
+    ``torch.use_deterministic_algorithms``) imports Triton, possibly before a test or the
+    chapter sets ``TRITON_INTERPRET=1``; then those helpers are GPU-only and an
     interpreted kernel that calls them fails ("Cannot call @triton.jit'd outside of the
     scope of a kernel"). For the duration of a launch this swaps them for interpreter
     versions and puts them back. It does nothing for compiled kernels, nor when Triton was

@@ -149,3 +149,43 @@ def run_by_hand(fn: Callable[..., Any], *args: Any, what: str) -> Any:
 def by_hand() -> torch.overrides.TorchFunctionMode:
     """A context in which torch's matrix products, softmax and fused attention raise ``AssertionError``."""
     return _NoLibraryAttention()
+
+
+def run_on_copies(fn: Callable[..., Any], *args: Any, what: str) -> Any:
+    """:func:`run_answer` on copies of the tensor arguments, which must come back unchanged.
+
+    A function that edits its inputs in place (``x.mul_(a)``, ``x[0] = 0``) would change
+    the caller's tensors; it raises ``AssertionError`` naming ``what`` the inputs were.
+    The inputs must hold no NaN (a NaN never equals itself).
+    """
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    answer = run_answer(fn, *copies, what=what)
+    if any(isinstance(a, torch.Tensor) and not torch.equal(a, c) for a, c in zip(args, copies, strict=True)):
+        raise AssertionError(
+            f"{what}: your function changed one of its inputs in place; compute on new tensors (x = x * a, not x.mul_(a))"
+        )
+    return answer
+
+
+class _CountCalls(torch.overrides.TorchFunctionMode):
+    """A torch function mode that counts the torch functions and tensor methods called under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def torch_calls(fn: Callable[..., Any], *args: Any, what: str) -> int:
+    """How many torch functions and tensor methods :func:`run_answer` ``(fn, *args)`` calls directly.
+
+    Calls made inside a torch function are not counted. A Python loop over a sequence's
+    positions calls more of them as the sequence grows; a parallel form calls as many
+    whatever its length.
+    """
+    with _CountCalls() as mode:
+        run_answer(fn, *args, what=what)
+    return mode.calls

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from ..beyond.selective import block_selection, dense_causal_cost, dsa_cost, moba_gate_scores, moba_mask
+from ..beyond.selective import dense_causal_cost, dsa_cost, moba_gate_scores, moba_mask
 from ..experiments.recall import accuracy, moba_from_dense
+from ._answers import run_on_copies
 
 CHAPTER = "chapters/ch06_8_selective_attention.ipynb"
 
@@ -24,7 +25,7 @@ EX3_BLOCK, EX3_TOP_K = 4, 4
 # ---------------------------------------------------------------------------------------------------------------
 # Exercise 1: the number of heads from which DSA's FLOPs fall below dense attention's
 # ---------------------------------------------------------------------------------------------------------------
-def breakeven_heads_reference(n: int, d: int, top_k: int, index_heads: int, d_index: int) -> int | None:
+def _breakeven_heads(n: int, d: int, top_k: int, index_heads: int, d_index: int) -> int | None:
     """The fewest heads ``H`` with ``dsa_cost(..., n_heads=H)`` below ``H`` dense heads, by search; None if none."""
     dense = dense_causal_cost(n, d).total_flops  # one head
     one, two = (dsa_cost(n, d, top_k, index_heads, d_index, n_heads=h).total_flops for h in (1, 2))
@@ -38,7 +39,7 @@ def breakeven_heads_reference(n: int, d: int, top_k: int, index_heads: int, d_in
 
 def _breakeven_hint(fn: Callable[..., int | None], cases: Sequence[tuple[int, int, int, int, int]]) -> str | None:
     for n, d, top_k, h_i, d_i in cases:
-        want = breakeven_heads_reference(n, d, top_k, h_i, d_i)
+        want = _breakeven_heads(n, d, top_k, h_i, d_i)
         got = fn(n, d, top_k, h_i, d_i)
         if got is None and want is None:
             continue
@@ -84,34 +85,39 @@ def hidden_check_breakeven_heads(fn: Callable[..., int | None]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Exercise 2: one block selection shared by a group of heads
 # ---------------------------------------------------------------------------------------------------------------
-def shared_mask_reference(q: Tensor, k: Tensor, block_size: int, top_k: int) -> Tensor:
-    """The group's token mask: blocks ranked by the gate summed over the heads, MoBA's rule, causal; ``(..., n, n)``.
+def _wide(x: Tensor) -> Tensor:
+    """The heads' vectors side by side: ``(batch, h, n, d) -> (batch, n, h d)``, head 1's entries first."""
+    return x.transpose(-3, -2).flatten(-2)
 
-    The summed gate is MoBA's gate for one head of width ``h d`` whose query and keys are the heads' vectors
-    concatenated: ``[q_1; ...; q_h]^T [kbar_1; ...; kbar_h] = sum_i q_i^T kbar_i``.
+
+def _shared_mask_reference(q: Tensor, k: Tensor, block_size: int, top_k: int) -> Tensor:
+    """The goal taken literally: MoBA's token mask for one head of width ``h d`` holding the heads' vectors.
+
+    q, k ``(batch, h, n, d)``; returns ``(batch, n, n)``. It never forms the heads' own gates.
     """
-    gate = moba_gate_scores(q, k, block_size).sum(-3)
-    blocks = block_selection(gate, block_size, k.shape[-2], top_k)
-    tokens = blocks.repeat_interleave(block_size, dim=-1)[..., : k.shape[-2]]
-    n_q, n_f = q.shape[-2], k.shape[-2]
-    return tokens & torch.ones(n_q, n_f, dtype=torch.bool).tril()
+    return moba_mask(_wide(q), _wide(k), block_size, top_k)
 
 
-def _shared_case(seed: int, h: int, n: int, d: int) -> tuple[Tensor, Tensor]:
+def _shared_case(seed: int, h: int, n: int, d: int, ties: bool = False) -> tuple[Tensor, Tensor]:
+    """Queries and keys ``(2, h, n, d)``; with ``ties``, entries in {-1, 0, 1}, so that blocks often tie on the gate."""
     gen = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(2, h, n, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    if ties:
+        q, k = (torch.randint(-1, 2, (2, h, n, d), generator=gen).double() for _ in range(2))
+    else:
+        q, k = (torch.randn(2, h, n, d, generator=gen, dtype=torch.float64) for _ in range(2))
     return q, k
 
 
-def _shared_hint(fn: Callable[..., Tensor], cases: Sequence[tuple[int, int, int, int, int, int]]) -> str | None:
-    for seed, h, n, d, block, top_k in cases:
-        q, k = _shared_case(seed, h, n, d)
-        want = shared_mask_reference(q, k, block, top_k)
-        got = fn(q, k, block, top_k)
+def _shared_hint(fn: Callable[..., Tensor], cases: Sequence[tuple[int, int, int, int, int, int, bool]]) -> str | None:
+    for seed, h, n, d, block, top_k, ties in cases:
+        q, k = _shared_case(seed, h, n, d, ties)
+        gates = moba_gate_scores(q, k, block)  # each head's own gate, (batch, h, n, n_b)
+        want = _shared_mask_reference(q, k, block, top_k)
+        got = run_on_copies(fn, gates, block, top_k, what=f"h={h} heads, n={n}, B={block}, top_k={top_k}")
         if not isinstance(got, Tensor) or got.dtype != torch.bool:
             return "return a boolean tensor, True = may attend"
         if got.shape != want.shape:
-            if got.shape == moba_mask(q, k, block, top_k).shape:
+            if got.shape == (*gates.shape[:-1], n):
                 return "one mask per head: the group shares one selection, so the head axis goes away"
             return f"the mask should have shape (batch, n, n) = {tuple(want.shape)}, got {tuple(got.shape)}"
         if torch.equal(got, want):
@@ -126,26 +132,30 @@ def _shared_hint(fn: Callable[..., Tensor], cases: Sequence[tuple[int, int, int,
         if h > 1 and torch.equal(got, own[..., 0, :, :]):
             return "that is the first head's own choice: the wide head's query holds every head's query"
         return (
-            f"not right for n={n}, B={block}, top_k={top_k}: write the wide head's gate for a block, "
-            "then see how it ranks the blocks and which blocks are forced"
+            f"not right for h={h}, n={n}, B={block}, top_k={top_k}: write the wide head's gate for a block, "
+            "then see how it ranks the blocks (ties included) and which blocks are forced"
         )
     return None
 
 
 def check_shared_mask(fn: Callable[..., Tensor]) -> None:
-    """Exercise 2: ``fn(q, k, block_size, top_k)`` is one MoBA-style token mask for all the heads of a group.
+    """Exercise 2: ``fn(gates, block_size, top_k)`` is one MoBA-style token mask for all the heads of a group.
 
-    q, k ``(batch, h, n, d)``; the answer ``(batch, n, n)``. Raises ``AssertionError`` with a hint.
+    gates ``(batch, h, n, n_b)``, each head's MoBA gate; the answer ``(batch, n, n)``, compared with MoBA's mask of
+    one wide head that holds the heads' queries and keys side by side, on random and on tied gates. ``fn`` may not
+    change its input. Raises ``AssertionError`` with a hint.
     """
-    hint = _shared_hint(fn, [(0, 2, 16, 4, 4, 2), (1, 4, 24, 8, 4, 3), (2, 3, 20, 4, 8, 2)])
+    cases = [(0, 2, 16, 4, 4, 2, False), (1, 4, 24, 8, 4, 3, False), (2, 3, 20, 4, 8, 2, False)]
+    hint = _shared_hint(fn, [*cases, (3, 2, 16, 2, 2, 3, True)])
     if hint:
         raise AssertionError(hint)
     print("shared selection check passed")
 
 
 def hidden_check_shared_mask(fn: Callable[..., Tensor]) -> None:
-    """Hidden test of Exercise 2: one head, every block, a short last block. Raises ``AssertionError``."""
-    if _shared_hint(fn, [(10, 1, 12, 4, 4, 2), (11, 2, 16, 4, 4, 4), (12, 4, 30, 8, 8, 2), (13, 2, 9, 2, 2, 1)]):
+    """Hidden test of Exercise 2: one head, every block, a short last block, ties. Raises ``AssertionError``."""
+    cases = [(10, 1, 12, 4, 4, 2, False), (11, 2, 16, 4, 4, 4, False), (12, 4, 30, 8, 8, 2, False)]
+    if _shared_hint(fn, [*cases, (13, 2, 9, 2, 2, 1, False), (14, 3, 22, 3, 2, 4, True)]):
         raise AssertionError("the shared mask is not right on other inputs")
 
 
@@ -195,7 +205,6 @@ def hidden_check_moba_variation(answer: float | None, model: nn.Module, x: Tenso
 __all__ = [
     "EX3_BLOCK",
     "EX3_TOP_K",
-    "breakeven_heads_reference",
     "check_breakeven_heads",
     "check_moba_variation",
     "check_shared_mask",
@@ -203,5 +212,4 @@ __all__ = [
     "hidden_check_moba_variation",
     "hidden_check_shared_mask",
     "moba_accuracy",
-    "shared_mask_reference",
 ]

@@ -42,6 +42,10 @@ _Tagger = TypeVar("_Tagger", bound=nn.Module)
 class PositionTagger(nn.Module):
     """Embedding + position information + one causal encoder layer + read-out.
 
+    The inputs are tokens, so every hidden row is finite: the encoder layer and its
+    attention skip their own NaN-inert clearing (their private ``_finite_inputs`` flag, as in
+    :class:`~attnsurvey.transformer.model.Seq2SeqTransformer`), which computes the same bits.
+
     Args:
         vocab: the vocabulary size.
         encoding: one of :data:`ENCODINGS`.
@@ -94,9 +98,10 @@ class PositionTagger(nn.Module):
 
     def forward(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         n = tokens.shape[-1]
-        H, weights = self.encoder(
-            self.position(self.embed(tokens)), causal_mask(n, device=tokens.device)[None]
-        )  # (1, n, n): one mask for the batch
+        mask = causal_mask(n, device=tokens.device)[None]  # (1, n, n): one mask for the batch
+        # tokens in: every hidden row is finite and the causal mask leaves no row empty, so the layer
+        # trusts its inputs (as Seq2SeqTransformer's layers do) and skips the NaN-inert clearing
+        H, weights = self.encoder(self.position(self.embed(tokens)), mask, _finite_inputs=True)
         return self.readout(H), weights[0]
 
 

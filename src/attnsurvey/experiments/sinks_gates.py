@@ -105,7 +105,8 @@ class WindowTagger(PositionTagger):
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:  # type: ignore[override]
         n = tokens.shape[-1]
         mask = causal_mask(n, device=tokens.device) if mask is None else mask
-        H, weights = self.encoder(self.position(self.embed(tokens)), mask[None])  # (1, n, n): one mask for the batch
+        X = self.position(self.embed(tokens))  # tokens: every row finite, so the layers trust it (as PositionTagger's)
+        H, weights = self.encoder(X, mask[None], _finite_inputs=True)  # (1, n, n): one mask for the batch
         return self.readout(H), weights
 
 
@@ -174,11 +175,9 @@ def _test_sequences(seed: int, n_test: int, t: SinkTask) -> tuple[Tensor, Tensor
 
 
 @torch.no_grad()
-def _losses(
-    model: WindowTagger, x: Tensor, y: Tensor, mask: Tensor, copy: Tensor, other: Tensor
-) -> tuple[float, float]:
-    """Mean cross-entropy under ``mask`` at the positions ``copy`` and at the positions ``other`` (boolean ``(B, n)``)."""
-    ce = F_.cross_entropy(model(x, mask)[0].transpose(1, 2), y.clamp_min(0), reduction="none")  # (B, n)
+def _losses(logits: Tensor, y: Tensor, copy: Tensor, other: Tensor) -> tuple[float, float]:
+    """Mean cross-entropy of ``logits`` ``(B, n, vocab)`` at the positions ``copy`` and ``other`` (boolean ``(B, n)``)."""
+    ce = F_.cross_entropy(logits.transpose(1, 2), y.clamp_min(0), reduction="none")  # (B, n)
     return float(ce[copy].mean()), float(ce[other].mean())
 
 
@@ -220,8 +219,9 @@ def sink_measures(
     x, y = _test_sequences(seed, n_test, t)
     pos = torch.arange(n)
     copy, other = (x == 0) & (y != IGNORE), (x != 0) & (y != IGNORE)
-    a0 = model(x)[1][0][..., 0]  # (B, h, n): the first layer's weight on key 0
-    a_sum = model(x)[1][0].sum(-1)  # (B, h, n)
+    causal_logits, weights = model(x)  # one run under the causal mask serves the weights and the "full" losses
+    a0 = weights[0][..., 0]  # (B, h, n): the first layer's weight on key 0
+    a_sum = weights[0].sum(-1)  # (B, h, n)
     late_other, late_copy = other & (pos >= start), copy & (pos >= start)
     per_head = a0.permute(1, 0, 2)[:, late_other].mean(-1)  # (h,)
     out = {
@@ -232,8 +232,13 @@ def sink_measures(
         "row_sum": float(a_sum.permute(1, 0, 2)[:, late_other].mean()),
     }
     beyond = pos >= w
-    for name, mask in (("full", causal_mask(n)), ("evicted", sink_mask(n, 0, w)), ("kept", sink_mask(n, 1, w))):
-        out[f"copy_{name}"], out[f"other_{name}"] = _losses(model, x, y, mask, copy & beyond, other & beyond)
+    logits = {
+        "full": causal_logits,
+        "evicted": model(x, sink_mask(n, 0, w))[0],
+        "kept": model(x, sink_mask(n, 1, w))[0],
+    }
+    for name, z in logits.items():
+        out[f"copy_{name}"], out[f"other_{name}"] = _losses(z, y, copy & beyond, other & beyond)
     return out
 
 

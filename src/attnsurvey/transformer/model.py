@@ -170,9 +170,10 @@ class LayerNorm(nn.LayerNorm):
         out = super().forward(x)
         if len(self.normalized_shape) != 1 or not x.is_floating_point() or not x.numel():
             return out
-        big = x.detach().abs().amax(-1, keepdim=True) > torch.finfo(x.dtype).max ** 0.25
-        if not bool(big.any()):
+        big_entries = x.detach().abs() > torch.finfo(x.dtype).max ** 0.25
+        if not bool(big_entries.any()):  # the common case: one comparison, no reduction over rows
             return out
+        big = big_entries.any(-1, keepdim=True)
         y = normalize_rows(x, self.eps)
         if self.weight is not None:
             y = y * self.weight

@@ -120,9 +120,13 @@ def relative_position_attention(
 
 def _relative_tables(A_K: Tensor, A_V: Tensor, n_q: int, n_f: int) -> tuple[Tensor, Tensor]:
     """``(a^K_ij, a^V_ij)``, each ``(n_q, n_f, d)``: rows ``b + clip(j - i, b)`` of the offset tables."""
-    b = (A_K.shape[0] - 1) // 2
-    idx = clipped_relative_positions(n_q, n_f, b, A_K.device) + b
-    return A_K[idx], A_V[idx]
+    return _relative_rows(A_K, n_q, n_f), _relative_rows(A_V, n_q, n_f)
+
+
+def _relative_rows(A: Tensor, n_q: int, n_f: int) -> Tensor:
+    """Rows ``b + clip(j - i, b)`` of one offset table ``A`` ``(2b+1, d)``: ``(n_q, n_f, d)``."""
+    b = (A.shape[0] - 1) // 2
+    return A[clipped_relative_positions(n_q, n_f, b, A.device) + b]
 
 
 def _relative_scores(Q: Tensor, K: Tensor, aK: Tensor) -> Tensor:
@@ -172,11 +176,11 @@ class RelativeSelfAttention(SelfAttentionVariant):
 
     # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def score_fn(self, q: Tensor, k: Tensor) -> Tensor:  # type: ignore[override]
-        return _relative_scores(q, k, _relative_tables(self.A_K, self.A_V, q.shape[-2], k.shape[-2])[0])
+        return _relative_scores(q, k, _relative_rows(self.A_K, q.shape[-2], k.shape[-2]))  # the key side only
 
     # ignore: the base declares the hook as an attribute (None: no hook); a variant fills it with a method
     def context_hook(self, c: Tensor, a: Tensor) -> Tensor:  # type: ignore[override]
-        return c + _relative_values(a, _relative_tables(self.A_K, self.A_V, a.shape[-2], a.shape[-1])[1])
+        return c + _relative_values(a, _relative_rows(self.A_V, a.shape[-2], a.shape[-1]))  # the value side only
 
 
 @catalogued(
