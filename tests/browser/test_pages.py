@@ -39,7 +39,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.browser.axe import AXE, accessibility_problems, axe_available, colour_outcomes_by_style, set_mode
+from tests.browser.axe import AXE, FAILING, accessibility_problems, axe_available, colour_outcomes_by_style, set_mode
 from tests.browser.common import PAGES, SITE, WIDTHS, need, opened
 from tests.browser.mathjax import MATHJAX_MS, tex_errors
 from tests.browser.widgets import WAIT_MS, widget_problems
@@ -290,6 +290,45 @@ def test_the_accessibility_check_fails_a_page_with_violations(browser):
             .replace("color: #333", "color: #ddd")
         )
         assert not accessibility_problems(page), "the mended fixture still fails"
+    finally:
+        page.close()
+
+
+# The three rules of axe 4.11 rated minor or moderate that hold a check rated higher (a user-scalable=no
+# viewport, an empty heading, a scope attribute on a data cell): the violations they report.
+_LOW_RULES_FIXTURE = """<!doctype html><html lang="en"><head><title>fixture</title>
+<meta name="viewport" content="width=device-width, user-scalable=no, maximum-scale=1"></head>
+<body><main><h1>Fixture</h1><h2></h2><table><tr><th scope="col">a</th></tr><tr><td scope="row">b</td></tr></table>
+</main></body></html>"""
+
+
+def test_a_rule_rated_below_serious_reports_its_own_impact(browser):
+    """What leaving out the rules rated minor or moderate relies on: a violation carries its rule's impact, not
+    its failing check's. Every rule whose checks' highest impact is above the rule's own is planted on a fixture
+    page; each reports the rule's impact. A new axe with another such rule fails here until it is planted too."""
+    need(axe_available(), f"no axe-core at {AXE} (run `make assets`)")
+    order = ["minor", "moderate", "serious", "critical"]
+    page = browser.new_page()
+    try:
+        page.set_content(_LOW_RULES_FIXTURE)
+        page.add_script_tag(path=str(AXE))
+        rules = page.evaluate(
+            """(order) => axe._audit.rules.map(r => [r.id, r.impact,
+                 [...r.any, ...r.all, ...r.none].map(c => (axe._audit.data.checks[c.id || c] || {}).impact)
+                   .filter(Boolean).sort((a, b) => order.indexOf(a) - order.indexOf(b)).pop()])""",
+            order,
+        )
+        higher = sorted(rid for rid, impact, top in rules if impact not in FAILING and top in FAILING)
+        assert higher == ["empty-heading", "meta-viewport", "scope-attr-valid"], higher
+        reported = page.evaluate(
+            """async (ids) => (await axe.run(document, {runOnly: {type: 'rule', values: ids}})).violations
+                 .map(v => [v.id, v.impact, v.nodes.map(n => n.impact)])""",
+            higher,
+        )
+        assert sorted(r[0] for r in reported) == higher, reported
+        impact = {rid: rule_impact for rid, rule_impact, _ in rules}
+        for rid, said, nodes in reported:
+            assert said == impact[rid] and set(nodes) == {impact[rid]}, (rid, said, nodes)
     finally:
         page.close()
 
