@@ -4,7 +4,7 @@
 # and uses CDN copies (book/_ext/offline_assets.py says so).
 # reveal.js (for `make slides`, scripts/slides.py) goes to book/_vendor/slides,
 # outside the site, and so does axe-core (book/_vendor/axe), which only the accessibility test
-# (tests/browser/test_accessibility.py) injects into the pages it checks.
+# (tests/browser/test_pages.py, by tests/browser/axe.py) injects into the pages it checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MATHJAX_VERSION=3.2.2

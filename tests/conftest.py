@@ -86,9 +86,7 @@ def one_thread():
 #: turn comes, make -j2 lint test has finished lint's mypy), two chapters in a plain kernel, the edge-case sweep
 #: (unlisted, it sorted after every notebook and could run alone at the end of the session).
 SLOW_TEST_FILES = {
-    "tests/browser/test_site.py": 80.0,
-    "tests/browser/test_layout.py": 90.0,
-    "tests/browser/test_accessibility.py": 300.0,
+    "tests/browser/test_pages.py": 300.0,
     "tests/test_pdf.py": 105.0,
     "tests/browser/test_slides.py": 35.0,
     "tests/test_grading.py": 105.0,

@@ -1,4 +1,4 @@
-"""TeX that MathJax typeset as an error: what ``test_site.py`` asserts a page has none of.
+"""TeX that MathJax typeset as an error: what ``test_pages.py`` asserts a page has none of.
 
 MathJax draws bad TeX inside an ``mjx-container`` like any other formula, so
 "every .math element holds an mjx-container" does not see it:
@@ -10,7 +10,7 @@ MathJax draws bad TeX inside an ``mjx-container`` like any other formula, so
 
 Both are found in MathJax's own internal MathML of every typeset formula
 (``MathJax.startup.document.math``), whatever the output (CHTML, SVG) and
-however it is styled. Used by ``test_site.py`` (every page of the book) and
+however it is styled. Used by ``test_pages.py`` (every page of the book) and
 ``test_math_static.py`` (a fixture page that must fail the check).
 """
 

@@ -1,4 +1,4 @@
-"""The math check of ``test_site.py`` fails on bad TeX (issue: it once passed it).
+"""The math check of ``test_pages.py`` fails on bad TeX (issue: it once passed it).
 
 A fixture page loads the book's vendored MathJax with the book's MathJax
 configuration (``mathjax3_config`` in ``_config.yml``) and holds good formulas,

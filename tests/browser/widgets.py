@@ -8,7 +8,7 @@ before the view's <script>. So the views are what must be checked, each on its
 own: a page whose state is missing, or one of whose widgets is not drawn or
 has no control of its own that changes it, fails (:func:`widget_problems`).
 
-Used by ``test_site.py`` (every page of the book) and ``test_widgets_static.py``
+Used by ``test_pages.py`` (every page of the book) and ``test_widgets_static.py``
 (a tiny fixture page, and copies of it broken on purpose). Waits are on events
 and DOM conditions, never fixed sleeps; timeouts are generous because CI
 machines may be loaded.
