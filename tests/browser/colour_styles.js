@@ -160,7 +160,7 @@ window.bookColourStyles = (() => {
       const s = css(e);
       // as axe reads it: every text node of e joined, white space collapsed
       const own = T.sanitize(Array.from(e.childNodes).filter((n) => n.nodeType === 3).map((n) => n.nodeValue).join(''));
-      const letters = T.removeUnicode(own, {emoji: true, nonBmp: false, punctuations: true}) !== '';
+      const letters = T.removeUnicode(own, {emoji: true, nonBmp: false, punctuations: true}) !== ''; // codespell:ignore (axe's option name)
       const symbols = T.hasUnicode(own, {nonBmp: true}) && T.sanitize(T.removeUnicode(own, {nonBmp: true})) === '';
       const box = e.getBoundingClientRect();
       const rects = textRects(nodes);
