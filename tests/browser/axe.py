@@ -22,13 +22,15 @@ Each page is checked at each width ``test_pages.py`` opens (1280 and 390 px)
 a chapter page (3-5 s a run, about 2 ms per element); most of it went to the thousands of code
 tokens and the sidebar's links, which repeat a few dozen combinations of colours on every page.
 ``colour_styles.js`` computes, for every element the rules may look at, a string of everything
-they read of it, its *style*. For color-contrast (every element with text of its own, and form
+they read of it, its *style*. Neither rule applies to text that has no box (not laid out; form
+fields aside) or to a link that is not shown, so each rule gives those one style and reads nothing
+else of them. For color-contrast (every other element with text of its own, and form
 fields): whether it is shown, its own text as axe reads it (punctuation only, one character,
 symbols only), whether the overflow or ``clip`` of its ancestors hides that text and on which
 sides, its colours (text, fill, stroke, shadow), font size and weight, the opacity, filters,
 blending and clipping of it and its ancestors, the backgrounds under it up to the first opaque
 one with those of their boxes that do not hold its text (axe's own test), and the
-``::before``/``::after`` boxes above them. For link-in-text-block (every link): whether it is shown, has text and sits in
+``::before``/``::after`` boxes above them. For link-in-text-block (every link shown): whether it has text and sits in
 a block of text (axe's own test), and of the link and of that block, the same colours,
 backgrounds and effects plus what tells the two apart without colour (display, font, decoration,
 borders, outline, background image, pseudo-content). Two elements of one style get the same

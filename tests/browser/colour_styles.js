@@ -1,15 +1,17 @@
 // What axe-core's colour rules read of an element, as one string per element: its "style" (see axe.py).
 //
 // Two elements of the same style get the same result from the rule, so it needs to run on one of them
-// only. color-contrast reads whether the element is shown, its own text (punctuation only? one
-// character? symbols only?) and where the overflow or clip of its ancestors hides that text, its
-// colours (text, fill, stroke, shadow), font size and weight, the ::before/::after boxes of it and its
-// ancestors, the opacity, filters, blending and clipping of it and its ancestors, and the backgrounds
-// under it up to the first opaque one, with those of their boxes that do not hold its text.
-// link-in-text-block reads whether the link is shown, has text and sits in a block of text (axe's own
-// test), and, of the link and of that block, the same colours and backgrounds plus what can tell the
-// two apart without colour (display, font, decoration, borders, outline, background image,
-// pseudo-content).
+// only. color-contrast does not apply to an element whose text has no box (not laid out), unless it
+// is a form field, nor link-in-text-block to a link that is not shown: those share one style per rule
+// ('text | no text box', 'link | hidden'), and nothing else of them is read. Of the others,
+// color-contrast reads whether the element is shown, its own text (punctuation only? one character?
+// symbols only?) and where the overflow or clip of its ancestors hides that text, its colours (text,
+// fill, stroke, shadow), font size and weight, the ::before/::after boxes of it and its ancestors, the
+// opacity, filters, blending and clipping of it and its ancestors, and the backgrounds under it up to
+// the first opaque one, with those of their boxes that do not hold its text. link-in-text-block reads
+// whether the link has text and sits in a block of text (axe's own test), and, of the link and of that
+// block, the same colours and backgrounds plus what can tell the two apart without colour (display,
+// font, decoration, borders, outline, background image, pseudo-content).
 //
 // Defines window.bookColourStyles: mark(seen) marks the first element of each style not in `seen` for
 // its rule (data-axe-contrast, data-axe-link: the number of elements of the page with that style) and
@@ -25,15 +27,33 @@ window.bookColourStyles = (() => {
 
   // A function of an element, computed once per element and per call of styles(), and reused by its
   // descendants: f(e, up) may call up(e.parentElement).
+  // (f never returns undefined.)
   const memo = (f) => {
     const known = new Map();
     const g = (e) => {
       if (!e) return f(null, g);
-      if (!known.has(e)) known.set(e, f(e, g));
-      return known.get(e);
+      let value = known.get(e);
+      if (value === undefined) known.set(e, (value = f(e, g)));
+      return value;
     };
     return g;
   };
+
+  // How axe reads an element's own text (every text node joined, white space collapsed): no letters,
+  // symbols only, one character or text. A function of the text alone, so kept for the page's life.
+  const kinds = new Map();
+  function kindOfText(raw) {
+    let kind = kinds.get(raw);
+    if (kind === undefined) {
+      const T = axe.commons.text;
+      const own = T.sanitize(raw);
+      const letters = T.removeUnicode(own, {emoji: true, nonBmp: false, punctuations: true}) !== ''; // codespell:ignore (axe's option name)
+      const symbols = T.hasUnicode(own, {nonBmp: true}) && T.sanitize(T.removeUnicode(own, {nonBmp: true})) === '';
+      kind = !letters ? 'no letters' : symbols ? 'symbols only' : own.length === 1 ? 'one character' : 'text';
+      kinds.set(raw, kind);
+    }
+    return kind;
+  }
 
   // Whether a link sits in a block of text, by axe's own test, which needs axe's tree of the page. It
   // reads the page's structure and the display of the elements around the link, which the light and
@@ -52,9 +72,17 @@ window.bookColourStyles = (() => {
   }
 
   function styles() {
-    const T = axe.commons.text;
     const css = memo((e) => getComputedStyle(e));
     const transparent = (c) => c === 'transparent' || /, 0\)$/.test(c);
+    // e's background, read once: its colour, whether it has an image, whether it is inline, whether
+    // there is none (clear) and whether it hides what lies under it (opaque).
+    const paint = memo((e) => {
+      const s = css(e);
+      const colour = s.backgroundColor;
+      const image = s.backgroundImage !== 'none';
+      return {colour, image, inline: s.display === 'inline', clear: !image && transparent(colour),
+        opaque: !image && colour.startsWith('rgb(')};
+    });
     // The largest box drawn by an absolutely positioned ::before/::after with a background, on e or above.
     const pseudoArea = memo((e, up) => {
       if (!e) return 0;
@@ -79,11 +107,9 @@ window.bookColourStyles = (() => {
     // The backgrounds under e: its own and its ancestors' up to the first opaque one (inline or box).
     const backgrounds = memo((e, up) => {
       if (!e) return '';
-      const s = css(e);
-      const image = s.backgroundImage !== 'none';
-      const own = transparent(s.backgroundColor) && !image ? ''
-        : `${s.backgroundColor}${image ? ' image' : ''}${s.display === 'inline' ? ' inline' : ''} < `;
-      return !image && s.backgroundColor.startsWith('rgb(') ? own : own + up(e.parentElement);
+      const p = paint(e);
+      const own = p.clear ? '' : `${p.colour}${p.image ? ' image' : ''}${p.inline ? ' inline' : ''} < `;
+      return p.opaque ? own : own + up(e.parentElement);
     });
     const meet = (a, b) => (!a ? b : !b ? a : {left: Math.max(a.left, b.left), top: Math.max(a.top, b.top),
       right: Math.min(a.right, b.right), bottom: Math.min(a.bottom, b.bottom)});
@@ -103,14 +129,15 @@ window.bookColourStyles = (() => {
       }
       return box;
     });
-    const textNodes = (e) => Array.from(e.childNodes).filter((n) => n.nodeType === 3 && n.nodeValue.trim());
-    // Whether e's own text lies inside, across or outside the box its ancestors clip it to, and on which
-    // sides it crosses that box (axe's own test of whether a background box holds the text stretches a
-    // scrolling box to the right and down only).
+    const shown = (e) => e.checkVisibility({visibilityProperty: true});
+    // The boxes of the text of the given text nodes.
     const textRects = (nodes) => {
       const range = document.createRange();
       return nodes.flatMap((n) => { range.selectNodeContents(n); return Array.from(range.getClientRects()); });
     };
+    // Whether e's own text lies inside, across or outside the box its ancestors clip it to, and on which
+    // sides it crosses that box (axe's own test of whether a background box holds the text stretches a
+    // scrolling box to the right and down only).
     const placed = (e, rects) => {
       if (!rects.length) return 'no text box';
       const c = clipBox(e);
@@ -121,29 +148,34 @@ window.bookColourStyles = (() => {
       const crossed = sides.filter(Boolean).join(' ');
       return !crossed ? 'inside' : `${outside.length === rects.length ? 'clipped away' : 'partly clipped'} (${crossed})`;
     };
+    // The box b covers in axe's test of whether it holds a text: a box that scrolls (overflow auto or
+    // scroll) reaches as far right and down as it scrolls.
+    const reach = memo((b) => {
+      const s = css(b);
+      const r = b.getBoundingClientRect();
+      const scrolls = ['scroll', 'auto'].includes(s.overflow) || b === document.documentElement;
+      const pad = (a, z) => parseInt(s[a], 10) + parseInt(s[z], 10);
+      return {left: r.left, top: r.top,
+        right: scrolls ? r.left + b.scrollWidth + pad('paddingLeft', 'paddingRight') : r.right,
+        bottom: scrolls ? r.top + b.scrollHeight + pad('paddingTop', 'paddingBottom') : r.bottom};
+    });
     // Which of the boxes with a background under e (up to the first opaque one) do not hold its text, by
-    // axe's test: a box that scrolls (overflow auto or scroll) reaches as far right and down as it scrolls.
+    // axe's test.
     const unheld = (e, rects) => {
       const out = [];
       for (let b = e; b && rects.length; b = b.parentElement) {
-        const s = css(b);
-        const image = s.backgroundImage !== 'none';
-        if (transparent(s.backgroundColor) && !image) continue;
-        if (s.display !== 'inline') {
-          const r = b.getBoundingClientRect();
-          const scrolls = ['scroll', 'auto'].includes(s.overflow) || b === document.documentElement;
-          const pad = (a, z) => parseInt(s[a], 10) + parseInt(s[z], 10);
-          const right = scrolls ? r.left + b.scrollWidth + pad('paddingLeft', 'paddingRight') : r.right;
-          const bottom = scrolls ? r.top + b.scrollHeight + pad('paddingTop', 'paddingBottom') : r.bottom;
-          if (!rects.every((t) => t.top >= r.top && t.bottom <= bottom && t.left >= r.left && t.right <= right)) {
+        const p = paint(b);
+        if (p.clear) continue;
+        if (!p.inline) {
+          const r = reach(b);
+          if (!rects.every((t) => t.top >= r.top && t.bottom <= r.bottom && t.left >= r.left && t.right <= r.right)) {
             out.push(b.tagName);
           }
         }
-        if (!image && s.backgroundColor.startsWith('rgb(')) break;
+        if (p.opaque) break;
       }
       return out.length ? `outside ${out.join(' < ')}` : '';
     };
-    const shown = (e) => (e.checkVisibility({visibilityProperty: true}) ? 'shown' : 'hidden');
     const colours = (s) => [s.color, s.webkitTextFillColor, s.webkitTextStrokeWidth, s.webkitTextStrokeColor, s.textShadow];
     // What tells a link apart from the text around it, besides colour.
     const looks = (e, s) => [s.display, s.fontFamily, s.fontSize, s.fontWeight, s.fontStyle, s.textDecoration,
@@ -156,32 +188,41 @@ window.bookColourStyles = (() => {
       return b;
     };
 
-    const text = (e, nodes) => {
+    // The area of e's box (read only where a pseudo-element's box could cover a quarter of it).
+    const area = (e) => { const box = e.getBoundingClientRect(); return box.width * box.height; };
+    const text = (e, raw, rects) => {
       const s = css(e);
-      // as axe reads it: every text node of e joined, white space collapsed
-      const own = T.sanitize(Array.from(e.childNodes).filter((n) => n.nodeType === 3).map((n) => n.nodeValue).join(''));
-      const letters = T.removeUnicode(own, {emoji: true, nonBmp: false, punctuations: true}) !== ''; // codespell:ignore (axe's option name)
-      const symbols = T.hasUnicode(own, {nonBmp: true}) && T.sanitize(T.removeUnicode(own, {nonBmp: true})) === '';
-      const box = e.getBoundingClientRect();
-      const rects = textRects(nodes);
-      return ['text', e.tagName, shown(e), placed(e, rects), ...colours(s), s.fontSize, s.fontWeight,
-        !letters ? 'no letters' : symbols ? 'symbols only' : own.length === 1 ? 'one character' : 'text',
-        pseudoArea(e) > box.width * box.height * 0.25 ? 'pseudo-element' : '', effects(e), backgrounds(e),
+      const pseudo = pseudoArea(e);
+      return ['text', e.tagName, shown(e) ? 'shown' : 'hidden', placed(e, rects), ...colours(s), s.fontSize,
+        s.fontWeight, kindOfText(raw), pseudo > 0 && pseudo > area(e) * 0.25 ? 'pseudo-element' : '', effects(e), backgrounds(e),
         unheld(e, rects)].join(' | ');
     };
     const link = (e) => {
       const b = block(e);
       const around = b ? [b.tagName, ...colours(css(b)), ...looks(b, css(b)), effects(b), backgrounds(b)] : ['no block'];
-      return ['link', e.tagName, e.getAttribute('role') || '', shown(e), e.innerText.trim() ? 'text' : 'no text',
+      return ['link', e.tagName, e.getAttribute('role') || '', e.innerText.trim() ? 'text' : 'no text',
         inTextBlock(e) ? 'in a text block' : 'alone', ...colours(css(e)), ...looks(e, css(e)), effects(e),
         backgrounds(e), 'in', ...around].join(' | ');
     };
 
     const found = [];
     for (const e of document.querySelectorAll('*')) {
-      const nodes = textNodes(e);
-      if (nodes.length || FIELDS.includes(e.tagName)) found.push([e, CONTRAST, text(e, nodes)]);
-      if (e.matches(LINKS)) found.push([e, LINK, link(e)]);
+      // its text nodes (those with more than white space) and all their text
+      const nodes = [];
+      let raw = '';
+      for (let n = e.firstChild; n; n = n.nextSibling) {
+        if (n.nodeType !== 3) continue;
+        raw += n.nodeValue;
+        if (n.nodeValue.trim()) nodes.push(n);
+      }
+      // color-contrast applies to a form field, or to an element whose text has a box (axe's test),
+      // link-in-text-block to a link that is shown
+      const field = FIELDS.includes(e.tagName);
+      if (nodes.length || field) {
+        const rects = textRects(nodes);
+        found.push([e, CONTRAST, rects.length || field ? text(e, raw, rects) : 'text | no text box']);
+      }
+      if (e.matches(LINKS)) found.push([e, LINK, shown(e) ? link(e) : 'link | hidden']);
     }
     return found;
   }
