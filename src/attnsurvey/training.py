@@ -96,7 +96,8 @@ def train(
     Returns:
         A :class:`History`.
     """
-    opt = optimizer or portable_adam(model.parameters(), lr=lr)
+    params = list(model.parameters())  # listed once: walking the module tree every step cost as much as clipping
+    opt = optimizer or portable_adam(params, lr=lr)
     hist = History()
     model.train()
     start = time.perf_counter()
@@ -105,7 +106,7 @@ def train(
         loss = loss_fn(model, batch)
         loss.backward()
         if clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
+            nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         hist.losses.append(float(loss.detach()))
     hist.seconds = time.perf_counter() - start
