@@ -700,6 +700,7 @@ def attend(
     *,
     need_weights: Literal[True] = True,
     enable_gqa: bool = False,
+    _finite_inputs: bool = False,
     **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor]: ...
 @overload
@@ -712,6 +713,7 @@ def attend(
     *,
     need_weights: bool,
     enable_gqa: bool = False,
+    _finite_inputs: bool = False,
     **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor | None]: ...
 def attend(
@@ -731,6 +733,7 @@ def attend(
     need_weights: bool = True,
     align: str | AlignFn = "softmax",
     sink: Tensor | None = None,
+    _finite_inputs: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
 
@@ -815,7 +818,10 @@ def attend(
         device=Q.device,
     )
     sink = check_sink(sink, torch.Size((*batch, Q.shape[-2], K.shape[-2])), Q.dtype, align_fn)
-    settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights, sink=sink)
+    # _finite_inputs (private): a model of tokens vouches that Q, K and V hold no NaN/Inf (CoreSettings.finite_inputs)
+    settings = CoreSettings(
+        allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights, _finite_inputs, sink=sink
+    )
     c, a = attend_unchecked(Q, K, V, settings)
     refuse_overflowing_scores(c, Q, K, settings)
     return c, a
