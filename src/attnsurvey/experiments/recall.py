@@ -100,7 +100,7 @@ MIXERS: dict[str, MixerFactory] = {
     ),
     # recurrent mixers with the same heads and widths (d_k = d_v = d_model / n_heads); the model's shared
     # short convolution stands in for each layer's own, so that they differ from softmax only in the mixer
-    "linear": lambda d_model, n_heads: LinearAttentionLayer(d_model, n_heads, feature_map="elu+1"),
+    "linear": lambda d_model, n_heads: LinearAttentionLayer(d_model, n_heads, feature_map="elu+1", finite_inputs=True),
     "deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=False),
     "gated-deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=True),
 }
