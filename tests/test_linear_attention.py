@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 import attnsurvey.beyond.linear_attention as la
 from attnsurvey.attention import attend
 
+from .helpers import assert_trusting_keeps_the_bits
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 F64 = torch.float64
@@ -292,32 +294,12 @@ def test_costs_by_hand():
 @pytest.mark.parametrize("normalise", [True, False])
 def test_the_layer_trusting_its_inputs_computes_the_bits_of_the_clearing_core(gate, normalise):
     """finite_inputs=True (a model of tokens) skips the core's NaN-inert clearing in the parallel form: the same
-    outputs, input and parameter gradients, bit for bit, as the layer that lets the core clear, for finite inputs."""
-    from attnsurvey.beyond.linear_attention import LinearAttentionLayer
-
+    outputs, input and parameter gradients, bit for bit, as the layer that lets the core clear, for finite inputs.
+    The NaN check (the flag takes effect) skips the scalar gate: a NaN input makes a NaN gate, refused either way."""
     torch.manual_seed(0)
-    layer = LinearAttentionLayer(16, 2, gate=gate, normalise=normalise)
+    layer = la.LinearAttentionLayer(16, 2, gate=gate, normalise=normalise)
     x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
-    runs = []
-    for trusted in (True, False):
-        layer.finite_inputs, x.grad = trusted, None
-        layer.zero_grad()
-        out = layer(x)
-        out.square().sum().backward()
-        runs.append((out.detach(), x.grad.clone(), {k: p.grad.clone() for k, p in layer.named_parameters()}))
-    (o1, gx1, g1), (o0, gx0, g0) = runs
-    assert torch.equal(o1, o0) and torch.equal(gx1, gx0)
-    assert g1.keys() == g0.keys() and all(torch.equal(g1[k], g0[k]) for k in g0)
-    if gate == "scalar":  # a NaN input makes a NaN gate, which the gate check refuses either way
-        return
-    # the flag does skip the clearing: a NaN in the last row reaches the first row's output only when trusted
-    with torch.no_grad():
-        x_nan = x.detach().clone()
-        x_nan[:, -1] = float("nan")
-        layer.finite_inputs = False
-        assert layer(x_nan)[:, 0].isfinite().all()
-        layer.finite_inputs = True
-        assert layer(x_nan)[:, 0].isnan().any()
+    assert_trusting_keeps_the_bits(layer, x, nan_check=gate != "scalar")
 
 
 def test_the_recall_models_linear_mixer_trusts_its_inputs():
