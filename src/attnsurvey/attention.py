@@ -700,7 +700,6 @@ def attend(
     *,
     need_weights: Literal[True] = True,
     enable_gqa: bool = False,
-    _finite_inputs: bool = False,
     **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor]: ...
 @overload
@@ -713,7 +712,6 @@ def attend(
     *,
     need_weights: bool,
     enable_gqa: bool = False,
-    _finite_inputs: bool = False,
     **options: Unpack[AttendOptions],
 ) -> tuple[Tensor, Tensor | None]: ...
 def attend(
@@ -733,7 +731,6 @@ def attend(
     need_weights: bool = True,
     align: str | AlignFn = "softmax",
     sink: Tensor | None = None,
-    _finite_inputs: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """The general attention module (Fig. 2): Eq. (2), (3) and (4) in one call.
 
@@ -818,10 +815,7 @@ def attend(
         device=Q.device,
     )
     sink = check_sink(sink, torch.Size((*batch, Q.shape[-2], K.shape[-2])), Q.dtype, align_fn)
-    # _finite_inputs (private): a model of tokens vouches that Q, K and V hold no NaN/Inf (CoreSettings.finite_inputs)
-    settings = CoreSettings(
-        allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights, _finite_inputs, sink=sink
-    )
+    settings = CoreSettings(allowed, bias, fn, scale, align_fn, dropout_p, generator, need_weights, sink=sink)
     c, a = attend_unchecked(Q, K, V, settings)
     refuse_overflowing_scores(c, Q, K, settings)
     return c, a
@@ -959,6 +953,41 @@ class CoreSettings(NamedTuple):
     need_weights: bool = True
     finite_inputs: bool = False
     sink: Tensor | None = None
+
+
+def _attend_trusted(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    score: str | ScoreFn | None = None,
+    *,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+    need_weights: bool = True,
+    align: str | AlignFn = "softmax",
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend` for a layer of a model of tokens, which vouches that Q, K and V are finite and fit.
+
+    The masks are combined and checked as in :func:`attend`, the scores' overflow is still refused,
+    but the core makes nothing inert (``CoreSettings.finite_inputs``): the same bits for finite inputs.
+    """
+    fn, scale = resolve_score(score, None)
+    batch = cast(tuple[int, ...], broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2]))  # fits: the caller's word
+    allowed, bias = canonical_masks(
+        torch.Size((*batch, Q.shape[-2], K.shape[-2])),
+        mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        dtype=Q.dtype,
+        device=Q.device,
+    )
+    settings = CoreSettings(
+        allowed, bias, fn, scale, resolve_align(align), need_weights=need_weights, finite_inputs=True
+    )
+    c, a = attend_unchecked(Q, K, V, settings)
+    refuse_overflowing_scores(c, Q, K, settings)
+    return c, a
 
 
 def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) -> tuple[Tensor, Tensor | None]:

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, broadcast_batch, check_dim_equal, check_integers, check_min_rank, check_same_dtype
-from ..attention import attend
+from ..attention import _attend_trusted, attend
 from ..catalog import catalogued
 from ..masking import check_attn_mask
 from ..query_related.multihead import _merge_heads, _split_heads
@@ -123,15 +123,9 @@ def differential_attention(
         check_attn_mask(mask, torch.Size((*batch, Q.shape[-2], K.shape[-2])))
     if isinstance(mask, Tensor) and mask.dim() >= 2:
         mask = mask.unsqueeze(-3)  # one mask for the two maps
-    c, a = attend(
-        halves(Q),
-        halves(K),
-        V.unsqueeze(-3),
-        mask,
-        is_causal=is_causal,
-        need_weights=need_weights,
-        _finite_inputs=_finite_inputs,  # private: the caller vouches for finite Q, K, V (the core clears nothing)
-    )
+    # _finite_inputs (private): a layer of a model of tokens vouches for finite Q, K, V; the core clears nothing
+    run = _attend_trusted if _finite_inputs else attend
+    c, a = run(halves(Q), halves(K), V.unsqueeze(-3), mask, is_causal=is_causal, need_weights=need_weights)
     return _difference(c, lam), (None if a is None else _difference(a, lam))
 
 

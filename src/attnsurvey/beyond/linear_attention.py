@@ -54,7 +54,7 @@ from .._checks import (
     check_min_rank,
     check_same_dtype,
 )
-from ..attention import ALIGNMENTS, AlignFn, ScoreFn, attend
+from ..attention import ALIGNMENTS, AlignFn, ScoreFn, _attend_trusted, attend
 from ..catalog import catalogued
 from ..masking import check_attn_mask, check_key_padding_mask
 from ..query_related.multihead import merge_heads, split_heads
@@ -403,7 +403,8 @@ def linear_attention(
         align: str | AlignFn = "linear-normalise" if normalise else "identity"
     else:
         align = gated_align(log_gate, normalise)
-    c = attend(
+    run = _attend_trusted if _finite_inputs else attend  # private flag: a layer of a model of tokens, finite Q, K, V
+    c = run(
         Q,
         K,
         V,
@@ -412,7 +413,6 @@ def linear_attention(
         is_causal=True,
         key_padding_mask=key_padding_mask,
         need_weights=False,
-        _finite_inputs=_finite_inputs,  # private: the caller vouches for finite Q, K, V (the core clears nothing)
     )[0]
     return _zero_padded(c, kpm)
 
