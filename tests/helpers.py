@@ -120,3 +120,32 @@ def rejected_under_python_o(module: str, calls: list[str]) -> None:
     assert (
         done.returncode == 0
     ), f"under python -O a wrong answer was accepted or the run crashed: {done.stderr[-2000:]}"
+
+
+def assert_trusting_keeps_the_bits(layer: torch.nn.Module, x: torch.Tensor, nan_check: bool = True) -> None:
+    """A token mixer with a ``finite_inputs`` flag computes, trusted, the bits of the core's clearing path.
+
+    Runs ``layer`` on ``x`` (``requires_grad``) with the flag on and off and asserts equal outputs, input
+    gradients and parameter gradients, bit for bit. With ``nan_check``, also shows the flag takes effect:
+    a NaN in the last row of ``x`` reaches the first row's output only when trusted (causal layers).
+    """
+    runs = []
+    for trusted in (True, False):
+        layer.finite_inputs, x.grad = trusted, None
+        layer.zero_grad()
+        out = layer(x)
+        out.square().sum().backward()
+        grads = {k: p.grad.clone() for k, p in layer.named_parameters() if p.grad is not None}
+        runs.append((out.detach(), x.grad.clone(), grads))
+    (o1, gx1, g1), (o0, gx0, g0) = runs
+    assert torch.equal(o1, o0) and torch.equal(gx1, gx0)
+    assert g1.keys() == g0.keys() and all(torch.equal(g1[k], g0[k]) for k in g0)
+    if not nan_check:
+        return
+    with torch.no_grad():
+        x_nan = x.detach().clone()
+        x_nan[:, -1] = float("nan")
+        layer.finite_inputs = False
+        assert layer(x_nan)[:, 0].isfinite().all()
+        layer.finite_inputs = True
+        assert layer(x_nan)[:, 0].isnan().any()

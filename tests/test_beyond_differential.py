@@ -11,7 +11,7 @@ from attnsurvey.attention import attend
 from attnsurvey.beyond import differential as D
 from attnsurvey.query_related.multihead import MultiHeadAttention
 
-from .helpers import rand
+from .helpers import assert_trusting_keeps_the_bits, rand
 
 F64 = torch.float64
 
@@ -138,3 +138,27 @@ def test_the_layer_is_causal():
     y = x.clone()
     y[:, 4:] = rand(1, 2, 16, seed=19)
     torch.testing.assert_close(layer(x)[:, :4], layer(y)[:, :4])
+
+
+@pytest.mark.parametrize("learn_lambda", [True, False])
+def test_the_layer_trusting_its_inputs_computes_the_bits_of_the_clearing_core(learn_lambda):
+    """finite_inputs=True (a model of tokens) skips the core's NaN-inert clearing: the same outputs, differential
+    maps and gradients, bit for bit, as the layer that lets the core clear masked positions, for finite inputs."""
+    torch.manual_seed(0)
+    layer = D.DifferentialAttentionLayer(
+        32, 2, lambda_init=0.0 if not learn_lambda else None, learn_lambda=learn_lambda
+    )
+    x = torch.randn(3, 11, 32, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    assert_trusting_keeps_the_bits(layer, x)
+    maps = []
+    for trusted in (True, False):
+        layer.finite_inputs = trusted
+        maps.append(layer.attention_map(x).detach())
+    assert torch.equal(*maps)
+
+
+def test_the_recall_mixers_of_tokens_trust_their_inputs():
+    """The recall models' differential mixers are fed LayerNorm rows of token embeddings: they run trusted."""
+    from attnsurvey.experiments.recall import MIXERS
+
+    assert all(MIXERS[name](32, 2).finite_inputs for name in ("differential", "differential-0"))

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 import attnsurvey.beyond.linear_attention as la
 from attnsurvey.attention import attend
 
+from .helpers import assert_trusting_keeps_the_bits
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 F64 = torch.float64
@@ -286,3 +288,22 @@ def test_costs_by_hand():
     assert la.chunked_flops(8, 8, 2, 3) == la.parallel_flops(8, 2, 3) + 4 * 8 * 2 * 4 + 2 * 2 * 4
     with pytest.raises(ValueError, match="chunk_size"):
         la.chunked_flops(8, 0, 2, 3)
+
+
+@pytest.mark.parametrize("gate", [None, "fixed", "scalar"])
+@pytest.mark.parametrize("normalise", [True, False])
+def test_the_layer_trusting_its_inputs_computes_the_bits_of_the_clearing_core(gate, normalise):
+    """finite_inputs=True (a model of tokens) skips the core's NaN-inert clearing in the parallel form: the same
+    outputs, input and parameter gradients, bit for bit, as the layer that lets the core clear, for finite inputs.
+    The NaN check (the flag takes effect) skips the scalar gate: a NaN input makes a NaN gate, refused either way."""
+    torch.manual_seed(0)
+    layer = la.LinearAttentionLayer(16, 2, gate=gate, normalise=normalise)
+    x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    assert_trusting_keeps_the_bits(layer, x, nan_check=gate != "scalar")
+
+
+def test_the_recall_models_linear_mixer_trusts_its_inputs():
+    """The recall models' linear mixer is fed LayerNorm rows of token embeddings: it runs trusted."""
+    from attnsurvey.experiments.recall import MIXERS
+
+    assert MIXERS["linear"](16, 2).finite_inputs

@@ -49,3 +49,30 @@ def test_tie_split_accuracy_by_hand():
         tie_split_accuracy(counts[0], y[:1])
     with pytest.raises(ValueError):
         tie_split_accuracy(counts[:0], y[:0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, "mixed"])
+@pytest.mark.parametrize("max_norm", [1e-3, 1.0, 1e6])
+def test_train_clips_with_the_bits_of_torch_clip_grad_norm(dtype, max_norm):
+    """train's gradient clipping (_clip_grad_norm) leaves every gradient with the bits of nn.utils.clip_grad_norm_:
+    clipped hard, barely and not at all, one parameter without a gradient, one dtype (its own path) or mixed
+    dtypes (torch's function)."""
+    from attnsurvey.training import _clip_grad_norm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3), torch.nn.Linear(3, 2))
+    model.double() if dtype == torch.float64 else model[2].double() if dtype == "mixed" else None
+    x = torch.randn(4, 5, dtype=model[0].weight.dtype)
+    out = model[3](model[2](model[1](model[0](x)).to(model[2].weight.dtype)).to(model[3].weight.dtype))
+    out.square().sum().backward()
+    model[3].bias.grad = None  # a parameter without a gradient is skipped
+    params = list(model.parameters())
+    grads = [None if p.grad is None else p.grad.clone() for p in params]
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+    want = [None if p.grad is None else p.grad.clone() for p in params]
+    for p, g in zip(params, grads, strict=True):
+        p.grad = None if g is None else g.clone()
+    _clip_grad_norm(params, max_norm)
+    got = [p.grad for p in params]
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert max_norm > 1 or not all(torch.equal(a, b) for a, b in zip(got[:3], grads[:3], strict=True))

@@ -955,6 +955,41 @@ class CoreSettings(NamedTuple):
     sink: Tensor | None = None
 
 
+def _attend_trusted(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    score: str | ScoreFn | None = None,
+    *,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+    need_weights: bool = True,
+    align: str | AlignFn = "softmax",
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend` for a layer of a model of tokens, which vouches that Q, K and V are finite and fit.
+
+    The masks are combined and checked as in :func:`attend`, the scores' overflow is still refused,
+    but the core makes nothing inert (``CoreSettings.finite_inputs``): the same bits for finite inputs.
+    """
+    fn, scale = resolve_score(score, None)
+    batch = cast(tuple[int, ...], broadcast_batch(Q.shape[:-2], K.shape[:-2], V.shape[:-2]))  # fits: the caller's word
+    allowed, bias = canonical_masks(
+        torch.Size((*batch, Q.shape[-2], K.shape[-2])),
+        mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        dtype=Q.dtype,
+        device=Q.device,
+    )
+    settings = CoreSettings(
+        allowed, bias, fn, scale, resolve_align(align), need_weights=need_weights, finite_inputs=True
+    )
+    c, a = attend_unchecked(Q, K, V, settings)
+    refuse_overflowing_scores(c, Q, K, settings)
+    return c, a
+
+
 def attend_unchecked(Q: Tensor, K: Tensor, V: Tensor, settings: CoreSettings) -> tuple[Tensor, Tensor | None]:
     """:func:`attend` on inputs that the caller has checked: no validation, no host synchronisation.
 

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import as_tensor, broadcast_batch, check_dim_equal, check_integers, check_min_rank, check_same_dtype
-from ..attention import attend
+from ..attention import _attend_trusted, attend
 from ..catalog import catalogued
 from ..masking import check_attn_mask
 from ..query_related.multihead import _merge_heads, _split_heads
@@ -74,6 +74,7 @@ def differential_attention(
     *,
     is_causal: bool = False,
     need_weights: bool = False,
+    _finite_inputs: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """The context and map of differential attention, ``(A_1 - lambda A_2) V``.
 
@@ -122,7 +123,9 @@ def differential_attention(
         check_attn_mask(mask, torch.Size((*batch, Q.shape[-2], K.shape[-2])))
     if isinstance(mask, Tensor) and mask.dim() >= 2:
         mask = mask.unsqueeze(-3)  # one mask for the two maps
-    c, a = attend(halves(Q), halves(K), V.unsqueeze(-3), mask, is_causal=is_causal, need_weights=need_weights)
+    # _finite_inputs (private): a layer of a model of tokens vouches for finite Q, K, V; the core clears nothing
+    run = _attend_trusted if _finite_inputs else attend
+    c, a = run(halves(Q), halves(K), V.unsqueeze(-3), mask, is_causal=is_causal, need_weights=need_weights)
     return _difference(c, lam), (None if a is None else _difference(a, lam))
 
 
@@ -150,6 +153,9 @@ class DifferentialAttentionLayer(nn.Module):
         causal: mask the future (a causal token mixer); False: full self-attention.
         learn_lambda: learn ``lambda``; False fixes it at ``lambda_init`` (with ``lambda_init=0``
             a control with the same heads, norm and sizes but one map, no subtraction).
+        finite_inputs: the caller vouches that ``x`` holds no NaN/Inf (a model of tokens), so the
+            attention core skips its NaN-inert clearing of masked positions (the same bits for finite
+            ``x``; :class:`~attnsurvey.attention.CoreSettings`).
 
     Shape:
         x: ``(..., n, d_model)``; returns ``(..., n, d_model)``.
@@ -168,6 +174,7 @@ class DifferentialAttentionLayer(nn.Module):
         lambda_init: float | None = None,
         causal: bool = True,
         learn_lambda: bool = True,
+        finite_inputs: bool = False,
     ) -> None:
         super().__init__()
         check_integers("DifferentialAttentionLayer", minimum=1, d_model=d_model, n_heads=n_heads)
@@ -183,6 +190,7 @@ class DifferentialAttentionLayer(nn.Module):
         )
         self.head_norm = nn.RMSNorm(2 * self.d, eps=1e-5)
         self.learn_lambda = learn_lambda
+        self.finite_inputs = finite_inputs
 
     def lam(self) -> Tensor:
         """``lambda = exp(l_q1 . l_k1) - exp(l_q2 . l_k2) + lambda_init`` (a scalar tensor).
@@ -200,7 +208,9 @@ class DifferentialAttentionLayer(nn.Module):
         check_min_rank(x, 2, "x", "(..., n, d_model)")
         check_dim_equal(x.shape[-1], self.d_model, "DifferentialAttentionLayer", "d_model of x", "d_model of the layer")
         q, k, v = (_split_heads(W(x), self.h) for W in (self.W_Q, self.W_K, self.W_V))  # (..., h, n, 2d)
-        return differential_attention(q, k, v, self.lam(), is_causal=self.causal, need_weights=need_weights)
+        return differential_attention(
+            q, k, v, self.lam(), is_causal=self.causal, need_weights=need_weights, _finite_inputs=self.finite_inputs
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         c, _ = self._heads(x, False)

@@ -54,7 +54,7 @@ from .._checks import (
     check_min_rank,
     check_same_dtype,
 )
-from ..attention import ALIGNMENTS, AlignFn, ScoreFn, attend
+from ..attention import ALIGNMENTS, AlignFn, ScoreFn, _attend_trusted, attend
 from ..catalog import catalogued
 from ..masking import check_attn_mask, check_key_padding_mask
 from ..query_related.multihead import merge_heads, split_heads
@@ -368,6 +368,7 @@ def linear_attention(
     log_gate: Tensor | None = None,
     normalise: bool = True,
     key_padding_mask: Tensor | None = None,
+    _finite_inputs: bool = False,
 ) -> Tensor:
     """Causal (gated) linear attention, parallel form, through :func:`attnsurvey.attention.attend`.
 
@@ -402,7 +403,8 @@ def linear_attention(
         align: str | AlignFn = "linear-normalise" if normalise else "identity"
     else:
         align = gated_align(log_gate, normalise)
-    c = attend(
+    run = _attend_trusted if _finite_inputs else attend  # private flag: a layer of a model of tokens, finite Q, K, V
+    c = run(
         Q,
         K,
         V,
@@ -671,6 +673,7 @@ def linear_attention_forms(
     log_gate: Tensor | None = None,
     normalise: bool = True,
     key_padding_mask: Tensor | None = None,
+    _finite_inputs: bool = False,
 ) -> Tensor:
     """The outputs of causal (gated) linear attention in one of its three forms, chosen by name.
 
@@ -703,8 +706,8 @@ def linear_attention_forms(
         "normalise": normalise,
         "key_padding_mask": key_padding_mask,
     }
-    if form == "parallel":
-        return linear_attention(Q, K, V, **kw)
+    if form == "parallel":  # the one form through the core: _finite_inputs (private) skips its clearing
+        return linear_attention(Q, K, V, **kw, _finite_inputs=_finite_inputs)
     if form == "recurrent":
         return linear_attention_recurrent(Q, K, V, **kw)[0]
     if form == "chunked":
@@ -754,6 +757,9 @@ class LinearAttentionLayer(nn.Module):
         normalise: divide by the normaliser (False: unnormalised, as RetNet and GLA).
         form: ``"parallel"``, ``"recurrent"`` or ``"chunked"`` (the same outputs).
         chunk_size: ``C`` of the chunked form.
+        finite_inputs: the caller vouches that ``x`` holds no NaN/Inf (a model of tokens), so the
+            parallel form's attention core skips its NaN-inert clearing of masked positions (the same
+            bits for finite ``x``; :class:`~attnsurvey.attention.CoreSettings`).
 
     Shape:
         forward: x ``(B, n, d_model)``; returns ``(B, n, d_model)``.
@@ -773,6 +779,7 @@ class LinearAttentionLayer(nn.Module):
         normalise: bool = True,
         form: Form = "parallel",
         chunk_size: int = 64,
+        finite_inputs: bool = False,
     ) -> None:
         super().__init__()
         check_integers("LinearAttentionLayer", minimum=1, d_model=d_model, n_heads=n_heads, chunk_size=chunk_size)
@@ -785,6 +792,7 @@ class LinearAttentionLayer(nn.Module):
         resolve_feature_map(feature_map)
         self.d_model, self.h, self.gate, self.normalise = d_model, n_heads, gate, normalise
         self.feature_map, self.form, self.chunk_size = feature_map, form, chunk_size
+        self.finite_inputs = finite_inputs
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d_model, d_model, bias=False) for _ in range(4))
         self.W_g = nn.Linear(d_model, n_heads, bias=False) if gate == "scalar" else None
         self.register_buffer("log_gamma", retnet_log_decay(n_heads).float() if gate == "fixed" else None)
@@ -837,6 +845,7 @@ class LinearAttentionLayer(nn.Module):
             feature_map=self.feature_map,
             log_gate=self.log_gates(x),
             normalise=self.normalise,
+            _finite_inputs=self.finite_inputs,
         )
         return self.W_O(merge_heads(o))
 

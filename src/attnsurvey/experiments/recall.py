@@ -91,14 +91,16 @@ class SoftmaxMixer(MultiHeadAttention):
 #: Token mixers by name: ``(d_model, n_heads) -> module`` with ``forward(x: (B, n, d_model)) -> (B, n, d_model)``.
 MIXERS: dict[str, MixerFactory] = {
     "softmax": lambda d_model, n_heads: SoftmaxMixer(d_model, n_heads, finite_inputs=True),  # tokens: finite
-    "differential": lambda d_model, n_heads: DifferentialAttentionLayer(d_model, max(1, n_heads // 2)),
+    "differential": lambda d_model, n_heads: DifferentialAttentionLayer(
+        d_model, max(1, n_heads // 2), finite_inputs=True
+    ),
     # the control: the same layer with lambda fixed at 0 (one map, the same heads, norm and size)
     "differential-0": lambda d_model, n_heads: DifferentialAttentionLayer(
-        d_model, max(1, n_heads // 2), lambda_init=0.0, learn_lambda=False
+        d_model, max(1, n_heads // 2), lambda_init=0.0, learn_lambda=False, finite_inputs=True
     ),
     # recurrent mixers with the same heads and widths (d_k = d_v = d_model / n_heads); the model's shared
     # short convolution stands in for each layer's own, so that they differ from softmax only in the mixer
-    "linear": lambda d_model, n_heads: LinearAttentionLayer(d_model, n_heads, feature_map="elu+1"),
+    "linear": lambda d_model, n_heads: LinearAttentionLayer(d_model, n_heads, feature_map="elu+1", finite_inputs=True),
     "deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=False),
     "gated-deltanet": lambda d_model, n_heads: DeltaNetLayer(d_model, n_heads, gated=True),
 }
